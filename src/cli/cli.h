@@ -1,0 +1,45 @@
+// Shared pieces of the tinysplit command line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <unistd.h>
+
+namespace ts::cli {
+
+// Each subcommand registers itself on the app and sets its callback. The
+// callback returns the process exit code; errors are thrown as ts::Error.
+using Command = std::function<int()>;
+void add_command(CLI::App& app, const std::string& name, const std::string& help,
+                 const std::function<Command(CLI::App&)>& setup);
+
+// A one-line progress bar on stderr when it is a terminal; silent otherwise.
+class Progress {
+ public:
+  Progress(std::string label, int total) : label_(std::move(label)), total_(total), tty_(isatty(2) != 0) {}
+  void step(const std::string& what = "") {
+    ++done_;
+    if (!tty_) return;
+    const int width = 30;
+    const int fill = total_ > 0 ? done_ * width / total_ : width;
+    std::fprintf(stderr, "\r%s [%s%s] %d/%d %-30.30s", label_.c_str(), std::string(size_t(fill), '#').c_str(),
+                 std::string(size_t(width - fill), ' ').c_str(), done_, total_, what.c_str());
+    if (done_ >= total_) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  int total_;
+  int done_ = 0;
+  bool tty_;
+};
+
+// Registration functions, one per subcommand file.
+void register_inspect(CLI::App& app);
+void register_quantize(CLI::App& app);
+void register_eval(CLI::App& app);
+
+}  // namespace ts::cli

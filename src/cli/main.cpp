@@ -1,0 +1,52 @@
+// tinysplit: split CNN inference across networked microcontrollers.
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include "cli/cli.h"
+#include "model/graph.h"
+
+namespace ts::cli {
+
+namespace {
+std::vector<std::pair<CLI::App*, Command>>& commands() {
+  static std::vector<std::pair<CLI::App*, Command>> c;
+  return c;
+}
+}  // namespace
+
+void add_command(CLI::App& app, const std::string& name, const std::string& help,
+                 const std::function<Command(CLI::App&)>& setup) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  commands().emplace_back(sub, setup(*sub));
+}
+
+}  // namespace ts::cli
+
+int main(int argc, char** argv) {
+  using namespace ts::cli;
+  CLI::App app{"tinysplit: run CNNs split across networked microcontrollers, neuron by neuron", "tinysplit"};
+  app.require_subcommand(1);
+  register_inspect(app);
+  register_quantize(app);
+  register_eval(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, cmd] : commands())
+      if (sub->parsed()) return cmd();
+  } catch (const ts::Error& e) {
+    std::fprintf(stderr, "tinysplit: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tinysplit: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tinysplit: error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

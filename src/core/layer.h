@@ -1,0 +1,114 @@
+// One quantised layer as a board sees it, and the kernels that compute any
+// contiguous run of its output neurons.
+//
+// A "neuron" is one element of a layer's output tensor, numbered in C-H-W
+// order (the paper's split unit). Every kernel computes outputs [begin, end)
+// from input *windows*: a window holds a contiguous range of channels and of
+// rows, always at full width. The same code computes a whole layer in the
+// single-process reference (full windows, full range) and a board's share in
+// a distributed run, which is what makes the two bit-identical by
+// construction; the tests check the plumbing around it.
+//
+// Portable C++17: no heap, no exceptions, no RTTI, no OS, no floating point.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace ts {
+namespace core {
+
+constexpr int kMaxInputs = 8;
+
+enum class QOp : uint8_t {
+  Conv = 1,       // groups (incl. depthwise), stride, dilation, asymmetric zero pad
+  Gemm = 2,       // fully connected: every output reads the whole input
+  Add = 3,        // two operands, same shape, rescaled to a common scale
+  Mul = 4,        // second operand same shape or per-channel (C,1,1)
+  Concat = 5,     // along channels, each operand requantised to the output
+  AvgPool = 6,    // window average; divisor from count_include_pad
+  GlobalAvgPool = 7,
+  MaxPool = 8,    // output shares the input's quantisation
+  Lut = 9,        // elementwise int8 -> int8 table (activations not fused)
+  Pad = 10,       // explicit zero padding that could not be folded
+};
+
+const char* qop_name(QOp op);
+
+struct Dims {
+  int32_t c = 0, h = 0, w = 0;
+  int32_t size() const { return c * h * w; }
+};
+
+// A window of a CHW int8 tensor: channels [c0, c0+nc), rows [h0, h0+nh), all
+// columns. Element (c, y, x) lives at data[((c - c0) * nh + (y - h0)) * W + x].
+struct View {
+  const int8_t* data = nullptr;
+  int32_t c0 = 0, nc = 0, h0 = 0, nh = 0;
+};
+
+// Half-open box of channels and rows of one input needed by a run of outputs.
+struct Box {
+  int32_t c0 = 0, c1 = 0, h0 = 0, h1 = 0;  // [c0,c1) x [h0,h1)
+  bool empty() const { return c1 <= c0 || h1 <= h0; }
+  int64_t elems(int32_t w) const { return empty() ? 0 : int64_t(c1 - c0) * (h1 - h0) * w; }
+};
+
+struct LayerDesc {
+  QOp op = QOp::Conv;
+  uint8_t n_inputs = 1;
+  uint8_t count_include_pad = 0;  // AvgPool
+  Dims in[kMaxInputs];
+  int32_t in_zp[kMaxInputs] = {};
+  Dims out;
+  int32_t out_zp = 0;
+  int32_t act_min = -128, act_max = 127;  // fused activation as an int8 clamp
+
+  // Geometry (Conv, pools, Pad).
+  int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int32_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
+  int32_t groups = 1;
+
+  // Per-output-channel data for Conv and Gemm, indexed by (o - oc_base), so a
+  // board stores only the kernels of the channels it computes.
+  // Conv weights: [o][cin/groups][kh][kw]; Gemm weights: [o][fan_in].
+  // AvgPool uses mult/shift as tables indexed by (window count - 1).
+  int32_t oc_base = 0;
+  const int8_t* weights = nullptr;
+  const int32_t* bias = nullptr;
+  const int32_t* mult = nullptr;
+  const int32_t* shift = nullptr;
+
+  // Add: per-operand rescale after `left_shift`; Concat: per-operand requant.
+  int32_t in_mult[kMaxInputs] = {};
+  int32_t in_shift[kMaxInputs] = {};
+  int32_t left_shift = 0;
+  // Add, Mul, GlobalAvgPool: output requantisation.
+  int32_t out_mult = 0, out_shift = 0;
+
+  const int8_t* lut = nullptr;  // Lut: 256 entries indexed by x + 128
+};
+
+enum class KernelStatus : int32_t {
+  Ok = 0,
+  BadRange = 1,     // begin/end outside the output tensor
+  ViewTooSmall = 2, // an input window does not cover the needed box
+  BadLayer = 3,     // inconsistent descriptor
+  MissingData = 4,  // a channel's weights are not in this descriptor
+};
+
+// Box of input `i` that outputs [begin, end) read. Empty if they read none
+// of it (a Concat operand outside the run's channels).
+Box input_box(const LayerDesc& L, int i, int32_t begin, int32_t end);
+
+// Output channels [first, last] touched by outputs [begin, end).
+void output_channels(const LayerDesc& L, int32_t begin, int32_t end, int32_t* first, int32_t* last);
+
+// Computes outputs [begin, end) into out[0 .. end-begin). `oc_count` is the
+// number of output channels whose per-channel data the descriptor holds
+// (starting at oc_base); used to refuse reads past a board's fragment.
+KernelStatus compute_range(const LayerDesc& L, const View* in, int32_t begin, int32_t end,
+                           int8_t* out, int32_t oc_count);
+
+}  // namespace core
+}  // namespace ts

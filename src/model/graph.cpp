@@ -1,0 +1,245 @@
+#include "model/graph.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace ts {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Conv: return "Conv";
+    case Op::BatchNorm: return "BatchNorm";
+    case Op::Relu: return "Relu";
+    case Op::Clip: return "Clip";
+    case Op::HardSigmoid: return "HardSigmoid";
+    case Op::HardSwish: return "HardSwish";
+    case Op::Sigmoid: return "Sigmoid";
+    case Op::Add: return "Add";
+    case Op::Mul: return "Mul";
+    case Op::Concat: return "Concat";
+    case Op::AvgPool: return "AvgPool";
+    case Op::GlobalAvgPool: return "GlobalAvgPool";
+    case Op::MaxPool: return "MaxPool";
+    case Op::Gemm: return "Gemm";
+    case Op::Flatten: return "Flatten";
+    case Op::Pad: return "Pad";
+    case Op::Softmax: return "Softmax";
+    case Op::Identity: return "Identity";
+  }
+  return "?";
+}
+
+std::string to_string(const Shape& s) {
+  return std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w);
+}
+
+int Graph::add_tensor(const std::string& name, Shape s) {
+  Tensor t;
+  t.name = name;
+  t.shape = s;
+  tensors.push_back(std::move(t));
+  return int(tensors.size()) - 1;
+}
+
+int Graph::add_node(Node n) {
+  const int idx = int(nodes.size());
+  for (int in : n.inputs) {
+    if (in < 0 || in >= int(tensors.size()))
+      throw Error("node '" + n.name + "': input tensor index out of range");
+    tensors[in].consumers.push_back(idx);
+  }
+  if (n.output < 0 || n.output >= int(tensors.size()))
+    throw Error("node '" + n.name + "': output tensor index out of range");
+  if (tensors[n.output].producer != -1 || n.output == input)
+    throw Error("node '" + n.name + "': tensor '" + tensors[n.output].name + "' has two producers");
+  tensors[n.output].producer = idx;
+  nodes.push_back(std::move(n));
+  return idx;
+}
+
+static int conv_out(int in, int k, int s, int d, int p0, int p1) {
+  const int eff = d * (k - 1) + 1;
+  const int span = in + p0 + p1 - eff;
+  if (span < 0) return 0;
+  return span / s + 1;
+}
+
+Shape infer_shape(const Graph& g, const Node& n) {
+  auto in = [&](size_t i) -> const Shape& {
+    if (i >= n.inputs.size()) throw Error("node '" + n.name + "': missing input " + std::to_string(i));
+    return g.shape(n.inputs[i]);
+  };
+  auto fail = [&](const std::string& why) -> Error {
+    return Error("node '" + n.name + "' (" + op_name(n.op) + "): " + why);
+  };
+  switch (n.op) {
+    case Op::Conv: {
+      const Shape& x = in(0);
+      if (n.groups <= 0 || x.c % n.groups) throw fail("input channels not divisible by groups");
+      const int cin_g = x.c / n.groups;
+      if (n.weights.empty() || n.weights.size() % (size_t(cin_g) * n.kh * n.kw))
+        throw fail("weight size does not match kernel and input channels");
+      const int cout = int(n.weights.size() / (size_t(cin_g) * n.kh * n.kw));
+      if (cout % n.groups) throw fail("output channels not divisible by groups");
+      if (!n.bias.empty() && int(n.bias.size()) != cout) throw fail("bias size mismatch");
+      Shape o{cout, conv_out(x.h, n.kh, n.sh, n.dh, n.pad_t, n.pad_b),
+              conv_out(x.w, n.kw, n.sw, n.dw, n.pad_l, n.pad_r)};
+      if (o.h <= 0 || o.w <= 0) throw fail("input " + to_string(x) + " is too small for the kernel");
+      return o;
+    }
+    case Op::AvgPool:
+    case Op::MaxPool: {
+      const Shape& x = in(0);
+      Shape o{x.c, conv_out(x.h, n.kh, n.sh, 1, n.pad_t, n.pad_b),
+              conv_out(x.w, n.kw, n.sw, 1, n.pad_l, n.pad_r)};
+      if (o.h <= 0 || o.w <= 0) throw fail("input " + to_string(x) + " is too small for the pool window");
+      return o;
+    }
+    case Op::GlobalAvgPool: return {in(0).c, 1, 1};
+    case Op::BatchNorm: {
+      const Shape& x = in(0);
+      if (int(n.gamma.size()) != x.c || n.beta.size() != n.gamma.size() ||
+          n.mean.size() != n.gamma.size() || n.var.size() != n.gamma.size())
+        throw fail("parameter size does not match " + std::to_string(x.c) + " channels");
+      return x;
+    }
+    case Op::Relu:
+    case Op::Clip:
+    case Op::HardSigmoid:
+    case Op::HardSwish:
+    case Op::Sigmoid:
+    case Op::Identity:
+      return in(0);
+    case Op::Softmax: return in(0);
+    case Op::Add: {
+      if (in(0) != in(1)) throw fail("operand shapes differ: " + to_string(in(0)) + " vs " + to_string(in(1)));
+      return in(0);
+    }
+    case Op::Mul: {
+      const Shape& a = in(0);
+      const Shape& b = in(1);
+      if (a == b) return a;
+      if (b.c == a.c && b.h == 1 && b.w == 1) return a;
+      throw fail("unsupported broadcast " + to_string(a) + " * " + to_string(b));
+    }
+    case Op::Concat: {
+      Shape o = in(0);
+      o.c = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Shape& s = in(i);
+        if (s.h != o.h || s.w != o.w) throw fail("concat operands differ in spatial size");
+        o.c += s.c;
+      }
+      return o;
+    }
+    case Op::Gemm: {
+      const int64_t fan_in = in(0).size();
+      if (n.weights.empty() || int64_t(n.weights.size()) % fan_in) throw fail("weight size does not match input size " + std::to_string(fan_in));
+      const int out = int(int64_t(n.weights.size()) / fan_in);
+      if (!n.bias.empty() && int(n.bias.size()) != out) throw fail("bias size mismatch");
+      return {out, 1, 1};
+    }
+    case Op::Flatten: return {int(in(0).size()), 1, 1};
+    case Op::Pad: {
+      const Shape& x = in(0);
+      return {x.c, x.h + n.pad_t + n.pad_b, x.w + n.pad_l + n.pad_r};
+    }
+  }
+  throw fail("unknown op");
+}
+
+void Graph::validate() {
+  for (auto& t : tensors) t.consumers.clear();
+  if (input < 0 || input >= int(tensors.size())) throw Error("graph has no input tensor");
+  if (output < 0 || output >= int(tensors.size())) throw Error("graph has no output tensor");
+  std::vector<char> ready(tensors.size(), 0);
+  ready[input] = 1;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    for (int t : n.inputs) {
+      if (t < 0 || t >= int(tensors.size())) throw Error("node '" + n.name + "': bad input index");
+      if (!ready[t]) throw Error("node '" + n.name + "': input '" + tensors[t].name + "' is not computed before it");
+      tensors[t].consumers.push_back(int(i));
+    }
+    if (n.output < 0 || n.output >= int(tensors.size())) throw Error("node '" + n.name + "': bad output index");
+    if (ready[n.output]) throw Error("tensor '" + tensors[n.output].name + "' has two producers");
+    ready[n.output] = 1;
+    tensors[n.output].producer = int(i);
+    const Shape s = infer_shape(*this, n);
+    if (s != tensors[n.output].shape)
+      throw Error("node '" + n.name + "': output shape " + to_string(tensors[n.output].shape) +
+                  " disagrees with inferred " + to_string(s));
+  }
+  if (!ready[output]) throw Error("graph output '" + tensors[output].name + "' is never computed");
+}
+
+void Graph::compact() {
+  // Bypass Identity nodes: every use of an Identity's output becomes a use
+  // of its input.
+  std::vector<int> alias(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) alias[t] = int(t);
+  auto resolve = [&](int t) {
+    while (alias[t] != t) t = alias[t];
+    return t;
+  };
+  std::vector<Node> kept;
+  for (auto& n : nodes) {
+    if (n.op == Op::Identity) {
+      alias[n.output] = resolve(n.inputs.at(0));
+      continue;
+    }
+    for (int& t : n.inputs) t = resolve(t);
+    kept.push_back(std::move(n));
+  }
+  const int out = resolve(output);
+  // Keep only tensors that are used.
+  std::vector<char> used(tensors.size(), 0);
+  used[input] = 1;
+  used[out] = 1;
+  for (auto& n : kept) {
+    for (int t : n.inputs) used[t] = 1;
+    used[n.output] = 1;
+  }
+  std::vector<int> remap(tensors.size(), -1);
+  std::vector<Tensor> nt;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    if (used[t]) {
+      remap[t] = int(nt.size());
+      nt.push_back(std::move(tensors[t]));
+      nt.back().producer = -1;
+      nt.back().consumers.clear();
+    }
+  for (auto& n : kept) {
+    for (int& t : n.inputs) t = remap[t];
+    n.output = remap[n.output];
+  }
+  tensors = std::move(nt);
+  nodes = std::move(kept);
+  input = remap[input];
+  output = remap[out];
+  validate();
+}
+
+int64_t node_macs(const Graph& g, const Node& n) {
+  const Shape& o = g.shape(n.output);
+  switch (n.op) {
+    case Op::Conv: {
+      const int cin_g = g.shape(n.inputs[0]).c / n.groups;
+      return o.size() * cin_g * n.kh * n.kw;
+    }
+    case Op::Gemm: return int64_t(n.weights.size());
+    case Op::AvgPool:
+    case Op::MaxPool: return o.size() * n.kh * n.kw;
+    case Op::GlobalAvgPool: return g.shape(n.inputs[0]).size();
+    case Op::Add:
+    case Op::Mul: return o.size();
+    default: return 0;
+  }
+}
+
+int64_t node_params(const Node& n) {
+  return int64_t(n.weights.size() + n.bias.size() + n.gamma.size() + n.beta.size() + n.mean.size() +
+                 n.var.size());
+}
+
+}  // namespace ts

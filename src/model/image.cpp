@@ -1,0 +1,65 @@
+#include "model/image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO_WARNINGS
+#include <stb_image.h>
+
+namespace ts {
+
+Image load_image(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw Error("image '" + path + "' does not exist");
+  int w = 0, h = 0, ch = 0;
+  unsigned char* data = stbi_load(path.c_str(), &w, &h, &ch, 3);
+  if (!data) throw Error("cannot decode image '" + path + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown"));
+  Image img;
+  img.w = w;
+  img.h = h;
+  img.rgb.assign(data, data + size_t(w) * h * 3);
+  stbi_image_free(data);
+  if (w <= 0 || h <= 0) throw Error("image '" + path + "' is empty");
+  return img;
+}
+
+std::vector<float> preprocess(const Image& img, int size, const float mean[3], const float stdv[3]) {
+  if (size <= 0) throw Error("image size must be positive");
+  std::vector<float> out(size_t(3) * size * size);
+  const double sy = double(img.h) / size, sx = double(img.w) / size;
+  for (int y = 0; y < size; ++y) {
+    const double fy = std::clamp((y + 0.5) * sy - 0.5, 0.0, double(img.h - 1));
+    const int y0 = int(fy), y1 = std::min(y0 + 1, img.h - 1);
+    const double wy = fy - y0;
+    for (int x = 0; x < size; ++x) {
+      const double fx = std::clamp((x + 0.5) * sx - 0.5, 0.0, double(img.w - 1));
+      const int x0 = int(fx), x1 = std::min(x0 + 1, img.w - 1);
+      const double wx = fx - x0;
+      for (int c = 0; c < 3; ++c) {
+        auto px = [&](int yy, int xx) { return double(img.rgb[(size_t(yy) * img.w + xx) * 3 + c]); };
+        const double v = (1 - wy) * ((1 - wx) * px(y0, x0) + wx * px(y0, x1)) + wy * ((1 - wx) * px(y1, x0) + wx * px(y1, x1));
+        out[(size_t(c) * size + y) * size + x] = float((v / 255.0 - mean[c]) / stdv[c]);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> list_images(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw Error("image folder '" + dir + "' does not exist");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::string ext = e.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".ppm" || ext == ".pgm" || ext == ".gif" || ext == ".tga")
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw Error("no images in '" + dir + "'");
+  return files;
+}
+
+}  // namespace ts

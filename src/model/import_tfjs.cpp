@@ -1,0 +1,438 @@
+#include "model/import_tfjs.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ts {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+struct WeightStore {
+  std::map<std::string, std::pair<std::vector<int>, std::vector<float>>> w;
+  std::string file;
+
+  const std::vector<float>& get(const std::string& layer, const std::string& param, size_t expect) const {
+    auto it = w.find(layer + "/" + param);
+    if (it == w.end()) throw Error(file + ": weight '" + layer + "/" + param + "' is missing from the manifest");
+    if (expect && it->second.second.size() != expect)
+      throw Error(file + ": weight '" + layer + "/" + param + "' has " + std::to_string(it->second.second.size()) +
+                  " values, expected " + std::to_string(expect));
+    return it->second.second;
+  }
+  bool has(const std::string& layer, const std::string& param) const { return w.count(layer + "/" + param) != 0; }
+};
+
+std::string read_file(const fs::path& p, const std::string& what) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Error("cannot open " + what + " '" + p.string() + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+size_t dtype_bytes(const std::string& dt, const std::string& ctx) {
+  if (dt == "uint8" || dt == "int8") return 1;
+  if (dt == "uint16" || dt == "int16" || dt == "float16") return 2;
+  if (dt == "float32" || dt == "int32") return 4;
+  throw Error(ctx + ": unsupported weight dtype '" + dt + "'");
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h >> 15) << 31;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ff;
+  float v;
+  if (exp == 0) v = std::ldexp(float(mant), -24);
+  else if (exp == 31) v = mant ? NAN : INFINITY;
+  else v = std::ldexp(float(mant | 0x400), exp - 25);
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits |= sign;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+WeightStore load_weights(const json& manifest, const fs::path& dir, const std::string& file) {
+  WeightStore ws;
+  ws.file = file;
+  if (!manifest.is_array()) throw Error(file + ": weightsManifest is not a list");
+  for (const auto& group : manifest) {
+    std::string blob;
+    for (const auto& p : group.at("paths")) blob += read_file(dir / p.get<std::string>(), "weight shard");
+    size_t off = 0;
+    for (const auto& wj : group.at("weights")) {
+      const std::string name = wj.at("name").get<std::string>();
+      std::vector<int> shape = wj.at("shape").get<std::vector<int>>();
+      size_t count = 1;
+      for (int d : shape) {
+        if (d < 0) throw Error(file + ": weight '" + name + "' has a negative dimension");
+        count *= size_t(d);
+      }
+      const std::string dtype = wj.value("dtype", "float32");
+      std::vector<float> vals(count);
+      if (wj.contains("quantization")) {
+        const auto& q = wj.at("quantization");
+        const std::string qd = q.at("dtype").get<std::string>();
+        const size_t nb = dtype_bytes(qd, file);
+        if (off + count * nb > blob.size()) throw Error(file + ": weight shard is truncated at '" + name + "'");
+        const auto* src = reinterpret_cast<const uint8_t*>(blob.data() + off);
+        if (qd == "float16") {
+          for (size_t i = 0; i < count; ++i) vals[i] = half_to_float(uint16_t(src[2 * i] | (src[2 * i + 1] << 8)));
+        } else if (qd == "uint8" || qd == "uint16") {
+          const double mn = q.at("min").get<double>(), sc = q.at("scale").get<double>();
+          for (size_t i = 0; i < count; ++i) {
+            const uint32_t v = nb == 1 ? src[i] : uint32_t(src[2 * i] | (src[2 * i + 1] << 8));
+            vals[i] = float(mn + double(v) * sc);
+          }
+        } else {
+          throw Error(file + ": unsupported quantization dtype '" + qd + "' for '" + name + "'");
+        }
+        off += count * nb;
+      } else {
+        if (dtype != "float32") throw Error(file + ": unsupported weight dtype '" + dtype + "' for '" + name + "'");
+        if (off + count * 4 > blob.size()) throw Error(file + ": weight shard is truncated at '" + name + "'");
+        std::memcpy(vals.data(), blob.data() + off, count * 4);
+        off += count * 4;
+      }
+      for (float v : vals)
+        if (!std::isfinite(v)) throw Error(file + ": weight '" + name + "' holds a non-finite value");
+      ws.w[name] = {std::move(shape), std::move(vals)};
+    }
+    if (off != blob.size())
+      throw Error(file + ": weight shard has " + std::to_string(blob.size()) + " bytes, manifest describes " +
+                  std::to_string(off));
+  }
+  return ws;
+}
+
+std::pair<int, int> pair_of(const json& v, const std::string& ctx) {
+  if (v.is_number_integer()) return {v.get<int>(), v.get<int>()};
+  if (v.is_array() && v.size() == 2) return {v[0].get<int>(), v[1].get<int>()};
+  throw Error(ctx + ": expected an integer or a pair");
+}
+
+// Keras 'same' padding for one axis at the actual input size.
+void same_pad(int in, int k, int s, int d, int* p0, int* p1) {
+  const int out = (in + s - 1) / s;
+  const int total = std::max(0, (out - 1) * s + (k - 1) * d + 1 - in);
+  *p0 = total / 2;
+  *p1 = total - *p0;
+}
+
+struct Importer {
+  Graph g;
+  WeightStore ws;
+  std::string file;
+  std::map<std::string, int> tensor_of;  // Keras layer name -> tensor
+  std::map<std::string, bool> from_flatten_hwc;  // tensor came from Flatten of a spatial map
+  std::map<std::string, Shape> flatten_src;
+
+  int input_tensor(const json& layer, size_t i) {
+    const auto& nodes = layer.at("inbound_nodes");
+    if (nodes.size() != 1)
+      throw Error(file + ": layer '" + layer.at("name").get<std::string>() + "' is called " +
+                  std::to_string(nodes.size()) + " times; shared layers are not supported");
+    const auto& ins = nodes[0];
+    if (i >= ins.size()) throw Error(file + ": layer '" + layer.at("name").get<std::string>() + "' lacks input " + std::to_string(i));
+    const std::string src = ins[i][0].get<std::string>();
+    auto it = tensor_of.find(src);
+    if (it == tensor_of.end()) throw Error(file + ": layer '" + layer.at("name").get<std::string>() + "' reads unknown layer '" + src + "'");
+    return it->second;
+  }
+
+  int emit(Node n, const std::string& out_name) {
+    n.output = g.add_tensor(out_name, Shape{});
+    const int idx = int(g.nodes.size());
+    g.nodes.push_back(n);  // temporarily, for shape inference
+    Shape s = infer_shape(g, g.nodes.back());
+    g.nodes.pop_back();
+    g.tensors[n.output].shape = s;
+    g.add_node(std::move(n));
+    (void)idx;
+    return g.nodes.back().output;
+  }
+
+  // Adds an activation node after `t` named `name`.
+  int activation(const std::string& act, int t, const std::string& name) {
+    if (act == "linear") return t;
+    Node n;
+    n.name = name;
+    n.inputs = {t};
+    if (act == "relu") n.op = Op::Relu;
+    else if (act == "relu6") { n.op = Op::Clip; n.lo = 0; n.hi = 6; }
+    else if (act == "sigmoid") n.op = Op::Sigmoid;
+    else if (act == "hard_sigmoid") { n.op = Op::HardSigmoid; n.alpha = 0.2f; n.beta_hs = 0.5f; }
+    else if (act == "softmax") n.op = Op::Softmax;
+    else throw Error(file + ": unsupported activation '" + act + "' at layer '" + name + "'");
+    return emit(std::move(n), name);
+  }
+
+  void layer(const json& L) {
+    const std::string cls = L.at("class_name").get<std::string>();
+    const json& c = L.at("config");
+    const std::string name = L.value("name", c.value("name", std::string("?")));
+    auto ctx = file + ": layer '" + name + "' (" + cls + ")";
+    int out = -1;
+    if (cls == "InputLayer") {
+      return;  // handled before
+    } else if (cls == "ZeroPadding2D") {
+      Node n;
+      n.name = name;
+      n.op = Op::Pad;
+      n.inputs = {input_tensor(L, 0)};
+      const json& p = c.at("padding");
+      if (p.is_number_integer()) n.pad_t = n.pad_b = n.pad_l = n.pad_r = p.get<int>();
+      else if (p.is_array() && p.size() == 2 && p[0].is_array()) {
+        n.pad_t = p[0][0]; n.pad_b = p[0][1]; n.pad_l = p[1][0]; n.pad_r = p[1][1];
+      } else if (p.is_array() && p.size() == 2) {
+        n.pad_t = n.pad_b = p[0]; n.pad_l = n.pad_r = p[1];
+      } else throw Error(ctx + ": unsupported padding spec");
+      out = emit(std::move(n), name);
+    } else if (cls == "Conv2D" || cls == "DepthwiseConv2D") {
+      check_channels_last(c, ctx);
+      const int x = input_tensor(L, 0);
+      const Shape in = g.shape(x);
+      Node n;
+      n.name = name;
+      n.op = Op::Conv;
+      n.inputs = {x};
+      std::tie(n.kh, n.kw) = pair_of(c.at("kernel_size"), ctx);
+      std::tie(n.sh, n.sw) = pair_of(c.value("strides", json::array({1, 1})), ctx);
+      std::tie(n.dh, n.dw) = pair_of(c.value("dilation_rate", json::array({1, 1})), ctx);
+      const std::string pad = c.value("padding", std::string("valid"));
+      if (pad == "same") {
+        same_pad(in.h, n.kh, n.sh, n.dh, &n.pad_t, &n.pad_b);
+        same_pad(in.w, n.kw, n.sw, n.dw, &n.pad_l, &n.pad_r);
+      } else if (pad != "valid") throw Error(ctx + ": unsupported padding '" + pad + "'");
+      int cout;
+      const size_t ksp = size_t(n.kh) * n.kw;
+      if (cls == "Conv2D") {
+        if (c.value("groups", 1) != 1) throw Error(ctx + ": grouped Conv2D is not supported");
+        cout = c.at("filters").get<int>();
+        const auto& k = ws.get(name, "kernel", ksp * in.c * cout);  // [kh][kw][cin][cout]
+        n.weights.resize(k.size());
+        for (int o = 0; o < cout; ++o)
+          for (int i = 0; i < in.c; ++i)
+            for (int y = 0; y < n.kh; ++y)
+              for (int xx = 0; xx < n.kw; ++xx)
+                n.weights[((size_t(o) * in.c + i) * n.kh + y) * n.kw + xx] =
+                    k[((size_t(y) * n.kw + xx) * in.c + i) * cout + o];
+      } else {
+        const int mult = c.value("depth_multiplier", 1);
+        cout = in.c * mult;
+        n.groups = in.c;
+        const auto& k = ws.get(name, "depthwise_kernel", ksp * in.c * mult);  // [kh][kw][cin][mult]
+        n.weights.resize(k.size());
+        for (int i = 0; i < in.c; ++i)
+          for (int m = 0; m < mult; ++m)
+            for (int y = 0; y < n.kh; ++y)
+              for (int xx = 0; xx < n.kw; ++xx)
+                n.weights[(size_t(i * mult + m) * n.kh + y) * n.kw + xx] = k[((size_t(y) * n.kw + xx) * in.c + i) * mult + m];
+      }
+      if (c.value("use_bias", true)) n.bias = ws.get(name, "bias", size_t(cout));
+      out = emit(std::move(n), name);
+      out = activation(c.value("activation", std::string("linear")), out, name + "/act");
+    } else if (cls == "BatchNormalization") {
+      const int x = input_tensor(L, 0);
+      const int C = g.shape(x).c;
+      const json& ax = c.value("axis", json(-1));
+      const int axis = ax.is_array() ? ax[0].get<int>() : ax.get<int>();
+      if (axis != -1 && axis != 3) throw Error(ctx + ": only channel-axis BatchNormalization is supported");
+      Node n;
+      n.name = name;
+      n.op = Op::BatchNorm;
+      n.inputs = {x};
+      n.eps = c.value("epsilon", 1e-3f);
+      n.gamma = c.value("scale", true) ? ws.get(name, "gamma", C) : std::vector<float>(C, 1.f);
+      n.beta = c.value("center", true) ? ws.get(name, "beta", C) : std::vector<float>(C, 0.f);
+      n.mean = ws.get(name, "moving_mean", C);
+      n.var = ws.get(name, "moving_variance", C);
+      out = emit(std::move(n), name);
+    } else if (cls == "ReLU") {
+      Node n;
+      n.name = name;
+      n.inputs = {input_tensor(L, 0)};
+      const double slope = c.value("negative_slope", 0.0), thr = c.value("threshold", 0.0);
+      if (slope != 0.0 || thr != 0.0) throw Error(ctx + ": leaky or thresholded ReLU is not supported");
+      if (c.contains("max_value") && !c.at("max_value").is_null()) {
+        n.op = Op::Clip;
+        n.lo = 0;
+        n.hi = c.at("max_value").get<float>();
+      } else {
+        n.op = Op::Relu;
+      }
+      out = emit(std::move(n), name);
+    } else if (cls == "Activation") {
+      out = activation(c.at("activation").get<std::string>(), input_tensor(L, 0), name);
+    } else if (cls == "Add" || cls == "Multiply") {
+      const size_t k = L.at("inbound_nodes")[0].size();
+      if (k != 2) throw Error(ctx + ": only two operands are supported");
+      Node n;
+      n.name = name;
+      n.op = cls == "Add" ? Op::Add : Op::Mul;
+      n.inputs = {input_tensor(L, 0), input_tensor(L, 1)};
+      out = emit(std::move(n), name);
+    } else if (cls == "Concatenate") {
+      const int axis = c.value("axis", -1);
+      if (axis != -1 && axis != 3) throw Error(ctx + ": only channel concatenation is supported");
+      Node n;
+      n.name = name;
+      n.op = Op::Concat;
+      for (size_t i = 0; i < L.at("inbound_nodes")[0].size(); ++i) n.inputs.push_back(input_tensor(L, i));
+      out = emit(std::move(n), name);
+    } else if (cls == "AveragePooling2D" || cls == "MaxPooling2D") {
+      check_channels_last(c, ctx);
+      const int x = input_tensor(L, 0);
+      const Shape in = g.shape(x);
+      Node n;
+      n.name = name;
+      n.inputs = {x};
+      std::tie(n.kh, n.kw) = pair_of(c.at("pool_size"), ctx);
+      const json st = c.value("strides", json());
+      if (st.is_null()) { n.sh = n.kh; n.sw = n.kw; }
+      else std::tie(n.sh, n.sw) = pair_of(st, ctx);
+      const std::string pad = c.value("padding", std::string("valid"));
+      const bool avg = cls == "AveragePooling2D";
+      if (avg && pad == "valid" && n.kh >= in.h && n.kw >= in.w) {
+        // The window covers the whole map (or more): a global average.
+        n.op = Op::GlobalAvgPool;
+      } else {
+        n.op = avg ? Op::AvgPool : Op::MaxPool;
+        n.count_include_pad = false;  // Keras averages over valid taps only
+        if (pad == "same") {
+          same_pad(in.h, n.kh, n.sh, 1, &n.pad_t, &n.pad_b);
+          same_pad(in.w, n.kw, n.sw, 1, &n.pad_l, &n.pad_r);
+        } else if (pad != "valid") throw Error(ctx + ": unsupported padding '" + pad + "'");
+      }
+      out = emit(std::move(n), name);
+    } else if (cls == "GlobalAveragePooling2D") {
+      Node n;
+      n.name = name;
+      n.op = Op::GlobalAvgPool;
+      n.inputs = {input_tensor(L, 0)};
+      out = emit(std::move(n), name);
+    } else if (cls == "Flatten") {
+      const int x = input_tensor(L, 0);
+      Node n;
+      n.name = name;
+      n.op = Op::Flatten;
+      n.inputs = {x};
+      out = emit(std::move(n), name);
+      flatten_src[name] = g.shape(x);
+    } else if (cls == "Dense") {
+      const int x = input_tensor(L, 0);
+      const Shape in = g.shape(x);
+      if (in.h != 1 || in.w != 1) throw Error(ctx + ": Dense on a spatial tensor (without Flatten) is not supported");
+      const int units = c.at("units").get<int>();
+      const int fan_in = in.c;
+      const auto& k = ws.get(name, "kernel", size_t(fan_in) * units);  // [in][out]
+      Node n;
+      n.name = name;
+      n.op = Op::Gemm;
+      n.inputs = {x};
+      n.weights.resize(k.size());
+      // Keras flattens H-W-C; our tensors are C-H-W: permute the rows.
+      const std::string src = L.at("inbound_nodes")[0][0][0].get<std::string>();
+      Shape fs{fan_in, 1, 1};
+      if (flatten_src.count(src)) fs = flatten_src[src];
+      for (int o = 0; o < units; ++o)
+        for (int ch = 0; ch < fs.c; ++ch)
+          for (int y = 0; y < fs.h; ++y)
+            for (int xx = 0; xx < fs.w; ++xx) {
+              const size_t keras_row = (size_t(y) * fs.w + xx) * fs.c + ch;
+              const size_t ours = (size_t(ch) * fs.h + y) * fs.w + xx;
+              n.weights[size_t(o) * fan_in + ours] = k[keras_row * units + o];
+            }
+      if (c.value("use_bias", true)) n.bias = ws.get(name, "bias", size_t(units));
+      out = emit(std::move(n), name);
+      out = activation(c.value("activation", std::string("linear")), out, name + "/act");
+    } else if (cls == "Dropout" || cls == "SpatialDropout2D" || cls == "GaussianNoise" || cls == "GaussianDropout") {
+      Node n;
+      n.name = name;
+      n.op = Op::Identity;
+      n.inputs = {input_tensor(L, 0)};
+      out = emit(std::move(n), name);
+    } else {
+      throw Error(file + ": unsupported layer type '" + cls + "' at layer '" + name + "'");
+    }
+    tensor_of[name] = out;
+  }
+
+  static void check_channels_last(const json& c, const std::string& ctx) {
+    if (c.value("data_format", std::string("channels_last")) != "channels_last")
+      throw Error(ctx + ": only channels_last data format is supported");
+  }
+};
+
+}  // namespace
+
+Graph import_tfjs(const std::string& model_json, int input_size) {
+  const fs::path path(model_json);
+  const std::string text = read_file(path, "model file");
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(model_json + ": not valid JSON (" + std::string(e.what()).substr(0, 120) + ")");
+  }
+  try {
+    if (!root.is_object() || !root.contains("modelTopology") || !root.contains("weightsManifest"))
+      throw Error(model_json + ": not a TF.js layers model (needs modelTopology and weightsManifest)");
+    const json& topo = root.at("modelTopology");
+    const json& mc = topo.contains("model_config") ? topo.at("model_config") : topo;
+    const std::string mcls = mc.value("class_name", std::string());
+    if (mcls != "Model" && mcls != "Functional")
+      throw Error(model_json + ": model class '" + mcls + "' is not supported (need a functional Keras Model)");
+    const json& layers = mc.at("config").at("layers");
+
+    Importer im;
+    im.file = model_json;
+    im.ws = load_weights(root.at("weightsManifest"), path.parent_path(), model_json);
+    im.g.source = "tfjs:" + model_json;
+
+    // Input layer.
+    bool have_input = false;
+    for (const auto& L : layers) {
+      if (L.at("class_name") != "InputLayer") continue;
+      if (have_input) throw Error(model_json + ": models with several inputs are not supported");
+      const auto shp = L.at("config").at("batch_input_shape");
+      if (!shp.is_array() || shp.size() != 4) throw Error(model_json + ": input must be [batch, H, W, C]");
+      int h = shp[1].is_null() ? 0 : shp[1].get<int>();
+      int w = shp[2].is_null() ? 0 : shp[2].get<int>();
+      const int ch = shp[3].get<int>();
+      if (input_size > 0) h = w = input_size;
+      if (h <= 0 || w <= 0) throw Error(model_json + ": input size is not stored; pass --size");
+      if (ch != 3) throw Error(model_json + ": input must have 3 channels (RGB), has " + std::to_string(ch));
+      const std::string nm = L.at("name").get<std::string>();
+      im.g.input = im.g.add_tensor(nm, Shape{ch, h, w});
+      im.tensor_of[nm] = im.g.input;
+      have_input = true;
+    }
+    if (!have_input) throw Error(model_json + ": no InputLayer");
+    for (const auto& L : layers) im.layer(L);
+
+    const json& outs = mc.at("config").at("output_layers");
+    if (outs.size() != 1) throw Error(model_json + ": models with several outputs are not supported");
+    const std::string out_name = outs[0][0].get<std::string>();
+    if (!im.tensor_of.count(out_name)) throw Error(model_json + ": output layer '" + out_name + "' not found");
+    im.g.output = im.tensor_of[out_name];
+
+    // Labels, if shipped beside the model.
+    std::ifstream lf(path.parent_path() / "labels.txt");
+    for (std::string line; std::getline(lf, line);)
+      if (!line.empty()) im.g.labels.push_back(line);
+    im.g.compact();
+    return std::move(im.g);
+  } catch (const json::exception& e) {
+    throw Error(model_json + ": malformed model (" + std::string(e.what()).substr(0, 160) + ")");
+  }
+}
+
+}  // namespace ts

@@ -1,0 +1,309 @@
+#include "model/qgraph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/crc32.h"
+#include "model/bytes.h"
+
+namespace ts {
+
+using core::QOp;
+
+int32_t QNode::channels_with_data() const {
+  if (op == QOp::Conv || op == QOp::Gemm) return geo.out.c;
+  return 0;
+}
+
+int64_t QNode::bytes_per_channel() const {
+  const int32_t c = channels_with_data();
+  if (c == 0) return 0;
+  return int64_t(weights.size()) / c + 4 * 3;  // weights + bias, mult, shift
+}
+
+int64_t QNode::shared_bytes() const {
+  if (op == QOp::Conv || op == QOp::Gemm) return 0;
+  return int64_t(lut.size()) + 4 * int64_t(mult.size() + shift.size());
+}
+
+core::LayerDesc QGraph::desc(int i) const {
+  const QNode& n = nodes.at(i);
+  core::LayerDesc d = n.geo;
+  d.weights = n.weights.empty() ? nullptr : n.weights.data();
+  d.bias = n.bias.empty() ? nullptr : n.bias.data();
+  d.mult = n.mult.empty() ? nullptr : n.mult.data();
+  d.shift = n.shift.empty() ? nullptr : n.shift.data();
+  d.lut = n.lut.empty() ? nullptr : n.lut.data();
+  d.oc_base = 0;
+  return d;
+}
+
+void QGraph::link() {
+  for (auto& t : tensors) {
+    t.producer = -1;
+    t.consumers.clear();
+  }
+  const int nt = int(tensors.size());
+  if (input < 0 || input >= nt || output < 0 || output >= nt) throw Error("quantised model: bad input/output index");
+  std::vector<char> ready(nt, 0);
+  ready[input] = 1;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const QNode& n = nodes[i];
+    if (n.inputs.empty() || int(n.inputs.size()) != n.geo.n_inputs || n.inputs.size() > size_t(core::kMaxInputs))
+      throw Error("quantised model: node '" + n.name + "' has a bad input count");
+    for (int t : n.inputs) {
+      if (t < 0 || t >= nt || !ready[t]) throw Error("quantised model: node '" + n.name + "' reads a tensor not yet computed");
+      tensors[t].consumers.push_back(int(i));
+    }
+    if (n.output < 0 || n.output >= nt || ready[n.output]) throw Error("quantised model: node '" + n.name + "' has a bad output");
+    ready[n.output] = 1;
+    tensors[n.output].producer = int(i);
+    // Descriptor dims must agree with the tensors.
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Shape& s = tensors[n.inputs[k]].shape;
+      if (s.c != n.geo.in[k].c || s.h != n.geo.in[k].h || s.w != n.geo.in[k].w)
+        throw Error("quantised model: node '" + n.name + "' input dims disagree with its tensor");
+    }
+    const Shape& o = tensors[n.output].shape;
+    if (o.c != n.geo.out.c || o.h != n.geo.out.h || o.w != n.geo.out.w)
+      throw Error("quantised model: node '" + n.name + "' output dims disagree with its tensor");
+    // Per-channel data sizes.
+    const int32_t C = n.channels_with_data();
+    if (C) {
+      if (n.weights.empty() || n.weights.size() % size_t(C) || n.bias.size() != size_t(C) || n.mult.size() != size_t(C) ||
+          n.shift.size() != size_t(C))
+        throw Error("quantised model: node '" + n.name + "' per-channel data has the wrong size");
+      if (n.op == QOp::Conv) {
+        const auto& g = n.geo;
+        if (g.groups <= 0 || g.in[0].c % g.groups || g.out.c % g.groups ||
+            n.weights.size() != size_t(C) * (g.in[0].c / g.groups) * g.kh * g.kw)
+          throw Error("quantised model: node '" + n.name + "' conv geometry is inconsistent");
+      } else if (n.weights.size() != size_t(C) * size_t(n.geo.in[0].size())) {
+        throw Error("quantised model: node '" + n.name + "' gemm weights have the wrong size");
+      }
+    }
+    if (n.op == QOp::Lut && n.lut.size() != 256) throw Error("quantised model: node '" + n.name + "' LUT is not 256 entries");
+    if (n.op == QOp::AvgPool && n.mult.size() != size_t(n.geo.kh * n.geo.kw))
+      throw Error("quantised model: node '" + n.name + "' pool table has the wrong size");
+  }
+  if (!ready[output]) throw Error("quantised model: output is never computed");
+}
+
+int64_t QGraph::total_macs() const {
+  int64_t s = 0;
+  for (auto& n : nodes) s += n.macs;
+  return s;
+}
+
+int64_t QGraph::weight_bytes() const {
+  int64_t s = 0;
+  for (auto& n : nodes) s += n.bytes_per_channel() * n.channels_with_data() + n.shared_bytes();
+  return s;
+}
+
+// ---------------------------------------------------------------- format
+
+namespace {
+constexpr uint32_t kMagic = 0x4D515354;  // "TSQM"
+constexpr uint32_t kVersion = 1;
+
+void put_dims(ByteWriter& w, const core::Dims& d) { w.i32(d.c); w.i32(d.h); w.i32(d.w); }
+core::Dims get_dims(ByteReader& r) { core::Dims d; d.c = r.i32(); d.h = r.i32(); d.w = r.i32(); return d; }
+}  // namespace
+
+std::vector<uint8_t> serialize_qgraph(const QGraph& q) {
+  ByteWriter w;
+  w.u32(kMagic);
+  w.u32(kVersion);
+  w.str(q.source);
+  w.str(q.calibration);
+  w.u32(uint32_t(q.labels.size()));
+  for (auto& l : q.labels) w.str(l);
+  for (int c = 0; c < 3; ++c) { w.f32(q.in_mean[c]); w.f32(q.in_std[c]); }
+  w.i32(q.input);
+  w.i32(q.output);
+  w.u8(q.softmax_output ? 1 : 0);
+  w.u32(uint32_t(q.tensors.size()));
+  for (auto& t : q.tensors) {
+    w.str(t.name);
+    w.i32(t.shape.c); w.i32(t.shape.h); w.i32(t.shape.w);
+    w.f32(t.scale);
+    w.i32(t.zp);
+  }
+  w.u32(uint32_t(q.nodes.size()));
+  for (auto& n : q.nodes) {
+    const auto& g = n.geo;
+    w.str(n.name);
+    w.u8(uint8_t(n.op));
+    w.u32(uint32_t(n.inputs.size()));
+    for (int t : n.inputs) w.i32(t);
+    w.i32(n.output);
+    w.u8(g.n_inputs);
+    w.u8(g.count_include_pad);
+    for (int k = 0; k < core::kMaxInputs; ++k) { put_dims(w, g.in[k]); w.i32(g.in_zp[k]); w.i32(g.in_mult[k]); w.i32(g.in_shift[k]); }
+    put_dims(w, g.out);
+    for (int32_t v : {g.out_zp, g.act_min, g.act_max, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_t, g.pad_l, g.pad_b,
+                      g.pad_r, g.groups, g.left_shift, g.out_mult, g.out_shift})
+      w.i32(v);
+    w.vec_i8(n.weights);
+    w.vec_i32(n.bias);
+    w.vec_i32(n.mult);
+    w.vec_i32(n.shift);
+    w.vec_i8(n.lut);
+    w.u64(uint64_t(n.macs));
+  }
+  w.u32(crc32(w.buf.data(), w.buf.size()));
+  return w.buf;
+}
+
+QGraph deserialize_qgraph(const std::vector<uint8_t>& bytes, const std::string& what) {
+  if (bytes.size() < 12) throw Error(what + ": not a tinysplit quantised model (too short)");
+  ByteReader r(bytes.data(), bytes.size() - 4, what);
+  if (r.u32() != kMagic) throw Error(what + ": not a tinysplit quantised model (bad magic)");
+  const uint32_t ver = r.u32();
+  if (ver != kVersion) throw Error(what + ": quantised model version " + std::to_string(ver) + " is not supported (need " + std::to_string(kVersion) + ")");
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) stored |= uint32_t(bytes[bytes.size() - 4 + i]) << (8 * i);
+  if (stored != crc32(bytes.data(), bytes.size() - 4)) throw Error(what + ": checksum mismatch (file is corrupt)");
+  QGraph q;
+  q.source = r.str();
+  q.calibration = r.str();
+  const uint32_t nl = r.u32();
+  if (nl > 100000) throw Error(what + ": corrupt label count");
+  for (uint32_t i = 0; i < nl; ++i) q.labels.push_back(r.str());
+  for (int c = 0; c < 3; ++c) { q.in_mean[c] = r.f32(); q.in_std[c] = r.f32(); }
+  q.input = r.i32();
+  q.output = r.i32();
+  q.softmax_output = r.u8() != 0;
+  const uint32_t nt = r.u32();
+  if (nt > 1000000) throw Error(what + ": corrupt tensor count");
+  for (uint32_t i = 0; i < nt; ++i) {
+    QTensor t;
+    t.name = r.str();
+    t.shape.c = r.i32(); t.shape.h = r.i32(); t.shape.w = r.i32();
+    if (t.shape.c <= 0 || t.shape.h <= 0 || t.shape.w <= 0 || t.shape.size() > (int64_t(1) << 30))
+      throw Error(what + ": corrupt tensor shape");
+    t.scale = r.f32();
+    t.zp = r.i32();
+    q.tensors.push_back(std::move(t));
+  }
+  const uint32_t nn = r.u32();
+  if (nn > 1000000) throw Error(what + ": corrupt node count");
+  for (uint32_t i = 0; i < nn; ++i) {
+    QNode n;
+    auto& g = n.geo;
+    n.name = r.str();
+    n.op = QOp(r.u8());
+    if (uint8_t(n.op) < 1 || uint8_t(n.op) > 10) throw Error(what + ": unknown op code in node '" + n.name + "'");
+    g.op = n.op;
+    const uint32_t ni = r.u32();
+    if (ni > uint32_t(core::kMaxInputs)) throw Error(what + ": corrupt input count");
+    for (uint32_t k = 0; k < ni; ++k) n.inputs.push_back(r.i32());
+    n.output = r.i32();
+    g.n_inputs = r.u8();
+    g.count_include_pad = r.u8();
+    for (int k = 0; k < core::kMaxInputs; ++k) { g.in[k] = get_dims(r); g.in_zp[k] = r.i32(); g.in_mult[k] = r.i32(); g.in_shift[k] = r.i32(); }
+    g.out = get_dims(r);
+    int32_t* fields[] = {&g.out_zp, &g.act_min, &g.act_max, &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pad_t, &g.pad_l,
+                         &g.pad_b, &g.pad_r, &g.groups, &g.left_shift, &g.out_mult, &g.out_shift};
+    for (int32_t* f : fields) *f = r.i32();
+    n.weights = r.vec_i8<int8_t>();
+    n.bias = r.vec_i32();
+    n.mult = r.vec_i32();
+    n.shift = r.vec_i32();
+    n.lut = r.vec_i8<int8_t>();
+    n.macs = int64_t(r.u64());
+    q.nodes.push_back(std::move(n));
+  }
+  if (r.remaining() != 0) throw Error(what + ": trailing bytes after the model");
+  q.link();
+  return q;
+}
+
+void save_qgraph(const QGraph& q, const std::string& path) {
+  const auto bytes = serialize_qgraph(q);
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot write '" + path + "'");
+  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  if (!f) throw Error("failed writing '" + path + "'");
+}
+
+QGraph load_qgraph(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open quantised model '" + path + "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return deserialize_qgraph(bytes, path);
+}
+
+// ---------------------------------------------------------------- execution
+
+std::vector<int8_t> quantize_input(const QGraph& q, const std::vector<float>& x) {
+  const QTensor& t = q.tensors.at(q.input);
+  if (int64_t(x.size()) != t.shape.size())
+    throw Error("input has " + std::to_string(x.size()) + " values, model expects " + to_string(t.shape));
+  std::vector<int8_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const long v = std::lround(double(x[i]) / t.scale) + t.zp;
+    out[i] = int8_t(std::clamp<long>(v, -128, 127));
+  }
+  return out;
+}
+
+std::vector<std::vector<int8_t>> run_int8_all(const QGraph& q, const std::vector<int8_t>& input) {
+  std::vector<std::vector<int8_t>> t(q.tensors.size());
+  if (int64_t(input.size()) != q.shape(q.input).size()) throw Error("int8 input has the wrong size");
+  t[q.input] = input;
+  for (size_t i = 0; i < q.nodes.size(); ++i) {
+    const QNode& n = q.nodes[i];
+    const core::LayerDesc d = q.desc(int(i));
+    core::View views[core::kMaxInputs];
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Shape& s = q.shape(n.inputs[k]);
+      views[k] = core::View{t[n.inputs[k]].data(), 0, s.c, 0, s.h};
+    }
+    auto& out = t[n.output];
+    out.resize(size_t(q.shape(n.output).size()));
+    const auto st = core::compute_range(d, views, 0, int32_t(out.size()), out.data(), n.channels_with_data());
+    if (st != core::KernelStatus::Ok)
+      throw Error("int8 kernel failed at node '" + n.name + "' (status " + std::to_string(int(st)) + ")");
+  }
+  return t;
+}
+
+std::vector<int8_t> run_int8(const QGraph& q, const std::vector<int8_t>& input) {
+  auto all = run_int8_all(q, input);
+  return std::move(all[q.output]);
+}
+
+std::vector<float> dequantize_output(const QGraph& q, const std::vector<int8_t>& out) {
+  const QTensor& t = q.tensors.at(q.output);
+  std::vector<float> r(out.size());
+  for (size_t i = 0; i < out.size(); ++i) r[i] = t.scale * float(int32_t(out[i]) - t.zp);
+  return r;
+}
+
+std::vector<float> output_probs(const QGraph& q, const std::vector<int8_t>& out) {
+  std::vector<float> r = dequantize_output(q, out);
+  if (!q.softmax_output) return r;
+  const float mx = *std::max_element(r.begin(), r.end());
+  double sum = 0;
+  for (float& v : r) { v = std::exp(v - mx); sum += v; }
+  for (float& v : r) v = float(v / sum);
+  return r;
+}
+
+void quantize_multiplier(double m, int32_t* mult, int32_t* shift) {
+  if (!(m > 0) || !std::isfinite(m)) { *mult = 0; *shift = 0; return; }
+  int e = 0;
+  const double frac = std::frexp(m, &e);  // m = frac * 2^e, frac in [0.5, 1)
+  int64_t q = std::llround(frac * double(int64_t(1) << 31));
+  if (q == (int64_t(1) << 31)) { q /= 2; ++e; }
+  if (e < -31) { *mult = 0; *shift = 0; return; }
+  if (e > 30) throw Error("requantisation multiplier " + std::to_string(m) + " is out of range");
+  *mult = int32_t(q);
+  *shift = e;
+}
+
+}  // namespace ts
