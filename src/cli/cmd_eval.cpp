@@ -22,7 +22,7 @@ void register_eval(CLI::App& app) {
     auto size = std::make_shared<int>(112);
     auto images = std::make_shared<std::string>();
     auto calib = std::make_shared<std::string>();
-    auto method = std::make_shared<std::string>("percentile");
+    auto method = std::make_shared<std::string>("minmax");
     auto json = std::make_shared<bool>(false);
     sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json or an ONNX file")->capture_default_str();
     sub.add_option("--images,-i", *images, "folder of photos to evaluate (default data/eval)");

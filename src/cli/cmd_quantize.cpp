@@ -14,7 +14,7 @@ void register_quantize(CLI::App& app) {
                 auto size = std::make_shared<int>(112);
                 auto out = std::make_shared<std::string>();
                 auto calib = std::make_shared<std::string>();
-                auto method = std::make_shared<std::string>("percentile");
+                auto method = std::make_shared<std::string>("minmax");
                 auto pct = std::make_shared<double>(99.99);
                 auto json = std::make_shared<bool>(false);
                 sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json or an ONNX file")->capture_default_str();

@@ -13,7 +13,7 @@ enum class CalibMethod { MinMax, Percentile };
 CalibMethod parse_calib_method(const std::string& s);
 
 struct CalibOptions {
-  CalibMethod method = CalibMethod::Percentile;
+  CalibMethod method = CalibMethod::MinMax;
   // Percentile: per image, the range keeps this fraction of values (the
   // extremes beyond it are clipped); ranges are averaged over images.
   double percentile = 99.99;

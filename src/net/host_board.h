@@ -1,0 +1,70 @@
+// An emulated board on the host: the portable core::Worker behind a TCP (or
+// in-process) transport, with a file-backed flash store and a heap block as
+// its RAM arena (allocated once, before serving).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/worker.h"
+#include "net/transport.h"
+
+namespace ts::net {
+
+struct HostBoardOptions {
+  core::WorkerConfig cfg;
+  std::string store_dir;  // committed fragment persists here; empty = memory only
+  // Emulated clock: compute time stretched to macs * cycles_per_mac / clock.
+  // 0 = off (run at host speed).
+  double cycles_per_mac = 0.0;
+  // Injected delay before each send and each receive, as in the paper's
+  // Table 2 experiments. 0 = off.
+  double delay_ms = 0.0;
+  // Test hooks for misbehaving boards.
+  int crash_at_layer = -1;  // close the connection when RUN for this layer arrives
+  int stall_at_layer = -1;  // stop answering at this layer (keeps the socket open)
+  int garble_at_layer = -1; // corrupt one OUTPUT frame's bytes at this layer
+};
+
+// Flash emulated by memory, persisted to <dir>/fragment.bin on commit
+// (write to a temporary file, fsync, rename: atomic).
+class FileFlash final : public core::FlashStore {
+ public:
+  FileFlash(uint32_t capacity, std::string dir);
+  uint32_t capacity() const override { return capacity_; }
+  bool stage(uint32_t offset, const uint8_t* data, uint32_t len) override;
+  bool commit(uint32_t size, uint32_t crc) override;
+  const uint8_t* current(uint32_t* size) const override;
+
+ private:
+  uint32_t capacity_;
+  std::string dir_;
+  std::vector<uint8_t> staging_, current_;
+  bool have_ = false;
+};
+
+// A whole board: arena, flash, worker. Serves connections one after another.
+class HostBoard {
+ public:
+  explicit HostBoard(const HostBoardOptions& opt);
+  ~HostBoard();
+  // Serves one connection until it closes, the worker drops it, or stop.
+  void serve(Transport& t, const std::atomic<bool>& stop);
+  const core::Worker& worker() const { return worker_; }
+
+ private:
+  HostBoardOptions opt_;
+  std::vector<uint8_t> arena_;
+  FileFlash flash_;
+  class HostPort;
+  std::unique_ptr<HostPort> port_;
+  core::Worker worker_;
+};
+
+// `tinysplit worker`: listen on host:port and serve coordinators forever (or
+// until stop). Prints one line when ready.
+int run_worker_process(const std::string& host, uint16_t port, const HostBoardOptions& opt);
+
+}  // namespace ts::net
