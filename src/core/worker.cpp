@@ -49,7 +49,7 @@ bool Worker::on_connect() {
   hello.flash_bytes = cfg_.flash_bytes;
   uint8_t buf[wire::HelloPayload::kSize];
   const size_t n = hello.encode(buf, sizeof buf);
-  return send_frame(MsgType::Hello, 0, 0, buf, uint16_t(n), 0, true);
+  return send_frame(MsgType::Hello, 0, 0, buf, uint16_t(n), wire::kFlagLast, true);
 }
 
 bool Worker::send_frame(MsgType t, uint16_t layer, uint32_t offset, const uint8_t* payload, uint16_t len,
@@ -68,6 +68,9 @@ bool Worker::send_frame(MsgType t, uint16_t layer, uint32_t offset, const uint8_
     // so a full window here means the coordinator stopped acknowledging.
     uint32_t seq = 0;
     if (!window_.take(port_->now_us() / 1000u, &seq)) return false;
+    // The frame that fills the window asks for an immediate ACK, so the
+    // receiver may batch ACKs freely without ever stalling us.
+    if (!window_.can_send()) h.flags = uint16_t(h.flags | wire::kFlagAckReq);
     h.seq = seq;
   }
   const size_t n = wire::encode_frame(h, payload, len, tx_, wire::kMaxFrame);

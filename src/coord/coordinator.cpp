@@ -1,0 +1,299 @@
+#include "coord/coordinator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#include "core/crc32.h"
+#include "core/worker.h"
+
+namespace ts::coord {
+
+using Clock = std::chrono::steady_clock;
+using wire::MsgType;
+
+static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+Coordinator::Coordinator(const QGraph& q, const plan::Plan& p, std::vector<std::unique_ptr<BoardLink>> links,
+                         CoordOptions opt)
+    : q_(q), p_(p), links_(std::move(links)), opt_(opt) {
+  if (int(links_.size()) != p_.n_workers())
+    throw Error("plan has " + std::to_string(p_.n_workers()) + " workers but " + std::to_string(links_.size()) +
+                " boards are connected");
+  if (q_.nodes.size() > 0xFFFF) throw Error("model has more layers than the wire format can number");
+}
+
+Coordinator::~Coordinator() { close(); }
+
+void Coordinator::close() {
+  for (auto& l : links_)
+    if (l) l->close();
+}
+
+// Runs fn(board) on every listed board in its own thread; rethrows the first
+// failure (all threads are joined first, so nothing is left running).
+void Coordinator::parallel(const std::vector<int>& boards, const std::function<void(int)>& fn) {
+  if (boards.size() == 1) {
+    fn(boards[0]);
+    return;
+  }
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::exception_ptr first;
+  threads.reserve(boards.size());
+  for (int b : boards)
+    threads.emplace_back([&, b] {
+      try {
+        fn(b);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+        // Unblock the other boards of this layer quickly: nothing they do can
+        // save the inference now.
+        for (auto& l : links_) l->set_timeout(std::chrono::milliseconds(200));
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+std::vector<BoardInfo> Coordinator::handshake() {
+  std::vector<BoardInfo> info(links_.size());
+  std::vector<int> all(links_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
+  parallel(all, [&](int i) {
+    BoardLink& l = *links_[i];
+    info[i].index = i;
+    info[i].peer = l.peer();
+    info[i].hello = l.handshake();
+    const auto& w = p_.workers[i];
+    if (int64_t(info[i].hello.ram_bytes) < w.peak_ram_bytes)
+      throw BoardError(l.who() + ": has " + std::to_string(info[i].hello.ram_bytes) + " bytes of RAM, the plan needs " +
+                       std::to_string(w.peak_ram_bytes));
+    if (int64_t(info[i].hello.flash_bytes) < w.flash_bytes)
+      throw BoardError(l.who() + ": has " + std::to_string(info[i].hello.flash_bytes) +
+                       " bytes of flash, its fragment needs " + std::to_string(w.flash_bytes));
+  });
+  return info;
+}
+
+DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragments) {
+  if (fragments.size() != links_.size()) throw Error("deploy: one fragment per board is needed");
+  DeployResult res;
+  const auto t0 = Clock::now();
+  std::atomic<int64_t> sent_bytes{0};
+  std::atomic<int> sent{0}, cached{0}, finished{0};
+  int64_t total = 0;
+  for (auto& f : fragments) total += int64_t(f.size());
+  std::vector<int> all(links_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
+
+  auto commit = [&](BoardLink& l, const std::vector<uint8_t>& frag) {
+    wire::CommitPayload c;
+    c.fragment_size = uint32_t(frag.size());
+    c.fragment_crc = crc32(frag.data(), frag.size());
+    uint8_t buf[wire::CommitPayload::kSize];
+    c.encode(buf, sizeof buf);
+    l.send(MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast, p_.plan_id);
+    return l.recv_or_error();
+  };
+  std::thread bar;
+  std::atomic<bool> stop{false};
+  if (opt_.progress && isatty(2)) {
+    bar = std::thread([&] {
+      while (!stop.load()) {
+        const int64_t s = sent_bytes.load();
+        const int fill = total ? int(30 * s / total) : 30;
+        std::fprintf(stderr, "\rdeploy [%s%s] %lld/%lld bytes, %d/%zu boards", std::string(size_t(fill), '#').c_str(),
+                     std::string(size_t(30 - fill), ' ').c_str(), (long long)s, (long long)total, finished.load(),
+                     links_.size());
+        std::fflush(stderr);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      std::fprintf(stderr, "\n");
+    });
+  }
+  try {
+    parallel(all, [&](int i) {
+      BoardLink& l = *links_[i];
+      const auto& frag = fragments[i];
+      Frame f = commit(l, frag);
+      if (f.h.type == MsgType::Done) {  // already holds this fragment
+        ++cached;
+        sent_bytes += int64_t(frag.size());
+        ++finished;
+        return;
+      }
+      if (f.h.type != MsgType::Error) throw BoardError(l.who() + ": unexpected answer to COMMIT");
+      // Not cached (HashMismatch): store it whole, then commit.
+      size_t pos = 0;
+      while (pos < frag.size()) {
+        const size_t n = std::min(frag.size() - pos, wire::kMaxPayload);
+        const bool last = pos + n == frag.size();
+        l.send(MsgType::Store, 0, uint32_t(pos), frag.data() + pos, n, last ? wire::kFlagLast : 0, p_.plan_id);
+        pos += n;
+        sent_bytes += int64_t(n);
+      }
+      f = commit(l, frag);
+      if (f.h.type == MsgType::Error) {
+        wire::ErrorPayload e;
+        e.decode(f.payload.data(), f.payload.size());
+        throw BoardError(l.who() + ": refused its fragment: " + wire::error_code_name(e.code) + " " + e.text);
+      }
+      if (f.h.type != MsgType::Done) throw BoardError(l.who() + ": unexpected answer to COMMIT");
+      ++sent;
+      ++finished;
+    });
+  } catch (...) {
+    stop = true;
+    if (bar.joinable()) bar.join();
+    throw;
+  }
+  stop = true;
+  if (bar.joinable()) bar.join();
+  res.sent = sent.load();
+  res.cached = cached.load();
+  res.bytes = 0;
+  for (size_t i = 0; i < links_.size(); ++i) res.bytes += int64_t(links_[i]->stats().payload_out);
+  res.seconds = seconds_since(t0);
+  return res;
+}
+
+ProbeResult Coordinator::probe(int board) {
+  BoardLink& l = *links_.at(board);
+  ProbeResult r;
+  std::vector<uint8_t> small(16, 0xA5), big(wire::kMaxPayload, 0x5A);
+  // Round trip of a small message, best of 5 (the least disturbed).
+  double best = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    const auto t = Clock::now();
+    l.send(MsgType::Probe, 0, uint32_t(i), small.data(), small.size(), wire::kFlagLast, p_.plan_id);
+    Frame f = l.recv();
+    if (f.h.type != MsgType::ProbeReply || f.payload != small) throw BoardError(l.who() + ": bad probe reply");
+    best = std::min(best, seconds_since(t));
+  }
+  r.rtt_s = best;
+  // Bulk: 16 full frames each way, one at a time (the reply is the echo).
+  const int n = 16;
+  const auto t = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    l.send(MsgType::Probe, 0, uint32_t(i), big.data(), big.size(), wire::kFlagLast, p_.plan_id);
+    Frame f = l.recv();
+    if (f.h.type != MsgType::ProbeReply || f.payload.size() != big.size()) throw BoardError(l.who() + ": bad probe reply");
+  }
+  const double secs = seconds_since(t);
+  const double kb = 2.0 * n * double(big.size()) / 1024.0;
+  r.bandwidth_kbps = kb / std::max(secs, 1e-9);
+  // d: the one-way latency of a small message, charged per KB (eq. 1's d).
+  r.delay_s_per_kb = std::max(0.0, best / 2.0);
+  return r;
+}
+
+InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
+  InferenceResult res;
+  if (int64_t(input.size()) != q_.shape(q_.input).size()) throw Error("input has the wrong size for the model");
+  std::vector<std::vector<int8_t>> t(q_.tensors.size());
+  t[q_.input] = input;
+  res.boards.resize(links_.size());
+  std::vector<uint64_t> wire0(links_.size()), in0(links_.size());
+  for (size_t i = 0; i < links_.size(); ++i) {
+    res.boards[i].index = int(i);
+    res.boards[i].board_id = p_.workers[i].board;
+    res.boards[i].planned_peak_ram_bytes = p_.workers[i].peak_ram_bytes;
+    res.boards[i].flash_bytes = p_.workers[i].flash_bytes;
+    res.boards[i].layer_peak.assign(q_.nodes.size(), 0);
+    wire0[i] = links_[i]->stats().wire_out + links_[i]->stats().wire_in;
+  }
+  const auto t_start = Clock::now();
+  for (size_t node = 0; node < q_.nodes.size(); ++node) {
+    const QNode& n = q_.nodes[node];
+    auto& out = t[n.output];
+    out.assign(size_t(q_.shape(n.output).size()), 0);
+    std::vector<int> active;
+    for (int w = 0; w < p_.n_workers(); ++w)
+      if (!p_.workers[w].layers[node].run.empty()) active.push_back(w);
+    if (active.empty()) throw Error("plan gives layer '" + n.name + "' to no board");
+    std::vector<uint32_t> compute_us(links_.size(), 0);
+    std::vector<int64_t> lay_wire0(links_.size());
+    for (size_t i = 0; i < links_.size(); ++i) lay_wire0[i] = int64_t(links_[i]->stats().wire_out + links_[i]->stats().wire_in);
+    const auto t_layer = Clock::now();
+    parallel(active, [&](int w) {
+      BoardLink& l = *links_[w];
+      const plan::LayerShare& s = p_.workers[w].layers[node];
+      auto where = [&] { return " at layer " + std::to_string(node) + " '" + n.name + "'"; };
+      try {
+        for (size_t k = 0; k < s.inputs.size(); ++k) {
+          const auto& need = s.inputs[k];
+          const auto& src = t[need.tensor];
+          for (const auto& run : need.runs) {
+            l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
+                           reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, p_.plan_id);
+            res.boards[w].bytes_in += run.count;
+          }
+        }
+        l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, p_.plan_id);
+        const int64_t begin = s.run.begin, end = s.run.end;
+        int64_t got = 0;
+        for (;;) {
+          Frame f = l.recv();
+          if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
+          if (f.h.type == MsgType::Output) {
+            const int64_t off = f.h.offset, len = int64_t(f.payload.size());
+            if (off < begin || off + len > end)
+              throw BoardError(l.who() + ": sent outputs outside its share" + where());
+            std::copy(f.payload.begin(), f.payload.end(), reinterpret_cast<uint8_t*>(out.data()) + off);
+            got += len;
+            res.boards[w].bytes_out += len;
+            continue;
+          }
+          if (f.h.type == MsgType::Done) {
+            wire::DonePayload d;
+            if (!d.decode(f.payload.data(), f.payload.size())) throw BoardError(l.who() + ": malformed DONE" + where());
+            if (got != end - begin)
+              throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(end - begin) +
+                               " outputs" + where());
+            compute_us[w] = d.elapsed_us;
+            res.boards[w].layer_peak[node] = d.peak_ram_bytes;
+            res.boards[w].peak_ram_bytes = std::max(res.boards[w].peak_ram_bytes, d.peak_ram_bytes);
+            res.boards[w].compute_s += d.elapsed_us * 1e-6;
+            break;
+          }
+          throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
+        }
+      } catch (const BoardError& e) {
+        const std::string m = e.what();
+        if (m.find(" at layer ") != std::string::npos) throw;
+        throw BoardError(m + where());
+      }
+    });
+    LayerTiming lt;
+    lt.node = int(node);
+    lt.name = n.name;
+    lt.wall_s = seconds_since(t_layer);
+    uint32_t mx = 0;
+    for (int w : active) mx = std::max(mx, compute_us[w]);
+    lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
+    lt.comm_s = lt.wall_s - lt.compute_s;
+    lt.payload_bytes = p_.layers[node].bytes_moved;
+    for (size_t i = 0; i < links_.size(); ++i) {
+      lt.wire_bytes += int64_t(links_[i]->stats().wire_out + links_[i]->stats().wire_in) - lay_wire0[i];
+      lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[i].layer_peak[node]);
+    }
+    res.layers.push_back(lt);
+  }
+  res.total_s = seconds_since(t_start);
+  for (auto& lt : res.layers) {
+    res.compute_s += lt.compute_s;
+    res.payload_bytes += lt.payload_bytes;
+    res.wire_bytes += lt.wire_bytes;
+  }
+  res.comm_s = res.total_s - res.compute_s;
+  res.output = t[q_.output];
+  return res;
+}
+
+}  // namespace ts::coord

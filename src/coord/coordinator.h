@@ -1,0 +1,96 @@
+// The coordinator (alg. 4): deploys fragments, probes links, and runs
+// inferences layer by layer in the paper's mode: every activation goes
+// board -> coordinator -> boards. Boards of one layer work in parallel; each
+// board's link has its own thread, so one board computes while the
+// coordinator is still sending to the next (communication overlaps compute).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coord/link.h"
+#include "model/qgraph.h"
+#include "plan/plan.h"
+
+namespace ts::coord {
+
+struct CoordOptions {
+  uint16_t window = 8;                         // frames in flight per link
+  std::chrono::milliseconds timeout{10000};    // longest wait for a board
+  bool progress = false;                       // progress bar on stderr
+};
+
+struct BoardInfo {
+  int index = 0;
+  wire::HelloPayload hello;
+  std::string peer;
+};
+
+struct DeployResult {
+  int sent = 0, cached = 0;      // boards that got bytes / had it already
+  int64_t bytes = 0;             // fragment bytes sent
+  double seconds = 0;
+};
+
+struct ProbeResult {
+  double rtt_s = 0;              // small-message round trip
+  double delay_s_per_kb = 0;     // d of eq. 1: one-way latency charged per KB message
+  double bandwidth_kbps = 0;     // B of eq. 1: bulk throughput, KB/s
+};
+
+struct LayerTiming {
+  int node = 0;
+  std::string name;
+  double wall_s = 0, compute_s = 0, comm_s = 0;  // compute = slowest board's kernel time
+  int64_t payload_bytes = 0;                       // activations in + out
+  int64_t wire_bytes = 0;                          // all frames, both ways
+  int64_t max_peak_ram = 0;                        // max board arena high-water
+};
+
+struct BoardRunStats {
+  int index = 0;
+  int board_id = 0;
+  uint32_t peak_ram_bytes = 0;        // measured arena high-water (max over layers)
+  int64_t planned_peak_ram_bytes = 0;
+  int64_t flash_bytes = 0;
+  double compute_s = 0;
+  int64_t bytes_in = 0, bytes_out = 0;  // activation payload to / from the board
+  std::vector<uint32_t> layer_peak;     // measured per node (0 = no share)
+};
+
+struct InferenceResult {
+  std::vector<int8_t> output;
+  double total_s = 0, compute_s = 0, comm_s = 0;
+  int64_t wire_bytes = 0, payload_bytes = 0;
+  std::vector<LayerTiming> layers;
+  std::vector<BoardRunStats> boards;
+};
+
+class Coordinator {
+ public:
+  Coordinator(const QGraph& q, const plan::Plan& p, std::vector<std::unique_ptr<BoardLink>> links,
+              CoordOptions opt = {});
+  ~Coordinator();
+
+  // Reads every board's HELLO; checks each board's RAM and flash against the
+  // plan (one clear error naming the board otherwise).
+  std::vector<BoardInfo> handshake();
+  // Pushes fragments (index = plan worker). A board that already holds the
+  // identical fragment (same size and CRC) receives nothing.
+  DeployResult deploy(const std::vector<std::vector<uint8_t>>& fragments);
+  ProbeResult probe(int board);
+  InferenceResult infer(const std::vector<int8_t>& input);
+  void close();
+
+ private:
+  void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
+  const QGraph& q_;
+  const plan::Plan& p_;
+  std::vector<std::unique_ptr<BoardLink>> links_;
+  CoordOptions opt_;
+};
+
+}  // namespace ts::coord

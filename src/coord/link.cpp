@@ -1,0 +1,194 @@
+#include "coord/link.h"
+
+#include <algorithm>
+
+namespace ts::coord {
+
+using Clock = std::chrono::steady_clock;
+using wire::MsgType;
+
+BoardLink::BoardLink(std::unique_ptr<net::Transport> t, int index, uint16_t window, std::chrono::milliseconds timeout)
+    : t_(std::move(t)), index_(index), timeout_ms_(timeout.count()), window_(window, 1), acks_(32, 1), rx_(64 * 1024),
+      tx_(wire::kMaxFrame), t0_(Clock::now()) {
+  peer_ = t_ ? t_->peer() : "?";
+}
+
+BoardLink::~BoardLink() { close(); }
+
+void BoardLink::close() {
+  if (t_) t_->close();
+}
+
+std::string BoardLink::who() const { return "board " + std::to_string(index_) + " (" + peer_ + ")"; }
+
+void BoardLink::fail(const std::string& why) const { throw BoardError(who() + ": " + why); }
+
+uint32_t BoardLink::now_ms() const {
+  return uint32_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count());
+}
+
+bool BoardLink::read_frame(Frame* out, Clock::time_point deadline) {
+  for (;;) {
+    while (rx_pos_ < rx_have_) {
+      const auto r = reader_.feed(rx_.data() + rx_pos_, rx_have_ - rx_pos_);
+      rx_pos_ += r.consumed;
+      if (r.status == wire::FrameReader::Status::Error) {
+        ++stats_.bad_frames;
+        fail(std::string("sent a malformed frame (") + wire::wire_error_name(reader_.error()) + ")");
+      }
+      if (r.status == wire::FrameReader::Status::Frame) {
+        out->h = reader_.header();
+        out->payload.assign(reader_.payload(), reader_.payload() + out->h.payload_len);
+        stats_.frames_in++;
+        stats_.wire_in += wire::frame_size(out->h);
+        return true;
+      }
+    }
+    rx_pos_ = rx_have_ = 0;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1);
+    net::RecvResult r;
+    try {
+      r = t_->recv(rx_.data(), rx_.size(), left);
+    } catch (const std::exception& e) {
+      fail(std::string("connection failed: ") + e.what());
+    }
+    if (r.status == net::RecvStatus::Closed) fail("closed the connection");
+    if (r.status == net::RecvStatus::Timeout) continue;
+    rx_have_ = r.bytes;
+  }
+}
+
+void BoardLink::handle_ack(const Frame& f) {
+  wire::AckPayload a;
+  if (!a.decode(f.payload.data(), f.payload.size())) fail("sent a malformed ACK");
+  const auto r = window_.on_ack(a.ack_seq);
+  if (r == wire::AckResult::BeyondSent || r == wire::AckResult::Stale) fail("acknowledged frames never sent");
+}
+
+void BoardLink::send_ack_if_due() {
+  if (!acks_.ack_due()) return;
+  wire::AckPayload a;
+  a.ack_seq = acks_.ack_seq();
+  uint8_t buf[wire::AckPayload::kSize];
+  a.encode(buf, sizeof buf);
+  wire::FrameHeader h;
+  h.type = MsgType::Ack;
+  h.src = wire::kCoordinatorId;
+  h.dst = uint16_t(index_);
+  const size_t n = wire::encode_frame(h, buf, sizeof buf, tx_.data(), tx_.size());
+  try {
+    t_->send(tx_.data(), n);
+  } catch (const std::exception& e) {
+    fail(std::string("connection failed: ") + e.what());
+  }
+  acks_.ack_sent();
+  stats_.frames_out++;
+  stats_.wire_out += n;
+}
+
+Frame BoardLink::recv() {
+  Frame f = recv_or_error();
+  if (f.h.type == MsgType::Error) {
+    wire::ErrorPayload e;
+    if (!e.decode(f.payload.data(), f.payload.size())) fail("sent a malformed ERROR");
+    fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
+  }
+  return f;
+}
+
+Frame BoardLink::recv_or_error() {
+  const auto deadline = Clock::now() + timeout();
+  Frame f;
+  for (;;) {
+    if (!read_frame(&f, deadline))
+      fail("no answer within " + std::to_string(timeout().count()) + " ms");
+    if (f.h.type == MsgType::Ack) {
+      handle_ack(f);
+      continue;
+    }
+    if (f.h.type == MsgType::Error) return f;  // unsequenced
+    const auto sc = acks_.on_frame(f.h.seq, f.h.flags);
+    if (sc != wire::SeqCheck::InOrder) fail(sc == wire::SeqCheck::Gap ? "skipped sequence numbers" : "repeated a frame");
+    send_ack_if_due();
+    return f;
+  }
+}
+
+void BoardLink::send(MsgType type, uint16_t layer, uint32_t offset, const uint8_t* payload, size_t len,
+                     uint16_t flags, uint32_t deployment) {
+  const auto deadline = Clock::now() + timeout();
+  Frame f;
+  while (!window_.can_send()) {
+    if (!read_frame(&f, deadline)) fail("did not acknowledge within " + std::to_string(timeout().count()) + " ms");
+    if (f.h.type == MsgType::Ack) {
+      handle_ack(f);
+    } else if (f.h.type == MsgType::Error) {
+      wire::ErrorPayload e;
+      e.decode(f.payload.data(), f.payload.size());
+      fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
+    } else {
+      fail(std::string("sent ") + wire::msg_type_name(f.h.type) + " while receiving");
+    }
+  }
+  wire::FrameHeader h;
+  h.type = type;
+  h.src = wire::kCoordinatorId;
+  h.dst = uint16_t(index_);
+  h.deployment = deployment;
+  h.layer = layer;
+  h.offset = offset;
+  h.flags = flags;
+  uint32_t seq = 0;
+  window_.take(now_ms(), &seq);
+  h.seq = seq;
+  if (!window_.can_send()) h.flags = uint16_t(h.flags | wire::kFlagAckReq);
+  const size_t n = wire::encode_frame(h, payload, len, tx_.data(), tx_.size());
+  if (n == 0) fail("internal: frame could not be encoded");
+  try {
+    t_->send(tx_.data(), n);
+  } catch (const std::exception& e) {
+    fail(std::string("connection failed: ") + e.what());
+  }
+  stats_.frames_out++;
+  stats_.wire_out += n;
+  if (type == MsgType::Input || type == MsgType::Store) stats_.payload_out += len;
+}
+
+void BoardLink::send_message(MsgType type, uint16_t layer, uint32_t base_offset, const uint8_t* data, size_t len,
+                             uint32_t deployment) {
+  size_t pos = 0;
+  do {
+    const size_t n = std::min(len - pos, wire::kMaxPayload);
+    const bool last = pos + n == len;
+    send(type, layer, base_offset + uint32_t(pos), data + pos, n, last ? wire::kFlagLast : 0, deployment);
+    pos += n;
+  } while (pos < len);
+}
+
+void BoardLink::drain() {
+  const auto deadline = Clock::now() + timeout();
+  Frame f;
+  while (!window_.idle()) {
+    if (!read_frame(&f, deadline)) fail("did not acknowledge within " + std::to_string(timeout().count()) + " ms");
+    if (f.h.type == MsgType::Ack) handle_ack(f);
+    else if (f.h.type == MsgType::Error) {
+      wire::ErrorPayload e;
+      e.decode(f.payload.data(), f.payload.size());
+      fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
+    } else fail(std::string("sent ") + wire::msg_type_name(f.h.type) + " unexpectedly");
+  }
+}
+
+wire::HelloPayload BoardLink::handshake() {
+  Frame f = recv();
+  if (f.h.type != MsgType::Hello) fail(std::string("sent ") + wire::msg_type_name(f.h.type) + " instead of HELLO");
+  wire::HelloPayload hello;
+  if (!hello.decode(f.payload.data(), f.payload.size())) fail("sent a malformed HELLO");
+  if (hello.protocol_version != wire::kProtocolVersion)
+    fail("speaks protocol version " + std::to_string(hello.protocol_version));
+  return hello;
+}
+
+}  // namespace ts::coord

@@ -1,0 +1,88 @@
+// The coordinator's end of one board connection: framing, sequence numbers,
+// the ACK window, timeouts and byte accounting, over any Transport.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/wire.h"
+#include "net/transport.h"
+
+namespace ts::coord {
+
+// A board misbehaved, vanished or timed out. The message is one line that
+// names the board.
+struct BoardError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Frame {
+  wire::FrameHeader h;
+  std::vector<uint8_t> payload;
+};
+
+struct LinkStats {
+  uint64_t wire_out = 0, wire_in = 0;        // every byte of every frame
+  uint64_t payload_out = 0, payload_in = 0;  // activation/fragment bytes only
+  uint64_t frames_out = 0, frames_in = 0;
+  uint32_t bad_frames = 0;
+};
+
+class BoardLink {
+ public:
+  BoardLink(std::unique_ptr<net::Transport> t, int index, uint16_t window, std::chrono::milliseconds timeout);
+  ~BoardLink();
+
+  // Waits for the board's HELLO.
+  wire::HelloPayload handshake();
+
+  // Sends one sequenced frame, waiting for ACKs while the window is full.
+  void send(wire::MsgType type, uint16_t layer, uint32_t offset, const uint8_t* payload, size_t len, uint16_t flags,
+            uint32_t deployment);
+  // Sends a message of any length as consecutive frames (LAST on the final).
+  void send_message(wire::MsgType type, uint16_t layer, uint32_t base_offset, const uint8_t* data, size_t len,
+                    uint32_t deployment);
+  // Next sequenced frame from the board (ACKs are consumed on the way and
+  // ACKs owed are sent). Throws BoardError on timeout, close, a bad frame, a
+  // sequence error, or an ERROR frame (its text is in the message).
+  Frame recv();
+  // Like recv() but returns an ERROR frame instead of throwing on it.
+  Frame recv_or_error();
+  // Waits until every frame sent has been acknowledged.
+  void drain();
+  void close();
+
+  const std::string& peer() const { return peer_; }
+  int index() const { return index_; }
+  const LinkStats& stats() const { return stats_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
+  std::string who() const;
+
+ private:
+  // Reads until one frame is available; returns false on timeout.
+  bool read_frame(Frame* out, std::chrono::steady_clock::time_point deadline);
+  void handle_ack(const Frame& f);
+  void send_ack_if_due();
+  [[noreturn]] void fail(const std::string& why) const;
+
+  std::unique_ptr<net::Transport> t_;
+  int index_;
+  std::string peer_;
+  std::atomic<long long> timeout_ms_;  // may be shortened from another thread
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
+  wire::FrameReader reader_;
+  wire::SendWindow window_;
+  wire::AckTracker acks_;
+  std::vector<uint8_t> rx_, tx_;
+  size_t rx_have_ = 0, rx_pos_ = 0;
+  LinkStats stats_;
+  uint32_t now_ms() const;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace ts::coord

@@ -1,0 +1,581 @@
+// tinysplit wire format: the one place that defines what crosses a board link.
+//
+// The coordinator and every board exchange *frames* over a byte stream (TCP).
+// A frame is a fixed 32-byte header followed by 0..1368 payload bytes, so no
+// frame is larger than 1400 bytes (the paper's packet size, which fits one
+// Ethernet MTU with room for IP and TCP headers). All integers are
+// little-endian and written byte by byte: a struct is never copied onto the
+// wire, so padding, alignment and host byte order cannot leak into the format.
+//
+// Header (protocol version 1), byte by byte:
+//
+//   off size field        meaning
+//   --- ---- ------------ -----------------------------------------------------
+//     0   2  magic        0x5354, i.e. the bytes 'T' 'S'
+//     2   1  version      kProtocolVersion (1)
+//     3   1  type         MsgType
+//     4   2  src          sender id (board id, or kCoordinatorId)
+//     6   2  dst          receiver id
+//     8   4  deployment   id of the deployment (plan) this frame belongs to
+//    12   4  seq          sender's sequence number (0 and ignored for ACK)
+//    16   2  layer        layer index (INPUT/RUN/OUTPUT), fragment index
+//                         (STORE/COMMIT), otherwise 0
+//    18   2  flags        kFlagLast | kFlagAckReq; other bits must be 0
+//    20   4  offset       element offset in a tensor (INPUT/OUTPUT) or byte
+//                         offset in a fragment (STORE); else 0
+//    24   2  payload_len  payload bytes that follow, 0..kMaxPayload
+//    26   2  reserved     must be 0
+//    28   4  crc          CRC-32 of the header (with this field zeroed) then
+//                         the payload
+//    32      payload
+//
+// The two reserved bytes make the header 32 bytes, so a payload that starts in
+// a 4-byte aligned receive buffer is itself aligned. Receivers reject non-zero
+// reserved bits and unknown flags: new meaning needs a new version number.
+//
+// Reliability: TCP already delivers bytes reliably and in order. On top of it
+// each direction numbers its frames (seq 1, 2, 3, ... per connection) and the
+// receiver returns cumulative ACKs. The ACK does not retransmit anything; it
+// tells the sender the peer has *consumed* the frame (stored it, placed it),
+// which bounds how far the coordinator runs ahead of a board with little RAM
+// (SendWindow, window W; W = 1 is the paper's stop-and-wait).
+//
+// Errors: any malformed frame on a stream is fatal for that connection (see
+// FrameReader). docs/protocol.md explains the whole protocol and its reasons.
+//
+// Portable C++17 subset (shared with the firmware): no heap, no exceptions, no
+// RTTI, no OS calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ts::wire {
+
+// ---------------------------------------------------------------------------
+// Sizes and constants
+// ---------------------------------------------------------------------------
+
+constexpr uint16_t kMagic = 0x5354;  // 'T','S' on the wire (little-endian)
+constexpr uint8_t kProtocolVersion = 1;
+constexpr size_t kHeaderSize = 32;
+constexpr size_t kMaxFrame = 1400;  // header included
+constexpr size_t kMaxPayload = kMaxFrame - kHeaderSize;  // 1368
+static_assert(kMaxPayload <= 0xFFFF, "payload_len is 16 bits");
+
+// The coordinator's id in src/dst. Boards use ids 0..0xFFFE (their index in
+// the testbed).
+constexpr uint16_t kCoordinatorId = 0xFFFF;
+
+// Byte offsets of the header fields (see the table above).
+constexpr size_t kOffMagic = 0;
+constexpr size_t kOffVersion = 2;
+constexpr size_t kOffType = 3;
+constexpr size_t kOffSrc = 4;
+constexpr size_t kOffDst = 6;
+constexpr size_t kOffDeployment = 8;
+constexpr size_t kOffSeq = 12;
+constexpr size_t kOffLayer = 16;
+constexpr size_t kOffFlags = 18;
+constexpr size_t kOffOffset = 20;
+constexpr size_t kOffPayloadLen = 24;
+constexpr size_t kOffReserved = 26;
+constexpr size_t kOffCrc = 28;
+
+// Header flags.
+constexpr uint16_t kFlagLast = 0x0001;    // last frame of a message
+constexpr uint16_t kFlagAckReq = 0x0002;  // receiver must ACK immediately
+constexpr uint16_t kKnownFlags = kFlagLast | kFlagAckReq;
+
+// Largest application-level send window (frames in flight); fixes the size of
+// SendWindow's bookkeeping so it needs no heap.
+constexpr uint16_t kMaxWindow = 64;
+
+// ---------------------------------------------------------------------------
+// Little-endian helpers (explicit, byte by byte)
+// ---------------------------------------------------------------------------
+
+inline void put_u16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+}
+inline void put_u32(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+  p[2] = uint8_t(v >> 16);
+  p[3] = uint8_t(v >> 24);
+}
+inline uint16_t get_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint32_t get_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+
+// ---------------------------------------------------------------------------
+// Message types
+// ---------------------------------------------------------------------------
+
+// Direction: C = coordinator, B = board. Every type except ACK is sequenced
+// and acknowledged. Payload sizes are enforced by payload_len_ok().
+enum class MsgType : uint8_t {
+  Hello = 1,       // B->C  first frame on a connection; HelloPayload
+  Store = 2,       // C->B  chunk of a weight fragment at byte `offset`
+  Commit = 3,      // C->B  fragment complete; CommitPayload (size + CRC)
+  Probe = 4,       // C->B  any payload; measures delay and bandwidth
+  ProbeReply = 5,  // B->C  echoes the probe's payload, layer and offset
+  Input = 6,       // C->B  int8 activations of `layer`'s input at `offset`
+  Run = 7,         // C->B  compute this board's share of `layer`; no payload
+  Output = 8,      // B->C  int8 results of `layer` at output `offset`
+  Ack = 9,         // both  AckPayload; unsequenced (header seq is 0)
+  Done = 10,       // B->C  a RUN or COMMIT finished; DonePayload
+  Error = 11,      // both  ErrorPayload; the request failed
+  Reset = 12,      // C->B  drop partial messages and in-progress work; no payload
+  Bye = 13,        // both  orderly close follows; no payload
+};
+
+// True for the values listed above.
+bool is_known_type(uint8_t raw);
+// Short upper-case name ("HELLO", ...), or "UNKNOWN".
+const char* msg_type_name(MsgType t);
+// ACK is the only unsequenced type: it carries no seq and is never acked.
+inline bool is_sequenced(MsgType t) { return t != MsgType::Ack; }
+// Whether `len` is a legal payload length for `t` (fixed-size payloads must
+// match exactly; data-carrying types accept 0..kMaxPayload).
+bool payload_len_ok(MsgType t, size_t len);
+
+// ---------------------------------------------------------------------------
+// Errors a frame can have (also the FrameReader's counter index)
+// ---------------------------------------------------------------------------
+
+enum class WireError : uint8_t {
+  Ok = 0,
+  Truncated,    // fewer bytes than the header or payload_len says
+  BadMagic,     // first two bytes are not 'T' 'S'
+  BadLength,    // payload_len > kMaxPayload
+  BadCrc,       // CRC mismatch: corruption
+  BadVersion,   // intact frame of another protocol version
+  BadHeader,    // reserved field or unknown flag bits set
+  UnknownType,  // intact frame of a type this version does not know
+  BadPayload,   // payload size wrong for its type, or payload fields invalid
+  Count         // number of kinds, not an error
+};
+constexpr size_t kNumWireErrors = size_t(WireError::Count);
+const char* wire_error_name(WireError e);
+
+// ---------------------------------------------------------------------------
+// Header, encode and decode
+// ---------------------------------------------------------------------------
+
+struct FrameHeader {
+  uint8_t version = kProtocolVersion;
+  MsgType type = MsgType(0);  // must be set: 0 is not a valid type
+  uint16_t src = 0;
+  uint16_t dst = 0;
+  uint32_t deployment = 0;
+  uint32_t seq = 0;
+  uint16_t layer = 0;
+  uint16_t flags = 0;
+  uint32_t offset = 0;
+  uint16_t payload_len = 0;
+  uint32_t crc = 0;  // as received (decode); ignored by encode
+};
+
+inline size_t frame_size(const FrameHeader& h) { return kHeaderSize + h.payload_len; }
+
+// Writes header + payload to `out` and returns the frame size, or 0 if the
+// frame cannot be encoded: payload_len > kMaxPayload, out_cap too small,
+// unknown type, unknown flag bits, or a payload size illegal for the type.
+// The encoder writes payload_len from the `payload_len` argument and the
+// version from kProtocolVersion; h.payload_len, h.version and h.crc are
+// ignored. `payload` may be null when payload_len is 0.
+size_t encode_frame(const FrameHeader& h, const uint8_t* payload, size_t payload_len, uint8_t* out,
+                    size_t out_cap);
+
+// Parses and checks the header in buf[0..len): Truncated if len <
+// kHeaderSize, then magic, length, version, reserved/flags and type. Does not
+// check the CRC (it covers the payload too); use decode_frame for that.
+WireError decode_header(const uint8_t* buf, size_t len, FrameHeader* out);
+
+// Full check of one complete frame at the start of buf[0..len). Order:
+// magic, length, truncation, CRC, then (on an intact frame) version,
+// reserved/flags, type and the payload size for the type. Checking the CRC
+// before the semantic fields means a corrupt byte is reported as BadCrc,
+// while UnknownType/BadVersion mean the peer really sent that.
+// On Ok, *payload points into buf at the payload.
+WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const uint8_t** payload);
+
+// ---------------------------------------------------------------------------
+// Payloads with structure. Each has a fixed layout (offsets relative to the
+// payload start); encode returns bytes written or 0 if `cap` is too small;
+// decode returns false if the size or a field is invalid.
+// ---------------------------------------------------------------------------
+
+// HELLO, 16 bytes. Sent by a board as the first frame of every connection.
+// The header's deployment field carries the id of the fragments already in
+// the board's flash (0 if none), so the coordinator can skip re-deploying.
+//   0 u16 board_id   (must equal the header's src)
+//   2 u8  protocol_version
+//   3 u8  reserved (0)
+//   4 u16 clock_mhz
+//   6 u16 rx_window  frames the board accepts in flight (1..kMaxWindow)
+//   8 u32 ram_bytes  RAM available for the inference arena
+//  12 u32 flash_bytes flash available for fragments (storage limit, eq. 7)
+struct HelloPayload {
+  static constexpr size_t kSize = 16;
+  uint16_t board_id = 0;
+  uint8_t protocol_version = kProtocolVersion;
+  uint16_t clock_mhz = 0;
+  uint16_t rx_window = 1;
+  uint32_t ram_bytes = 0;
+  uint32_t flash_bytes = 0;
+  size_t encode(uint8_t* out, size_t cap) const;
+  bool decode(const uint8_t* in, size_t len);
+};
+
+// COMMIT, 8 bytes. The coordinator has sent all STORE chunks of fragment
+// `layer`; the board checks size and CRC-32 of what it stored and answers
+// DONE (request_seq = this COMMIT's seq) or ERROR(HashMismatch).
+//   0 u32 fragment_size  bytes
+//   4 u32 fragment_crc   crc32() of the whole fragment
+struct CommitPayload {
+  static constexpr size_t kSize = 8;
+  uint32_t fragment_size = 0;
+  uint32_t fragment_crc = 0;
+  size_t encode(uint8_t* out, size_t cap) const;
+  bool decode(const uint8_t* in, size_t len);
+};
+
+// ACK, 4 bytes: every sequenced frame up to and including ack_seq has been
+// received and consumed (cumulative).
+//   0 u32 ack_seq
+struct AckPayload {
+  static constexpr size_t kSize = 4;
+  uint32_t ack_seq = 0;
+  size_t encode(uint8_t* out, size_t cap) const;
+  bool decode(const uint8_t* in, size_t len);
+};
+
+// DONE, 12 bytes: the request with sequence number request_seq (a RUN after
+// its OUTPUT messages, or a COMMIT) completed. Metrics are 0 if not measured.
+//   0 u32 request_seq
+//   4 u32 elapsed_us      compute time on the board
+//   8 u32 peak_ram_bytes  arena high-water mark during the request
+struct DonePayload {
+  static constexpr size_t kSize = 12;
+  uint32_t request_seq = 0;
+  uint32_t elapsed_us = 0;
+  uint32_t peak_ram_bytes = 0;
+  size_t encode(uint8_t* out, size_t cap) const;
+  bool decode(const uint8_t* in, size_t len);
+};
+
+enum class ErrorCode : uint16_t {
+  None = 0,
+  BadFrame = 1,         // a frame failed validation; the link is closing
+  SequenceError = 2,    // duplicate or missing sequence number
+  OutOfBounds = 3,      // offset/length outside the destination buffer
+  NoSpace = 4,          // fragment does not fit in flash
+  HashMismatch = 5,     // COMMIT size/CRC differs from what was stored
+  UnknownLayer = 6,     // INPUT/RUN for a layer the board has no fragment for
+  WrongDeployment = 7,  // frame for a deployment the board does not hold
+  NotReady = 8,         // RUN before all inputs arrived, STORE before HELLO...
+  OutOfMemory = 9,      // arena too small for the request
+  VersionMismatch = 10, // peer speaks another protocol version
+  Internal = 11,
+};
+const char* error_code_name(ErrorCode c);
+
+constexpr size_t kMaxErrorText = 64;
+
+// ERROR, 8..8+kMaxErrorText bytes.
+//   0 u16 code         ErrorCode
+//   2 u16 reserved (0)
+//   4 u32 request_seq  seq of the failed request, 0 if none in particular
+//   8 ...  text        short human-readable detail, ASCII, not NUL-terminated
+// In memory the text is kept NUL-terminated for convenience.
+struct ErrorPayload {
+  static constexpr size_t kMinSize = 8;
+  static constexpr size_t kMaxSize = kMinSize + kMaxErrorText;
+  ErrorCode code = ErrorCode::None;
+  uint32_t request_seq = 0;
+  char text[kMaxErrorText + 1] = {};
+  // Builds a payload; `msg` is truncated to kMaxErrorText characters.
+  static ErrorPayload make(ErrorCode code, uint32_t request_seq, const char* msg);
+  size_t text_len() const;
+  size_t encode(uint8_t* out, size_t cap) const;
+  bool decode(const uint8_t* in, size_t len);
+};
+
+// ---------------------------------------------------------------------------
+// FrameReader: stream reassembly
+// ---------------------------------------------------------------------------
+
+// Turns an arbitrary byte stream into validated frames. Bytes may arrive one
+// at a time or many frames per chunk; the reader copies into a fixed
+// kMaxFrame buffer and never assumes one recv() is one frame.
+//
+//   FrameReader r;
+//   while (len > 0) {
+//     auto res = r.feed(data, len);
+//     data += res.consumed; len -= res.consumed;
+//     if (res.status == FrameReader::Status::Frame) handle(r.header(), r.payload());
+//     else if (res.status == FrameReader::Status::Error) { drop the link; break; }
+//   }
+//   // at end of stream: r.idle() is false if a frame was cut off.
+//
+// feed() consumes at most up to the end of one frame, so the caller handles
+// frames one by one without the reader needing a queue.
+//
+// Resynchronisation policy: none. The first bad frame (wrong magic, oversize
+// length, CRC mismatch, unknown type, ...) puts the reader in a failed state;
+// further feeds return Error and consume nothing until reset(). On TCP the
+// byte stream cannot lose or reorder bytes, so a bad frame means a bug, a
+// peer speaking something else, or memory corruption; guessing the next frame
+// boundary by scanning for the magic could accept bytes from inside a payload
+// as a header and desynchronise sequence numbers silently. The coordinator
+// therefore closes the connection and treats the board as misbehaving (it may
+// reconnect, which restarts sequence numbers, and redeploy).
+class FrameReader {
+ public:
+  enum class Status : uint8_t { NeedMore, Frame, Error };
+  struct Result {
+    Status status;
+    size_t consumed;  // bytes of the input taken by this call
+  };
+
+  FrameReader() { reset(); }
+
+  // Feeds bytes. Returns Frame once a complete valid frame is buffered (its
+  // header and payload stay valid until the next feed or reset), Error on a
+  // bad frame (see error()), else NeedMore after consuming all of `data`.
+  Result feed(const uint8_t* data, size_t len);
+
+  const FrameHeader& header() const { return header_; }
+  const uint8_t* payload() const { return buf_ + kHeaderSize; }
+
+  bool failed() const { return failed_; }
+  WireError error() const { return error_; }  // Ok unless failed()
+  // True when no partial frame is buffered (a clean place for a stream to end).
+  bool idle() const { return have_ == 0 || frame_ready_; }
+  size_t buffered() const { return frame_ready_ ? 0 : have_; }
+
+  // Counters survive reset() so they can cover several connections.
+  uint32_t frames_ok() const { return frames_ok_; }
+  uint32_t error_count(WireError e) const;
+  uint32_t total_errors() const;
+
+  // Starts a new stream: drops buffered bytes and the failed state.
+  void reset();
+  void clear_counters();
+
+ private:
+  Result fail(WireError e, size_t consumed);
+
+  uint8_t buf_[kMaxFrame];
+  size_t have_ = 0;  // bytes buffered of the current frame
+  size_t need_ = 0;  // full size of the current frame once its header is in, else 0
+  bool frame_ready_ = false;
+  bool failed_ = false;
+  WireError error_ = WireError::Ok;
+  FrameHeader header_;
+  uint32_t frames_ok_ = 0;
+  uint32_t error_counts_[kNumWireErrors] = {};
+};
+
+// ---------------------------------------------------------------------------
+// Sliding-window sender (application-level ACKs)
+// ---------------------------------------------------------------------------
+
+// Time is passed in by the caller as a uint32 millisecond counter (e.g. a
+// board's millis() or a host steady clock); wrap-around is handled by modular
+// differences, so timeouts up to ~24 days work across the wrap.
+//
+// Sequence numbers are uint32 per direction per connection, starting at 1;
+// all comparisons are modular so wrap-around is harmless.
+enum class AckResult : uint8_t {
+  Advanced,    // acknowledged 1 or more frames in flight
+  Duplicate,   // acknowledges nothing new (same as the previous ACK)
+  BeyondSent,  // acknowledges a frame never sent: peer bug or corruption
+  Stale,       // older than a previous ACK: ACKs went backwards
+};
+const char* ack_result_name(AckResult r);
+
+// Tracks frames in flight: [oldest_unacked, next_seq). Pure logic, no sockets,
+// no clock. Typical use:
+//
+//   if (w.can_send()) {
+//     w.take(now_ms, &h.seq);
+//     if (w.full()) h.flags |= kFlagAckReq;   // make the peer ACK now
+//     send(h)
+//   }
+//   on ACK:     w.on_ack(ack.ack_seq)   (anything but Advanced/Duplicate is fatal)
+//   periodically: if (w.timed_out(now_ms, timeout)) peer is stuck -> fatal
+//
+// No retransmission: over TCP a frame is never lost, so a missing ACK means
+// the peer is stuck or dead, and a timeout is reported instead.
+class SendWindow {
+ public:
+  // window is clamped to 1..kMaxWindow. W = 1 is stop-and-wait.
+  explicit SendWindow(uint16_t window = 1, uint32_t first_seq = 1) { reset(window, first_seq); }
+  void reset(uint16_t window, uint32_t first_seq = 1);
+
+  uint16_t window() const { return window_; }
+  uint32_t next_seq() const { return next_; }
+  uint32_t oldest_unacked() const { return base_; }
+  uint32_t in_flight() const { return next_ - base_; }
+  bool can_send() const { return in_flight() < window_; }
+  bool full() const { return !can_send(); }
+  bool idle() const { return in_flight() == 0; }
+
+  // Assigns the next sequence number to a frame being sent at now_ms.
+  // Returns false and changes nothing if the window is full.
+  bool take(uint32_t now_ms, uint32_t* seq);
+
+  // Processes a cumulative ACK.
+  AckResult on_ack(uint32_t ack_seq);
+
+  // True if the oldest unacked frame was sent at least timeout_ms ago.
+  bool timed_out(uint32_t now_ms, uint32_t timeout_ms) const;
+  // Age of the oldest unacked frame, 0 if none in flight.
+  uint32_t oldest_age(uint32_t now_ms) const;
+
+  uint32_t duplicate_acks() const { return dup_acks_; }
+  uint32_t bad_acks() const { return bad_acks_; }
+
+ private:
+  uint16_t window_ = 1;
+  uint32_t base_ = 1;  // oldest unacked sequence number
+  uint32_t next_ = 1;  // next sequence number to hand out
+  uint32_t sent_at_[kMaxWindow] = {};  // indexed by seq % kMaxWindow
+  uint32_t dup_acks_ = 0;
+  uint32_t bad_acks_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Receiver: sequence checking and ACK policy
+// ---------------------------------------------------------------------------
+
+enum class SeqCheck : uint8_t {
+  InOrder,    // the expected next sequence number
+  Duplicate,  // already received
+  Gap,        // skips ahead: frames missing
+};
+const char* seq_check_name(SeqCheck s);
+
+// Checks incoming sequence numbers and decides when to ACK. ACK policy: an
+// ACK for everything received so far is due when
+//   - ack_every frames have arrived since the last ACK, or
+//   - the frame carries kFlagLast (end of a message), or
+//   - the frame carries kFlagAckReq (the sender's window is full).
+// The sender sets kFlagAckReq when its window fills, so any ack_every works
+// with any window without deadlock; ack_every = 1 ACKs every frame (the
+// paper's behaviour). The caller sends the ACK after it has consumed the
+// frame (stored, placed), then calls ack_sent().
+//
+// Over TCP a Duplicate or Gap cannot happen on a healthy link: it is reported
+// and counted, the state is left unchanged, and the caller should treat it as
+// fatal (ERROR SequenceError, close).
+class AckTracker {
+ public:
+  explicit AckTracker(uint16_t ack_every = 1, uint32_t first_seq = 1) { reset(ack_every, first_seq); }
+  void reset(uint16_t ack_every, uint32_t first_seq = 1);
+
+  SeqCheck on_frame(uint32_t seq, uint16_t flags);
+  bool ack_due() const { return pending_ > 0 && (pending_ >= ack_every_ || forced_); }
+  // Cumulative ack value: the last in-order sequence number received.
+  uint32_t ack_seq() const { return expected_ - 1; }
+  uint32_t expected_seq() const { return expected_; }
+  void ack_sent();
+
+  uint32_t duplicates() const { return duplicates_; }
+  uint32_t gaps() const { return gaps_; }
+
+ private:
+  uint16_t ack_every_ = 1;
+  uint32_t expected_ = 1;
+  uint32_t pending_ = 0;  // in-order frames since the last ACK
+  bool forced_ = false;
+  uint32_t duplicates_ = 0;
+  uint32_t gaps_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Packetiser: one message <-> frames
+// ---------------------------------------------------------------------------
+
+// Number of frames a message of `len` bytes needs: ceil(len / max_payload),
+// and 1 for an empty message (it still needs a frame to carry kFlagLast).
+size_t frames_needed(size_t len, size_t max_payload = kMaxPayload);
+
+// Splits a message (e.g. a run of int8 activations starting at element
+// `base_offset`) into frames. Each frame gets a copy of the template header
+// with offset, payload_len and kFlagLast (on the final frame) filled in; the
+// caller assigns seq (from a SendWindow) and encodes. The data must stay
+// alive while iterating. One element is one byte (int8); for STORE the offset
+// is a byte offset in the fragment.
+//
+//   Packetiser pk(tmpl, data, n, base_offset);
+//   FrameHeader h; const uint8_t* p;
+//   while (pk.next(&h, &p)) { h.seq = ...; encode_frame(h, p, h.payload_len, out, cap); }
+class Packetiser {
+ public:
+  // max_payload is clamped to 1..kMaxPayload (smaller values help tests).
+  // If base_offset + len does not fit in 32 bits, valid() is false and next()
+  // yields nothing.
+  Packetiser(const FrameHeader& tmpl, const uint8_t* data, size_t len, uint32_t base_offset,
+             size_t max_payload = kMaxPayload);
+
+  bool valid() const { return valid_; }
+  size_t frame_count() const { return valid_ ? frames_needed(len_, max_payload_) : 0; }
+  bool done() const { return !valid_ || emitted_ == frame_count(); }
+  bool next(FrameHeader* h, const uint8_t** payload);
+
+ private:
+  FrameHeader tmpl_;
+  const uint8_t* data_;
+  size_t len_;
+  uint32_t base_offset_;
+  size_t max_payload_;
+  size_t pos_ = 0;
+  size_t emitted_ = 0;
+  bool valid_ = true;
+};
+
+enum class PlaceResult : uint8_t {
+  Ok,
+  OutOfBounds,    // offset/length outside the destination window
+  NotContiguous,  // within a message, a frame does not start where the last ended
+};
+const char* place_result_name(PlaceResult r);
+
+// The inverse of Packetiser: copies frame payloads into a destination buffer
+// that holds elements [base_offset, base_offset + capacity) of a tensor or
+// fragment. Bounds are checked before any byte is written. Within one message
+// (frames up to kFlagLast) each frame must continue exactly where the
+// previous one ended, which catches gaps and overlaps without a bitmap; a new
+// message may start anywhere in the window (a board's inputs may be several
+// separate runs of the same tensor). Rejected frames change nothing.
+class Assembler {
+ public:
+  Assembler(uint8_t* dst, size_t capacity, uint32_t base_offset = 0);
+
+  PlaceResult place(uint32_t offset, const uint8_t* payload, size_t len, bool last);
+  PlaceResult place(const FrameHeader& h, const uint8_t* payload) {
+    return place(h.offset, payload, h.payload_len, (h.flags & kFlagLast) != 0);
+  }
+
+  size_t bytes_placed() const { return placed_; }
+  size_t messages_done() const { return messages_; }
+  // True between kFlagLast frames, i.e. a message is partly received.
+  bool in_message() const { return in_message_; }
+
+ private:
+  uint8_t* dst_;
+  size_t capacity_;
+  uint32_t base_;
+  size_t placed_ = 0;
+  size_t messages_ = 0;
+  bool in_message_ = false;
+  uint64_t next_offset_ = 0;  // where the current message continues
+};
+
+}  // namespace ts::wire

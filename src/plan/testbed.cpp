@@ -1,0 +1,271 @@
+#include "plan/testbed.h"
+
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace ts::plan {
+namespace {
+
+using nlohmann::json;
+
+// Every error of this file is "<source>: <what>" on one line.
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw Error(source + ": " + what);
+}
+
+std::string board_ctx(const std::string& source, size_t index) {
+  return source + ": board " + std::to_string(index);
+}
+
+// Shortens a JSON value for an error message, so a huge object in the wrong
+// place does not blow the one-line promise.
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::string show(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+bool valid_port(const std::string& s) {
+  if (s.empty() || s.size() > 5) return false;
+  for (char ch : s)
+    if (!std::isdigit(static_cast<unsigned char>(ch))) return false;
+  int port = std::stoi(s);
+  return port >= 1 && port <= 65535;
+}
+
+// "local", "qemu" or "host:port". The host is taken as everything before the
+// last ':' so that a bracketed IPv6 literal ("[::1]:5000") also passes.
+bool valid_address(const std::string& a) {
+  if (a == "local" || a == "qemu") return true;
+  size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  for (char ch : a)
+    if (std::isspace(static_cast<unsigned char>(ch))) return false;
+  return valid_port(a.substr(colon + 1));
+}
+
+// ---- typed field readers: each names the key and the offending value -----
+
+int read_id(const json& v, const std::string& ctx) {
+  if (!v.is_number_integer())
+    fail(ctx, "'id' must be a whole number (got " + show(v) + ")");
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(std::numeric_limits<int>::max())
+                             : (v.get<int64_t>() < 0 ||
+                                v.get<int64_t>() > std::numeric_limits<int>::max()))
+    fail(ctx, "'id' must be between 0 and " +
+                  std::to_string(std::numeric_limits<int>::max()) + " (got " + show(v) + ")");
+  return v.get<int>();
+}
+
+double read_number(const json& v, const char* key, const std::string& ctx) {
+  if (!v.is_number())
+    fail(ctx, std::string("'") + key + "' must be a number (got " + show(v) + ")");
+  return v.get<double>();
+}
+
+std::string read_string(const json& v, const char* key, const std::string& ctx) {
+  if (!v.is_string())
+    fail(ctx, std::string("'") + key + "' must be a string (got " + show(v) + ")");
+  return v.get<std::string>();
+}
+
+// A size is either a whole number of bytes or a size string ("512K").
+int64_t read_bytes(const json& v, const char* key, const std::string& ctx) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      fail(ctx, std::string("'") + key + "' is too large (got " + show(v) + ")");
+    return int64_t(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_string()) {
+    try {
+      return parse_bytes(v.get<std::string>());
+    } catch (const Error& e) {
+      fail(ctx, std::string("'") + key + "': " + e.what());
+    }
+  }
+  fail(ctx, std::string("'") + key +
+                "' must be a whole number of bytes or a size string like \"512K\" (got " +
+                show(v) + ")");
+}
+
+Board board_from_json(const json& obj, const std::string& ctx) {
+  if (!obj.is_object()) fail(ctx, "must be an object (got " + show(obj) + ")");
+  if (!obj.contains("id")) fail(ctx, "missing required key 'id'");
+
+  Board b;  // every optional key keeps its Teensy 4.1 default
+  for (const auto& [key, v] : obj.items()) {
+    if (key == "id") b.id = read_id(v, ctx);
+    else if (key == "address") b.address = read_string(v, "address", ctx);
+    else if (key == "clock_mhz") b.clock_mhz = read_number(v, "clock_mhz", ctx);
+    else if (key == "ram_bytes") b.ram_bytes = read_bytes(v, "ram_bytes", ctx);
+    else if (key == "flash_bytes") b.flash_bytes = read_bytes(v, "flash_bytes", ctx);
+    else if (key == "delay_s_per_kb") b.delay_s_per_kb = read_number(v, "delay_s_per_kb", ctx);
+    else if (key == "bandwidth_kbps") b.bandwidth_kbps = read_number(v, "bandwidth_kbps", ctx);
+    else
+      fail(ctx, "unknown key '" + key +
+                    "' (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
+                    "delay_s_per_kb, bandwidth_kbps)");
+  }
+  return b;
+}
+
+// Range checks for one board; shared by loading and validate_testbed.
+void check_board(const Board& b, const std::string& ctx) {
+  if (b.id < 0) fail(ctx, "'id' must be >= 0 (got " + std::to_string(b.id) + ")");
+  if (!valid_address(b.address))
+    fail(ctx, "'address' must be \"local\", \"qemu\" or \"host:port\" (got \"" + b.address +
+                  "\")");
+  if (!(std::isfinite(b.clock_mhz) && b.clock_mhz > 0))
+    fail(ctx, "'clock_mhz' must be > 0 (got " + show(b.clock_mhz) + ")");
+  if (b.ram_bytes <= 0)
+    fail(ctx, "'ram_bytes' must be > 0 (got " + std::to_string(b.ram_bytes) + ")");
+  if (b.flash_bytes <= 0)
+    fail(ctx, "'flash_bytes' must be > 0 (got " + std::to_string(b.flash_bytes) + ")");
+  if (!(std::isfinite(b.delay_s_per_kb) && b.delay_s_per_kb >= 0))
+    fail(ctx, "'delay_s_per_kb' must be >= 0 (got " + show(b.delay_s_per_kb) + ")");
+  if (!(std::isfinite(b.bandwidth_kbps) && b.bandwidth_kbps > 0))
+    fail(ctx, "'bandwidth_kbps' must be > 0 (got " + show(b.bandwidth_kbps) + ")");
+}
+
+}  // namespace
+
+void validate_testbed(const Testbed& t, const std::string& source) {
+  if (t.boards.empty()) fail(source, "testbed has no boards");
+  std::map<int, size_t> first_index_of_id;
+  for (size_t i = 0; i < t.boards.size(); ++i) {
+    const Board& b = t.boards[i];
+    check_board(b, board_ctx(source, i));
+    auto [it, inserted] = first_index_of_id.emplace(b.id, i);
+    if (!inserted)
+      fail(board_ctx(source, i), "duplicate id " + std::to_string(b.id) + " (also board " +
+                                     std::to_string(it->second) + ")");
+  }
+}
+
+Testbed testbed_from_json(const json& doc, const std::string& source) {
+  const json* list = &doc;
+  if (doc.is_object()) {
+    for (const auto& [key, v] : doc.items())
+      if (key != "boards") fail(source, "unknown top-level key '" + key + "' (known: boards)");
+    if (!doc.contains("boards")) fail(source, "missing key 'boards'");
+    list = &doc["boards"];
+  }
+  if (!list->is_array())
+    fail(source, "expected a list of boards or {\"boards\": [...]} (got " + show(*list) + ")");
+
+  Testbed t;
+  for (size_t i = 0; i < list->size(); ++i)
+    t.boards.push_back(board_from_json((*list)[i], board_ctx(source, i)));
+  validate_testbed(t, source);
+  return t;
+}
+
+Testbed parse_testbed(const std::string& text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(source, std::string("invalid JSON: ") + e.what());
+  }
+  return testbed_from_json(doc, source);
+}
+
+Testbed load_testbed(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open testbed file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_testbed(ss.str(), path);
+}
+
+json to_json(const Testbed& t) {
+  json boards = json::array();
+  for (const Board& b : t.boards) {
+    boards.push_back({{"id", b.id},
+                      {"address", b.address},
+                      {"clock_mhz", b.clock_mhz},
+                      {"ram_bytes", b.ram_bytes},
+                      {"flash_bytes", b.flash_bytes},
+                      {"delay_s_per_kb", b.delay_s_per_kb},
+                      {"bandwidth_kbps", b.bandwidth_kbps}});
+  }
+  return json{{"boards", boards}};
+}
+
+void save_testbed(const Testbed& t, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) fail(path, "cannot write testbed file");
+  out << to_json(t).dump(2) << "\n";
+  if (!out) fail(path, "error while writing testbed file");
+}
+
+Testbed default_testbed(int n, const std::string& address, int64_t ram_bytes,
+                        int64_t flash_bytes, double clock_mhz) {
+  if (n <= 0) throw Error("default testbed: board count must be > 0 (got " + std::to_string(n) + ")");
+  Testbed t;
+  t.boards.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    Board b;
+    b.id = i;
+    b.address = address;
+    b.ram_bytes = ram_bytes;
+    b.flash_bytes = flash_bytes;
+    b.clock_mhz = clock_mhz;
+    t.boards.push_back(b);
+  }
+  validate_testbed(t, "default testbed");
+  return t;
+}
+
+int64_t parse_bytes(const std::string& text) {
+  auto bad = [&](const std::string& why) -> Error {
+    return Error("bad size '" + text + "': " + why +
+                 " (expected e.g. 1048576, 512K, 8M, 1G)");
+  };
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) throw bad("must start with a whole number");
+
+  // Binary multipliers: memory budgets are quoted that way ("512K" of RAM).
+  std::string suffix = text.substr(digits);
+  for (char& ch : suffix) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  int64_t unit = 1;
+  if (suffix.empty() || suffix == "B") unit = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB") unit = int64_t(1) << 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") unit = int64_t(1) << 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") unit = int64_t(1) << 30;
+  else throw bad("unknown suffix '" + text.substr(digits) + "'");
+
+  // Accumulate with an explicit overflow check rather than trusting stoll.
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  int64_t value = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    int d = text[i] - '0';
+    if (value > (max - d) / 10) throw bad("too large");
+    value = value * 10 + d;
+  }
+  if (value > max / unit) throw bad("too large");
+  return value * unit;
+}
+
+std::string format_bytes(int64_t bytes) {
+  static const struct { int64_t unit; const char* suffix; } units[] = {
+      {int64_t(1) << 30, "G"}, {int64_t(1) << 20, "M"}, {int64_t(1) << 10, "K"}};
+  if (bytes > 0)
+    for (const auto& u : units)
+      if (bytes % u.unit == 0) return std::to_string(bytes / u.unit) + u.suffix;
+  return std::to_string(bytes);
+}
+
+}  // namespace ts::plan

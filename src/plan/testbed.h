@@ -1,0 +1,104 @@
+// tinysplit testbed: the boards a plan is made for.
+//
+// A testbed is a list of boards with the numbers the planner needs: where to
+// reach the board, its clock, its RAM and flash budgets, and its link (delay
+// per KB and bandwidth) for the capability rating of eq. 5 (ratings.h).
+//
+// On disk it is JSON, either a bare list of boards or {"boards": [...]}:
+//
+//   [ {"id": 0, "address": "local", "clock_mhz": 600, "ram_bytes": "512K",
+//      "flash_bytes": "8M", "delay_s_per_kb": 0.0, "bandwidth_kbps": 12500},
+//     {"id": 1, "address": "192.168.1.21:5000", "clock_mhz": 396} ]
+//
+// Only "id" is required; every other key defaults to a Teensy 4.1 on
+// 100 Mbit/s Ethernet (the constants below). Sizes are either an integer
+// number of bytes or a size string ("512K", "8M"; see parse_bytes).
+//
+// Units used throughout the rating maths: 1 KB = 1000 bytes (kBytesPerKB),
+// so a 100 Mbit/s link is 12500 KB/s. RAM and flash sizes are plain bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/graph.h"  // ts::Error
+
+namespace ts::plan {
+
+// Bytes per KB in delay (s/KB), bandwidth (KB/s) and K1 (KB/Mcycle).
+inline constexpr double kBytesPerKB = 1000.0;
+
+// Defaults: a Teensy 4.1 (Cortex-M7 at 600 MHz, 1 MB RAM, 8 MB flash).
+// The RAM default is the 512 KiB budget the paper's evaluation uses (§7.2.1)
+// rather than the whole 1 MB (§6.1): half the RAM is left to the firmware,
+// network stack and buffers. The link default is the nominal 100 Mbit/s of
+// the board's Ethernet PHY with no injected delay; real TCP throughput is
+// lower, and a measured figure should go in the testbed file when known.
+inline constexpr double kTeensyClockMhz = 600.0;
+inline constexpr int64_t kTeensyRamBytes = 512 * 1024;
+inline constexpr int64_t kTeensyFlashBytes = 8 * 1024 * 1024;
+inline constexpr double kDefaultDelaySPerKB = 0.0;
+inline constexpr double kDefaultBandwidthKBps = 12500.0;  // 100 Mbit/s
+
+struct Board {
+  int id = 0;
+  // "local" = spawn an emulated board in a local process, "qemu" = spawn a
+  // QEMU board, otherwise "host:port" of a running board.
+  std::string address = "local";
+  double clock_mhz = kTeensyClockMhz;
+  int64_t ram_bytes = kTeensyRamBytes;      // working RAM budget
+  int64_t flash_bytes = kTeensyFlashBytes;  // storage for fragments (S_it)
+  double delay_s_per_kb = kDefaultDelaySPerKB;     // d in eq. 1
+  double bandwidth_kbps = kDefaultBandwidthKBps;   // B in eq. 1, KB/s
+
+  bool operator==(const Board&) const = default;
+};
+
+struct Testbed {
+  std::vector<Board> boards;
+
+  bool operator==(const Testbed&) const = default;
+};
+
+// Reads and validates a testbed file. Throws ts::Error with one line naming
+// the file and, where relevant, the board index and key.
+Testbed load_testbed(const std::string& path);
+
+// Same as load_testbed for a parsed document; `source` names it in errors.
+Testbed testbed_from_json(const nlohmann::json& doc, const std::string& source);
+
+// Parses JSON text (for tests and for testbeds passed inline).
+Testbed parse_testbed(const std::string& text, const std::string& source);
+
+// {"boards": [...]} with every field written out, so that
+// testbed_from_json(to_json(t), ...) == t.
+nlohmann::json to_json(const Testbed& t);
+
+// Writes to_json(t) to a file (throws ts::Error if it cannot).
+void save_testbed(const Testbed& t, const std::string& path);
+
+// n identical Teensy 4.1 boards with ids 0..n-1 at `address`.
+Testbed default_testbed(int n, const std::string& address = "local",
+                        int64_t ram_bytes = kTeensyRamBytes,
+                        int64_t flash_bytes = kTeensyFlashBytes,
+                        double clock_mhz = kTeensyClockMhz);
+
+// Checks the invariants load_testbed enforces (non-empty, unique ids,
+// positive clock/bandwidth/RAM/flash, non-negative delay, valid address).
+// `source` names the testbed in the error.
+void validate_testbed(const Testbed& t, const std::string& source);
+
+// "1048576" -> 1048576; "512K"/"512k"/"512KB"/"512KiB" -> 524288;
+// "8M" -> 8388608; "1G" -> 1073741824. Suffixes are binary (1K = 1024 bytes),
+// as memory sizes are. Whole numbers only, no sign, no spaces.
+// Throws ts::Error naming the string.
+int64_t parse_bytes(const std::string& text);
+
+// Inverse of parse_bytes for display: the largest exact binary unit
+// (524288 -> "512K", 1000 -> "1000").
+std::string format_bytes(int64_t bytes);
+
+}  // namespace ts::plan

@@ -1,0 +1,197 @@
+// Testbed files: parsing, defaults, validation messages, round trip, sizes.
+#include "plan/testbed.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace ts::plan;
+
+namespace {
+
+// Runs f, expects a ts::Error whose single-line message contains every
+// fragment in `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const ts::Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "message is not one line: " << msg;
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    return;
+  }
+  ADD_FAILURE() << "no ts::Error thrown";
+}
+
+Testbed parse(const std::string& text) { return parse_testbed(text, "tb.json"); }
+
+std::filesystem::path temp_file(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         ("tinysplit_testbed_test_" + std::to_string(::getpid()) + "_" + name);
+}
+
+}  // namespace
+
+TEST(Testbed, ListAndObjectFormsAreEquivalent) {
+  const std::string boards =
+      R"([{"id": 0, "address": "local", "clock_mhz": 600, "ram_bytes": 524288,
+           "flash_bytes": "8M", "delay_s_per_kb": 0.001, "bandwidth_kbps": 1000},
+          {"id": 7, "address": "10.0.0.2:5000", "clock_mhz": 396.5}])";
+  Testbed a = parse(boards);
+  Testbed b = parse(R"({"boards": )" + boards + "}");
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.boards.size(), 2u);
+  EXPECT_EQ(a.boards[0].id, 0);
+  EXPECT_EQ(a.boards[0].ram_bytes, 524288);
+  EXPECT_EQ(a.boards[0].flash_bytes, 8 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(a.boards[0].delay_s_per_kb, 0.001);
+  EXPECT_DOUBLE_EQ(a.boards[0].bandwidth_kbps, 1000);
+  EXPECT_EQ(a.boards[1].id, 7);
+  EXPECT_EQ(a.boards[1].address, "10.0.0.2:5000");
+  EXPECT_DOUBLE_EQ(a.boards[1].clock_mhz, 396.5);
+}
+
+TEST(Testbed, OmittedKeysTakeTeensyDefaults) {
+  Testbed t = parse(R"([{"id": 3}])");
+  ASSERT_EQ(t.boards.size(), 1u);
+  const Board& b = t.boards[0];
+  EXPECT_EQ(b.id, 3);
+  EXPECT_EQ(b.address, "local");
+  EXPECT_DOUBLE_EQ(b.clock_mhz, 600.0);
+  EXPECT_EQ(b.ram_bytes, 512 * 1024);
+  EXPECT_EQ(b.flash_bytes, 8 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(b.delay_s_per_kb, 0.0);
+  EXPECT_DOUBLE_EQ(b.bandwidth_kbps, 12500.0);  // 100 Mbit/s with 1 KB = 1000 B
+}
+
+TEST(Testbed, AddressForms) {
+  EXPECT_NO_THROW(parse(R"([{"id": 0, "address": "qemu"}])"));
+  EXPECT_NO_THROW(parse(R"([{"id": 0, "address": "board1.lan:65535"}])"));
+  EXPECT_NO_THROW(parse(R"([{"id": 0, "address": "[::1]:5000"}])"));
+  expect_error([] { parse(R"([{"id": 0, "address": "localhost"}])"); }, {"tb.json", "board 0", "address"});
+  expect_error([] { parse(R"([{"id": 0, "address": "host:0"}])"); }, {"address"});
+  expect_error([] { parse(R"([{"id": 0, "address": "host:70000"}])"); }, {"address"});
+  expect_error([] { parse(R"([{"id": 0, "address": ":5000"}])"); }, {"address"});
+  expect_error([] { parse(R"([{"id": 0, "address": ""}])"); }, {"address"});
+}
+
+TEST(Testbed, ValidationErrorsNameFileBoardAndKey) {
+  expect_error([] { parse("[]"); }, {"tb.json", "no boards"});
+  expect_error([] { parse(R"({"boards": []})"); }, {"tb.json", "no boards"});
+  expect_error([] { parse(R"([{"id": 0}, {"id": 1}, {"id": 0}])"); },
+               {"tb.json", "board 2", "duplicate id 0", "board 0"});
+  expect_error([] { parse(R"([{"id": 0}, {"id": 1, "clock_mhz": 0}])"); }, {"tb.json", "board 1", "clock_mhz"});
+  expect_error([] { parse(R"([{"id": 0, "clock_mhz": -600}])"); }, {"board 0", "clock_mhz"});
+  expect_error([] { parse(R"([{"id": 0, "bandwidth_kbps": 0}])"); }, {"board 0", "bandwidth_kbps"});
+  expect_error([] { parse(R"([{"id": 0, "ram_bytes": 0}])"); }, {"board 0", "ram_bytes"});
+  expect_error([] { parse(R"([{"id": 0, "flash_bytes": -5}])"); }, {"board 0", "flash_bytes"});
+  expect_error([] { parse(R"([{"id": 0, "delay_s_per_kb": -0.1}])"); }, {"board 0", "delay_s_per_kb"});
+  expect_error([] { parse(R"([{"id": 0, "clokc_mhz": 600}])"); }, {"tb.json", "board 0", "unknown key 'clokc_mhz'"});
+  expect_error([] { parse(R"({"boards": [{"id": 0}], "extra": 1})"); }, {"tb.json", "unknown top-level key 'extra'"});
+  expect_error([] { parse(R"({"board": [{"id": 0}]})"); }, {"tb.json", "'board'"});
+  expect_error([] { parse(R"([{"address": "local"}])"); }, {"board 0", "missing", "'id'"});
+  expect_error([] { parse(R"([{"id": -1}])"); }, {"board 0", "'id'"});
+  expect_error([] { parse(R"([{"id": 0}, 5])"); }, {"board 1", "object"});
+  expect_error([] { parse(R"("boards")"); }, {"tb.json", "list of boards"});
+  expect_error([] { parse("[{\"id\": 0,}"); }, {"tb.json", "invalid JSON"});
+}
+
+TEST(Testbed, WrongTypesAreReported) {
+  expect_error([] { parse(R"([{"id": "zero"}])"); }, {"tb.json", "board 0", "'id'", "\"zero\""});
+  expect_error([] { parse(R"([{"id": 1.5}])"); }, {"board 0", "'id'"});
+  expect_error([] { parse(R"([{"id": 0}, {"id": 1, "clock_mhz": "fast"}])"); },
+               {"tb.json", "board 1", "'clock_mhz'", "number"});
+  expect_error([] { parse(R"([{"id": 0, "address": 5000}])"); }, {"board 0", "'address'", "string"});
+  expect_error([] { parse(R"([{"id": 0, "ram_bytes": 512.5}])"); }, {"board 0", "'ram_bytes'"});
+  expect_error([] { parse(R"([{"id": 0, "flash_bytes": "8 parsecs"}])"); }, {"board 0", "'flash_bytes'", "8 parsecs"});
+  expect_error([] { parse(R"([{"id": 0, "delay_s_per_kb": true}])"); }, {"board 0", "'delay_s_per_kb'"});
+  expect_error([] { parse(R"([{"id": 0, "bandwidth_kbps": null}])"); }, {"board 0", "'bandwidth_kbps'"});
+}
+
+TEST(Testbed, RoundTripThroughJsonAndFile) {
+  Testbed t;
+  t.boards.push_back({0, "local", 600.0, 512 * 1024, 8 << 20, 0.0, 12500.0});
+  t.boards.push_back({4, "qemu", 150.25, 300000, 2000000, 0.0123, 800.5});
+  t.boards.push_back({2, "192.168.0.9:7000", 396.0, 1 << 20, 1 << 23, 1e-6, 1e5});
+  EXPECT_EQ(testbed_from_json(to_json(t), "mem"), t);
+
+  auto path = temp_file("roundtrip.json");
+  save_testbed(t, path.string());
+  EXPECT_EQ(load_testbed(path.string()), t);
+  std::filesystem::remove(path);
+}
+
+TEST(Testbed, LoadErrorsNameThePath) {
+  auto path = temp_file("bad.json");
+  {
+    std::ofstream(path) << R"([{"id": 0}, {"id": 1, "ram_bytes": "lots"}])";
+  }
+  expect_error([&] { load_testbed(path.string()); }, {path.string(), "board 1", "ram_bytes"});
+  std::filesystem::remove(path);
+  expect_error([&] { load_testbed(path.string()); }, {path.string(), "cannot open"});
+}
+
+TEST(Testbed, DefaultTestbed) {
+  Testbed t = default_testbed(3);
+  ASSERT_EQ(t.boards.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const Board& b = t.boards[size_t(i)];
+    EXPECT_EQ(b.id, i);
+    EXPECT_EQ(b.address, "local");
+    EXPECT_DOUBLE_EQ(b.clock_mhz, 600.0);
+    EXPECT_EQ(b.ram_bytes, 512 * 1024);
+    EXPECT_EQ(b.flash_bytes, 8 * 1024 * 1024);
+  }
+  Testbed q = default_testbed(2, "qemu", 256 * 1024, 1 << 20, 150.0);
+  EXPECT_EQ(q.boards[1].address, "qemu");
+  EXPECT_EQ(q.boards[1].ram_bytes, 256 * 1024);
+  EXPECT_DOUBLE_EQ(q.boards[1].clock_mhz, 150.0);
+  expect_error([] { default_testbed(0); }, {"board count"});
+  expect_error([] { default_testbed(2, "local", 0); }, {"ram_bytes"});
+}
+
+TEST(Testbed, ValidateInMemory) {
+  Testbed t = default_testbed(2);
+  t.boards[1].id = 0;
+  expect_error([&] { validate_testbed(t, "cli"); }, {"cli", "board 1", "duplicate id 0"});
+  t = default_testbed(2);
+  t.boards[0].clock_mhz = std::nan("");
+  expect_error([&] { validate_testbed(t, "cli"); }, {"board 0", "clock_mhz"});
+}
+
+TEST(ParseBytes, AcceptedForms) {
+  EXPECT_EQ(parse_bytes("0"), 0);
+  EXPECT_EQ(parse_bytes("1048576"), 1048576);
+  EXPECT_EQ(parse_bytes("512K"), 524288);
+  EXPECT_EQ(parse_bytes("512k"), 524288);
+  EXPECT_EQ(parse_bytes("512KB"), 524288);
+  EXPECT_EQ(parse_bytes("512KiB"), 524288);
+  EXPECT_EQ(parse_bytes("8M"), 8388608);
+  EXPECT_EQ(parse_bytes("8mb"), 8388608);
+  EXPECT_EQ(parse_bytes("1G"), 1073741824);
+  EXPECT_EQ(parse_bytes("100B"), 100);
+  EXPECT_EQ(parse_bytes("9223372036854775807"), INT64_MAX);
+}
+
+TEST(ParseBytes, RejectedForms) {
+  for (std::string bad : {"", "K", "-1", "+5", "1.5M", " 5", "5 ", "5X", "5KK", "8T",
+                          "9223372036854775808", "9000000000G"})
+    expect_error([&] { parse_bytes(bad); }, {"'" + bad + "'"});
+}
+
+TEST(ParseBytes, FormatIsInverse) {
+  EXPECT_EQ(format_bytes(524288), "512K");
+  EXPECT_EQ(format_bytes(8 << 20), "8M");
+  EXPECT_EQ(format_bytes(1 << 30), "1G");
+  EXPECT_EQ(format_bytes(1000), "1000");
+  EXPECT_EQ(format_bytes(0), "0");
+  for (int64_t v : {int64_t(1), int64_t(1023), int64_t(1024), int64_t(3) << 20, int64_t(123456789)})
+    EXPECT_EQ(parse_bytes(format_bytes(v)), v);
+}
