@@ -41,5 +41,7 @@ class Progress {
 void register_inspect(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_run(CLI::App& app);
+void register_worker(CLI::App& app);
 
 }  // namespace ts::cli

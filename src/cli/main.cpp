@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   register_inspect(app);
   register_quantize(app);
   register_eval(app);
+  register_run(app);
+  register_worker(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

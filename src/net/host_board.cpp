@@ -112,12 +112,12 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
 
 HostBoard::~HostBoard() = default;
 
-// Peeks at frames arriving from the coordinator to trigger test misbehaviour.
+// Layer of a RUN frame header at data[0..len), or -1. Used only by the
+// misbehaviour hooks of tests.
 static int run_layer_of(const uint8_t* data, size_t len) {
-  // A RUN frame is header-only: type at byte 3, layer at 16..17.
-  if (len >= wire::kHeaderSize && data[0] == 0x54 && data[1] == 0x53 && data[3] == uint8_t(wire::MsgType::Run))
-    return data[16] | (data[17] << 8);
-  return -1;
+  wire::FrameHeader h;
+  if (wire::decode_header(data, len, &h) != wire::WireError::Ok) return -1;
+  return h.type == wire::MsgType::Run ? int(h.layer) : -1;
 }
 
 void HostBoard::serve(Transport& t, const std::atomic<bool>& stop) {
@@ -141,21 +141,21 @@ void HostBoard::serve(Transport& t, const std::atomic<bool>& stop) {
     if (stalled) continue;
     // Misbehaviour hooks scan for RUN headers at frame starts in this chunk;
     // good enough for tests (frames are written whole by the coordinator).
-    for (size_t off = 0; off + wire::kHeaderSize <= r.bytes;) {
-      const int layer = run_layer_of(buf.data() + off, r.bytes - off);
-      if (layer >= 0) {
-        if (layer == opt_.crash_at_layer) {
+    if (opt_.crash_at_layer >= 0 || opt_.stall_at_layer >= 0 || opt_.garble_at_layer >= 0) {
+      for (size_t off = 0; off + wire::kHeaderSize <= r.bytes;) {
+        wire::FrameHeader h;
+        if (wire::decode_header(buf.data() + off, r.bytes - off, &h) != wire::WireError::Ok) break;
+        const int layer = run_layer_of(buf.data() + off, r.bytes - off);
+        if (layer >= 0 && layer == opt_.crash_at_layer) {
           t.close();
           port_->link = nullptr;
           worker_.abort_layer();
           return;
         }
-        if (layer == opt_.stall_at_layer) stalled = true;
-        if (layer == opt_.garble_at_layer) port_->garble_next = true;
+        if (layer >= 0 && layer == opt_.stall_at_layer) stalled = true;
+        if (layer >= 0 && layer == opt_.garble_at_layer) port_->garble_next = true;
+        off += wire::frame_size(h);
       }
-      const size_t flen = wire::kHeaderSize + (buf[off + 24] | (buf[off + 25] << 8));
-      if (buf[off] != 0x54 || buf[off + 1] != 0x53) break;
-      off += flen;
     }
     if (stalled) continue;
     port_->delay();

@@ -1,0 +1,160 @@
+#include "coord/boards.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/graph.h"
+#include "net/tcp.h"
+
+namespace ts::coord {
+
+namespace fs = std::filesystem;
+
+static std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot locate the tinysplit executable");
+  buf[n] = 0;
+  return buf;
+}
+
+// Reads the board's first stdout line ("board N listening on HOST:PORT ...").
+static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds timeout) {
+  std::string line;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (line.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw Error("local board (pid " + std::to_string(pid) + ") did not start in time");
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, int(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char c[256];
+    const ssize_t n = read(fd, c, sizeof c);
+    if (n <= 0) throw Error("local board (pid " + std::to_string(pid) + ") exited before it was ready");
+    line.append(c, size_t(n));
+  }
+  return line.substr(0, line.find('\n'));
+}
+
+BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) {
+  const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
+  std::string root = opt.store_root;
+  if (root.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "tinysplit-boards-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder for board flash");
+    temp_root_ = root = tmpl;
+  }
+  try {
+    for (size_t i = 0; i < tb.boards.size(); ++i) {
+      const auto& b = tb.boards[i];
+      if (b.address == "qemu")
+        throw Error("board " + std::to_string(b.id) + ": QEMU boards need the Cortex-M7 firmware, which this build does not include");
+      if (b.address != "local") {
+        addr_.push_back(b.address);
+        continue;
+      }
+      std::vector<std::string> args = {exe,
+                                       "worker",
+                                       "--listen",
+                                       "127.0.0.1:0",
+                                       "--id",
+                                       std::to_string(i),
+                                       "--ram",
+                                       std::to_string(b.ram_bytes),
+                                       "--flash",
+                                       std::to_string(b.flash_bytes),
+                                       "--clock-mhz",
+                                       std::to_string(int(b.clock_mhz)),
+                                       "--window",
+                                       std::to_string(opt.window),
+                                       "--store",
+                                       (fs::path(root) / ("board-" + std::to_string(b.id))).string()};
+      if (opt.cycles_per_mac > 0) {
+        args.push_back("--cycles-per-mac");
+        args.push_back(std::to_string(opt.cycles_per_mac));
+      }
+      if (opt.delay_ms > 0) {
+        args.push_back("--delay-ms");
+        args.push_back(std::to_string(opt.delay_ms));
+      }
+      auto hook = [&](int board, int layer, const char* flag) {
+        if (board == int(i) && layer >= 0) {
+          args.push_back(flag);
+          args.push_back(std::to_string(layer));
+        }
+      };
+      hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
+      hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
+      hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
+      int pipefd[2];
+      if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
+      const pid_t pid = fork();
+      if (pid < 0) throw Error("cannot start a local board: fork failed");
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(pipefd[1], 1);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(exe.c_str(), argv.data());
+        _exit(127);
+      }
+      close(pipefd[1]);
+      children_.push_back({pid, pipefd[0]});
+      const std::string line = read_ready_line(pipefd[0], pid, std::chrono::milliseconds(10000));
+      const auto at = line.find(" on ");
+      if (at == std::string::npos) throw Error("local board printed an unexpected first line: " + line);
+      std::string a = line.substr(at + 4);
+      a = a.substr(0, a.find(' '));
+      addr_.push_back(a);
+    }
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+std::vector<std::unique_ptr<net::Transport>> BoardSet::connect(std::chrono::milliseconds timeout) {
+  std::vector<std::unique_ptr<net::Transport>> out;
+  for (const auto& a : addr_) {
+    const auto colon = a.rfind(':');
+    if (colon == std::string::npos) throw Error("board address '" + a + "' is not host:port");
+    std::string host = a.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    const int port = std::stoi(a.substr(colon + 1));
+    out.push_back(net::tcp_connect(host, uint16_t(port), timeout));
+  }
+  return out;
+}
+
+void BoardSet::stop() {
+  for (auto& c : children_) {
+    if (c.pid > 0) {
+      kill(c.pid, SIGTERM);
+      int st = 0;
+      waitpid(c.pid, &st, 0);
+      c.pid = -1;
+    }
+    if (c.out_fd >= 0) {
+      close(c.out_fd);
+      c.out_fd = -1;
+    }
+  }
+  if (!temp_root_.empty()) {
+    std::error_code ec;
+    fs::remove_all(temp_root_, ec);
+    temp_root_.clear();
+  }
+}
+
+BoardSet::~BoardSet() { stop(); }
+
+}  // namespace ts::coord

@@ -1,0 +1,51 @@
+// Bringing boards up for a run: local emulated boards are spawned as
+// `tinysplit worker` child processes on loopback; "host:port" boards are
+// connected to as they are.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "net/transport.h"
+#include "plan/testbed.h"
+
+namespace ts::coord {
+
+struct SpawnOptions {
+  std::string exe;              // tinysplit binary (default: this process's)
+  std::string store_root;       // board flash folders; empty = a temporary folder removed at exit
+  double cycles_per_mac = 0;    // emulated clock, 0 = off
+  double delay_ms = 0;          // injected delay per send/receive, 0 = off
+  uint16_t window = 8;
+  // Test hooks (board index -> layer), -1 = none.
+  int crash_board = -1, crash_layer = -1;
+  int stall_board = -1, stall_layer = -1;
+  int garble_board = -1, garble_layer = -1;
+};
+
+class BoardSet {
+ public:
+  BoardSet(const plan::Testbed& tb, const SpawnOptions& opt);
+  ~BoardSet();  // stops spawned boards and removes temporary folders
+  BoardSet(const BoardSet&) = delete;
+  BoardSet& operator=(const BoardSet&) = delete;
+
+  // One connected transport per board, in testbed order.
+  std::vector<std::unique_ptr<net::Transport>> connect(std::chrono::milliseconds timeout);
+  const std::vector<std::string>& addresses() const { return addr_; }
+  void stop();
+
+ private:
+  struct Child {
+    pid_t pid = -1;
+    int out_fd = -1;
+  };
+  std::vector<Child> children_;
+  std::vector<std::string> addr_;
+  std::string temp_root_;
+};
+
+}  // namespace ts::coord

@@ -1,0 +1,355 @@
+// Float reference executor. See float_exec.h.
+#include "model/float_exec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ts {
+namespace {
+
+[[noreturn]] void bad(const Node& n, const std::string& why) {
+  throw Error("float executor: node '" + n.name + "' (" + op_name(n.op) + "): " + why);
+}
+
+// Smallest o with o*s + off >= 0, and one past the largest o with o*s + off <= limit-1,
+// both clamped to [0, n): the outputs whose input coordinate is inside [0, limit).
+void valid_range(int off, int s, int limit, int n, int& lo, int& hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = limit - 1 - off >= 0 ? (limit - 1 - off) / s + 1 : 0;
+  lo = std::min(lo, n);
+  hi = std::clamp(hi, lo, n);
+}
+
+void conv(const Node& n, const Shape& is, const float* in, const Shape& os, float* out) {
+  const int G = n.groups;
+  if (G <= 0 || is.c % G || os.c % G) bad(n, "channels do not divide into groups");
+  const int cin_g = is.c / G, cout_g = os.c / G;
+  const size_t wsize = size_t(os.c) * cin_g * n.kh * n.kw;
+  if (n.weights.size() != wsize) bad(n, "weight count does not match the shapes");
+  if (!n.bias.empty() && int(n.bias.size()) != os.c) bad(n, "bias count does not match the output channels");
+  const int H = is.h, W = is.w, OH = os.h, OW = os.w;
+  const size_t plane = size_t(OH) * OW;
+  for (int oc = 0; oc < os.c; ++oc)
+    std::fill(out + oc * plane, out + (oc + 1) * plane, n.bias.empty() ? 0.f : n.bias[size_t(oc)]);
+
+  // Pointwise (1x1, stride 1, no padding, one group): a matrix product
+  // out[oc][p] += w[oc][ic] * in[ic][p], four output channels at a time over
+  // tiles of pixels that stay in cache. Same summation order as below.
+  if (n.kh == 1 && n.kw == 1 && n.sh == 1 && n.sw == 1 && G == 1 && OH == H && OW == W && n.pad_t == 0 &&
+      n.pad_l == 0) {
+    const size_t P = plane, tile = 1024;
+    const float* wt = n.weights.data();
+    for (size_t p0 = 0; p0 < P; p0 += tile) {
+      const size_t p1 = std::min(P, p0 + tile);
+      int oc = 0;
+      for (; oc + 4 <= os.c; oc += 4) {
+        float* o0 = out + size_t(oc) * P;
+        float* o1 = o0 + P;
+        float* o2 = o1 + P;
+        float* o3 = o2 + P;
+        for (int ic = 0; ic < cin_g; ++ic) {
+          const float w0 = wt[size_t(oc) * cin_g + ic], w1 = wt[size_t(oc + 1) * cin_g + ic];
+          const float w2 = wt[size_t(oc + 2) * cin_g + ic], w3 = wt[size_t(oc + 3) * cin_g + ic];
+          const float* xp = in + size_t(ic) * P;
+          for (size_t p = p0; p < p1; ++p) {
+            const float v = xp[p];
+            o0[p] += w0 * v;
+            o1[p] += w1 * v;
+            o2[p] += w2 * v;
+            o3[p] += w3 * v;
+          }
+        }
+      }
+      for (; oc < os.c; ++oc) {
+        float* o = out + size_t(oc) * P;
+        for (int ic = 0; ic < cin_g; ++ic) {
+          const float w = wt[size_t(oc) * cin_g + ic];
+          const float* xp = in + size_t(ic) * P;
+          for (size_t p = p0; p < p1; ++p) o[p] += w * xp[p];
+        }
+      }
+    }
+    return;
+  }
+
+  // General case, weight-stationary: for every weight, add w * (shifted
+  // input) to the output plane. The inner loop runs over a contiguous output row.
+  for (int oc = 0; oc < os.c; ++oc) {
+    const int g = oc / cout_g;
+    float* o = out + size_t(oc) * plane;
+    for (int icg = 0; icg < cin_g; ++icg) {
+      const float* x = in + size_t(g * cin_g + icg) * H * W;
+      const float* wk = n.weights.data() + (size_t(oc) * cin_g + icg) * n.kh * n.kw;
+      for (int ky = 0; ky < n.kh; ++ky) {
+        const int offy = ky * n.dh - n.pad_t;  // iy = oy*sh + offy
+        int oy0, oy1;
+        valid_range(offy, n.sh, H, OH, oy0, oy1);
+        for (int kx = 0; kx < n.kw; ++kx) {
+          const float w = wk[ky * n.kw + kx];
+          const int offx = kx * n.dw - n.pad_l;  // ix = ox*sw + offx
+          int ox0, ox1;
+          valid_range(offx, n.sw, W, OW, ox0, ox1);
+          for (int oy = oy0; oy < oy1; ++oy) {
+            const float* xr = x + size_t(oy * n.sh + offy) * W + offx;
+            float* orow = o + size_t(oy) * OW;
+            if (n.sw == 1) {
+              for (int ox = ox0; ox < ox1; ++ox) orow[ox] += w * xr[ox];
+            } else {
+              const int sw = n.sw;
+              for (int ox = ox0; ox < ox1; ++ox) orow[ox] += w * xr[ox * sw];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void pool(const Node& n, const Shape& is, const float* in, const Shape& os, float* out, bool avg) {
+  const int H = is.h, W = is.w;
+  for (int c = 0; c < os.c; ++c) {
+    const float* x = in + size_t(c) * H * W;
+    float* o = out + size_t(c) * os.h * os.w;
+    for (int oy = 0; oy < os.h; ++oy) {
+      const int y0 = oy * n.sh - n.pad_t;
+      const int y1 = std::min(y0 + n.kh, H + n.pad_b);  // window clipped to the padded image
+      const int vy0 = std::max(y0, 0), vy1 = std::min(y1, H);
+      for (int ox = 0; ox < os.w; ++ox) {
+        const int x0 = ox * n.sw - n.pad_l;
+        const int x1 = std::min(x0 + n.kw, W + n.pad_r);
+        const int vx0 = std::max(x0, 0), vx1 = std::min(x1, W);
+        if (avg) {
+          float s = 0.f;
+          for (int y = vy0; y < vy1; ++y)
+            for (int xx = vx0; xx < vx1; ++xx) s += x[y * W + xx];
+          const int count = n.count_include_pad ? (y1 - y0) * (x1 - x0) : (vy1 - vy0) * (vx1 - vx0);
+          o[oy * os.w + ox] = count > 0 ? s / float(count) : 0.f;
+        } else {
+          float m = -std::numeric_limits<float>::infinity();  // padding never wins
+          for (int y = vy0; y < vy1; ++y)
+            for (int xx = vx0; xx < vx1; ++xx) m = std::max(m, x[y * W + xx]);
+          o[oy * os.w + ox] = m;
+        }
+      }
+    }
+  }
+}
+
+void apply_act(const Node& n, std::vector<float>& y) {
+  float lo, hi;
+  switch (n.act) {
+    case Act::None: return;
+    case Act::Relu:
+      lo = 0.f;
+      hi = std::numeric_limits<float>::infinity();
+      break;
+    case Act::Relu6:
+      lo = 0.f;
+      hi = 6.f;
+      break;
+    case Act::Clip:
+      lo = n.act_lo;
+      hi = n.act_hi;
+      break;
+    default: return;
+  }
+  for (float& v : y) v = std::min(std::max(v, lo), hi);
+}
+
+}  // namespace
+
+std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<const std::vector<float>*>& inputs) {
+  if (inputs.size() != n.inputs.size()) bad(n, "wrong number of input values");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i] || int64_t(inputs[i]->size()) != g.shape(n.inputs[i]).size())
+      bad(n, "input " + std::to_string(i) + " has the wrong size for shape " + to_string(g.shape(n.inputs[i])));
+  auto need = [&](size_t k) {
+    if (inputs.size() < k) bad(n, "needs " + std::to_string(k) + " inputs");
+  };
+  need(1);
+  const Shape& is = g.shape(n.inputs[0]);
+  const Shape& os = g.shape(n.output);
+  const std::vector<float>& x = *inputs[0];
+  std::vector<float> y(size_t(os.size()));
+  const size_t N = y.size();
+  const size_t plane = size_t(os.h) * os.w;
+  auto same_size = [&]() {
+    if (x.size() != N) bad(n, "input and output sizes differ");
+  };
+
+  switch (n.op) {
+    case Op::Conv:
+      conv(n, is, x.data(), os, y.data());
+      break;
+    case Op::BatchNorm: {
+      same_size();
+      const size_t C = size_t(is.c);
+      if (n.gamma.size() != C || n.beta.size() != C || n.mean.size() != C || n.var.size() != C)
+        bad(n, "parameter count does not match the channels");
+      const size_t p = size_t(is.h) * is.w;
+      for (size_t c = 0; c < C; ++c) {
+        const float inv = 1.f / std::sqrt(n.var[c] + n.eps);
+        for (size_t i = c * p; i < (c + 1) * p; ++i) y[i] = (x[i] - n.mean[c]) * inv * n.gamma[c] + n.beta[c];
+      }
+      break;
+    }
+    case Op::Relu:
+      same_size();
+      for (size_t i = 0; i < N; ++i) y[i] = std::max(x[i], 0.f);
+      break;
+    case Op::Clip:
+      same_size();
+      for (size_t i = 0; i < N; ++i) y[i] = std::min(std::max(x[i], n.lo), n.hi);
+      break;
+    case Op::HardSigmoid:
+      same_size();
+      for (size_t i = 0; i < N; ++i) y[i] = std::max(0.f, std::min(1.f, n.alpha * x[i] + n.beta_hs));
+      break;
+    case Op::HardSwish:
+      same_size();
+      for (size_t i = 0; i < N; ++i) y[i] = x[i] * std::min(std::max(x[i] + 3.f, 0.f), 6.f) / 6.f;
+      break;
+    case Op::Sigmoid:
+      same_size();
+      for (size_t i = 0; i < N; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
+      break;
+    case Op::Add: {
+      need(2);
+      const std::vector<float>& b = *inputs[1];
+      if (x.size() != N || b.size() != N) bad(n, "operand sizes differ");
+      for (size_t i = 0; i < N; ++i) y[i] = x[i] + b[i];
+      break;
+    }
+    case Op::Mul: {
+      need(2);
+      const std::vector<float>& b = *inputs[1];
+      same_size();
+      if (b.size() == N) {
+        for (size_t i = 0; i < N; ++i) y[i] = x[i] * b[i];
+      } else if (b.size() == size_t(os.c)) {  // per channel
+        for (size_t c = 0; c < size_t(os.c); ++c)
+          for (size_t i = c * plane; i < (c + 1) * plane; ++i) y[i] = x[i] * b[c];
+      } else if (b.size() == 1) {
+        for (size_t i = 0; i < N; ++i) y[i] = x[i] * b[0];
+      } else {
+        bad(n, "second operand is neither the same shape nor per channel");
+      }
+      break;
+    }
+    case Op::Concat: {
+      // CHW: concatenating along channels is appending the blocks.
+      size_t at = 0;
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        const Shape& s = g.shape(n.inputs[k]);
+        if (s.h != os.h || s.w != os.w || at + inputs[k]->size() > N) bad(n, "operand shapes do not fit the output");
+        std::copy(inputs[k]->begin(), inputs[k]->end(), y.begin() + ptrdiff_t(at));
+        at += inputs[k]->size();
+      }
+      if (at != N) bad(n, "operands do not fill the output");
+      break;
+    }
+    case Op::AvgPool:
+      if (is.c != os.c) bad(n, "channel count changes");
+      pool(n, is, x.data(), os, y.data(), true);
+      break;
+    case Op::MaxPool:
+      if (is.c != os.c) bad(n, "channel count changes");
+      pool(n, is, x.data(), os, y.data(), false);
+      break;
+    case Op::GlobalAvgPool: {
+      if (is.c != os.c || N != size_t(os.c)) bad(n, "output is not (C,1,1)");
+      const size_t p = size_t(is.h) * is.w;
+      for (size_t c = 0; c < size_t(is.c); ++c) {
+        double s = 0;
+        for (size_t i = c * p; i < (c + 1) * p; ++i) s += x[i];
+        y[c] = float(s / double(p));
+      }
+      break;
+    }
+    case Op::Gemm: {
+      const size_t K = x.size();
+      if (n.weights.size() != N * K) bad(n, "weight count does not match the shapes");
+      if (!n.bias.empty() && n.bias.size() != N) bad(n, "bias count does not match the outputs");
+      for (size_t o = 0; o < N; ++o) {
+        const float* w = n.weights.data() + o * K;
+        float s = 0.f;
+        for (size_t i = 0; i < K; ++i) s += w[i] * x[i];
+        y[o] = s + (n.bias.empty() ? 0.f : n.bias[o]);
+      }
+      break;
+    }
+    case Op::Flatten:
+    case Op::Identity:
+      same_size();
+      y = x;
+      break;
+    case Op::Pad: {
+      if (os.c != is.c || os.h != is.h + n.pad_t + n.pad_b || os.w != is.w + n.pad_l + n.pad_r)
+        bad(n, "output shape does not match the padding");
+      for (int c = 0; c < is.c; ++c)
+        for (int yy = 0; yy < is.h; ++yy) {
+          const float* src = x.data() + (size_t(c) * is.h + yy) * is.w;
+          float* dst = y.data() + (size_t(c) * os.h + yy + n.pad_t) * os.w + n.pad_l;
+          std::copy(src, src + is.w, dst);
+        }
+      break;
+    }
+    case Op::Softmax: {
+      same_size();
+      if (os.h != 1 || os.w != 1) bad(n, "softmax needs a (C,1,1) tensor");
+      if (N == 0) break;
+      const float m = *std::max_element(x.begin(), x.end());
+      double s = 0;
+      for (size_t i = 0; i < N; ++i) s += std::exp(double(x[i] - m));
+      for (size_t i = 0; i < N; ++i) y[i] = float(std::exp(double(x[i] - m)) / s);
+      break;
+    }
+    default:
+      bad(n, "unknown op");
+  }
+  apply_act(n, y);
+  return y;
+}
+
+std::vector<float> run_float(const Graph& g, const std::vector<float>& input_chw,
+                             std::vector<std::vector<float>>* all_tensors) {
+  if (g.input < 0 || g.input >= int(g.tensors.size()) || g.output < 0 || g.output >= int(g.tensors.size()))
+    throw Error("float executor: graph has no input or output");
+  if (int64_t(input_chw.size()) != g.shape(g.input).size())
+    throw Error("float executor: input has " + std::to_string(input_chw.size()) + " values, the graph takes " +
+                to_string(g.shape(g.input)) + " = " + std::to_string(g.shape(g.input).size()));
+  const size_t T = g.tensors.size();
+  std::vector<std::vector<float>> val(T);
+  std::vector<char> have(T, 0);
+  val[size_t(g.input)] = input_chw;
+  have[size_t(g.input)] = 1;
+
+  // Last reader of each tensor, to free intermediates early when not keeping them.
+  std::vector<int> last(T, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int t : g.nodes[i].inputs)
+      if (t >= 0 && size_t(t) < T) last[size_t(t)] = int(i);
+
+  std::vector<const std::vector<float>*> ins;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    ins.clear();
+    for (int t : n.inputs) {
+      if (t < 0 || size_t(t) >= T || !have[size_t(t)]) bad(n, "input tensor is not computed before the node");
+      ins.push_back(&val[size_t(t)]);
+    }
+    if (n.output < 0 || size_t(n.output) >= T) bad(n, "bad output tensor");
+    val[size_t(n.output)] = eval_node(g, n, ins);
+    have[size_t(n.output)] = 1;
+    if (!all_tensors)
+      for (int t : n.inputs)
+        if (last[size_t(t)] == int(i) && t != g.output) std::vector<float>().swap(val[size_t(t)]);
+  }
+  if (!have[size_t(g.output)]) throw Error("float executor: the graph output is never computed");
+  std::vector<float> out = val[size_t(g.output)];
+  if (all_tensors) *all_tensors = std::move(val);
+  return out;
+}
+
+}  // namespace ts

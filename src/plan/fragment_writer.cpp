@@ -1,0 +1,213 @@
+#include "plan/fragment_writer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/crc32.h"
+
+namespace ts::plan {
+
+using core::QOp;
+
+namespace {
+
+static_assert(kFragLayerBytes == 152 + core::kMaxInputs * kFragInputSlotBytes, "entry layout");
+static_assert(kFragLayerBytes % 8 == 0 && kFragHeaderBytes % 8 == 0, "8-byte multiples keep sections aligned");
+
+uint64_t align4(uint64_t n) { return (n + 3u) & ~uint64_t(3); }
+
+// What one worker stores of one node: slices of the QGraph's vectors.
+struct Slice {
+  const int8_t* w = nullptr;
+  uint64_t wn = 0;
+  const int32_t* b = nullptr;
+  uint64_t bn = 0;
+  const int32_t* m = nullptr;
+  uint64_t mn = 0;
+  const int32_t* s = nullptr;
+  uint64_t sn = 0;
+  const int8_t* lut = nullptr;
+  uint64_t ln = 0;
+};
+
+Slice slice_of(const QNode& node, const LayerShare& ls) {
+  Slice sl;
+  if (ls.run.empty()) return sl;
+  switch (node.op) {
+    case QOp::Conv:
+    case QOp::Gemm: {
+      const uint64_t per = node.weights.size() / uint64_t(node.channels_with_data());
+      const uint64_t base = uint64_t(ls.oc_base), cnt = uint64_t(ls.oc_count);
+      sl.w = node.weights.data() + base * per;
+      sl.wn = cnt * per;
+      if (!node.bias.empty()) {
+        sl.b = node.bias.data() + base;
+        sl.bn = cnt;
+      }
+      sl.m = node.mult.data() + base;
+      sl.mn = cnt;
+      sl.s = node.shift.data() + base;
+      sl.sn = cnt;
+      break;
+    }
+    case QOp::AvgPool:
+      // Divisor tables, indexed by window count: every worker needs them all.
+      sl.m = node.mult.data();
+      sl.mn = node.mult.size();
+      sl.s = node.shift.data();
+      sl.sn = node.shift.size();
+      break;
+    case QOp::Lut:
+      sl.lut = node.lut.data();
+      sl.ln = node.lut.size();
+      break;
+    default:
+      break;
+  }
+  return sl;
+}
+
+uint64_t layer_data_bytes(const Slice& sl, const LayerShare& ls) {
+  uint64_t n = align4(sl.wn) + 4 * (sl.bn + sl.mn + sl.sn) + align4(sl.ln);
+  for (const auto& in : ls.inputs) n += 8 * uint64_t(in.runs.size());
+  return n;
+}
+
+class Buf {
+ public:
+  explicit Buf(size_t n) : b(n, 0) {}
+  void u8(size_t at, uint8_t v) { b[at] = v; }
+  void u16(size_t at, uint16_t v) {
+    b[at] = uint8_t(v);
+    b[at + 1] = uint8_t(v >> 8);
+  }
+  void u32(size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b[at + size_t(i)] = uint8_t(v >> (8 * i));
+  }
+  void i32(size_t at, int32_t v) { u32(at, uint32_t(v)); }
+  std::vector<uint8_t> b;
+};
+
+uint32_t checked_u32(uint64_t v, const char* what) {
+  if (v > std::numeric_limits<uint32_t>::max()) throw Error(std::string("fragment: ") + what + " does not fit 32 bits");
+  return uint32_t(v);
+}
+
+}  // namespace
+
+int64_t fragment_bytes(const QGraph& q, const Plan& p, int worker) {
+  if (worker < 0 || worker >= p.n_workers()) throw Error("fragment: worker index out of range");
+  const WorkerPlan& wp = p.workers[size_t(worker)];
+  uint64_t n = kFragHeaderBytes + uint64_t(q.nodes.size()) * kFragLayerBytes + 4;
+  for (size_t i = 0; i < q.nodes.size(); ++i) n += layer_data_bytes(slice_of(q.nodes[i], wp.layers[i]), wp.layers[i]);
+  return int64_t(n);
+}
+
+std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) {
+  if (worker < 0 || worker >= p.n_workers()) throw Error("fragment: worker index out of range");
+  if (p.n_workers() > 65535) throw Error("fragment: more than 65535 workers");
+  const WorkerPlan& wp = p.workers[size_t(worker)];
+  if (wp.layers.size() != q.nodes.size()) throw Error("fragment: the plan does not match the model");
+  const uint32_t total = checked_u32(uint64_t(fragment_bytes(q, p, worker)), "fragment size");
+  const size_t L = q.nodes.size();
+  Buf out(total);
+
+  // Header.
+  out.u32(0, core::kFragMagic);
+  out.u16(4, core::kFragVersion);
+  out.u16(6, uint16_t(worker));
+  out.u16(8, uint16_t(p.n_workers()));
+  out.u16(10, 0);
+  out.u32(12, p.plan_id);
+  out.u32(16, uint32_t(L));
+  out.u32(20, total);
+  out.u32(24, checked_u32(uint64_t(wp.peak_ram_bytes), "arena bytes"));
+  out.u32(28, kFragLayerBytes);
+
+  size_t data = kFragHeaderBytes + L * kFragLayerBytes;
+  for (size_t i = 0; i < L; ++i) {
+    const QNode& node = q.nodes[i];
+    const LayerShare& ls = wp.layers[i];
+    const core::LayerDesc& g = node.geo;
+    const Slice sl = slice_of(node, ls);
+    const size_t e = kFragHeaderBytes + i * kFragLayerBytes;
+
+    out.u8(e + 0, uint8_t(node.op));
+    out.u8(e + 1, g.n_inputs);
+    out.u8(e + 2, g.count_include_pad);
+    out.u32(e + 4, uint32_t(i));
+    out.i32(e + 8, int32_t(ls.run.begin));
+    out.i32(e + 12, int32_t(ls.run.end));
+    out.i32(e + 16, ls.oc_base);
+    out.i32(e + 20, ls.oc_count);
+    const int32_t scalars[] = {g.out.c, g.out.h, g.out.w, g.out_zp, g.act_min, g.act_max, g.kh, g.kw,
+                               g.sh,    g.sw,    g.dh,    g.dw,     g.pad_t,   g.pad_l,   g.pad_b, g.pad_r,
+                               g.groups, g.left_shift, g.out_mult, g.out_shift};
+    static_assert(sizeof(scalars) == 80, "24..104");
+    for (size_t k = 0; k < 20; ++k) out.i32(e + 24 + 4 * k, scalars[k]);
+    out.u32(e + 104, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
+
+    // Data arrays, each 4-byte aligned (zero padding from the buffer).
+    auto put_i8 = [&](size_t field, const int8_t* src, uint64_t n) {
+      out.u32(field, n ? uint32_t(data) : 0);
+      out.u32(field + 4, uint32_t(n));
+      for (uint64_t k = 0; k < n; ++k) out.b[data + k] = uint8_t(src[k]);
+      data += size_t(align4(n));
+    };
+    auto put_i32 = [&](size_t field, const int32_t* src, uint64_t n) {
+      out.u32(field, n ? uint32_t(data) : 0);
+      out.u32(field + 4, uint32_t(n));
+      for (uint64_t k = 0; k < n; ++k) out.i32(data + 4 * k, src[k]);
+      data += size_t(4 * n);
+    };
+    put_i8(e + 108, sl.w, sl.wn);
+    put_i32(e + 116, sl.b, sl.bn);
+    put_i32(e + 124, sl.m, sl.mn);
+    put_i32(e + 132, sl.s, sl.sn);
+    put_i8(e + 140, sl.lut, sl.ln);
+
+    for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
+      const size_t s = e + 152 + size_t(k) * kFragInputSlotBytes;
+      const int32_t v[] = {g.in[k].c, g.in[k].h, g.in[k].w, g.in_zp[k], g.in_mult[k], g.in_shift[k]};
+      for (size_t j = 0; j < 6; ++j) out.i32(s + 4 * j, v[j]);
+      if (size_t(k) >= ls.inputs.size()) continue;  // idle worker: no box, no runs
+      const InputNeed& in = ls.inputs[size_t(k)];
+      out.i32(s + 24, in.box.c0);
+      out.i32(s + 28, in.box.c1);
+      out.i32(s + 32, in.box.h0);
+      out.i32(s + 36, in.box.h1);
+      out.u32(s + 40, in.runs.empty() ? 0 : uint32_t(data));
+      out.u32(s + 44, checked_u32(in.runs.size(), "run count"));
+      out.u32(s + 48, checked_u32(uint64_t(in.elems), "expected count"));
+      for (const core::InputRun& r : in.runs) {
+        out.u32(data, r.offset);
+        out.u32(data + 4, r.count);
+        data += 8;
+      }
+    }
+  }
+  if (data + 4 != total) throw Error("fragment: internal size mismatch");
+  out.u32(data, crc32(out.b.data(), data));
+  return std::move(out.b);
+}
+
+std::vector<std::string> write_fragments(const QGraph& q, const Plan& p, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create folder '" + dir + "': " + ec.message());
+  std::vector<std::string> paths;
+  for (int w = 0; w < p.n_workers(); ++w) {
+    const std::vector<uint8_t> bytes = write_fragment(q, p, w);
+    const std::string path = (fs::path(dir) / ("worker-" + std::to_string(p.workers[size_t(w)].board) + ".tsfg")).string();
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("cannot write '" + path + "'");
+    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    if (!f) throw Error("failed writing '" + path + "'");
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+}  // namespace ts::plan

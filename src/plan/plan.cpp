@@ -1,0 +1,625 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "core/crc32.h"
+#include "plan/fragment_writer.h"
+
+namespace ts::plan {
+
+using core::InputRun;
+using core::QOp;
+
+int64_t LayerShare::bytes_in() const {
+  int64_t s = 0;
+  for (const auto& in : inputs) s += in.elems;
+  return s;
+}
+
+namespace {
+
+// ----------------------------------------------------------------------------
+// Exact receptive fields
+// ----------------------------------------------------------------------------
+
+// Appends [off, off+n) to a sorted run list, merging with the last run when
+// contiguous. Callers append in increasing offset order.
+struct RunSink {
+  std::vector<InputRun>* out;
+  void add(int64_t off, int64_t n) {
+    if (n <= 0) return;
+    if (!out->empty()) {
+      InputRun& b = out->back();
+      if (int64_t(b.offset) + b.count == off) {
+        b.count = uint32_t(b.count + n);
+        return;
+      }
+    }
+    out->push_back(InputRun{uint32_t(off), uint32_t(n)});
+  }
+};
+
+// Half-open runs [first, second) of positions within one input plane.
+using PlaneRuns = std::vector<std::pair<int32_t, int32_t>>;
+
+// A sliding window over one plane: output (oy, ox) reads input
+// (oy*sh - pt + ky*dh, ox*sw - pl + kx*dw) for taps inside the input. Conv,
+// pools and Pad (a 1x1 window shifted by the padding) are all this.
+struct Window {
+  int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int32_t hin = 0, win = 0, hout = 0, wout = 0;
+  int32_t cin_g = 1, cout_g = 1;  // channel grouping: out channel o reads the
+                                  // cin_g inputs of group o / cout_g
+};
+
+PlaneRuns union_runs(const PlaneRuns& a, const PlaneRuns& b) {
+  PlaneRuns all;
+  all.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all));
+  PlaneRuns out;
+  for (const auto& r : all) {
+    if (!out.empty() && r.first <= out.back().second)
+      out.back().second = std::max(out.back().second, r.second);
+    else
+      out.push_back(r);
+  }
+  return out;
+}
+
+// Per-node state for receptive-field computations: scratch buffers and the
+// receptive field of a whole output plane, which every worker whose run
+// covers a whole channel shares.
+class WindowField {
+ public:
+  explicit WindowField(const Window& g) : g_(g) {}
+
+  // Input-plane runs read by output positions [a, b) of one output plane.
+  const PlaneRuns& interval(int32_t a, int32_t b) {
+    if (a == 0 && b == g_.hout * g_.wout) {
+      if (!have_full_) {
+        full_ = compute(a, b);
+        have_full_ = true;
+      }
+      return full_;
+    }
+    tmp_ = compute(a, b);
+    return tmp_;
+  }
+
+ private:
+  // Columns read by output columns [xa, xb) of one row.
+  const std::vector<uint8_t>& columns(int32_t xa, int32_t xb) {
+    for (auto& c : colcache_)
+      if (c.xa == xa && c.xb == xb) return c.mask;
+    if (colcache_.size() >= 4) colcache_.erase(colcache_.begin());
+    ColMask m{xa, xb, std::vector<uint8_t>(size_t(g_.win), 0)};
+    for (int32_t ox = xa; ox < xb; ++ox)
+      for (int32_t kx = 0; kx < g_.kw; ++kx) {
+        const int32_t ix = ox * g_.sw - g_.pl + kx * g_.dw;
+        if (ix >= 0 && ix < g_.win) m.mask[size_t(ix)] = 1;
+      }
+    colcache_.push_back(std::move(m));
+    return colcache_.back().mask;
+  }
+
+  PlaneRuns compute(int32_t a, int32_t b) {
+    PlaneRuns runs;
+    if (b <= a) return runs;
+    const int32_t W = g_.wout;
+    const int32_t y0 = a / W, y1 = (b - 1) / W;
+    // Input rows any of these outputs can touch, clipped to the input.
+    const int32_t lo = std::max(0, y0 * g_.sh - g_.pt);
+    const int32_t hi = std::min(g_.hin, y1 * g_.sh - g_.pt + (g_.kh - 1) * g_.dh + 1);
+    if (hi <= lo) return runs;
+    bits_.assign(size_t(hi - lo) * size_t(g_.win), 0);
+    for (int32_t oy = y0; oy <= y1; ++oy) {
+      const int32_t xa = oy == y0 ? a % W : 0;
+      const int32_t xb = oy == y1 ? (b - 1) % W + 1 : W;
+      const std::vector<uint8_t>& m = columns(xa, xb);
+      for (int32_t ky = 0; ky < g_.kh; ++ky) {
+        const int32_t iy = oy * g_.sh - g_.pt + ky * g_.dh;
+        if (iy < lo || iy >= hi) continue;
+        uint8_t* row = bits_.data() + size_t(iy - lo) * size_t(g_.win);
+        for (int32_t x = 0; x < g_.win; ++x) row[x] |= m[size_t(x)];
+      }
+    }
+    // Bitmap -> runs of plane positions (rows are contiguous in the plane).
+    const int32_t n = (hi - lo) * g_.win;
+    const int32_t base = lo * g_.win;
+    int32_t i = 0;
+    while (i < n) {
+      while (i < n && !bits_[size_t(i)]) ++i;
+      if (i >= n) break;
+      int32_t j = i;
+      while (j < n && bits_[size_t(j)]) ++j;
+      runs.emplace_back(base + i, base + j);
+      i = j;
+    }
+    return runs;
+  }
+
+  struct ColMask {
+    int32_t xa, xb;
+    std::vector<uint8_t> mask;
+  };
+  Window g_;
+  bool have_full_ = false;
+  PlaneRuns full_, tmp_;
+  std::vector<uint8_t> bits_;
+  std::vector<ColMask> colcache_;
+};
+
+// Exact needs of a windowed op for outputs [begin, end).
+void window_needs(const Window& g, WindowField& field, int64_t begin, int64_t end, std::vector<InputRun>* out) {
+  RunSink sink{out};
+  const int64_t hw_out = int64_t(g.hout) * g.wout;
+  const int64_t hw_in = int64_t(g.hin) * g.win;
+  const int64_t oc0 = begin / hw_out, oc1 = (end - 1) / hw_out;
+  auto lo_of = [&](int64_t oc) { return int32_t(oc == oc0 ? begin % hw_out : 0); };
+  auto hi_of = [&](int64_t oc) { return int32_t(oc == oc1 ? (end - 1) % hw_out + 1 : hw_out); };
+  const int64_t g0 = oc0 / g.cout_g, g1 = oc1 / g.cout_g;
+  for (int64_t grp = g0; grp <= g1; ++grp) {
+    // Output channels of this group inside the run: only the run's first and
+    // last channel can be partial, so the union of their positions is the
+    // union of at most two intervals (or the whole plane).
+    const int64_t ga = std::max(oc0, grp * g.cout_g);
+    const int64_t gb = std::min(oc1, grp * g.cout_g + g.cout_g - 1);
+    PlaneRuns plane;
+    const PlaneRuns* pr;
+    if (gb - ga >= 2 || (lo_of(ga) == 0 && hi_of(ga) == hw_out) || (lo_of(gb) == 0 && hi_of(gb) == hw_out)) {
+      pr = &field.interval(0, int32_t(hw_out));
+    } else if (ga == gb) {
+      pr = &field.interval(lo_of(ga), hi_of(ga));
+    } else {
+      // Two partial channels: [lo(ga), hw) and [0, hi(gb)).
+      const int32_t la = lo_of(ga), hb = hi_of(gb);
+      if (hb >= la) {
+        pr = &field.interval(0, int32_t(hw_out));
+      } else {
+        plane = field.interval(la, int32_t(hw_out));
+        plane = union_runs(plane, field.interval(0, hb));
+        pr = &plane;
+      }
+    }
+    const int64_t ci0 = grp * g.cin_g;
+    if (pr->size() == 1 && (*pr)[0].first == 0 && (*pr)[0].second == hw_in) {
+      sink.add(ci0 * hw_in, int64_t(g.cin_g) * hw_in);
+      continue;
+    }
+    for (int64_t ci = ci0; ci < ci0 + g.cin_g; ++ci)
+      for (const auto& r : *pr) sink.add(ci * hw_in + r.first, r.second - r.first);
+  }
+}
+
+Window window_of(const core::LayerDesc& d) {
+  Window g;
+  g.hin = d.in[0].h;
+  g.win = d.in[0].w;
+  g.hout = d.out.h;
+  g.wout = d.out.w;
+  switch (d.op) {
+    case QOp::Conv:
+      g.kh = d.kh; g.kw = d.kw; g.sh = d.sh; g.sw = d.sw; g.dh = d.dh; g.dw = d.dw;
+      g.pt = d.pad_t; g.pl = d.pad_l;
+      g.cin_g = d.in[0].c / d.groups;
+      g.cout_g = d.out.c / d.groups;
+      break;
+    case QOp::AvgPool:
+    case QOp::MaxPool:
+      g.kh = d.kh; g.kw = d.kw; g.sh = d.sh; g.sw = d.sw;
+      g.pt = d.pad_t; g.pl = d.pad_l;
+      break;
+    case QOp::Pad:
+      g.pt = d.pad_t; g.pl = d.pad_l;
+      break;
+    default: break;
+  }
+  return g;
+}
+
+bool is_windowed(QOp op) { return op == QOp::Conv || op == QOp::AvgPool || op == QOp::MaxPool || op == QOp::Pad; }
+
+// All receptive-field state of one node, shared by its workers.
+class NodeNeeds {
+ public:
+  NodeNeeds(const QGraph& q, int node) : d_(q.desc(node)) {
+    if (is_windowed(d_.op)) {
+      win_ = window_of(d_);
+      field_ = std::make_unique<WindowField>(win_);
+    }
+  }
+
+  void operand(int k, int64_t begin, int64_t end, std::vector<InputRun>* out) {
+    out->clear();
+    if (end <= begin) return;
+    RunSink sink{out};
+    const core::Dims& X = d_.in[k];
+    const int64_t hw_out = int64_t(d_.out.h) * d_.out.w;
+    const int64_t hw_in = int64_t(X.h) * X.w;
+    switch (d_.op) {
+      case QOp::Conv:
+      case QOp::AvgPool:
+      case QOp::MaxPool:
+      case QOp::Pad:
+        window_needs(win_, *field_, begin, end, out);
+        return;
+      case QOp::Gemm:
+        sink.add(0, X.size());  // every output reads the whole input
+        return;
+      case QOp::GlobalAvgPool:
+        sink.add(begin * hw_in, (end - begin) * hw_in);  // whole channels
+        return;
+      case QOp::Add:
+      case QOp::Lut:
+        sink.add(begin, end - begin);  // same position
+        return;
+      case QOp::Mul:
+        if (k == 1 && X.h == 1 && X.w == 1 && hw_out != 1) {
+          // Per-channel operand: one element per output channel touched.
+          const int64_t oc0 = begin / hw_out, oc1 = (end - 1) / hw_out;
+          sink.add(oc0, oc1 - oc0 + 1);
+        } else {
+          sink.add(begin, end - begin);
+        }
+        return;
+      case QOp::Concat: {
+        int64_t off = 0;
+        for (int i = 0; i < k; ++i) off += d_.in[i].c;
+        const int64_t lo = std::max(begin, off * hw_out);
+        const int64_t hi = std::min(end, (off + X.c) * hw_out);
+        if (hi > lo) sink.add(lo - off * hw_out, hi - lo);
+        return;
+      }
+    }
+  }
+
+  const core::LayerDesc& desc() const { return d_; }
+
+ private:
+  core::LayerDesc d_;
+  Window win_;
+  std::unique_ptr<WindowField> field_;
+};
+
+// ----------------------------------------------------------------------------
+// Sweeps over needs: layer statistics and the routing map (alg. 3)
+// ----------------------------------------------------------------------------
+
+struct ProducerRun {
+  int64_t begin, end;
+  int worker;  // -1: coordinator
+};
+
+std::vector<ProducerRun> producer_runs(const QGraph& q, const Plan& p, int tensor) {
+  std::vector<ProducerRun> out;
+  const int64_t size = q.shape(tensor).size();
+  const int prod = q.tensors[size_t(tensor)].producer;
+  if (prod < 0) {
+    out.push_back({0, size, -1});
+    return out;
+  }
+  for (int w = 0; w < p.n_workers(); ++w) {
+    const Run& r = p.workers[size_t(w)].layers[size_t(prod)].run;
+    if (!r.empty()) out.push_back({r.begin, r.end, w});
+  }
+  return out;
+}
+
+struct SweepResult {
+  int64_t unique = 0;
+  int max_fanout = 0;
+};
+
+// Sweeps the needs of operand k of node n over the tensor: every maximal
+// segment with one producer and one destination set. Emits RouteRuns if
+// `routes` is not null.
+SweepResult sweep_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<RouteRun>* routes) {
+  struct Event {
+    int64_t pos;
+    int worker;
+    int delta;
+  };
+  const int tensor = q.nodes[size_t(n)].inputs[size_t(k)];
+  const int64_t size = q.shape(tensor).size();
+  std::vector<Event> ev;
+  for (int w = 0; w < p.n_workers(); ++w) {
+    const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
+    if (ls.inputs.empty()) continue;
+    for (const InputRun& r : ls.inputs[size_t(k)].runs) {
+      ev.push_back({int64_t(r.offset), w, +1});
+      ev.push_back({int64_t(r.offset) + r.count, w, -1});
+    }
+  }
+  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) {
+    if (a.pos != b.pos) return a.pos < b.pos;
+    return a.worker < b.worker;
+  });
+  const std::vector<ProducerRun> prod = producer_runs(q, p, tensor);
+  SweepResult res;
+  std::vector<int> active;
+  size_t ei = 0, pi = 0;
+  const size_t first_route = routes ? routes->size() : 0;
+  int64_t x = 0;
+  while (x < size) {
+    for (; ei < ev.size() && ev[ei].pos <= x; ++ei) {
+      auto it = std::lower_bound(active.begin(), active.end(), ev[ei].worker);
+      if (ev[ei].delta > 0)
+        active.insert(it, ev[ei].worker);
+      else if (it != active.end() && *it == ev[ei].worker)
+        active.erase(it);
+    }
+    while (pi + 1 < prod.size() && prod[pi].end <= x) ++pi;
+    int64_t next = size;
+    if (ei < ev.size()) next = std::min(next, ev[ei].pos);
+    if (pi < prod.size() && prod[pi].end > x) next = std::min(next, prod[pi].end);
+    const int producer = pi < prod.size() ? prod[pi].worker : -1;
+    if (!active.empty()) {
+      res.unique += next - x;
+      res.max_fanout = std::max(res.max_fanout, int(active.size()));
+    }
+    if (routes) {
+      RouteRun* last = routes->size() > first_route ? &routes->back() : nullptr;
+      if (last && last->producer == producer && last->dests == active && last->offset + last->count == x) {
+        last->count += next - x;
+      } else {
+        routes->push_back(RouteRun{tensor, n, k, x, next - x, producer, active});
+      }
+    }
+    x = next;
+  }
+  return res;
+}
+
+// ----------------------------------------------------------------------------
+// Plan assembly
+// ----------------------------------------------------------------------------
+
+void put_u32(std::vector<uint8_t>& b, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
+}
+
+uint32_t hash_plan(uint32_t model_crc, const std::vector<double>& shares, const std::string& strategy) {
+  std::vector<uint8_t> b;
+  put_u32(b, model_crc);
+  put_u32(b, uint32_t(strategy.size()));
+  b.insert(b.end(), strategy.begin(), strategy.end());
+  put_u32(b, uint32_t(shares.size()));
+  for (double s : shares) {
+    uint64_t v;
+    std::memcpy(&v, &s, 8);
+    put_u32(b, uint32_t(v));
+    put_u32(b, uint32_t(v >> 32));
+  }
+  return crc32(b.data(), b.size());
+}
+
+uint32_t model_crc(const QGraph& q) {
+  const std::vector<uint8_t> bytes = serialize_qgraph(q);
+  return crc32(bytes.data(), bytes.size());
+}
+
+Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
+                bool routing, uint32_t mcrc) {
+  const size_t N = shares.size();
+  if (N == 0) throw Error("plan: no workers");
+  if (t.boards.size() != N)
+    throw Error("plan: " + std::to_string(N) + " shares for " + std::to_string(t.boards.size()) + " boards");
+  if (N > 65535) throw Error("plan: at most 65535 workers (got " + std::to_string(N) + ")");
+  Plan p;
+  p.strategy = strategy.name();
+  p.model_bytes = q.weight_bytes();
+  p.ratings = shares;
+  p.shares = shares;
+  p.workers.resize(N);
+  for (size_t w = 0; w < N; ++w) {
+    p.workers[w].board = t.boards[w].id;
+    p.workers[w].rating = shares[w];
+    p.workers[w].share = shares[w];
+    p.workers[w].layers.resize(q.nodes.size());
+  }
+  p.layers.resize(q.nodes.size());
+
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const QNode& node = q.nodes[n];
+    const int64_t total = q.shape(node.output).size();
+    if (total > int64_t(std::numeric_limits<int32_t>::max()))
+      throw Error("plan: layer '" + node.name + "' has more than 2^31 outputs");
+    const std::vector<Run> runs = strategy.split(q, int(n), shares);
+    if (runs.size() != N) throw Error("plan: strategy '" + strategy.name() + "' returned the wrong number of runs");
+    int64_t at = 0;
+    for (const Run& r : runs) {
+      if (r.begin != at || r.end < r.begin) throw Error("plan: strategy '" + strategy.name() + "' runs do not tile the layer");
+      at = r.end;
+    }
+    if (at != total) throw Error("plan: strategy '" + strategy.name() + "' runs do not cover the layer");
+
+    NodeNeeds needs(q, int(n));
+    const core::LayerDesc& d = needs.desc();
+    const int64_t hw = int64_t(d.out.h) * d.out.w;
+    LayerStats& st = p.layers[n];
+    st.node = int(n);
+    st.name = node.name;
+    for (size_t w = 0; w < N; ++w) {
+      LayerShare& ls = p.workers[w].layers[n];
+      ls.node = int(n);
+      ls.run = runs[w];
+      if (ls.run.empty()) continue;
+      const int32_t b = int32_t(ls.run.begin), e = int32_t(ls.run.end);
+      if (node.op == QOp::Conv) {
+        ls.oc_base = int32_t(ls.run.begin / hw);
+        ls.oc_count = int32_t((ls.run.end - 1) / hw) - ls.oc_base + 1;
+      } else if (node.op == QOp::Gemm) {
+        ls.oc_base = b;
+        ls.oc_count = e - b;
+      }
+      ls.data_bytes = int64_t(ls.oc_count) * node.bytes_per_channel() + node.shared_bytes();
+      ls.macs = total > 0 ? node.macs / total * ls.run.size() + (node.macs % total) * ls.run.size() / total : 0;
+      ls.inputs.resize(node.inputs.size());
+      int64_t ram = core::arena_block(uint32_t(ls.run.size()));
+      bool full = false;
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        InputNeed& in = ls.inputs[k];
+        in.tensor = node.inputs[k];
+        in.box = core::input_box(d, int(k), b, e);
+        needs.operand(int(k), b, e, &in.runs);
+        in.elems = 0;
+        for (const InputRun& r : in.runs) in.elems += r.count;
+        ram += core::arena_block(uint32_t(in.box.elems(d.in[k].w)));
+        if (in.elems == d.in[k].size()) full = true;
+      }
+      ls.ram_bytes = ram;
+      st.workers_active++;
+      st.full_input_workers += full ? 1 : 0;
+      st.bytes_in += ls.bytes_in();
+      st.bytes_out += ls.bytes_out();
+      st.max_worker_ram_bytes = std::max(st.max_worker_ram_bytes, ls.ram_bytes);
+      st.max_worker_bytes_moved = std::max(st.max_worker_bytes_moved, ls.bytes_in() + ls.bytes_out());
+      WorkerPlan& wp = p.workers[w];
+      wp.macs += ls.macs;
+      wp.bytes_in += ls.bytes_in();
+      wp.bytes_out += ls.bytes_out();
+      wp.data_bytes += ls.data_bytes;
+      if (ls.ram_bytes > 0 && (wp.peak_layer < 0 || ls.ram_bytes > wp.layers[size_t(wp.peak_layer)].ram_bytes))
+        wp.peak_layer = int(n);
+    }
+    st.bytes_moved = st.bytes_in + st.bytes_out;
+    p.total_wire_bytes += st.bytes_moved;
+  }
+
+  for (size_t w = 0; w < N; ++w) {
+    WorkerPlan& wp = p.workers[w];
+    wp.peak_ram_bytes = int64_t(core::kWorkerFixedArena) +
+                        (wp.peak_layer >= 0 ? wp.layers[size_t(wp.peak_layer)].ram_bytes : 0);
+    wp.kc = wp.bytes_out > 0 ? double(wp.bytes_in + wp.bytes_out) / double(wp.bytes_out) : 0.0;
+  }
+  for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
+
+  // Distinct inputs and fan-out per layer; the routing map if asked.
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) {
+      SweepResult r = sweep_operand(q, p, int(n), int(k), routing ? &p.routes : nullptr);
+      p.layers[n].unique_in += r.unique;
+      p.layers[n].max_fanout = std::max(p.layers[n].max_fanout, r.max_fanout);
+    }
+  }
+  if (routing) {
+    for (const ProducerRun& r : producer_runs(q, p, q.output))
+      p.routes.push_back(RouteRun{q.output, -1, 0, r.begin, r.end - r.begin, r.worker, {}});
+  }
+  p.plan_id = hash_plan(mcrc, shares, strategy.name());
+  return p;
+}
+
+}  // namespace
+
+std::vector<core::InputRun> exact_input_runs(const QGraph& q, int node, int input, int64_t begin, int64_t end) {
+  if (node < 0 || node >= int(q.nodes.size())) throw Error("plan: node index out of range");
+  const QNode& n = q.nodes[size_t(node)];
+  if (input < 0 || input >= int(n.inputs.size())) throw Error("plan: input index out of range");
+  if (begin < 0 || end > q.shape(n.output).size() || begin > end) throw Error("plan: run outside the layer");
+  NodeNeeds needs(q, node);
+  std::vector<InputRun> out;
+  needs.operand(input, begin, end, &out);
+  return out;
+}
+
+std::vector<RouteRun> build_routing(const QGraph& q, const Plan& p) {
+  std::vector<RouteRun> routes;
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) sweep_operand(q, p, int(n), int(k), &routes);
+  for (const ProducerRun& r : producer_runs(q, p, q.output))
+    routes.push_back(RouteRun{q.output, -1, 0, r.begin, r.end - r.begin, r.worker, {}});
+  return routes;
+}
+
+uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy) {
+  return hash_plan(model_crc(q), shares, strategy);
+}
+
+int64_t fragment_overhead_bytes(const QGraph& q) {
+  return int64_t(kFragHeaderBytes) + int64_t(q.nodes.size()) * kFragLayerBytes + 4;
+}
+
+Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                      const SplitStrategy& strategy, bool routing) {
+  return build_plan(q, t, shares, strategy, routing, model_crc(q));
+}
+
+void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
+  for (int w = 0; w < p.n_workers(); ++w) {
+    const WorkerPlan& wp = p.workers[size_t(w)];
+    const Board& b = t.boards.at(size_t(w));
+    if (wp.peak_ram_bytes > b.ram_bytes) {
+      const std::string layer = wp.peak_layer >= 0 ? q.nodes[size_t(wp.peak_layer)].name : "(none)";
+      throw Error("board " + std::to_string(b.id) + ": layer '" + layer + "' needs " +
+                  std::to_string(wp.peak_ram_bytes) + " bytes of RAM (" +
+                  std::to_string(wp.peak_ram_bytes - int64_t(core::kWorkerFixedArena)) + " inputs+output + " +
+                  std::to_string(core::kWorkerFixedArena) + " fixed), budget is " + std::to_string(b.ram_bytes) +
+                  " bytes");
+    }
+    if (wp.flash_bytes > b.flash_bytes)
+      throw Error("board " + std::to_string(b.id) + ": fragment needs " + std::to_string(wp.flash_bytes) +
+                  " bytes of flash, budget is " + std::to_string(b.flash_bytes) + " bytes");
+  }
+}
+
+Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+  if (t.boards.empty()) throw Error("plan: the testbed has no boards");
+  validate_testbed(t, "testbed");
+  if (q.nodes.empty()) throw Error("plan: the model has no layers");
+  const std::unique_ptr<SplitStrategy> strategy = make_strategy(opt.strategy);
+  const size_t N = t.boards.size();
+  const uint32_t mcrc = model_crc(q);
+
+  // 1. Ratings.
+  std::vector<double> ratings;
+  if (opt.alloc == Allocation::Rating) {
+    // Kc from the plan itself: split evenly once, measure each worker's
+    // traffic per byte of output, then rate with eq. 5.
+    const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc);
+    std::vector<double> kc(N, kDefaultKc);
+    for (size_t w = 0; w < N; ++w)
+      if (pre.workers[w].bytes_out > 0)
+        kc[w] = kc_from_traffic(double(pre.workers[w].bytes_in + pre.workers[w].bytes_out),
+                                double(pre.workers[w].bytes_out));
+    ratings = compute_ratings(t, Allocation::Rating, opt.k1, kc);
+  } else {
+    ratings = compute_ratings(t, opt.alloc, opt.k1);
+  }
+
+  // 2-3. Storage-aware allocation against flash, refined by real fragment sizes.
+  const int64_t model_bytes = std::max<int64_t>(1, q.weight_bytes());
+  const int64_t overhead = fragment_overhead_bytes(q);
+  std::vector<int64_t> storage(N);
+  for (size_t w = 0; w < N; ++w) storage[w] = std::max<int64_t>(0, t.boards[w].flash_bytes - overhead);
+  Plan p;
+  int rounds = 0;
+  for (;; ++rounds) {
+    const StorageAllocation sa = allocate_storage(ratings, storage, model_bytes);
+    p = build_plan(q, t, sa.ratings, *strategy, false, mcrc);
+    if (rounds >= kFlashRefinements) break;
+    bool over = false;
+    for (size_t w = 0; w < N; ++w) {
+      const int64_t excess = p.workers[w].flash_bytes - t.boards[w].flash_bytes;
+      if (excess > 0 && storage[w] > 0) {
+        storage[w] = std::max<int64_t>(0, storage[w] - excess);
+        over = true;
+      }
+    }
+    if (!over) break;
+  }
+  p.alloc = opt.alloc;
+  p.flash_rounds = rounds;
+  p.ratings = ratings;
+  for (size_t w = 0; w < N; ++w) p.workers[w].rating = ratings[w];
+
+  // 4. Budgets, then the routing map of the accepted plan.
+  if (opt.check_budgets) check_budgets(q, p, t);
+  if (opt.routing) p.routes = build_routing(q, p);
+  return p;
+}
+
+}  // namespace ts::plan

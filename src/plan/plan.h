@@ -1,0 +1,166 @@
+// The planner: from a quantised model, a testbed and an allocation mode to a
+// Plan, i.e. for every worker and every layer the run of output neurons it
+// computes, the per-channel data it stores, the exact input elements it must
+// receive, the RAM it needs; plus the routing map (alg. 3) and the traffic
+// of one inference in the paper's mode (every activation goes worker ->
+// coordinator -> workers).
+//
+// Everything here is pure: no sockets, no files (fragment_writer.h writes
+// fragments explicitly). docs/planner.md explains the maths.
+//
+// Pipeline of make_plan():
+//   1. ratings: even | frequency | rating (eq. 5). For `rating` the Kc of
+//      each worker comes from the plan itself: plan once with even shares,
+//      measure Kc_i = (bytes in + bytes out) / bytes out per worker, rate.
+//   2. storage-aware allocation (eq. 6-7, alloc.h) with S_m = the model's
+//      weight bytes and S_it = flash minus the fragment's fixed overhead
+//      (header + layer entries + CRC, fragment_overhead_bytes()); the
+//      adjusted ratings are the shares.
+//   3. split every layer with the strategy (strategy.h), derive needs, RAM,
+//      fragment sizes. If a real fragment exceeds its board's flash (runs are
+//      whole neurons, a kernel split between two workers is stored by both,
+//      input runs take space) the excess is taken off that board's storage
+//      and step 2-3 repeat (at most kFlashRefinements times).
+//   4. refuse the plan (ts::Error, one line) if a board's peak RAM or
+//      fragment exceeds its budget.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/fragment.h"
+#include "model/qgraph.h"
+#include "plan/alloc.h"
+#include "plan/ratings.h"
+#include "plan/split.h"
+#include "plan/strategy.h"
+#include "plan/testbed.h"
+
+namespace ts::plan {
+
+struct PlanOptions {
+  Allocation alloc = Allocation::Even;
+  double k1 = kDefaultK1;           // K1 for eq. 5 (KB/Mcycle)
+  std::string strategy = "neuron";  // make_strategy()
+  bool routing = true;              // build Plan::routes (alg. 3)
+  bool check_budgets = true;        // refuse plans over a board's RAM/flash
+};
+
+// Refinement rounds of the flash check in make_plan (step 3 above).
+inline constexpr int kFlashRefinements = 8;
+
+// One input operand of a layer as one worker needs it.
+struct InputNeed {
+  int tensor = -1;                     // tensor index in the QGraph
+  core::Box box;                       // core::input_box: window held in RAM
+  std::vector<core::InputRun> runs;    // exact elements, sorted, merged (flat CHW)
+  int64_t elems = 0;                   // sum of run counts = bytes received
+};
+
+// One worker's part of one layer.
+struct LayerShare {
+  int node = -1;
+  Run run;                  // output neurons [begin, end), C-H-W order
+  int32_t oc_base = 0;      // Conv/Gemm: per-channel data held for
+  int32_t oc_count = 0;     //   channels [oc_base, oc_base + oc_count)
+  std::vector<InputNeed> inputs;  // one per node input (empty run: no entries)
+  int64_t ram_bytes = 0;    // arena: sum arena_block(box) + arena_block(run)
+  int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
+  int64_t macs = 0;
+  int64_t bytes_in() const;
+  int64_t bytes_out() const { return run.size(); }
+};
+
+struct WorkerPlan {
+  int board = 0;            // Board::id
+  double rating = 0;        // rating before storage adjustment
+  double share = 0;         // final share the split used
+  double kc = 0;            // measured (bytes in + out) / bytes out
+  std::vector<LayerShare> layers;  // one per QGraph node, in order
+  int64_t flash_bytes = 0;  // fragment bytes, exactly
+  int64_t data_bytes = 0;   // model data stored (part of flash_bytes)
+  int64_t peak_ram_bytes = 0;  // kWorkerFixedArena + max layer ram_bytes
+  int peak_layer = -1;      // node of the max (-1 if the worker does nothing)
+  int64_t macs = 0;
+  int64_t bytes_in = 0;     // activations received per inference
+  int64_t bytes_out = 0;    // activations returned per inference
+};
+
+struct LayerStats {
+  int node = -1;
+  std::string name;
+  int64_t bytes_in = 0;     // sum over workers of needed input elements
+  int64_t bytes_out = 0;    // outputs returned (= output size)
+  int64_t bytes_moved = 0;  // bytes_in + bytes_out
+  int64_t unique_in = 0;    // distinct input elements needed by anyone
+  int64_t max_worker_ram_bytes = 0;    // max layer ram_bytes (no fixed part)
+  int64_t max_worker_bytes_moved = 0;  // max over workers of in + out
+  int workers_active = 0;   // workers with a non-empty run
+  int full_input_workers = 0;  // workers receiving some operand in full
+  int max_fanout = 0;       // most workers any one input element goes to
+};
+
+// Alg. 3 routing map. For one (tensor, consumer node, operand): a run of
+// elements [offset, offset+count) with one producer worker (-1: the
+// coordinator, i.e. the graph input) and one set of destination workers
+// (sorted plan indices; may be empty). For a given (tensor, consumer,
+// operand) the runs tile the whole tensor in order. The graph output has
+// runs with consumer -1 and no destinations (it goes to the coordinator).
+struct RouteRun {
+  int tensor = -1;
+  int consumer = -1;        // node index, or -1 for the graph output
+  int operand = 0;          // input slot of the consumer
+  int64_t offset = 0, count = 0;
+  int producer = -1;        // plan worker index, -1 = coordinator
+  std::vector<int> dests;
+};
+
+struct Plan {
+  std::string strategy;
+  Allocation alloc = Allocation::Even;
+  uint32_t plan_id = 0;          // plan_hash(): model bytes, shares, workers
+  int64_t model_bytes = 0;       // S_m: QGraph::weight_bytes()
+  std::vector<double> ratings;   // per worker, before storage adjustment
+  std::vector<double> shares;    // per worker, used by the split
+  std::vector<WorkerPlan> workers;
+  std::vector<LayerStats> layers;   // one per node
+  std::vector<RouteRun> routes;     // empty unless PlanOptions::routing
+  int64_t total_wire_bytes = 0;     // sum of layers' bytes_moved
+  int flash_rounds = 0;             // refinements used (step 3)
+
+  int n_workers() const { return int(workers.size()); }
+};
+
+// The whole pipeline above. Throws ts::Error (one line) on an empty testbed,
+// storage too small for the model, a board over its RAM (naming board id,
+// layer and bytes) or flash (naming the board).
+Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt = {});
+
+// Steps 3 only, with given shares (one per board, >= 0, positive sum): no
+// ratings, no allocation, no budget check. `ratings` of the result are the
+// shares.
+Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                      const SplitStrategy& strategy, bool routing = true);
+
+// Throws the one-line RAM / flash error for the first board over budget.
+void check_budgets(const QGraph& q, const Plan& p, const Testbed& t);
+
+// Exact input elements of operand `input` of node `node` that output neurons
+// [begin, end) read: the union of their receptive fields (padded taps are not
+// inputs), as sorted, merged runs of flat C-H-W indices of that operand.
+std::vector<core::InputRun> exact_input_runs(const QGraph& q, int node, int input, int64_t begin,
+                                             int64_t end);
+
+// Alg. 3 over a plan's needs (see RouteRun).
+std::vector<RouteRun> build_routing(const QGraph& q, const Plan& p);
+
+// Hash identifying a plan: CRC-32 over the serialised model, the strategy
+// name, the worker count and the shares' bytes. Same inputs, same id.
+uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy);
+
+// Fixed part of every fragment of this model (header, one entry per layer,
+// CRC): what make_plan subtracts from flash to get the storage S_it.
+int64_t fragment_overhead_bytes(const QGraph& q);
+
+}  // namespace ts::plan
