@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+"""Build the small ONNX test models used by tests/onnx_import_test.cpp.
+
+Runs with Debian's python3 plus python3-torch and python3-torchvision (no pip):
+
+    /usr/bin/python3 scripts/make_onnx_models.py [--out tests/data/onnx]
+
+For every model it writes
+    <name>.onnx      the model exported by torch.onnx.export
+    <name>.ref.bin   float32 little-endian: for each case, the input (NCHW, batch 1)
+                     followed by torch's output
+    <name>.ref.json  what the .bin holds (shapes, number of cases) plus the number of
+                     multiply-accumulates and parameters of the conv/linear layers as
+                     counted from torch, for cross-checking the importer.
+
+Weights are random but deterministic (torch.manual_seed). BatchNorm statistics are
+made non-trivial: running mean/var are first measured on a random batch (so that
+activations stay in a sane range through deep nets), then perturbed, and gamma/beta
+are drawn at random. Everything runs on the CPU in float32.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision.models import mnasnet as tv_mnasnet
+from torchvision.models import mobilenetv2 as tv_mobilenetv2
+from torchvision.models import mobilenetv3 as tv_mobilenetv3
+from torchvision.models import squeezenet as tv_squeezenet
+from torchvision.models.resnet import BasicBlock
+
+NUM_CLASSES = 10
+CASES = 2
+
+
+# --------------------------------------------------------------------------- models
+
+class SqueezeNetMini(nn.Module):
+    """SqueezeNet 1.1 layout (fire modules, ceil-mode max pools, conv classifier)
+    at roughly half the channels, so the file stays well under 2 MB."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        Fire = tv_squeezenet.Fire
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, kernel_size=3, stride=2),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+            Fire(32, 8, 32, 32),
+            Fire(64, 8, 32, 32),
+            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+            Fire(64, 16, 64, 64),
+            Fire(128, 16, 64, 64),
+            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+            Fire(128, 24, 96, 96),
+            Fire(192, 24, 96, 96),
+            Fire(192, 32, 128, 128),
+            Fire(256, 32, 128, 128),
+        )
+        self.classifier = nn.Sequential(
+            nn.Dropout(p=0.5),
+            nn.Conv2d(256, num_classes, kernel_size=1),
+            nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d((1, 1)),
+        )
+        with torch.no_grad():  # logits of order 1 rather than 0.05
+            self.classifier[1].weight.mul_(8.0)
+
+    def forward(self, x):
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
+class SmallResNet(nn.Module):
+    """ResNet with torchvision's BasicBlock, few channels: stem conv + max pool with
+    padding, identity and projection shortcuts, global pool, fc."""
+
+    def __init__(self, widths=(16, 32, 64, 96), blocks=(2, 1, 1, 1), num_classes=NUM_CLASSES):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, widths[0], 3, stride=1, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        layers = []
+        inplanes = widths[0]
+        for i, (planes, n) in enumerate(zip(widths, blocks)):
+            stride = 1 if i == 0 else 2
+            for j in range(n):
+                down = None
+                s = stride if j == 0 else 1
+                if s != 1 or inplanes != planes:
+                    down = nn.Sequential(
+                        nn.Conv2d(inplanes, planes, 1, stride=s, bias=False),
+                        nn.BatchNorm2d(planes),
+                    )
+                layers.append(BasicBlock(inplanes, planes, s, down))
+                inplanes = planes
+        self.layers = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(inplanes, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layers(x)
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class MatMulHead(nn.Module):
+    """y = x @ W + b with W stored [in][out]: exports as MatMul followed by Add."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_in, n_out) / n_in ** 0.5)
+        self.bias = nn.Parameter(torch.randn(n_out) * 0.1)
+
+    def forward(self, x):
+        return torch.matmul(x, self.weight) + self.bias
+
+
+class TinyNet(nn.Module):
+    """Hand-made net for the corners the torchvision models do not reach: dilation,
+    asymmetric zero padding, grouped (not depthwise) conv, average pool with and
+    without count_include_pad, ReduceMean + per-channel Mul, scalar Mul/Add, concat,
+    max pool with padding, view(size(0), -1) shape arithmetic, MatMul + Add, Softmax."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, stride=1, padding=2, dilation=2)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.pad = nn.ZeroPad2d((0, 1, 0, 1))  # left, right, top, bottom
+        self.conv2 = nn.Conv2d(16, 24, 3, stride=2, padding=0, groups=4, bias=False)
+        self.bn2 = nn.BatchNorm2d(24)
+        self.pool_excl = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+        self.dw = nn.Conv2d(24, 24, 3, padding=1, groups=24, bias=False)
+        self.bn3 = nn.BatchNorm2d(24)
+        self.pool_incl = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=True)
+        self.se_fc = nn.Conv2d(48, 48, 1)
+        self.conv3 = nn.Conv2d(48, 32, (3, 1), stride=1, padding=(1, 0))
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.head = MatMulHead(32 * 4 * 4, 32)
+        self.fc = nn.Linear(32, num_classes)
+        with torch.no_grad():  # spread the softmax so that errors are not hidden
+            self.fc.weight.mul_(30.0)
+
+    def forward(self, x):
+        x = F.relu6(self.bn1(self.conv1(x)))                    # 16x32x32, dilation 2
+        x = F.hardswish(self.bn2(self.conv2(self.pad(x))))      # 24x16x16, groups 4
+        a = self.pool_excl(x)                                   # count_include_pad=False
+        b = torch.sigmoid(self.bn3(self.dw(x)))                 # depthwise
+        x = torch.cat([a, b], dim=1)                            # 48x16x16
+        x = self.pool_incl(x)                                   # 48x8x8, count_include_pad
+        s = x.mean((2, 3), keepdim=True)                        # ReduceMean -> GAP
+        s = F.hardsigmoid(self.se_fc(s))
+        x = x * s                                               # per-channel Mul
+        x = x * 0.5 + 0.25                                      # scalar Mul, Add
+        x = F.relu(self.conv3(x))                               # 32x8x8, 3x1 kernel
+        x = self.maxpool(x)                                     # 32x4x4
+        x = x.reshape(x.size(0), -1)                            # Shape/Gather/.../Reshape
+        x = F.relu(self.head(x))                                # MatMul + Add
+        return F.softmax(self.fc(x), dim=1)
+
+
+def mobilenet_v3_small_half():
+    setting, last = tv_mobilenetv3._mobilenet_v3_conf(
+        "mobilenet_v3_small", width_mult=0.5, reduced_tail=True)
+    return tv_mobilenetv3.MobileNetV3(setting, last, num_classes=NUM_CLASSES)
+
+
+# name -> (constructor, input size, opset)
+MODELS = {
+    "mobilenet_v2": (lambda: tv_mobilenetv2.MobileNetV2(num_classes=NUM_CLASSES, width_mult=0.35), 96, 13),
+    "mobilenet_v3_small": (mobilenet_v3_small_half, 64, 14),
+    "squeezenet_mini": (SqueezeNetMini, 64, 13),
+    "resnet_small": (SmallResNet, 64, 13),
+    "mnasnet": (lambda: tv_mnasnet.MNASNet(0.25, num_classes=NUM_CLASSES), 64, 13),
+    "tiny": (TinyNet, 32, 13),
+    "tiny_opset10": (TinyNet, 32, 10),
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+def randomise_batchnorm(model, size, gen):
+    """Measure BN statistics on a random batch, then perturb them and draw gamma/beta."""
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average: one batch sets the stats exactly
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(8, 3, size, size, generator=gen))
+    with torch.no_grad():
+        for m in bns:
+            c = m.num_features
+            m.running_mean.add_(0.1 * torch.randn(c, generator=gen))
+            m.running_var.mul_(0.75 + 0.5 * torch.rand(c, generator=gen)).add_(1e-3)
+            m.weight.copy_(0.5 + torch.rand(c, generator=gen))
+            m.bias.copy_(0.2 * torch.randn(c, generator=gen))
+    model.eval()
+
+
+def count_layers(model, size):
+    """MACs and parameters of Conv2d / Linear / MatMulHead, as the importer should see."""
+    macs = [0]
+    params = [0]
+
+    def hook(mod, inp, out):
+        if isinstance(mod, nn.Conv2d):
+            k = mod.weight.shape[1] * mod.weight.shape[2] * mod.weight.shape[3]
+            macs[0] += out.numel() * k
+        elif isinstance(mod, nn.Linear):
+            macs[0] += mod.in_features * mod.out_features
+        elif isinstance(mod, MatMulHead):
+            macs[0] += mod.weight.numel()
+        else:
+            return
+        params[0] += sum(p.numel() for p in mod.parameters(recurse=False))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, (nn.Conv2d, nn.Linear, MatMulHead))]
+    with torch.no_grad():
+        model(torch.zeros(1, 3, size, size))
+    for h in handles:
+        h.remove()
+    return macs[0], params[0]
+
+
+def build(name, out_dir):
+    ctor, size, opset = MODELS[name]
+    seed = sum(ord(ch) for ch in name.replace("_opset10", ""))
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    model = ctor()
+    randomise_batchnorm(model, size, gen)
+
+    onnx_path = os.path.join(out_dir, name + ".onnx")
+    dummy = torch.randn(1, 3, size, size, generator=gen)
+    torch.onnx.export(model, dummy, onnx_path, opset_version=opset,
+                      input_names=["input"], output_names=["output"],
+                      do_constant_folding=True,
+                      # PRESERVE keeps BatchNormalization nodes (EVAL would fold them
+                      # into the convs at export; the importer must see them raw).
+                      training=torch.onnx.TrainingMode.PRESERVE)
+
+    inputs = [torch.randn(1, 3, size, size, generator=gen) for _ in range(CASES)]
+    outputs = []
+    with torch.no_grad():
+        for x in inputs:
+            outputs.append(model(x).contiguous())
+    blob = bytearray()
+    for x, y in zip(inputs, outputs):
+        blob += x.numpy().astype("<f4").tobytes()
+        blob += y.numpy().astype("<f4").tobytes()
+    with open(os.path.join(out_dir, name + ".ref.bin"), "wb") as f:
+        f.write(blob)
+
+    macs, params = count_layers(model, size)
+    meta = {
+        "model": name + ".onnx",
+        "data": name + ".ref.bin",
+        "layout": "per case: input float32[input_shape] then output float32[output_shape]",
+        "cases": CASES,
+        "input_shape": list(inputs[0].shape),
+        "output_shape": list(outputs[0].shape),
+        "opset": opset,
+        "conv_linear_macs": macs,
+        "conv_linear_params": params,
+        # layer counts the imported graph must show (Conv / BatchNorm / Gemm nodes)
+        "counts": {
+            "Conv": sum(isinstance(m, nn.Conv2d) for m in model.modules()),
+            "BatchNorm": sum(isinstance(m, nn.BatchNorm2d) for m in model.modules()),
+            "Gemm": sum(isinstance(m, (nn.Linear, MatMulHead)) for m in model.modules()),
+        },
+        "softmax_output": name.startswith("tiny"),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+    }
+    with open(os.path.join(out_dir, name + ".ref.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    print("%-20s %6d bytes onnx, input %dx%d, opset %d, %d MACs, %d params, |y|max %.3g"
+          % (name, os.path.getsize(onnx_path), size, size, opset, macs, params,
+             max(float(y.abs().max()) for y in outputs)))
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "data", "onnx"))
+    ap.add_argument("names", nargs="*", help="models to build (default: all)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.names or MODELS:
+        if name not in MODELS:
+            sys.exit("unknown model '%s' (have: %s)" % (name, ", ".join(MODELS)))
+        build(name, args.out)
+
+
+if __name__ == "__main__":
+    main()

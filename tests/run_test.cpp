@@ -1,0 +1,188 @@
+// End-to-end tests of `tinysplit run`: real board processes on loopback,
+// real TCP, the real model. Every run must equal the single-process int8
+// reference bit for bit (the command checks it on every run and reports
+// match_reference); failures must give one clear line, in bounded time.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+Result tinysplit(const std::string& args) {
+  const fs::path err = fs::temp_directory_path() / ("ts_run_test_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(TS_TINYSPLIT) + " " + args + " 2>" + err.string();
+  Result r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  std::ifstream f(err);
+  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  fs::remove(err);
+  return r;
+}
+
+bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
+
+nlohmann::json run_json(const std::string& args) {
+  Result r = tinysplit("run --json " + args);
+  EXPECT_EQ(r.code, 0) << "tinysplit run " << args << "\n" << r.err;
+  if (r.code != 0) return {};
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_exact_and_planned(const nlohmann::json& j, int workers) {
+  ASSERT_FALSE(j.is_null());
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("workers").get<int>(), workers);
+  ASSERT_EQ(j.at("per_worker").size(), size_t(workers));
+  for (const auto& w : j.at("per_worker")) {
+    // The arena's exact high-water mark equals the planner's figure, per
+    // layer and overall, and stays within the board's budget.
+    EXPECT_EQ(w.at("peak_ram_bytes").get<int64_t>(), w.at("planned_peak_ram_bytes").get<int64_t>());
+    EXPECT_EQ(w.at("measured_layer_ram_bytes"), w.at("planned_layer_ram_bytes"));
+    EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>());
+  }
+  EXPECT_GT(j.at("wire_bytes").at("total").get<int64_t>(), j.at("wire_bytes").at("payload").get<int64_t>());
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(have_model()) << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  }
+};
+
+TEST_F(RunTest, DefaultMainJobIsExactOnThreeBoards) {
+  const auto j = run_json("");
+  expect_exact_and_planned(j, 3);
+  EXPECT_EQ(j.at("size").get<int>(), 112);
+  EXPECT_EQ(j.at("top1").at("label").get<std::string>().empty(), false);
+  // The wire carries what the plan says, plus frame headers and ACKs.
+  EXPECT_EQ(j.at("wire_bytes").at("payload").get<int64_t>(), j.at("planned_wire_payload_bytes").get<int64_t>());
+}
+
+TEST_F(RunTest, ExactForOneToSixteenBoards) {
+  for (int n = 1; n <= 16; ++n) {
+    SCOPED_TRACE("workers " + std::to_string(n));
+    expect_exact_and_planned(run_json("--workers " + std::to_string(n)), n);
+  }
+}
+
+TEST_F(RunTest, ExactForEveryAllocationAndWindow) {
+  for (const char* alloc : {"even", "frequency", "rating"})
+    for (int window : {1, 8}) {
+      SCOPED_TRACE(std::string(alloc) + " window " + std::to_string(window));
+      expect_exact_and_planned(
+          run_json(std::string("--workers 4 --allocation ") + alloc + " --window " + std::to_string(window)), 4);
+    }
+}
+
+TEST_F(RunTest, ExactOnAHeterogeneousTestbed) {
+  const fs::path tb = fs::temp_directory_path() / ("ts_run_test_tb_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(tb) << R"([{"id": 0, "clock_mhz": 600, "delay_s_per_kb": 0.0001, "bandwidth_kbps": 12500},
+                          {"id": 1, "clock_mhz": 150, "delay_s_per_kb": 0.002, "bandwidth_kbps": 1000},
+                          {"id": 2, "clock_mhz": 396, "ram_bytes": "1M"},
+                          {"id": 3, "clock_mhz": 24, "bandwidth_kbps": 200}])";
+  for (const char* alloc : {"frequency", "rating"}) {
+    SCOPED_TRACE(alloc);
+    const auto j = run_json("--testbed " + tb.string() + " --allocation " + alloc);
+    expect_exact_and_planned(j, 4);
+    // Shares follow the ratings: the 600 MHz board computes more than the 24 MHz one.
+    EXPECT_GT(j.at("per_worker")[0].at("macs").get<int64_t>(), j.at("per_worker")[3].at("macs").get<int64_t>());
+  }
+  fs::remove(tb);
+}
+
+TEST_F(RunTest, ExactAt224WithMoreRam) {
+  // 224 needs more than a Teensy's 512 KiB on few boards; raise the budget.
+  expect_exact_and_planned(run_json("--size 224 --workers 2 --ram 2M"), 2);
+  expect_exact_and_planned(run_json("--size 224 --workers 5 --ram 1M --window 1"), 5);
+}
+
+TEST_F(RunTest, SecondDeployOfUnchangedFragmentsSendsNothing) {
+  const fs::path store = fs::temp_directory_path() / ("ts_run_test_store_" + std::to_string(::getpid()));
+  const auto a = run_json("--workers 3 --store " + store.string());
+  const auto b = run_json("--workers 3 --store " + store.string());
+  ASSERT_FALSE(a.is_null());
+  ASSERT_FALSE(b.is_null());
+  EXPECT_EQ(a.at("deploy").at("sent").get<int>(), 3);
+  EXPECT_EQ(b.at("deploy").at("sent").get<int>(), 0);
+  EXPECT_EQ(b.at("deploy").at("cached").get<int>(), 3);
+  EXPECT_TRUE(b.at("match_reference").get<bool>());
+  fs::remove_all(store);
+}
+
+// A failing board must produce one clear error line naming the board and the
+// layer, a non-zero exit, no output that could be mistaken for a result, and
+// it must happen in bounded time.
+void expect_board_failure(const std::string& args, const std::string& board_word) {
+  const Result r = tinysplit("run --json --timeout 2 " + args);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(r.out.empty()) << "a failed run printed a result: " << r.out.substr(0, 200);
+  EXPECT_NE(r.err.find("tinysplit: error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(board_word), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST_F(RunTest, BoardThatDiesMidInferenceIsReported) {
+  expect_board_failure("--workers 3 --test-crash 1 --test-crash-layer 10", "board 1");
+}
+
+TEST_F(RunTest, BoardThatStallsIsReportedAfterTheTimeout) {
+  expect_board_failure("--workers 3 --test-stall 2 --test-stall-layer 5", "board 2");
+}
+
+TEST_F(RunTest, BoardThatSendsCorruptFramesIsReported) {
+  const Result r = tinysplit("run --json --timeout 2 --workers 3 --test-garble 0 --test-garble-layer 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("board 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("malformed frame"), std::string::npos) << r.err;
+}
+
+TEST(RunErrors, BadInputGivesOneClearLine) {
+  struct Case {
+    std::string args, needle;
+  };
+  const std::vector<Case> cases = {
+      {"run --workers 0", "workers"},
+      {"run --model /nonexistent/model.onnx", "does not exist"},
+      {"run --image /nonexistent.jpg", "does not exist"},
+      {"run --allocation fastest", "fastest"},
+      {"run --testbed /nonexistent.json", "nonexistent.json"},
+      {"run --workers 1 --ram 64K", "RAM"},
+      {"run --workers 2 --flash 100K", "bytes"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Result r = tinysplit(c.args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  }
+}
+
+}  // namespace
