@@ -1,0 +1,98 @@
+// Wall latency of a distributed inference (`tinysplit run`'s engine: real
+// board processes on loopback TCP) for 1..8 boards and window 1 vs 8,
+// against the single-process int8 executor, in one run of one binary.
+//
+//   build/run_bench --benchmark_min_time=2
+//
+// Needs models/mobilenetv2 and data/ from scripts/setup.sh. Boards are
+// spawned once per configuration and deployed once; each iteration is one
+// whole inference (all layers, every activation relayed by the coordinator).
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+
+#include "coord/boards.h"
+#include "coord/coordinator.h"
+#include "model/pipeline.h"
+#include "plan/fragment_writer.h"
+#include "plan/plan.h"
+
+namespace {
+
+struct Model {
+  ts::QGraph q;
+  std::vector<int8_t> x, ref;
+};
+
+Model& model() {
+  static Model m = [] {
+    Model mm;
+    mm.q = ts::quantized_model("mobilenetv2", 112, ts::QuantizeOptions{});
+    const int s = mm.q.shape(mm.q.input).h;
+    mm.x = ts::quantize_input(mm.q, ts::image_input(ts::default_photo(), s, mm.q.in_mean, mm.q.in_std));
+    mm.ref = ts::run_int8(mm.q, mm.x);
+    return mm;
+  }();
+  return m;
+}
+
+void BM_SingleProcessInt8(benchmark::State& st) {
+  Model& m = model();
+  for (auto _ : st) benchmark::DoNotOptimize(ts::run_int8(m.q, m.x));
+  st.SetLabel("MobileNetV2 112, one thread");
+}
+
+void BM_Distributed(benchmark::State& st) {
+  Model& m = model();
+  const int n = int(st.range(0));
+  const uint16_t window = uint16_t(st.range(1));
+  const auto tb = ts::plan::default_testbed(n);
+  ts::plan::PlanOptions po;
+  po.alloc = ts::plan::Allocation::Rating;
+  const ts::plan::Plan p = ts::plan::make_plan(m.q, tb, po);
+  std::vector<std::vector<uint8_t>> frags;
+  for (int w = 0; w < n; ++w) frags.push_back(ts::plan::write_fragment(m.q, p, w));
+  ts::coord::SpawnOptions so;
+  so.exe = TS_TINYSPLIT;
+  so.window = window;
+  ts::coord::BoardSet boards(tb, so);
+  auto ts_ = boards.connect(std::chrono::milliseconds(10000));
+  std::vector<std::unique_ptr<ts::coord::BoardLink>> links;
+  for (size_t i = 0; i < ts_.size(); ++i)
+    links.push_back(std::make_unique<ts::coord::BoardLink>(std::move(ts_[i]), int(i), window, std::chrono::milliseconds(10000)));
+  ts::coord::CoordOptions co;
+  co.window = window;
+  ts::coord::Coordinator c(m.q, p, std::move(links), co);
+  c.handshake();
+  c.deploy(frags);
+  double compute = 0, comm = 0;
+  int64_t wire = 0;
+  for (auto _ : st) {
+    auto r = c.infer(m.x);
+    if (r.output != m.ref) {
+      st.SkipWithError("distributed result differs from the int8 reference");
+      break;
+    }
+    compute += r.compute_s;
+    comm += r.comm_s;
+    wire = r.wire_bytes;
+  }
+  st.counters["compute_s"] = benchmark::Counter(compute, benchmark::Counter::kAvgIterations);
+  st.counters["comm_s"] = benchmark::Counter(comm, benchmark::Counter::kAvgIterations);
+  st.counters["wire_bytes"] = double(wire);
+  c.close();
+}
+
+}  // namespace
+
+BENCHMARK(BM_SingleProcessInt8)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Distributed)
+    ->ArgNames({"boards", "window"})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 6, 7, 8}, {8}})
+    ->Args({3, 1})
+    ->Args({8, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK_MAIN();
