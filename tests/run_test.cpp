@@ -186,3 +186,25 @@ TEST(RunErrors, BadInputGivesOneClearLine) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(RunProbe, MeasuredLinksFeedTheRatings) {
+  ASSERT_TRUE(have_model()) << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const auto j = run_json("--workers 3 --probe --allocation rating");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  for (const auto& w : j.at("per_worker")) {
+    ASSERT_TRUE(w.contains("probe"));
+    const double b = w.at("probe").at("bandwidth_kbps").get<double>();
+    const double d = w.at("probe").at("delay_s_per_kb").get<double>();
+    EXPECT_GT(b, 0.0);
+    EXPECT_GT(d, 0.0);
+    // The rating is eq. 5 of the measured link: finite, positive, and below
+    // the compute-only bound f*K1 (a link can only slow a board down).
+    EXPECT_GT(w.at("rating").get<double>(), 0.0);
+    EXPECT_LT(w.at("rating").get<double>(), 600.0 * 0.2);
+  }
+}
+
+}  // namespace

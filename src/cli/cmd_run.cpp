@@ -67,7 +67,7 @@ void register_run(CLI::App& app) {
     sub.add_option("--repeat", *repeat, "inferences to run (timings are reported for the last)")
         ->capture_default_str()->check(CLI::Range(1, 100000));
     sub.add_option("--store", *store, "keep board flash in this folder (a later run reuses unchanged fragments)");
-    sub.add_flag("--probe", *probe, "measure each link's delay and bandwidth before running");
+    sub.add_flag("--probe", *probe, "measure each link's delay and bandwidth first and plan with them");
     sub.add_flag("--json", *json, "machine-readable output");
     sub.add_option("--test-crash", (*hooks)[0], "")->group("");
     sub.add_option("--test-crash-layer", (*hooks)[1], "")->group("");
@@ -94,7 +94,7 @@ void register_run(CLI::App& app) {
       const auto t_ref = Clock::now();
       const auto ref = run_int8(q, x);
       const double ref_s = std::chrono::duration<double>(Clock::now() - t_ref).count();
-      const plan::Plan p = plan::make_plan(q, tb, popt);
+      plan::Plan p = plan::make_plan(q, tb, popt);
       std::vector<std::vector<uint8_t>> frags;
       for (int w = 0; w < p.n_workers(); ++w) frags.push_back(plan::write_fragment(q, p, w));
 
@@ -119,10 +119,21 @@ void register_run(CLI::App& app) {
       copt.progress = !*json;
       coord::Coordinator c(q, p, std::move(links), copt);
       c.handshake();
-      const coord::DeployResult dep = c.deploy(frags);
       std::vector<coord::ProbeResult> probes;
-      if (*probe)
+      if (*probe) {
+        // Measure each link's d and B, put them in the testbed, and re-plan:
+        // with the rating allocation the shares now follow measured links.
         for (int w = 0; w < p.n_workers(); ++w) probes.push_back(c.probe(w));
+        for (int w = 0; w < p.n_workers(); ++w) {
+          tb.boards[w].delay_s_per_kb = probes[w].delay_s_per_kb;
+          tb.boards[w].bandwidth_kbps = probes[w].bandwidth_kbps;
+        }
+        p = plan::make_plan(q, tb, popt);
+        c.set_plan(p);
+        frags.clear();
+        for (int w = 0; w < p.n_workers(); ++w) frags.push_back(plan::write_fragment(q, p, w));
+      }
+      const coord::DeployResult dep = c.deploy(frags);
       coord::InferenceResult r;
       bool match = true;
       for (int k = 0; k < *repeat; ++k) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "coord/qemu.h"
 #include "model/graph.h"
 #include "net/tcp.h"
 
@@ -55,8 +56,20 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) {
   try {
     for (size_t i = 0; i < tb.boards.size(); ++i) {
       const auto& b = tb.boards[i];
-      if (b.address == "qemu")
-        throw Error("board " + std::to_string(b.id) + ": QEMU boards need the Cortex-M7 firmware, which this build does not include");
+      if (b.address == "qemu") {  // the Cortex-M7 firmware under QEMU (coord/qemu.h)
+        if (opt.crash_board == int(i) || opt.stall_board == int(i) || opt.garble_board == int(i))
+          throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
+        QemuBoardOptions q;
+        q.id = int(i);
+        q.ram_bytes = b.ram_bytes;
+        q.clock_mhz = b.clock_mhz;
+        q.window = opt.window;
+        q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
+        const QemuBoard qb = spawn_qemu_board(q);
+        children_.push_back({qb.pid, -1});
+        addr_.push_back(qb.address);
+        continue;
+      }
       if (b.address != "local") {
         addr_.push_back(b.address);
         continue;

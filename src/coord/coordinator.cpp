@@ -20,9 +20,9 @@ static double seconds_since(Clock::time_point t) { return std::chrono::duration<
 
 Coordinator::Coordinator(const QGraph& q, const plan::Plan& p, std::vector<std::unique_ptr<BoardLink>> links,
                          CoordOptions opt)
-    : q_(q), p_(p), links_(std::move(links)), opt_(opt) {
-  if (int(links_.size()) != p_.n_workers())
-    throw Error("plan has " + std::to_string(p_.n_workers()) + " workers but " + std::to_string(links_.size()) +
+    : q_(q), pp_(&p), links_(std::move(links)), opt_(opt) {
+  if (int(links_.size()) != plan().n_workers())
+    throw Error("plan has " + std::to_string(plan().n_workers()) + " workers but " + std::to_string(links_.size()) +
                 " boards are connected");
   if (q_.nodes.size() > 0xFFFF) throw Error("model has more layers than the wire format can number");
 }
@@ -70,15 +70,29 @@ std::vector<BoardInfo> Coordinator::handshake() {
     info[i].index = i;
     info[i].peer = l.peer();
     info[i].hello = l.handshake();
-    const auto& w = p_.workers[i];
-    if (int64_t(info[i].hello.ram_bytes) < w.peak_ram_bytes)
-      throw BoardError(l.who() + ": has " + std::to_string(info[i].hello.ram_bytes) + " bytes of RAM, the plan needs " +
-                       std::to_string(w.peak_ram_bytes));
-    if (int64_t(info[i].hello.flash_bytes) < w.flash_bytes)
-      throw BoardError(l.who() + ": has " + std::to_string(info[i].hello.flash_bytes) +
-                       " bytes of flash, its fragment needs " + std::to_string(w.flash_bytes));
   });
+  info_ = info;
+  check_budgets();
   return info;
+}
+
+void Coordinator::check_budgets() const {
+  for (size_t i = 0; i < info_.size(); ++i) {
+    const auto& w = plan().workers[i];
+    const std::string who = links_[i]->who();
+    if (int64_t(info_[i].hello.ram_bytes) < w.peak_ram_bytes)
+      throw BoardError(who + ": has " + std::to_string(info_[i].hello.ram_bytes) + " bytes of RAM, the plan needs " +
+                       std::to_string(w.peak_ram_bytes));
+    if (int64_t(info_[i].hello.flash_bytes) < w.flash_bytes)
+      throw BoardError(who + ": has " + std::to_string(info_[i].hello.flash_bytes) +
+                       " bytes of flash, its fragment needs " + std::to_string(w.flash_bytes));
+  }
+}
+
+void Coordinator::set_plan(const plan::Plan& p) {
+  if (p.n_workers() != int(links_.size())) throw Error("new plan has a different number of boards");
+  pp_ = &p;
+  check_budgets();
 }
 
 DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragments) {
@@ -98,7 +112,7 @@ DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragme
     c.fragment_crc = crc32(frag.data(), frag.size());
     uint8_t buf[wire::CommitPayload::kSize];
     c.encode(buf, sizeof buf);
-    l.send(MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast, p_.plan_id);
+    l.send(MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast, plan().plan_id);
     return l.recv_or_error();
   };
   std::thread bar;
@@ -134,7 +148,7 @@ DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragme
       while (pos < frag.size()) {
         const size_t n = std::min(frag.size() - pos, wire::kMaxPayload);
         const bool last = pos + n == frag.size();
-        l.send(MsgType::Store, 0, uint32_t(pos), frag.data() + pos, n, last ? wire::kFlagLast : 0, p_.plan_id);
+        l.send(MsgType::Store, 0, uint32_t(pos), frag.data() + pos, n, last ? wire::kFlagLast : 0, plan().plan_id);
         pos += n;
         sent_bytes += int64_t(n);
       }
@@ -171,7 +185,7 @@ ProbeResult Coordinator::probe(int board) {
   double best = 1e9;
   for (int i = 0; i < 5; ++i) {
     const auto t = Clock::now();
-    l.send(MsgType::Probe, 0, uint32_t(i), small.data(), small.size(), wire::kFlagLast, p_.plan_id);
+    l.send(MsgType::Probe, 0, uint32_t(i), small.data(), small.size(), wire::kFlagLast, plan().plan_id);
     Frame f = l.recv();
     if (f.h.type != MsgType::ProbeReply || f.payload != small) throw BoardError(l.who() + ": bad probe reply");
     best = std::min(best, seconds_since(t));
@@ -181,7 +195,7 @@ ProbeResult Coordinator::probe(int board) {
   const int n = 16;
   const auto t = Clock::now();
   for (int i = 0; i < n; ++i) {
-    l.send(MsgType::Probe, 0, uint32_t(i), big.data(), big.size(), wire::kFlagLast, p_.plan_id);
+    l.send(MsgType::Probe, 0, uint32_t(i), big.data(), big.size(), wire::kFlagLast, plan().plan_id);
     Frame f = l.recv();
     if (f.h.type != MsgType::ProbeReply || f.payload.size() != big.size()) throw BoardError(l.who() + ": bad probe reply");
   }
@@ -202,9 +216,9 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
   std::vector<uint64_t> wire0(links_.size()), in0(links_.size());
   for (size_t i = 0; i < links_.size(); ++i) {
     res.boards[i].index = int(i);
-    res.boards[i].board_id = p_.workers[i].board;
-    res.boards[i].planned_peak_ram_bytes = p_.workers[i].peak_ram_bytes;
-    res.boards[i].flash_bytes = p_.workers[i].flash_bytes;
+    res.boards[i].board_id = plan().workers[i].board;
+    res.boards[i].planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
+    res.boards[i].flash_bytes = plan().workers[i].flash_bytes;
     res.boards[i].layer_peak.assign(q_.nodes.size(), 0);
     wire0[i] = links_[i]->stats().wire_out + links_[i]->stats().wire_in;
   }
@@ -214,8 +228,8 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     auto& out = t[n.output];
     out.assign(size_t(q_.shape(n.output).size()), 0);
     std::vector<int> active;
-    for (int w = 0; w < p_.n_workers(); ++w)
-      if (!p_.workers[w].layers[node].run.empty()) active.push_back(w);
+    for (int w = 0; w < plan().n_workers(); ++w)
+      if (!plan().workers[w].layers[node].run.empty()) active.push_back(w);
     if (active.empty()) throw Error("plan gives layer '" + n.name + "' to no board");
     std::vector<uint32_t> compute_us(links_.size(), 0);
     std::vector<int64_t> lay_wire0(links_.size());
@@ -223,7 +237,7 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     const auto t_layer = Clock::now();
     parallel(active, [&](int w) {
       BoardLink& l = *links_[w];
-      const plan::LayerShare& s = p_.workers[w].layers[node];
+      const plan::LayerShare& s = plan().workers[w].layers[node];
       auto where = [&] { return " at layer " + std::to_string(node) + " '" + n.name + "'"; };
       try {
         for (size_t k = 0; k < s.inputs.size(); ++k) {
@@ -231,11 +245,11 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
           const auto& src = t[need.tensor];
           for (const auto& run : need.runs) {
             l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
-                           reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, p_.plan_id);
+                           reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
             res.boards[w].bytes_in += run.count;
           }
         }
-        l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, p_.plan_id);
+        l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
         const int64_t begin = s.run.begin, end = s.run.end;
         int64_t got = 0;
         for (;;) {
@@ -278,7 +292,7 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     for (int w : active) mx = std::max(mx, compute_us[w]);
     lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
     lt.comm_s = lt.wall_s - lt.compute_s;
-    lt.payload_bytes = p_.layers[node].bytes_moved;
+    lt.payload_bytes = plan().layers[node].bytes_moved;
     for (size_t i = 0; i < links_.size(); ++i) {
       lt.wire_bytes += int64_t(links_[i]->stats().wire_out + links_[i]->stats().wire_in) - lay_wire0[i];
       lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[i].layer_peak[node]);

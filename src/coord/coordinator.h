@@ -78,6 +78,9 @@ class Coordinator {
   // Reads every board's HELLO; checks each board's RAM and flash against the
   // plan (one clear error naming the board otherwise).
   std::vector<BoardInfo> handshake();
+  // Replaces the plan (e.g. after probing links and recomputing ratings) and
+  // checks it against the boards' HELLOs.
+  void set_plan(const plan::Plan& p);
   // Pushes fragments (index = plan worker). A board that already holds the
   // identical fragment (same size and CRC) receives nothing.
   DeployResult deploy(const std::vector<std::vector<uint8_t>>& fragments);
@@ -87,8 +90,11 @@ class Coordinator {
 
  private:
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
+  void check_budgets() const;
   const QGraph& q_;
-  const plan::Plan& p_;
+  const plan::Plan* pp_;
+  const plan::Plan& plan() const { return *pp_; }
+  std::vector<BoardInfo> info_;
   std::vector<std::unique_ptr<BoardLink>> links_;
   CoordOptions opt_;
 };

@@ -1,0 +1,152 @@
+#include "coord/qemu.h"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "model/graph.h"  // ts::Error
+
+namespace ts::coord {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kImage = "firmware/build/tinysplit-board.elf";
+
+// A free loopback TCP port (bound and released; QEMU binds it right after).
+uint16_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error("cannot create a socket to pick a port for a QEMU board");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    throw Error("cannot pick a free port for a QEMU board");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// Last non-empty line of a log, for error messages.
+std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of("\r\n");
+  if (end == std::string::npos) return "(no output)";
+  const size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+}  // namespace
+
+std::string find_firmware() {
+  if (const char* env = std::getenv("TS_FIRMWARE"); env && *env) {
+    if (!fs::is_regular_file(env)) throw Error(std::string("TS_FIRMWARE=") + env + " is not a file");
+    return env;
+  }
+  std::vector<fs::path> starts;
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) starts.push_back(fs::path(std::string(buf, size_t(n))).parent_path());
+  std::error_code ec;
+  starts.push_back(fs::current_path(ec));
+  for (fs::path p : starts)
+    for (; !p.empty(); p = p.parent_path()) {
+      if (fs::is_regular_file(p / kImage, ec)) return (p / kImage).string();
+      if (p == p.parent_path()) break;
+    }
+  throw Error(std::string("QEMU boards need the Cortex-M7 firmware (") + kImage +
+              "): build it with scripts/build_firmware.sh, or set TS_FIRMWARE");
+}
+
+QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
+  const std::string elf = find_firmware();
+  const char* qemu_env = std::getenv("TS_QEMU");
+  const std::string qemu = qemu_env && *qemu_env ? qemu_env : "qemu-system-arm";
+  const char* ic = std::getenv("TS_QEMU_ICOUNT");
+  const bool icount = o.icount && !(ic && std::string(ic) == "0");
+  const std::string who = "board " + std::to_string(o.id) + " (qemu)";
+  if (o.log_path.empty()) throw Error(who + ": no log path");
+  std::error_code ec;
+  fs::create_directories(fs::path(o.log_path).parent_path(), ec);
+
+  // A port picked here may be taken before QEMU binds it: try a few.
+  for (int attempt = 0;; ++attempt) {
+    const uint16_t port = free_port();
+    std::string app = "serve --id " + std::to_string(o.id) + " --ram " + std::to_string(o.ram_bytes) +
+                      " --clock-mhz " + std::to_string(int64_t(o.clock_mhz)) + " --window " + std::to_string(o.window);
+    if (icount) app += " --icount";
+    if (!o.extra_args.empty()) app += " " + o.extra_args;
+    std::vector<std::string> args = {qemu, "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "null",
+                                     "-semihosting"};
+    if (icount) {
+      args.push_back("-icount");
+      args.push_back("shift=0");
+    }
+    args.insert(args.end(), {"-nic",
+                             "user,model=lan9118,hostfwd=tcp:127.0.0.1:" + std::to_string(port) + "-10.0.2.15:7000",
+                             "-kernel", elf, "-append", app});
+    const int log_fd = ::open(o.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Error(who + ": cannot create its log " + o.log_path);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ::close(log_fd);
+      throw Error(who + ": fork failed");
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp(qemu.c_str(), argv.data());
+      _exit(127);
+    }
+    ::close(log_fd);
+    // Ready when the firmware says it listens; the log is a file, so the
+    // board's later output never blocks on a pipe nobody reads.
+    const auto deadline = std::chrono::steady_clock::now() + o.ready_timeout;
+    for (;;) {
+      const std::string log = read_file(o.log_path);
+      if (log.find(" listening on ") != std::string::npos)
+        return QemuBoard{pid, "127.0.0.1:" + std::to_string(port), o.log_path};
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        const bool port_taken = log.find("hostfwd") != std::string::npos || log.find("host forwarding") != std::string::npos;
+        if (port_taken && attempt < 3) break;  // retry with another port
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+          throw Error(who + ": cannot run " + qemu + " (install qemu-system-arm; scripts/build_firmware.sh does)");
+        throw Error(who + " exited before it was ready: " + last_line(log));
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGTERM);
+        waitpid(pid, &status, 0);
+        throw Error(who + " did not start in time: " + last_line(log));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+}  // namespace ts::coord

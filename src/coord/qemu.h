@@ -1,0 +1,47 @@
+// QEMU boards: the Cortex-M7 firmware (firmware/, built by
+// scripts/build_firmware.sh) run under qemu-system-arm -M mps2-an500, one
+// process per board, reached over QEMU user-mode networking through a host
+// port forward to the board's 10.0.2.15:7000.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <sys/types.h>
+
+namespace ts::coord {
+
+struct QemuBoardOptions {
+  int id = 0;                      // board id announced in HELLO (testbed index)
+  int64_t ram_bytes = 512 * 1024;  // arena; the firmware refuses more than its 512 KB OCRAM
+  double clock_mhz = 600;
+  uint16_t window = 8;
+  std::string log_path;            // the board's semihosting output (created)
+  // -icount shift=0: one instruction per virtual ns, so the per-layer
+  // instruction counts in the log are exact, and compute times are reported
+  // as instructions / clock. Off: faster, times are host times.
+  bool icount = true;
+  std::chrono::milliseconds ready_timeout{30000};
+  // Appended to the firmware's command line (test hooks such as
+  // "--advertise-ram N --once"; see firmware/src/main.cpp).
+  std::string extra_args;
+};
+
+struct QemuBoard {
+  pid_t pid = -1;
+  std::string address;  // 127.0.0.1:PORT
+  std::string log_path;
+};
+
+// The firmware image: $TS_FIRMWARE if set, else firmware/build/
+// tinysplit-board.elf found upward from the running executable or from the
+// current folder. Throws ts::Error (naming the build script) if there is none.
+std::string find_firmware();
+
+// Starts one board and waits until its firmware listens. The child gets
+// SIGTERM if this process dies. Throws ts::Error with the board's last log
+// line if QEMU or the firmware fails to start. $TS_QEMU names the QEMU
+// binary (default qemu-system-arm); $TS_QEMU_ICOUNT=0 turns icount off.
+QemuBoard spawn_qemu_board(const QemuBoardOptions& opt);
+
+}  // namespace ts::coord
