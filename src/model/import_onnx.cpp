@@ -5,8 +5,9 @@
 // everything computed only from them or from known shapes) or a computed
 // tensor with its ONNX dims. Computed tensors become IR nodes in a private
 // list; at the end an Add-of-constant right after a Conv/Gemm is folded into
-// the bias, Relu + Clip becomes one Clip, nodes that do not lead to the output
-// are dropped, and the rest is written into a Graph and validated.
+// the bias, Relu + Clip becomes one Clip, x * HardSigmoid(x) becomes HardSwish,
+// nodes that do not lead to the output are dropped, and the rest is written
+// into a Graph and validated.
 #include "model/import_onnx.h"
 
 #include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h (ONNX_ML)
@@ -357,8 +358,7 @@ class Importer {
   std::vector<Node> nodes_;
   std::vector<char> pure_add_;  // node is a BatchNorm made from "x + constant"
   int input_tensor_ = -1;
-  std::string input_name_;
-  Dims stored_dims_, input_dims_;
+  Dims stored_dims_;  // input dims as stored (-1 where not fixed)
 
   const pb::NodeProto* cur_ = nullptr;
   int cur_index_ = 0;
@@ -576,7 +576,6 @@ void Importer::read_input(const pb::GraphProto& g) {
                "); only one image input is supported");
   }
   const pb::ValueInfoProto& vi = *ins[0];
-  input_name_ = vi.name();
   const std::string what = "input '" + vi.name() + "'";
   if (!vi.type().has_tensor_type()) throw Fail(what + " is not a tensor");
   const auto& tt = vi.type().tensor_type();
@@ -599,7 +598,6 @@ void Importer::read_input(const pb::GraphProto& g) {
     throw Fail(what + " has no fixed height and width; give an input size");
   }
   if (d[2] > kMaxDim || d[3] > kMaxDim) throw Fail(what + " is too large");
-  input_dims_ = d;
   input_tensor_ = 0;
   tname_.push_back(vi.name());
   tshape_.push_back(ir_shape(d));
@@ -672,7 +670,8 @@ void Importer::handle(const pb::NodeProto& n) {
 
   if (op == "Identity" || op == "Dropout") {
     if (output_used(1)) throw Fail("the dropout mask output is not supported");
-    const Value& x = *in_.at(0);
+    if (!present(0)) throw Fail("input 0 is missing");
+    const Value& x = *in_[0];
     return alias(x, x.dims);
   }
   if (op == "Shape" || op == "Size") {
@@ -1130,6 +1129,7 @@ void Importer::conv() {
 void Importer::batchnorm() {
   const Value& x = dyn(0);
   if (attr_i(*cur_, "training_mode", 0) != 0) throw Fail("training mode is not supported");
+  if (attr_i(*cur_, "spatial", 1) == 0) throw Fail("per-activation (spatial=0) normalisation is not supported");
   for (int k = 1; k < cur_->output_size(); ++k)
     if (output_used(k)) throw Fail("the running-statistics outputs are not supported");
   ir_shape(x.dims);
@@ -1302,7 +1302,7 @@ void Importer::gemm() {
     }
   if (present(2)) {
     const Const& c = cst(2);
-    if (c.v.size() != size_t(N) && c.v.size() != 1)
+    if ((c.v.size() != size_t(N) && c.v.size() != 1) || c.dims.size() > 2 || (c.dims.size() == 2 && c.dims[0] != 1))
       throw Fail("bias of shape " + dims_str(c.dims) + " does not match " + std::to_string(N) + " outputs");
     nd.bias.resize(size_t(N));
     for (int64_t o = 0; o < N; ++o) {
@@ -1414,41 +1414,72 @@ Graph Importer::finish(const pb::GraphProto& g) {
     return t;
   };
 
-  // "x + constant" right after a Conv/Gemm whose output nobody else reads
-  // becomes part of that node's bias (MatMul + Add -> Gemm with bias).
-  std::vector<int> users(size_t(nt), 0);
-  for (const Node& nd : nodes_)
-    for (int t : nd.inputs) ++users[size_t(t)];
-  ++users[size_t(it->second.tensor)];
+  // Small rewrites that make the graph closer to what the later stages expect.
+  // Each needs the rewritten tensor to have no other reader.
   std::vector<char> removed(nodes_.size(), 0);
+  std::vector<int> users(size_t(nt), 0);
+  auto recount = [&]() {
+    for (Node& nd : nodes_)
+      for (int& t : nd.inputs) t = resolve(t);
+    std::fill(users.begin(), users.end(), 0);
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (!removed[i])
+        for (int t : nodes_[i].inputs) ++users[size_t(t)];
+    ++users[size_t(resolve(it->second.tensor))];
+  };
+  auto producer = [&](int t) -> Node* {
+    const int p = producer_[size_t(t)];
+    return p < 0 || removed[size_t(p)] ? nullptr : &nodes_[size_t(p)];
+  };
+
+  // 1. "x + constant" right after a Conv/Gemm becomes part of its bias
+  //    (MatMul + Add -> Gemm with bias).
+  recount();
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (!pure_add_[i]) continue;
-    Node& add = nodes_[i];
+    const Node& add = nodes_[i];
     const int x = resolve(add.inputs[0]);
-    const int p = producer_[size_t(x)];
-    if (p < 0 || users[size_t(x)] != 1) continue;
-    Node& prod = nodes_[size_t(p)];
-    if (prod.op != Op::Conv && prod.op != Op::Gemm) continue;
+    Node* prod = producer(x);
+    if (!prod || users[size_t(x)] != 1 || (prod->op != Op::Conv && prod->op != Op::Gemm)) continue;
     const size_t C = add.beta.size();
-    if (prod.bias.empty()) prod.bias.assign(C, 0.f);
-    for (size_t c = 0; c < C; ++c) prod.bias[c] += add.beta[c];
+    if (prod->bias.empty()) prod->bias.assign(C, 0.f);
+    for (size_t c = 0; c < C; ++c) prod->bias[c] += add.beta[c];
     removed[i] = 1;
     redirect[size_t(add.output)] = x;
   }
-  // Relu followed by Clip(max=6) (how torch exports F.relu6) is one
-  // Clip(0, 6) when nothing else reads the Relu's output.
+
+  // 2. Relu followed by Clip(max 6) (how torch exports F.relu6) is one Clip(0, 6).
+  recount();
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& clip = nodes_[i];
-    if (clip.op != Op::Clip || removed[i]) continue;
+    if (removed[i] || clip.op != Op::Clip) continue;
     const int x = clip.inputs[0];
-    const int p = producer_[size_t(x)];
-    if (p < 0 || removed[size_t(p)] || nodes_[size_t(p)].op != Op::Relu || users[size_t(x)] != 1) continue;
+    Node* relu = producer(x);
+    if (!relu || relu->op != Op::Relu || users[size_t(x)] != 1) continue;
     clip.lo = std::max(clip.lo, 0.f);
-    clip.inputs[0] = nodes_[size_t(p)].inputs[0];
-    removed[size_t(p)] = 1;
+    clip.inputs[0] = relu->inputs[0];
+    removed[size_t(producer_[size_t(x)])] = 1;
   }
-  for (Node& nd : nodes_)
-    for (int& t : nd.inputs) t = resolve(t);
+
+  // 3. x * HardSigmoid(x) with alpha 1/6, beta 1/2 (how torch exports
+  //    hardswish before opset 14) is one HardSwish.
+  recount();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& mul = nodes_[i];
+    if (removed[i] || mul.op != Op::Mul || mul.inputs.size() != 2) continue;
+    for (int k = 0; k < 2; ++k) {
+      const int s = mul.inputs[size_t(k)], x = mul.inputs[size_t(1 - k)];
+      Node* hs = producer(s);
+      if (!hs || hs->op != Op::HardSigmoid || hs->inputs[0] != x || users[size_t(s)] != 1 ||
+          std::fabs(hs->alpha - 1.f / 6.f) > 1e-6f || hs->beta_hs != 0.5f)
+        continue;
+      removed[size_t(producer_[size_t(s)])] = 1;
+      mul.op = Op::HardSwish;
+      mul.inputs = {x};
+      break;
+    }
+  }
+  recount();
   const int out = resolve(it->second.tensor);
   if (out == input_tensor_) throw Fail("the model computes nothing (its output is its input)");
 

@@ -12,7 +12,9 @@
 //   Add/Sub/Mul/Div of a computed tensor with a scalar or per-channel constant
 //   become a BatchNorm node with mean 0, var 1, eps 0 (an affine map); an Add
 //   of constants right after a Conv/Gemm whose output has no other user is
-//   folded into that node's bias (MatMul + Add -> Gemm with bias).
+//   folded into that node's bias (MatMul + Add -> Gemm with bias). Relu then
+//   Clip(max 6) becomes Clip(0, 6); x * HardSigmoid(x) (alpha 1/6, beta 1/2)
+//   becomes HardSwish. Nodes that do not lead to the output are dropped.
 //   Shape arithmetic on constants (Constant, Shape, Gather, Unsqueeze, Squeeze,
 //   Concat, Cast, Reshape, Slice, Transpose, ConstantOfShape, elementwise math)
 //   is evaluated at import time.
