@@ -4,18 +4,18 @@
 # Manifest lines: `calib|eval <absolute path as shipped by a Debian package> <sha256>`, no comments.
 # Each photo is taken from the installed package when its file is there, otherwise from the
 # package's .deb, which is downloaded with `apt-get download` (no install, no dependencies) and
-# unpacked into a cache (data/.debs/). Every copy is checked against its sha256; a missing or
+# unpacked into a cache (data/.cache/debs/). Every copy is checked against its sha256; a missing or
 # different file stops the script with one clear line. The photos get stable names, prefixed
 # with their package:  darknet_dog.jpg, skimage_chelsea.png, opencv_hfs_000.jpg, ...
 # Files in data/calib/ and data/eval/ that the manifest does not name are removed.
 #
-# Environment: TS_DEB_CACHE (default data/.debs). Needs apt-get (with package lists, i.e. after
+# Environment: TS_DEB_CACHE (default data/.cache/debs). Needs apt-get (with package lists, i.e. after
 # `apt-get update`), dpkg-deb, tar and sha256sum when a package is not installed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MANIFEST="$ROOT/data/photos.txt"
-DEBS="${TS_DEB_CACHE:-$ROOT/data/.debs}"
+DEBS="${TS_DEB_CACHE:-$ROOT/data/.cache/debs}"
 UNPACKED="$DEBS/root"
 
 die() { echo "photos: $*" >&2; exit 1; }

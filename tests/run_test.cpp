@@ -208,3 +208,24 @@ TEST(RunProbe, MeasuredLinksFeedTheRatings) {
 }
 
 }  // namespace
+
+namespace {
+
+// The ONNX test models (MobileNetV2/V3, MnasNet, ResNet, SqueezeNet-style,
+// a tiny net with dilation, groups and asymmetric padding) are bit-exact too.
+TEST(RunOnnx, TestModelsAreExactAcrossBoardCounts) {
+  const fs::path dir = fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx";
+  int models = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".onnx") continue;
+    ++models;
+    for (int n : {1, 3, 7}) {
+      SCOPED_TRACE(e.path().filename().string() + " on " + std::to_string(n));
+      const auto j = run_json("--size 0 --allocation even --workers " + std::to_string(n) + " --model " + e.path().string());
+      expect_exact_and_planned(j, n);
+    }
+  }
+  EXPECT_GE(models, 6);
+}
+
+}  // namespace

@@ -26,7 +26,7 @@ void register_eval(CLI::App& app) {
     auto json = std::make_shared<bool>(false);
     sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json or an ONNX file")->capture_default_str();
     sub.add_option("--images,-i", *images, "folder of photos to evaluate (default data/eval)");
-    sub.add_option("--size,-s", *size, "square input size")->capture_default_str()->check(CLI::Range(1, 4096));
+    sub.add_option("--size,-s", *size, "square input size (0 = as stored in the model)")->capture_default_str()->check(CLI::Range(0, 4096));
     sub.add_option("--calib", *calib, "folder of calibration photos (default data/calib)");
     sub.add_option("--method", *method, "calibration: minmax or percentile")->capture_default_str();
     sub.add_flag("--json", *json, "machine-readable output");
@@ -71,13 +71,13 @@ void register_eval(CLI::App& app) {
       const double rate = double(agree) / double(files.size());
       const double mad = diff_n ? diff_sum / double(diff_n) : 0.0;
       if (*json) {
-        nlohmann::json j = {{"model", *model}, {"images", files.size()}, {"size", *size}, {"top1_agreement", rate},
+        nlohmann::json j = {{"model", *model}, {"images", files.size()}, {"size", g.shape(g.input).h}, {"top1_agreement", rate},
                             {"mean_abs_prob_diff", mad}, {"max_abs_prob_diff", max_diff}, {"calibration", q.calibration},
                             {"outputs_are_probs", sm}, {"per_image", per}};
         std::printf("%s\n", j.dump(2).c_str());
       } else {
         std::printf("%zu images at %d: top-1 agreement %.1f%%, mean |dprob| %.4f, max |dprob| %.4f (calibration: %s)\n",
-                    files.size(), *size, 100.0 * rate, mad, max_diff, q.calibration.c_str());
+                    files.size(), g.shape(g.input).h, 100.0 * rate, mad, max_diff, q.calibration.c_str());
       }
       return 0;
     };

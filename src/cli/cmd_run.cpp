@@ -48,7 +48,7 @@ void register_run(CLI::App& app) {
     auto json = std::make_shared<bool>(false);
     auto hooks = std::make_shared<std::vector<int>>(6, -1);
     sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm")->capture_default_str();
-    sub.add_option("--size,-s", *size, "square input size")->capture_default_str()->check(CLI::Range(1, 4096));
+    sub.add_option("--size,-s", *size, "square input size (0 = as stored in the model)")->capture_default_str()->check(CLI::Range(0, 4096));
     auto* wopt = sub.add_option("--workers,-n", *workers, "number of local Teensy 4.1 boards")->capture_default_str()
                      ->check(CLI::Range(1, 4096));
     sub.add_option("--testbed,-t", *testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
