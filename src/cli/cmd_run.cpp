@@ -32,7 +32,7 @@ void register_run(CLI::App& app) {
               [](CLI::App& sub) -> Command {
     auto model = std::make_shared<std::string>("mobilenetv2");
     auto size = std::make_shared<int>(112);
-    auto workers = std::make_shared<int>(3);
+    auto workers = std::make_shared<std::string>("3");
     auto testbed = std::make_shared<std::string>();
     auto image = std::make_shared<std::string>();
     auto alloc = std::make_shared<std::string>("rating");
@@ -49,8 +49,8 @@ void register_run(CLI::App& app) {
     auto hooks = std::make_shared<std::vector<int>>(6, -1);
     sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm")->capture_default_str();
     sub.add_option("--size,-s", *size, "square input size (0 = as stored in the model)")->capture_default_str()->check(CLI::Range(0, 4096));
-    auto* wopt = sub.add_option("--workers,-n", *workers, "number of local Teensy 4.1 boards")->capture_default_str()
-                     ->check(CLI::Range(1, 4096));
+    auto* wopt = sub.add_option("--workers,-n", *workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
+                     ->capture_default_str();
     sub.add_option("--testbed,-t", *testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
     sub.add_option("--image,-i", *image, "photo to classify (default: the bundled photo)");
     sub.add_option("--allocation,-a", *alloc, "even | frequency | rating")->capture_default_str();
@@ -82,7 +82,15 @@ void register_run(CLI::App& app) {
       if (!testbed->empty()) {
         tb = plan::load_testbed(*testbed);
       } else {
-        tb = plan::default_testbed(*workers, "local", plan::parse_bytes(*ram), plan::parse_bytes(*flash));
+        std::string kind = "local", count = *workers;
+        if (count.rfind("qemu:", 0) == 0) {
+          kind = "qemu";
+          count = count.substr(5);
+        }
+        const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
+        const int n = digits ? std::stoi(count) : 0;
+        if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + *workers + "'");
+        tb = plan::default_testbed(n, kind, plan::parse_bytes(*ram), plan::parse_bytes(*flash));
       }
       plan::PlanOptions popt;
       popt.alloc = plan::parse_allocation(*alloc);

@@ -1,0 +1,120 @@
+#include "board.h"
+
+#define REG(a) (*(volatile uint32_t*)(a))
+
+// CMSDK APB timers.
+#define TIMER0 0x40000000u
+#define TIMER1 0x40001000u
+#define T_CTRL 0x0
+#define T_VALUE 0x4
+#define T_RELOAD 0x8
+#define T_INTCLEAR 0xC
+#define T_CTRL_EN 1u
+#define T_CTRL_IRQ 8u
+
+#define NVIC_ISER 0xE000E100u
+#define NVIC_ICER 0xE000E180u
+#define SCB_SHCSR 0xE000ED24u
+#define MPU_CTRL 0xE000ED94u
+#define MPU_RNR 0xE000ED98u
+#define MPU_RBAR 0xE000ED9Cu
+#define MPU_RASR 0xE000EDA0u
+
+#define STACK_PAINT 0xA5A5A5A5u
+#define TICK_WAKE_HZ 20u
+
+static volatile uint32_t g_wraps;
+volatile uint32_t g_tick_flag;
+static void (*g_eth_isr)(void);
+
+void ts_irq_timer0(void) {
+  REG(TIMER0 + T_INTCLEAR) = 1;
+  g_wraps++;
+}
+
+void ts_irq_timer1(void) {
+  REG(TIMER1 + T_INTCLEAR) = 1;
+  g_tick_flag = 1;
+}
+
+void ts_irq_ethernet(void) {
+  if (g_eth_isr) g_eth_isr();
+}
+
+void board_set_ethernet_isr(void (*isr)(void)) { g_eth_isr = isr; }
+
+void nvic_enable(int irq) { REG(NVIC_ISER + 4u * (unsigned)(irq / 32)) = 1u << (irq % 32); }
+void nvic_disable(int irq) {
+  REG(NVIC_ICER + 4u * (unsigned)(irq / 32)) = 1u << (irq % 32);
+  __asm__ volatile("dsb\n isb" ::: "memory");
+}
+
+void board_init(void) {
+  REG(TIMER0 + T_CTRL) = 0;
+  REG(TIMER0 + T_RELOAD) = 0xFFFFFFFFu;
+  REG(TIMER0 + T_VALUE) = 0xFFFFFFFFu;
+  REG(TIMER0 + T_INTCLEAR) = 1;
+  REG(TIMER0 + T_CTRL) = T_CTRL_EN | T_CTRL_IRQ;
+  REG(TIMER1 + T_CTRL) = 0;
+  REG(TIMER1 + T_RELOAD) = BOARD_TICK_HZ / TICK_WAKE_HZ - 1u;
+  REG(TIMER1 + T_VALUE) = BOARD_TICK_HZ / TICK_WAKE_HZ - 1u;
+  REG(TIMER1 + T_INTCLEAR) = 1;
+  REG(TIMER1 + T_CTRL) = T_CTRL_EN | T_CTRL_IRQ;
+  nvic_enable(IRQ_TIMER0);
+  nvic_enable(IRQ_TIMER1);
+  __asm__ volatile("cpsie i" ::: "memory");
+}
+
+uint64_t board_ticks(void) {
+  uint32_t hi, lo;
+  do {
+    hi = g_wraps;
+    lo = 0xFFFFFFFFu - REG(TIMER0 + T_VALUE);
+  } while (hi != g_wraps);
+  return ((uint64_t)hi << 32) | lo;
+}
+
+uint32_t board_us(void) { return (uint32_t)(board_ticks() / (BOARD_TICK_HZ / 1000000u)); }
+uint32_t board_ms(void) { return (uint32_t)(board_ticks() / (BOARD_TICK_HZ / 1000u)); }
+
+static uint64_t g_idle_ticks;
+
+void board_idle(int (*ready)(void)) {
+  __asm__ volatile("cpsid i" ::: "memory");
+  if (!ready()) {
+    const uint64_t t0 = board_ticks();
+    __asm__ volatile("dsb\n wfi" ::: "memory");
+    g_idle_ticks += board_ticks() - t0;
+  }
+  __asm__ volatile("cpsie i\n isb" ::: "memory");
+}
+
+uint64_t board_idle_ticks(void) { return g_idle_ticks; }
+
+// One no-access, execute-never MPU region of 2^log2 bytes at `base`.
+static void mpu_deny(uint32_t region, uint32_t base, uint32_t log2) {
+  REG(MPU_RNR) = region;
+  REG(MPU_RBAR) = base & ~31u;
+  REG(MPU_RASR) = (1u << 28) /* XN */ | (0u << 24) /* no access */ | ((log2 - 1u) << 1) | 1u;
+}
+
+void board_guards(uint32_t arena_bytes) {
+  const uint32_t stack_guard = ((uint32_t)(uintptr_t)__stack_limit + 31u) & ~31u;
+  const uint32_t arena_guard = ((uint32_t)(uintptr_t)__arena_start + arena_bytes + 31u) & ~31u;
+  mpu_deny(0, stack_guard, 5);                      // 32 bytes under the stack
+  if (arena_guard + 32u <= (uint32_t)(uintptr_t)__arena_end) mpu_deny(1, arena_guard, 5);
+  mpu_deny(2, (uint32_t)(uintptr_t)__arena_end, 19);  // 512 KB past OCRAM
+  mpu_deny(3, 0x60800000u, 23);                       // 8 MB past the flash
+  REG(SCB_SHCSR) |= (1u << 16) | (1u << 17) | (1u << 18);  // MemManage, BusFault, UsageFault
+  REG(MPU_CTRL) = 1u | 4u;  // enable, default map for everything else
+  __asm__ volatile("dsb\n isb" ::: "memory");
+}
+
+uint32_t board_stack_used(void) {
+  const uint32_t* p = (const uint32_t*)(((uintptr_t)__stack_limit + 63u) & ~(uintptr_t)31u);
+  const uint32_t* top = (const uint32_t*)__stack_top;
+  while (p < top && *p == STACK_PAINT) ++p;
+  return (uint32_t)((uintptr_t)top - (uintptr_t)p);
+}
+
+uint32_t board_stack_size(void) { return (uint32_t)((uintptr_t)__stack_top - (uintptr_t)__stack_limit); }

@@ -1,0 +1,144 @@
+// Reset and exception handling.
+//
+// As on a Teensy 4.1, the image lives in flash and the reset code, running
+// from flash, copies code into ITCM and initialised data into DTCM before
+// anything else runs. The stack is painted so that its deepest use can be
+// measured, thread code runs on the process stack (PSP) and handlers on a
+// small separate main stack (MSP), so a thread stack overflow that hits the
+// MPU guard can still be reported.
+#include <stdint.h>
+
+#include "board.h"
+#include "semihost.h"
+
+extern uint8_t __itcm_load[], __data_load[], __data_end[], __bss_start[];
+extern void (*__init_array_start[])(void);
+extern void (*__init_array_end[])(void);
+
+int main(void);
+void ts_irq_timer0(void);
+void ts_irq_timer1(void);
+void ts_irq_ethernet(void);
+
+#define REG(a) (*(volatile uint32_t*)(a))
+
+uint32_t g_handler_stack[512] __attribute__((aligned(8)));
+
+// Runs from flash: fills ITCM/DTCM, then jumps into ITCM. Kept free of
+// library calls (they live in ITCM, not yet filled) and of loop idioms the
+// compiler would turn into them.
+__attribute__((section(".flashcode"), noreturn, used, optimize("no-tree-loop-distribute-patterns")))
+void ts_reset_c(void) {
+  REG(0xE000ED88u) |= 0xFu << 20;  // CPACR: full access to CP10/CP11 (FPU)
+  __asm__ volatile("dsb\n isb" ::: "memory");
+  volatile uint32_t* dst = (volatile uint32_t*)__itcm_start;
+  const volatile uint32_t* src = (const volatile uint32_t*)__itcm_load;
+  while (dst < (volatile uint32_t*)__itcm_end) *dst++ = *src++;
+  dst = (volatile uint32_t*)__data_start;
+  src = (const volatile uint32_t*)__data_load;
+  while (dst < (volatile uint32_t*)__data_end) *dst++ = *src++;
+  dst = (volatile uint32_t*)__bss_start;
+  while (dst < (volatile uint32_t*)__bss_end) *dst++ = 0;
+  uint32_t sp;
+  __asm__ volatile("mov %0, sp" : "=r"(sp));
+  dst = (volatile uint32_t*)((((uintptr_t)__stack_limit + 31u) & ~(uintptr_t)31u) + 32u);
+  while ((uint32_t)(uintptr_t)dst < sp - 128u) *dst++ = 0xA5A5A5A5u;
+  REG(0xE000ED08u) = (uint32_t)(uintptr_t)__itcm_start;  // VTOR: the table in ITCM
+  __asm__ volatile("dsb\n isb" ::: "memory");
+  // Far calls (flash -> ITCM) through pointers: out of BL range.
+  for (void (**f)(void) = __init_array_start; f < __init_array_end; ++f) {
+    void (*volatile fn)(void) = *f;
+    fn();
+  }
+  int (*volatile entry)(void) = main;
+  void (*volatile quit)(int) = sh_exit;
+  quit(entry());
+  for (;;) {
+  }
+}
+
+// Reset entry: handlers get their own stack, thread code the big one.
+__attribute__((section(".flashcode"), naked, noreturn)) void ts_reset(void) {
+  __asm__ volatile(
+      "ldr r0, =__stack_top\n"
+      "msr psp, r0\n"
+      "ldr r0, =g_handler_stack + 2048\n"
+      "msr msp, r0\n"
+      "movs r0, #2\n"
+      "msr control, r0\n"
+      "isb\n"
+      "ldr r0, =ts_reset_c\n"
+      "bx r0\n"
+      ".ltorg\n");
+}
+
+// Fault report: which fault, where, then exit code 3.
+void ts_fault_report(uint32_t* frame, uint32_t exc_return) {
+  const uint32_t ipsr = ({
+    uint32_t v;
+    __asm__ volatile("mrs %0, ipsr" : "=r"(v));
+    v;
+  });
+  const uint32_t cfsr = REG(0xE000ED28u), hfsr = REG(0xE000ED2Cu);
+  const uint32_t mmfar = REG(0xE000ED34u), bfar = REG(0xE000ED38u);
+  const int stacked = (cfsr & ((1u << 4) | (1u << 12))) == 0;  // no stacking error
+  ts_log("FATAL: fault exception %u cfsr=%08x hfsr=%08x mmfar=%08x bfar=%08x", (unsigned)ipsr, (unsigned)cfsr,
+         (unsigned)hfsr, (unsigned)mmfar, (unsigned)bfar);
+  if (stacked && frame) ts_log(" pc=%08x lr=%08x", (unsigned)frame[6], (unsigned)frame[5]);
+  if (cfsr & (1u << 4)) ts_log(" (stack overflow: the thread stack hit its guard)");
+  if ((cfsr & 0x82u) == 0x82u && mmfar >= (uint32_t)(uintptr_t)__arena_start &&
+      mmfar < (uint32_t)(uintptr_t)__arena_end + 0x80000u)
+    ts_log(" (access past the RAM budget)");
+  ts_log("\n");
+  (void)exc_return;
+  sh_exit(3);
+}
+
+__attribute__((naked)) void ts_fault(void) {
+  __asm__ volatile(
+      "tst lr, #4\n"
+      "ite eq\n"
+      "mrseq r0, msp\n"
+      "mrsne r0, psp\n"
+      "mov r1, lr\n"
+      "ldr r2, =g_handler_stack + 2048\n"
+      "mov sp, r2\n"
+      "b ts_fault_report\n"
+      ".ltorg\n");
+}
+
+static void ts_unexpected(void) {
+  uint32_t ipsr;
+  __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
+  ts_log("FATAL: unexpected exception %u\n", (unsigned)ipsr);
+  sh_exit(3);
+}
+
+typedef void (*Vector)(void);
+
+// Cortex-M7 system exceptions + the AN500's 32 interrupt lines.
+__attribute__((section(".vectors"), used)) const Vector ts_vectors[16 + 32] = {
+    (Vector)(uintptr_t)__stack_top,
+    ts_reset,
+    ts_fault,  // NMI
+    ts_fault,  // HardFault
+    ts_fault,  // MemManage
+    ts_fault,  // BusFault
+    ts_fault,  // UsageFault
+    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
+    ts_unexpected,  // SVCall
+    ts_unexpected,  // DebugMonitor
+    ts_unexpected,
+    ts_unexpected,  // PendSV
+    ts_unexpected,  // SysTick
+    // IRQ 0..31
+    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
+    ts_unexpected,
+    ts_irq_timer0,    // 8
+    ts_irq_timer1,    // 9
+    ts_unexpected, ts_unexpected, ts_unexpected,
+    ts_irq_ethernet,  // 13
+    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
+    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
+    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
+};

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Builds the Cortex-M7 board firmware (firmware/) for QEMU's mps2-an500 with
+# the Teensy 4.1 memory layout. Idempotent; run as root on Debian 12:
+#   bash scripts/build_firmware.sh
+#
+# Steps (each prints one line with its time):
+#   1. Debian packages: the arm-none-eabi toolchain with newlib and libstdc++
+#      headers, qemu-system-arm, dpkg-dev (to unpack source packages)
+#   2. a deb-src entry for the same Debian archive and suite as the machine's
+#      deb entries (deb822 .sources files or one-line sources.list), if none
+#   3. lwIP's source from Debian's source archive (`apt-get source lwip`)
+#      into firmware/third_party/ (git-ignored; never committed)
+#   4. make -C firmware -> firmware/build/tinysplit-board.elf
+#   5. boot check under QEMU (`hello`: prints the memory layout, exit code 0)
+#
+# Environment: TS_FW_JOBS (make jobs, default nproc), TS_FW_SKIP_APT=1 (no
+# package installs: the toolchain and lwIP must already be there).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FW="$ROOT/firmware"
+TP="$FW/third_party"
+JOBS="${TS_FW_JOBS:-$(nproc)}"
+PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm dpkg-dev)
+T0=$SECONDS
+step() { T_STEP=$SECONDS; printf '[firmware] %s ... ' "$1"; }
+done_step() { echo "${1:-done} ($((SECONDS - T_STEP))s)"; }
+fail() { echo "FAILED"; echo "build_firmware: $*" >&2; exit 1; }
+
+# ---- 1. packages
+step "Debian packages"
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  done_step "all present"
+elif [[ "${TS_FW_SKIP_APT:-0}" == 1 ]]; then
+  fail "missing packages and TS_FW_SKIP_APT=1: ${missing[*]}"
+else
+  [[ $EUID -eq 0 ]] || fail "run as root to install: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null || fail "apt-get update failed"
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || fail "apt-get install ${missing[*]} failed"
+  done_step "installed ${missing[*]}"
+fi
+
+# ---- 2. deb-src entry
+# The source entry must name the same archive and suite as the binary one,
+# so that the source version matches what the machine installs.
+lwip_source_known() { apt-get source --print-uris -q lwip >/dev/null 2>&1; }
+step "deb-src entry"
+if ls -d "$TP"/lwip-*/src/core >/dev/null 2>&1; then
+  done_step "not needed (lwIP source present)"
+elif lwip_source_known; then
+  done_step "present"
+else
+  [[ "${TS_FW_SKIP_APT:-0}" != 1 ]] || fail "lwIP's source package is unknown to apt and TS_FW_SKIP_APT=1"
+  [[ $EUID -eq 0 ]] || fail "run as root to add a deb-src entry"
+  codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+  out822=/etc/apt/sources.list.d/tinysplit-deb-src.sources
+  outlist=/etc/apt/sources.list.d/tinysplit-deb-src.list
+  tmp822="$(mktemp)"; tmplist="$(mktemp)"
+  # deb822 stanzas whose Types include "deb" and whose Suites name this
+  # release: the same stanza with "Types: deb-src".
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f "$f" && "$f" != "$out822" ]] || continue
+    awk -v code="$codename" '
+      function flush() {
+        if (is_deb && has_code) { print "Types: deb-src"; printf "%s", body; print "" }
+        body = ""; is_deb = 0; has_code = 0
+      }
+      /^[[:space:]]*$/ { flush(); next }
+      /^[[:space:]]*#/ { next }
+      /^[Tt]ypes:/ { if ($0 ~ /[[:space:]]deb([[:space:]]|$)/) is_deb = 1; next }
+      /^[Ss]uites:/ { if (index($0, code) > 0) has_code = 1 }
+      { body = body $0 "\n" }
+      END { flush() }' "$f" >> "$tmp822"
+  done
+  # One-line entries: "deb [options] URI suite components" -> "deb-src ...".
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -f "$f" && "$f" != "$outlist" ]] || continue
+    grep -E "^[[:space:]]*deb[[:space:]].*[[:space:]]$codename([-[:space:]]|$)" "$f" \
+      | sed -E 's/^[[:space:]]*deb[[:space:]]/deb-src /' >> "$tmplist" || true
+  done
+  [[ -s "$tmp822" ]] && mv "$tmp822" "$out822" || rm -f "$tmp822"
+  [[ -s "$tmplist" ]] && mv "$tmplist" "$outlist" || rm -f "$tmplist"
+  [[ -f "$out822" || -f "$outlist" ]] || fail "no deb entry for $codename in the apt sources to derive a deb-src entry from"
+  chmod 644 "$out822" "$outlist" 2>/dev/null || true
+  apt-get update -q >/dev/null || fail "apt-get update (with deb-src) failed"
+  lwip_source_known || fail "apt still knows no lwip source package after adding deb-src entries"
+  done_step "added for $codename"
+fi
+
+# ---- 3. lwIP source
+step "lwIP source (apt-get source lwip)"
+if ls -d "$TP"/lwip-*/src/core >/dev/null 2>&1; then
+  done_step "present"
+else
+  mkdir -p "$TP"
+  (cd "$TP" && apt-get source -q lwip >"$TP/apt-source.log" 2>&1) || { tail -20 "$TP/apt-source.log" >&2; fail "apt-get source lwip failed"; }
+  done_step "$(cd "$TP" && ls -d lwip-*/ | head -1)"
+fi
+LWIP_DIR="$(ls -d "$TP"/lwip-*/ | head -1)"
+LWIP_DIR="${LWIP_DIR%/}"
+
+# ---- 4. build
+step "build (make -C firmware)"
+make -C "$FW" -j"$JOBS" LWIP_DIR="$LWIP_DIR" >"$FW/build.log" 2>&1 || { tail -30 "$FW/build.log" >&2; fail "firmware build failed (log: firmware/build.log)"; }
+done_step "$(grep -E '^ *(ITCM|DTCM|FLASH):' "$FW/build.log" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
+
+# ---- 5. boot check
+step "boot check (qemu-system-arm -M mps2-an500, hello)"
+out="$(timeout 60 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting \
+        -kernel "$FW/build/tinysplit-board.elf" -append hello 2>&1)" || { echo "$out" >&2; fail "the image did not boot"; }
+grep -q 'hello: ok' <<<"$out" || { echo "$out" >&2; fail "no greeting from the image"; }
+done_step "ok"
+echo "[firmware] built $FW/build/tinysplit-board.elf in $((SECONDS - T0))s"

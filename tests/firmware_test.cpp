@@ -1,0 +1,240 @@
+// The Cortex-M7 board firmware under QEMU (mps2-an500, Teensy 4.1 layout).
+//
+// Needs firmware/build/tinysplit-board.elf (scripts/build_firmware.sh) and
+// qemu-system-arm. If TS_FIRMWARE is set (the image's path, as CI sets it),
+// both are required and every test FAILS when they are missing; if it is not
+// set and the image is not built, the tests are skipped with a message.
+//
+//  - the image boots and its layout fits the Teensy 4.1 (FlexRAM, OCRAM, flash)
+//  - the kernels compute on the target exactly what the host computes
+//    (same src/core code, same data: firmware/src/kernel_suite.h), whole and
+//    split as boards split them, with repeatable instruction counts
+//  - a plan forced over a board's real RAM is refused by the board with
+//    ERROR(OutOfMemory), without a fault; MPU guards stop overruns
+//    of the arena budget and of the stack
+//  - `tinysplit run` on three QEMU boards is bit-exact with the int8 reference
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "../firmware/src/kernel_suite.h"
+#include "coord/qemu.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Proc {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs a shell command; stdout captured, stderr to a file read back.
+Proc shell(const std::string& cmd) {
+  const fs::path err = fs::temp_directory_path() / ("ts_fw_test_err_" + std::to_string(::getpid()));
+  Proc r;
+  FILE* p = popen((cmd + " 2>" + err.string()).c_str(), "r");
+  if (!p) return r;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  std::ifstream f(err);
+  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  fs::remove(err);
+  return r;
+}
+
+std::string firmware_path() {
+  if (const char* e = std::getenv("TS_FIRMWARE"); e && *e) return e;
+  return (fs::path(TS_SOURCE_DIR) / "firmware" / "build" / "tinysplit-board.elf").string();
+}
+
+bool required() {
+  const char* e = std::getenv("TS_FIRMWARE");
+  return e && *e;
+}
+
+class FirmwareTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    elf_ = firmware_path();
+    const bool have_elf = fs::is_regular_file(elf_);
+    const bool have_qemu = shell("command -v qemu-system-arm").code == 0;
+    if (required()) {
+      ASSERT_TRUE(have_elf) << "TS_FIRMWARE=" << elf_ << " does not exist: run scripts/build_firmware.sh";
+      ASSERT_TRUE(have_qemu) << "qemu-system-arm is not installed: run scripts/build_firmware.sh";
+    } else if (!have_elf || !have_qemu) {
+      GTEST_SKIP() << "firmware not built or QEMU missing (run scripts/build_firmware.sh; set TS_FIRMWARE=<elf> "
+                      "to make these tests mandatory)";
+    }
+  }
+  // Runs the image in a mode; returns its semihosting output and exit code.
+  Proc qemu(const std::string& app, bool icount = true) {
+    return shell("timeout 120 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting " +
+                 std::string(icount ? "-icount shift=0 " : "") + "-kernel " + elf_ + " -append '" + app + "'");
+  }
+  std::string elf_;
+};
+
+// "key=value" fields of the first line starting with `prefix`.
+std::map<std::string, std::string> fields(const std::string& out, const std::string& prefix) {
+  std::map<std::string, std::string> f;
+  size_t at = out.find(prefix);
+  if (at == std::string::npos) return f;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  static const std::regex kv("([a-z_0-9]+)=([^ ]+)");
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), kv); it != std::sregex_iterator(); ++it)
+    f[(*it)[1]] = (*it)[2];
+  return f;
+}
+
+TEST_F(FirmwareTest, BootsWithinTheTeensyLayout) {
+  const Proc r = qemu("hello");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("hello: ok"), std::string::npos) << r.out;
+  // Code banks + data + stack share the 512 KB FlexRAM; the arena is the
+  // whole 512 KB OCRAM.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(ITCM (\d+) B code \((\d+) x 32 KB banks\), DTCM data\+bss (\d+) B, stack (\d+) B)")))
+      << r.out;
+  const long banks = std::stol(m[2]), data = std::stol(m[3]), stack = std::stol(m[4]);
+  EXPECT_GE(banks * 32768, std::stol(m[1]));
+  EXPECT_LE(banks * 32768 + data + stack, 512 * 1024 + 64);  // +guard alignment slack
+  EXPECT_NE(r.out.find("arena 524288 B at 20200000 (OCRAM)"), std::string::npos) << r.out;
+}
+
+TEST_F(FirmwareTest, KernelsOnTheTargetEqualTheHost) {
+  const Proc r = qemu("selftest --split 3");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const Proc again = qemu("selftest --split 3");
+  ASSERT_EQ(again.code, 0);
+  // The same layers on the host, from the same generator and the same core.
+  std::vector<uint8_t> ram(2u << 20), flash(4u << 20);
+  for (int i = 0; i < ts::suite::kCount; ++i) {
+    SCOPED_TRACE(ts::suite::kSpecs[i].name);
+    ts::suite::Bump rb{ram.data(), ram.size(), 0}, fb{flash.data(), flash.size(), 0};
+    ts::suite::Layer lay;
+    ASSERT_TRUE(ts::suite::build(i, rb, fb, &lay));
+    std::vector<int8_t> out(size_t(lay.n_out));
+    const ts::core::View all{lay.input, 0, lay.desc.in[0].c, 0, lay.desc.in[0].h};
+    ASSERT_EQ(ts::core::compute_range(lay.desc, &all, 0, lay.n_out, out.data(), lay.oc_count),
+              ts::core::KernelStatus::Ok);
+    char want[16];
+    std::snprintf(want, sizeof want, "%08x", unsigned(ts::crc32(out.data(), out.size())));
+    const auto f = fields(r.out, std::string("kernel ") + ts::suite::kSpecs[i].name + " ");
+    ASSERT_FALSE(f.empty()) << r.out;
+    EXPECT_EQ(f.at("crc"), want) << "the Cortex-M7 result differs from the host's";
+    EXPECT_EQ(f.at("split_crc"), want) << "split runs differ from the whole layer on the target";
+    EXPECT_EQ(std::stoull(f.at("macs")), lay.macs);
+    // Under -icount shift=0 instruction counts are exact and repeatable.
+    const auto g = fields(again.out, std::string("kernel ") + ts::suite::kSpecs[i].name + " ");
+    EXPECT_EQ(f.at("instructions"), g.at("instructions"));
+    EXPECT_GT(std::stoull(f.at("instructions")), lay.macs) << "less than one instruction per MAC is implausible";
+  }
+}
+
+TEST_F(FirmwareTest, RefusesAnArenaLargerThanOcram) {
+  const Proc r = qemu("serve --ram 1048576", false);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the arena must be"), std::string::npos) << r.out;
+}
+
+// The MPU guards turn overruns into reported faults: a store just past the
+// arena budget, and a thread stack overflow.
+TEST_F(FirmwareTest, MemoryGuardsFaultInsteadOfCorrupting) {
+  const Proc past = qemu("guardtest", false);
+  EXPECT_EQ(past.code, 3) << past.out;
+  EXPECT_NE(past.out.find("access past the RAM budget"), std::string::npos) << past.out;
+  EXPECT_EQ(past.out.find("was not stopped"), std::string::npos) << past.out;
+  const Proc deep = qemu("stacktest", false);
+  EXPECT_EQ(deep.code, 3) << deep.out;
+  EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
+}
+
+// A board whose real arena is 64 KB but which claims 512 KB: the plan made
+// for 512 KB needs more than it has, and the board must say so (ERROR
+// OutOfMemory) rather than write past its arena (the MPU guards would fault).
+TEST_F(FirmwareTest, OverBudgetPlanIsRefusedByTheBoard) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const fs::path dir = fs::temp_directory_path() / ("ts_fw_oom_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ts::coord::QemuBoardOptions o;
+  o.id = 0;
+  o.ram_bytes = 64 * 1024;
+  o.icount = false;
+  o.log_path = (dir / "board.log").string();
+  o.extra_args = "--advertise-ram 524288 --once";
+  setenv("TS_FIRMWARE", elf_.c_str(), 1);
+  const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
+  {
+    std::ofstream tb(dir / "testbed.json");
+    tb << R"({"boards": [{"id": 0, "address": ")" << b.address << R"("}]})";
+  }
+  const Proc r = shell(std::string(TS_TINYSPLIT) + " run --json --timeout 60 -t " + (dir / "testbed.json").string());
+  int status = 0;
+  for (int i = 0; i < 200 && waitpid(b.pid, &status, WNOHANG) == 0; ++i) usleep(50 * 1000);
+  if (waitpid(b.pid, &status, WNOHANG) == 0) {
+    kill(b.pid, SIGTERM);
+    waitpid(b.pid, &status, 0);
+  }
+  std::ifstream lf(o.log_path);
+  const std::string log((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
+  fs::remove_all(dir);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.err.find("arena exhausted"), std::string::npos) << r.err;
+  EXPECT_NE(log.find("sent ERROR out of memory"), std::string::npos) << log;
+  EXPECT_EQ(log.find("FATAL"), std::string::npos) << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "the board's --once exit code reports the refusal\n"
+                                                              << log;
+}
+
+TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const fs::path dir = fs::temp_directory_path() / ("ts_fw_e2e_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream tb(dir / "testbed.json");
+    tb << R"({"boards": [{"id": 0, "address": "qemu"}, {"id": 1, "address": "qemu"}, {"id": 2, "address": "qemu"}]})";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 -t " +
+                      (dir / "testbed.json").string() + " --store " + (dir / "store").string());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  ASSERT_EQ(j.at("per_worker").size(), 3u);
+  for (const auto& w : j.at("per_worker")) {
+    EXPECT_EQ(w.at("peak_ram_bytes").get<int64_t>(), w.at("planned_peak_ram_bytes").get<int64_t>());
+    EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), 512 * 1024);
+  }
+  // Each board logged an instruction count for every layer it computed.
+  for (int b = 0; b < 3; ++b) {
+    std::ifstream lf(dir / "store" / ("board-" + std::to_string(b)) / "qemu.log");
+    const std::string log((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
+    EXPECT_NE(log.find("layer 0 kind="), std::string::npos) << log;
+    EXPECT_EQ(log.find("FATAL"), std::string::npos) << log;
+  }
+  fs::remove_all(dir);
+  std::printf("three QEMU boards: %.1f s wall for the whole command, latency %.3f s\n", secs,
+              j.at("latency_s").at("total").get<double>());
+}
+
+}  // namespace
