@@ -13,14 +13,15 @@
 namespace ts {
 namespace core {
 
-// (a * b * 2) >> 32 rounded to nearest, ties away from zero; saturates the
-// single overflow case INT32_MIN * INT32_MIN.
+// a * b / 2^31 rounded to nearest, ties toward +infinity (gemmlowp's
+// nudge-and-truncate; the same as NEON VQRDMULH): 1.5 -> 2 but -1.5 -> -1.
+// Saturates the single overflow case INT32_MIN * INT32_MIN.
 inline int32_t sat_round_doubling_high_mul(int32_t a, int32_t b) {
   if (a == b && a == INT32_MIN) return INT32_MAX;
   const int64_t ab = int64_t(a) * int64_t(b);
   const int64_t nudge = ab >= 0 ? (int64_t(1) << 30) : (1 - (int64_t(1) << 30));
-  // Division (not shift) truncates toward zero, which with the nudge gives
-  // round-half-away-from-zero.
+  // Division (not shift) truncates toward zero; with the nudge that is
+  // floor(ab / 2^31 + 1/2) for either sign (an exact -1/2 becomes 0).
   return int32_t((ab + nudge) / (int64_t(1) << 31));
 }
 

@@ -45,7 +45,7 @@ class ByteReader {
   template <class T> std::vector<T> vec_i8() {
     uint32_t n = count(1);
     std::vector<T> v(n);
-    std::memcpy(v.data(), p_ + off_, n);
+    if (n) std::memcpy(v.data(), p_ + off_, n);
     off_ += n;
     return v;
   }

@@ -84,7 +84,7 @@ std::vector<int8_t> run_int8(const QGraph& q, const std::vector<int8_t>& input);
 std::vector<float> dequantize_output(const QGraph& q, const std::vector<int8_t>& out);
 std::vector<float> output_probs(const QGraph& q, const std::vector<int8_t>& out);
 
-// Real multiplier -> (Q31 mantissa, shift); multipliers below 2^-31 become 0.
+// Real multiplier -> (Q31 mantissa, shift); multipliers below 2^-32 become 0.
 void quantize_multiplier(double m, int32_t* mult, int32_t* shift);
 
 }  // namespace ts

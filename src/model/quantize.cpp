@@ -69,7 +69,10 @@ namespace {
 void choose_params(float lo, float hi, float* scale, int32_t* zp) {
   lo = std::min(lo, 0.f);
   hi = std::max(hi, 0.f);
-  if (hi - lo < 1e-8f) hi = lo + 1e-8f;
+  // A tensor that never left zero during calibration (a dead channel group)
+  // gets a unit range: any positive scale represents it exactly, and a sane
+  // one keeps its producer's multiplier in range.
+  if (hi - lo < 1e-6f) hi = lo + 1.f;
   *scale = (hi - lo) / 255.f;
   const long z = std::lround(-128.0 - double(lo) / double(*scale));
   *zp = int32_t(std::clamp<long>(z, -128, 127));
