@@ -1,10 +1,13 @@
 // int8 kernels over runs of output neurons. See layer.h.
 //
-// Every kernel walks its run one output channel at a time and, inside a
-// channel, in chunks of up to kChunk consecutive positions with int32
-// accumulators on the stack. That keeps the inner loops over contiguous
-// positions (vectorisable for 1x1 convolutions) while needing no scratch
-// memory beyond a fixed 256 bytes of stack, on a board or on the host.
+// Every kernel computes its run with int32 accumulators in small fixed
+// buffers on the stack (at most a few KiB, for the pointwise convolution's
+// transposed input tile; no heap), on a board or on the host. The
+// convolutions are organised so that their inner loops run over contiguous
+// memory with one weight or one input row held fixed, which compilers
+// vectorise; see the section on convolution below. Whatever the loop order,
+// every output is the same integer sum as the textbook definition, so the
+// results do not depend on how a layer is split into runs.
 #include "core/layer.h"
 
 #include "core/qmath.h"
@@ -13,8 +16,6 @@ namespace ts {
 namespace core {
 
 namespace {
-
-constexpr int32_t kChunk = 64;
 
 inline int32_t mini(int32_t a, int32_t b) { return a < b ? a : b; }
 inline int32_t maxi(int32_t a, int32_t b) { return a > b ? a : b; }
