@@ -32,32 +32,14 @@
 
 #include "../firmware/src/kernel_suite.h"
 #include "coord/qemu.h"
+#include "support/shell.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Proc {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs a shell command; stdout captured, stderr to a file read back.
-Proc shell(const std::string& cmd) {
-  const fs::path err = fs::temp_directory_path() / ("ts_fw_test_err_" + std::to_string(::getpid()));
-  Proc r;
-  FILE* p = popen((cmd + " 2>" + err.string()).c_str(), "r");
-  if (!p) return r;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::ifstream f(err);
-  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  fs::remove(err);
-  return r;
-}
+using Proc = ts::testing::Shell;
+using ts::testing::shell;
 
 std::string firmware_path() {
   if (const char* e = std::getenv("TS_FIRMWARE"); e && *e) return e;

@@ -16,33 +16,16 @@
 #include "model/float_exec.h"
 #include "model/image.h"
 #include "model/pipeline.h"
+#include "support/shell.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result sh(const std::string& cmd) {
-  const fs::path err = fs::temp_directory_path() / ("ts_model_cli_err_" + std::to_string(::getpid()));
-  Result r;
-  FILE* p = popen((cmd + " 2>" + err.string()).c_str(), "r");
-  if (!p) return r;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::ifstream f(err);
-  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  fs::remove(err);
-  return r;
-}
-
-Result tinysplit(const std::string& args) { return sh(std::string(TS_TINYSPLIT) + " " + args); }
+using Result = ts::testing::Shell;
+using ts::testing::shell;
+using ts::testing::tinysplit;
+Result sh(const std::string& cmd) { return shell(cmd); }
 
 const fs::path kRoot = TS_SOURCE_DIR;
 const fs::path kModel = kRoot / "models" / "mobilenetv2" / "model.json";

@@ -13,34 +13,14 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "support/shell.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-Result tinysplit(const std::string& args) {
-  const fs::path err = fs::temp_directory_path() / ("ts_run_test_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(TS_TINYSPLIT) + " " + args + " 2>" + err.string();
-  Result r;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::ifstream f(err);
-  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  fs::remove(err);
-  return r;
-}
+using Result = ts::testing::Shell;
+using ts::testing::tinysplit;
 
 bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
 

@@ -1,17 +1,16 @@
 #include "plan/alloc.h"
 
 #include <cmath>
+
+#include "plan/testbed.h"
 #include <limits>
 #include <sstream>
 
 namespace ts::plan {
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using ts::plan::format_number;
+std::string num(double v) { return format_number(v); }
 
 // Sum of storage, saturating: anything beyond int64 certainly holds a model
 // whose size is an int64.

@@ -1,16 +1,15 @@
 #include "plan/ratings.h"
 
 #include <cmath>
+
+#include "plan/testbed.h"
 #include <sstream>
 
 namespace ts::plan {
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using ts::plan::format_number;
+std::string num(double v) { return format_number(v); }
 
 // Shared argument check so eq. 1 and eq. 5 reject the same inputs.
 void check_inputs(double f, double k1, double kc, double d, double b) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+
+#include "plan/testbed.h"
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -9,11 +11,8 @@
 namespace ts::plan {
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using ts::plan::format_number;
+std::string num(double v) { return format_number(v); }
 
 // Returns the weights' sum after checking them; the sum is taken in long
 // double so that quotas of large totals keep their fractional part.

@@ -259,6 +259,12 @@ int64_t parse_bytes(const std::string& text) {
   return value * unit;
 }
 
+std::string format_number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 std::string format_bytes(int64_t bytes) {
   static const struct { int64_t unit; const char* suffix; } units[] = {
       {int64_t(1) << 30, "G"}, {int64_t(1) << 20, "M"}, {int64_t(1) << 10, "K"}};

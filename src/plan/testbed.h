@@ -101,4 +101,7 @@ int64_t parse_bytes(const std::string& text);
 // (524288 -> "512K", 1000 -> "1000").
 std::string format_bytes(int64_t bytes);
 
+// A number as the shortest stream form (for one-line error messages).
+std::string format_number(double v);
+
 }  // namespace ts::plan

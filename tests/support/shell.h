@@ -1,0 +1,45 @@
+// Test support: run a shell command, capture stdout, stderr and exit code.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ts::testing {
+
+struct Shell {
+  int code = -1;        // exit status; 128 if killed by a signal
+  std::string out, err;
+  double seconds = 0;   // wall time of the command
+};
+
+inline Shell shell(const std::string& cmd) {
+  static int counter = 0;
+  const std::filesystem::path err = std::filesystem::temp_directory_path() /
+                                    ("ts_test_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  Shell r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen((cmd + " 2>" + err.string()).c_str(), "r");
+  if (!p) return r;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  std::ifstream f(err);
+  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  std::filesystem::remove(err);
+  return r;
+}
+
+// The tinysplit binary under test.
+inline Shell tinysplit(const std::string& args) { return shell(std::string(TS_TINYSPLIT) + " " + args); }
+
+}  // namespace ts::testing
