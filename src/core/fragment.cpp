@@ -37,7 +37,10 @@ static_assert(kSlotsAt + kMaxInputs * kSlotBytes == kEntryBytes, "entry layout")
 constexpr int64_t kMaxDim = 1 << 15;        // c, h, w each
 constexpr int64_t kMaxTensor = 1 << 28;     // elements of one tensor
 constexpr int32_t kMaxGeom = 1 << 10;       // kernel, stride, dilation, pad
-constexpr int64_t kMaxFanIn = 1 << 16;      // taps summed into one int32
+// A Conv/Gemm accumulator is bias + fan_in products of |x - zp| <= 255 and
+// |w| <= 128: with fan_in <= 2^15 and |bias| <= 2^30 it cannot overflow int32.
+constexpr int64_t kMaxFanIn = 1 << 15;
+constexpr int32_t kMaxBias = 1 << 30;
 
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 inline uint32_t rd32(const uint8_t* p) {
@@ -225,11 +228,19 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
       return FragStatus::BadLayer;
     }
   }
-  // Per-channel shifts must be in the range the fixed-point helpers accept.
+  // Per-channel shifts must be in the range the fixed-point helpers accept,
+  // biases within the bound that keeps accumulators inside int32.
   if (sn && deep) {
     const uint8_t* s = base + r->off[3];
     for (uint32_t k = 0; k < sn; ++k)
       if (!shift_ok(rdi32(s + 4 * k))) return FragStatus::BadLayer;
+  }
+  if (bn && deep) {
+    const uint8_t* b = base + r->off[1];
+    for (uint32_t k = 0; k < bn; ++k) {
+      const int32_t v = rdi32(b + 4 * k);
+      if (v > kMaxBias || v < -kMaxBias) return FragStatus::BadLayer;
+    }
   }
 
   // Inputs: boxes inside the tensor and covering what the kernel reads, runs

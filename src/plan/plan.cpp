@@ -313,64 +313,96 @@ struct SweepResult {
   int max_fanout = 0;
 };
 
-// Sweeps the needs of operand k of node n over the tensor: every maximal
-// segment with one producer and one destination set. Emits RouteRuns if
-// `routes` is not null.
-SweepResult sweep_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<RouteRun>* routes) {
+// Distinct elements of operand k of node n needed by anyone, and the most
+// workers any one element goes to: a difference array over the tensor.
+SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<int32_t>& diff) {
+  const int tensor = q.nodes[size_t(n)].inputs[size_t(k)];
+  const int64_t size = q.shape(tensor).size();
+  diff.assign(size_t(size) + 1, 0);
+  for (const WorkerPlan& wp : p.workers) {
+    const LayerShare& ls = wp.layers[size_t(n)];
+    if (ls.inputs.empty()) continue;
+    for (const InputRun& r : ls.inputs[size_t(k)].runs) {
+      diff[r.offset]++;
+      diff[size_t(r.offset) + r.count]--;
+    }
+  }
+  SweepResult res;
+  int32_t active = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    active += diff[size_t(i)];
+    if (active > 0) ++res.unique;
+    res.max_fanout = std::max(res.max_fanout, int(active));
+  }
+  return res;
+}
+
+// Alg. 3 for operand k of node n: sweeps the workers' needs over the tensor
+// and emits every maximal segment with one producer and one destination set.
+void route_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<RouteRun>* routes) {
   struct Event {
-    int64_t pos;
-    int worker;
-    int delta;
+    uint32_t worker;
+    int32_t delta;
   };
   const int tensor = q.nodes[size_t(n)].inputs[size_t(k)];
   const int64_t size = q.shape(tensor).size();
-  std::vector<Event> ev;
-  for (int w = 0; w < p.n_workers(); ++w) {
-    const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
+  // Counting sort of run boundaries by position (positions are < size + 1);
+  // inserting workers in order keeps each position's events in worker order.
+  std::vector<uint32_t> first(size_t(size) + 2, 0);
+  size_t n_ev = 0;
+  for (const WorkerPlan& wp : p.workers) {
+    const LayerShare& ls = wp.layers[size_t(n)];
     if (ls.inputs.empty()) continue;
     for (const InputRun& r : ls.inputs[size_t(k)].runs) {
-      ev.push_back({int64_t(r.offset), w, +1});
-      ev.push_back({int64_t(r.offset) + r.count, w, -1});
+      first[size_t(r.offset) + 1]++;
+      first[size_t(r.offset) + r.count + 1]++;
+      n_ev += 2;
     }
   }
-  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) {
-    if (a.pos != b.pos) return a.pos < b.pos;
-    return a.worker < b.worker;
-  });
+  for (size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
+  std::vector<Event> ev(n_ev);
+  {
+    std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+    for (int w = 0; w < p.n_workers(); ++w) {
+      const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
+      if (ls.inputs.empty()) continue;
+      for (const InputRun& r : ls.inputs[size_t(k)].runs) {
+        ev[fill[r.offset]++] = Event{uint32_t(w), +1};
+        ev[fill[size_t(r.offset) + r.count]++] = Event{uint32_t(w), -1};
+      }
+    }
+  }
   const std::vector<ProducerRun> prod = producer_runs(q, p, tensor);
-  SweepResult res;
   std::vector<int> active;
-  size_t ei = 0, pi = 0;
-  const size_t first_route = routes ? routes->size() : 0;
+  size_t pi = 0;
+  const size_t first_route = routes->size();
   int64_t x = 0;
   while (x < size) {
-    for (; ei < ev.size() && ev[ei].pos <= x; ++ei) {
-      auto it = std::lower_bound(active.begin(), active.end(), ev[ei].worker);
-      if (ev[ei].delta > 0)
-        active.insert(it, ev[ei].worker);
-      else if (it != active.end() && *it == ev[ei].worker)
+    for (uint32_t e = first[size_t(x)]; e < first[size_t(x) + 1]; ++e) {
+      const int w = int(ev[e].worker);
+      auto it = std::lower_bound(active.begin(), active.end(), w);
+      if (ev[e].delta > 0)
+        active.insert(it, w);
+      else if (it != active.end() && *it == w)
         active.erase(it);
     }
     while (pi + 1 < prod.size() && prod[pi].end <= x) ++pi;
+    // Next position where something changes: an event or a producer edge.
     int64_t next = size;
-    if (ei < ev.size()) next = std::min(next, ev[ei].pos);
     if (pi < prod.size() && prod[pi].end > x) next = std::min(next, prod[pi].end);
-    const int producer = pi < prod.size() ? prod[pi].worker : -1;
-    if (!active.empty()) {
-      res.unique += next - x;
-      res.max_fanout = std::max(res.max_fanout, int(active.size()));
-    }
-    if (routes) {
-      RouteRun* last = routes->size() > first_route ? &routes->back() : nullptr;
-      if (last && last->producer == producer && last->dests == active && last->offset + last->count == x) {
-        last->count += next - x;
-      } else {
-        routes->push_back(RouteRun{tensor, n, k, x, next - x, producer, active});
+    for (int64_t y = x + 1; y < next; ++y)
+      if (first[size_t(y) + 1] > first[size_t(y)]) {
+        next = y;
+        break;
       }
-    }
+    const int producer = pi < prod.size() ? prod[pi].worker : -1;
+    RouteRun* last = routes->size() > first_route ? &routes->back() : nullptr;
+    if (last && last->producer == producer && last->dests == active && last->offset + last->count == x)
+      last->count += next - x;
+    else
+      routes->push_back(RouteRun{tensor, n, k, x, next - x, producer, active});
     x = next;
   }
-  return res;
 }
 
 // ----------------------------------------------------------------------------
@@ -396,9 +428,13 @@ uint32_t hash_plan(uint32_t model_crc, const std::vector<double>& shares, const 
   return crc32(b.data(), b.size());
 }
 
+// CRC-32 of the model's .tsqm serialisation. That format ends with the CRC
+// of everything before it, so the trailer is the hash (a CRC taken over the
+// whole file including its own CRC would be the same constant for every
+// model).
 uint32_t model_crc(const QGraph& q) {
   const std::vector<uint8_t> bytes = serialize_qgraph(q);
-  return crc32(bytes.data(), bytes.size());
+  return crc32(bytes.data(), bytes.size() - 4);
 }
 
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
@@ -498,17 +534,15 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
 
   // Distinct inputs and fan-out per layer; the routing map if asked.
+  std::vector<int32_t> diff;
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) {
-      SweepResult r = sweep_operand(q, p, int(n), int(k), routing ? &p.routes : nullptr);
+      const SweepResult r = count_operand(q, p, int(n), int(k), diff);
       p.layers[n].unique_in += r.unique;
       p.layers[n].max_fanout = std::max(p.layers[n].max_fanout, r.max_fanout);
     }
   }
-  if (routing) {
-    for (const ProducerRun& r : producer_runs(q, p, q.output))
-      p.routes.push_back(RouteRun{q.output, -1, 0, r.begin, r.end - r.begin, r.worker, {}});
-  }
+  if (routing) p.routes = build_routing(q, p);
   p.plan_id = hash_plan(mcrc, shares, strategy.name());
   return p;
 }
@@ -529,7 +563,7 @@ std::vector<core::InputRun> exact_input_runs(const QGraph& q, int node, int inpu
 std::vector<RouteRun> build_routing(const QGraph& q, const Plan& p) {
   std::vector<RouteRun> routes;
   for (size_t n = 0; n < q.nodes.size(); ++n)
-    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) sweep_operand(q, p, int(n), int(k), &routes);
+    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) route_operand(q, p, int(n), int(k), &routes);
   for (const ProducerRun& r : producer_runs(q, p, q.output))
     routes.push_back(RouteRun{q.output, -1, 0, r.begin, r.end - r.begin, r.worker, {}});
   return routes;
@@ -594,7 +628,16 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   const int64_t model_bytes = std::max<int64_t>(1, q.weight_bytes());
   const int64_t overhead = fragment_overhead_bytes(q);
   std::vector<int64_t> storage(N);
-  for (size_t w = 0; w < N; ++w) storage[w] = std::max<int64_t>(0, t.boards[w].flash_bytes - overhead);
+  int64_t flash_total = 0, storage_total = 0;
+  for (size_t w = 0; w < N; ++w) {
+    storage[w] = std::max<int64_t>(0, t.boards[w].flash_bytes - overhead);
+    flash_total += t.boards[w].flash_bytes;
+    storage_total += storage[w];
+  }
+  if (storage_total < model_bytes)
+    throw Error("plan: the model needs " + std::to_string(model_bytes) + " bytes of flash for its data but the boards have " +
+                std::to_string(storage_total) + " available (" + std::to_string(flash_total) + " bytes of flash minus " +
+                std::to_string(overhead) + " bytes of fragment overhead per board)");
   Plan p;
   int rounds = 0;
   for (;; ++rounds) {
