@@ -26,11 +26,10 @@ namespace core {
 
 namespace {
 
-constexpr uint32_t kHeaderBytes = 32;
-constexpr uint32_t kEntryBytes = 568;
-constexpr uint32_t kSlotBytes = 52;
-constexpr uint32_t kSlotsAt = 152;
-static_assert(kSlotsAt + kMaxInputs * kSlotBytes == kEntryBytes, "entry layout");
+constexpr uint32_t kHeaderBytes = kFragHeaderBytes;
+constexpr uint32_t kEntryBytes = kFragLayerBytes;
+constexpr uint32_t kSlotBytes = kFragInputSlotBytes;
+constexpr uint32_t kSlotsAt = kFragSlotsAt;
 
 // Bounds that keep every kernel computation inside int32 and every size
 // inside a 32-bit board's address space.

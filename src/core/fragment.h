@@ -29,6 +29,14 @@ namespace core {
 constexpr uint32_t kFragMagic = 0x47465354;  // "TSFG"
 constexpr uint16_t kFragVersion = 1;
 
+// Fixed sizes of the layout (docs/planner.md has the byte table): the
+// header, one layer entry, where an entry's input slots start, one slot.
+constexpr uint32_t kFragHeaderBytes = 32;
+constexpr uint32_t kFragLayerBytes = 568;
+constexpr uint32_t kFragSlotsAt = 152;
+constexpr uint32_t kFragInputSlotBytes = 52;
+static_assert(kFragSlotsAt + kMaxInputs * kFragInputSlotBytes == kFragLayerBytes, "entry layout");
+
 // A run of consecutive elements [offset, offset + count) of one input
 // tensor (flat C-H-W index) that this board must receive for a layer.
 struct InputRun {

@@ -69,7 +69,8 @@ struct Requant {
     return int32_t((t + half + ((t >> 63) & neg)) >> total);
   }
   int8_t operator()(int32_t acc) const {
-    const int32_t r = scale(acc) + zp;
+    // int64: a saturated scale plus the zero point must not wrap.
+    const int64_t r = int64_t(scale(acc)) + zp;
     return int8_t(r < lo ? lo : (r > hi ? hi : r));
   }
 };

@@ -12,7 +12,6 @@ using core::QOp;
 
 namespace {
 
-static_assert(kFragLayerBytes == 152 + core::kMaxInputs * kFragInputSlotBytes, "entry layout");
 static_assert(kFragLayerBytes % 8 == 0 && kFragHeaderBytes % 8 == 0, "8-byte multiples keep sections aligned");
 
 uint64_t align4(uint64_t n) { return (n + 3u) & ~uint64_t(3); }
@@ -168,7 +167,7 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
     put_i8(e + 140, sl.lut, sl.ln);
 
     for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
-      const size_t s = e + 152 + size_t(k) * kFragInputSlotBytes;
+      const size_t s = e + core::kFragSlotsAt + size_t(k) * kFragInputSlotBytes;
       const int32_t v[] = {g.in[k].c, g.in[k].h, g.in[k].w, g.in_zp[k], g.in_mult[k], g.in_shift[k]};
       for (size_t j = 0; j < 6; ++j) out.i32(s + 4 * j, v[j]);
       if (size_t(k) >= ls.inputs.size()) continue;  // idle worker: no box, no runs

@@ -31,9 +31,9 @@
 
 namespace ts::plan {
 
-inline constexpr uint32_t kFragHeaderBytes = 32;
-inline constexpr uint32_t kFragLayerBytes = 568;
-inline constexpr uint32_t kFragInputSlotBytes = 52;
+using core::kFragHeaderBytes;
+using core::kFragInputSlotBytes;
+using core::kFragLayerBytes;
 
 // Exact size of worker w's fragment (what write_fragment returns).
 int64_t fragment_bytes(const QGraph& q, const Plan& p, int worker);
