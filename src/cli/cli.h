@@ -41,7 +41,9 @@ class Progress {
 void register_inspect(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_plan(CLI::App& app);
 void register_run(CLI::App& app);
 void register_worker(CLI::App& app);
+void register_simulate(CLI::App& app);
 
 }  // namespace ts::cli

@@ -30,8 +30,10 @@ int main(int argc, char** argv) {
   register_inspect(app);
   register_quantize(app);
   register_eval(app);
+  register_plan(app);
   register_run(app);
   register_worker(app);
+  register_simulate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

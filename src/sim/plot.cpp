@@ -1,0 +1,263 @@
+#include "sim/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace ts::sim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "NaN";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+// Text safe inside a gnuplot double-quoted string.
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+double kib(int64_t b) { return double(b) / 1024.0; }
+
+// Runs gnuplot on `body` once per terminal. Returns the files written.
+std::vector<std::string> render(const std::string& dir, const std::string& name, const std::string& body, bool png,
+                                int width = 960, int height = 540) {
+  std::vector<std::string> files;
+  struct Term {
+    std::string ext, line;
+  };
+  std::vector<Term> terms = {{"svg", "set terminal svg size " + std::to_string(width) + "," + std::to_string(height) +
+                                         " dynamic noenhanced font 'Helvetica,13' background rgb 'white'"}};
+  if (png)
+    terms.push_back({"png", "set terminal pngcairo size " + std::to_string(width) + "," + std::to_string(height) +
+                                " noenhanced font 'Helvetica,11' background rgb 'white'"});
+  for (const Term& t : terms) {
+    const std::string out = (fs::path(dir) / (name + "." + t.ext)).string();
+    char script[] = "/tmp/tinysplit-plot-XXXXXX";
+    const int fd = mkstemp(script);
+    if (fd < 0) throw Error("plot: cannot create a temporary file");
+    close(fd);
+    const std::string err = std::string(script) + ".err";
+    {
+      std::ofstream f(script);
+      f << t.line << "\nset output " << quoted(out) << "\n" << body << "\nunset output\n";
+    }
+    const std::string cmd = "gnuplot " + std::string(script) + " 2>" + err;
+    const int rc = std::system(cmd.c_str());
+    std::string msg;
+    {
+      std::ifstream e(err);
+      std::getline(e, msg);
+    }
+    fs::remove(script);
+    fs::remove(err);
+    if (rc != 0) throw Error("plot: gnuplot failed on " + name + (msg.empty() ? "" : ": " + msg));
+    files.push_back(out);
+  }
+  return files;
+}
+
+// `key`: where the legend goes ("outside right top", "inside right center").
+std::string style_common(const std::string& key = "outside right top") {
+  return "set grid ytics lc rgb '#dddddd'\n"
+         "set border 3\nset tics nomirror\n"
+         "set key " + key + " vertical opaque box lc rgb '#bbbbbb'\n"
+         "set datafile missing 'NaN'\n";
+}
+
+// Layer names as x tics, every `every`-th layer.
+std::string layer_tics(const std::vector<LayerResult>& layers, int every) {
+  std::string s = "set xtics rotate by -60 font ',9' (";
+  bool first = true;
+  for (size_t i = 0; i < layers.size(); i += size_t(every)) {
+    if (!first) s += ", ";
+    first = false;
+    s += quoted(layers[i].name) + " " + std::to_string(i);
+  }
+  return s + ")\n";
+}
+
+std::vector<std::string> fig8(const std::string& dir, const FigureSet& set) {
+  const RunRecord* r = set.detail;
+  if (!r || r->result.board_layers.empty()) throw Error("plot: figure 8 needs a run with board details");
+  const SimResult& s = r->result;
+  const size_t nb = s.board_layers.size(), nl = s.layers.size();
+  const bool each = nb <= 10;
+  std::ostringstream d;
+  d << "$D << EOD\n";
+  for (size_t n = 0; n < nl; ++n) {
+    d << n;
+    if (each) {
+      for (size_t b = 0; b < nb; ++b) {
+        const auto& bl = s.board_layers[b][n];
+        d << " " << (bl.active ? num(kib(bl.peak_ram_bytes)) : "NaN");
+      }
+    } else {
+      std::vector<double> v;
+      for (size_t b = 0; b < nb; ++b)
+        if (s.board_layers[b][n].active) v.push_back(kib(s.board_layers[b][n].peak_ram_bytes));
+      std::sort(v.begin(), v.end());
+      if (v.empty()) d << " NaN NaN NaN";
+      else d << " " << num(v.front()) << " " << num(v[v.size() / 2]) << " " << num(v.back());
+    }
+    d << "\n";
+  }
+  d << "EOD\n";
+  std::ostringstream g;
+  g << d.str() << style_common("inside right center") << layer_tics(s.layers, 3);
+  g << "set title " << quoted("Peak RAM per board per layer, " + std::to_string(nb) + " boards (" + set.title + ")")
+    << "\nset ylabel 'KiB (arena high-water, fixed part included)'\nset xlabel 'layer'\n";
+  g << "set xrange [-1:" << nl << "]\nset yrange [0:" << num(kib(r->ram_budget_bytes) * 1.08) << "]\n";
+  g << "budget = " << num(kib(r->ram_budget_bytes)) << "\n";
+  g << "plot budget with lines lw 2 dt 2 lc rgb '#cc0000' title sprintf('budget %.0f KiB', budget)";
+  if (each) {
+    for (size_t b = 0; b < nb; ++b)
+      g << ", $D using 1:" << b + 2 << " with linespoints dt " << (b % 5) + 1 << " pt " << (b % 7) + 4
+        << " ps 0.6 title 'board " << b << "'";
+  } else {
+    g << ", $D using 1:2:4 with filledcurves fs transparent solid 0.3 lc rgb '#4477aa' title 'min..max over boards'"
+      << ", $D using 1:3 with lines lw 2 lc rgb '#4477aa' title 'median board'";
+  }
+  g << "\n";
+  return render(dir, set.prefix + "fig08_layer_ram", g.str(), set.png);
+}
+
+std::vector<std::string> fig9(const std::string& dir, const FigureSet& set) {
+  std::ostringstream d;
+  d << "$D << EOD\n";
+  for (const RunRecord* r : set.runs)
+    d << r->workers << " " << num(r->result.compute_s) << " " << num(r->result.comm_s) << " "
+      << num(r->result.total_s) << "\n";
+  d << "EOD\n";
+  std::ostringstream g;
+  g << d.str() << style_common();
+  g << "set title " << quoted("Latency of one inference: compute + communication (" + set.title + ")") << "\n";
+  g << "set ylabel 'seconds'\nset xlabel 'boards'\n";
+  if (set.runs.size() <= 16) {
+    g << "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.7\n"
+         "set style fill solid 0.85 border -1\nset yrange [0:*]\n";
+    g << "plot $D using 2:xtic(1) lc rgb '#4477aa' title 'compute', '' using 3 lc rgb '#ee7733' title "
+         "'communication', '' using 0:4:(sprintf('%.2f s', $4)) with labels offset 0,0.8 notitle\n";
+  } else {
+    const bool logx = set.runs.back()->workers >= 20 * set.runs.front()->workers;
+    if (logx) g << "set logscale x\n";
+    g << "set yrange [0:*]\n";
+    g << "plot $D using 1:4 with lines lw 2 lc rgb '#222222' title 'total', '' using 1:2 with lines lw 2 lc rgb "
+         "'#4477aa' title 'compute', '' using 1:3 with lines lw 2 lc rgb '#ee7733' title 'communication'\n";
+  }
+  return render(dir, set.prefix + "fig09_latency_split", g.str(), set.png);
+}
+
+std::vector<std::string> fig10(const std::string& dir, const FigureSet& set) {
+  // Up to six board counts spread over the runs.
+  std::vector<const RunRecord*> pick;
+  const size_t k = set.runs.size();
+  const size_t want = std::min<size_t>(6, k);
+  for (size_t i = 0; i < want; ++i) {
+    const size_t at = want == 1 ? 0 : (i * (k - 1) + (want - 1) / 2) / (want - 1);
+    if (pick.empty() || pick.back() != set.runs[at]) pick.push_back(set.runs[at]);
+  }
+  const auto& layers = pick.front()->result.layers;
+  std::ostringstream d;
+  d << "$D << EOD\n";
+  for (size_t n = 0; n < layers.size(); ++n) {
+    d << n;
+    for (const RunRecord* r : pick) d << " " << num(1e3 * r->result.layers[n].comm_s);
+    d << "\n";
+  }
+  d << "EOD\n";
+  std::ostringstream g;
+  g << d.str() << style_common() << layer_tics(layers, 3);
+  g << "set title " << quoted("Communication time per layer (" + set.title + ")") << "\n";
+  g << "set ylabel 'milliseconds'\nset xlabel 'layer'\nset xrange [-1:" << layers.size() << "]\nset yrange [0:*]\n";
+  g << "plot ";
+  for (size_t i = 0; i < pick.size(); ++i)
+    g << (i ? ", " : "") << "$D using 1:" << i + 2 << " with linespoints pt 7 ps 0.5 lw 1.5 title '"
+      << pick[i]->workers << " boards'";
+  g << "\n";
+  return render(dir, set.prefix + "fig10_comm_per_layer", g.str(), set.png);
+}
+
+std::vector<std::string> fig12(const std::string& dir, const FigureSet& set) {
+  std::vector<int> counts;
+  std::vector<int64_t> peaks;
+  std::ostringstream d;
+  d << "$D << EOD\n";
+  for (const RunRecord* r : set.runs) {
+    d << r->workers << " " << num(kib(r->max_peak_ram_bytes)) << " " << num(r->mean_peak_ram_bytes / 1024.0) << " "
+      << num(kib(r->max_exact_need_bytes)) << "\n";
+    counts.push_back(r->workers);
+    peaks.push_back(r->max_peak_ram_bytes);
+  }
+  d << "EOD\n";
+  const int flat = flattening_point(counts, peaks);
+  std::ostringstream g;
+  g << d.str() << style_common("inside right center");
+  g << "set title " << quoted("Peak RAM per board vs number of boards (" + set.title + ")") << "\n";
+  g << "set ylabel 'KiB'\nset xlabel 'boards'\n";
+  if (set.runs.back()->workers >= 20 * set.runs.front()->workers) g << "set logscale x\n";
+  g << "set yrange [0:" << num(kib(set.runs.front()->ram_budget_bytes) * 1.08) << "]\n";
+  g << "budget = " << num(kib(set.runs.front()->ram_budget_bytes)) << "\n";
+  if (flat > 0)
+    g << "set arrow from " << flat << ", graph 0 to " << flat << ", graph 1 nohead dt 3 lc rgb '#888888'\n"
+      << "set label " << quoted("within 5% of the floor from " + std::to_string(flat) + " boards") << " at " << flat
+      << ", graph 0.45 offset 0.5,0 font ',10'\n";
+  g << "plot budget with lines lw 2 dt 2 lc rgb '#cc0000' title sprintf('budget %.0f KiB', budget), "
+       "$D using 1:2 with linespoints pt 7 ps 0.6 lw 2 lc rgb '#4477aa' title 'largest board (memory plan)', "
+       "'' using 1:3 with linespoints pt 6 ps 0.6 lc rgb '#228833' title 'mean board (memory plan)', "
+       "'' using 1:4 with linespoints pt 4 ps 0.6 lc rgb '#aa3377' title 'largest board, exact inputs only'\n";
+  return render(dir, set.prefix + "fig12_peak_ram", g.str(), set.png);
+}
+
+}  // namespace
+
+std::vector<int> parse_figures(const std::string& spec) {
+  std::vector<int> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "8" || item == "9" || item == "10" || item == "12") out.push_back(std::stoi(item));
+    else throw Error("figures: '" + item + "' is not one of 8, 9, 10, 12");
+  }
+  if (out.empty()) throw Error("figures: none given (use e.g. 8,9,10,12)");
+  return out;
+}
+
+std::vector<std::string> write_figures(const std::string& dir, const FigureSet& set) {
+  if (set.runs.empty()) throw Error("plot: nothing was simulated");
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    throw Error("plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) throw Error("plot: cannot create folder '" + dir + "'");
+  std::vector<std::string> files;
+  for (int f : set.figures) {
+    std::vector<std::string> w;
+    switch (f) {
+      case 8: w = fig8(dir, set); break;
+      case 9: w = fig9(dir, set); break;
+      case 10: w = fig10(dir, set); break;
+      case 12: w = fig12(dir, set); break;
+      default: throw Error("plot: unknown figure " + std::to_string(f));
+    }
+    files.insert(files.end(), w.begin(), w.end());
+  }
+  return files;
+}
+
+}  // namespace ts::sim

@@ -1,0 +1,153 @@
+#include "sim/scenario.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include "core/fragment.h"
+
+namespace ts::sim {
+
+const std::vector<BoardPreset>& board_presets() {
+  static const std::vector<BoardPreset> presets = {
+      {"teensy41", "Teensy 4.1: Cortex-M7 600 MHz, 512 KiB RAM budget, 8 MiB flash, 100 Mbit/s Ethernet",
+       plan::kTeensyClockMhz, plan::kTeensyRamBytes, plan::kTeensyFlashBytes, plan::kDefaultBandwidthKBps,
+       plan::kDefaultDelaySPerKB},
+  };
+  return presets;
+}
+
+const BoardPreset& board_preset(const std::string& name) {
+  std::string known;
+  for (const auto& p : board_presets()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw Error("unknown board type '" + name + "' (known: " + known + ")");
+}
+
+plan::Testbed preset_testbed(const BoardPreset& b, int n) {
+  if (n < 1) throw Error("at least one board is needed (got " + std::to_string(n) + ")");
+  plan::Testbed t = plan::default_testbed(n, "local", b.ram_bytes, b.flash_bytes, b.clock_mhz);
+  for (auto& bd : t.boards) {
+    bd.bandwidth_kbps = b.bandwidth_kbps;
+    bd.delay_s_per_kb = b.delay_s_per_kb;
+  }
+  return t;
+}
+
+namespace {
+
+// Whole decimal number >= 0 with at most 9 digits, or -1.
+long parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 9) return -1;
+  for (char c : s)
+    if (c < '0' || c > '9') return -1;
+  return std::strtol(s.c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+std::vector<int> parse_sweep(const std::string& spec) {
+  constexpr size_t kMaxCounts = 100000;
+  if (spec.empty()) throw Error("sweep: empty (expected e.g. 3..8 or 1..120:10,500,1000)");
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t comma = spec.find(',', pos);
+    const std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    const std::string bad = "sweep: '" + item + "' ";
+    if (item.empty()) throw Error("sweep: empty item in '" + spec + "'");
+    const size_t dots = item.find("..");
+    long a, b, step = 1;
+    if (dots == std::string::npos) {
+      a = b = parse_count(item);
+      if (a < 0) throw Error(bad + "is not a number of boards");
+    } else {
+      a = parse_count(item.substr(0, dots));
+      std::string rest = item.substr(dots + 2);
+      const size_t colon = rest.find(':');
+      if (colon != std::string::npos) {
+        step = parse_count(rest.substr(colon + 1));
+        rest = rest.substr(0, colon);
+        if (step < 1) throw Error(bad + "needs a step of at least 1");
+      }
+      b = parse_count(rest);
+      if (a < 0 || b < 0) throw Error(bad + "is not a range A..B of board counts");
+      if (a > b) throw Error(bad + "is an empty range (" + std::to_string(a) + " > " + std::to_string(b) + ")");
+    }
+    if (a < 1) throw Error(bad + "includes 0 boards; at least one board is needed");
+    for (long n = a; n <= b; n += step) {
+      out.push_back(int(n));
+      if (out.size() > kMaxCounts) throw Error("sweep: more than " + std::to_string(kMaxCounts) + " board counts");
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
+  using Clock = std::chrono::steady_clock;
+  validate(s.timing);
+  if (s.testbed.boards.empty()) throw Error("at least one board is needed (the testbed is empty)");
+  RunRecord r;
+  r.workers = int(s.testbed.boards.size());
+  plan::PlanOptions po;
+  po.alloc = s.alloc;
+  po.routing = false;
+  po.check_budgets = false;
+  const auto t0 = Clock::now();
+  const plan::Plan p = plan::make_plan(q, s.testbed, po);
+  r.plan_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  try {
+    plan::check_budgets(q, p, s.testbed);
+  } catch (const Error& e) {
+    r.fits = false;
+    r.budget_error = e.what();
+  }
+  r.ram_budget_bytes = s.testbed.boards[0].ram_bytes;
+  r.min_peak_ram_bytes = p.workers[0].peak_ram_bytes;
+  double sum = 0;
+  for (size_t w = 0; w < p.workers.size(); ++w) {
+    const plan::WorkerPlan& wp = p.workers[w];
+    r.ram_budget_bytes = std::min(r.ram_budget_bytes, s.testbed.boards[w].ram_bytes);
+    r.min_peak_ram_bytes = std::min(r.min_peak_ram_bytes, wp.peak_ram_bytes);
+    r.max_peak_ram_bytes = std::max(r.max_peak_ram_bytes, wp.peak_ram_bytes);
+    r.max_flash_bytes = std::max(r.max_flash_bytes, wp.flash_bytes);
+    r.total_macs += wp.macs;
+    sum += double(wp.peak_ram_bytes);
+    for (const plan::LayerShare& ls : wp.layers) {
+      if (ls.run.empty()) continue;
+      const int64_t need = int64_t(core::kWorkerFixedArena) + ls.bytes_in() + ls.run.size();
+      r.max_exact_need_bytes = std::max(r.max_exact_need_bytes, need);
+    }
+  }
+  r.mean_peak_ram_bytes = sum / double(p.workers.size());
+  const auto t1 = Clock::now();
+  r.result = simulate(q, p, s.testbed, s.timing);
+  r.sim_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (!keep_boards) {
+    r.result.boards.clear();
+    r.result.boards.shrink_to_fit();
+    r.result.board_layers.clear();
+    r.result.board_layers.shrink_to_fit();
+  }
+  return r;
+}
+
+int flattening_point(const std::vector<int>& counts, const std::vector<int64_t>& max_peak, double tolerance) {
+  if (counts.empty() || counts.size() != max_peak.size()) return -1;
+  const double floor = double(max_peak.back());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    // Within tolerance of the final value from here on.
+    bool flat = true;
+    for (size_t j = i; j < counts.size(); ++j)
+      if (double(max_peak[j]) > floor * (1.0 + tolerance)) flat = false;
+    if (flat) return counts[i];
+  }
+  return counts.back();
+}
+
+}  // namespace ts::sim

@@ -1,0 +1,83 @@
+// What `tinysplit simulate` simulates: board presets, worker-count sweeps,
+// and the plan + simulation of one testbed. Kept out of the CLI so tests can
+// check the parsing and the errors without a process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/qgraph.h"
+#include "plan/plan.h"
+#include "plan/testbed.h"
+#include "sim/sim.h"
+
+namespace ts::sim {
+
+// A board type: what default_testbed needs to build N identical boards.
+struct BoardPreset {
+  std::string name;
+  std::string description;
+  double clock_mhz = 0;
+  int64_t ram_bytes = 0;     // working RAM budget (the arena)
+  int64_t flash_bytes = 0;
+  double bandwidth_kbps = 0; // link, KB/s (1 KB = 1000 bytes)
+  double delay_s_per_kb = 0;
+};
+
+// Known presets (currently "teensy41": Cortex-M7 at 600 MHz, the 512 KiB
+// RAM budget the paper evaluates against, 8 MiB flash, 100 Mbit/s Ethernet).
+const std::vector<BoardPreset>& board_presets();
+
+// The preset called `name`; throws ts::Error naming it and the known names.
+const BoardPreset& board_preset(const std::string& name);
+
+// N boards of a preset (ids 0..N-1, address "sim"). Throws ts::Error if
+// n < 1 ("at least one board").
+plan::Testbed preset_testbed(const BoardPreset& b, int n);
+
+// Worker counts of a sweep: comma-separated items, each "N", "A..B" or
+// "A..B:S" (A, A+S, ... up to B). Counts are >= 1, an item's range must not
+// be empty (A <= B), S >= 1. The result is sorted and without repeats.
+// Throws ts::Error with one line naming the bad item. At most 100000 counts.
+std::vector<int> parse_sweep(const std::string& spec);
+
+// One simulated configuration.
+struct Scenario {
+  plan::Testbed testbed;
+  plan::Allocation alloc = plan::Allocation::Rating;
+  TimingModel timing;
+};
+
+struct RunRecord {
+  int workers = 0;
+  bool fits = true;          // every board within its RAM and flash budget
+  std::string budget_error;  // the planner's one-line reason when not
+  double plan_s = 0;         // host seconds to plan (not part of the latency)
+  double sim_s = 0;          // host seconds to simulate
+  int64_t ram_budget_bytes = 0;      // smallest board budget
+  // Per-board peak RAM of the memory plan (fixed arena included), over boards.
+  int64_t min_peak_ram_bytes = 0, max_peak_ram_bytes = 0;
+  double mean_peak_ram_bytes = 0;
+  // Lower bound: the most any board must hold at once if its arena kept only
+  // the input elements it receives and its outputs (no bounding box).
+  int64_t max_exact_need_bytes = 0;
+  int64_t max_flash_bytes = 0;
+  int64_t total_macs = 0;
+  SimResult result;          // board details dropped unless keep_boards
+};
+
+// Plans (without the routing map, which the simulator does not need; budgets
+// are checked and reported, not enforced, so a sweep can show where boards
+// stop fitting) and simulates. The plan itself is not kept (at 1000 boards it
+// holds millions of input runs); with keep_boards false the per-board parts
+// of the result (boards, board_layers) are dropped too. Throws ts::Error on a
+// bad scenario.
+RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards = true);
+
+// Where per-board peak RAM stops falling: the smallest N of `counts` whose
+// max peak is within `tolerance` (relative) of the value at the largest N
+// simulated. -1 if counts is empty.
+int flattening_point(const std::vector<int>& counts, const std::vector<int64_t>& max_peak, double tolerance = 0.05);
+
+}  // namespace ts::sim

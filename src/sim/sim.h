@@ -1,0 +1,173 @@
+// tinysplit simulator: one inference of a Plan against a timing model, as a
+// discrete-event simulation of the same protocol the execution engine speaks.
+//
+// What is simulated is exactly what `tinysplit run` does (src/coord,
+// src/core/worker.cpp, src/net/host_board.cpp), with sockets replaced by
+// timed links:
+//
+//   * Layer by layer. For every layer the coordinator starts one "thread" per
+//     board with a non-empty share; the next layer starts when the last of
+//     them has received its board's DONE (and acknowledged it).
+//   * Coordinator -> board: every run of LayerShare::inputs[k].runs is one
+//     INPUT message, cut into frames of at most 1368 payload bytes (32-byte
+//     header, 1400 max); then one RUN frame. A frame is sent only while fewer
+//     than W frames are unacknowledged (wire::SendWindow, the same class the
+//     engine uses); the frame that fills the window carries ACK_REQ.
+//   * The board acknowledges (wire::AckTracker, ACK every 16 frames or on
+//     LAST/ACK_REQ; an ACK frame is 36 bytes), computes its share when RUN
+//     arrives, then sends its outputs as OUTPUT frames and a DONE frame under
+//     its own window W; the coordinator ACKs every 32 frames or on
+//     LAST/ACK_REQ.
+//   * The board is one sequential processor, like the worker loop: it takes
+//     every frame that has arrived (one "receive"), handles them in order,
+//     and only then looks at the link again. Its optional software delay
+//     (TimingModel::board_op_delay_s, the `--delay-ms` of `tinysplit run`
+//     and the paper's Table 2) is paid once per receive and once before every
+//     frame it sends.
+//   * Links. A frame from the coordinator to board b is serialised on the
+//     coordinator's link (shared by all boards), crosses the switch, and is
+//     serialised on board b's link; the reverse way likewise. So every
+//     relayed activation crosses the coordinator's link twice (once in, once
+//     out). Board links take their bandwidth B and per-KB delay d from the
+//     testbed (eq. 1: d + 1/B seconds per KB); every frame also pays a fixed
+//     one-way latency. The coordinator has one CPU that handles frames one
+//     at a time (TimingModel::coord_frame_s each).
+//   * Compute: a board's MACs for the layer (LayerShare::macs) times
+//     cycles_per_mac over its clock, plus a fixed per-layer overhead.
+//
+// Reported, as the engine reports them: per layer wall time, compute = the
+// slowest board's compute time (at most the wall time), communication = the
+// rest; their sums over layers; bytes per layer (activation payload and whole
+// frames both ways); each board's planned arena peak per layer (the figure
+// the boards measure, tests/run_test.cpp checks they are equal).
+//
+// Pure: no threads, no clock, no sockets. Deterministic: same inputs, same
+// result, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/qgraph.h"
+#include "plan/plan.h"
+#include "plan/testbed.h"
+
+namespace ts::sim {
+
+// The engine's ACK policy constants (core::WorkerConfig::ack_every and
+// coord::BoardLink). Kept here so tests can check the simulator uses them.
+inline constexpr int kBoardAckEvery = 16;
+inline constexpr int kCoordAckEvery = 32;
+
+struct TimingModel {
+  // Protocol.
+  int window = 8;                    // frames in flight each way, 1 = stop-and-wait
+  int board_ack_every = kBoardAckEvery;
+  int coord_ack_every = kCoordAckEvery;
+
+  // Compute on the boards.
+  double cycles_per_mac = 1.0;       // cycles per MAC of the board's kernels
+  double layer_overhead_s = 0.0;     // fixed cost per board per layer it computes
+
+  // Links.
+  double frame_latency_s = 0.0;      // one-way latency of every frame (wire, switch, stacks)
+  double coord_bandwidth_kbps = 125000.0;  // coordinator's link, KB/s, shared; 0 = unlimited
+  // Board links: when > 0 these replace every board's testbed figures.
+  double board_bandwidth_kbps = 0.0; // KB/s; 0 = the testbed's bandwidth_kbps
+  double board_delay_s_per_kb = -1;  // s/KB; < 0 = the testbed's delay_s_per_kb
+
+  // Software costs.
+  double board_op_delay_s = 0.0;     // before every board send and every board receive
+  double coord_frame_s = 0.0;        // coordinator CPU per frame sent or received
+
+  // Emulation only (validating against `tinysplit run` on this host): the
+  // emulated boards sleep to inject their delay and to stretch compute to
+  // the emulated clock, and every sleep overshoots by the OS's timer slack
+  // and wake-up latency. Added to every board delay and every compute.
+  double sleep_overshoot_s = 0.0;
+};
+
+// Throws ts::Error (one line) on a bad model: window outside 1..64, negative
+// or non-finite times, cycles_per_mac <= 0, etc.
+void validate(const TimingModel& m);
+
+// One board's part of one layer (times in seconds from the layer's start).
+struct BoardLayer {
+  bool active = false;
+  double run_at_s = 0;       // RUN handled by the board: all inputs are in
+  double compute_s = 0;      // its compute time for the layer
+  double done_s = 0;         // its DONE handled by the coordinator
+  int64_t bytes_in = 0, bytes_out = 0;   // activation payload
+  int64_t wire_bytes = 0;    // every frame both ways, ACKs included
+  int64_t frames = 0;        // frames both ways
+  int64_t peak_ram_bytes = 0;  // planned arena high-water (0 when inactive)
+};
+
+struct LayerResult {
+  int node = 0;
+  std::string name;
+  double start_s = 0, wall_s = 0, compute_s = 0, comm_s = 0;
+  int64_t payload_bytes = 0, wire_bytes = 0, frames = 0;
+  int64_t max_peak_ram_bytes = 0;
+  int active_boards = 0;
+};
+
+struct BoardResult {
+  int board_id = 0;
+  double clock_mhz = 0;
+  double compute_s = 0;      // sum of its compute
+  double active_s = 0;       // sum over layers of (DONE - layer start)
+  double comm_s = 0;         // active_s - compute_s
+  int64_t macs = 0, bytes_in = 0, bytes_out = 0, wire_bytes = 0, frames = 0;
+  int64_t peak_ram_bytes = 0;    // planned, max over layers
+  int64_t ram_budget_bytes = 0;
+  double k1 = 0;             // eq. 2: KB of output per Mcycle of its work
+  double kc = 0;             // (in + out) / out
+  double eq1_s = 0;          // eq. 1 with its W, f, d, B, K1, Kc
+};
+
+struct SimResult {
+  int workers = 0;
+  double total_s = 0, compute_s = 0, comm_s = 0;
+  int64_t payload_bytes = 0, wire_bytes = 0, frames = 0;
+  int64_t max_peak_ram_bytes = 0;
+  int64_t events = 0;        // events processed (for benchmarks)
+  std::vector<LayerResult> layers;
+  std::vector<BoardResult> boards;
+  std::vector<std::vector<BoardLayer>> board_layers;  // [board][node]
+};
+
+// One entry per frame event, when a trace is asked for (tests, debugging).
+enum class TraceKind : uint8_t {
+  LayerStart,    // coordinator starts a layer (board = -1)
+  CoordSend,     // coordinator hands a frame to its link
+  BoardRecv,     // the board handles a frame
+  ComputeStart,
+  ComputeEnd,
+  BoardSend,     // the board hands a frame to its link
+  CoordRecv,     // the coordinator handles a frame
+  LayerEnd,      // every board of the layer is done (board = -1)
+};
+const char* trace_kind_name(TraceKind k);
+
+struct TraceEvent {
+  double t = 0;
+  TraceKind kind = TraceKind::LayerStart;
+  int board = -1;
+  int layer = 0;
+  uint8_t type = 0;          // wire::MsgType of the frame, 0 if none
+  uint16_t flags = 0;        // wire flags of the frame
+  uint32_t seq = 0;          // sequence number (0 for ACK)
+  int32_t bytes = 0;         // frame size on the wire (header included)
+  int32_t payload = 0;       // payload bytes
+  uint32_t in_flight = 0;    // CoordSend/BoardSend: frames unacknowledged after this one
+};
+
+// Simulates one inference. The testbed gives each board's clock, link and RAM
+// budget and must match the plan (same number of boards, in order). Throws
+// ts::Error on a mismatch or a bad model.
+SimResult simulate(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
+                   std::vector<TraceEvent>* trace = nullptr);
+
+}  // namespace ts::sim
