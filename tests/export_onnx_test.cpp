@@ -360,7 +360,7 @@ TEST(ExportOnnx, RefusesAWindowOnnxCannotReproduce) {
 TEST(ExportOnnx, MobileNetV2) {
   const std::string home = project_home();
   if (home.empty() || !fs::exists(fs::path(home) / "models" / "mobilenetv2" / "model.json"))
-    GTEST_SKIP() << "models/mobilenetv2 is absent (run scripts/setup.sh or scripts/fetch_model.sh first)";
+    FAIL() << "models/mobilenetv2 is absent (run scripts/setup.sh or scripts/fetch_model.sh first)";
   const QGraph q = quantized_model("mobilenetv2", 112, {});
   const onnx::ModelProto m = parse(qdq_onnx_bytes(q));
   const auto& g = m.graph();

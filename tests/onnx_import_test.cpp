@@ -789,7 +789,7 @@ Graph import_testdata_case(const std::string& name, std::vector<float>& x, std::
 
 TEST(OnnxImport, OnnxTestdataCasesMatch) {
   if (!std::ifstream(testdata_root() + "/node/test_conv_with_autopad_same/model.onnx"))
-    GTEST_SKIP() << "libonnx-testdata not installed (scripts/setup.sh installs it)";
+    FAIL() << "libonnx-testdata not installed (scripts/setup.sh installs it)";
   const char* cases[] = {
       "node/test_averagepool_2d_ceil", "node/test_averagepool_2d_default", "node/test_averagepool_2d_pads",
       "node/test_averagepool_2d_pads_count_include_pad", "node/test_averagepool_2d_precomputed_pads",
@@ -816,7 +816,7 @@ TEST(OnnxImport, OnnxTestdataCasesMatch) {
 
 TEST(OnnxImport, OnnxTestdataUnsupportedCasesFailClearly) {
   if (!std::ifstream(testdata_root() + "/node/test_conv_with_autopad_same/model.onnx"))
-    GTEST_SKIP() << "libonnx-testdata not installed (scripts/setup.sh installs it)";
+    FAIL() << "libonnx-testdata not installed (scripts/setup.sh installs it)";
   const std::pair<const char*, const char*> cases[] = {
       {"node/test_constant_pad", "only zero padding"},
       {"node/test_maxpool_2d_dilations", "dilated pooling"},

@@ -252,7 +252,7 @@ const QGraph* mobilenet() {
 
 #define NEED_MOBILENET(var)                                                                   \
   const QGraph* var = mobilenet();                                                            \
-  if (!var) GTEST_SKIP() << "models/mobilenetv2 is absent (run scripts/fetch_model.sh first)"
+  if (!var) FAIL() << "models/mobilenetv2 is absent (run scripts/fetch_model.sh first)"
 
 std::vector<double> random_shares(std::mt19937& rng, int n) {
   std::uniform_real_distribution<double> u(0.05, 5.0);

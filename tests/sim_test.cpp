@@ -45,7 +45,7 @@ const QGraph* mobilenet() {
 
 #define NEED_MODEL(var)      \
   const QGraph* var = mobilenet(); \
-  if (!var) GTEST_SKIP() << "models/mobilenetv2 is absent (run scripts/setup.sh first)"
+  if (!var) FAIL() << "models/mobilenetv2 is absent (run scripts/setup.sh first)"
 
 plan::Testbed bed(int n) { return sim::preset_testbed(sim::board_preset("teensy41"), n); }
 
@@ -518,7 +518,7 @@ TEST(SimCli, BadInputGivesOneClearLine) {
 }
 
 TEST(SimCli, JsonPerWorkerCount) {
-  if (!mobilenet()) GTEST_SKIP() << "models/mobilenetv2 is absent";
+  if (!mobilenet()) FAIL() << "models/mobilenetv2 is absent (run scripts/setup.sh first)";
   const Cmd c = tinysplit("simulate --json --sweep 3..5 --window 1");
   ASSERT_EQ(c.code, 0) << c.err;
   const auto j = nlohmann::json::parse(c.out);
@@ -542,7 +542,7 @@ TEST(SimCli, FramesAndBytesEqualTheEngines) {
   // layer; the simulator must send exactly the same frames, ACKs included,
   // for both window sizes. Timing is not compared here (no wall clock in
   // tests); scripts/validate_sim.sh does that.
-  if (!mobilenet()) GTEST_SKIP() << "models/mobilenetv2 is absent";
+  if (!mobilenet()) FAIL() << "models/mobilenetv2 is absent (run scripts/setup.sh first)";
   for (int w : {1, 8}) {
     const std::string args = "--json --workers 3 --allocation even --window " + std::to_string(w);
     const Cmd run = tinysplit("run " + args);
@@ -567,7 +567,7 @@ TEST(SimCli, FramesAndBytesEqualTheEngines) {
 
 TEST(SimPlot, FiguresAreWritten) {
   NEED_MODEL(q);
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed";
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) FAIL() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
   std::vector<std::unique_ptr<sim::RunRecord>> runs;
   sim::FigureSet set;
   set.title = "test";
