@@ -71,7 +71,7 @@ TEST_F(RunTest, ExactForOneToSixteenBoards) {
 
 TEST_F(RunTest, ExactForEveryAllocationAndWindow) {
   for (const char* alloc : {"even", "frequency", "rating"})
-    for (int window : {1, 8}) {
+    for (int window : {1, 8, 32}) {
       SCOPED_TRACE(std::string(alloc) + " window " + std::to_string(window));
       expect_exact_and_planned(
           run_json(std::string("--workers 4 --allocation ") + alloc + " --window " + std::to_string(window)), 4);

@@ -36,7 +36,7 @@ void register_run(CLI::App& app) {
     auto testbed = std::make_shared<std::string>();
     auto image = std::make_shared<std::string>();
     auto alloc = std::make_shared<std::string>("rating");
-    auto window = std::make_shared<int>(8);
+    auto window = std::make_shared<int>(32);
     auto ram = std::make_shared<std::string>("512K");
     auto flash = std::make_shared<std::string>("8M");
     auto timeout = std::make_shared<double>(10.0);

@@ -26,7 +26,7 @@ void register_simulate(CLI::App& app) {
       bool json = false, per_board = false, png = false;
     };
     auto o = std::make_shared<Opts>();
-    o->tm.window = 8;
+    o->tm.window = 32;
     o->tm.cycles_per_mac = 2.0;
     sub.add_option("--model,-m", o->model, "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm")
         ->capture_default_str();

@@ -13,7 +13,7 @@ void register_worker(CLI::App& app) {
                 auto flash = std::make_shared<std::string>("8M");
                 auto clock = std::make_shared<int>(600);
                 auto id = std::make_shared<int>(0);
-                auto window = std::make_shared<int>(8);
+                auto window = std::make_shared<int>(32);
                 auto store = std::make_shared<std::string>();
                 auto cpm = std::make_shared<double>(0.0);
                 auto delay = std::make_shared<double>(0.0);

@@ -19,7 +19,7 @@ struct SpawnOptions {
   std::string store_root;       // board flash folders; empty = a temporary folder removed at exit
   double cycles_per_mac = 0;    // emulated clock, 0 = off
   double delay_ms = 0;          // injected delay per send/receive, 0 = off
-  uint16_t window = 8;
+  uint16_t window = 32;
   // Test hooks (board index -> layer), -1 = none.
   int crash_board = -1, crash_layer = -1;
   int stall_board = -1, stall_layer = -1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -30,35 +31,91 @@ Coordinator::Coordinator(const QGraph& q, const plan::Plan& p, std::vector<std::
 Coordinator::~Coordinator() { close(); }
 
 void Coordinator::close() {
+  stop_pool();
   for (auto& l : links_)
     if (l) l->close();
 }
 
-// Runs fn(board) on every listed board in its own thread; rethrows the first
-// failure (all threads are joined first, so nothing is left running).
+// One long-lived thread per board link: a layer hands each active board its
+// job and waits for all of them, without creating threads per layer.
+struct Coordinator::Pool {
+  std::mutex mu;
+  std::condition_variable cv_job, cv_done;
+  std::vector<std::thread> threads;
+  std::vector<const std::function<void(int)>*> job;  // per board; null = idle
+  std::vector<uint64_t> gen;                          // job generation per board
+  int pending = 0;
+  bool stop = false;
+  std::exception_ptr first;
+};
+
+void Coordinator::start_pool() {
+  pool_ = std::make_unique<Pool>();
+  Pool& p = *pool_;
+  const size_t n = links_.size();
+  p.job.assign(n, nullptr);
+  p.gen.assign(n, 0);
+  for (size_t b = 0; b < n; ++b)
+    p.threads.emplace_back([this, b, &p] {
+      uint64_t seen = 0;
+      for (;;) {
+        const std::function<void(int)>* fn;
+        {
+          std::unique_lock<std::mutex> lock(p.mu);
+          p.cv_job.wait(lock, [&] { return p.stop || p.gen[b] != seen; });
+          if (p.stop) return;
+          seen = p.gen[b];
+          fn = p.job[b];
+        }
+        try {
+          (*fn)(int(b));
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(p.mu);
+          if (!p.first) p.first = std::current_exception();
+          // Unblock the other boards of this layer quickly: nothing they do
+          // can save the inference now.
+          for (auto& l : links_) l->set_timeout(std::chrono::milliseconds(200));
+        }
+        std::lock_guard<std::mutex> lock(p.mu);
+        if (--p.pending == 0) p.cv_done.notify_all();
+      }
+    });
+}
+
+void Coordinator::stop_pool() {
+  if (!pool_) return;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mu);
+    pool_->stop = true;
+  }
+  pool_->cv_job.notify_all();
+  for (auto& t : pool_->threads) t.join();
+  pool_.reset();
+}
+
+// Runs fn(board) for every listed board, each on its own link's thread;
+// rethrows the first failure once all of them have finished.
 void Coordinator::parallel(const std::vector<int>& boards, const std::function<void(int)>& fn) {
   if (boards.size() == 1) {
     fn(boards[0]);
     return;
   }
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  threads.reserve(boards.size());
-  for (int b : boards)
-    threads.emplace_back([&, b] {
-      try {
-        fn(b);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-        // Unblock the other boards of this layer quickly: nothing they do can
-        // save the inference now.
-        for (auto& l : links_) l->set_timeout(std::chrono::milliseconds(200));
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  if (!pool_) start_pool();
+  Pool& p = *pool_;
+  std::unique_lock<std::mutex> lock(p.mu);
+  p.first = nullptr;
+  p.pending = int(boards.size());
+  for (int b : boards) {
+    p.job[b] = &fn;
+    ++p.gen[b];
+  }
+  p.cv_job.notify_all();
+  p.cv_done.wait(lock, [&] { return p.pending == 0; });
+  if (p.first) {
+    std::exception_ptr e = p.first;
+    p.first = nullptr;
+    std::rethrow_exception(e);
+  }
 }
 
 std::vector<BoardInfo> Coordinator::handshake() {

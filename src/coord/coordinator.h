@@ -18,7 +18,7 @@
 namespace ts::coord {
 
 struct CoordOptions {
-  uint16_t window = 8;                         // frames in flight per link
+  uint16_t window = 32;                        // frames in flight per link
   std::chrono::milliseconds timeout{10000};    // longest wait for a board
   bool progress = false;                       // progress bar on stderr
 };
@@ -90,6 +90,10 @@ class Coordinator {
 
  private:
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
+  struct Pool;
+  void start_pool();
+  void stop_pool();
+  std::unique_ptr<Pool> pool_;
   void check_budgets() const;
   const QGraph& q_;
   const plan::Plan* pp_;

@@ -16,7 +16,32 @@ BoardLink::BoardLink(std::unique_ptr<net::Transport> t, int index, uint16_t wind
 BoardLink::~BoardLink() { close(); }
 
 void BoardLink::close() {
-  if (t_) t_->close();
+  if (t_) {
+    try {
+      flush();
+    } catch (const BoardError&) {
+    }
+    t_->close();
+  }
+}
+
+// Frames are collected and written with one system call: before any wait
+// for the board (read_frame), and whenever enough has gathered. On loopback
+// and on real links alike this turns a window of frames into one write.
+void BoardLink::queue(const uint8_t* data, size_t n) {
+  out_.insert(out_.end(), data, data + n);
+  if (out_.size() >= kFlushBytes) flush();
+}
+
+void BoardLink::flush() {
+  if (out_.empty()) return;
+  try {
+    t_->send(out_.data(), out_.size());
+  } catch (const std::exception& e) {
+    out_.clear();
+    fail(std::string("connection failed: ") + e.what());
+  }
+  out_.clear();
 }
 
 std::string BoardLink::who() const { return "board " + std::to_string(index_) + " (" + peer_ + ")"; }
@@ -45,6 +70,7 @@ bool BoardLink::read_frame(Frame* out, Clock::time_point deadline) {
       }
     }
     rx_pos_ = rx_have_ = 0;
+    flush();  // never wait for the board while frames it needs sit in our buffer
     const auto now = Clock::now();
     if (now >= deadline) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1);
@@ -78,11 +104,7 @@ void BoardLink::send_ack_if_due() {
   h.src = wire::kCoordinatorId;
   h.dst = uint16_t(index_);
   const size_t n = wire::encode_frame(h, buf, sizeof buf, tx_.data(), tx_.size());
-  try {
-    t_->send(tx_.data(), n);
-  } catch (const std::exception& e) {
-    fail(std::string("connection failed: ") + e.what());
-  }
+  queue(tx_.data(), n);
   acks_.ack_sent();
   stats_.frames_out++;
   stats_.wire_out += n;
@@ -146,11 +168,7 @@ void BoardLink::send(MsgType type, uint16_t layer, uint32_t offset, const uint8_
   if (!window_.can_send()) h.flags = uint16_t(h.flags | wire::kFlagAckReq);
   const size_t n = wire::encode_frame(h, payload, len, tx_.data(), tx_.size());
   if (n == 0) fail("internal: frame could not be encoded");
-  try {
-    t_->send(tx_.data(), n);
-  } catch (const std::exception& e) {
-    fail(std::string("connection failed: ") + e.what());
-  }
+  queue(tx_.data(), n);
   stats_.frames_out++;
   stats_.wire_out += n;
   if (type == MsgType::Input || type == MsgType::Store) stats_.payload_out += len;
@@ -168,6 +186,7 @@ void BoardLink::send_message(MsgType type, uint16_t layer, uint32_t base_offset,
 }
 
 void BoardLink::drain() {
+  flush();
   const auto deadline = Clock::now() + timeout();
   Frame f;
   while (!window_.idle()) {

@@ -55,6 +55,8 @@ class BoardLink {
   Frame recv_or_error();
   // Waits until every frame sent has been acknowledged.
   void drain();
+  // Writes queued frames now (also done before every wait for the board).
+  void flush();
   void close();
 
   const std::string& peer() const { return peer_; }
@@ -68,6 +70,9 @@ class BoardLink {
   bool read_frame(Frame* out, std::chrono::steady_clock::time_point deadline);
   void handle_ack(const Frame& f);
   void send_ack_if_due();
+  void queue(const uint8_t* data, size_t n);
+  static constexpr size_t kFlushBytes = 64 * 1024;
+  std::vector<uint8_t> out_;  // frames not yet written
   [[noreturn]] void fail(const std::string& why) const;
 
   std::unique_ptr<net::Transport> t_;

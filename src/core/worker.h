@@ -102,7 +102,7 @@ struct WorkerConfig {
   uint16_t clock_mhz = 600;
   uint32_t ram_bytes = 512 * 1024;     // arena budget
   uint32_t flash_bytes = 8u << 20;
-  uint16_t window = 8;                 // frames in flight for OUTPUT
+  uint16_t window = 32;                // frames in flight for OUTPUT
   uint16_t ack_every = 16;             // ACK after this many frames, or on LAST/ACK_REQ
 };
 

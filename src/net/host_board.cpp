@@ -67,23 +67,33 @@ class HostBoard::HostPort final : public core::Port {
   Transport* link = nullptr;
   bool garble_next = false;
 
+  // Frames the worker emits while handling one chunk of input are gathered
+  // and written with one system call when the chunk is done (flush()); the
+  // worker never waits inside a call, so nothing is held back across a wait.
   bool send(const uint8_t* data, size_t len) override {
     if (!link) return false;
-    delay();
+    delay();  // the injected delay is per frame sent, as the paper's was per send
+    const size_t at = out.size();
+    out.insert(out.end(), data, data + len);
+    if (garble_next && len > 40) {
+      out[at + len / 2] ^= 0x5A;  // a payload byte: the CRC no longer matches
+      garble_next = false;
+    }
+    return out.size() < (1u << 20) || flush();
+  }
+  bool flush() {
+    if (out.empty()) return true;
+    if (!link) return false;
     try {
-      if (garble_next && len > 40) {
-        std::vector<uint8_t> bad(data, data + len);
-        bad[len / 2] ^= 0x5A;  // payload byte: the CRC no longer matches
-        garble_next = false;
-        link->send(bad.data(), bad.size());
-        return true;
-      }
-      link->send(data, len);
-      return true;
+      link->send(out.data(), out.size());
     } catch (const std::exception&) {
+      out.clear();
       return false;
     }
+    out.clear();
+    return true;
   }
+  std::vector<uint8_t> out;
   uint32_t now_us() override {
     return uint32_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count());
   }
@@ -122,7 +132,8 @@ static int run_layer_of(const uint8_t* data, size_t len) {
 
 void HostBoard::serve(Transport& t, const std::atomic<bool>& stop) {
   port_->link = &t;
-  if (!worker_.on_connect()) {
+  port_->out.clear();
+  if (!worker_.on_connect() || !port_->flush()) {
     port_->link = nullptr;
     t.close();
     return;
@@ -159,7 +170,8 @@ void HostBoard::serve(Transport& t, const std::atomic<bool>& stop) {
     }
     if (stalled) continue;
     port_->delay();
-    if (!worker_.on_bytes(buf.data(), r.bytes)) break;
+    const bool ok = worker_.on_bytes(buf.data(), r.bytes);
+    if (!port_->flush() || !ok) break;
   }
   worker_.abort_layer();
   port_->link = nullptr;

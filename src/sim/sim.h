@@ -62,7 +62,7 @@ inline constexpr int kCoordAckEvery = 32;
 
 struct TimingModel {
   // Protocol.
-  int window = 8;                    // frames in flight each way, 1 = stop-and-wait
+  int window = 32;                   // frames in flight each way, 1 = stop-and-wait
   int board_ack_every = kBoardAckEvery;
   int coord_ack_every = kCoordAckEvery;
 
