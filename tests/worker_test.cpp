@@ -1,0 +1,440 @@
+// The portable board worker driven directly, frame by frame, with no sockets:
+// a correct deployment and inference reproduce the reference, and every kind
+// of malformed or out-of-protocol input is refused (an ERROR frame and/or a
+// dropped link), never a crash, never a wrong result.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "core/crc32.h"
+#include "core/worker.h"
+#include "model/fold.h"
+#include "model/import_onnx.h"
+#include "model/qgraph.h"
+#include "model/quantize.h"
+#include "plan/fragment_writer.h"
+#include "plan/plan.h"
+
+namespace {
+
+using namespace ts;
+using wire::MsgType;
+
+class MemPort final : public core::Port {
+ public:
+  std::vector<uint8_t> sent;
+  bool send(const uint8_t* d, size_t n) override {
+    sent.insert(sent.end(), d, d + n);
+    return true;
+  }
+  uint32_t now_us() override { return t_ += 10; }
+
+ private:
+  uint32_t t_ = 0;
+};
+
+class MemFlash final : public core::FlashStore {
+ public:
+  explicit MemFlash(uint32_t cap) : cap_(cap) {}
+  uint32_t capacity() const override { return cap_; }
+  bool stage(uint32_t off, const uint8_t* d, uint32_t n) override {
+    if (uint64_t(off) + n > cap_) return false;
+    if (staging_.size() < off + n) staging_.resize(off + n);
+    std::memcpy(staging_.data() + off, d, n);
+    return true;
+  }
+  bool commit(uint32_t size, uint32_t crc) override {
+    if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
+    current_.assign(staging_.begin(), staging_.begin() + size);
+    return true;
+  }
+  const uint8_t* current(uint32_t* size) const override {
+    *size = uint32_t(current_.size());
+    return current_.empty() ? nullptr : current_.data();
+  }
+
+ private:
+  uint32_t cap_;
+  std::vector<uint8_t> staging_, current_;
+};
+
+// A small real model, quantised and planned for two boards.
+struct Fixture {
+  QGraph q;
+  plan::Plan p;
+  std::vector<std::vector<int8_t>> ref;  // every tensor of the reference run
+  std::vector<std::vector<uint8_t>> frags;
+};
+
+const Fixture& fixture() {
+  static Fixture f = [] {
+    Fixture x;
+    Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<std::vector<float>> inputs(4, std::vector<float>(size_t(g.shape(g.input).size())));
+    for (auto& in : inputs)
+      for (auto& v : in) v = u(rng);
+    x.q = quantize(g, calibrate(g, inputs, CalibOptions{}));
+    x.p = plan::make_plan(x.q, plan::default_testbed(2));
+    x.ref = run_int8_all(x.q, quantize_input(x.q, inputs[0]));
+    for (int w = 0; w < 2; ++w) x.frags.push_back(plan::write_fragment(x.q, x.p, w));
+    return x;
+  }();
+  return f;
+}
+
+// Plays the coordinator's side of one link.
+struct Driver {
+  MemPort port;
+  MemFlash flash{8u << 20};
+  std::vector<uint8_t> arena = std::vector<uint8_t>(512 * 1024);
+  core::Worker w;
+  uint32_t seq = 1;
+  uint32_t deployment = 0;
+  wire::FrameReader reader;
+  std::vector<std::pair<wire::FrameHeader, std::vector<uint8_t>>> got;  // frames from the board
+
+  explicit Driver(uint16_t window = 8) {
+    core::WorkerConfig cfg;
+    cfg.window = window;
+    EXPECT_TRUE(w.init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
+    EXPECT_TRUE(w.on_connect());
+    collect();
+  }
+  // Decodes everything the board sent; ACKs it, which may release more of
+  // its window, until the board has nothing more to say.
+  void collect() {
+    while (!port.sent.empty()) {
+      const std::vector<uint8_t> bytes = std::move(port.sent);
+      port.sent.clear();
+      size_t pos = 0;
+      uint32_t last_seq = 0;
+      while (pos < bytes.size()) {
+        const auto r = reader.feed(bytes.data() + pos, bytes.size() - pos);
+        pos += r.consumed;
+        ASSERT_NE(r.status, wire::FrameReader::Status::Error) << "the board sent a malformed frame";
+        if (r.status != wire::FrameReader::Status::Frame) break;
+        const auto& h = reader.header();
+        got.emplace_back(h, std::vector<uint8_t>(reader.payload(), reader.payload() + h.payload_len));
+        if (h.type != MsgType::Ack && h.type != MsgType::Error) last_seq = h.seq;
+      }
+      if (!last_seq) break;
+      wire::AckPayload a;
+      a.ack_seq = last_seq;
+      uint8_t buf[4];
+      a.encode(buf, 4);
+      wire::FrameHeader h;
+      h.type = MsgType::Ack;
+      h.src = wire::kCoordinatorId;
+      uint8_t frame[64];
+      const size_t len = wire::encode_frame(h, buf, 4, frame, sizeof frame);
+      if (!w.on_bytes(frame, len)) break;
+    }
+  }
+  // Sends one frame; returns what the worker's on_bytes said.
+  bool raw(MsgType t, uint16_t layer, uint32_t offset, const uint8_t* p, size_t n, uint16_t flags,
+           bool sequenced = true) {
+    wire::FrameHeader h;
+    h.type = t;
+    h.src = wire::kCoordinatorId;
+    h.deployment = deployment;
+    h.layer = layer;
+    h.offset = offset;
+    h.flags = flags;
+    h.seq = sequenced ? seq++ : 0;
+    uint8_t buf[wire::kMaxFrame];
+    const size_t len = wire::encode_frame(h, p, n, buf, sizeof buf);
+    EXPECT_GT(len, 0u);
+    const bool ok = w.on_bytes(buf, len);
+    collect();
+    return ok;
+  }
+  bool message(MsgType t, uint16_t layer, uint32_t offset, const uint8_t* p, size_t n) {
+    size_t pos = 0;
+    do {
+      const size_t k = std::min(n - pos, wire::kMaxPayload);
+      if (!raw(t, layer, offset + uint32_t(pos), p + pos, k, pos + k == n ? wire::kFlagLast : 0)) return false;
+      pos += k;
+    } while (pos < n);
+    return true;
+  }
+  bool deploy(const std::vector<uint8_t>& frag) {
+    deployment = fixture().p.plan_id;
+    if (!message(MsgType::Store, 0, 0, frag.data(), frag.size())) return false;
+    wire::CommitPayload c;
+    c.fragment_size = uint32_t(frag.size());
+    c.fragment_crc = ts::crc32(frag.data(), frag.size());
+    uint8_t buf[8];
+    c.encode(buf, 8);
+    return raw(MsgType::Commit, 0, 0, buf, 8, wire::kFlagLast);
+  }
+  bool saw(MsgType t) const {
+    for (auto& f : got)
+      if (f.first.type == t) return true;
+    return false;
+  }
+  std::string last_error() const {
+    for (auto it = got.rbegin(); it != got.rend(); ++it)
+      if (it->first.type == MsgType::Error) {
+        wire::ErrorPayload e;
+        if (e.decode(it->second.data(), it->second.size())) return e.text;
+      }
+    return {};
+  }
+};
+
+// Sends board w's inputs of layer n from the reference tensors.
+bool send_inputs(Driver& d, int w, int n) {
+  const auto& f = fixture();
+  const auto& s = f.p.workers[w].layers[n];
+  for (size_t k = 0; k < s.inputs.size(); ++k)
+    for (const auto& r : s.inputs[k].runs)
+      if (!d.message(MsgType::Input, uint16_t(n), core::input_offset(uint32_t(k), r.offset),
+                     reinterpret_cast<const uint8_t*>(f.ref[s.inputs[k].tensor].data()) + r.offset, r.count))
+        return false;
+  return true;
+}
+
+TEST(Worker, DeploysAndComputesEveryLayerExactly) {
+  const auto& f = fixture();
+  for (int w = 0; w < 2; ++w)
+    for (uint16_t window : {1, 8, 32}) {
+      SCOPED_TRACE("board " + std::to_string(w) + " window " + std::to_string(window));
+      Driver d(window);
+      ASSERT_TRUE(d.saw(MsgType::Hello));
+      ASSERT_TRUE(d.deploy(f.frags[w]));
+      ASSERT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+      for (size_t n = 0; n < f.q.nodes.size(); ++n) {
+        const auto& s = f.p.workers[w].layers[n];
+        if (s.run.empty()) continue;
+        d.got.clear();
+        ASSERT_TRUE(send_inputs(d, w, int(n)));
+        ASSERT_TRUE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast)) << d.last_error();
+        // Gather its outputs and compare with the reference slice.
+        const auto& out = f.ref[f.q.nodes[n].output];
+        int64_t got = 0;
+        bool done = false;
+        for (auto& fr : d.got) {
+          if (fr.first.type == MsgType::Output) {
+            ASSERT_GE(int64_t(fr.first.offset), s.run.begin);
+            ASSERT_LE(int64_t(fr.first.offset + fr.second.size()), s.run.end);
+            EXPECT_EQ(0, std::memcmp(fr.second.data(), out.data() + fr.first.offset, fr.second.size()))
+                << "layer " << n;
+            got += int64_t(fr.second.size());
+          }
+          if (fr.first.type == MsgType::Done) {
+            wire::DonePayload dp;
+            ASSERT_TRUE(dp.decode(fr.second.data(), fr.second.size()));
+            EXPECT_EQ(int64_t(dp.peak_ram_bytes), int64_t(core::kWorkerFixedArena) + s.ram_bytes);
+            done = true;
+          }
+        }
+        EXPECT_TRUE(done) << "layer " << n;
+        EXPECT_EQ(got, s.run.size()) << "layer " << n;
+      }
+    }
+}
+
+TEST(Worker, RedeployOfTheSameFragmentIsACacheHit) {
+  const auto& f = fixture();
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  d.got.clear();
+  wire::CommitPayload c;
+  c.fragment_size = uint32_t(f.frags[0].size());
+  c.fragment_crc = ts::crc32(f.frags[0].data(), f.frags[0].size());
+  uint8_t buf[8];
+  c.encode(buf, 8);
+  ASSERT_TRUE(d.raw(MsgType::Commit, 0, 0, buf, 8, wire::kFlagLast));
+  EXPECT_TRUE(d.saw(MsgType::Done));
+  // A different CRC without the bytes is refused (and the old one kept).
+  d.got.clear();
+  c.fragment_crc ^= 1;
+  c.encode(buf, 8);
+  ASSERT_TRUE(d.raw(MsgType::Commit, 0, 0, buf, 8, wire::kFlagLast));
+  EXPECT_TRUE(d.saw(MsgType::Error));
+}
+
+// First layer with a non-empty share on board 0.
+int first_layer(int w) {
+  const auto& f = fixture();
+  for (size_t n = 0; n < f.q.nodes.size(); ++n)
+    if (!f.p.workers[w].layers[n].run.empty() && !f.p.workers[w].layers[n].inputs[0].runs.empty()) return int(n);
+  return -1;
+}
+
+TEST(Worker, RefusesInputsOutsideItsRoutingSlice) {
+  const auto& f = fixture();
+  // A layer of board 0 and an element of its first operand that board 0 does
+  // not need (the box around its runs is larger than the runs themselves, or
+  // the board needs only part of the tensor).
+  int n = -1;
+  int64_t outside = -1;
+  for (size_t l = 0; l < f.q.nodes.size() && outside < 0; ++l) {
+    const auto& sl = f.p.workers[0].layers[l];
+    if (sl.run.empty() || sl.inputs.empty() || sl.inputs[0].runs.empty()) continue;
+    const int64_t total = f.q.shape(sl.inputs[0].tensor).size();
+    for (int64_t e = 0; e < total && outside < 0; ++e) {
+      bool in = false;
+      for (auto& r : sl.inputs[0].runs) in = in || (e >= r.offset && e < int64_t(r.offset) + r.count);
+      if (!in) {
+        outside = e;
+        n = int(l);
+      }
+    }
+  }
+  ASSERT_GE(outside, 0) << "board 0 needs every input of every layer: the fixture cannot test this";
+  const auto& s = f.p.workers[0].layers[n];
+  uint8_t v = 0;
+  {
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    EXPECT_FALSE(d.raw(MsgType::Input, uint16_t(n), core::input_offset(0, uint32_t(outside)), &v, 1, wire::kFlagLast));
+    EXPECT_NE(d.last_error().find("outside"), std::string::npos) << d.last_error();
+  }
+  {  // an operand the layer does not have
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    EXPECT_FALSE(d.raw(MsgType::Input, uint16_t(n), core::input_offset(7, 0), &v, 1, wire::kFlagLast));
+    EXPECT_TRUE(d.saw(MsgType::Error));
+  }
+  {  // a layer that does not exist
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    EXPECT_FALSE(d.raw(MsgType::Input, 60000, 0, &v, 1, wire::kFlagLast));
+    EXPECT_NE(d.last_error().find("unknown layer"), std::string::npos) << d.last_error();
+  }
+  {  // the same run twice: more elements than expected
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    ASSERT_TRUE(send_inputs(d, 0, n));
+    const auto& r = s.inputs[0].runs[0];
+    EXPECT_FALSE(d.message(MsgType::Input, uint16_t(n), core::input_offset(0, r.offset),
+                           reinterpret_cast<const uint8_t*>(f.ref[s.inputs[0].tensor].data()) + r.offset, r.count));
+    EXPECT_TRUE(d.saw(MsgType::Error));
+  }
+}
+
+TEST(Worker, RefusesRunBeforeInputsAndForeignDeployments) {
+  const auto& f = fixture();
+  const int n = first_layer(0);
+  {
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    EXPECT_FALSE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast));
+    EXPECT_NE(d.last_error().find("before all inputs"), std::string::npos) << d.last_error();
+    EXPECT_FALSE(d.saw(MsgType::Output));
+  }
+  {
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    d.deployment ^= 0x5A5A5A5A;
+    EXPECT_FALSE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast));
+    EXPECT_TRUE(d.saw(MsgType::Error));
+  }
+  {  // no fragment at all
+    Driver d;
+    d.deployment = f.p.plan_id;
+    EXPECT_FALSE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast));
+    EXPECT_TRUE(d.saw(MsgType::Error));
+  }
+}
+
+TEST(Worker, RefusesSequenceErrorsAndGarbage) {
+  const auto& f = fixture();
+  {  // a skipped sequence number
+    Driver d;
+    d.seq = 5;
+    EXPECT_FALSE(d.raw(MsgType::Probe, 0, 0, nullptr, 0, wire::kFlagLast));
+    EXPECT_NE(d.last_error().find("sequence"), std::string::npos) << d.last_error();
+  }
+  {  // a flipped bit anywhere in a frame
+    for (size_t bit = 0; bit < 8 * 48; bit += 7) {
+      Driver d;
+      d.deployment = f.p.plan_id;
+      wire::FrameHeader h;
+      h.type = MsgType::Probe;
+      h.seq = 1;
+      uint8_t payload[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+      uint8_t buf[64];
+      const size_t len = wire::encode_frame(h, payload, sizeof payload, buf, sizeof buf);
+      buf[bit / 8] ^= uint8_t(1u << (bit % 8));
+      EXPECT_FALSE(d.w.on_bytes(buf, len)) << "bit " << bit;
+      d.collect();
+      EXPECT_FALSE(d.saw(MsgType::ProbeReply)) << "bit " << bit;
+    }
+  }
+  {  // random bytes, fed in random chunks, never crash or answer anything but ERROR
+    std::mt19937 rng(11);
+    for (int trial = 0; trial < 200; ++trial) {
+      Driver d;
+      ASSERT_TRUE(d.deploy(f.frags[trial % 2]));
+      d.got.clear();
+      std::vector<uint8_t> junk(size_t(rng() % 4000));
+      for (auto& b : junk) b = uint8_t(rng());
+      if (junk.size() > 2 && trial % 3 == 0) {  // sometimes start with a valid magic
+        junk[0] = 0x54;
+        junk[1] = 0x53;
+      }
+      size_t pos = 0;
+      while (pos < junk.size()) {
+        const size_t k = std::min(junk.size() - pos, size_t(1 + rng() % 300));
+        if (!d.w.on_bytes(junk.data() + pos, k)) break;
+        pos += k;
+      }
+      d.collect();
+      for (auto& fr : d.got) EXPECT_TRUE(fr.first.type == MsgType::Error || fr.first.type == MsgType::Ack);
+    }
+  }
+}
+
+TEST(Worker, ArenaTooSmallIsAnErrorNotACrash) {
+  const auto& f = fixture();
+  const int n = first_layer(0);
+  MemPort port;
+  MemFlash flash(8u << 20);
+  std::vector<uint8_t> arena(core::kWorkerFixedArena + 64);
+  core::Worker w;
+  core::WorkerConfig cfg;
+  ASSERT_TRUE(w.init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
+  // Too small for even the fixed part: init refuses.
+  core::Worker w2;
+  std::vector<uint8_t> tiny(100);
+  EXPECT_FALSE(w2.init(cfg, tiny.data(), uint32_t(tiny.size()), &flash, &port));
+  // With the fragment committed directly, a layer that does not fit fails cleanly.
+  ASSERT_TRUE(flash.stage(0, f.frags[0].data(), uint32_t(f.frags[0].size())));
+  ASSERT_TRUE(flash.commit(uint32_t(f.frags[0].size()), ts::crc32(f.frags[0].data(), f.frags[0].size())));
+  core::Worker w3;
+  ASSERT_TRUE(w3.init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
+  ASSERT_TRUE(w3.on_connect());
+  port.sent.clear();
+  wire::FrameHeader h;
+  h.type = MsgType::Run;
+  h.seq = 1;
+  h.layer = uint16_t(n);
+  h.flags = wire::kFlagLast;
+  h.deployment = f.p.plan_id;
+  uint8_t buf[64];
+  const size_t len = wire::encode_frame(h, nullptr, 0, buf, sizeof buf);
+  EXPECT_FALSE(w3.on_bytes(buf, len));
+  wire::FrameReader r;
+  bool error = false;
+  size_t pos = 0;
+  while (pos < port.sent.size()) {
+    auto res = r.feed(port.sent.data() + pos, port.sent.size() - pos);
+    pos += res.consumed;
+    if (res.status != wire::FrameReader::Status::Frame) break;
+    if (r.header().type == MsgType::Error) {
+      wire::ErrorPayload e;
+      ASSERT_TRUE(e.decode(r.payload(), r.header().payload_len));
+      EXPECT_EQ(e.code, wire::ErrorCode::OutOfMemory);
+      error = true;
+    }
+  }
+  EXPECT_TRUE(error);
+  EXPECT_LE(w3.arena().high_water(), arena.size());
+}
+
+}  // namespace
