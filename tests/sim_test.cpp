@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/shell.h"
 #include "core/fragment.h"
 #include "core/wire.h"
 #include "model/pipeline.h"
@@ -480,27 +481,8 @@ TEST(SimScenario, RamFallsAndFlattens) {
 // The command line, and agreement with the engine's own byte counts
 // ---------------------------------------------------------------------------
 
-struct Cmd {
-  int code = -1;
-  std::string out, err;
-};
-
-Cmd tinysplit(const std::string& args) {
-  const fs::path err = fs::temp_directory_path() / ("ts_sim_test_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(TS_TINYSPLIT) + " " + args + " 2>" + err.string();
-  Cmd r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::ifstream f(err);
-  r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  fs::remove(err);
-  return r;
-}
+using Cmd = ts::testing::Shell;
+using ts::testing::tinysplit;
 
 void expect_one_line_error(const Cmd& c, const std::string& what) {
   EXPECT_NE(c.code, 0);
