@@ -251,22 +251,28 @@ bool Worker::begin_layer(uint16_t layer, uint32_t seq) {
   return true;
 }
 
-bool Worker::on_input(const FrameHeader& h, const uint8_t* payload) {
+// Common checks of INPUT and RUN: the frame belongs to the committed
+// deployment, no results are still going out, and it continues the layer in
+// progress or starts a new one (allocating its buffers).
+bool Worker::enter_layer(const FrameHeader& h) {
   if (h.deployment != plan_id_ || !have_frag_) {
-    send_error(ErrorCode::WrongDeployment, h.seq, "input for another deployment");
+    send_error(ErrorCode::WrongDeployment, h.seq, "frame for another deployment");
     return false;
   }
   if (sending_) {
-    send_error(ErrorCode::NotReady, h.seq, "input while sending results");
+    send_error(ErrorCode::NotReady, h.seq, "frame while sending results");
     return false;
   }
-  if (!active_ || layer_ != h.layer) {
-    if (active_) {
-      send_error(ErrorCode::NotReady, h.seq, "input for a new layer before RUN");
-      return false;
-    }
-    if (!begin_layer(h.layer, h.seq)) return false;
+  if (active_ && layer_ == h.layer) return true;
+  if (active_) {
+    send_error(ErrorCode::NotReady, h.seq, "new layer before RUN of the last");
+    return false;
   }
+  return begin_layer(h.layer, h.seq);
+}
+
+bool Worker::on_input(const FrameHeader& h, const uint8_t* payload) {
+  if (!enter_layer(h)) return false;
   const uint32_t k = h.offset >> kOperandShift;
   const uint32_t e0 = h.offset & kElementMask;
   const uint32_t n = h.payload_len;
@@ -316,21 +322,7 @@ bool Worker::on_input(const FrameHeader& h, const uint8_t* payload) {
 }
 
 bool Worker::on_run(const FrameHeader& h) {
-  if (h.deployment != plan_id_ || !have_frag_) {
-    send_error(ErrorCode::WrongDeployment, h.seq, "run for another deployment");
-    return false;
-  }
-  if (sending_) {
-    send_error(ErrorCode::NotReady, h.seq, "run while sending results");
-    return false;
-  }
-  if (!active_ || layer_ != h.layer) {
-    if (active_) {
-      send_error(ErrorCode::NotReady, h.seq, "run for another layer");
-      return false;
-    }
-    if (!begin_layer(h.layer, h.seq)) return false;
-  }
+  if (!enter_layer(h)) return false;
   for (int k = 0; k < fl_.desc.n_inputs; ++k)
     if (received_[k] != fl_.expected[k]) {
       send_error(ErrorCode::NotReady, h.seq, "run before all inputs arrived");

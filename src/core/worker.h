@@ -137,6 +137,7 @@ class Worker {
   bool on_store(const wire::FrameHeader& h, const uint8_t* payload);
   bool on_commit(const wire::FrameHeader& h, const uint8_t* payload);
   bool begin_layer(uint16_t layer, uint32_t seq);
+  bool enter_layer(const wire::FrameHeader& h);
   bool send_frame(wire::MsgType t, uint16_t layer, uint32_t offset, const uint8_t* payload, uint16_t len,
                   uint16_t flags, bool sequenced);
   bool send_error(wire::ErrorCode code, uint32_t seq, const char* text);
