@@ -15,7 +15,6 @@
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "model/pipeline.h"
-#include "plan/fragment_writer.h"
 #include "plan/plan.h"
 
 namespace {
@@ -51,21 +50,14 @@ void BM_Distributed(benchmark::State& st) {
   ts::plan::PlanOptions po;
   po.alloc = ts::plan::Allocation::Rating;
   const ts::plan::Plan p = ts::plan::make_plan(m.q, tb, po);
-  std::vector<std::vector<uint8_t>> frags;
-  for (int w = 0; w < n; ++w) frags.push_back(ts::plan::write_fragment(m.q, p, w));
   ts::coord::SpawnOptions so;
   so.exe = TS_TINYSPLIT;
   so.window = window;
   ts::coord::BoardSet boards(tb, so);
-  auto ts_ = boards.connect(std::chrono::milliseconds(10000));
-  std::vector<std::unique_ptr<ts::coord::BoardLink>> links;
-  for (size_t i = 0; i < ts_.size(); ++i)
-    links.push_back(std::make_unique<ts::coord::BoardLink>(std::move(ts_[i]), int(i), window, std::chrono::milliseconds(10000)));
   ts::coord::CoordOptions co;
-  co.window = window;
-  ts::coord::Coordinator c(m.q, p, std::move(links), co);
+  ts::coord::Coordinator c(m.q, p, boards.links(std::chrono::milliseconds(10000)), co);
   c.handshake();
-  c.deploy(frags);
+  c.deploy();
   double compute = 0, comm = 0;
   int64_t wire = 0;
   for (auto _ : st) {

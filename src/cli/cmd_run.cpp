@@ -10,7 +10,6 @@
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "model/pipeline.h"
-#include "plan/fragment_writer.h"
 #include "plan/plan.h"
 
 namespace ts::cli {
@@ -103,8 +102,6 @@ void register_run(CLI::App& app) {
       const auto ref = run_int8(q, x);
       const double ref_s = std::chrono::duration<double>(Clock::now() - t_ref).count();
       plan::Plan p = plan::make_plan(q, tb, popt);
-      std::vector<std::vector<uint8_t>> frags;
-      for (int w = 0; w < p.n_workers(); ++w) frags.push_back(plan::write_fragment(q, p, w));
 
       // Boards.
       coord::SpawnOptions so;
@@ -117,15 +114,10 @@ void register_run(CLI::App& app) {
       so.garble_board = (*hooks)[4]; so.garble_layer = (*hooks)[5];
       coord::BoardSet boards(tb, so);
       const auto tmo = std::chrono::milliseconds(int64_t(*timeout * 1000));
-      auto transports = boards.connect(tmo);
-      std::vector<std::unique_ptr<coord::BoardLink>> links;
-      for (size_t i = 0; i < transports.size(); ++i)
-        links.push_back(std::make_unique<coord::BoardLink>(std::move(transports[i]), int(i), uint16_t(*window), tmo));
       coord::CoordOptions copt;
-      copt.window = uint16_t(*window);
       copt.timeout = tmo;
       copt.progress = !*json;
-      coord::Coordinator c(q, p, std::move(links), copt);
+      coord::Coordinator c(q, p, boards.links(tmo), copt);
       c.handshake();
       std::vector<coord::ProbeResult> probes;
       if (*probe) {
@@ -138,10 +130,8 @@ void register_run(CLI::App& app) {
         }
         p = plan::make_plan(q, tb, popt);
         c.set_plan(p);
-        frags.clear();
-        for (int w = 0; w < p.n_workers(); ++w) frags.push_back(plan::write_fragment(q, p, w));
       }
-      const coord::DeployResult dep = c.deploy(frags);
+      const coord::DeployResult dep = c.deploy();
       coord::InferenceResult r;
       bool match = true;
       for (int k = 0; k < *repeat; ++k) {

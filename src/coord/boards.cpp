@@ -45,7 +45,7 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
   return line.substr(0, line.find('\n'));
 }
 
-BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) {
+BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(opt.window) {
   const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
   std::string root = opt.store_root;
   if (root.empty()) {
@@ -145,6 +145,14 @@ std::vector<std::unique_ptr<net::Transport>> BoardSet::connect(std::chrono::mill
     const int port = std::stoi(a.substr(colon + 1));
     out.push_back(net::tcp_connect(host, uint16_t(port), timeout));
   }
+  return out;
+}
+
+std::vector<std::unique_ptr<BoardLink>> BoardSet::links(std::chrono::milliseconds timeout) {
+  auto transports = connect(timeout);
+  std::vector<std::unique_ptr<BoardLink>> out;
+  for (size_t i = 0; i < transports.size(); ++i)
+    out.push_back(std::make_unique<BoardLink>(std::move(transports[i]), int(i), window_, timeout));
   return out;
 }
 

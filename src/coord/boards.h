@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "coord/link.h"
 #include "net/transport.h"
 #include "plan/testbed.h"
 
@@ -35,6 +36,9 @@ class BoardSet {
 
   // One connected transport per board, in testbed order.
   std::vector<std::unique_ptr<net::Transport>> connect(std::chrono::milliseconds timeout);
+  // The same, each wrapped in a coordinator link (board index = position)
+  // with the window the boards were started with.
+  std::vector<std::unique_ptr<BoardLink>> links(std::chrono::milliseconds timeout);
   const std::vector<std::string>& addresses() const { return addr_; }
   void stop();
 
@@ -46,6 +50,7 @@ class BoardSet {
   std::vector<Child> children_;
   std::vector<std::string> addr_;
   std::string temp_root_;
+  uint16_t window_ = 32;
 };
 
 }  // namespace ts::coord

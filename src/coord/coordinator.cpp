@@ -11,6 +11,7 @@
 
 #include "core/crc32.h"
 #include "core/worker.h"
+#include "plan/fragment_writer.h"
 
 namespace ts::coord {
 
@@ -152,11 +153,13 @@ void Coordinator::set_plan(const plan::Plan& p) {
   check_budgets();
 }
 
-DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragments) {
-  if (fragments.size() != links_.size()) throw Error("deploy: one fragment per board is needed");
+DeployResult Coordinator::deploy() {
+  std::vector<std::vector<uint8_t>> fragments;
+  for (int w = 0; w < plan().n_workers(); ++w) fragments.push_back(plan::write_fragment(q_, plan(), w));
   DeployResult res;
   const auto t0 = Clock::now();
   std::atomic<int64_t> sent_bytes{0};
+  std::atomic<int64_t> stored{0};  // fragment bytes actually sent
   std::atomic<int> sent{0}, cached{0}, finished{0};
   int64_t total = 0;
   for (auto& f : fragments) total += int64_t(f.size());
@@ -200,14 +203,14 @@ DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragme
         return;
       }
       if (f.h.type != MsgType::Error) throw BoardError(l.who() + ": unexpected answer to COMMIT");
-      // Not cached (HashMismatch): store it whole, then commit.
-      size_t pos = 0;
-      while (pos < frag.size()) {
-        const size_t n = std::min(frag.size() - pos, wire::kMaxPayload);
-        const bool last = pos + n == frag.size();
-        l.send(MsgType::Store, 0, uint32_t(pos), frag.data() + pos, n, last ? wire::kFlagLast : 0, plan().plan_id);
-        pos += n;
+      // Not cached (HashMismatch): store it whole, then commit. Stored in
+      // 64 KiB messages so the progress bar moves while it goes.
+      constexpr size_t kChunk = 64 * 1024;
+      for (size_t pos = 0; pos < frag.size(); pos += kChunk) {
+        const size_t n = std::min(kChunk, frag.size() - pos);
+        l.send_message(MsgType::Store, 0, uint32_t(pos), frag.data() + pos, n, plan().plan_id);
         sent_bytes += int64_t(n);
+        stored += int64_t(n);
       }
       f = commit(l, frag);
       if (f.h.type == MsgType::Error) {
@@ -228,8 +231,7 @@ DeployResult Coordinator::deploy(const std::vector<std::vector<uint8_t>>& fragme
   if (bar.joinable()) bar.join();
   res.sent = sent.load();
   res.cached = cached.load();
-  res.bytes = 0;
-  for (size_t i = 0; i < links_.size(); ++i) res.bytes += int64_t(links_[i]->stats().payload_out);
+  res.bytes = stored.load();
   res.seconds = seconds_since(t0);
   return res;
 }
@@ -270,14 +272,12 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
   std::vector<std::vector<int8_t>> t(q_.tensors.size());
   t[q_.input] = input;
   res.boards.resize(links_.size());
-  std::vector<uint64_t> wire0(links_.size()), in0(links_.size());
   for (size_t i = 0; i < links_.size(); ++i) {
     res.boards[i].index = int(i);
     res.boards[i].board_id = plan().workers[i].board;
     res.boards[i].planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
     res.boards[i].flash_bytes = plan().workers[i].flash_bytes;
     res.boards[i].layer_peak.assign(q_.nodes.size(), 0);
-    wire0[i] = links_[i]->stats().wire_out + links_[i]->stats().wire_in;
   }
   const auto t_start = Clock::now();
   for (size_t node = 0; node < q_.nodes.size(); ++node) {

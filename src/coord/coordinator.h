@@ -18,7 +18,6 @@
 namespace ts::coord {
 
 struct CoordOptions {
-  uint16_t window = 32;                        // frames in flight per link
   std::chrono::milliseconds timeout{10000};    // longest wait for a board
   bool progress = false;                       // progress bar on stderr
 };
@@ -81,9 +80,10 @@ class Coordinator {
   // Replaces the plan (e.g. after probing links and recomputing ratings) and
   // checks it against the boards' HELLOs.
   void set_plan(const plan::Plan& p);
-  // Pushes fragments (index = plan worker). A board that already holds the
-  // identical fragment (same size and CRC) receives nothing.
-  DeployResult deploy(const std::vector<std::vector<uint8_t>>& fragments);
+  // Writes each board's fragment of the current plan and pushes it. A board
+  // that already holds the identical fragment (same size and CRC) receives
+  // nothing.
+  DeployResult deploy();
   ProbeResult probe(int board);
   InferenceResult infer(const std::vector<int8_t>& input);
   void close();

@@ -110,13 +110,16 @@ void BoardLink::send_ack_if_due() {
   stats_.wire_out += n;
 }
 
+// An ERROR frame from the board ends the link with its code and text.
+void BoardLink::fail_with(const Frame& f) const {
+  wire::ErrorPayload e;
+  if (!e.decode(f.payload.data(), f.payload.size())) fail("sent a malformed ERROR");
+  fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
+}
+
 Frame BoardLink::recv() {
   Frame f = recv_or_error();
-  if (f.h.type == MsgType::Error) {
-    wire::ErrorPayload e;
-    if (!e.decode(f.payload.data(), f.payload.size())) fail("sent a malformed ERROR");
-    fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
-  }
+  if (f.h.type == MsgType::Error) fail_with(f);
   return f;
 }
 
@@ -140,19 +143,15 @@ Frame BoardLink::recv_or_error() {
 
 void BoardLink::send(MsgType type, uint16_t layer, uint32_t offset, const uint8_t* payload, size_t len,
                      uint16_t flags, uint32_t deployment) {
+  // While the window is full only ACKs may arrive: the board answers a
+  // request only after the whole request is in.
   const auto deadline = Clock::now() + timeout();
   Frame f;
   while (!window_.can_send()) {
     if (!read_frame(&f, deadline)) fail("did not acknowledge within " + std::to_string(timeout().count()) + " ms");
-    if (f.h.type == MsgType::Ack) {
-      handle_ack(f);
-    } else if (f.h.type == MsgType::Error) {
-      wire::ErrorPayload e;
-      e.decode(f.payload.data(), f.payload.size());
-      fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
-    } else {
-      fail(std::string("sent ") + wire::msg_type_name(f.h.type) + " while receiving");
-    }
+    if (f.h.type == MsgType::Error) fail_with(f);
+    if (f.h.type != MsgType::Ack) fail(std::string("sent ") + wire::msg_type_name(f.h.type) + " while receiving");
+    handle_ack(f);
   }
   wire::FrameHeader h;
   h.type = type;
@@ -162,16 +161,12 @@ void BoardLink::send(MsgType type, uint16_t layer, uint32_t offset, const uint8_
   h.layer = layer;
   h.offset = offset;
   h.flags = flags;
-  uint32_t seq = 0;
-  window_.take(now_ms(), &seq);
-  h.seq = seq;
-  if (!window_.can_send()) h.flags = uint16_t(h.flags | wire::kFlagAckReq);
+  window_.stamp(now_ms(), &h.seq, &h.flags);
   const size_t n = wire::encode_frame(h, payload, len, tx_.data(), tx_.size());
   if (n == 0) fail("internal: frame could not be encoded");
   queue(tx_.data(), n);
   stats_.frames_out++;
   stats_.wire_out += n;
-  if (type == MsgType::Input || type == MsgType::Store) stats_.payload_out += len;
 }
 
 void BoardLink::send_message(MsgType type, uint16_t layer, uint32_t base_offset, const uint8_t* data, size_t len,
@@ -183,21 +178,6 @@ void BoardLink::send_message(MsgType type, uint16_t layer, uint32_t base_offset,
     send(type, layer, base_offset + uint32_t(pos), data + pos, n, last ? wire::kFlagLast : 0, deployment);
     pos += n;
   } while (pos < len);
-}
-
-void BoardLink::drain() {
-  flush();
-  const auto deadline = Clock::now() + timeout();
-  Frame f;
-  while (!window_.idle()) {
-    if (!read_frame(&f, deadline)) fail("did not acknowledge within " + std::to_string(timeout().count()) + " ms");
-    if (f.h.type == MsgType::Ack) handle_ack(f);
-    else if (f.h.type == MsgType::Error) {
-      wire::ErrorPayload e;
-      e.decode(f.payload.data(), f.payload.size());
-      fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
-    } else fail(std::string("sent ") + wire::msg_type_name(f.h.type) + " unexpectedly");
-  }
 }
 
 wire::HelloPayload BoardLink::handshake() {

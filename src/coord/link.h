@@ -28,7 +28,6 @@ struct Frame {
 
 struct LinkStats {
   uint64_t wire_out = 0, wire_in = 0;        // every byte of every frame
-  uint64_t payload_out = 0, payload_in = 0;  // activation/fragment bytes only
   uint64_t frames_out = 0, frames_in = 0;
   uint32_t bad_frames = 0;
 };
@@ -53,8 +52,6 @@ class BoardLink {
   Frame recv();
   // Like recv() but returns an ERROR frame instead of throwing on it.
   Frame recv_or_error();
-  // Waits until every frame sent has been acknowledged.
-  void drain();
   // Writes queued frames now (also done before every wait for the board).
   void flush();
   void close();
@@ -74,6 +71,7 @@ class BoardLink {
   static constexpr size_t kFlushBytes = 64 * 1024;
   std::vector<uint8_t> out_;  // frames not yet written
   [[noreturn]] void fail(const std::string& why) const;
+  [[noreturn]] void fail_with(const Frame& error) const;
 
   std::unique_ptr<net::Transport> t_;
   int index_;

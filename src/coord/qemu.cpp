@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/graph.h"  // ts::Error
+#include "model/pipeline.h"  // project_home
 
 namespace ts::coord {
 
@@ -62,17 +63,9 @@ std::string find_firmware() {
     if (!fs::is_regular_file(env)) throw Error(std::string("TS_FIRMWARE=") + env + " is not a file");
     return env;
   }
-  std::vector<fs::path> starts;
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) starts.push_back(fs::path(std::string(buf, size_t(n))).parent_path());
+  const fs::path image = fs::path(project_home()) / kImage;
   std::error_code ec;
-  starts.push_back(fs::current_path(ec));
-  for (fs::path p : starts)
-    for (; !p.empty(); p = p.parent_path()) {
-      if (fs::is_regular_file(p / kImage, ec)) return (p / kImage).string();
-      if (p == p.parent_path()) break;
-    }
+  if (fs::is_regular_file(image, ec)) return image.string();
   throw Error(std::string("QEMU boards need the Cortex-M7 firmware (") + kImage +
               "): build it with scripts/build_firmware.sh, or set TS_FIRMWARE");
 }

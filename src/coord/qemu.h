@@ -34,8 +34,8 @@ struct QemuBoard {
 };
 
 // The firmware image: $TS_FIRMWARE if set, else firmware/build/
-// tinysplit-board.elf found upward from the running executable or from the
-// current folder. Throws ts::Error (naming the build script) if there is none.
+// tinysplit-board.elf in the project folder (project_home()). Throws
+// ts::Error (naming the build script) if there is none.
 std::string find_firmware();
 
 // Starts one board and waits until its firmware listens. The child gets

@@ -229,6 +229,23 @@ inline int32_t ceil_div(int32_t a, int32_t b) { return -floor_div(-a, b); }
 constexpr int32_t kRowChunk = 128;  // output columns per pass (int32 accumulators)
 constexpr int32_t kPhaseBuf = 512;  // input columns a strided row can be split into phases
 
+// What computing output channel o of a convolution takes from the
+// descriptor: its group's first input channel, its weights, bias and
+// requantisation.
+struct ConvChannel {
+  int32_t cin_g, ci0, zp, taps, bias;
+  const int8_t* weights;
+  Requant rq;
+  ConvChannel(const LayerDesc& L, int32_t o)
+      : cin_g(L.in[0].c / L.groups),
+        ci0((o / (L.out.c / L.groups)) * cin_g),
+        zp(L.in_zp[0]),
+        taps(L.kh * L.kw),
+        bias(L.bias ? L.bias[o - L.oc_base] : 0),
+        weights(L.weights + int64_t(o - L.oc_base) * cin_g * taps),
+        rq(L.mult[o - L.oc_base], L.shift[o - L.oc_base], L.out_zp, L.act_min, L.act_max) {}
+};
+
 // Any other convolution (3x3, depthwise, strided, dilated, padded) for output
 // channel o, positions [p0, p1) of it. Work goes row by row (columns in
 // chunks of kRowChunk), and tap by tap: for a tap (ci, ky, kx) every output
@@ -240,14 +257,7 @@ constexpr int32_t kPhaseBuf = 512;  // input columns a strided row can be split 
 KernelStatus conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;
-  const int32_t cin_g = X.c / L.groups;
-  const int32_t ci0 = (o / (L.out.c / L.groups)) * cin_g;
-  const int32_t zp = L.in_zp[0];
-  const int32_t taps = L.kh * L.kw;
-  const int32_t local = o - L.oc_base;
-  const int8_t* wo = L.weights + int64_t(local) * cin_g * taps;
-  const int32_t bias = L.bias ? L.bias[local] : 0;
-  const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+  const ConvChannel ch(L, o);
   const int32_t sw = L.sw;
   const bool phased = sw > 1 && X.w <= kPhaseBuf;
   const int32_t pw = (X.w + sw - 1) / sw;  // length of one phase
@@ -258,13 +268,13 @@ KernelStatus conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t 
     const int32_t oy = pos / W, ox0 = pos % W;
     const int32_t ox1 = mini(mini(W, ox0 + (p1 - pos)), ox0 + kRowChunk);
     const int32_t n = ox1 - ox0;
-    for (int32_t k = 0; k < n; ++k) acc[k] = bias;
-    for (int32_t ci = 0; ci < cin_g; ++ci) {
-      const int8_t* wc = wo + ci * taps;
+    for (int32_t k = 0; k < n; ++k) acc[k] = ch.bias;
+    for (int32_t ci = 0; ci < ch.cin_g; ++ci) {
+      const int8_t* wc = ch.weights + ci * ch.taps;
       for (int32_t ky = 0; ky < L.kh; ++ky) {
         const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
         if (iy < 0 || iy >= X.h) continue;  // zero padding contributes nothing
-        const int8_t* row = row_ptr(v, X.w, ci0 + ci, iy);
+        const int8_t* row = row_ptr(v, X.w, ch.ci0 + ci, iy);
         if (phased) {
           for (int32_t r = 0; r < sw; ++r)
             for (int32_t j = 0, x = r; x < X.w; ++j, x += sw) phase[r * pw + j] = row[x];
@@ -278,19 +288,19 @@ KernelStatus conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t 
           if (lo >= hi) continue;
           int32_t* a = acc + (lo - ox0);
           if (sw == 1) {
-            axpy_i8(a, row + lo + off, hi - lo, zp, w);
+            axpy_i8(a, row + lo + off, hi - lo, ch.zp, w);
           } else if (phased) {
             // ox * sw + off = (ox + q) * sw + r with r = off mod sw.
             const int32_t q = floor_div(off, sw), r = off - q * sw;
-            axpy_i8(a, phase + r * pw + lo + q, hi - lo, zp, w);
+            axpy_i8(a, phase + r * pw + lo + q, hi - lo, ch.zp, w);
           } else {
             const int8_t* src = row + lo * sw + off;
-            for (int32_t j = 0; j < hi - lo; ++j) a[j] += (int32_t(src[j * sw]) - zp) * w;
+            for (int32_t j = 0; j < hi - lo; ++j) a[j] += (int32_t(src[j * sw]) - ch.zp) * w;
           }
         }
       }
     }
-    for (int32_t k = 0; k < n; ++k) out[pos - p0 + k] = rq(acc[k]);
+    for (int32_t k = 0; k < n; ++k) out[pos - p0 + k] = ch.rq(acc[k]);
     pos += n;
   }
   return KernelStatus::Ok;
@@ -311,22 +321,15 @@ constexpr int32_t kFlatChunk = 256;  // positions per pass of conv_channel_flat 
 KernelStatus conv_channel_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;  // == X.w
-  const int32_t cin_g = X.c / L.groups;
-  const int32_t ci0 = (o / (L.out.c / L.groups)) * cin_g;
-  const int32_t zp = L.in_zp[0];
-  const int32_t taps = L.kh * L.kw;
-  const int32_t local = o - L.oc_base;
-  const int8_t* wo = L.weights + int64_t(local) * cin_g * taps;
-  const int32_t bias = L.bias ? L.bias[local] : 0;
-  const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+  const ConvChannel ch(L, o);
   const int32_t view_len = v.nh * W;  // bytes of one channel in the window
   int32_t acc[kFlatChunk];
   for (int32_t q0 = p0; q0 < p1; q0 += kFlatChunk) {
     const int32_t q1 = mini(p1, q0 + kFlatChunk);
-    for (int32_t k = 0; k < q1 - q0; ++k) acc[k] = bias;
-    for (int32_t ci = 0; ci < cin_g; ++ci) {
-      const int8_t* plane = v.data + int64_t(ci0 + ci - v.c0) * view_len;
-      const int8_t* wc = wo + ci * taps;
+    for (int32_t k = 0; k < q1 - q0; ++k) acc[k] = ch.bias;
+    for (int32_t ci = 0; ci < ch.cin_g; ++ci) {
+      const int8_t* plane = v.data + int64_t(ch.ci0 + ci - v.c0) * view_len;
+      const int8_t* wc = ch.weights + ci * ch.taps;
       for (int32_t ky = 0; ky < L.kh; ++ky) {
         const int32_t offy = ky * L.dh - L.pad_t;
         // Output rows whose input row oy + offy is inside the image.
@@ -340,19 +343,19 @@ KernelStatus conv_channel_flat(const LayerDesc& L, const View& v, int32_t o, int
           const int32_t a = maxi(maxi(q0, row_lo * W), -shift);
           const int32_t b = mini(mini(q1, row_hi * W), view_len - shift);
           if (a >= b) continue;
-          axpy_i8(acc + (a - q0), plane + (a + shift), b - a, zp, w);
+          axpy_i8(acc + (a - q0), plane + (a + shift), b - a, ch.zp, w);
           if (offx == 0) continue;
           // Columns of each row that read across the row's edge.
           const int32_t c_lo = offx < 0 ? 0 : maxi(0, W - offx);
           const int32_t c_hi = offx < 0 ? mini(W, -offx) : W;
           for (int32_t y = a / W; y * W < b; ++y) {
             const int32_t e0 = maxi(a, y * W + c_lo), e1 = mini(b, y * W + c_hi);
-            for (int32_t e = e0; e < e1; ++e) acc[e - q0] -= (int32_t(plane[e + shift]) - zp) * w;
+            for (int32_t e = e0; e < e1; ++e) acc[e - q0] -= (int32_t(plane[e + shift]) - ch.zp) * w;
           }
         }
       }
     }
-    for (int32_t k = 0; k < q1 - q0; ++k) out[q0 - p0 + k] = rq(acc[k]);
+    for (int32_t k = 0; k < q1 - q0; ++k) out[q0 - p0 + k] = ch.rq(acc[k]);
   }
   return KernelStatus::Ok;
 }

@@ -430,6 +430,15 @@ class SendWindow {
   // Returns false and changes nothing if the window is full.
   bool take(uint32_t now_ms, uint32_t* seq);
 
+  // take(), plus the protocol's ACK rule: the frame that fills the window
+  // carries kFlagAckReq, so a receiver may batch its ACKs freely and never
+  // stall this sender. Every sender of sequenced frames uses this.
+  bool stamp(uint32_t now_ms, uint32_t* seq, uint16_t* flags) {
+    if (!take(now_ms, seq)) return false;
+    if (!can_send()) *flags = uint16_t(*flags | kFlagAckReq);
+    return true;
+  }
+
   // Processes a cumulative ACK.
   AckResult on_ack(uint32_t ack_seq);
 

@@ -67,10 +67,7 @@ bool Worker::send_frame(MsgType t, uint16_t layer, uint32_t offset, const uint8_
     // PROBE_REPLY, DONE of a commit) are only sent when nothing is in flight,
     // so a full window here means the coordinator stopped acknowledging.
     uint32_t seq = 0;
-    if (!window_.take(port_->now_us() / 1000u, &seq)) return false;
-    // The frame that fills the window asks for an immediate ACK, so the
-    // receiver may batch ACKs freely without ever stalling us.
-    if (!window_.can_send()) h.flags = uint16_t(h.flags | wire::kFlagAckReq);
+    if (!window_.stamp(port_->now_us() / 1000u, &seq, &h.flags)) return false;
     h.seq = seq;
   }
   const size_t n = wire::encode_frame(h, payload, len, tx_, wire::kMaxFrame);

@@ -173,9 +173,8 @@ class Simulator {
     uint32_t in_flight = 0;
     if (f.type != MsgType::Ack) {
       uint32_t seq = 0;
-      c.win.take(0, &seq);
+      c.win.stamp(0, &seq, &f.flags);
       f.seq = seq;
-      if (!c.win.can_send()) f.flags = uint16_t(f.flags | wire::kFlagAckReq);
       in_flight = c.win.in_flight();
     }
     trace(t, TraceKind::CoordSend, b, &f, in_flight);
@@ -328,9 +327,8 @@ class Simulator {
     uint32_t in_flight = 0;
     if (f.type != MsgType::Ack) {
       uint32_t seq = 0;
-      s.win.take(0, &seq);
+      s.win.stamp(0, &seq, &f.flags);
       f.seq = seq;
-      if (!s.win.can_send()) f.flags = uint16_t(f.flags | wire::kFlagAckReq);
       in_flight = s.win.in_flight();
     }
     trace(t, TraceKind::BoardSend, b, &f, in_flight);
