@@ -49,6 +49,7 @@ void BM_Distributed(benchmark::State& st) {
   const auto tb = ts::plan::default_testbed(n);
   ts::plan::PlanOptions po;
   po.alloc = ts::plan::Allocation::Rating;
+  po.routing = false;
   const ts::plan::Plan p = ts::plan::make_plan(m.q, tb, po);
   ts::coord::SpawnOptions so;
   so.exe = TS_TINYSPLIT;

@@ -93,6 +93,7 @@ void register_run(CLI::App& app) {
       }
       plan::PlanOptions popt;
       popt.alloc = plan::parse_allocation(*alloc);
+      popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
       // Model, reference and plan.
       const std::string photo = image->empty() ? default_photo() : *image;
       QGraph q = quantized_model(*model, *size, QuantizeOptions{});
