@@ -83,16 +83,7 @@ bool Worker::send_error(ErrorCode code, uint32_t seq, const char* text) {
   const size_t n = e.encode(buf, sizeof buf);
   stats_.errors_sent++;
   // Errors are not sequenced against the window: they must always get out.
-  FrameHeader h;
-  h.type = MsgType::Error;
-  h.src = cfg_.id;
-  h.dst = wire::kCoordinatorId;
-  h.deployment = plan_id_;
-  h.seq = 0;
-  const size_t m = wire::encode_frame(h, buf, n, tx_, wire::kMaxFrame);
-  if (m == 0) return false;
-  port_->send(tx_, m);
-  return true;
+  return send_frame(MsgType::Error, 0, 0, buf, uint16_t(n), 0, false);
 }
 
 bool Worker::send_ack_if_due() {
