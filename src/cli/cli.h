@@ -37,6 +37,20 @@ class Progress {
   bool tty_;
 };
 
+// The options every model-reading command shares. `quantized` says whether
+// the command also takes a .tsqm file in place of a float model.
+inline void add_model_options(CLI::App& sub, std::string& model, int& size, bool quantized) {
+  sub.add_option("--model,-m", model,
+                 quantized ? "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm"
+                           : "mobilenetv2, a TF.js model.json or an ONNX file")
+      ->capture_default_str();
+  sub.add_option("--size,-s", size, "square input size (0 = as stored in the model)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+}
+
+inline void add_json_flag(CLI::App& sub, bool& json) { sub.add_flag("--json", json, "machine-readable output"); }
+
 // Registration functions, one per subcommand file.
 void register_inspect(CLI::App& app);
 void register_quantize(CLI::App& app);

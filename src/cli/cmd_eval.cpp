@@ -24,12 +24,11 @@ void register_eval(CLI::App& app) {
     auto calib = std::make_shared<std::string>();
     auto method = std::make_shared<std::string>("minmax");
     auto json = std::make_shared<bool>(false);
-    sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json or an ONNX file")->capture_default_str();
+    add_model_options(sub, *model, *size, false);
     sub.add_option("--images,-i", *images, "folder of photos to evaluate (default data/eval)");
-    sub.add_option("--size,-s", *size, "square input size (0 = as stored in the model)")->capture_default_str()->check(CLI::Range(0, 4096));
     sub.add_option("--calib", *calib, "folder of calibration photos (default data/calib)");
     sub.add_option("--method", *method, "calibration: minmax or percentile")->capture_default_str();
-    sub.add_flag("--json", *json, "machine-readable output");
+    add_json_flag(sub, *json);
     return [=]() -> int {
       const std::string dir = images->empty() ? default_eval_dir() : *images;
       const auto files = list_images(dir);

@@ -56,10 +56,9 @@ void register_inspect(CLI::App& app) {
                 auto size = std::make_shared<int>(112);
                 auto json = std::make_shared<bool>(false);
                 auto raw = std::make_shared<bool>(false);
-                sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json or an ONNX file")->capture_default_str();
-                sub.add_option("--size,-s", *size, "square input size (0 = as stored)")->capture_default_str()->check(CLI::Range(0, 4096));
+                add_model_options(sub, *model, *size, false);
                 sub.add_flag("--raw", *raw, "show the imported graph before folding");
-                sub.add_flag("--json", *json, "machine-readable output");
+                add_json_flag(sub, *json);
                 return [=]() -> int {
                   Graph g = import_model(*model, *size);
                   if (!*raw) g = fold(g);

@@ -24,8 +24,7 @@ void register_plan(CLI::App& app) {
                 auto strategy = std::make_shared<std::string>("neuron");
                 auto out = std::make_shared<std::string>();
                 auto json = std::make_shared<bool>(false);
-                sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm")->capture_default_str();
-                sub.add_option("--size,-s", *size, "square input size (0 = as stored)")->capture_default_str()->check(CLI::Range(0, 4096));
+                add_model_options(sub, *model, *size, true);
                 auto* w_opt = sub.add_option("--workers,-n", *workers, "number of identical boards")->check(CLI::Range(1, 65535));
                 auto* t_opt = sub.add_option("--testbed,-t", *testbed, "testbed JSON file (boards, clocks, links, budgets)");
                 w_opt->excludes(t_opt);
@@ -36,7 +35,7 @@ void register_plan(CLI::App& app) {
                 sub.add_option("--k1", *k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
                 sub.add_option("--strategy", *strategy, "split strategy (neuron)")->capture_default_str();
                 sub.add_option("--out,-o", *out, "write DIR/worker-<id>.tsfg fragments");
-                sub.add_flag("--json", *json, "machine-readable output");
+                add_json_flag(sub, *json);
                 return [=]() -> int {
                   if (w_opt->count() == 0 && t_opt->count() == 0) throw Error("plan: give --workers N or --testbed FILE");
                   plan::Testbed tb;

@@ -17,13 +17,12 @@ void register_quantize(CLI::App& app) {
                 auto method = std::make_shared<std::string>("minmax");
                 auto pct = std::make_shared<double>(99.99);
                 auto json = std::make_shared<bool>(false);
-                sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json or an ONNX file")->capture_default_str();
-                sub.add_option("--size,-s", *size, "square input size (0 = as stored)")->capture_default_str()->check(CLI::Range(0, 4096));
+                add_model_options(sub, *model, *size, false);
                 sub.add_option("--out,-o", *out, "output .tsqm file")->required();
                 sub.add_option("--calib", *calib, "folder of calibration photos (default data/calib)");
                 sub.add_option("--method", *method, "calibration: minmax or percentile")->capture_default_str();
                 sub.add_option("--percentile", *pct, "percentile kept by the percentile method")->capture_default_str();
-                sub.add_flag("--json", *json, "machine-readable output");
+                add_json_flag(sub, *json);
                 return [=]() -> int {
                   QuantizeOptions opt;
                   opt.calib_dir = *calib;

@@ -46,8 +46,7 @@ void register_run(CLI::App& app) {
     auto probe = std::make_shared<bool>(false);
     auto json = std::make_shared<bool>(false);
     auto hooks = std::make_shared<std::vector<int>>(6, -1);
-    sub.add_option("--model,-m", *model, "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm")->capture_default_str();
-    sub.add_option("--size,-s", *size, "square input size (0 = as stored in the model)")->capture_default_str()->check(CLI::Range(0, 4096));
+    add_model_options(sub, *model, *size, true);
     auto* wopt = sub.add_option("--workers,-n", *workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
                      ->capture_default_str();
     sub.add_option("--testbed,-t", *testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
@@ -67,7 +66,7 @@ void register_run(CLI::App& app) {
         ->capture_default_str()->check(CLI::Range(1, 100000));
     sub.add_option("--store", *store, "keep board flash in this folder (a later run reuses unchanged fragments)");
     sub.add_flag("--probe", *probe, "measure each link's delay and bandwidth first and plan with them");
-    sub.add_flag("--json", *json, "machine-readable output");
+    add_json_flag(sub, *json);
     sub.add_option("--test-crash", (*hooks)[0], "")->group("");
     sub.add_option("--test-crash-layer", (*hooks)[1], "")->group("");
     sub.add_option("--test-stall", (*hooks)[2], "")->group("");

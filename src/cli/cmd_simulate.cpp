@@ -28,9 +28,7 @@ void register_simulate(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     o->tm.window = 32;
     o->tm.cycles_per_mac = 2.0;
-    sub.add_option("--model,-m", o->model, "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm")
-        ->capture_default_str();
-    sub.add_option("--size,-s", o->size, "square input size")->capture_default_str()->check(CLI::Range(1, 4096));
+    add_model_options(sub, o->model, o->size, true);
     auto* wopt = sub.add_option("--workers,-n", o->workers, "number of identical boards (default 3)");
     auto* sopt = sub.add_option("--sweep", o->sweep, "board counts: A..B, A..B:STEP, N, comma-separated (e.g. 1..120:5,500,1000)")
                      ->excludes(wopt);
@@ -60,7 +58,7 @@ void register_simulate(CLI::App& app) {
         ->capture_default_str();
     sub.add_option("--sleep-overshoot-us", o->overshoot_us,
                    "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();
-    sub.add_flag("--json", o->json, "machine-readable output");
+    add_json_flag(sub, o->json);
     sub.add_flag("--per-board", o->per_board, "per-board details in --json for every count (default: up to 64 boards)");
     sub.add_option("--plot", o->plot_dir, "write figures (SVG, gnuplot) into this folder");
     sub.add_option("--figures", o->figures, "which figures --plot draws: 8,9,10,12")->capture_default_str();
