@@ -40,8 +40,10 @@ elif [[ "${TS_FW_SKIP_APT:-0}" == 1 ]]; then
 else
   [[ $EUID -eq 0 ]] || fail "run as root to install: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null || fail "apt-get update failed"
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || fail "apt-get install ${missing[*]} failed"
+  mkdir -p "$TP"
+  apt-get update -q >"$TP/apt.log" 2>&1 || { tail -20 "$TP/apt.log" >&2; fail "apt-get update failed"; }
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >"$TP/apt.log" 2>&1 \
+    || { tail -20 "$TP/apt.log" >&2; fail "apt-get install ${missing[*]} failed"; }
   done_step "installed ${missing[*]}"
 fi
 
@@ -87,7 +89,8 @@ else
   [[ -s "$tmplist" ]] && mv "$tmplist" "$outlist" || rm -f "$tmplist"
   [[ -f "$out822" || -f "$outlist" ]] || fail "no deb entry for $codename in the apt sources to derive a deb-src entry from"
   chmod 644 "$out822" "$outlist" 2>/dev/null || true
-  apt-get update -q >/dev/null || fail "apt-get update (with deb-src) failed"
+  mkdir -p "$TP"
+  apt-get update -q >"$TP/apt.log" 2>&1 || { tail -20 "$TP/apt.log" >&2; fail "apt-get update (with deb-src) failed"; }
   lwip_source_known || fail "apt still knows no lwip source package after adding deb-src entries"
   done_step "added for $codename"
 fi
