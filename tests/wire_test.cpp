@@ -93,6 +93,12 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
     case MsgType::Run:
     case MsgType::Reset:
     case MsgType::Bye: return p;
+    case MsgType::Peers: {
+      const PeerEntry e[2] = {{0, 7001, 0x7F000001u}, {2, 7003, 0x7F000001u}};
+      p.resize(2 * kPeerEntryBytes);
+      encode_peers(e, 2, p.data(), p.size());
+      return p;
+    }
     case MsgType::Store:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -105,7 +111,7 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
 const MsgType kAllTypes[] = {MsgType::Hello,  MsgType::Store, MsgType::Commit, MsgType::Probe,
                              MsgType::ProbeReply, MsgType::Input, MsgType::Run, MsgType::Output,
                              MsgType::Ack,    MsgType::Done,  MsgType::Error,  MsgType::Reset,
-                             MsgType::Bye};
+                             MsgType::Bye,    MsgType::Peers};
 
 struct Got {
   FrameHeader h;
@@ -521,7 +527,7 @@ TEST(FrameReader, OversizeLengthRejectedAtHeader) {
 
 TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   FrameReader r;
-  for (uint8_t raw : {uint8_t(0), uint8_t(14), uint8_t(200), uint8_t(255)}) {
+  for (uint8_t raw : {uint8_t(0), uint8_t(15), uint8_t(200), uint8_t(255)}) {
     Bytes f = encode(make_header(MsgType::Probe, 1), Bytes(4, 1));
     f[kOffType] = raw;
     fix_crc(f);
@@ -534,7 +540,7 @@ TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   EXPECT_EQ(r.error_count(WireError::UnknownType), 4u);
   EXPECT_EQ(r.total_errors(), 4u);
   EXPECT_FALSE(is_known_type(0));
-  EXPECT_FALSE(is_known_type(14));
+  EXPECT_FALSE(is_known_type(15));
   for (MsgType t : kAllTypes) EXPECT_TRUE(is_known_type(uint8_t(t)));
 }
 

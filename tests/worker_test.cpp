@@ -412,6 +412,7 @@ TEST(Worker, ArenaTooSmallIsAnErrorNotACrash) {
   port.sent.clear();
   wire::FrameHeader h;
   h.type = MsgType::Run;
+  h.src = wire::kCoordinatorId;
   h.seq = 1;
   h.layer = uint16_t(n);
   h.flags = wire::kFlagLast;

@@ -36,6 +36,11 @@ char g_cmdline[512];
 // Recurses until the thread stack hits its MPU guard (stacktest mode).
 __attribute__((noinline)) uint32_t dig(uint32_t depth) {
   volatile uint8_t frame[1024];
+  // Probe the frame from the top down, 16 bytes at a time, as a compiler's
+  // stack probes would: a 1 KB frame must not step over the 32-byte guard
+  // into .bss without touching it (whether it does depends on where the
+  // stack happens to end).
+  for (int i = 1023; i >= 0; i -= 16) frame[i] = uint8_t(depth);
   frame[0] = uint8_t(depth);
   if (depth > 1000000u) return frame[0];  // never reached: 1 GB of stack
   return dig(depth + 1) + frame[0];

@@ -85,7 +85,11 @@ void ts_fault_report(uint32_t* frame, uint32_t exc_return) {
   ts_log("FATAL: fault exception %u cfsr=%08x hfsr=%08x mmfar=%08x bfar=%08x", (unsigned)ipsr, (unsigned)cfsr,
          (unsigned)hfsr, (unsigned)mmfar, (unsigned)bfar);
   if (stacked && frame) ts_log(" pc=%08x lr=%08x", (unsigned)frame[6], (unsigned)frame[5]);
-  if (cfsr & (1u << 4)) ts_log(" (stack overflow: the thread stack hit its guard)");
+  // A stack overflow shows either while pushing an exception frame (MSTKERR)
+  // or as a data access into the 32-byte guard under the stack.
+  const uint32_t guard = ((uint32_t)(uintptr_t)__stack_limit + 31u) & ~31u;
+  if ((cfsr & (1u << 4)) || ((cfsr & 0x82u) == 0x82u && mmfar >= guard && mmfar < guard + 32u))
+    ts_log(" (stack overflow: the thread stack hit its guard)");
   if ((cfsr & 0x82u) == 0x82u && mmfar >= (uint32_t)(uintptr_t)__arena_start &&
       mmfar < (uint32_t)(uintptr_t)__arena_end + 0x80000u)
     ts_log(" (access past the RAM budget)");

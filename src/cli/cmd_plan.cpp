@@ -22,6 +22,7 @@ void register_plan(CLI::App& app) {
                 auto flash = std::make_shared<std::string>("8M");
                 auto k1 = std::make_shared<double>(plan::kDefaultK1);
                 auto strategy = std::make_shared<std::string>("neuron");
+                auto route = std::make_shared<std::string>("relay");
                 auto out = std::make_shared<std::string>();
                 auto json = std::make_shared<bool>(false);
                 add_model_options(sub, *model, *size, true);
@@ -34,6 +35,8 @@ void register_plan(CLI::App& app) {
                 auto* flash_opt = sub.add_option("--flash", *flash, "flash budget per board (e.g. 8M); overrides a testbed's")->capture_default_str();
                 sub.add_option("--k1", *k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
                 sub.add_option("--strategy", *strategy, "split strategy (neuron)")->capture_default_str();
+                sub.add_option("--route", *route, "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
+                    ->capture_default_str();
                 sub.add_option("--out,-o", *out, "write DIR/worker-<id>.tsfg fragments");
                 add_json_flag(sub, *json);
                 return [=]() -> int {
@@ -52,6 +55,7 @@ void register_plan(CLI::App& app) {
                   po.alloc = plan::parse_allocation(*alloc);
                   po.k1 = *k1;
                   po.strategy = *strategy;
+                  po.route = plan::parse_route(*route);
                   po.routing = false;  // the report needs the traffic totals only
                   const QGraph q = quantized_model(*model, *size, QuantizeOptions{});
                   const plan::Plan p = plan::make_plan(q, tb, po);
@@ -85,6 +89,7 @@ void register_plan(CLI::App& app) {
                     nlohmann::json j = {{"model", *model},
                                         {"size", in_size},
                                         {"strategy", p.strategy},
+                                        {"route", plan::route_name(p.route)},
                                         {"allocation", plan::to_string(p.alloc)},
                                         {"plan_id", p.plan_id},
                                         {"model_bytes", p.model_bytes},

@@ -35,6 +35,7 @@ void register_run(CLI::App& app) {
     auto testbed = std::make_shared<std::string>();
     auto image = std::make_shared<std::string>();
     auto alloc = std::make_shared<std::string>("rating");
+    auto route = std::make_shared<std::string>("relay");
     auto window = std::make_shared<int>(32);
     auto ram = std::make_shared<std::string>("512K");
     auto flash = std::make_shared<std::string>("8M");
@@ -52,6 +53,8 @@ void register_run(CLI::App& app) {
     sub.add_option("--testbed,-t", *testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
     sub.add_option("--image,-i", *image, "photo to classify (default: the bundled photo)");
     sub.add_option("--allocation,-a", *alloc, "even | frequency | rating")->capture_default_str();
+    sub.add_option("--route", *route, "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
+        ->capture_default_str();
     sub.add_option("--window,-w", *window, "frames in flight per link (1 = the paper's stop-and-wait)")
         ->capture_default_str()->check(CLI::Range(1, 64));
     sub.add_option("--ram", *ram, "RAM budget of each local board (with --workers)")->capture_default_str();
@@ -92,6 +95,7 @@ void register_run(CLI::App& app) {
       }
       plan::PlanOptions popt;
       popt.alloc = plan::parse_allocation(*alloc);
+      popt.route = plan::parse_route(*route);
       popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
       // Model, reference and plan.
       const std::string photo = image->empty() ? default_photo() : *image;
@@ -161,7 +165,7 @@ void register_run(CLI::App& app) {
           std::vector<int64_t> planned, measured;
           for (size_t n = 0; n < q.nodes.size(); ++n) {
             const auto& ls = p.workers[i].layers[n];
-            planned.push_back(ls.run.empty() ? 0 : int64_t(core::kWorkerFixedArena) + ls.ram_bytes);
+            planned.push_back(!ls.active() ? 0 : int64_t(core::kWorkerFixedArena) + ls.ram_bytes);
             measured.push_back(b.layer_peak[n]);
           }
           e["planned_layer_ram_bytes"] = planned;
@@ -176,7 +180,7 @@ void register_run(CLI::App& app) {
                         {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
         nlohmann::json j = {
             {"model", *model}, {"size", in_size}, {"image", std::filesystem::path(photo).filename().string()},
-            {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"window", *window},
+            {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"route", plan::route_name(p.route)}, {"window", *window},
             {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
             {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
             {"match_reference", match}, {"reference_s", ref_s}, {"repeat", *repeat},

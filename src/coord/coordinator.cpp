@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -229,11 +230,45 @@ DeployResult Coordinator::deploy() {
   }
   stop = true;
   if (bar.joinable()) bar.join();
+  if (plan().route == plan::Route::Direct) send_peers();
   res.sent = sent.load();
   res.cached = cached.load();
   res.bytes = stored.load();
   res.seconds = seconds_since(t0);
   return res;
+}
+
+// "a.b.c.d:port" -> address and port; false if the text is not that.
+static bool parse_ipv4(const std::string& s, uint32_t* ip, uint16_t* port) {
+  unsigned a, b, c, d, p;
+  char tail;
+  if (std::sscanf(s.c_str(), "%u.%u.%u.%u:%u%c", &a, &b, &c, &d, &p, &tail) != 5) return false;
+  if (a > 255 || b > 255 || c > 255 || d > 255 || p == 0 || p > 65535) return false;
+  *ip = (a << 24) | (b << 16) | (c << 8) | d;
+  *port = uint16_t(p);
+  return true;
+}
+
+void Coordinator::send_peers() {
+  std::vector<wire::PeerEntry> entries;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    wire::PeerEntry e;
+    e.worker = uint16_t(i);
+    if (!parse_ipv4(links_[i]->peer(), &e.ipv4, &e.port))
+      throw Error("direct routing needs boards the others can reach over TCP/IPv4; " + links_[i]->who() +
+                  " is at '" + links_[i]->peer() + "' (use --route relay)");
+    entries.push_back(e);
+  }
+  if (entries.size() > wire::kMaxPeerEntries) throw Error("direct routing supports at most " +
+                                                          std::to_string(wire::kMaxPeerEntries) + " boards");
+  std::vector<uint8_t> payload(entries.size() * wire::kPeerEntryBytes);
+  wire::encode_peers(entries.data(), entries.size(), payload.data(), payload.size());
+  std::vector<int> all(links_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
+  parallel(all, [&](int i) {
+    links_[i]->send(MsgType::Peers, 0, 0, payload.data(), payload.size(), wire::kFlagLast, plan().plan_id);
+    links_[i]->flush();
+  });
 }
 
 ProbeResult Coordinator::probe(int board) {
@@ -286,7 +321,7 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     out.assign(size_t(q_.shape(n.output).size()), 0);
     std::vector<int> active;
     for (int w = 0; w < plan().n_workers(); ++w)
-      if (!plan().workers[w].layers[node].run.empty()) active.push_back(w);
+      if (plan().workers[w].layers[node].active()) active.push_back(w);
     if (active.empty()) throw Error("plan gives layer '" + n.name + "' to no board");
     std::vector<uint32_t> compute_us(links_.size(), 0);
     std::vector<int64_t> lay_wire0(links_.size());
@@ -300,22 +335,38 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
         for (size_t k = 0; k < s.inputs.size(); ++k) {
           const auto& need = s.inputs[k];
           const auto& src = t[need.tensor];
-          for (const auto& run : need.runs) {
+          for (const auto& run : need.coord_runs) {
             l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
                            reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
             res.boards[w].bytes_in += run.count;
           }
         }
-        l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
-        const int64_t begin = s.run.begin, end = s.run.end;
+        if (s.run_trigger) l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
+        // What this board returns to the coordinator: its sends to peer
+        // kPeerCoordinator, sorted by offset; each element exactly once.
+        std::vector<std::pair<int64_t, int64_t>> mine;
+        int64_t expect = 0;
+        for (const core::Send& sd : s.sends)
+          if (sd.peer == core::kPeerCoordinator) {
+            mine.emplace_back(sd.offset, int64_t(sd.offset) + sd.count);
+            expect += sd.count;
+          }
+        std::sort(mine.begin(), mine.end());
+        std::vector<int64_t> filled(mine.size(), 0);
         int64_t got = 0;
         for (;;) {
           Frame f = l.recv();
           if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
           if (f.h.type == MsgType::Output) {
             const int64_t off = f.h.offset, len = int64_t(f.payload.size());
-            if (off < begin || off + len > end)
+            auto it = std::upper_bound(mine.begin(), mine.end(), std::make_pair(off, std::numeric_limits<int64_t>::max()));
+            if (it == mine.begin() || off + len > std::prev(it)->second)
               throw BoardError(l.who() + ": sent outputs outside its share" + where());
+            const size_t i = size_t(std::prev(it) - mine.begin());
+            // Frames of a run arrive in order: each continues where the last ended.
+            if (off != mine[i].first + filled[i])
+              throw BoardError(l.who() + ": sent outputs out of order or twice" + where());
+            filled[i] += len;
             std::copy(f.payload.begin(), f.payload.end(), reinterpret_cast<uint8_t*>(out.data()) + off);
             got += len;
             res.boards[w].bytes_out += len;
@@ -324,8 +375,8 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
           if (f.h.type == MsgType::Done) {
             wire::DonePayload d;
             if (!d.decode(f.payload.data(), f.payload.size())) throw BoardError(l.who() + ": malformed DONE" + where());
-            if (got != end - begin)
-              throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(end - begin) +
+            if (got != expect)
+              throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(expect) +
                                " outputs" + where());
             compute_us[w] = d.elapsed_us;
             res.boards[w].layer_peak[node] = d.peak_ram_bytes;

@@ -1,6 +1,8 @@
 // The coordinator (alg. 4): deploys fragments, probes links, and runs
-// inferences layer by layer in the paper's mode: every activation goes
-// board -> coordinator -> boards. Boards of one layer work in parallel; each
+// inferences layer by layer. In the paper's relay mode every activation goes
+// board -> coordinator -> boards; in direct mode the boards send activations
+// to each other and the coordinator sends the graph's input, collects the
+// output, and follows each layer through the boards' DONE reports. Boards of one layer work in parallel; each
 // board's link has its own thread, so one board computes while the
 // coordinator is still sending to the next (communication overlaps compute).
 #pragma once
@@ -95,6 +97,8 @@ class Coordinator {
   void stop_pool();
   std::unique_ptr<Pool> pool_;
   void check_budgets() const;
+  // Direct routing: tells every board where the others listen.
+  void send_peers();
   const QGraph& q_;
   const plan::Plan* pp_;
   const plan::Plan& plan() const { return *pp_; }

@@ -1,20 +1,17 @@
 // Fragment reader: validates a fragment once, then decodes entries in place.
 //
-// Byte layout (the writer is src/plan/fragment_writer.cpp; docs/planner.md
-// has the full table). Little-endian, offsets from the fragment start:
-//
-//   header (32): magic u32, version u16, worker u16, n_workers u16,
-//                reserved u16 (0), plan_id u32, n_layers u32, total_bytes u32,
-//                arena_bytes u32, entry_bytes u32 (568)
-//   entries (568 each), data section, CRC-32 u32 over everything before it.
+// The byte layout is declared once, in core/fragment.h (namespace frag); the
+// writer is src/plan/fragment_writer.cpp and docs/planner.md has the table.
 //
 // Nothing is trusted: every offset, count and geometry field is checked with
 // 64-bit arithmetic before it is used, so truncated, corrupted or hostile
 // input yields a status and never an out-of-bounds read. A layer that passes
 // is also safe to hand to compute_range() with windows built from its boxes:
 // shapes agree with the op, per-channel arrays have the sizes the kernels
-// index, shifts are in the range the fixed-point helpers accept, and every
-// input run lies inside its box.
+// index, shifts are in the range the fixed-point helpers accept, every input
+// and local run lies inside its box, every send and local run is a span of
+// one region segment of its layer, and the planned arena buffers that are in
+// use at the same time never overlap.
 //
 // Portable C++17: no heap, no exceptions, no RTTI, no OS.
 #include "core/fragment.h"
@@ -25,11 +22,6 @@ namespace ts {
 namespace core {
 
 namespace {
-
-constexpr uint32_t kHeaderBytes = kFragHeaderBytes;
-constexpr uint32_t kEntryBytes = kFragLayerBytes;
-constexpr uint32_t kSlotBytes = kFragInputSlotBytes;
-constexpr uint32_t kSlotsAt = kFragSlotsAt;
 
 // Bounds that keep every kernel computation inside int32 and every size
 // inside a 32-bit board's address space.
@@ -64,46 +56,65 @@ struct RawLayer {
   uint32_t off[5];  // weights, bias, mult, shift, lut
   uint32_t cnt[5];
   uint32_t runs_off[kMaxInputs];
+  uint32_t local_off[kMaxInputs];
+  uint32_t regions_off, sends_off;
 };
 
 // Reads entry i (the caller has checked it lies inside the fragment).
 void decode_entry(const uint8_t* e, RawLayer* r) {
+  using namespace frag;
   FragLayer& L = r->L;
   L = FragLayer();
   LayerDesc& d = L.desc;
-  d.op = QOp(e[0]);
-  d.n_inputs = e[1];
-  d.count_include_pad = e[2];
-  L.node = rd32(e + 4);
-  L.run_begin = rdi32(e + 8);
-  L.run_end = rdi32(e + 12);
-  d.oc_base = rdi32(e + 16);
-  L.oc_count = rdi32(e + 20);
+  d.op = QOp(e[kOp]);
+  d.n_inputs = e[kNInputs];
+  d.count_include_pad = e[kIncludePad];
+  L.flags = e[kFlags];
+  L.node = rd32(e + kNode);
+  L.run_begin = rdi32(e + kOutBegin);
+  L.run_end = rdi32(e + kOutEnd);
+  d.oc_base = rdi32(e + kOcBase);
+  L.oc_count = rdi32(e + kOcCount);
   int32_t* f[] = {&d.out.c, &d.out.h, &d.out.w, &d.out_zp, &d.act_min, &d.act_max, &d.kh,    &d.kw,     &d.sh,      &d.sw,
                   &d.dh,    &d.dw,    &d.pad_t, &d.pad_l,  &d.pad_b,   &d.pad_r,   &d.groups, &d.left_shift, &d.out_mult, &d.out_shift};
-  for (int k = 0; k < 20; ++k) *f[k] = rdi32(e + 24 + 4 * k);
-  L.ram_bytes = rd32(e + 104);
+  for (int k = 0; k < 20; ++k) *f[k] = rdi32(e + kScalars + 4 * k);
+  L.out_elems = rd32(e + kOutElems);
+  L.out_at = rd32(e + kOutAt);
+  L.out_until = rd32(e + kOutUntil);
+  L.ram_bytes = rd32(e + kRamBytes);
   for (int k = 0; k < 5; ++k) {
-    r->off[k] = rd32(e + 108 + 8 * k);
-    r->cnt[k] = rd32(e + 112 + 8 * k);
+    r->off[k] = rd32(e + kArrays + 8 * k);
+    r->cnt[k] = rd32(e + kArrays + 8 * k + 4);
   }
+  r->regions_off = rd32(e + kRegions);
+  L.n_regions = rd32(e + kRegions + 4);
+  r->sends_off = rd32(e + kSends);
+  L.n_sends = rd32(e + kSends + 4);
   const int n = d.n_inputs <= kMaxInputs ? d.n_inputs : kMaxInputs;
-  for (int k = 0; k < kMaxInputs; ++k) r->runs_off[k] = 0;
+  for (int k = 0; k < kMaxInputs; ++k) {
+    r->runs_off[k] = 0;
+    r->local_off[k] = 0;
+  }
   for (int k = 0; k < n; ++k) {
-    const uint8_t* s = e + kSlotsAt + k * kSlotBytes;
-    d.in[k].c = rdi32(s + 0);
-    d.in[k].h = rdi32(s + 4);
-    d.in[k].w = rdi32(s + 8);
-    d.in_zp[k] = rdi32(s + 12);
-    d.in_mult[k] = rdi32(s + 16);
-    d.in_shift[k] = rdi32(s + 20);
-    L.box[k].c0 = rdi32(s + 24);
-    L.box[k].c1 = rdi32(s + 28);
-    L.box[k].h0 = rdi32(s + 32);
-    L.box[k].h1 = rdi32(s + 36);
-    r->runs_off[k] = rd32(s + 40);
-    L.n_runs[k] = rd32(s + 44);
-    L.expected[k] = rd32(s + 48);
+    const uint8_t* s = e + kSlots + k * kSlotBytes;
+    d.in[k].c = rdi32(s + kInDims);
+    d.in[k].h = rdi32(s + kInDims + 4);
+    d.in[k].w = rdi32(s + kInDims + 8);
+    d.in_zp[k] = rdi32(s + kInZp);
+    d.in_mult[k] = rdi32(s + kInMult);
+    d.in_shift[k] = rdi32(s + kInShift);
+    L.box[k].c0 = rdi32(s + kBox);
+    L.box[k].c1 = rdi32(s + kBox + 4);
+    L.box[k].h0 = rdi32(s + kBox + 8);
+    L.box[k].h1 = rdi32(s + kBox + 12);
+    r->runs_off[k] = rd32(s + kRuns);
+    L.n_runs[k] = rd32(s + kRuns + 4);
+    L.expected[k] = rd32(s + kExpected);
+    r->local_off[k] = rd32(s + kLocal);
+    L.n_local[k] = rd32(s + kLocal + 4);
+    L.local_layer[k] = rd32(s + kLocalLayer);
+    L.box_at[k] = rd32(s + kBoxAt);
+    L.avail_from[k] = rd32(s + kAvailFrom);
   }
 }
 
@@ -158,16 +169,114 @@ bool run_in_box(uint32_t off, uint32_t n, const Dims& X, const Box& b) {
   return b.h0 == 0 && b.h1 == X.h;
 }
 
-// `deep` also walks the arrays (shift values, input runs); open() does, the
-// per-layer decode after it does not need to.
+Region read_region(const uint8_t* p) {
+  Region r;
+  r.kind = RegionKind(rd32(p));
+  for (int k = 0; k < 6; ++k) r.v[k] = rdi32(p + 4 + 4 * k);
+  return r;
+}
+
+Send read_send(const uint8_t* p) {
+  Send s;
+  s.peer = rd16(p);
+  s.layer = rd16(p + 2);
+  s.operand = p[4];
+  s.offset = rd32(p + 8);
+  s.count = rd32(p + 12);
+  s.pos = rd32(p + 16);
+  return s;
+}
+
+// Channel range [first, last] a region touches (Gemm: output index).
+void region_channels(const Region& r, const Dims& out, int32_t* first, int32_t* last) {
+  if (r.kind == RegionKind::Box) {
+    *first = r.v[0];
+    *last = r.v[1] - 1;
+    return;
+  }
+  const int32_t hw = out.h * out.w;
+  *first = r.v[0] / hw;
+  *last = (r.v[1] - 1) / hw;
+}
+
+bool regions_intersect(const Region& a, const Region& b, const Dims& d) {
+  if (a.kind == RegionKind::Box && b.kind == RegionKind::Box) {
+    return a.v[0] < b.v[1] && b.v[0] < a.v[1] && a.v[2] < b.v[3] && b.v[2] < a.v[3] && a.v[4] < b.v[5] &&
+           b.v[4] < a.v[5];
+  }
+  // Compare segment by segment (runs are one segment).
+  bool hit = false;
+  a.segments(d, [&](int32_t a0, int32_t a1) {
+    b.segments(d, [&](int32_t b0, int32_t b1) {
+      if (a0 < b1 && b0 < a1) hit = true;
+      return !hit;
+    });
+    return !hit;
+  });
+  return hit;
+}
+
+// Whether [off, off+n) lies inside one segment of the layer's regions; if so
+// *pos is the position of `off` in the output buffer.
+bool out_span(const FragLayer& L, uint32_t off, uint32_t n, uint32_t* pos) {
+  uint32_t base = 0;
+  for (uint32_t i = 0; i < L.n_regions; ++i) {
+    const Region r = L.region(i);
+    uint32_t at = base;
+    bool found = false;
+    r.segments(L.desc.out, [&](int32_t b, int32_t e) {
+      if (int64_t(off) >= b && int64_t(off) < e) {
+        found = true;
+        if (int64_t(off) + n <= e) {
+          *pos = at + uint32_t(int64_t(off) - b);
+          return false;
+        }
+        at = 0xFFFFFFFFu;  // crosses the segment's end
+        return false;
+      }
+      at += uint32_t(e - b);
+      return true;
+    });
+    if (found) return at != 0xFFFFFFFFu;
+    base += uint32_t(r.elems());
+  }
+  return false;
+}
+
+// Sorted, disjoint, non-empty runs inside box b of a tensor of shape X (and
+// not even touching each other when `merged`); sets *sum to their elements.
+bool runs_ok(const uint8_t* p, uint32_t n, const Dims& X, const Box& b, int64_t* sum, bool merged = true) {
+  const int64_t size = int64_t(X.c) * X.h * X.w;
+  int64_t prev_end = -1;
+  *sum = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t off = rd32(p + frag::kRunBytes * uint64_t(i));
+    const uint32_t cnt = rd32(p + frag::kRunBytes * uint64_t(i) + 4);
+    if (cnt == 0 || int64_t(off) + cnt > size) return false;
+    if (prev_end >= 0 && (merged ? int64_t(off) <= prev_end : int64_t(off) < prev_end)) return false;
+    if (!run_in_box(off, cnt, X, b)) return false;
+    prev_end = int64_t(off) + cnt;
+    *sum += cnt;
+  }
+  return true;
+}
+
+// A record array [off, off + n * size) inside the data section, aligned.
+bool array_ok(uint32_t off, uint32_t n, uint32_t size, uint32_t data_begin, uint32_t data_end) {
+  if (n == 0) return off == 0;
+  return off >= data_begin && off % 4 == 0 && uint64_t(off) + uint64_t(n) * size <= data_end;
+}
+
+// `deep` also walks the arrays (shift values, regions, sends, runs); open()
+// does, the per-layer decode after it does not need to.
 FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_end, uint32_t index,
-                       uint32_t n_layers, bool deep, RawLayer* r, uint32_t* arena_max) {
+                       const FragHeader& hdr, bool deep, RawLayer* r) {
   FragLayer& L = r->L;
   LayerDesc& d = L.desc;
   if (uint8_t(d.op) < 1 || uint8_t(d.op) > 10) return FragStatus::BadLayer;
   if (d.n_inputs < 1 || d.n_inputs > kMaxInputs) return FragStatus::BadLayer;
-  if (d.count_include_pad > 1) return FragStatus::BadLayer;
-  if (L.node != index || index >= n_layers) return FragStatus::BadLayer;
+  if (d.count_include_pad > 1 || (L.flags & ~kKnownEntryFlags)) return FragStatus::BadLayer;
+  if (L.node != index || index >= hdr.n_layers) return FragStatus::BadLayer;
   if (!dims_ok(d.out)) return FragStatus::BadLayer;
   for (int k = 0; k < d.n_inputs; ++k)
     if (!dims_ok(d.in[k]) || !in_i8(d.in_zp[k]) || !shift_ok(d.in_shift[k])) return FragStatus::BadLayer;
@@ -184,10 +293,47 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
   // Add sums two rescaled operands in int32: each rescale must not grow.
   if (d.op == QOp::Add && (d.in_shift[0] > 0 || d.in_shift[1] > 0)) return FragStatus::BadLayer;
 
-  // The run.
+  // Regions and their bounds.
   const int32_t total = d.out.c * d.out.h * d.out.w;  // <= kMaxTensor
-  if (L.run_begin < 0 || L.run_end < L.run_begin || L.run_end > total) return FragStatus::BadLayer;
-  const bool idle = L.run_begin == L.run_end;
+  const bool idle = L.n_regions == 0;
+  if (!array_ok(r->regions_off, L.n_regions, frag::kRegionBytes, data_begin, data_end)) return FragStatus::BadLayer;
+  if (!array_ok(r->sends_off, L.n_sends, frag::kSendBytes, data_begin, data_end)) return FragStatus::BadLayer;
+  L.regions = L.n_regions ? base + r->regions_off : nullptr;
+  L.sends = L.n_sends ? base + r->sends_off : nullptr;
+  if (idle) {
+    if (L.out_elems || L.n_sends || L.flags || L.run_begin != L.run_end || L.run_begin < 0 || L.run_begin > total)
+      return FragStatus::BadLayer;
+  } else {
+    if (L.run_begin < 0 || L.run_end <= L.run_begin || L.run_end > total) return FragStatus::BadLayer;
+    if (L.out_elems == 0 || L.out_elems > uint32_t(total)) return FragStatus::BadLayer;
+  }
+  int32_t ch_first = 0x7FFFFFFF, ch_last = -1;
+  if (deep && !idle) {
+    int64_t sum = 0, lo = total, hi = 0;
+    for (uint32_t i = 0; i < L.n_regions; ++i) {
+      const Region a = L.region(i);
+      if (!a.valid(d.out)) return FragStatus::BadLayer;
+      for (uint32_t j = 0; j < i; ++j)
+        if (regions_intersect(a, L.region(j), d.out)) return FragStatus::BadLayer;
+      sum += a.elems();
+      a.segments(d.out, [&](int32_t b, int32_t e) {
+        lo = lo < b ? lo : b;
+        hi = hi > e ? hi : e;
+        return true;
+      });
+    }
+    if (sum != int64_t(L.out_elems) || lo != L.run_begin || hi != L.run_end) return FragStatus::BadLayer;
+  }
+  if (!idle) {
+    for (uint32_t i = 0; i < L.n_regions; ++i) {
+      int32_t f, l;
+      const Region a = L.region(i);
+      if (!deep && !a.valid(d.out)) return FragStatus::BadLayer;
+      region_channels(a, d.out, &f, &l);
+      ch_first = f < ch_first ? f : ch_first;
+      ch_last = l > ch_last ? l : ch_last;
+    }
+  }
 
   // Data arrays: inside the data section, aligned, sized for the op.
   for (int k = 0; k < 5; ++k) {
@@ -206,13 +352,8 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
     if (int64_t(wn) != per * L.oc_count || int64_t(mn) != L.oc_count || int64_t(sn) != L.oc_count) return FragStatus::BadLayer;
     if (bn != 0 && int64_t(bn) != L.oc_count) return FragStatus::BadLayer;
     if (ln != 0) return FragStatus::BadLayer;
-    if (!idle) {
-      // The run's channels (Conv) or columns (Gemm) must be held.
-      const int32_t hw = d.out.h * d.out.w;
-      const int32_t first = d.op == QOp::Conv ? L.run_begin / hw : L.run_begin;
-      const int32_t last = d.op == QOp::Conv ? (L.run_end - 1) / hw : L.run_end - 1;
-      if (first < d.oc_base || last >= d.oc_base + L.oc_count) return FragStatus::BadLayer;
-    }
+    // The regions' channels (Conv) or columns (Gemm) must be held.
+    if (!idle && (ch_first < d.oc_base || ch_last >= d.oc_base + L.oc_count)) return FragStatus::BadLayer;
   } else {
     if (L.oc_count != 0 || d.oc_base != 0 || wn != 0 || bn != 0) return FragStatus::BadLayer;
     if (d.op == QOp::AvgPool) {
@@ -242,45 +383,64 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
     }
   }
 
-  // Inputs: boxes inside the tensor and covering what the kernel reads, runs
-  // sorted, disjoint, inside the box, summing to the expected count.
-  uint64_t ram = idle ? 0 : arena_block(uint32_t(L.run_end - L.run_begin));
+  // Sends: to the coordinator (this layer's OUTPUT) or to another board's
+  // operand of a later layer; each a span of one region segment.
+  if (deep) {
+    for (uint32_t i = 0; i < L.n_sends; ++i) {
+      const uint8_t* p = L.sends + frag::kSendBytes * uint64_t(i);
+      if (p[5] || p[6] || p[7]) return FragStatus::BadLayer;
+      const Send s = read_send(p);
+      if (s.count == 0 || uint64_t(s.pos) + s.count > L.out_elems) return FragStatus::BadLayer;
+      if (s.peer == kPeerCoordinator) {
+        if (s.layer != index || s.operand != 0) return FragStatus::BadLayer;
+      } else {
+        if (s.peer >= hdr.n_workers || s.peer == hdr.worker) return FragStatus::BadLayer;
+        if (s.layer <= index || s.layer >= hdr.n_layers || s.operand >= kMaxInputs) return FragStatus::BadLayer;
+      }
+      uint32_t pos = 0;
+      if (!out_span(L, s.offset, s.count, &pos) || pos != s.pos) return FragStatus::BadLayer;
+    }
+  }
+
+  // Inputs: windows inside the tensor and covering what the kernel reads;
+  // received and local runs sorted, disjoint, inside the window.
   for (int k = 0; k < d.n_inputs; ++k) {
     const Dims& X = d.in[k];
     const Box& b = L.box[k];
     if (idle) {
-      if (b.c0 || b.c1 || b.h0 || b.h1 || L.n_runs[k] || L.expected[k] || r->runs_off[k]) return FragStatus::BadLayer;
+      if (b.c0 || b.c1 || b.h0 || b.h1 || L.n_runs[k] || L.expected[k] || r->runs_off[k] || L.n_local[k] ||
+          r->local_off[k] || L.box_at[k] || L.avail_from[k] || L.local_layer[k] != frag::kNoLayer)
+        return FragStatus::BadLayer;
       continue;
     }
     if (b.c0 < 0 || b.c1 < b.c0 || b.c1 > X.c || b.h0 < 0 || b.h1 < b.h0 || b.h1 > X.h) return FragStatus::BadLayer;
-    const Box need = input_box(d, k, L.run_begin, L.run_end);
-    if (!need.empty() && (b.c0 > need.c0 || b.c1 < need.c1 || b.h0 > need.h0 || b.h1 < need.h1))
+    if (L.avail_from[k] > index) return FragStatus::BadLayer;
+    if (deep) {
+      bool inside = true;
+      for (uint32_t i = 0; i < L.n_regions && inside; ++i)
+        L.region(i).segments(d.out, [&](int32_t s0, int32_t s1) {
+          const Box need = input_box(d, k, s0, s1);
+          if (!need.empty() && (b.c0 > need.c0 || b.c1 < need.c1 || b.h0 > need.h0 || b.h1 < need.h1)) inside = false;
+          return inside;
+        });
+      if (!inside) return FragStatus::BadLayer;
+    }
+    if (!array_ok(r->runs_off[k], L.n_runs[k], frag::kRunBytes, data_begin, data_end)) return FragStatus::BadLayer;
+    if (!array_ok(r->local_off[k], L.n_local[k], frag::kRunBytes, data_begin, data_end)) return FragStatus::BadLayer;
+    if (L.n_runs[k] == 0 && L.expected[k] != 0) return FragStatus::BadLayer;
+    L.runs[k] = L.n_runs[k] ? base + r->runs_off[k] : nullptr;
+    L.local[k] = L.n_local[k] ? base + r->local_off[k] : nullptr;
+    if (L.n_local[k] == 0) {
+      if (L.local_layer[k] != frag::kNoLayer) return FragStatus::BadLayer;
+    } else if (L.local_layer[k] >= index) {
       return FragStatus::BadLayer;
-    ram += arena_block(uint32_t(b.elems(X.w)));
-    const uint32_t n = L.n_runs[k];
-    if (n == 0) {
-      if (L.expected[k] != 0 || r->runs_off[k] != 0) return FragStatus::BadLayer;
-      continue;
     }
-    const uint32_t ro = r->runs_off[k];
-    if (ro < data_begin || ro % 4 || uint64_t(ro) + uint64_t(n) * 8 > data_end) return FragStatus::BadLayer;
-    const int64_t size = int64_t(X.c) * X.h * X.w;
-    int64_t prev_end = -1, sum = 0;
-    for (uint32_t i = 0; deep && i < n; ++i) {
-      const uint32_t off = rd32(base + ro + 8 * uint64_t(i));
-      const uint32_t cnt = rd32(base + ro + 8 * uint64_t(i) + 4);
-      if (cnt == 0 || int64_t(off) + cnt > size) return FragStatus::BadLayer;
-      if (prev_end >= 0 && int64_t(off) <= prev_end) return FragStatus::BadLayer;  // sorted, disjoint, merged
-      if (!run_in_box(off, cnt, X, b)) return FragStatus::BadLayer;
-      prev_end = int64_t(off) + cnt;
-      sum += cnt;
+    if (deep) {
+      int64_t sum = 0, lsum = 0;
+      if (!runs_ok(L.runs[k], L.n_runs[k], X, b, &sum) || sum != int64_t(L.expected[k])) return FragStatus::BadLayer;
+      if (!runs_ok(L.local[k], L.n_local[k], X, b, &lsum, false)) return FragStatus::BadLayer;
     }
-    if (deep && sum != int64_t(L.expected[k])) return FragStatus::BadLayer;
-    L.runs[k] = base + ro;
   }
-  if (ram != L.ram_bytes) return FragStatus::BadLayer;
-  if (L.ram_bytes > *arena_max) *arena_max = L.ram_bytes;
-
   // Pointers into the data section.
   d.weights = wn ? reinterpret_cast<const int8_t*>(base + r->off[0]) : nullptr;
   d.bias = bn ? reinterpret_cast<const int32_t*>(base + r->off[1]) : nullptr;
@@ -290,7 +450,38 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
   return FragStatus::Ok;
 }
 
+// One planned arena buffer: [at, at + bytes) in use during layers [from, to].
+struct Buffer {
+  uint32_t at, bytes, from, to;
+};
+
+// Calls fn(buffer) for every buffer of an active entry; false stops.
+template <class F>
+bool each_buffer(const FragLayer& L, F&& fn) {
+  if (!L.active()) return true;
+  if (!fn(Buffer{L.out_at, arena_block(L.out_elems), L.node, L.out_until})) return false;
+  for (int k = 0; k < L.desc.n_inputs; ++k) {
+    const uint32_t n = uint32_t(L.box[k].elems(L.desc.in[k].w));
+    if (n && !fn(Buffer{L.box_at[k], arena_block(n), L.avail_from[k], L.node})) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool Region::valid(const Dims& d) const {
+  if (kind == RegionKind::Run) {
+    return v[0] >= 0 && v[1] > v[0] && int64_t(v[1]) <= int64_t(d.c) * d.h * d.w && !v[2] && !v[3] && !v[4] && !v[5];
+  }
+  if (kind != RegionKind::Box) return false;
+  return v[0] >= 0 && v[1] > v[0] && v[1] <= d.c && v[2] >= 0 && v[3] > v[2] && v[3] <= d.h && v[4] >= 0 &&
+         v[5] > v[4] && v[5] <= d.w;
+}
+
+int64_t Region::elems() const {
+  if (kind == RegionKind::Run) return int64_t(v[1]) - v[0];
+  return int64_t(v[1] - v[0]) * (v[3] - v[2]) * (v[5] - v[4]);
+}
 
 const char* frag_status_name(FragStatus s) {
   switch (s) {
@@ -305,16 +496,45 @@ const char* frag_status_name(FragStatus s) {
   return "?";
 }
 
-InputRun FragLayer::run(int input, uint32_t i) const {
+namespace {
+InputRun read_run(const uint8_t* base, uint32_t n, uint32_t i) {
   InputRun r{0, 0};
-  if (input < 0 || input >= kMaxInputs || runs[input] == nullptr || i >= n_runs[input]) return r;
-  const uint8_t* p = runs[input] + 8 * size_t(i);
+  if (base == nullptr || i >= n) return r;
+  const uint8_t* p = base + frag::kRunBytes * size_t(i);
   r.offset = rd32(p);
   r.count = rd32(p + 4);
   return r;
 }
+}  // namespace
+
+InputRun FragLayer::run(int input, uint32_t i) const {
+  if (input < 0 || input >= kMaxInputs) return InputRun{0, 0};
+  return read_run(runs[input], n_runs[input], i);
+}
+
+InputRun FragLayer::local_run(int input, uint32_t i) const {
+  if (input < 0 || input >= kMaxInputs) return InputRun{0, 0};
+  return read_run(local[input], n_local[input], i);
+}
+
+Region FragLayer::region(uint32_t i) const {
+  if (regions == nullptr || i >= n_regions) return Region();
+  return read_region(regions + frag::kRegionBytes * size_t(i));
+}
+
+Send FragLayer::send(uint32_t i) const {
+  if (sends == nullptr || i >= n_sends) return Send();
+  return read_send(sends + frag::kSendBytes * size_t(i));
+}
+
+int64_t FragLayer::position(int32_t e) const {
+  uint32_t pos = 0;
+  if (e < 0 || !out_span(*this, uint32_t(e), 1, &pos)) return -1;
+  return pos;
+}
 
 FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
+  using namespace frag;
   data_ = nullptr;
   size_ = 0;
   hdr_ = FragHeader();
@@ -322,18 +542,18 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
   // int32 arrays are read in place: the fragment must be 4-byte aligned.
   if (reinterpret_cast<uintptr_t>(data) % 4) return FragStatus::BadSize;
   FragHeader h;
-  h.magic = rd32(data + 0);
+  h.magic = rd32(data + kMagic);
   if (h.magic != kFragMagic) return FragStatus::BadMagic;
-  h.version = rd16(data + 4);
+  h.version = rd16(data + kVersion);
   if (h.version != kFragVersion) return FragStatus::BadVersion;
-  h.worker = rd16(data + 6);
-  h.n_workers = rd16(data + 8);
-  const uint16_t reserved = rd16(data + 10);
-  h.plan_id = rd32(data + 12);
-  h.n_layers = rd32(data + 16);
-  h.total_bytes = rd32(data + 20);
-  h.arena_bytes = rd32(data + 24);
-  const uint32_t entry = rd32(data + 28);
+  h.worker = rd16(data + kWorker);
+  h.n_workers = rd16(data + kNWorkers);
+  const uint16_t reserved = rd16(data + kReserved);
+  h.plan_id = rd32(data + kPlanId);
+  h.n_layers = rd32(data + kNLayers);
+  h.total_bytes = rd32(data + kTotalBytes);
+  h.arena_bytes = rd32(data + kArenaBytes);
+  const uint32_t entry = rd32(data + kEntrySize);
   // A flash region may be larger than the fragment; never smaller.
   if (h.total_bytes < kHeaderBytes + 4 || h.total_bytes > size || h.total_bytes % 4) return FragStatus::BadSize;
   if (entry != kEntryBytes || reserved != 0) return FragStatus::BadSize;
@@ -342,15 +562,75 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
   const uint32_t body = h.total_bytes - 4;
   if (crc32(data, body) != rd32(data + body)) return FragStatus::BadChecksum;
   if (h.n_workers == 0 || h.worker >= h.n_workers) return FragStatus::BadLayer;
+  if (h.arena_bytes < kWorkerFixedArena) return FragStatus::BadLayer;
+  const uint32_t space = h.arena_bytes - kWorkerFixedArena;
 
-  uint32_t arena_max = 0;
-  RawLayer r;
+  RawLayer r, s;
   for (uint32_t i = 0; i < h.n_layers; ++i) {
     decode_entry(data + kHeaderBytes + uint64_t(i) * kEntryBytes, &r);
-    const FragStatus st = check_layer(data, uint32_t(entries_end), body, i, h.n_layers, true, &r, &arena_max);
+    const FragStatus st = check_layer(data, uint32_t(entries_end), body, i, h, true, &r);
     if (st != FragStatus::Ok) return st;
+    const FragLayer& L = r.L;
+    if (!L.active()) continue;
+    if (L.out_until < i || L.out_until >= h.n_layers) return FragStatus::BadLayer;
+    // Local runs come from an earlier active layer whose output is still
+    // held, and each lies in one segment of its regions.
+    for (int k = 0; k < L.desc.n_inputs; ++k) {
+      if (L.n_local[k] == 0) continue;
+      decode_entry(data + kHeaderBytes + uint64_t(L.local_layer[k]) * kEntryBytes, &s);
+      if (check_layer(data, uint32_t(entries_end), body, L.local_layer[k], h, false, &s) != FragStatus::Ok)
+        return FragStatus::BadLayer;
+      const Dims& o = s.L.desc.out;
+      const Dims& x = L.desc.in[k];
+      if (!s.L.active() || s.L.out_until < i || o.c != x.c || o.h != x.h || o.w != x.w) return FragStatus::BadLayer;
+      uint32_t pos = 0;
+      for (uint32_t j = 0; j < L.n_local[k]; ++j) {
+        const InputRun lr = L.local_run(k, j);
+        if (!out_span(s.L, lr.offset, lr.count, &pos)) return FragStatus::BadLayer;
+      }
+    }
   }
-  if (uint64_t(h.arena_bytes) != uint64_t(kWorkerFixedArena) + arena_max) return FragStatus::BadLayer;
+  // The arena plan: every buffer inside the arena; buffers in use at the same
+  // time never overlap; each entry's ram_bytes is the top of what is in use
+  // at its layer; the header's arena is the fixed part plus the largest.
+  uint32_t top = 0;
+  for (uint32_t i = 0; i < h.n_layers; ++i) {
+    decode_entry(data + kHeaderBytes + uint64_t(i) * kEntryBytes, &r);
+    check_layer(data, uint32_t(entries_end), body, i, h, false, &r);
+    bool ok = each_buffer(r.L, [&](const Buffer& a) {
+      if (uint64_t(a.at) + a.bytes > space || a.at % 8 || a.from > a.to) return false;
+      for (uint32_t j = i; j < h.n_layers; ++j) {
+        decode_entry(data + kHeaderBytes + uint64_t(j) * kEntryBytes, &s);
+        check_layer(data, uint32_t(entries_end), body, j, h, false, &s);
+        bool self = j == i;
+        bool clear = each_buffer(s.L, [&](const Buffer& b) {
+          if (self) {  // skip a itself and the buffers before it in entry i
+            self = !(b.at == a.at && b.bytes == a.bytes && b.from == a.from && b.to == a.to);
+            return true;
+          }
+          const bool together = a.from <= b.to && b.from <= a.to;
+          const bool apart = uint64_t(a.at) + a.bytes <= b.at || uint64_t(b.at) + b.bytes <= a.at;
+          return !together || apart;
+        });
+        if (!clear) return false;
+      }
+      return true;
+    });
+    if (!ok) return FragStatus::BadLayer;
+    // Top of the buffers in use at layer i, over every entry.
+    uint32_t used = 0;
+    for (uint32_t j = 0; j < h.n_layers; ++j) {
+      decode_entry(data + kHeaderBytes + uint64_t(j) * kEntryBytes, &s);
+      check_layer(data, uint32_t(entries_end), body, j, h, false, &s);
+      each_buffer(s.L, [&](const Buffer& b) {
+        if (b.from <= i && i <= b.to && b.at + b.bytes > used) used = b.at + b.bytes;
+        return true;
+      });
+    }
+    if (used != r.L.ram_bytes) return FragStatus::BadLayer;
+    if (used > top) top = used;
+  }
+  if (uint64_t(h.arena_bytes) != uint64_t(kWorkerFixedArena) + top) return FragStatus::BadLayer;
   data_ = data;
   size_ = h.total_bytes;
   hdr_ = h;
@@ -360,12 +640,11 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
 FragStatus FragmentReader::layer(uint32_t i, FragLayer* out) const {
   if (data_ == nullptr || out == nullptr || i >= hdr_.n_layers) return FragStatus::BadLayer;
   RawLayer r;
-  decode_entry(data_ + kHeaderBytes + uint64_t(i) * kEntryBytes, &r);
-  uint32_t arena_max = 0;
+  decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, &r);
   // open() validated everything, including the arrays; the shallow checks
-  // again fill the pointers exactly as open() checked them (O(1) per entry).
-  const uint32_t entries_end = kHeaderBytes + hdr_.n_layers * kEntryBytes;
-  const FragStatus st = check_layer(data_, entries_end, uint32_t(size_ - 4), i, hdr_.n_layers, false, &r, &arena_max);
+  // again fill the pointers exactly as open() checked them.
+  const uint32_t entries_end = frag::kHeaderBytes + hdr_.n_layers * frag::kEntryBytes;
+  const FragStatus st = check_layer(data_, entries_end, uint32_t(size_ - 4), i, hdr_, false, &r);
   if (st != FragStatus::Ok) return st;
   *out = r.L;
   return FragStatus::Ok;

@@ -1,19 +1,41 @@
-// A board's fragment: its share of the quantised model, plus its routing
-// slices, as one binary blob that lives in the board's flash and is read in
-// place (no copy, no heap).
+// A board's fragment: its share of the quantised model, where its inputs come
+// from, where its outputs go, and where every buffer lives in its RAM arena,
+// as one binary blob that lives in the board's flash and is read in place
+// (no copy, no heap).
 //
-// Layout (all little-endian, every section 4-byte aligned, offsets are from
-// the start of the fragment):
+// Format version 2. The byte layout is declared once, in `namespace frag`
+// below: every field has a named offset, and the writer
+// (src/plan/fragment_writer.cpp) and the reader (fragment.cpp) both use those
+// names, never literal numbers. All integers little-endian; every section
+// 4-byte aligned; offsets are from the start of the fragment.
 //
-//   FragHeader                      fixed size (kFragHeaderBytes)
-//   FragLayer[n_layers]             fixed size entries (kFragLayerBytes each),
-//                                   one per model layer, in execution order;
-//                                   a layer this board does not compute has
-//                                   run_begin == run_end
-//   data section                    weights / bias / mult / shift / lut arrays
-//                                   and input routing runs, referenced by
-//                                   offset from the layer entries
+//   header                          frag::kHeaderBytes
+//   entry[n_layers]                 frag::kEntryBytes each, one per model
+//                                   layer in execution order; a layer this
+//                                   board does not compute has no regions
+//   data section                    weights / bias / mult / shift / lut
+//                                   arrays, regions, sends, input runs and
+//                                   local runs, referenced from the entries
 //   crc32                           over every byte before it
+//
+// The model behind it (docs/architecture.md):
+//   - a board's share of a layer is a list of output *regions*: runs of the
+//     flat C-H-W index, or channel x row x column boxes. The outputs are kept
+//     in one arena buffer, region after region, each region's elements in
+//     flat order;
+//   - every input operand is held in a window (Box: channels x rows, full
+//     width) at a planned arena offset, filled from the network (INPUT frames
+//     from the coordinator or from other boards, within the listed runs) and
+//     from *local runs*: elements this board computed itself in an earlier
+//     layer, copied from that layer's output buffer (a fused step: no round
+//     trip);
+//   - every output element goes where it is consumed: a list of *sends*, each
+//     a run of the output to one peer (the coordinator, as OUTPUT frames, or
+//     another board's input operand of a later layer, as INPUT frames);
+//   - the arena is planned ahead: every buffer has an offset and a lifetime
+//     (the layers during which it is in use); buffers whose lifetimes overlap
+//     never overlap in memory. Frames for a layer's input are accepted once
+//     the board has reached the layer that produces them (`avail_from`).
 //
 // Portable C++17: no heap, no exceptions, no RTTI, no OS.
 #pragma once
@@ -27,37 +49,171 @@ namespace ts {
 namespace core {
 
 constexpr uint32_t kFragMagic = 0x47465354;  // "TSFG"
-constexpr uint16_t kFragVersion = 1;
+constexpr uint16_t kFragVersion = 2;
 
-// Fixed sizes of the layout (docs/planner.md has the byte table): the
-// header, one layer entry, where an entry's input slots start, one slot.
-constexpr uint32_t kFragHeaderBytes = 32;
-constexpr uint32_t kFragLayerBytes = 568;
-constexpr uint32_t kFragSlotsAt = 152;
-constexpr uint32_t kFragInputSlotBytes = 52;
-static_assert(kFragSlotsAt + kMaxInputs * kFragInputSlotBytes == kFragLayerBytes, "entry layout");
+// Byte layout of format version 2: one name per field.
+namespace frag {
+// Header.
+constexpr uint32_t kMagic = 0;        // u32 kFragMagic
+constexpr uint32_t kVersion = 4;      // u16 kFragVersion
+constexpr uint32_t kWorker = 6;       // u16 this board's index in the plan
+constexpr uint32_t kNWorkers = 8;     // u16
+constexpr uint32_t kReserved = 10;    // u16 0
+constexpr uint32_t kPlanId = 12;      // u32 plan identity
+constexpr uint32_t kNLayers = 16;     // u32 entries
+constexpr uint32_t kTotalBytes = 20;  // u32 including the trailing CRC
+constexpr uint32_t kArenaBytes = 24;  // u32 planned arena: fixed part + buffers
+constexpr uint32_t kEntrySize = 28;   // u32 kEntryBytes (a reader check)
+constexpr uint32_t kHeaderBytes = 32;
 
-// A run of consecutive elements [offset, offset + count) of one input
-// tensor (flat C-H-W index) that this board must receive for a layer.
+// Entry.
+constexpr uint32_t kOp = 0;          // u8 QOp
+constexpr uint32_t kNInputs = 1;     // u8
+constexpr uint32_t kIncludePad = 2;  // u8 AvgPool count_include_pad
+constexpr uint32_t kFlags = 3;       // u8 kEntry* flags
+constexpr uint32_t kNode = 4;        // u32 layer index (== entry index)
+constexpr uint32_t kOutBegin = 8;    // i32 smallest flat index of the regions
+constexpr uint32_t kOutEnd = 12;     // i32 one past the largest
+constexpr uint32_t kOcBase = 16;     // i32 per-channel data held for
+constexpr uint32_t kOcCount = 20;    // i32   channels [oc_base, +oc_count)
+constexpr uint32_t kScalars = 24;    // 20 x i32, in kScalarOrder
+constexpr uint32_t kOutElems = 104;  // u32 outputs computed (sum of regions)
+constexpr uint32_t kOutAt = 108;     // u32 arena offset of the output buffer
+constexpr uint32_t kOutUntil = 112;  // u32 last layer that reads it locally
+constexpr uint32_t kRamBytes = 116;  // u32 planned buffer bytes in use at this layer
+constexpr uint32_t kArrays = 120;    // 5 x (u32 offset, u32 count): weights i8,
+                                     // bias i32, mult i32, shift i32, lut i8
+constexpr uint32_t kRegions = 160;   // u32 offset, u32 count of region records
+constexpr uint32_t kSends = 168;     // u32 offset, u32 count of send records
+constexpr uint32_t kSlots = 176;     // kMaxInputs input slots
+// Input slot (one per operand).
+constexpr uint32_t kInDims = 0;      // i32 c, h, w
+constexpr uint32_t kInZp = 12;       // i32
+constexpr uint32_t kInMult = 16;     // i32 (Add, Concat)
+constexpr uint32_t kInShift = 20;    // i32
+constexpr uint32_t kBox = 24;        // i32 c0, c1, h0, h1: window held
+constexpr uint32_t kRuns = 40;       // u32 offset, u32 count: runs received
+constexpr uint32_t kExpected = 48;   // u32 elements received from the network
+constexpr uint32_t kLocal = 52;      // u32 offset, u32 count: local runs
+constexpr uint32_t kLocalLayer = 60; // u32 layer whose output they come from
+constexpr uint32_t kBoxAt = 64;      // u32 arena offset of the window
+constexpr uint32_t kAvailFrom = 68;  // u32 first layer at which frames are taken
+constexpr uint32_t kSlotBytes = 72;
+constexpr uint32_t kEntryBytes = kSlots + kMaxInputs * kSlotBytes;  // 752
+
+// Region record: u32 kind, then 6 x i32 (run: begin, end; box: c0, c1, y0,
+// y1, x0, x1; unused fields 0).
+constexpr uint32_t kRegionBytes = 28;
+// Send record: u16 peer (plan index of a board, or kPeerCoordinator), u16
+// layer (the consumer layer; for the coordinator this entry's own layer),
+// u8 operand, 3 bytes 0, u32 offset (first element of the output tensor,
+// flat), u32 count, u32 position of that element in the output buffer.
+constexpr uint32_t kSendBytes = 20;
+// Input / local run record: u32 offset, u32 count.
+constexpr uint32_t kRunBytes = 8;
+
+// Local layer / peer value meaning "none" / "the coordinator".
+constexpr uint32_t kNoLayer = 0xFFFFFFFFu;
+}  // namespace frag
+
+constexpr uint8_t kEntryRunTrigger = 0x01;  // wait for the coordinator's RUN
+constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger;
+constexpr uint16_t kPeerCoordinator = 0xFFFF;
+
+// Kept for code that names the v1 sizes.
+constexpr uint32_t kFragHeaderBytes = frag::kHeaderBytes;
+constexpr uint32_t kFragLayerBytes = frag::kEntryBytes;
+
+// A run of consecutive elements [offset, offset + count) of one tensor (flat
+// C-H-W index).
 struct InputRun {
   uint32_t offset;
   uint32_t count;
 };
 
+enum class RegionKind : uint32_t { Run = 0, Box = 1 };
+
+// One output region of a layer share.
+struct Region {
+  RegionKind kind = RegionKind::Run;
+  int32_t v[6] = {};  // Run: begin, end. Box: c0, c1, y0, y1, x0, x1.
+  static Region run(int32_t begin, int32_t end) {
+    Region r;
+    r.v[0] = begin;
+    r.v[1] = end;
+    return r;
+  }
+  static Region box(int32_t c0, int32_t c1, int32_t y0, int32_t y1, int32_t x0, int32_t x1) {
+    Region r;
+    r.kind = RegionKind::Box;
+    r.v[0] = c0; r.v[1] = c1; r.v[2] = y0; r.v[3] = y1; r.v[4] = x0; r.v[5] = x1;
+    return r;
+  }
+  // True if the region lies inside a tensor of shape d and is not empty.
+  bool valid(const Dims& d) const;
+  int64_t elems() const;
+  // Calls fn(begin, end) for each maximal run of consecutive flat indices of
+  // the region, in flat order (a full-width box gives one run per channel).
+  // Stops and returns false as soon as fn does.
+  template <class F>
+  bool segments(const Dims& d, F&& fn) const {
+    if (kind == RegionKind::Run) return fn(v[0], v[1]);
+    const int32_t hw = d.h * d.w;
+    for (int32_t c = v[0]; c < v[1]; ++c) {
+      if (v[4] == 0 && v[5] == d.w) {
+        if (!fn(c * hw + v[2] * d.w, c * hw + v[3] * d.w)) return false;
+        continue;
+      }
+      for (int32_t y = v[2]; y < v[3]; ++y)
+        if (!fn(c * hw + y * d.w + v[4], c * hw + y * d.w + v[5])) return false;
+    }
+    return true;
+  }
+};
+
+// A send: output elements [offset, offset + count), found at `pos` in the
+// output buffer, to `peer` for operand `operand` of layer `layer`.
+struct Send {
+  uint16_t peer = kPeerCoordinator;
+  uint16_t layer = 0;
+  uint8_t operand = 0;
+  uint32_t offset = 0, count = 0, pos = 0;
+};
+
 // Decoded view of one layer entry. Pointers point into the fragment bytes.
 struct FragLayer {
   uint32_t node = 0;        // index of the layer in the quantised model
-  int32_t run_begin = 0;    // outputs [run_begin, run_end) computed here
-  int32_t run_end = 0;
+  uint8_t flags = 0;        // kEntry* flags
+  int32_t run_begin = 0;    // bounds of the regions' flat indices
+  int32_t run_end = 0;      //   (the run itself when there is one region)
   int32_t oc_count = 0;     // per-channel data held for channels [desc.oc_base, +oc_count)
   LayerDesc desc;           // pointers filled to the fragment's data
+  uint32_t out_elems = 0;   // outputs computed here (0: idle in this layer)
+  uint32_t out_at = 0;      // arena offsets (after the fixed part)
+  uint32_t out_until = 0;
+  uint32_t ram_bytes = 0;   // planned buffer bytes in use at this layer
   Box box[kMaxInputs];      // input windows held in RAM while computing
-  const uint8_t* runs[kMaxInputs] = {};  // InputRun records (8 bytes each, LE)
+  uint32_t box_at[kMaxInputs] = {};
+  uint32_t avail_from[kMaxInputs] = {};
+  const uint8_t* runs[kMaxInputs] = {};  // InputRun records received
   uint32_t n_runs[kMaxInputs] = {};
   uint32_t expected[kMaxInputs] = {};    // elements to receive per input
-  uint32_t ram_bytes = 0;   // planned arena bytes for this layer (inputs + output)
+  const uint8_t* local[kMaxInputs] = {}; // InputRun records copied locally
+  uint32_t n_local[kMaxInputs] = {};
+  uint32_t local_layer[kMaxInputs] = {};
+  const uint8_t* regions = nullptr;
+  uint32_t n_regions = 0;
+  const uint8_t* sends = nullptr;
+  uint32_t n_sends = 0;
 
+  bool active() const { return out_elems > 0; }
   InputRun run(int input, uint32_t i) const;
+  InputRun local_run(int input, uint32_t i) const;
+  Region region(uint32_t i) const;
+  Send send(uint32_t i) const;
+  // Position in the output buffer of flat output index e, or -1 if this
+  // board does not compute it.
+  int64_t position(int32_t e) const;
 };
 
 struct FragHeader {
@@ -84,7 +240,8 @@ enum class FragStatus : int32_t {
 const char* frag_status_name(FragStatus s);
 
 // Reads a fragment in place. Validation walks every entry once (bounds of
-// every offset, sizes against geometry, CRC); afterwards layer() is cheap.
+// every offset, sizes against geometry, regions, sends, runs, the arena
+// plan, CRC); afterwards layer() is cheap.
 class FragmentReader {
  public:
   FragStatus open(const uint8_t* data, size_t size);
@@ -100,15 +257,15 @@ class FragmentReader {
   FragHeader hdr_;
 };
 
-// Arena bytes an allocation of n bytes takes (the arena rounds every block up
-// to 8 bytes). The planner and the board both use this, so the planned and
+// Arena bytes an allocation of n bytes takes (every buffer is rounded up to
+// 8 bytes). The planner and the board both use this, so the planned and
 // measured high-water marks are equal by definition of the same rule.
 inline uint32_t arena_block(uint32_t n) { return (n + 7u) & ~7u; }
 
 // Arena bytes a board holds for its whole life, whatever the layer: its
 // transmit frame buffer (the wire format's maximum frame, 1400 bytes). The
-// receive buffer lives inside the worker object (static RAM, like the stack),
-// outside the arena. A layer's peak is this plus its inputs and output.
+// receive buffers live inside the worker object (static RAM, like the
+// stack), outside the arena. A layer's peak is this plus its buffers.
 constexpr uint32_t kWorkerFixedArena = (1400u + 7u) & ~7u;
 
 }  // namespace core

@@ -12,7 +12,7 @@ namespace ts::wire {
 // ---------------------------------------------------------------------------
 
 bool is_known_type(uint8_t raw) {
-  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Bye);
+  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Peers);
 }
 
 const char* msg_type_name(MsgType t) {
@@ -30,6 +30,7 @@ const char* msg_type_name(MsgType t) {
     case MsgType::Error: return "ERROR";
     case MsgType::Reset: return "RESET";
     case MsgType::Bye: return "BYE";
+    case MsgType::Peers: return "PEERS";
   }
   return "UNKNOWN";
 }
@@ -44,6 +45,7 @@ bool payload_len_ok(MsgType t, size_t len) {
     case MsgType::Run:
     case MsgType::Reset:
     case MsgType::Bye: return len == 0;
+    case MsgType::Peers: return len >= kPeerEntryBytes && len % kPeerEntryBytes == 0;
     case MsgType::Store:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -541,6 +543,26 @@ PlaceResult Assembler::place(uint32_t offset, const uint8_t* payload, size_t len
   in_message_ = !last;
   if (last) ++messages_;
   return PlaceResult::Ok;
+}
+
+size_t encode_peers(const PeerEntry* entries, size_t n, uint8_t* out, size_t cap) {
+  if (n == 0 || n > kMaxPeerEntries || cap < n * kPeerEntryBytes) return 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* p = out + i * kPeerEntryBytes;
+    put_u16(p, entries[i].worker);
+    put_u16(p + 2, entries[i].port);
+    put_u32(p + 4, entries[i].ipv4);
+  }
+  return n * kPeerEntryBytes;
+}
+
+bool decode_peer(const uint8_t* payload, size_t len, size_t i, PeerEntry* out) {
+  if (len % kPeerEntryBytes || (i + 1) * kPeerEntryBytes > len) return false;
+  const uint8_t* p = payload + i * kPeerEntryBytes;
+  out->worker = get_u16(p);
+  out->port = get_u16(p + 2);
+  out->ipv4 = get_u32(p + 4);
+  return true;
 }
 
 }  // namespace ts::wire

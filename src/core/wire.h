@@ -114,15 +114,17 @@ inline uint32_t get_u32(const uint8_t* p) {
 // Message types
 // ---------------------------------------------------------------------------
 
-// Direction: C = coordinator, B = board. Every type except ACK is sequenced
-// and acknowledged. Payload sizes are enforced by payload_len_ok().
+// Direction: C = coordinator, B = board. Boards also talk to each other
+// (B->B): HELLO first on a connection a board opens, then INPUT frames that
+// carry a layer's outputs straight to the board that consumes them, and the
+// ACKs for them. Every type except ACK is sequenced and acknowledged. Payload sizes are enforced by payload_len_ok().
 enum class MsgType : uint8_t {
-  Hello = 1,       // B->C  first frame on a connection; HelloPayload
+  Hello = 1,       // B->C, B->B  first frame on a connection; HelloPayload
   Store = 2,       // C->B  chunk of a weight fragment at byte `offset`
   Commit = 3,      // C->B  fragment complete; CommitPayload (size + CRC)
   Probe = 4,       // C->B  any payload; measures delay and bandwidth
   ProbeReply = 5,  // B->C  echoes the probe's payload, layer and offset
-  Input = 6,       // C->B  int8 activations of `layer`'s input at `offset`
+  Input = 6,       // C->B, B->B  int8 activations of `layer`'s input at `offset`
   Run = 7,         // C->B  compute this board's share of `layer`; no payload
   Output = 8,      // B->C  int8 results of `layer` at output `offset`
   Ack = 9,         // both  AckPayload; unsequenced (header seq is 0)
@@ -130,7 +132,13 @@ enum class MsgType : uint8_t {
   Error = 11,      // both  ErrorPayload; the request failed
   Reset = 12,      // C->B  drop partial messages and in-progress work; no payload
   Bye = 13,        // both  orderly close follows; no payload
+  Peers = 14,      // C->B  where the other boards listen; PeersPayload
 };
+
+// INPUT frames carry the operand index in the top bits of their offset.
+constexpr uint32_t kOperandShift = 28;
+constexpr uint32_t kElementMask = (1u << kOperandShift) - 1u;
+inline uint32_t input_offset(uint32_t operand, uint32_t element) { return (operand << kOperandShift) | element; }
 
 // True for the values listed above.
 bool is_known_type(uint8_t raw);
@@ -267,6 +275,23 @@ struct DonePayload {
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };
+
+// PEERS, 8 * n bytes (1 <= n <= kMaxPeerEntries): sent by the coordinator
+// after a deploy whose plan has boards sending to boards, so each board can
+// open its own connections. Entry i:
+//   0 u16 worker   plan index of the board
+//   2 u16 port     TCP port it listens on
+//   4 u32 ipv4     address, most significant byte first (127.0.0.1 = 0x7F000001)
+struct PeerEntry {
+  uint16_t worker = 0;
+  uint16_t port = 0;
+  uint32_t ipv4 = 0;
+};
+constexpr size_t kPeerEntryBytes = 8;
+constexpr size_t kMaxPeerEntries = kMaxPayload / kPeerEntryBytes;
+size_t encode_peers(const PeerEntry* entries, size_t n, uint8_t* out, size_t cap);
+// Entry i of a PEERS payload of `len` bytes; false if i is out of range.
+bool decode_peer(const uint8_t* payload, size_t len, size_t i, PeerEntry* out);
 
 enum class ErrorCode : uint16_t {
   None = 0,

@@ -2,16 +2,25 @@
 // wire protocol (core/wire.h), keeps its fragment in flash (read in place),
 // and computes its share of each layer from a fixed RAM arena.
 //
-// It sees the world only through three small interfaces: a Port (send bytes,
-// read a microsecond clock), a FlashStore, and the arena memory handed to
-// init(). The host worker process and the Cortex-M7 firmware each provide
-// those; the logic here is the same code on both.
+// It sees the world only through three small interfaces: a Port (send bytes
+// on a link, open a link to another board, read a microsecond clock), a
+// FlashStore, and the arena memory handed to init(). The host worker process
+// and the Cortex-M7 firmware each provide those; the logic here is the same
+// code on both. A board holds several links: one to the coordinator, and
+// links to and from the boards it exchanges activations with.
 //
-// Message flow, per layer, for a board with a non-empty share:
-//   C->B INPUT*  (one message per input run; offset = operand << 28 | element)
-//   C->B RUN     (layer)
-//   B->C OUTPUT* (the run's results, offset = first output element)
-//   B->C DONE    (elapsed compute microseconds, arena high-water mark)
+// Message flow, per layer, for a board with a share (fragment.h):
+//   ->B INPUT*  from the coordinator or from other boards (one message per
+//               input run; offset = operand << 28 | element)
+//   C->B RUN    (layer) when the entry is RUN-triggered (the paper's relay
+//               mode); other entries start as soon as their inputs are in
+//   B-> sends   OUTPUT* to the coordinator (offset = first output element)
+//               and INPUT* to the boards that consume the outputs
+//   B->C DONE   (elapsed compute microseconds, arena high-water mark)
+// Layers run in order. A board takes inputs for a later layer once it has
+// reached the layer that produces them (their buffers are then free in the
+// planned arena); until then it holds the frame and does not acknowledge it,
+// which stops the sender through its window.
 // Deploy: C->B COMMIT(size, crc) answers DONE at once if that fragment is
 // already committed (cached), else ERROR(HashMismatch); then STORE* + COMMIT.
 //
@@ -28,10 +37,10 @@
 namespace ts {
 namespace core {
 
-// INPUT offsets carry the operand index in their top bits.
-constexpr uint32_t kOperandShift = 28;
-constexpr uint32_t kElementMask = (1u << kOperandShift) - 1u;
-inline uint32_t input_offset(uint32_t operand, uint32_t element) { return (operand << kOperandShift) | element; }
+// INPUT offsets (operand << 28 | element) are wire encoding: wire.h.
+using wire::input_offset;
+using wire::kElementMask;
+using wire::kOperandShift;
 
 // A bump allocator over a fixed block with an exact high-water mark.
 class Arena {
@@ -66,8 +75,16 @@ class Arena {
 
 class Port {
  public:
-  // Sends all bytes or returns false (the link is then considered broken).
-  virtual bool send(const uint8_t* data, size_t len) = 0;
+  // Sends all bytes on link `link` or returns false (the link is then
+  // considered broken). Link ids are the ones the transport passed to
+  // Worker::on_connect / on_bytes, or that open_link returned. A port with
+  // one connection implements the two-argument form (link 0).
+  virtual bool send(int link, const uint8_t* data, size_t len) { return link == 0 && send(data, len); }
+  virtual bool send(const uint8_t* data, size_t len) {
+    (void)data;
+    (void)len;
+    return false;
+  }
   virtual uint32_t now_us() = 0;
   // Called after each layer's compute with its MAC count and measured time;
   // an emulated clock may stretch the time here. Returns the compute time to
@@ -76,6 +93,15 @@ class Port {
     (void)layer;
     (void)macs;
     return elapsed_us;
+  }
+  // Where board `e.worker` (plan index) listens, from a PEERS message.
+  virtual void peer_address(const wire::PeerEntry& e) { (void)e; }
+  // Opens a connection to board `worker` (plan index) and returns its link
+  // id (0 <= id < kMaxLinks), or -1 if the port cannot (single-link ports,
+  // unknown address, refused). The worker then sends HELLO on it.
+  virtual int open_link(uint16_t worker) {
+    (void)worker;
+    return -1;
   }
 
  protected:
@@ -102,7 +128,7 @@ struct WorkerConfig {
   uint16_t clock_mhz = 600;
   uint32_t ram_bytes = 512 * 1024;     // arena budget
   uint32_t flash_bytes = 8u << 20;
-  uint16_t window = 32;                // frames in flight for OUTPUT
+  uint16_t window = 32;                // frames in flight per link
   uint16_t ack_every = 16;             // ACK after this many frames, or on LAST/ACK_REQ
 };
 
@@ -114,63 +140,121 @@ struct WorkerStats {
   uint32_t peak_arena = 0;  // over the board's life
 };
 
+// Connections a board holds at once (the coordinator, boards sending to it,
+// boards it sends to). Each costs one frame buffer of static RAM.
+#ifndef TS_MAX_LINKS
+#define TS_MAX_LINKS 20
+#endif
+constexpr int kMaxLinks = TS_MAX_LINKS;
+// Layers whose inputs may be arriving at the same time.
+constexpr int kMaxOpenLayers = 8;
+
+// MACs a board spends on its share of a layer (the emulated clock's count).
+uint64_t share_macs(const FragLayer& e);
+
 class Worker {
  public:
   // `arena` must hold at least kWorkerFixedArena bytes. Returns false if not.
   bool init(const WorkerConfig& cfg, uint8_t* arena, uint32_t arena_size, FlashStore* flash, Port* port);
-  // A (new) coordinator connection: resets link state and sends HELLO.
-  bool on_connect();
-  // Feeds received bytes. Returns false when the link must be closed (a
-  // malformed frame, a protocol violation, or a failed send); the reason was
-  // sent as ERROR when possible.
-  bool on_bytes(const uint8_t* data, size_t len);
+
+  // A new connection on link `link` (0 <= link < kMaxLinks): resets that
+  // link's state and sends HELLO. Which peer it is shows in its frames: the
+  // coordinator's carry src = kCoordinatorId. A coordinator speaking on a new
+  // link starts a new session (work in progress is dropped).
+  bool on_connect(int link);
+  // Feeds received bytes of link `link`. Returns the number of bytes taken,
+  // or -1 when the link must be closed (a malformed frame, a protocol
+  // violation, a failed send; the reason was sent as ERROR when possible).
+  // Fewer than `len` means the worker holds a frame it cannot take yet (a
+  // board sent inputs for a layer this board has not reached): keep the rest
+  // and offer it again after resume() released the link (holding(link)).
+  int32_t on_bytes(int link, const uint8_t* data, size_t len);
+  // The transport saw link `link` close.
+  void on_disconnect(int link);
+  // Retries held frames after progress. False if a link failed on the way
+  // (link_open() tells which).
+  bool resume();
+  bool holding(int link) const { return link >= 0 && link < kMaxLinks && links_[link].held; }
+  bool link_open(int link) const { return link >= 0 && link < kMaxLinks && links_[link].open; }
+
+  // Single-connection forms (link 0), as a host test or the firmware use.
+  bool on_connect() {
+    abort_layer();
+    coord_link_ = -1;
+    return on_connect(0);
+  }
+  bool on_bytes(const uint8_t* data, size_t len) { return on_bytes(0, data, len) == int32_t(len); }
+
   const WorkerStats& stats() const { return stats_; }
   const Arena& arena() const { return arena_; }
   const WorkerConfig& config() const { return cfg_; }
-  // Drops any layer in progress (e.g. on disconnect).
+  // Drops every layer in progress (e.g. when the coordinator disconnects).
   void abort_layer();
 
  private:
-  bool handle(const wire::FrameHeader& h, const uint8_t* payload);
-  bool on_input(const wire::FrameHeader& h, const uint8_t* payload);
-  bool on_run(const wire::FrameHeader& h);
-  bool on_store(const wire::FrameHeader& h, const uint8_t* payload);
-  bool on_commit(const wire::FrameHeader& h, const uint8_t* payload);
-  bool begin_layer(uint16_t layer, uint32_t seq);
-  bool enter_layer(const wire::FrameHeader& h);
-  bool send_frame(wire::MsgType t, uint16_t layer, uint32_t offset, const uint8_t* payload, uint16_t len,
+  enum class Verdict : uint8_t { Ok, Hold, Fail };
+  struct Link {
+    bool open = false, held = false;
+    int32_t worker = -1;  // plan index of the board at the other end, if we opened it
+    wire::FrameReader reader;
+    wire::SendWindow window;
+    wire::AckTracker acks;
+  };
+  struct Open {
+    bool used = false, run = false;
+    uint16_t layer = 0;
+    uint32_t run_seq = 0;
+    uint32_t received[kMaxInputs] = {};
+  };
+
+  Verdict handle(int link);
+  Verdict on_input(int link, const wire::FrameHeader& h, const uint8_t* payload);
+  Verdict on_run(int link, const wire::FrameHeader& h);
+  Verdict admit(int link, const wire::FrameHeader& h, const FragLayer& e, Open** slot);
+  bool entry(uint16_t layer, uint32_t seq, int link, FragLayer* e);
+  bool on_store(int link, const wire::FrameHeader& h, const uint8_t* payload);
+  bool on_commit(int link, const wire::FrameHeader& h, const uint8_t* payload);
+  bool send_frame(int link, wire::MsgType t, uint16_t layer, uint32_t offset, const uint8_t* payload, uint16_t len,
                   uint16_t flags, bool sequenced);
-  bool send_error(wire::ErrorCode code, uint32_t seq, const char* text);
-  bool send_ack_if_due();
-  bool pump();  // sends queued OUTPUT/DONE frames while the window allows
+  bool send_error(int link, wire::ErrorCode code, uint32_t seq, const char* text);
+  bool send_ack_if_due(int link);
+  bool drive();  // starts ready layers and sends their results while the windows allow
+  bool start(const FragLayer& e, Open* slot, bool* started);
+  bool pump();
+  int link_to(uint16_t worker);
+  void reset_link(int link);
   bool open_fragment();
+  Open* find_open(uint16_t layer);
+  bool idle() const;
+  void touch(uint32_t at, uint32_t bytes);
+  uint8_t* buffer(uint32_t at) { return base_ + at; }
 
   WorkerConfig cfg_;
   Port* port_ = nullptr;
   FlashStore* flash_ = nullptr;
   Arena arena_;
   uint8_t* tx_ = nullptr;  // one frame, from the arena
+  uint8_t* base_ = nullptr;  // planned buffers start here
+  uint32_t space_ = 0;
   uint32_t fixed_mark_ = 0;
-  wire::FrameReader reader_;
-  wire::SendWindow window_;
-  wire::AckTracker acks_;
+  Link links_[kMaxLinks];
+  int coord_link_ = -1;
   FragmentReader frag_;
   bool have_frag_ = false;
   uint32_t plan_id_ = 0;
+  uint32_t first_active_ = 0;
 
-  // Layer in progress.
-  bool active_ = false;
+  // Execution: the next layer to run, the layers receiving inputs, and the
+  // results of the last layer computed while they go out.
+  uint32_t cursor_ = 0;
+  Open open_[kMaxOpenLayers];
+  bool sending_ = false;
+  bool done_pending_ = false;
   uint16_t layer_ = 0;
   FragLayer fl_;
-  uint8_t* box_[kMaxInputs] = {};
-  uint32_t received_[kMaxInputs] = {};
-  uint8_t* out_ = nullptr;
-
-  // Queued results: OUTPUT frames of [out_, out_ + out_len_) then DONE.
-  bool sending_ = false;
-  uint32_t out_len_ = 0, out_sent_ = 0;
+  uint32_t send_i_ = 0, send_off_ = 0;
   uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0;
-  bool done_pending_ = false;
+  uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 
   WorkerStats stats_;
 };

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <unistd.h>
 
@@ -61,87 +62,170 @@ const uint8_t* FileFlash::current(uint32_t* size) const {
   return have_ ? current_.data() : nullptr;
 }
 
+struct HostBoard::Link {
+  std::unique_ptr<Transport> t;
+  std::thread reader;
+  std::vector<uint8_t> out;  // frames the worker queued for this link
+  bool dead = false;         // closed; the reader thread ends
+};
+
+// The board's mutable state shared by the reader threads: guarded by `mu`.
 class HostBoard::HostPort final : public core::Port {
  public:
-  HostPort(const HostBoardOptions& opt) : opt_(opt), t0_(Clock::now()) {}
-  Transport* link = nullptr;
+  HostPort(HostBoard& b) : board(b), t0_(Clock::now()) {}
+  HostBoard& board;
+  std::mutex mu;
+  std::condition_variable progress;
   bool garble_next = false;
+  bool stalled = false;
+  std::map<uint16_t, wire::PeerEntry> peers;
 
   // Frames the worker emits while handling one chunk of input are gathered
-  // and written with one system call when the chunk is done (flush()); the
-  // worker never waits inside a call, so nothing is held back across a wait.
-  bool send(const uint8_t* data, size_t len) override {
-    if (!link) return false;
+  // per link and written when the chunk is done (flush_all); the worker never
+  // waits inside a call, so nothing is held back across a wait.
+  bool send(int link, const uint8_t* data, size_t len) override {
+    if (link < 0 || size_t(link) >= board.links_.size() || !board.links_[size_t(link)]->t) return false;
     delay();  // the injected delay is per frame sent, as the paper's was per send
+    std::vector<uint8_t>& out = board.links_[size_t(link)]->out;
     const size_t at = out.size();
     out.insert(out.end(), data, data + len);
     if (garble_next && len > 40) {
       out[at + len / 2] ^= 0x5A;  // a payload byte: the CRC no longer matches
       garble_next = false;
     }
-    return out.size() < (1u << 20) || flush();
-  }
-  bool flush() {
-    if (out.empty()) return true;
-    if (!link) return false;
-    try {
-      link->send(out.data(), out.size());
-    } catch (const std::exception&) {
-      out.clear();
-      return false;
-    }
-    out.clear();
     return true;
   }
-  std::vector<uint8_t> out;
+  void peer_address(const wire::PeerEntry& e) override { peers[e.worker] = e; }
+  int open_link(uint16_t worker) override {
+    auto it = peers.find(worker);
+    if (it == peers.end()) return -1;
+    const uint32_t ip = it->second.ipv4;
+    const std::string host = std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
+                             std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+    try {
+      auto t = tcp_connect(host, it->second.port, Millis(3000));
+      t->set_send_timeout(Millis(10000));
+      return board.attach(std::move(t));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
   uint32_t now_us() override {
     return uint32_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count());
   }
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
     (void)layer;
-    if (opt_.cycles_per_mac <= 0) return elapsed_us;
-    const double target = double(macs) * opt_.cycles_per_mac / double(opt_.cfg.clock_mhz);  // us
+    const HostBoardOptions& o = board.opt_;
+    if (o.cycles_per_mac <= 0) return elapsed_us;
+    const double target = double(macs) * o.cycles_per_mac / double(o.cfg.clock_mhz);  // us
     if (target > elapsed_us) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(target - elapsed_us)));
     return uint32_t(std::max<double>(target, elapsed_us));
   }
   void delay() const {
-    if (opt_.delay_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(opt_.delay_ms * 1000)));
+    if (board.opt_.delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(int64_t(board.opt_.delay_ms * 1000)));
   }
 
  private:
-  const HostBoardOptions& opt_;
   Clock::time_point t0_;
 };
 
 HostBoard::HostBoard(const HostBoardOptions& opt)
     : opt_(opt), arena_(opt.cfg.ram_bytes), flash_(opt.cfg.flash_bytes, opt.store_dir),
-      port_(std::make_unique<HostPort>(opt_)) {
+      port_(std::make_unique<HostPort>(*this)) {
+  for (int i = 0; i < core::kMaxLinks; ++i) links_.push_back(std::make_unique<Link>());
   if (!worker_.init(opt_.cfg, arena_.data(), uint32_t(arena_.size()), &flash_, port_.get()))
     throw NetError("board " + std::to_string(opt.cfg.id) + ": RAM budget too small for the worker");
 }
 
-HostBoard::~HostBoard() = default;
+HostBoard::~HostBoard() {
+  stop_ = true;
+  port_->progress.notify_all();
+  for (auto& l : links_)
+    if (l->reader.joinable()) l->reader.join();
+}
 
-void HostBoard::serve(Transport& t, const std::atomic<bool>& stop) {
-  port_->link = &t;
-  port_->out.clear();
-  if (!worker_.on_connect() || !port_->flush()) {
-    port_->link = nullptr;
-    t.close();
-    return;
+int HostBoard::attach(std::unique_ptr<Transport> t) {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    if (l.t) continue;
+    if (l.reader.joinable()) l.reader.join();  // a finished reader of an earlier link
+    l.t = std::move(t);
+    l.out.clear();
+    l.dead = false;
+    l.reader = std::thread([this, i] { read_loop(int(i)); });
+    return int(i);
   }
-  std::vector<uint8_t> buf(64 * 1024);
-  bool stalled = false;
-  while (!stop.load()) {
+  return -1;
+}
+
+void HostBoard::flush_all() {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    if (!l.t || l.out.empty()) continue;
+    try {
+      l.t->send(l.out.data(), l.out.size());
+    } catch (const std::exception&) {
+      l.dead = true;
+      worker_.on_disconnect(int(i));
+    }
+    l.out.clear();
+  }
+}
+
+// Links the worker dropped (protocol errors) or whose socket failed.
+void HostBoard::close_dead() {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    if (l.t && (l.dead || !worker_.link_open(int(i)))) {
+      l.dead = true;
+      l.t->close();
+    }
+  }
+}
+
+void HostBoard::read_loop(int link) {
+  std::vector<uint8_t> buf(64 * 1024), pending;
+  Link& self = *links_[size_t(link)];
+  Transport* t = self.t.get();
+  HostPort& port = *port_;
+  for (;;) {
+    if (!pending.empty()) {
+      // The worker holds a frame of ours: wait for it to make progress.
+      std::unique_lock<std::mutex> lock(port.mu);
+      port.progress.wait_for(lock, std::chrono::milliseconds(100),
+                             [&] { return stop_.load() || self.dead || !worker_.holding(link); });
+      if (stop_ || self.dead) break;
+      if (worker_.holding(link) || port.stalled) continue;
+      const int32_t n = worker_.on_bytes(link, pending.data(), pending.size());
+      if (n >= 0) pending.erase(pending.begin(), pending.begin() + n);
+      if (n < 0) self.dead = true;
+      worker_.resume();
+      flush_all();
+      close_dead();
+      port.progress.notify_all();
+      if (self.dead) break;
+      continue;
+    }
     RecvResult r;
     try {
-      r = t.recv(buf.data(), buf.size(), Millis(200));
+      r = t->recv(buf.data(), buf.size(), Millis(200));
     } catch (const std::exception&) {
+      r.status = RecvStatus::Closed;
+      r.bytes = 0;
+    }
+    if (stop_) break;
+    if (r.status == RecvStatus::Timeout) {
+      std::lock_guard<std::mutex> lock(port.mu);
+      if (self.dead) break;
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(port.mu);
+    if (r.status == RecvStatus::Closed || self.dead) {
+      self.dead = true;
       break;
     }
-    if (r.status == RecvStatus::Timeout) continue;
-    if (r.status == RecvStatus::Closed) break;
-    if (stalled) continue;
+    if (port.stalled) continue;
     // Test hooks for misbehaving boards look for RUN frames at frame starts
     // in this chunk (good enough for tests; frames may also span chunks).
     bool crash = false;
@@ -151,19 +235,54 @@ void HostBoard::serve(Transport& t, const std::atomic<bool>& stop) {
         if (wire::decode_header(buf.data() + off, r.bytes - off, &h) != wire::WireError::Ok) break;
         if (h.type != wire::MsgType::Run) continue;
         crash = h.layer == opt_.crash_at_layer;
-        stalled = stalled || h.layer == opt_.stall_at_layer;
-        if (h.layer == opt_.garble_at_layer) port_->garble_next = true;
+        port.stalled = port.stalled || h.layer == opt_.stall_at_layer;
+        if (h.layer == opt_.garble_at_layer) port.garble_next = true;
       }
     }
-    if (crash) break;  // drop the connection, as a board that died would
-    if (stalled) continue;
-    port_->delay();
-    const bool ok = worker_.on_bytes(buf.data(), r.bytes);
-    if (!port_->flush() || !ok) break;
+    if (crash) {  // drop the connection, as a board that died would
+      self.dead = true;
+      break;
+    }
+    if (port.stalled) continue;
+    port.delay();
+    const int32_t n = worker_.on_bytes(link, buf.data(), r.bytes);
+    if (n < 0) self.dead = true;
+    else if (size_t(n) < r.bytes) pending.assign(buf.begin() + n, buf.begin() + int64_t(r.bytes));
+    worker_.resume();
+    flush_all();
+    close_dead();
+    port.progress.notify_all();
+    if (self.dead) break;
   }
-  worker_.abort_layer();
-  port_->link = nullptr;
-  t.close();
+  // Leave the link closed, under the lock; the slot is free for a new link
+  // once t is gone (attach joins this thread before reusing the slot).
+  std::lock_guard<std::mutex> lock(port.mu);
+  worker_.on_disconnect(link);
+  self.dead = true;
+  if (self.t) self.t->close();
+  self.t.reset();
+  self.out.clear();
+  port.progress.notify_all();
+}
+
+void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool exit_with_parent) {
+  while (!stop.load()) {
+    auto t = listener.accept(Millis(1000));
+    if (!t) {
+      // Exit when our parent (a coordinator that spawned us) is gone.
+      if (exit_with_parent && getppid() == 1) break;
+      continue;
+    }
+    t->set_send_timeout(Millis(10000));
+    std::lock_guard<std::mutex> lock(port_->mu);
+    const int link = attach(std::move(t));
+    if (link < 0) continue;  // every link in use: the connection is dropped
+    if (!worker_.on_connect(link)) links_[size_t(link)]->dead = true;
+    flush_all();
+    close_dead();
+  }
+  stop_ = true;
+  port_->progress.notify_all();
 }
 
 int run_worker_process(const std::string& host, uint16_t port, const HostBoardOptions& opt) {
@@ -174,15 +293,8 @@ int run_worker_process(const std::string& host, uint16_t port, const HostBoardOp
               opt.cycles_per_mac > 0 ? ", emulated clock" : "", opt.delay_ms > 0 ? ", injected delay" : "");
   std::fflush(stdout);
   std::atomic<bool> stop{false};
-  for (;;) {
-    auto t = listener.accept(Millis(1000));
-    if (!t) {
-      // Exit when our parent (a coordinator that spawned us) is gone.
-      if (getppid() == 1) return 0;
-      continue;
-    }
-    board.serve(*t, stop);
-  }
+  board.serve(listener, stop, true);
+  return 0;
 }
 
 }  // namespace ts::net

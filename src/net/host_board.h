@@ -4,6 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,22 +48,35 @@ class FileFlash final : public core::FlashStore {
   bool have_ = false;
 };
 
-// A whole board: arena, flash, worker. Serves connections one after another.
+class TcpListener;
+
+// A whole board: arena, flash, worker, and its links: connections accepted
+// from the coordinator and from boards that send to it, and connections it
+// opens to the boards it sends to. One reader thread per link; the worker
+// itself runs under one lock (it is single-threaded code).
 class HostBoard {
  public:
   explicit HostBoard(const HostBoardOptions& opt);
   ~HostBoard();
-  // Serves one connection until it closes, the worker drops it, or stop.
-  void serve(Transport& t, const std::atomic<bool>& stop);
+  // Accepts connections on `listener` until stop; at most core::kMaxLinks at
+  // once (more are closed at once).
+  void serve(TcpListener& listener, const std::atomic<bool>& stop, bool exit_with_parent);
   const core::Worker& worker() const { return worker_; }
 
  private:
+  struct Link;
+  class HostPort;
+  int attach(std::unique_ptr<Transport> t);  // with mu_ held; -1 if no slot
+  void read_loop(int link);
+  void flush_all();                          // with mu_ held
+  void close_dead();                         // with mu_ held
   HostBoardOptions opt_;
   std::vector<uint8_t> arena_;
   FileFlash flash_;
-  class HostPort;
   std::unique_ptr<HostPort> port_;
   core::Worker worker_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::atomic<bool> stop_{false};
 };
 
 // `tinysplit worker`: listen on host:port and serve coordinators forever (or

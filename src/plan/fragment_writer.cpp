@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <limits>
 
 #include "core/crc32.h"
@@ -12,7 +13,7 @@ using core::QOp;
 
 namespace {
 
-static_assert(kFragLayerBytes % 8 == 0 && kFragHeaderBytes % 8 == 0, "8-byte multiples keep sections aligned");
+static_assert(core::frag::kEntryBytes % 8 == 0 && core::frag::kHeaderBytes % 8 == 0, "8-byte multiples keep sections aligned");
 
 uint64_t align4(uint64_t n) { return (n + 3u) & ~uint64_t(3); }
 
@@ -32,7 +33,7 @@ struct Slice {
 
 Slice slice_of(const QNode& node, const LayerShare& ls) {
   Slice sl;
-  if (ls.run.empty()) return sl;
+  if (!ls.active()) return sl;
   switch (node.op) {
     case QOp::Conv:
     case QOp::Gemm: {
@@ -68,8 +69,10 @@ Slice slice_of(const QNode& node, const LayerShare& ls) {
 }
 
 uint64_t layer_data_bytes(const Slice& sl, const LayerShare& ls) {
+  namespace f = core::frag;
   uint64_t n = align4(sl.wn) + 4 * (sl.bn + sl.mn + sl.sn) + align4(sl.ln);
-  for (const auto& in : ls.inputs) n += 8 * uint64_t(in.runs.size());
+  n += f::kRegionBytes * uint64_t(ls.regions.size()) + f::kSendBytes * uint64_t(ls.sends.size());
+  for (const auto& in : ls.inputs) n += f::kRunBytes * uint64_t(in.recv.size() + in.local.size());
   return n;
 }
 
@@ -98,12 +101,13 @@ uint32_t checked_u32(uint64_t v, const char* what) {
 int64_t fragment_bytes(const QGraph& q, const Plan& p, int worker) {
   if (worker < 0 || worker >= p.n_workers()) throw Error("fragment: worker index out of range");
   const WorkerPlan& wp = p.workers[size_t(worker)];
-  uint64_t n = kFragHeaderBytes + uint64_t(q.nodes.size()) * kFragLayerBytes + 4;
+  uint64_t n = core::frag::kHeaderBytes + uint64_t(q.nodes.size()) * core::frag::kEntryBytes + 4;
   for (size_t i = 0; i < q.nodes.size(); ++i) n += layer_data_bytes(slice_of(q.nodes[i], wp.layers[i]), wp.layers[i]);
   return int64_t(n);
 }
 
 std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) {
+  namespace f = core::frag;
   if (worker < 0 || worker >= p.n_workers()) throw Error("fragment: worker index out of range");
   if (p.n_workers() > 65535) throw Error("fragment: more than 65535 workers");
   const WorkerPlan& wp = p.workers[size_t(worker)];
@@ -113,39 +117,55 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
   Buf out(total);
 
   // Header.
-  out.u32(0, core::kFragMagic);
-  out.u16(4, core::kFragVersion);
-  out.u16(6, uint16_t(worker));
-  out.u16(8, uint16_t(p.n_workers()));
-  out.u16(10, 0);
-  out.u32(12, p.plan_id);
-  out.u32(16, uint32_t(L));
-  out.u32(20, total);
-  out.u32(24, checked_u32(uint64_t(wp.peak_ram_bytes), "arena bytes"));
-  out.u32(28, kFragLayerBytes);
+  out.u32(f::kMagic, core::kFragMagic);
+  out.u16(f::kVersion, core::kFragVersion);
+  out.u16(f::kWorker, uint16_t(worker));
+  out.u16(f::kNWorkers, uint16_t(p.n_workers()));
+  out.u16(f::kReserved, 0);
+  out.u32(f::kPlanId, p.plan_id);
+  out.u32(f::kNLayers, uint32_t(L));
+  out.u32(f::kTotalBytes, total);
+  out.u32(f::kArenaBytes, checked_u32(uint64_t(wp.peak_ram_bytes), "arena bytes"));
+  out.u32(f::kEntrySize, f::kEntryBytes);
 
-  size_t data = kFragHeaderBytes + L * kFragLayerBytes;
+  size_t data = f::kHeaderBytes + L * f::kEntryBytes;
   for (size_t i = 0; i < L; ++i) {
     const QNode& node = q.nodes[i];
     const LayerShare& ls = wp.layers[i];
     const core::LayerDesc& g = node.geo;
     const Slice sl = slice_of(node, ls);
-    const size_t e = kFragHeaderBytes + i * kFragLayerBytes;
+    const size_t e = f::kHeaderBytes + i * f::kEntryBytes;
 
-    out.u8(e + 0, uint8_t(node.op));
-    out.u8(e + 1, g.n_inputs);
-    out.u8(e + 2, g.count_include_pad);
-    out.u32(e + 4, uint32_t(i));
-    out.i32(e + 8, int32_t(ls.run.begin));
-    out.i32(e + 12, int32_t(ls.run.end));
-    out.i32(e + 16, ls.oc_base);
-    out.i32(e + 20, ls.oc_count);
+    out.u8(e + f::kOp, uint8_t(node.op));
+    out.u8(e + f::kNInputs, g.n_inputs);
+    out.u8(e + f::kIncludePad, g.count_include_pad);
+    out.u8(e + f::kFlags, ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0);
+    out.u32(e + f::kNode, uint32_t(i));
+    // Bounds of the regions' flat indices.
+    int64_t lo = 0, hi = 0;
+    for (const core::Region& r : ls.regions)
+      r.segments(g.out, [&](int32_t b, int32_t en) {
+        if (lo == hi) {
+          lo = b;
+          hi = en;
+        }
+        lo = std::min<int64_t>(lo, b);
+        hi = std::max<int64_t>(hi, en);
+        return true;
+      });
+    out.i32(e + f::kOutBegin, int32_t(lo));
+    out.i32(e + f::kOutEnd, int32_t(hi));
+    out.i32(e + f::kOcBase, ls.oc_base);
+    out.i32(e + f::kOcCount, ls.oc_count);
     const int32_t scalars[] = {g.out.c, g.out.h, g.out.w, g.out_zp, g.act_min, g.act_max, g.kh, g.kw,
                                g.sh,    g.sw,    g.dh,    g.dw,     g.pad_t,   g.pad_l,   g.pad_b, g.pad_r,
                                g.groups, g.left_shift, g.out_mult, g.out_shift};
-    static_assert(sizeof(scalars) == 80, "24..104");
-    for (size_t k = 0; k < 20; ++k) out.i32(e + 24 + 4 * k, scalars[k]);
-    out.u32(e + 104, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
+    static_assert(sizeof(scalars) == f::kOutElems - f::kScalars, "20 scalars");
+    for (size_t k = 0; k < 20; ++k) out.i32(e + f::kScalars + 4 * k, scalars[k]);
+    out.u32(e + f::kOutElems, checked_u32(uint64_t(ls.out_elems), "outputs"));
+    out.u32(e + f::kOutAt, ls.active() ? ls.out_at : 0);
+    out.u32(e + f::kOutUntil, ls.active() ? uint32_t(ls.out_until) : 0);
+    out.u32(e + f::kRamBytes, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
 
     // Data arrays, each 4-byte aligned (zero padding from the buffer).
     auto put_i8 = [&](size_t field, const int8_t* src, uint64_t n) {
@@ -160,30 +180,60 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
       for (uint64_t k = 0; k < n; ++k) out.i32(data + 4 * k, src[k]);
       data += size_t(4 * n);
     };
-    put_i8(e + 108, sl.w, sl.wn);
-    put_i32(e + 116, sl.b, sl.bn);
-    put_i32(e + 124, sl.m, sl.mn);
-    put_i32(e + 132, sl.s, sl.sn);
-    put_i8(e + 140, sl.lut, sl.ln);
-
-    for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
-      const size_t s = e + core::kFragSlotsAt + size_t(k) * kFragInputSlotBytes;
-      const int32_t v[] = {g.in[k].c, g.in[k].h, g.in[k].w, g.in_zp[k], g.in_mult[k], g.in_shift[k]};
-      for (size_t j = 0; j < 6; ++j) out.i32(s + 4 * j, v[j]);
-      if (size_t(k) >= ls.inputs.size()) continue;  // idle worker: no box, no runs
-      const InputNeed& in = ls.inputs[size_t(k)];
-      out.i32(s + 24, in.box.c0);
-      out.i32(s + 28, in.box.c1);
-      out.i32(s + 32, in.box.h0);
-      out.i32(s + 36, in.box.h1);
-      out.u32(s + 40, in.runs.empty() ? 0 : uint32_t(data));
-      out.u32(s + 44, checked_u32(in.runs.size(), "run count"));
-      out.u32(s + 48, checked_u32(uint64_t(in.elems), "expected count"));
-      for (const core::InputRun& r : in.runs) {
+    auto put_runs = [&](size_t field, const std::vector<core::InputRun>& runs) {
+      out.u32(field, runs.empty() ? 0 : uint32_t(data));
+      out.u32(field + 4, checked_u32(runs.size(), "run count"));
+      for (const core::InputRun& r : runs) {
         out.u32(data, r.offset);
         out.u32(data + 4, r.count);
-        data += 8;
+        data += f::kRunBytes;
       }
+    };
+    put_i8(e + f::kArrays, sl.w, sl.wn);
+    put_i32(e + f::kArrays + 8, sl.b, sl.bn);
+    put_i32(e + f::kArrays + 16, sl.m, sl.mn);
+    put_i32(e + f::kArrays + 24, sl.s, sl.sn);
+    put_i8(e + f::kArrays + 32, sl.lut, sl.ln);
+
+    out.u32(e + f::kRegions, ls.regions.empty() ? 0 : uint32_t(data));
+    out.u32(e + f::kRegions + 4, checked_u32(ls.regions.size(), "region count"));
+    for (const core::Region& r : ls.regions) {
+      out.u32(data, uint32_t(r.kind));
+      for (size_t k = 0; k < 6; ++k) out.i32(data + 4 + 4 * k, r.v[k]);
+      data += f::kRegionBytes;
+    }
+    out.u32(e + f::kSends, ls.sends.empty() ? 0 : uint32_t(data));
+    out.u32(e + f::kSends + 4, checked_u32(ls.sends.size(), "send count"));
+    for (const core::Send& s : ls.sends) {
+      out.u16(data, s.peer);
+      out.u16(data + 2, s.layer);
+      out.u8(data + 4, s.operand);
+      out.u32(data + 8, s.offset);
+      out.u32(data + 12, s.count);
+      out.u32(data + 16, s.pos);
+      data += f::kSendBytes;
+    }
+
+    for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
+      const size_t s = e + f::kSlots + size_t(k) * f::kSlotBytes;
+      const int32_t v[] = {g.in[k].c, g.in[k].h, g.in[k].w};
+      for (size_t j = 0; j < 3; ++j) out.i32(s + f::kInDims + 4 * j, v[j]);
+      out.i32(s + f::kInZp, g.in_zp[k]);
+      out.i32(s + f::kInMult, g.in_mult[k]);
+      out.i32(s + f::kInShift, g.in_shift[k]);
+      out.u32(s + f::kLocalLayer, f::kNoLayer);
+      if (!ls.active() || size_t(k) >= ls.inputs.size()) continue;  // idle worker: no window, no runs
+      const InputNeed& in = ls.inputs[size_t(k)];
+      out.i32(s + f::kBox, in.box.c0);
+      out.i32(s + f::kBox + 4, in.box.c1);
+      out.i32(s + f::kBox + 8, in.box.h0);
+      out.i32(s + f::kBox + 12, in.box.h1);
+      put_runs(s + f::kRuns, in.recv);
+      out.u32(s + f::kExpected, checked_u32(uint64_t(in.recv_elems), "expected count"));
+      put_runs(s + f::kLocal, in.local);
+      out.u32(s + f::kLocalLayer, in.local.empty() ? f::kNoLayer : uint32_t(in.local_layer));
+      out.u32(s + f::kBoxAt, in.box.empty() ? 0 : in.box_at);
+      out.u32(s + f::kAvailFrom, uint32_t(in.avail_from));
     }
   }
   if (data + 4 != total) throw Error("fragment: internal size mismatch");

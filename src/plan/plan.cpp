@@ -15,8 +15,23 @@ using core::QOp;
 
 int64_t LayerShare::bytes_in() const {
   int64_t s = 0;
-  for (const auto& in : inputs) s += in.elems;
+  for (const auto& in : inputs) s += in.recv_elems;
   return s;
+}
+
+int64_t LayerShare::bytes_out() const {
+  int64_t s = 0;
+  for (const auto& sd : sends)
+    if (sd.peer == core::kPeerCoordinator) s += sd.count;
+  return s;
+}
+
+const char* route_name(Route r) { return r == Route::Direct ? "direct" : "relay"; }
+
+Route parse_route(const std::string& s) {
+  if (s == "relay") return Route::Relay;
+  if (s == "direct") return Route::Direct;
+  throw Error("unknown route '" + s + "' (expected relay, direct)");
 }
 
 namespace {
@@ -301,11 +316,21 @@ std::vector<ProducerRun> producer_runs(const QGraph& q, const Plan& p, int tenso
     out.push_back({0, size, -1});
     return out;
   }
-  for (int w = 0; w < p.n_workers(); ++w) {
-    const Run& r = p.workers[size_t(w)].layers[size_t(prod)].run;
-    if (!r.empty()) out.push_back({r.begin, r.end, w});
+  const core::Dims d = q.desc(prod).out;
+  for (int w = 0; w < p.n_workers(); ++w)
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(prod)].regions)
+      r.segments(d, [&](int32_t b, int32_t e) {
+        out.push_back({b, e, w});
+        return true;
+      });
+  std::sort(out.begin(), out.end(), [](const ProducerRun& a, const ProducerRun& b) { return a.begin < b.begin; });
+  // Merge neighbours of the same producer.
+  std::vector<ProducerRun> merged;
+  for (const ProducerRun& r : out) {
+    if (!merged.empty() && merged.back().worker == r.worker && merged.back().end == r.begin) merged.back().end = r.end;
+    else merged.push_back(r);
   }
-  return out;
+  return merged;
 }
 
 struct SweepResult {
@@ -413,11 +438,15 @@ void put_u32(std::vector<uint8_t>& b, uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
 }
 
-uint32_t hash_plan(uint32_t model_crc, const std::vector<double>& shares, const std::string& strategy) {
+uint32_t hash_plan(uint32_t model_crc, const std::vector<double>& shares, const std::string& strategy,
+                   Route route) {
   std::vector<uint8_t> b;
   put_u32(b, model_crc);
-  put_u32(b, uint32_t(strategy.size()));
-  b.insert(b.end(), strategy.begin(), strategy.end());
+  // The route joins the strategy name only when it is not the paper's, so a
+  // relay plan keeps the identity it always had.
+  const std::string name = route == Route::Relay ? strategy : strategy + "/" + route_name(route);
+  put_u32(b, uint32_t(name.size()));
+  b.insert(b.end(), name.begin(), name.end());
   put_u32(b, uint32_t(shares.size()));
   for (double s : shares) {
     uint64_t v;
@@ -437,15 +466,222 @@ uint32_t model_crc(const QGraph& q) {
   return crc32(bytes.data(), bytes.size() - 4);
 }
 
+// Which worker computes each element of a node's output, where it sits in
+// that worker's output buffer, and where its region segment ends.
+struct Owners {
+  std::vector<int32_t> worker;
+  std::vector<int64_t> pos;
+  std::vector<int64_t> seg_end;
+};
+
+Owners owners_of(const QGraph& q, const Plan& p, int node) {
+  Owners o;
+  const core::Dims d = q.desc(node).out;
+  const size_t n = size_t(d.size());
+  o.worker.assign(n, -1);
+  o.pos.assign(n, 0);
+  o.seg_end.assign(n, 0);
+  for (int w = 0; w < p.n_workers(); ++w) {
+    int64_t at = 0;
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(node)].regions)
+      r.segments(d, [&](int32_t b, int32_t e) {
+        for (int32_t i = b; i < e; ++i) {
+          o.worker[size_t(i)] = w;
+          o.pos[size_t(i)] = at + (i - b);
+          o.seg_end[size_t(i)] = e;
+        }
+        at += e - b;
+        return true;
+      });
+  }
+  return o;
+}
+
+void add_run(std::vector<InputRun>* v, int64_t off, int64_t n, bool merge) {
+  if (merge && !v->empty() && int64_t(v->back().offset) + v->back().count == off) {
+    v->back().count = uint32_t(v->back().count + n);
+    return;
+  }
+  v->push_back(InputRun{uint32_t(off), uint32_t(n)});
+}
+
+// Every output segment of a share goes to the coordinator (relay, and the
+// graph's output in direct mode).
+void send_all_to_coordinator(const core::Dims& d, LayerShare& ls) {
+  uint32_t pos = 0;
+  for (const core::Region& r : ls.regions)
+    r.segments(d, [&](int32_t b, int32_t e) {
+      core::Send s;
+      s.peer = core::kPeerCoordinator;
+      s.layer = uint16_t(ls.node);
+      s.offset = uint32_t(b);
+      s.count = uint32_t(e - b);
+      s.pos = pos;
+      ls.sends.push_back(s);
+      pos += uint32_t(e - b);
+      return true;
+    });
+}
+
+// The route pass: where every input comes from and where every output goes.
+void route_plan(const QGraph& q, Plan& p, Route route) {
+  const size_t N = size_t(p.n_workers());
+  for (size_t w = 0; w < N; ++w)
+    for (LayerShare& ls : p.workers[w].layers) {
+      ls.sends.clear();
+      ls.run_trigger = route == Route::Relay && ls.active();
+      ls.out_until = ls.node;
+      for (InputNeed& in : ls.inputs) {
+        in.recv.clear();
+        in.coord_runs.clear();
+        in.local.clear();
+        in.local_layer = -1;
+        in.recv_elems = 0;
+        in.avail_from = ls.node;
+      }
+    }
+  if (route == Route::Relay) {
+    for (size_t w = 0; w < N; ++w)
+      for (LayerShare& ls : p.workers[w].layers) {
+        if (!ls.active()) continue;
+        for (InputNeed& in : ls.inputs) {
+          in.recv = in.runs;
+          in.coord_runs = in.runs;
+          in.recv_elems = in.elems;
+        }
+        send_all_to_coordinator(q.desc(ls.node).out, ls);
+      }
+    return;
+  }
+  // Direct: split every needed run by who computes it.
+  int cached = -1;
+  Owners own;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const QNode& node = q.nodes[n];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int prod = q.tensors[size_t(node.inputs[k])].producer;
+      if (prod >= 0 && prod != cached) {
+        own = owners_of(q, p, prod);
+        cached = prod;
+      }
+      for (size_t w = 0; w < N; ++w) {
+        LayerShare& ls = p.workers[w].layers[n];
+        if (!ls.active()) continue;
+        InputNeed& in = ls.inputs[k];
+        for (const InputRun& r : in.runs) {
+          if (prod < 0) {
+            add_run(&in.recv, r.offset, r.count, true);
+            add_run(&in.coord_runs, r.offset, r.count, true);
+            in.recv_elems += r.count;
+            continue;
+          }
+          int64_t i = r.offset;
+          const int64_t end = int64_t(r.offset) + r.count;
+          while (i < end) {
+            const int32_t from = own.worker[size_t(i)];
+            const int64_t stop = std::min(end, own.seg_end[size_t(i)]);
+            if (from < 0) throw Error("plan: an input of layer '" + node.name + "' is computed by no worker");
+            if (size_t(from) == w) {
+              add_run(&in.local, i, stop - i, false);
+              in.local_layer = prod;
+              LayerShare& src = p.workers[w].layers[size_t(prod)];
+              src.out_until = std::max(src.out_until, int(n));
+            } else {
+              add_run(&in.recv, i, stop - i, true);
+              in.recv_elems += stop - i;
+              in.avail_from = prod;
+              core::Send s;
+              s.peer = uint16_t(w);
+              s.layer = uint16_t(n);
+              s.operand = uint8_t(k);
+              s.offset = uint32_t(i);
+              s.count = uint32_t(stop - i);
+              s.pos = uint32_t(own.pos[size_t(i)]);
+              p.workers[size_t(from)].layers[size_t(prod)].sends.push_back(s);
+            }
+            i = stop;
+          }
+        }
+      }
+    }
+  }
+  // The graph's output goes to the coordinator.
+  const int last = q.tensors[size_t(q.output)].producer;
+  if (last >= 0)
+    for (size_t w = 0; w < N; ++w) {
+      LayerShare& ls = p.workers[w].layers[size_t(last)];
+      if (ls.active()) {
+        std::vector<core::Send> keep = std::move(ls.sends);
+        ls.sends.clear();
+        send_all_to_coordinator(q.desc(last).out, ls);
+        ls.sends.insert(ls.sends.end(), keep.begin(), keep.end());
+      }
+    }
+}
+
+// The arena plan of one worker: every buffer gets an offset such that buffers
+// in use at the same layer never overlap (first fit, in layer order); each
+// layer's ram_bytes is the top of what is in use while it runs.
+void layout_worker(const QGraph& q, WorkerPlan& wp) {
+  struct Buf {
+    int64_t bytes;
+    int from, to;
+    uint32_t* at;
+    int64_t placed = -1;
+  };
+  std::vector<Buf> bufs;
+  for (LayerShare& ls : wp.layers) {
+    if (!ls.active()) continue;
+    const core::LayerDesc& d = q.desc(ls.node);
+    for (size_t k = 0; k < ls.inputs.size(); ++k) {
+      InputNeed& in = ls.inputs[k];
+      const int64_t n = in.box.elems(d.in[k].w);
+      in.box_at = 0;
+      if (n > 0) bufs.push_back(Buf{core::arena_block(uint32_t(n)), in.avail_from, ls.node, &in.box_at});
+    }
+    bufs.push_back(Buf{core::arena_block(uint32_t(ls.out_elems)), ls.node, ls.out_until, &ls.out_at});
+  }
+  std::stable_sort(bufs.begin(), bufs.end(), [](const Buf& a, const Buf& b) { return a.from < b.from; });
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    // Candidate offsets: 0 and the end of every placed buffer alive together.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j = 0; j < i; ++j)
+      if (bufs[j].from <= bufs[i].to && bufs[i].from <= bufs[j].to)
+        busy.emplace_back(bufs[j].placed, bufs[j].placed + bufs[j].bytes);
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& b : busy) {
+      if (at + bufs[i].bytes <= b.first) break;
+      at = std::max(at, b.second);
+    }
+    bufs[i].placed = at;
+    *bufs[i].at = uint32_t(at);
+  }
+  wp.peak_layer = -1;
+  for (LayerShare& ls : wp.layers) {
+    // Also at layers this worker does not compute: windows filling for a
+    // later layer and outputs kept for a later local use are still held.
+    ls.ram_bytes = 0;
+    for (const Buf& b : bufs)
+      if (b.from <= ls.node && ls.node <= b.to) ls.ram_bytes = std::max(ls.ram_bytes, b.placed + b.bytes);
+    if (ls.ram_bytes > 0 && (wp.peak_layer < 0 || ls.ram_bytes > wp.layers[size_t(wp.peak_layer)].ram_bytes))
+      wp.peak_layer = ls.node;
+  }
+  wp.peak_ram_bytes = int64_t(core::kWorkerFixedArena) +
+                      (wp.peak_layer >= 0 ? wp.layers[size_t(wp.peak_layer)].ram_bytes : 0);
+}
+
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
-                bool routing, uint32_t mcrc) {
+                bool routing, uint32_t mcrc, Route route) {
   const size_t N = shares.size();
   if (N == 0) throw Error("plan: no workers");
   if (t.boards.size() != N)
     throw Error("plan: " + std::to_string(N) + " shares for " + std::to_string(t.boards.size()) + " boards");
   if (N > 65535) throw Error("plan: at most 65535 workers (got " + std::to_string(N) + ")");
+  if (q.nodes.size() > 0xFFFF) throw Error("plan: the model has more layers than the fragment format can number");
   Plan p;
   p.strategy = strategy.name();
+  p.route = route;
   p.model_bytes = q.weight_bytes();
   p.ratings = shares;
   p.shares = shares;
@@ -458,55 +694,120 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   }
   p.layers.resize(q.nodes.size());
 
+  // 1. Shares and their needs.
+  std::vector<uint8_t> cover;
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const QNode& node = q.nodes[n];
     const int64_t total = q.shape(node.output).size();
     if (total > int64_t(std::numeric_limits<int32_t>::max()))
       throw Error("plan: layer '" + node.name + "' has more than 2^31 outputs");
-    const std::vector<Run> runs = strategy.split(q, int(n), shares);
-    if (runs.size() != N) throw Error("plan: strategy '" + strategy.name() + "' returned the wrong number of runs");
-    int64_t at = 0;
-    for (const Run& r : runs) {
-      if (r.begin != at || r.end < r.begin) throw Error("plan: strategy '" + strategy.name() + "' runs do not tile the layer");
-      at = r.end;
-    }
-    if (at != total) throw Error("plan: strategy '" + strategy.name() + "' runs do not cover the layer");
-
+    const std::vector<std::vector<core::Region>> regions = strategy.split_regions(q, int(n), shares);
+    if (regions.size() != N) throw Error("plan: strategy '" + strategy.name() + "' returned the wrong number of shares");
     NodeNeeds needs(q, int(n));
     const core::LayerDesc& d = needs.desc();
     const int64_t hw = int64_t(d.out.h) * d.out.w;
-    LayerStats& st = p.layers[n];
-    st.node = int(n);
-    st.name = node.name;
+    // The regions must tile the layer: every output exactly once.
+    cover.assign(size_t(total), 0);
+    int64_t covered = 0;
+    for (const auto& rs : regions)
+      for (const core::Region& r : rs) {
+        if (!r.valid(d.out)) throw Error("plan: strategy '" + strategy.name() + "' gave a region outside layer '" + node.name + "'");
+        r.segments(d.out, [&](int32_t b, int32_t e) {
+          for (int32_t i = b; i < e; ++i) {
+            if (cover[size_t(i)]++) throw Error("plan: strategy '" + strategy.name() + "' regions overlap in layer '" + node.name + "'");
+          }
+          covered += e - b;
+          return true;
+        });
+      }
+    if (covered != total) throw Error("plan: strategy '" + strategy.name() + "' regions do not cover layer '" + node.name + "'");
+
     for (size_t w = 0; w < N; ++w) {
       LayerShare& ls = p.workers[w].layers[n];
       ls.node = int(n);
-      ls.run = runs[w];
-      if (ls.run.empty()) continue;
-      const int32_t b = int32_t(ls.run.begin), e = int32_t(ls.run.end);
-      if (node.op == QOp::Conv) {
-        ls.oc_base = int32_t(ls.run.begin / hw);
-        ls.oc_count = int32_t((ls.run.end - 1) / hw) - ls.oc_base + 1;
-      } else if (node.op == QOp::Gemm) {
-        ls.oc_base = b;
-        ls.oc_count = e - b;
+      ls.regions = regions[w];
+      ls.out_elems = 0;
+      for (const core::Region& r : ls.regions) ls.out_elems += r.elems();
+      ls.run = ls.regions.size() == 1 && ls.regions[0].kind == core::RegionKind::Run
+                   ? Run{ls.regions[0].v[0], ls.regions[0].v[1]}
+                   : Run{};
+      if (!ls.active()) continue;
+      int64_t ch0 = std::numeric_limits<int64_t>::max(), ch1 = -1;
+      for (const core::Region& r : ls.regions) {
+        if (r.kind == core::RegionKind::Box) {
+          ch0 = std::min<int64_t>(ch0, r.v[0]);
+          ch1 = std::max<int64_t>(ch1, r.v[1] - 1);
+        } else {
+          ch0 = std::min<int64_t>(ch0, r.v[0] / hw);
+          ch1 = std::max<int64_t>(ch1, (r.v[1] - 1) / hw);
+        }
+      }
+      if (node.op == QOp::Conv || node.op == QOp::Gemm) {
+        ls.oc_base = int32_t(ch0);
+        ls.oc_count = int32_t(ch1 - ch0 + 1);
       }
       ls.data_bytes = int64_t(ls.oc_count) * node.bytes_per_channel() + node.shared_bytes();
-      ls.macs = total > 0 ? node.macs / total * ls.run.size() + (node.macs % total) * ls.run.size() / total : 0;
+      ls.macs = total > 0 ? node.macs / total * ls.out_elems + (node.macs % total) * ls.out_elems / total : 0;
       ls.inputs.resize(node.inputs.size());
-      int64_t ram = core::arena_block(uint32_t(ls.run.size()));
-      bool full = false;
+      std::vector<InputRun> tmp;
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         InputNeed& in = ls.inputs[k];
         in.tensor = node.inputs[k];
-        in.box = core::input_box(d, int(k), b, e);
-        needs.operand(int(k), b, e, &in.runs);
+        in.runs.clear();
+        in.box = core::Box{};
+        for (const core::Region& r : ls.regions)
+          r.segments(d.out, [&](int32_t b, int32_t e) {
+            needs.operand(int(k), b, e, &tmp);
+            in.runs.insert(in.runs.end(), tmp.begin(), tmp.end());
+            const core::Box s = core::input_box(d, int(k), b, e);
+            if (!s.empty()) {
+              if (in.box.empty()) {
+                in.box = s;
+              } else {
+                in.box.c0 = std::min(in.box.c0, s.c0);
+                in.box.c1 = std::max(in.box.c1, s.c1);
+                in.box.h0 = std::min(in.box.h0, s.h0);
+                in.box.h1 = std::max(in.box.h1, s.h1);
+              }
+            }
+            return true;
+          });
+        if (ls.regions.size() > 1 || ls.regions[0].kind == core::RegionKind::Box) {
+          // Several segments: sort and merge their runs.
+          std::sort(in.runs.begin(), in.runs.end(), [](const InputRun& a, const InputRun& b) { return a.offset < b.offset; });
+          std::vector<InputRun> merged;
+          for (const InputRun& r : in.runs) {
+            if (!merged.empty() && int64_t(merged.back().offset) + merged.back().count >= r.offset) {
+              const int64_t e = std::max<int64_t>(int64_t(merged.back().offset) + merged.back().count, int64_t(r.offset) + r.count);
+              merged.back().count = uint32_t(e - merged.back().offset);
+            } else {
+              merged.push_back(r);
+            }
+          }
+          in.runs = std::move(merged);
+        }
         in.elems = 0;
         for (const InputRun& r : in.runs) in.elems += r.count;
-        ram += core::arena_block(uint32_t(in.box.elems(d.in[k].w)));
-        if (in.elems == d.in[k].size()) full = true;
       }
-      ls.ram_bytes = ram;
+    }
+  }
+
+  // 2-3. Routes and the arena plan.
+  route_plan(q, p, route);
+  for (size_t w = 0; w < N; ++w) layout_worker(q, p.workers[w]);
+
+  // 4. Statistics.
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const core::LayerDesc& d = q.desc(int(n));
+    LayerStats& st = p.layers[n];
+    st.node = int(n);
+    st.name = q.nodes[n].name;
+    for (size_t w = 0; w < N; ++w) {
+      const LayerShare& ls = p.workers[w].layers[n];
+      if (!ls.active()) continue;
+      bool full = false;
+      for (size_t k = 0; k < ls.inputs.size(); ++k)
+        if (ls.inputs[k].elems == d.in[k].size()) full = true;
       st.workers_active++;
       st.full_input_workers += full ? 1 : 0;
       st.bytes_in += ls.bytes_in();
@@ -518,17 +819,12 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
       wp.bytes_in += ls.bytes_in();
       wp.bytes_out += ls.bytes_out();
       wp.data_bytes += ls.data_bytes;
-      if (ls.ram_bytes > 0 && (wp.peak_layer < 0 || ls.ram_bytes > wp.layers[size_t(wp.peak_layer)].ram_bytes))
-        wp.peak_layer = int(n);
     }
     st.bytes_moved = st.bytes_in + st.bytes_out;
     p.total_wire_bytes += st.bytes_moved;
   }
-
   for (size_t w = 0; w < N; ++w) {
     WorkerPlan& wp = p.workers[w];
-    wp.peak_ram_bytes = int64_t(core::kWorkerFixedArena) +
-                        (wp.peak_layer >= 0 ? wp.layers[size_t(wp.peak_layer)].ram_bytes : 0);
     wp.kc = wp.bytes_out > 0 ? double(wp.bytes_in + wp.bytes_out) / double(wp.bytes_out) : 0.0;
   }
   for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
@@ -543,7 +839,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
     }
   }
   if (routing) p.routes = build_routing(q, p);
-  p.plan_id = hash_plan(mcrc, shares, strategy.name());
+  p.plan_id = hash_plan(mcrc, shares, strategy.name(), route);
   return p;
 }
 
@@ -569,8 +865,8 @@ std::vector<RouteRun> build_routing(const QGraph& q, const Plan& p) {
   return routes;
 }
 
-uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy) {
-  return hash_plan(model_crc(q), shares, strategy);
+uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy, Route route) {
+  return hash_plan(model_crc(q), shares, strategy, route);
 }
 
 int64_t fragment_overhead_bytes(const QGraph& q) {
@@ -578,8 +874,8 @@ int64_t fragment_overhead_bytes(const QGraph& q) {
 }
 
 Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
-                      const SplitStrategy& strategy, bool routing) {
-  return build_plan(q, t, shares, strategy, routing, model_crc(q));
+                      const SplitStrategy& strategy, bool routing, Route route) {
+  return build_plan(q, t, shares, strategy, routing, model_crc(q), route);
 }
 
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
@@ -613,7 +909,7 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (opt.alloc == Allocation::Rating) {
     // Kc from the plan itself: split evenly once, measure each worker's
     // traffic per byte of output, then rate with eq. 5.
-    const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc);
+    const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc, opt.route);
     std::vector<double> kc(N, kDefaultKc);
     for (size_t w = 0; w < N; ++w)
       if (pre.workers[w].bytes_out > 0)
@@ -642,7 +938,7 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   int rounds = 0;
   for (;; ++rounds) {
     const StorageAllocation sa = allocate_storage(ratings, storage, model_bytes);
-    p = build_plan(q, t, sa.ratings, *strategy, false, mcrc);
+    p = build_plan(q, t, sa.ratings, *strategy, false, mcrc, opt.route);
     if (rounds >= kFlashRefinements) break;
     bool over = false;
     for (size_t w = 0; w < N; ++w) {

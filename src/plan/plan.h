@@ -39,8 +39,19 @@
 
 namespace ts::plan {
 
+// Where activations travel. Relay: the paper's mode, every activation goes
+// board -> coordinator -> boards and every layer starts on the coordinator's
+// RUN. Direct: a board sends each output element straight to the boards that
+// consume it (or keeps it, when it consumes it itself: a fused step), only
+// the graph's input comes from the coordinator and only its output goes back.
+enum class Route : uint8_t { Relay, Direct };
+const char* route_name(Route r);
+// "relay" | "direct"; anything else throws ts::Error naming the choices.
+Route parse_route(const std::string& s);
+
 struct PlanOptions {
   Allocation alloc = Allocation::Even;
+  Route route = Route::Relay;
   double k1 = kDefaultK1;           // K1 for eq. 5 (KB/Mcycle)
   std::string strategy = "neuron";  // make_strategy()
   bool routing = true;              // build Plan::routes (alg. 3)
@@ -55,21 +66,41 @@ struct InputNeed {
   int tensor = -1;                     // tensor index in the QGraph
   core::Box box;                       // core::input_box: window held in RAM
   std::vector<core::InputRun> runs;    // exact elements, sorted, merged (flat CHW)
-  int64_t elems = 0;                   // sum of run counts = bytes received
+  int64_t elems = 0;                   // sum of run counts
+  // Where they come from (the route pass): runs received over the network
+  // (sorted, merged), the part of them the coordinator sends, and runs this
+  // worker computed itself in layer `local_layer` (a fused step), each inside
+  // one segment of that layer's regions.
+  std::vector<core::InputRun> recv;
+  int64_t recv_elems = 0;
+  std::vector<core::InputRun> coord_runs;
+  std::vector<core::InputRun> local;
+  int local_layer = -1;
+  int avail_from = 0;                  // first layer at which frames are taken
+  uint32_t box_at = 0;                 // arena offset of the window
 };
 
 // One worker's part of one layer.
 struct LayerShare {
   int node = -1;
-  Run run;                  // output neurons [begin, end), C-H-W order
+  // Output regions computed here (runs of the flat C-H-W index or boxes),
+  // disjoint; the outputs sit in one buffer, region after region.
+  std::vector<core::Region> regions;
+  Run run;                  // the share when it is one run (neuron strategy), else empty
+  int64_t out_elems = 0;    // outputs computed (sum over regions)
   int32_t oc_base = 0;      // Conv/Gemm: per-channel data held for
   int32_t oc_count = 0;     //   channels [oc_base, oc_base + oc_count)
-  std::vector<InputNeed> inputs;  // one per node input (empty run: no entries)
-  int64_t ram_bytes = 0;    // arena: sum arena_block(box) + arena_block(run)
+  std::vector<InputNeed> inputs;  // one per node input (idle: no entries)
+  std::vector<core::Send> sends;  // where every output goes (route pass)
+  bool run_trigger = true;  // waits for the coordinator's RUN (relay)
+  uint32_t out_at = 0;      // arena offset of the output buffer
+  int out_until = -1;       // last layer that reads the outputs locally
+  int64_t ram_bytes = 0;    // arena: top of the buffers in use at this layer
   int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
   int64_t macs = 0;
-  int64_t bytes_in() const;
-  int64_t bytes_out() const { return run.size(); }
+  bool active() const { return out_elems > 0; }
+  int64_t bytes_in() const;   // received over the network
+  int64_t bytes_out() const;  // sent over the network (to boards and the coordinator)
 };
 
 struct WorkerPlan {
@@ -84,7 +115,7 @@ struct WorkerPlan {
   int peak_layer = -1;      // node of the max (-1 if the worker does nothing)
   int64_t macs = 0;
   int64_t bytes_in = 0;     // activations received per inference
-  int64_t bytes_out = 0;    // activations returned per inference
+  int64_t bytes_out = 0;    // activations sent per inference
 };
 
 struct LayerStats {
@@ -118,6 +149,7 @@ struct RouteRun {
 
 struct Plan {
   std::string strategy;
+  Route route = Route::Relay;
   Allocation alloc = Allocation::Even;
   uint32_t plan_id = 0;          // plan_hash(): model bytes, shares, workers
   int64_t model_bytes = 0;       // S_m: QGraph::weight_bytes()
@@ -141,7 +173,7 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt = {});
 // ratings, no allocation, no budget check. `ratings` of the result are the
 // shares.
 Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
-                      const SplitStrategy& strategy, bool routing = true);
+                      const SplitStrategy& strategy, bool routing = true, Route route = Route::Relay);
 
 // Throws the one-line RAM / flash error for the first board over budget.
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t);
@@ -157,7 +189,8 @@ std::vector<RouteRun> build_routing(const QGraph& q, const Plan& p);
 
 // Hash identifying a plan: CRC-32 over the serialised model, the strategy
 // name, the worker count and the shares' bytes. Same inputs, same id.
-uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy);
+uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy,
+                   Route route = Route::Relay);
 
 // Fixed part of every fragment of this model (header, one entry per layer,
 // CRC): what make_plan subtracts from flash to get the storage S_it.

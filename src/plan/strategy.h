@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fragment.h"
 #include "model/qgraph.h"
 #include "plan/split.h"
 
@@ -31,6 +32,12 @@ class SplitStrategy {
   // zero share (or more workers than neurons) gets an empty run.
   // Throws ts::Error on bad shares.
   virtual std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const = 0;
+  // The general form the planner calls: each worker's list of output regions
+  // (core::Region: runs of the flat index or channel x row x column boxes),
+  // disjoint, together covering the layer exactly. The default wraps split():
+  // one run per worker.
+  virtual std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
+                                                               const std::vector<double>& shares) const;
 };
 
 // The paper's strategy: every layer (Conv, Gemm, and also Add, pools, Concat,
@@ -41,6 +48,26 @@ class NeuronStrategy final : public SplitStrategy {
  public:
   std::string name() const override { return "neuron"; }
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
+};
+
+// Bands of output rows across all channels (DeepThings-style spatial
+// partitioning): worker w computes rows [y_w, y_{w+1}) of every channel of a
+// layer, the bands proportional to the shares (largest remainder over rows)
+// and aligned from layer to layer, so an inverted-residual block's 1x1
+// convolutions read only the board's own band and a 3x3 one only a halo row
+// or two of its neighbours'. Layers whose maps have fewer than kMinRows rows
+// (and Gemm) are split by output channels instead: each worker a block of
+// whole channels, proportional to the shares. With `--route direct`, bands
+// stay on their boards and only halos, channel blocks and the graph's input
+// and output cross the network.
+class SpatialStrategy final : public SplitStrategy {
+ public:
+  static constexpr int kMinRows = 8;
+  std::string name() const override { return "spatial"; }
+  // Runs cannot express bands; this throws (use split_regions).
+  std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
+  std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
+                                                       const std::vector<double>& shares) const override;
 };
 
 // Names accepted by make_strategy, for help texts and errors.

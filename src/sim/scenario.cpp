@@ -119,8 +119,8 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
     r.total_macs += wp.macs;
     sum += double(wp.peak_ram_bytes);
     for (const plan::LayerShare& ls : wp.layers) {
-      if (ls.run.empty()) continue;
-      const int64_t need = int64_t(core::kWorkerFixedArena) + ls.bytes_in() + ls.run.size();
+      if (!ls.active()) continue;
+      const int64_t need = int64_t(core::kWorkerFixedArena) + ls.bytes_in() + ls.out_elems;
       r.max_exact_need_bytes = std::max(r.max_exact_need_bytes, need);
     }
   }

@@ -87,6 +87,9 @@ class Simulator {
   Simulator(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
             std::vector<TraceEvent>* trace)
       : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()) {
+    if (p.route != plan::Route::Relay)
+      throw Error("simulator: only the relay route is modelled so far (plan uses --route " +
+                  std::string(plan::route_name(p.route)) + ")");
     coord_.resize(size_t(n_));
     boards_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -202,7 +205,7 @@ class Simulator {
     remaining_ = 0;
     for (int b = 0; b < n_; ++b) {
       const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(node)];
-      if (ls.run.empty()) continue;
+      if (!ls.active()) continue;
       ++remaining_;
       CoordSide& c = coord_[size_t(b)];
       c.active = true;
@@ -368,7 +371,7 @@ class Simulator {
         trace(c, TraceKind::ComputeEnd, b);
         s.sending = true;
         s.done_pending = true;
-        s.out_len = ls.run.size();
+        s.out_len = ls.out_elems;
         s.out_sent = 0;
         board_pump(b, c);
       }
