@@ -53,6 +53,7 @@ class Lowering {
   // --- the node being handled (cur_) and its inputs
   bool present(int i) const { return i < int(in_.size()) && in_[size_t(i)] != nullptr; }
   const Value& dyn(int i) const;
+  const Value& dyn_map(int i) const;  // a computed [1,C,H,W] (4-D) input
   const Const* operand(int i) const;
   const Const& cst(int i) const { return need(operand_, i); }
   bool output_used(int k) const;
@@ -62,7 +63,7 @@ class Lowering {
   void define(const std::string& name, Value v);
   void define_const(Const c) { define(cur_->outputs[0], Value{true, -1, {}, std::make_shared<Const>(std::move(c))}); }
   void alias(const Value& v, const Dims& dims);
-  Node base(Op op) const;
+  Node base(Op op, std::vector<int> inputs = {}) const;
   int emit(Node nd, const Dims& out_dims);
   Window window(const Dims& x, int kh, int kw, bool pool) const;
   std::vector<float> per_channel(const Const& k, const Dims& x) const;
@@ -113,6 +114,12 @@ const Value& Lowering::dyn(int i) const {
   return v;
 }
 
+const Value& Lowering::dyn_map(int i) const {
+  const Value& x = dyn(i);
+  if (x.dims.size() != 4) throw Fail("input shape " + dims_str(x.dims) + " is not [1,C,H,W]");
+  return x;
+}
+
 const Const* Lowering::operand(int i) const {
   if (!present(i)) return nullptr;
   const Value& v = *in_[size_t(i)];
@@ -145,10 +152,11 @@ void Lowering::alias(const Value& v, const Dims& dims) {
   define(cur_->outputs[0], std::move(a));
 }
 
-Node Lowering::base(Op op) const {
+Node Lowering::base(Op op, std::vector<int> inputs) const {
   Node nd;
   nd.op = op;
   nd.name = cur_->label();
+  nd.inputs = std::move(inputs);
   return nd;
 }
 
@@ -261,8 +269,7 @@ void Lowering::affine(const Value& x, std::vector<float> gamma, std::vector<floa
   bool noop = true;
   for (size_t c = 0; c < gamma.size(); ++c) noop = noop && gamma[c] == 1.f && beta[c] == 0.f;
   if (noop) return alias(x, x.dims);
-  Node nd = base(Op::BatchNorm);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::BatchNorm, {x.tensor});
   const size_t C = gamma.size();
   nd.gamma = std::move(gamma);
   nd.beta = std::move(beta);
@@ -380,8 +387,7 @@ void Lowering::reshape_like() {
   const bool img = out.size() == 4 && out[0] == 1;
   if ((flat || img) && ir_shape(out) == ir_shape(x.dims)) return alias(x, out);
   if (flat) {
-    Node nd = base(Op::Flatten);
-    nd.inputs = {x.tensor};
+    Node nd = base(Op::Flatten, {x.tensor});
     emit(std::move(nd), out);
     return;
   }
@@ -391,8 +397,7 @@ void Lowering::reshape_like() {
 
 void Lowering::unary(Op op) {
   const Value& x = dyn(0);
-  Node nd = base(op);
-  nd.inputs = {x.tensor};
+  Node nd = base(op, {x.tensor});
   if (op == Op::HardSigmoid) {
     nd.alpha = cur_->attr_f("alpha", 0.2f);
     nd.beta_hs = cur_->attr_f("beta", 0.5f);
@@ -419,8 +424,7 @@ void Lowering::clip() {
   }
   if (!(lo <= hi)) throw Fail("Clip min is above max");
   if (lo == 0.f && std::isinf(hi) && hi > 0) return unary(Op::Relu);
-  Node nd = base(Op::Clip);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::Clip, {x.tensor});
   nd.lo = lo;
   nd.hi = hi;
   emit(std::move(nd), x.dims);
@@ -442,8 +446,7 @@ void Lowering::conv() {
     throw Fail("kernel_shape " + dims_str(ks) + " disagrees with weights " + dims_str(w.dims));
   if (kh > kMaxDim || kw > kMaxDim) throw Fail("kernel too large");
   const Window win = window(x.dims, int(kh), int(kw), false);
-  Node nd = base(Op::Conv);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::Conv, {x.tensor});
   win.apply(nd);
   nd.groups = int(groups);
   nd.weights = to_floats(w);
@@ -470,8 +473,7 @@ void Lowering::batchnorm() {
                  " channels");
     return to_floats(k);
   };
-  Node nd = base(Op::BatchNorm);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::BatchNorm, {x.tensor});
   nd.gamma = param(1, "scale");
   nd.beta = param(2, "bias");
   nd.mean = param(3, "mean");
@@ -560,15 +562,13 @@ void Lowering::concat() {
 }
 
 void Lowering::pool(bool avg) {
-  const Value& x = dyn(0);
-  if (x.dims.size() != 4) throw Fail("input shape " + dims_str(x.dims) + " is not [1,C,H,W]");
+  const Value& x = dyn_map(0);
   if (!avg && output_used(1)) throw Fail("the indices output is not supported");
   auto ks = cur_->attr_ints("kernel_shape");
   if (ks.size() != 2) throw Fail("kernel_shape must have 2 entries (only 2-D pooling is supported)");
   if (ks[0] < 1 || ks[1] < 1 || ks[0] > kMaxDim || ks[1] > kMaxDim) throw Fail("bad kernel_shape");
   const Window w = window(x.dims, int(ks[0]), int(ks[1]), true);
-  Node nd = base(avg ? Op::AvgPool : Op::MaxPool);
-  nd.inputs = {x.tensor};
+  Node nd = base(avg ? Op::AvgPool : Op::MaxPool, {x.tensor});
   w.apply(nd);
   if (avg) {
     nd.count_include_pad = cur_->attr_i("count_include_pad", 0) != 0;
@@ -579,10 +579,8 @@ void Lowering::pool(bool avg) {
 }
 
 void Lowering::global_pool(bool avg) {
-  const Value& x = dyn(0);
-  if (x.dims.size() != 4) throw Fail("input shape " + dims_str(x.dims) + " is not [1,C,H,W]");
-  Node nd = base(avg ? Op::GlobalAvgPool : Op::MaxPool);
-  nd.inputs = {x.tensor};
+  const Value& x = dyn_map(0);
+  Node nd = base(avg ? Op::GlobalAvgPool : Op::MaxPool, {x.tensor});
   if (!avg) {  // a max pool whose window is the whole image
     nd.kh = int(x.dims[2]);
     nd.kw = int(x.dims[3]);
@@ -591,8 +589,7 @@ void Lowering::global_pool(bool avg) {
 }
 
 void Lowering::reduce_mean() {
-  const Value& x = dyn(0);
-  if (x.dims.size() != 4) throw Fail("input shape " + dims_str(x.dims) + " is not [1,C,H,W]");
+  const Value& x = dyn_map(0);
   std::vector<int64_t> axes = m_.opset >= 18 ? (present(1) ? to_ints(cst(1)) : std::vector<int64_t>{})
                                              : cur_->attr_ints("axes");
   std::set<int64_t> s;
@@ -600,8 +597,7 @@ void Lowering::reduce_mean() {
   if (s != std::set<int64_t>{2, 3})
     throw Fail("only the mean over H and W (axes [2,3]) is supported, got axes " + dims_str(axes));
   const bool keep = cur_->attr_i("keepdims", 1) != 0;
-  Node nd = base(Op::GlobalAvgPool);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::GlobalAvgPool, {x.tensor});
   emit(std::move(nd), keep ? Dims{1, x.dims[1], 1, 1} : Dims{1, x.dims[1]});
 }
 
@@ -616,8 +612,7 @@ Node Lowering::fully_connected(const Value& a, const Const& b, bool gemm, int64_
     throw Fail("weights " + dims_str(b.dims) + (tb ? " (transposed)" : "") + " expect " + std::to_string(K) +
                " inputs but the input has shape " + dims_str(a.dims));
   const float alpha = gemm ? cur_->attr_f("alpha", 1.f) : 1.f;
-  Node nd = base(Op::Gemm);
-  nd.inputs = {a.tensor};
+  Node nd = base(Op::Gemm, {a.tensor});
   nd.weights.resize(size_t(N * K));
   for (int64_t o = 0; o < N; ++o)
     for (int64_t i = 0; i < K; ++i) {
@@ -659,8 +654,7 @@ void Lowering::matmul() {
 }
 
 void Lowering::pad() {
-  const Value& x = dyn(0);
-  if (x.dims.size() != 4) throw Fail("input shape " + dims_str(x.dims) + " is not [1,C,H,W]");
+  const Value& x = dyn_map(0);
   const std::string mode = cur_->attr_s("mode", "constant");
   if (mode != "constant") throw Fail("pad mode '" + mode + "' is not supported (only constant zero)");
   std::vector<int64_t> pads;
@@ -695,8 +689,7 @@ void Lowering::pad() {
   for (int64_t p : pads)
     if (p > kMaxDim) throw Fail("pads too large");
   if (pads[2] == 0 && pads[3] == 0 && pads[6] == 0 && pads[7] == 0) return alias(x, x.dims);
-  Node nd = base(Op::Pad);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::Pad, {x.tensor});
   nd.pad_t = int(pads[2]);
   nd.pad_l = int(pads[3]);
   nd.pad_b = int(pads[6]);
@@ -722,8 +715,7 @@ void Lowering::softmax() {
   if (!ok)
     throw Fail("softmax over axis " + std::to_string(axis) + " of " + dims_str(d) +
                " is not supported (only over the channels of [1,N] or [1,N,1,1])");
-  Node nd = base(Op::Softmax);
-  nd.inputs = {x.tensor};
+  Node nd = base(Op::Softmax, {x.tensor});
   emit(std::move(nd), d);
 }
 
