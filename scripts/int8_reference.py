@@ -411,6 +411,290 @@ def run_model(m, x):
     return outs
 
 
+# ---------------------------------------------------------------- .tsqm writer and random models (for `fuzz`)
+
+def save_tsqm(m, path):
+    """Writes a model dict (as load_tsqm returns) in the layout of docs/int8.md section 4."""
+    out = bytearray()
+    u8 = lambda v: out.extend(struct.pack("<B", v))  # noqa: E731
+    u32 = lambda v: out.extend(struct.pack("<I", v))  # noqa: E731
+    i32 = lambda v: out.extend(struct.pack("<i", int(v)))  # noqa: E731
+    f32 = lambda v: out.extend(struct.pack("<f", v))  # noqa: E731
+
+    def text(v):
+        b = v.encode("utf-8")
+        u32(len(b))
+        out.extend(b)
+
+    def vec8(a):
+        a = np.asarray(a, dtype=np.int8)
+        u32(a.size)
+        out.extend(a.tobytes())
+
+    def vec32(a):
+        a = np.asarray(a, dtype="<i4")
+        u32(a.size)
+        out.extend(a.tobytes())
+
+    u32(0x4D515354)
+    u32(1)
+    text(m["source"])
+    text(m["calibration"])
+    u32(len(m["labels"]))
+    for lab in m["labels"]:
+        text(lab)
+    for mean, std in m["mean_std"]:
+        f32(mean)
+        f32(std)
+    i32(m["input"])
+    i32(m["output"])
+    u8(1 if m["softmax"] else 0)
+    u32(len(m["tensors"]))
+    for t in m["tensors"]:
+        text(t["name"])
+        for v in t["shape"]:
+            i32(v)
+        f32(t["scale"])
+        i32(t["zp"])
+    u32(len(m["nodes"]))
+    codes = {v: k for k, v in OPS.items()}
+    for n in m["nodes"]:
+        text(n["name"])
+        u8(codes[n["op"]])
+        u32(len(n["inputs"]))
+        for t in n["inputs"]:
+            i32(t)
+        i32(n["output"])
+        u8(n["n_inputs"])
+        u8(n["count_include_pad"])
+        for sl in n["slots"]:
+            for v in sl["dims"]:
+                i32(v)
+            i32(sl["zp"])
+            i32(sl["mult"])
+            i32(sl["shift"])
+        for v in n["out_dims"]:
+            i32(v)
+        for k in SCALARS:
+            i32(n[k])
+        vec8(n["weights"])
+        vec32(n["bias"])
+        vec32(n["mult"])
+        vec32(n["shift"])
+        vec8(n["lut"])
+        out.extend(struct.pack("<Q", n["macs"]))
+    out.extend(struct.pack("<I", zlib.crc32(bytes(out)) & 0xFFFFFFFF))
+    with open(path, "wb") as f:
+        f.write(bytes(out))
+
+
+def random_multiplier(rng):
+    """A (Q31 mantissa, shift) pair as quantize_multiplier makes them, edges included."""
+    u = rng.random()
+    if u < 0.03:
+        return 0, 0
+    m = int(rng.choice([1 << 30, INT32_MAX])) if u < 0.15 else int(rng.integers(1 << 30, 1 << 31))
+    v = rng.random()
+    if v < 0.7:
+        s = int(rng.integers(-12, 1))
+    elif v < 0.85:
+        s = int(rng.integers(-31, -12))
+    else:
+        s = int(rng.integers(1, 9)) if rng.random() < 0.5 else int(rng.integers(9, 31))  # M >= 1: a left shift, may saturate
+    return m, s
+
+
+def random_model(rng, n_layers, past_cip=False):
+    """A random DAG of every QOp with random geometry, zero points, multipliers and clamps.
+
+    Pool windows may run past the padded image (ceil mode without the extra padding the
+    importer adds); for an AvgPool with count_include_pad = 1 only if `past_cip`, because
+    there the C++ kernel is known to differ from docs/int8.md (see "Disagreements found")."""
+    tensors, nodes = [], []
+
+    def new_tensor(shape, zp=None):
+        tensors.append({"name": f"t{len(tensors)}", "shape": tuple(int(v) for v in shape), "scale": 1.0,
+                        "zp": int(rng.integers(-128, 128)) if zp is None else zp})
+        return len(tensors) - 1
+
+    def node(op, ins, out_shape, out_zp=None, **kw):
+        n = {"name": f"n{len(nodes)}_{op}", "op": op, "inputs": list(ins), "n_inputs": len(ins),
+             "count_include_pad": 0, "weights": np.zeros(0, np.int8), "lut": np.zeros(0, np.int8),
+             "bias": np.zeros(0, np.int64), "mult": np.zeros(0, np.int64), "shift": np.zeros(0, np.int64), "macs": 0}
+        for k in SCALARS:
+            n[k] = 0
+        n.update(kh=1, kw=1, sh=1, sw=1, dh=1, dw=1, groups=1, act_min=-128, act_max=127)
+        slots = [{"dims": (0, 0, 0), "zp": 0, "mult": 0, "shift": 0} for _ in range(MAX_INPUTS)]
+        for k, t in enumerate(ins):
+            slots[k] = {"dims": tensors[t]["shape"], "zp": tensors[t]["zp"], "mult": 0, "shift": 0}
+        n["slots"] = slots
+        n.update(kw)
+        out = new_tensor(out_shape, out_zp)
+        n["output"] = out
+        n["out_dims"] = tensors[out]["shape"]
+        n["out_zp"] = tensors[out]["zp"]
+        nodes.append(n)
+        return n
+
+    def clamp_pair():
+        if rng.random() < 0.5:
+            return -128, 127
+        a, b = sorted(int(v) for v in rng.integers(-128, 128, size=2))
+        return a, b
+
+    def window(H, W, pooling):
+        for _ in range(50):
+            kh, kw = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+            sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+            dh, dw = (1, 1) if pooling else (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+            lim = (kh, kw) if pooling else (4, 4)
+            pt, pb = int(rng.integers(0, lim[0])), int(rng.integers(0, lim[0] + (1 if not pooling else 0)))
+            pl, pr = int(rng.integers(0, lim[1])), int(rng.integers(0, lim[1] + (1 if not pooling else 0)))
+            oh = (H + pt + pb - dh * (kh - 1) - 1) // sh + 1
+            ow = (W + pl + pr - dw * (kw - 1) - 1) // sw + 1
+            if H + pt + pb - dh * (kh - 1) - 1 < 0 or W + pl + pr - dw * (kw - 1) - 1 < 0:
+                continue
+            if pooling and ((oh - 1) * sh >= H + pt or (ow - 1) * sw >= W + pl):
+                continue
+            if pooling and rng.random() < 0.3:  # ceil mode: one more output whose window starts inside
+                if oh * sh < H + pt:
+                    if rng.random() < 0.5:  # ... with the bottom padding extended to cover it
+                        pb += max(0, oh * sh + kh - (H + pt + pb))
+                    oh += 1  # ... or running past the padded image (clipped, docs/int8.md)
+            past = (oh - 1) * sh + kh > H + pt + pb or (ow - 1) * sw + kw > W + pl + pr
+            return dict(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pad_t=pt, pad_l=pl, pad_b=pb, pad_r=pr), oh, ow, past
+        return None
+
+    C, H, W = int(rng.integers(1, 7)), int(rng.integers(3, 15)), int(rng.integers(3, 15))
+    x = new_tensor((C, H, W))
+    ops = ["Conv", "Conv", "Conv", "Gemm", "Add", "Mul", "Concat", "AvgPool", "GlobalAvgPool", "MaxPool", "Lut", "Pad"]
+    for _ in range(n_layers):
+        op = str(rng.choice(ops))
+        spatial = [i for i, t in enumerate(tensors) if t["shape"][1] > 1 or t["shape"][2] > 1]
+        src = int(rng.choice(spatial)) if spatial and rng.random() < 0.9 else int(rng.integers(0, len(tensors)))
+        C, H, W = tensors[src]["shape"]
+        if op == "Conv":
+            g = window(H, W, False)
+            if g is None:
+                continue
+            geo, oh, ow, _ = g
+            divs = [d for d in range(1, C + 1) if C % d == 0]
+            G = int(rng.choice(divs)) if rng.random() < 0.6 else C
+            Og = int(rng.integers(1, 4)) if G == C else int(rng.integers(1, 4))
+            OC = G * Og
+            mults = [random_multiplier(rng) for _ in range(OC)]
+            lo, hi = clamp_pair()
+            node("Conv", [src], (OC, oh, ow), groups=G, act_min=lo, act_max=hi,
+                 weights=rng.integers(-127, 128, size=OC * (C // G) * geo["kh"] * geo["kw"]).astype(np.int8),
+                 bias=rng.integers(-(1 << 20), 1 << 20, size=OC), mult=np.array([m for m, _ in mults]),
+                 shift=np.array([s for _, s in mults]), **geo)
+        elif op == "Gemm":
+            if C * H * W > 600:
+                continue
+            N = int(rng.integers(1, 17))
+            mults = [random_multiplier(rng) for _ in range(N)]
+            lo, hi = clamp_pair()
+            node("Gemm", [src], (N, 1, 1), act_min=lo, act_max=hi,
+                 weights=rng.integers(-127, 128, size=N * C * H * W).astype(np.int8),
+                 bias=rng.integers(-(1 << 20), 1 << 20, size=N), mult=np.array([m for m, _ in mults]),
+                 shift=np.array([s for _, s in mults]))
+        elif op == "Add":
+            same = [i for i, t in enumerate(tensors) if t["shape"] == (C, H, W)]
+            other = int(rng.choice(same))
+            n = node("Add", [src, other], (C, H, W), left_shift=20, act_min=clamp_pair()[0])
+            om, _ = random_multiplier(rng)
+            osh = int(rng.integers(-31, -9)) if rng.random() < 0.8 else int(rng.integers(-9, 3))
+            n.update(out_mult=om, out_shift=osh)
+            for k in range(2):
+                m, s = random_multiplier(rng)
+                n["slots"][k].update(mult=m, shift=min(s, -1))
+        elif op == "Mul":
+            cands = [i for i, t in enumerate(tensors) if t["shape"] in ((C, H, W), (C, 1, 1))]
+            other = int(rng.choice(cands))
+            m, s = random_multiplier(rng)
+            lo, hi = clamp_pair()
+            node("Mul", [src, other], (C, H, W), out_mult=m, out_shift=s, act_min=lo, act_max=hi)
+        elif op == "Concat":
+            same = [i for i, t in enumerate(tensors) if t["shape"][1:] == (H, W)]
+            ins = [src] + [int(v) for v in rng.choice(same, size=int(rng.integers(0, 3)))]
+            n = node("Concat", ins, (sum(tensors[i]["shape"][0] for i in ins), H, W))
+            for k in range(len(ins)):
+                m, s = random_multiplier(rng)
+                n["slots"][k].update(mult=m, shift=s)
+        elif op in ("AvgPool", "MaxPool"):
+            g = window(H, W, True)
+            if g is None:
+                continue
+            geo, oh, ow, past = g
+            if op == "MaxPool":
+                node("MaxPool", [src], (C, oh, ow), out_zp=tensors[src]["zp"], **geo)
+            else:
+                taps = geo["kh"] * geo["kw"]
+                mults = [random_multiplier(rng) for _ in range(taps)]
+                lo, hi = clamp_pair()
+                cip = int(rng.integers(0, 2)) if past_cip or not past else 0
+                node("AvgPool", [src], (C, oh, ow), count_include_pad=cip, act_min=lo, act_max=hi,
+                     mult=np.array([m for m, _ in mults]), shift=np.array([s for _, s in mults]), **geo)
+        elif op == "GlobalAvgPool":
+            m, s = random_multiplier(rng)
+            node("GlobalAvgPool", [src], (C, 1, 1), out_mult=m, out_shift=s)
+        elif op == "Lut":
+            node("Lut", [src], (C, H, W), lut=rng.integers(-128, 128, size=256).astype(np.int8))
+        elif op == "Pad":
+            p = [int(v) for v in rng.integers(0, 4, size=4)]
+            node("Pad", [src], (C, H + p[0] + p[2], W + p[1] + p[3]), out_zp=tensors[src]["zp"],
+                 pad_t=p[0], pad_l=p[1], pad_b=p[2], pad_r=p[3])
+    return {"source": "fuzz", "calibration": "random", "labels": [], "mean_std": [(0.0, 1.0)] * 3,
+            "input": x, "output": len(tensors) - 1, "softmax": False, "tensors": tensors, "nodes": nodes}
+
+
+def cmd_fuzz(a):
+    import subprocess
+    import tempfile
+    rng = np.random.default_rng(a.seed)
+    total_layers, differ_models, ops = 0, [], {}
+    with tempfile.TemporaryDirectory(prefix="int8_fuzz.") as tmp:
+        for i in range(a.models):
+            m = random_model(rng, int(rng.integers(3, a.layers + 1)), a.past_padding)
+            if not m["nodes"]:
+                continue
+            model = os.path.join(tmp, f"m{i}.tsqm")
+            save_tsqm(m, model)
+            x = rng.integers(-128, 128, size=m["tensors"][m["input"]]["shape"]).astype(np.int8)
+            np.save(os.path.join(tmp, "x.npy"), x)
+            dump = os.path.join(tmp, f"d{i}")
+            p = subprocess.run([a.bin, "dump", "-m", model, "-s", "0", "--input", os.path.join(tmp, "x.npy"), "-o", dump],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RefError(f"random model {i} (seed {a.seed}): tinysplit dump failed: {p.stderr.strip()}")
+            with open(os.path.join(dump, "index.json")) as fh:
+                idx = json.load(fh)
+            outs = run_model(m, x)
+            for e, n, y in zip(idx["layers"], m["nodes"], outs):
+                ops[n["op"]] = ops.get(n["op"], 0) + 1
+                c = np.load(os.path.join(dump, e["file"]))
+                if c.shape != y.shape or not np.array_equal(c, y):
+                    bad = np.flatnonzero(c.reshape(-1) != y.reshape(-1)) if c.shape == y.shape else [0]
+                    pos = [int(v) for v in np.unravel_index(bad[0], y.shape)]
+                    print(f"random model {i}: layer {e['index']} '{n['name']}' differs first at [c,y,x]={pos}: "
+                          f"C++ {int(c.reshape(-1)[bad[0]])} vs Python {int(y.reshape(-1)[bad[0]])}")
+                    if a.keep:
+                        save_tsqm(m, os.path.join(a.keep, f"fuzz_seed{a.seed}_m{i}.tsqm"))
+                        np.save(os.path.join(a.keep, f"fuzz_seed{a.seed}_m{i}_input.npy"), x)
+                    differ_models.append(i)
+                    break
+            total_layers += len(m["nodes"])
+            shutil_rmtree(dump)
+    print(json.dumps({"models": a.models, "layers": total_layers, "ops": dict(sorted(ops.items())),
+                      "differ": len(differ_models), "seed": a.seed}))
+    return 1 if differ_models else 0
+
+
+def shutil_rmtree(path):
+    import shutil
+    shutil.rmtree(path, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- command line
 
 def load_input(m, path):
@@ -493,14 +777,25 @@ def main(argv):
     r.add_argument("-o", "--out", required=True)
     c = sub.add_parser("compare", help="compare with a `tinysplit dump` folder")
     c.add_argument("dump")
+    f = sub.add_parser("fuzz", help="random models of every op through `tinysplit dump --input`, compared")
+    f.add_argument("--bin", required=True, help="the tinysplit binary")
+    f.add_argument("--seed", type=int, default=1)
+    f.add_argument("--models", type=int, default=50)
+    f.add_argument("--layers", type=int, default=8, help="at most this many layers per model")
+    f.add_argument("--keep", help="folder to keep a differing model and its input in")
+    f.add_argument("--past-padding", action="store_true",
+                   help="also AvgPool windows with count_include_pad past the padded image (known C++ difference)")
     a = p.parse_args(argv)
     try:
-        return cmd_run(a) if a.cmd == "run" else cmd_compare(a)
+        return {"run": cmd_run, "compare": cmd_compare, "fuzz": cmd_fuzz}[a.cmd](a)
     except RefError as e:
         print(f"int8_reference: error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:
         print(f"int8_reference: error: index.json lacks field {e}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, OSError) as e:  # e.g. a malformed index.json entry
+        print(f"int8_reference: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
 

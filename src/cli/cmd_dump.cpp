@@ -2,7 +2,9 @@
 // (run_int8) on one photo, as .npy files, with the model and the quantised
 // input it used, so that an independent implementation
 // (scripts/int8_reference.py) can recompute and compare them (docs/int8.md).
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -34,6 +36,40 @@ void write_npy_i8(const std::string& path, const std::vector<int8_t>& v, const s
 
 std::vector<int> chw(const Shape& s) { return {s.c, s.h, s.w}; }
 
+// Reads an int8 .npy (version 1 or 2, C order) that must have `shape`.
+std::vector<int8_t> read_npy_i8(const std::string& path, const Shape& shape) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open input '" + path + "'");
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto bad = [&](const std::string& why) { return Error("input '" + path + "': " + why); };
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw bad("not a .npy file");
+  const int major = uint8_t(bytes[6]);
+  size_t hlen = 0, off = 0;
+  if (major == 1) {
+    hlen = uint8_t(bytes[8]) | size_t(uint8_t(bytes[9])) << 8;
+    off = 10;
+  } else if (major == 2 && bytes.size() >= 12) {
+    for (int i = 0; i < 4; ++i) hlen |= size_t(uint8_t(bytes[8 + i])) << (8 * i);
+    off = 12;
+  } else {
+    throw bad("unsupported .npy version");
+  }
+  if (bytes.size() < off + hlen) throw bad("truncated header");
+  std::string h = bytes.substr(off, hlen);
+  h.erase(std::remove(h.begin(), h.end(), ' '), h.end());
+  if (h.find("'descr':'|i1'") == std::string::npos && h.find("'descr':'i1'") == std::string::npos)
+    throw bad("must hold int8 values (descr '|i1')");
+  if (h.find("'fortran_order':False") == std::string::npos) throw bad("must be in C order");
+  const std::string want = "'shape':(" + std::to_string(shape.c) + "," + std::to_string(shape.h) + "," + std::to_string(shape.w) + ")";
+  if (h.find(want) == std::string::npos)
+    throw bad("shape must be (" + std::to_string(shape.c) + ", " + std::to_string(shape.h) + ", " + std::to_string(shape.w) + ")");
+  const size_t n = size_t(shape.size());
+  if (bytes.size() - off - hlen != n) throw bad("holds " + std::to_string(bytes.size() - off - hlen) + " data bytes, expected " + std::to_string(n));
+  std::vector<int8_t> v(n);
+  std::memcpy(v.data(), bytes.data() + off + hlen, n);
+  return v;
+}
+
 }  // namespace
 
 void register_dump(CLI::App& app) {
@@ -43,19 +79,29 @@ void register_dump(CLI::App& app) {
                 auto size = std::make_shared<int>(112);
                 auto out = std::make_shared<std::string>();
                 auto image = std::make_shared<std::string>();
+                auto input = std::make_shared<std::string>();
                 auto json = std::make_shared<bool>(false);
                 add_model_options(sub, *model, *size, true);
                 sub.add_option("--out,-o", *out, "output folder")->required();
-                sub.add_option("--image,-i", *image, "photo to run (default: the first of data/eval)");
+                auto* img_opt = sub.add_option("--image,-i", *image, "photo to run (default: the first of data/eval)");
+                sub.add_option("--input", *input, "already quantised int8 input (.npy, C-H-W) instead of a photo")
+                    ->excludes(img_opt);
                 add_json_flag(sub, *json);
                 return [=]() -> int {
                   namespace fs = std::filesystem;
                   const QGraph q = quantized_model(*model, *size, QuantizeOptions{});
                   const Shape in = q.shape(q.input);
-                  if (in.c != 3 || in.h != in.w)
-                    throw Error("dump needs a square 3-channel image input; the model's input is " + to_string(in));
-                  const std::string img = image->empty() ? default_photo() : *image;
-                  const auto x = quantize_input(q, image_input(img, in.h, q.in_mean, q.in_std));
+                  std::vector<int8_t> x;
+                  std::string img;
+                  if (!input->empty()) {
+                    img = *input;
+                    x = read_npy_i8(*input, in);
+                  } else {
+                    if (in.c != 3 || in.h != in.w)
+                      throw Error("a photo needs a square 3-channel model input, this one is " + to_string(in) + "; pass --input");
+                    img = image->empty() ? default_photo() : *image;
+                    x = quantize_input(q, image_input(img, in.h, q.in_mean, q.in_std));
+                  }
                   const auto all = run_int8_all(q, x);
                   std::error_code ec;
                   fs::create_directories(*out, ec);
