@@ -25,12 +25,14 @@ mkdir -p "$LOGS"
 # (darknet, python3-skimage, opencv-doc) are deliberately not installed: photos.sh downloads
 # their .deb files alone and unpacks only the listed photos, which avoids several hundred
 # dependencies. python3-torch is not needed either (only to regenerate committed test models).
+# python3-numpy runs the independent int8 reference (scripts/int8_reference.py, docs/int8.md).
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libstb-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   gnuplot-nox ca-certificates openssl
+  python3-numpy
 )
 
 STEP=0

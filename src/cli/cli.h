@@ -59,5 +59,6 @@ void register_plan(CLI::App& app);
 void register_run(CLI::App& app);
 void register_worker(CLI::App& app);
 void register_simulate(CLI::App& app);
+void register_dump(CLI::App& app);
 
 }  // namespace ts::cli

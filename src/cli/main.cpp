@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   register_run(app);
   register_worker(app);
   register_simulate(app);
+  register_dump(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
