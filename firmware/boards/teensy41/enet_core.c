@@ -1,6 +1,8 @@
 // i.MX ENET driver core. Register map and descriptor format from the i.MX
-// RT1060 reference manual (ENET chapter); legacy 8-byte buffer descriptors
-// with ECR.DBSWP set, so they read as little-endian {length, status, buffer}.
+// RT1060 reference manual (ENET chapter). Enhanced 32-byte buffer
+// descriptors (ECR.EN1588) with ECR.DBSWP set, so they read as little-endian
+// {length, status, buffer, extended status/control, ...}: the RT1062 takes
+// either format, QEMU's imx.enet model only this one.
 // Rings and buffers are static (.bss): on the Teensy that is DTCM, which the
 // ENET's DMA reaches and the data cache never holds, so no cache upkeep.
 #include "enet_core.h"
@@ -35,6 +37,7 @@
 #define EIR_RXF (1u << 25)
 #define ECR_RESET (1u << 0)
 #define ECR_ETHEREN (1u << 1)
+#define ECR_EN1588 (1u << 4)
 #define ECR_DBSWP (1u << 8)
 #define RCR_MII_MODE (1u << 2)
 #define RCR_FCE (1u << 5)
@@ -53,12 +56,21 @@
 #define TX_W (1u << 13)
 #define TX_L (1u << 11)
 #define TX_TC (1u << 10)
+#define RX_EXT_INT (1u << 7)  // extended control: RXF interrupt for this descriptor
 
 typedef struct {
   volatile uint16_t length;
   volatile uint16_t status;
   volatile uint32_t buffer;
+  volatile uint16_t ext_status;
+  volatile uint16_t ext_control;
+  volatile uint16_t checksum;
+  volatile uint16_t proto;
+  volatile uint32_t bdu;
+  volatile uint32_t timestamp;
+  uint32_t reserved[2];
 } Bd;
+_Static_assert(sizeof(Bd) == 32, "enhanced buffer descriptor");
 
 static uintptr_t g_base;
 static Bd g_rx[ENET_RX_RING] __attribute__((aligned(64)));
@@ -118,16 +130,23 @@ void enet_core_stop(void) {
   dsb();
 }
 
+static uint16_t g_rx_ext;
+static int g_loopback;
+
+void enet_core_set_loopback(int on) { g_loopback = on; }
+
 void enet_core_start(const uint8_t mac[6], int rmii, int speed100, int full, int rx_irq) {
   enet_core_stop();  // also resets the DMA's ring pointers to RDSR/TDSR
+  memset(g_rx, 0, sizeof g_rx);
+  memset(g_tx, 0, sizeof g_tx);
+  g_rx_ext = rx_irq ? RX_EXT_INT : 0u;
   for (uint32_t i = 0; i < ENET_RX_RING; ++i) {
     g_rx[i].buffer = (uint32_t)(uintptr_t)g_rx_buf[i];
-    g_rx[i].length = 0;
+    g_rx[i].ext_control = g_rx_ext;
     g_rx[i].status = (uint16_t)(RX_E | (i == ENET_RX_RING - 1u ? RX_W : 0u));
   }
   for (uint32_t i = 0; i < ENET_TX_RING; ++i) {
     g_tx[i].buffer = (uint32_t)(uintptr_t)g_tx_buf[i];
-    g_tx[i].length = 0;
     g_tx[i].status = (uint16_t)(i == ENET_TX_RING - 1u ? TX_W : 0u);
   }
   g_rx_next = g_tx_next = 0;
@@ -137,7 +156,7 @@ void enet_core_start(const uint8_t mac[6], int rmii, int speed100, int full, int
   R(IAUR) = R(IALR) = R(GAUR) = R(GALR) = 0;
   // Frames up to 1518 bytes, CRC kept in the buffer (removed in rx).
   R(RCR) = (1518u << 16) | RCR_MII_MODE | RCR_FCE | (rmii ? RCR_RMII_MODE : 0u) |
-           (rmii && !speed100 ? RCR_RMII_10T : 0u);
+           (rmii && !speed100 ? RCR_RMII_10T : 0u) | (g_loopback && !rmii ? 1u : 0u);
   R(TCR) = full ? TCR_FDEN : 0u;
   R(TFWR) = TFWR_STRFWD;
   R(RSFL) = 0;  // store and forward
@@ -148,7 +167,7 @@ void enet_core_start(const uint8_t mac[6], int rmii, int speed100, int full, int
   R(TDSR) = (uint32_t)(uintptr_t)g_tx;
   R(EIR) = 0xFFFFFFFFu;
   R(EIMR) = rx_irq ? EIR_RXF : 0u;
-  R(ECR) = 0x70000000u | ECR_DBSWP | ECR_ETHEREN;  // bits 30:28 read as 1 at reset
+  R(ECR) = 0x70000000u | ECR_DBSWP | ECR_EN1588 | ECR_ETHEREN;  // bits 30:28 read as 1 at reset
   dsb();
   R(RDAR) = DAR_ACTIVE;
 }
@@ -170,6 +189,9 @@ int enet_core_rx(uint8_t* dst, uint32_t cap) {
     g_stats.rx_frames++;
   }
   bd->length = 0;
+  bd->ext_status = 0;
+  bd->ext_control = g_rx_ext;
+  bd->bdu = 0;
   dmb();
   bd->status = (uint16_t)(RX_E | (g_rx_next == ENET_RX_RING - 1u ? RX_W : 0u));
   g_rx_next = (g_rx_next + 1u) % ENET_RX_RING;
@@ -186,6 +208,8 @@ int enet_core_tx(const uint8_t* frame, uint32_t len) {
   }
   memcpy(g_tx_buf[g_tx_next], frame, len);
   bd->length = (uint16_t)len;
+  bd->ext_control = 0;
+  bd->bdu = 0;
   dmb();
   bd->status = (uint16_t)(TX_R | TX_L | TX_TC | (g_tx_next == ENET_TX_RING - 1u ? TX_W : 0u));
   g_tx_next = (g_tx_next + 1u) % ENET_TX_RING;

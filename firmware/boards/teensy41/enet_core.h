@@ -1,6 +1,6 @@
 // The i.MX ENET 10/100 MAC (the controller of the i.MX RT1062; i.MX6UL/7D
 // and QEMU's "imx.enet" model are the same family): reset, MDIO, legacy
-// DMA descriptor rings, frame send/receive, generic IEEE 802.3 PHY link
+// DMA descriptor rings (enhanced format), frame send/receive, generic IEEE 802.3 PHY link
 // state. No board, pin, clock or lwIP code here: boards/teensy41/enet.c
 // adds the Teensy's clocks, pins and PHY; tests/enet_qemu/ runs this file
 // against QEMU's model.
@@ -32,6 +32,9 @@ int enet_phy_link(uint32_t phy, int* speed100, int* full);
 // (Re)starts the MAC: rings, address, RMII or MII, speed, duplex; RX on.
 // `rx_irq`: interrupt on received frames (EIMR RXF).
 void enet_core_start(const uint8_t mac[6], int rmii, int speed100, int full, int rx_irq);
+// The MAC's internal loopback (RCR.LOOP; MII mode only) from the next
+// enet_core_start on: sent frames come back as received ones.
+void enet_core_set_loopback(int on);
 // Stops the MAC (ETHEREN off).
 void enet_core_stop(void);
 // Copies one frame (without CRC) out of the RX ring into dst (cap bytes);
