@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Cortex-M7 board firmware (firmware/) for QEMU's mps2-an500 with
-# the Teensy 4.1 memory layout. Idempotent; run as root on Debian 12:
-#   bash scripts/build_firmware.sh
+# the Teensy 4.1 memory layout, or (--board teensy41) for a real Teensy 4.1.
+# Idempotent; run as root on Debian 12:
+#   bash scripts/build_firmware.sh                   # QEMU board (default)
+#   bash scripts/build_firmware.sh --board teensy41  # Teensy 4.1 .hex
 #
 # Steps (each prints one line with its time):
 #   1. Debian packages: the arm-none-eabi toolchain with newlib and libstdc++
@@ -11,7 +13,10 @@
 #   3. lwIP's source from Debian's source archive (`apt-get source lwip`)
 #      into firmware/third_party/ (git-ignored; never committed)
 #   4. make -C firmware -> firmware/build/tinysplit-board.elf
-#   5. boot check under QEMU (`hello`: prints the memory layout, exit code 0)
+#      (teensy41: firmware/build/teensy41/tinysplit-teensy41.elf and .hex)
+#   5. boot check under QEMU (`hello`: prints the memory layout, exit code 0);
+#      teensy41: scripts/check_teensy_image.py (boot header, IVT, memory map,
+#      and Debian's teensy_loader_cli parses the .hex)
 #
 # Environment: TS_FW_JOBS (make jobs, default nproc), TS_FW_SKIP_APT=1 (no
 # package installs: the toolchain and lwIP must already be there).
@@ -22,6 +27,19 @@ FW="$ROOT/firmware"
 TP="$FW/third_party"
 JOBS="${TS_FW_JOBS:-$(nproc)}"
 PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm dpkg-dev)
+BOARD=mps2-an500
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --board) BOARD="${2:-}"; shift 2 ;;
+    --board=*) BOARD="${1#--board=}"; shift ;;
+    *) echo "build_firmware: unknown option '$1' (--board mps2-an500|teensy41)" >&2; exit 2 ;;
+  esac
+done
+case "$BOARD" in
+  mps2-an500) ;;
+  teensy41) PACKAGES+=(teensy-loader-cli) ;;
+  *) echo "build_firmware: unknown board '$BOARD' (mps2-an500 or teensy41)" >&2; exit 2 ;;
+esac
 T0=$SECONDS
 step() { T_STEP=$SECONDS; printf '[firmware] %s ... ' "$1"; }
 done_step() { echo "${1:-done} ($((SECONDS - T_STEP))s)"; }
@@ -108,6 +126,19 @@ LWIP_DIR="$(ls -d "$TP"/lwip-*/ | head -1)"
 LWIP_DIR="${LWIP_DIR%/}"
 
 # ---- 4. build
+if [[ "$BOARD" == teensy41 ]]; then
+  step "build (make -C firmware BOARD=teensy41)"
+  LOG="$FW/build-teensy41.log"
+  make -C "$FW" -j"$JOBS" BOARD=teensy41 LWIP_DIR="$LWIP_DIR" >"$LOG" 2>&1 || { tail -30 "$LOG" >&2; fail "firmware build failed (log: firmware/build-teensy41.log)"; }
+  done_step "$(grep -E '^ *(ITCM|DTCM|FLASH):' "$LOG" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
+  # ---- 5. image check
+  step "image check (scripts/check_teensy_image.py)"
+  out="$(/usr/bin/python3 "$ROOT/scripts/check_teensy_image.py" "$FW/build/teensy41/tinysplit-teensy41.elf" \
+          "$FW/build/teensy41/tinysplit-teensy41.hex" 2>&1)" || { echo "$out" >&2; fail "the Teensy 4.1 image is not valid"; }
+  done_step "ok"
+  echo "[firmware] built $FW/build/teensy41/tinysplit-teensy41.hex in $((SECONDS - T0))s"
+  exit 0
+fi
 step "build (make -C firmware)"
 make -C "$FW" -j"$JOBS" LWIP_DIR="$LWIP_DIR" >"$FW/build.log" 2>&1 || { tail -30 "$FW/build.log" >&2; fail "firmware build failed (log: firmware/build.log)"; }
 done_step "$(grep -E '^ *(ITCM|DTCM|FLASH):' "$FW/build.log" | awk '{printf "%s %s %s  ", $1, $2, $3}')"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine: set up (idempotent:
 # packages, model, photos, build), build the Cortex-M7 firmware (cross
-# toolchain, QEMU and lwIP's source from Debian), then every test with CTest.
+# toolchain, QEMU and lwIP's source from Debian) for QEMU and for a real
+# Teensy 4.1 (checked by scripts/check_teensy_image.py), then every test with CTest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
 bash scripts/build_firmware.sh
+bash scripts/build_firmware.sh --board teensy41
 export TS_FIRMWARE="$ROOT/firmware/build/tinysplit-board.elf"
 BUILD_DIR="${TS_BUILD_DIR:-build}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${TS_TEST_JOBS:-2}" "$@"

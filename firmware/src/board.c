@@ -118,3 +118,19 @@ uint32_t board_stack_used(void) {
 }
 
 uint32_t board_stack_size(void) { return (uint32_t)((uintptr_t)__stack_top - (uintptr_t)__stack_limit); }
+
+// The emulator's flash is RAM: erase and program are plain stores, with the
+// NOR rule checked (programming can only clear bits).
+int board_flash_erase(uint8_t* sector) {
+  for (uint32_t i = 0; i < 4096u; ++i) sector[i] = 0xFF;
+  return 1;
+}
+
+int board_flash_program(uint8_t* dst, const uint8_t* src, uint32_t len) {
+  int ok = 1;
+  for (uint32_t i = 0; i < len; ++i) {
+    if ((dst[i] & src[i]) != src[i]) ok = 0;  // a 0 -> 1 change needs an erase
+    dst[i] &= src[i];
+  }
+  return ok;
+}

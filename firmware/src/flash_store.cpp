@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "board.h"
 #include "core/crc32.h"
 
 namespace {
@@ -30,29 +31,33 @@ int FlashRegionStore::current_slot() const {
   return a ? 0 : b ? 1 : -1;
 }
 
-void FlashRegionStore::erase_sector(uint8_t* p) {
-  memset(p, 0xFF, kSector);
+bool FlashRegionStore::erase_sector(uint8_t* p) {
   erased_total_++;
+  return board_flash_erase(p) != 0;
 }
 
-void FlashRegionStore::begin_staging() {
+bool FlashRegionStore::begin_staging() {
   staging_ = current_slot() == 0 ? 1 : 0;
   memset(erased_, 0, sizeof erased_);
-  erase_sector(slot(staging_));  // invalidates the slot's old header first
+  return erase_sector(slot(staging_));  // invalidates the slot's old header first
 }
 
 bool FlashRegionStore::stage(uint32_t offset, const uint8_t* data, uint32_t len) {
   if (uint64_t(offset) + len > slot_data_) return false;
-  if (staging_ < 0) begin_staging();
+  // A deploy writes each byte once, from offset 0 up; a write at offset 0
+  // starts a new staging session (a deploy cut off mid-way and restarted
+  // must not program bytes that already hold data: NOR only clears bits).
+  if (staging_ < 0 || offset == 0) {
+    if (!begin_staging()) return false;
+  }
   uint8_t* dst = slot(staging_) + kSector;
   for (uint32_t s = offset / kSector; len && s <= (offset + len - 1u) / kSector; ++s) {
     if (!(erased_[s / 32u] & (1u << (s % 32u)))) {
-      erase_sector(dst + s * kSector);
+      if (!erase_sector(dst + s * kSector)) return false;
       erased_[s / 32u] |= 1u << (s % 32u);
     }
   }
-  memcpy(dst + offset, data, len);
-  return true;
+  return board_flash_program(dst + offset, data, len) != 0;
 }
 
 bool FlashRegionStore::commit(uint32_t size, uint32_t crc) {
@@ -66,9 +71,10 @@ bool FlashRegionStore::commit(uint32_t size, uint32_t crc) {
   h.size = size;
   h.crc = crc;
   h.check = header_check(h.magic, h.generation, h.size, h.crc);
-  memcpy(slot(staging_), &h, sizeof h);  // the header sector was erased at begin_staging
+  const int s = staging_;
   staging_ = -1;
-  return true;
+  // The header sector was erased at begin_staging.
+  return board_flash_program(slot(s), reinterpret_cast<const uint8_t*>(&h), sizeof h) != 0;
 }
 
 const uint8_t* FlashRegionStore::current(uint32_t* size) const {

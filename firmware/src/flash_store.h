@@ -10,8 +10,8 @@
 //
 // Flash semantics are kept: a sector is erased (set to 0xFF) before its
 // first program in a staging session, and only whole 4 KB sectors are
-// erased. On real NOR flash, erase and program go through the FlexSPI
-// controller (code running from RAM); here they are plain stores.
+// erased. Erase and program are the board's (board.h): plain stores on QEMU,
+// FlexSPI commands from RAM-resident code on a Teensy 4.1.
 #pragma once
 
 #include <stdint.h>
@@ -42,8 +42,8 @@ class FlashRegionStore final : public ts::core::FlashStore {
   const Header* header(int i) const { return reinterpret_cast<const Header*>(slot(i)); }
   bool valid(int i) const;
   int current_slot() const;
-  void erase_sector(uint8_t* p);
-  void begin_staging();
+  bool erase_sector(uint8_t* p);
+  bool begin_staging();
 
   uint8_t* base_ = nullptr;
   uint32_t slot_bytes_ = 0, slot_data_ = 0;

@@ -73,9 +73,14 @@ inline uint64_t macs_of(const core::LayerDesc& L) {
   return uint64_t(L.out.size()) * uint64_t(L.in[0].c / L.groups) * uint64_t(L.kh * L.kw);
 }
 
+// Writes n bytes to flash-resident memory at dst; false on a flash error.
+// nullptr: plain stores (the host, and any flash that is RAM).
+using FlashPut = bool (*)(void* dst, const void* src, size_t n);
+
 // Builds case i: the input goes to `ram` (a board's arena), weights and
-// per-channel data to `flash` (read in place, as from a fragment).
-inline bool build(int i, Bump& ram, Bump& flash, Layer* out) {
+// per-channel data to `flash` (read in place, as from a fragment). A board
+// whose flash needs programming passes `put`; the bytes are the same.
+inline bool build(int i, Bump& ram, Bump& flash, Layer* out, FlashPut put = nullptr) {
   if (i < 0 || i >= kCount) return false;
   const Spec& s = kSpecs[i];
   Rng rng{0x9E3779B9u ^ uint32_t(i * 7919 + 1)};
@@ -101,11 +106,33 @@ inline bool build(int i, Bump& ram, Bump& flash, Layer* out) {
   int32_t* shift = static_cast<int32_t*>(flash.take(size_t(oc) * 4u));
   if (!x || !w || !bias || !mult || !shift) return false;
   for (int32_t j = 0; j < s.in.size(); ++j) x[j] = rng.i8();
-  for (int32_t j = 0; j < oc * per; ++j) w[j] = rng.i8();
+  const size_t mark = ram.used;
+  // With `put`, the per-channel values are made in RAM first (they are
+  // interleaved in the generator's order) and written after the weights.
+  int32_t* b_out = put ? static_cast<int32_t*>(ram.take(size_t(oc) * 12u)) : bias;
+  if (!b_out) return false;
+  int32_t* m_out = put ? b_out + oc : mult;
+  int32_t* s_out = put ? b_out + 2 * oc : shift;
+  if (!put) {
+    for (int32_t j = 0; j < oc * per; ++j) w[j] = rng.i8();
+  } else {
+    int8_t chunk[256];
+    for (int32_t j = 0; j < oc * per; j += int32_t(sizeof chunk)) {
+      const int32_t n = oc * per - j < int32_t(sizeof chunk) ? oc * per - j : int32_t(sizeof chunk);
+      for (int32_t k = 0; k < n; ++k) chunk[k] = rng.i8();
+      if (!put(w + j, chunk, size_t(n))) return false;
+    }
+  }
   for (int32_t o = 0; o < oc; ++o) {
-    bias[o] = int32_t(rng.next() % 4001u) - 2000;
-    mult[o] = int32_t((1u << 30) | (rng.next() >> 2));  // [2^30, 2^31)
-    shift[o] = s.shift - int32_t(rng.next() % 2u);
+    b_out[o] = int32_t(rng.next() % 4001u) - 2000;
+    m_out[o] = int32_t((1u << 30) | (rng.next() >> 2));  // [2^30, 2^31)
+    s_out[o] = s.shift - int32_t(rng.next() % 2u);
+  }
+  if (put) {
+    if (!put(bias, b_out, size_t(oc) * 4u) || !put(mult, m_out, size_t(oc) * 4u) ||
+        !put(shift, s_out, size_t(oc) * 4u))
+      return false;
+    ram.used = mark;
   }
   L.weights = w;
   L.bias = bias;

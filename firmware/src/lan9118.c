@@ -56,7 +56,7 @@
 #define TXA_FIRST (1u << 13)
 #define TXA_LAST (1u << 12)
 
-static Lan9118Stats g_stats;
+static EthStats g_stats;
 static uint32_t g_frame[(1536 + 3) / 4];  // one frame, word aligned
 
 static int wait_clear(uint32_t off, uint32_t bits) {
@@ -95,9 +95,9 @@ static void eth_isr(void) {
   REG(INT_STS) = INT_RSFL;
 }
 
-int lan9118_rx_pending(void) { return (REG(RX_FIFO_INF) >> 16) & 0xFFu; }
+int eth_rx_pending(void) { return (REG(RX_FIFO_INF) >> 16) & 0xFFu; }
 
-const Lan9118Stats* lan9118_stats(void) { return &g_stats; }
+const EthStats* eth_stats(void) { return &g_stats; }
 
 static err_t low_level_output(struct netif* nif, struct pbuf* p) {
   (void)nif;
@@ -124,7 +124,7 @@ static err_t low_level_output(struct netif* nif, struct pbuf* p) {
   return ERR_OK;
 }
 
-err_t lan9118_netif_init(struct netif* nif) {
+err_t eth_netif_init(struct netif* nif) {
   if (REG(BYTE_TEST) != 0x87654321u) {
     ts_log("lan9118: no controller at %08x\n", (unsigned)LAN9118_BASE);
     return ERR_IF;
@@ -163,9 +163,9 @@ err_t lan9118_netif_init(struct netif* nif) {
   return ERR_OK;
 }
 
-int lan9118_poll(struct netif* nif) {
+int eth_poll(struct netif* nif) {
   int n = 0;
-  while (lan9118_rx_pending()) {
+  while (eth_rx_pending()) {
     const uint32_t status = REG(RX_STATUS_FIFO);
     const uint32_t bytes = (status >> 16) & 0x3FFFu;  // frame + 4 CRC bytes
     const uint32_t words = (bytes + 3u) / 4u;
@@ -191,3 +191,5 @@ int lan9118_poll(struct netif* nif) {
   }
   return n;
 }
+
+int eth_link_up(void) { return 1; }  // QEMU's model has no cable to pull

@@ -1,6 +1,7 @@
 // `serve`: the portable board worker (src/core/worker.h) behind lwIP's raw
-// TCP API on the LAN9118, listening on 10.0.2.15:7000 (QEMU user-mode
-// networking forwards a host port there).
+// TCP API on the board's Ethernet driver (eth.h), listening on the
+// ServeOptions address (QEMU: 10.0.2.15:7000; user-mode networking forwards
+// a host port there).
 //
 // Event loop without an OS: poll the controller, run lwIP's timers, hand
 // received bytes to the worker, then sleep in WFI until an interrupt (a
@@ -14,7 +15,7 @@
 #include "core/worker.h"
 #include "firmware.h"
 #include "flash_store.h"
-#include "lan9118.h"
+#include "eth.h"
 #include "lwip/init.h"
 #include "lwip/ip4_addr.h"
 #include "lwip/netif.h"
@@ -26,7 +27,6 @@
 
 namespace {
 
-constexpr uint16_t kPort = 7000;
 constexpr uint32_t kSendTimeoutMs = 30000;
 
 struct netif g_netif;
@@ -43,14 +43,14 @@ uint64_t g_compute_instr = 0;      // instructions inside compute_range, all lay
 uint64_t g_conn_start_ticks = 0, g_conn_start_idle = 0, g_conn_start_compute = 0;
 
 void service_network() {
-  lan9118_poll(&g_netif);
+  eth_poll(&g_netif);
   sys_check_timeouts();
 }
 
-int rx_or_tick() { return g_tick_flag || lan9118_rx_pending(); }
+int rx_or_tick() { return g_tick_flag || eth_rx_pending(); }
 
 int has_work() {
-  return g_tick_flag || lan9118_rx_pending() || g_rxq != nullptr || g_new_conn || g_peer_closed;
+  return g_tick_flag || eth_rx_pending() || g_rxq != nullptr || g_new_conn || g_peer_closed;
 }
 
 class LwipPort final : public ts::core::Port {
@@ -160,7 +160,7 @@ void log_connection_end(const char* why) {
          (unsigned)g_connections, (unsigned long long)(all - idle), (unsigned long long)compute,
          (unsigned long long)(all - idle - compute), (unsigned long long)idle);
   const ts::core::WorkerStats& s = g_worker.stats();
-  const Lan9118Stats* e = lan9118_stats();
+  const EthStats* e = eth_stats();
   ts_log("connection %u closed (%s): frames in %u out %u, bytes in %u out %u, layers %u, errors sent %u, "
          "arena peak %u of %u, stack %u of %u, eth rx %u tx %u dropped %u irqs %u\n",
          (unsigned)g_connections, why, (unsigned)s.frames_in, (unsigned)s.frames_out, (unsigned)s.bytes_in,
@@ -257,10 +257,10 @@ int fw_serve(const ServeOptions& o) {
 
   lwip_init();
   ip4_addr_t ip, mask, gw;
-  IP4_ADDR(&ip, 10, 0, 2, 15);
-  IP4_ADDR(&mask, 255, 255, 255, 0);
-  IP4_ADDR(&gw, 10, 0, 2, 2);
-  if (!netif_add(&g_netif, &ip, &mask, &gw, nullptr, lan9118_netif_init, ethernet_input)) {
+  IP4_ADDR(&ip, o.ip[0], o.ip[1], o.ip[2], o.ip[3]);
+  IP4_ADDR(&mask, o.mask[0], o.mask[1], o.mask[2], o.mask[3]);
+  IP4_ADDR(&gw, o.gw[0], o.gw[1], o.gw[2], o.gw[3]);
+  if (!netif_add(&g_netif, &ip, &mask, &gw, nullptr, eth_netif_init, ethernet_input)) {
     ts_log("error: no network interface\n");
     return 3;
   }
@@ -268,13 +268,13 @@ int fw_serve(const ServeOptions& o) {
   netif_set_up(&g_netif);
   netif_set_link_up(&g_netif);
   struct tcp_pcb* pcb = tcp_new();
-  if (!pcb || tcp_bind(pcb, IP4_ADDR_ANY, kPort) != ERR_OK || !(g_listen = tcp_listen(pcb))) {
-    ts_log("error: cannot listen on port %u\n", (unsigned)kPort);
+  if (!pcb || tcp_bind(pcb, IP4_ADDR_ANY, o.port) != ERR_OK || !(g_listen = tcp_listen(pcb))) {
+    ts_log("error: cannot listen on port %u\n", (unsigned)o.port);
     return 3;
   }
   tcp_accept(g_listen, on_accept);
-  ts_log("board %u listening on 10.0.2.15:%u (arena %u B%s, flash store %u B, clock %u MHz%s)\n", (unsigned)o.id,
-         (unsigned)kPort, (unsigned)o.ram_bytes, o.advertise_ram ? ", advertised differently (test hook)" : "",
+  ts_log("board %u listening on %u.%u.%u.%u:%u (arena %u B%s, flash store %u B, clock %u MHz%s)\n", (unsigned)o.id,
+         o.ip[0], o.ip[1], o.ip[2], o.ip[3], (unsigned)o.port, (unsigned)o.ram_bytes, o.advertise_ram ? ", advertised differently (test hook)" : "",
          (unsigned)g_flash.capacity(), (unsigned)o.clock_mhz, o.icount ? ", times from instruction counts" : "");
 
   for (;;) {

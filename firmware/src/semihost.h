@@ -1,6 +1,9 @@
-// ARM semihosting (the debugger-call interface QEMU implements with
-// -semihosting): console output, the command line, and the exit code.
-// Calls are `bkpt 0xAB` with the operation in r0 and its argument in r1.
+// The console interface every board implements. QEMU (semihost.c): ARM
+// semihosting (the debugger-call interface QEMU implements with
+// -semihosting): console output, the command line, and the exit code; calls
+// are `bkpt 0xAB` with the operation in r0 and its argument in r1.
+// Teensy 4.1 (boards/teensy41/console.c): LPUART6 on pins 0/1; sh_exit
+// reports the code and resets the board. ts_log/ts_format are in log.c.
 #pragma once
 
 #include <stddef.h>

@@ -1,0 +1,16 @@
+// Constants of the QEMU mps2-an500 board (the default build); its code is in
+// firmware/src (board.c, startup.c, lan9118.c, semihost.c).
+#pragma once
+
+// Timer input clock of the mps2 FPGA images (SYSCLK), Hz. With QEMU's
+// -icount shift=0 each guest instruction advances virtual time by 1 ns, so
+// one tick is exactly 40 instructions.
+#define BOARD_TICK_HZ 25000000u
+#define BOARD_NS_PER_TICK 40u
+#define BOARD_TIMING_NOTE "instructions = 25 MHz ticks x 40 (exact with -icount shift=0)"
+#define BOARD_NAME "QEMU mps2-an500, Teensy 4.1 layout"
+
+// Interrupt lines of the mps2-an500 NVIC used here.
+#define IRQ_TIMER0 8
+#define IRQ_TIMER1 9
+#define IRQ_ETHERNET 13
