@@ -36,6 +36,7 @@ void register_run(CLI::App& app) {
     auto image = std::make_shared<std::string>();
     auto alloc = std::make_shared<std::string>("rating");
     auto route = std::make_shared<std::string>("relay");
+    auto strategy = std::make_shared<std::string>("neuron");
     auto window = std::make_shared<int>(32);
     auto ram = std::make_shared<std::string>("512K");
     auto flash = std::make_shared<std::string>("8M");
@@ -53,6 +54,8 @@ void register_run(CLI::App& app) {
     sub.add_option("--testbed,-t", *testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
     sub.add_option("--image,-i", *image, "photo to classify (default: the bundled photo)");
     sub.add_option("--allocation,-a", *alloc, "even | frequency | rating")->capture_default_str();
+    sub.add_option("--strategy", *strategy, "split strategy: neuron (the paper) | spatial (bands of rows)")
+        ->capture_default_str();
     sub.add_option("--route", *route, "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
         ->capture_default_str();
     sub.add_option("--window,-w", *window, "frames in flight per link (1 = the paper's stop-and-wait)")
@@ -96,6 +99,7 @@ void register_run(CLI::App& app) {
       plan::PlanOptions popt;
       popt.alloc = plan::parse_allocation(*alloc);
       popt.route = plan::parse_route(*route);
+      popt.strategy = *strategy;
       popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
       // Model, reference and plan.
       const std::string photo = image->empty() ? default_photo() : *image;
@@ -178,14 +182,23 @@ void register_run(CLI::App& app) {
         for (const auto& l : r.layers)
           jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
                         {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
+        int64_t board_to_board = 0;
+        for (const auto& wp : p.workers)
+          for (const auto& ls : wp.layers)
+            for (const auto& s : ls.sends)
+              if (s.peer != core::kPeerCoordinator) board_to_board += s.count;
         nlohmann::json j = {
             {"model", *model}, {"size", in_size}, {"image", std::filesystem::path(photo).filename().string()},
-            {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"route", plan::route_name(p.route)}, {"window", *window},
+            {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"strategy", p.strategy}, {"route", plan::route_name(p.route)}, {"window", *window},
             {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
             {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
             {"match_reference", match}, {"reference_s", ref_s}, {"repeat", *repeat},
             {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
-            {"wire_bytes", {{"total", r.wire_bytes}, {"payload", r.payload_bytes}}},
+            // total: every byte on the coordinator's links, measured; payload:
+            // the plan's activation bytes, board-to-board ones included (with
+            // --route direct the coordinator does not see those).
+            {"wire_bytes", {{"total", r.wire_bytes}, {"payload", r.payload_bytes},
+                            {"board_to_board_payload", board_to_board}}},
             {"planned_wire_payload_bytes", p.total_wire_bytes},
             {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
             {"emulation", {{"cycles_per_mac", *cpm}, {"delay_ms", *delay}}},

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "coord/qemu.h"
-#include "model/graph.h"
+#include "util/error.h"
 #include "net/tcp.h"
 
 namespace ts::coord {

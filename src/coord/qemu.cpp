@@ -14,8 +14,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "model/graph.h"  // ts::Error
-#include "model/pipeline.h"  // project_home
+#include "util/error.h"
+#include "util/paths.h"
 
 namespace ts::coord {
 

@@ -16,6 +16,7 @@
 // Portable C++17: no heap, no exceptions, no RTTI, no OS.
 #include "core/fragment.h"
 
+#include "core/bytes.h"
 #include "core/crc32.h"
 
 namespace ts {
@@ -33,11 +34,12 @@ constexpr int32_t kMaxGeom = 1 << 10;       // kernel, stride, dilation, pad
 constexpr int64_t kMaxFanIn = 1 << 15;
 constexpr int32_t kMaxBias = 1 << 30;
 
-inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-inline uint32_t rd32(const uint8_t* p) {
-  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
-}
-inline int32_t rdi32(const uint8_t* p) { return int32_t(rd32(p)); }
+using le::get_i32;
+using le::get_u16;
+using le::get_u32;
+inline uint16_t rd16(const uint8_t* p) { return get_u16(p); }
+inline uint32_t rd32(const uint8_t* p) { return get_u32(p); }
+inline int32_t rdi32(const uint8_t* p) { return get_i32(p); }
 
 inline bool in_i8(int32_t v) { return v >= -128 && v <= 127; }
 inline bool shift_ok(int32_t s) { return s >= -31 && s <= 30; }

@@ -50,6 +50,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/bytes.h"
+
 namespace ts::wire {
 
 // ---------------------------------------------------------------------------
@@ -95,20 +97,10 @@ constexpr uint16_t kMaxWindow = 64;
 // Little-endian helpers (explicit, byte by byte)
 // ---------------------------------------------------------------------------
 
-inline void put_u16(uint8_t* p, uint16_t v) {
-  p[0] = uint8_t(v);
-  p[1] = uint8_t(v >> 8);
-}
-inline void put_u32(uint8_t* p, uint32_t v) {
-  p[0] = uint8_t(v);
-  p[1] = uint8_t(v >> 8);
-  p[2] = uint8_t(v >> 16);
-  p[3] = uint8_t(v >> 24);
-}
-inline uint16_t get_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-inline uint32_t get_u32(const uint8_t* p) {
-  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
-}
+using le::get_u16;
+using le::get_u32;
+using le::put_u16;
+using le::put_u32;
 
 // ---------------------------------------------------------------------------
 // Message types

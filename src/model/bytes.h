@@ -1,4 +1,4 @@
-// Little-endian byte writer/reader for host-side file formats.
+// Little-endian byte writer/reader for host-side file formats (codecs: core/bytes.h).
 #pragma once
 
 #include <cstdint>
@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bytes.h"
 #include "model/graph.h"
 
 namespace ts {
@@ -14,8 +15,8 @@ class ByteWriter {
  public:
   std::vector<uint8_t> buf;
   void u8(uint8_t v) { buf.push_back(v); }
-  void u16(uint16_t v) { for (int i = 0; i < 2; ++i) buf.push_back(uint8_t(v >> (8 * i))); }
-  void u32(uint32_t v) { for (int i = 0; i < 4; ++i) buf.push_back(uint8_t(v >> (8 * i))); }
+  void u16(uint16_t v) { uint8_t b[2]; le::put_u16(b, v); bytes(b, 2); }
+  void u32(uint32_t v) { uint8_t b[4]; le::put_u32(b, v); bytes(b, 4); }
   void i32(int32_t v) { u32(uint32_t(v)); }
   void u64(uint64_t v) { for (int i = 0; i < 8; ++i) buf.push_back(uint8_t(v >> (8 * i))); }
   void f32(float f) { uint32_t v; std::memcpy(&v, &f, 4); u32(v); }
@@ -30,14 +31,8 @@ class ByteReader {
  public:
   ByteReader(const uint8_t* p, size_t n, std::string what) : p_(p), n_(n), what_(std::move(what)) {}
   uint8_t u8() { need(1); return p_[off_++]; }
-  uint16_t u16() { need(2); uint16_t v = uint16_t(p_[off_] | (p_[off_ + 1] << 8)); off_ += 2; return v; }
-  uint32_t u32() {
-    need(4);
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(p_[off_ + i]) << (8 * i);
-    off_ += 4;
-    return v;
-  }
+  uint16_t u16() { need(2); const uint16_t v = le::get_u16(p_ + off_); off_ += 2; return v; }
+  uint32_t u32() { need(4); const uint32_t v = le::get_u32(p_ + off_); off_ += 4; return v; }
   int32_t i32() { return int32_t(u32()); }
   uint64_t u64() { uint64_t lo = u32(); uint64_t hi = u32(); return lo | (hi << 32); }
   float f32() { uint32_t v = u32(); float f; std::memcpy(&f, &v, 4); return f; }

@@ -10,13 +10,9 @@
 #include <string>
 #include <vector>
 
-namespace ts {
+#include "util/error.h"
 
-// Raised for bad input anywhere in the model pipeline. The message is one
-// line meant for the user (the CLI prints it and exits non-zero).
-struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace ts {
 
 enum class Op : uint8_t {
   Conv,           // groups, stride, asymmetric pad, dilation; weights OIHW

@@ -2,6 +2,8 @@
 // entry point the CLI and the coordinator use.
 #pragma once
 
+#include "util/paths.h"  // project_home
+
 #include <string>
 #include <vector>
 
@@ -14,7 +16,6 @@ namespace ts {
 // The project folder holding models/ and data/: $TINYSPLIT_HOME, else the
 // first ancestor of the executable or of the working directory that has a
 // models/ or data/ folder. Empty if none.
-std::string project_home();
 
 // "mobilenetv2" (the default model, fetched by scripts/setup.sh), a TF.js
 // model.json, an ONNX file, or a .tsqm quantised model -> a path; throws

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/bytes.h"
 #include "core/crc32.h"
 
 namespace ts::plan {
@@ -80,13 +81,8 @@ class Buf {
  public:
   explicit Buf(size_t n) : b(n, 0) {}
   void u8(size_t at, uint8_t v) { b[at] = v; }
-  void u16(size_t at, uint16_t v) {
-    b[at] = uint8_t(v);
-    b[at + 1] = uint8_t(v >> 8);
-  }
-  void u32(size_t at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) b[at + size_t(i)] = uint8_t(v >> (8 * i));
-  }
+  void u16(size_t at, uint16_t v) { le::put_u16(&b[at], v); }
+  void u32(size_t at, uint32_t v) { le::put_u32(&b[at], v); }
   void i32(size_t at, int32_t v) { u32(at, uint32_t(v)); }
   std::vector<uint8_t> b;
 };

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/crc32.h"
+#include "model/bytes.h"
 #include "plan/fragment_writer.h"
 
 namespace ts::plan {
@@ -434,27 +435,21 @@ void route_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<Rou
 // Plan assembly
 // ----------------------------------------------------------------------------
 
-void put_u32(std::vector<uint8_t>& b, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
-}
-
 uint32_t hash_plan(uint32_t model_crc, const std::vector<double>& shares, const std::string& strategy,
                    Route route) {
-  std::vector<uint8_t> b;
-  put_u32(b, model_crc);
+  ByteWriter b;
+  b.u32(model_crc);
   // The route joins the strategy name only when it is not the paper's, so a
   // relay plan keeps the identity it always had.
   const std::string name = route == Route::Relay ? strategy : strategy + "/" + route_name(route);
-  put_u32(b, uint32_t(name.size()));
-  b.insert(b.end(), name.begin(), name.end());
-  put_u32(b, uint32_t(shares.size()));
+  b.str(name);
+  b.u32(uint32_t(shares.size()));
   for (double s : shares) {
     uint64_t v;
     std::memcpy(&v, &s, 8);
-    put_u32(b, uint32_t(v));
-    put_u32(b, uint32_t(v >> 32));
+    b.u64(v);
   }
-  return crc32(b.data(), b.size());
+  return crc32(b.buf.data(), b.buf.size());
 }
 
 // CRC-32 of the model's .tsqm serialisation. That format ends with the CRC

@@ -56,13 +56,13 @@ class NeuronStrategy final : public SplitStrategy {
 // and aligned from layer to layer, so an inverted-residual block's 1x1
 // convolutions read only the board's own band and a 3x3 one only a halo row
 // or two of its neighbours'. Layers whose maps have fewer than kMinRows rows
-// (and Gemm) are split by output channels instead: each worker a block of
+// (GlobalAvgPool, SE vectors) and Gemm are split by output channels instead: each worker a block of
 // whole channels, proportional to the shares. With `--route direct`, bands
 // stay on their boards and only halos, channel blocks and the graph's input
 // and output cross the network.
 class SpatialStrategy final : public SplitStrategy {
  public:
-  static constexpr int kMinRows = 8;
+  static constexpr int kMinRows = 2;
   std::string name() const override { return "spatial"; }
   // Runs cannot express bands; this throws (use split_regions).
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;

@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/graph.h"  // ts::Error
+#include "util/error.h"
 
 namespace ts::plan {
 
