@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO_WARNINGS
@@ -10,18 +12,37 @@
 
 namespace ts {
 
-Image load_image(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw Error("image '" + path + "' does not exist");
+Image decode_image(const uint8_t* data, size_t len, const std::string& what, int64_t max_pixels) {
+  if (len > size_t(INT32_MAX)) throw Error("image '" + what + "' is too large to decode");
   int w = 0, h = 0, ch = 0;
-  unsigned char* data = stbi_load(path.c_str(), &w, &h, &ch, 3);
-  if (!data) throw Error("cannot decode image '" + path + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown"));
+  // Header only: the declared size is checked before any pixel memory is taken.
+  if (!stbi_info_from_memory(data, int(len), &w, &h, &ch))
+    throw Error("cannot decode image '" + what + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
+  if (w <= 0 || h <= 0) throw Error("image '" + what + "' is empty");
+  if (w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > max_pixels)
+    throw Error("image '" + what + "' is " + std::to_string(w) + "x" + std::to_string(h) + " pixels; at most " +
+                std::to_string(max_pixels) + " pixels and " + std::to_string(kMaxImageSide) + " per side are accepted");
+  unsigned char* px = stbi_load_from_memory(data, int(len), &w, &h, &ch, 3);
+  if (!px) throw Error("cannot decode image '" + what + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown"));
+  // The decoder must deliver what the header declared (checked above).
+  if (w <= 0 || h <= 0 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > max_pixels) {
+    stbi_image_free(px);
+    throw Error("image '" + what + "' decodes to an unexpected size");
+  }
   Image img;
   img.w = w;
   img.h = h;
-  img.rgb.assign(data, data + size_t(w) * h * 3);
-  stbi_image_free(data);
-  if (w <= 0 || h <= 0) throw Error("image '" + path + "' is empty");
+  img.rgb.assign(px, px + size_t(w) * h * 3);
+  stbi_image_free(px);
   return img;
+}
+
+Image load_image(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw Error("image '" + path + "' does not exist");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open image '" + path + "'");
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return decode_image(bytes.data(), bytes.size(), path);
 }
 
 std::vector<float> preprocess(const Image& img, int size, const float mean[3], const float stdv[3]) {

@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "model/json_bounded.h"
+
 namespace ts::plan {
 namespace {
 
@@ -172,13 +174,16 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
 }
 
 Testbed parse_testbed(const std::string& text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(source, std::string("invalid JSON: ") + e.what());
-  }
-  return testbed_from_json(doc, source);
+  // Bounded nesting: error messages print values, which recurses per level.
+  return testbed_from_json(parse_json_bounded(text, source), source);
+}
+
+void check_spawn_limit(const Testbed& t, const std::string& source) {
+  size_t local = 0;
+  for (const Board& b : t.boards) local += b.address == "local" || b.address == "qemu";
+  if (local > size_t(kMaxSpawnedBoards))
+    fail(source, "lists " + std::to_string(local) + " local/qemu boards; at most " +
+                     std::to_string(kMaxSpawnedBoards) + " board processes are started on one machine");
 }
 
 Testbed load_testbed(const std::string& path) {
