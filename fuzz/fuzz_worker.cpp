@@ -69,7 +69,7 @@ class MemFlash final : public core::FlashStore {
   bool stage(uint32_t off, const uint8_t* d, uint32_t n) override {
     if (uint64_t(off) + n > capacity()) return false;
     if (staging.size() < size_t(off) + n) staging.resize(size_t(off) + n);
-    std::memcpy(staging.data() + off, d, n);
+    if (n) std::memcpy(staging.data() + off, d, n);
     return true;
   }
   bool commit(uint32_t size, uint32_t crc) override {

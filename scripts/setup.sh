@@ -25,12 +25,15 @@ mkdir -p "$LOGS"
 # (darknet, python3-skimage, opencv-doc) are deliberately not installed: photos.sh downloads
 # their .deb files alone and unpacks only the listed photos, which avoids several hundred
 # dependencies. python3-torch is not needed either (only to regenerate committed test models).
+# clang with its libFuzzer and sanitizer runtimes (libclang-rt-14-dev) and ccache build the fuzz
+# targets (scripts/fuzz.sh, run for a few seconds by the test suite).
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libstb-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   gnuplot-nox ca-certificates openssl
+  clang libclang-rt-14-dev ccache
 )
 
 STEP=0

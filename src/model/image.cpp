@@ -12,8 +12,70 @@
 
 namespace ts {
 
+namespace {
+
+// Debian's stb_image (2.27) writes one byte past a Huffman size table when a
+// JPEG's DHT segment declares more than 256 codes in one table (found by
+// fuzz_image), and it reads the tables of DQT/DHT segments without holding
+// them to the segment's length. So before stb sees a JPEG, walk its marker
+// segments (including those between progressive scans) and refuse a DQT or
+// DHT segment whose tables do not fill it exactly, lie outside the file, or
+// hold a Huffman table of more than 256 codes. stb refuses such segments
+// itself, but only after it has built the tables.
+bool jpeg_tables_ok(const uint8_t* d, size_t n) {
+  // SOI, which stb also finds after any number of 0xFF fill bytes.
+  size_t i = 0;
+  while (i < n && d[i] == 0xFF) ++i;
+  if (i == 0 || i >= n || d[i] != 0xD8) return true;  // not a JPEG
+  ++i;
+  while (i + 1 < n) {
+    if (d[i] != 0xFF) {  // entropy-coded data: skip to the next marker
+      ++i;
+      continue;
+    }
+    const uint8_t m = d[i + 1];
+    if (m == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    i += 2;
+    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD8)) continue;  // stuffed byte, TEM, RSTn, SOI
+    if (m == 0xD9) return true;                                         // EOI
+    if (i + 2 > n) return m != 0xC4 && m != 0xDB;
+    const size_t seg = size_t(d[i]) << 8 | d[i + 1];
+    if (seg < 2) return false;
+    if (m == 0xC4 || m == 0xDB) {
+      if (i + seg > n) return false;
+      const size_t end = i + seg;
+      size_t p = i + 2;
+      while (p < end) {
+        if (m == 0xDB) {  // DQT: (precision/id, 64 entries of 1 or 2 bytes)
+          p += (d[p] >> 4) ? 129 : 65;
+        } else {  // DHT: (class/id, 16 counts, symbols)
+          if (p + 17 > end) return false;
+          size_t codes = 0;
+          for (int k = 0; k < 16; ++k) codes += d[p + 1 + k];
+          if (codes > 256) return false;
+          p += 17 + codes;
+        }
+      }
+      if (p != end) return false;
+    }
+    i += seg;
+  }
+  return true;
+}
+
+}  // namespace
+
 Image decode_image(const uint8_t* data, size_t len, const std::string& what, int64_t max_pixels) {
   if (len > size_t(INT32_MAX)) throw Error("image '" + what + "' is too large to decode");
+  // Debian's stb_image mis-sizes the buffer of a 16-bit PNM (maxval > 255)
+  // and reads past it when converting to 8 bits (found by fuzz_image).
+  if (len >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6') && stbi_is_16_bit_from_memory(data, int(len)))
+    throw Error("cannot decode image '" + what + "': 16-bit PGM/PPM images are not supported");
+  if (!jpeg_tables_ok(data, len))
+    throw Error("cannot decode image '" + what + "': corrupt JPEG (bad quantisation or Huffman table)");
   int w = 0, h = 0, ch = 0;
   // Header only: the declared size is checked before any pixel memory is taken.
   if (!stbi_info_from_memory(data, int(len), &w, &h, &ch))

@@ -140,7 +140,7 @@ WeightStore load_weights(const json& manifest, const fs::path& dir, const std::s
         off += count * nb;
       } else {
         if (dtype != "float32") throw Error(file + ": unsupported weight dtype '" + dtype + "' for '" + name + "'");
-        std::memcpy(vals.data(), blob.data() + off, count * 4);
+        if (count) std::memcpy(vals.data(), blob.data() + off, count * 4);
         off += count * 4;
       }
       for (float v : vals)
