@@ -215,7 +215,8 @@ void image_seeds() {
   put("image", "tiny.bmp", bmp);
   put("image", "tiny.tga", tga);
   put("image", "tiny.jpg", jpg);
-  put("image", "tiny.ppm", "P6\n2 2\n255\n" + std::string("\x10\x20\x30\x40\x50\x60\x70\x80\x90\xa0\xb0\xc0", 12));
+  // PNM is not compiled in (stb 2.27 bugs): its seed is a refusal case.
+  put("image", "refused.ppm", "P6\n2 2\n255\n" + std::string(12, char(0x40)));
 }
 
 }  // namespace

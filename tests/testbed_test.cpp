@@ -217,3 +217,9 @@ TEST(Testbed, SpawnLimitBoundsLocalBoards) {
   EXPECT_NO_THROW(check_spawn_limit(default_testbed(1000, "10.0.0.1:5000"), "tb"));
   EXPECT_NO_THROW(validate_testbed(default_testbed(1000, "local"), "tb"));
 }
+
+// Found by fuzz_testbed: a key holding a newline broke the one-line error.
+TEST(Testbed, KeysWithControlCharactersStayOnOneLine) {
+  expect_error([] { parse("{\"boards\\nx\": []}"); }, {"tb.json", "unknown top-level key 'boards\\nx'"});
+  expect_error([] { parse("[{\"id\": 0, \"a\\r\\nb\": 1}]"); }, {"board 0", "unknown key 'a\\r\\nb'"});
+}

@@ -73,8 +73,9 @@ constexpr int kMaxWeightDims = 8;
 int int_of(const json& v, const std::string& ctx, const std::string& what, int lo, int hi) {
   if (!v.is_number_integer())
     throw Error(ctx + ": '" + what + "' must be a whole number (got " + v.dump().substr(0, 40) + ")");
-  const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
-                                         : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  const bool ok = v.is_number_unsigned()
+                     ? v.get<uint64_t>() <= uint64_t(hi) && (lo <= 0 || v.get<uint64_t>() >= uint64_t(lo))
+                     : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   if (!ok)
     throw Error(ctx + ": '" + what + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
                 " (got " + v.dump().substr(0, 40) + ")");

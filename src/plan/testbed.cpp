@@ -31,6 +31,15 @@ std::string show(const json& v) {
   return s;
 }
 
+// A key from the file, quoted, with control characters escaped (a newline in
+// a key must not break the one-line error) and shortened.
+std::string show_key(const std::string& key) {
+  std::string s = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+  s = s.substr(1, s.size() - 2);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return "'" + s + "'";
+}
+
 std::string show(double v) {
   std::ostringstream os;
   os << v;
@@ -115,8 +124,8 @@ Board board_from_json(const json& obj, const std::string& ctx) {
     else if (key == "delay_s_per_kb") b.delay_s_per_kb = read_number(v, "delay_s_per_kb", ctx);
     else if (key == "bandwidth_kbps") b.bandwidth_kbps = read_number(v, "bandwidth_kbps", ctx);
     else
-      fail(ctx, "unknown key '" + key +
-                    "' (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
+      fail(ctx, "unknown key " + show_key(key) +
+                    " (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
                     "delay_s_per_kb, bandwidth_kbps)");
   }
   return b;
@@ -159,7 +168,7 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
   const json* list = &doc;
   if (doc.is_object()) {
     for (const auto& [key, v] : doc.items())
-      if (key != "boards") fail(source, "unknown top-level key '" + key + "' (known: boards)");
+      if (key != "boards") fail(source, "unknown top-level key " + show_key(key) + " (known: boards)");
     if (!doc.contains("boards")) fail(source, "missing key 'boards'");
     list = &doc["boards"];
   }
