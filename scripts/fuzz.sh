@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, clang, ASan + UBSan) if needed and runs
-# each for a fixed time, one process each (-jobs=1), one after the other.
+# each for a fixed time in a single process (libFuzzer's default, no -jobs/-fork), one after another.
 #
 #   bash scripts/fuzz.sh --seconds S [--json] [--target T]... [--seeds]
 #
@@ -97,7 +97,7 @@ for t in "${TARGETS[@]}"; do
   out="$BUILD/fuzz-$t.log"
   set +e
   # shellcheck disable=SC2086
-  "$BUILD/fuzz/fuzz_$t" -max_total_time="$SECONDS_PER" -jobs=1 -workers=1 -timeout=10 -rss_limit_mb=2048 \
+  "$BUILD/fuzz/fuzz_$t" -max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$art/" ${TS_FUZZ_ARGS:-} "$corpus" >"$out" 2>&1
   rc=$?
   set -e
