@@ -26,6 +26,8 @@ mkdir -p "$LOGS"
 # their .deb files alone and unpacks only the listed photos, which avoids several hundred
 # dependencies. python3-torch is not needed either (only to regenerate committed test models).
 # python3-numpy runs the independent int8 reference (scripts/int8_reference.py, docs/int8.md).
+# clang with its libFuzzer and sanitizer runtimes (libclang-rt-14-dev) and ccache build the fuzz
+# targets (scripts/fuzz.sh, run for a few seconds by the test suite).
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -33,6 +35,7 @@ APT_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   gnuplot-nox ca-certificates openssl
   python3-numpy
+  clang libclang-rt-14-dev ccache
 )
 
 STEP=0

@@ -221,3 +221,11 @@ TEST_F(ModelTest, BadInputGivesOneClearLine) {
 }
 
 }  // namespace
+
+namespace {
+// Issue 12: `--size 4096` was reported as a weight-count mismatch.
+TEST_F(ModelTest, InputSizeIsBoundedAndExplained) {
+  expect_clean_error("inspect --size 4096", "not in range 0 to 1024");
+  expect_clean_error("inspect --size 1024", "does not take this input size");
+}
+}  // namespace

@@ -194,6 +194,8 @@ TEST(RunErrors, BadInputGivesOneClearLine) {
       {"run --testbed /nonexistent.json", "nonexistent.json"},
       {"run --workers 1 --ram 64K", "RAM"},
       {"run --workers 2 --flash 100K", "bytes"},
+      // One process per local board: bounded before any is started (issue 12).
+      {"run --workers 65", "at most 64 board processes"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);

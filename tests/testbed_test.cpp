@@ -195,3 +195,31 @@ TEST(ParseBytes, FormatIsInverse) {
   for (int64_t v : {int64_t(1), int64_t(1023), int64_t(1024), int64_t(3) << 20, int64_t(123456789)})
     EXPECT_EQ(parse_bytes(format_bytes(v)), v);
 }
+
+// Issue 12: nesting is bounded while parsing (printing a deeply nested value
+// in an error message used to overflow the stack).
+TEST(Testbed, DeeplyNestedJsonIsAnError) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  expect_error([&] { parse(deep); }, {"tb.json", "nested deeper than 64 levels"});
+  expect_error([&] { parse("[{\"id\": 0, \"address\": " + std::string(100000, '[') + std::string(100000, ']') + "}]"); },
+               {"tb.json", "nested deeper"});
+  // Ordinary nesting is untouched.
+  EXPECT_EQ(parse("{\"boards\": [{\"id\": 0}]}").boards.size(), 1u);
+}
+
+// Issue 12: one process per local (or QEMU) board, at most kMaxSpawnedBoards.
+TEST(Testbed, SpawnLimitBoundsLocalBoards) {
+  EXPECT_NO_THROW(check_spawn_limit(default_testbed(kMaxSpawnedBoards, "local"), "tb"));
+  expect_error([] { check_spawn_limit(default_testbed(kMaxSpawnedBoards + 1, "local"), "tb.json"); },
+               {"tb.json", "65 local/qemu boards", "at most 64"});
+  expect_error([] { check_spawn_limit(default_testbed(kMaxSpawnedBoards + 1, "qemu"), "tb.json"); }, {"at most 64"});
+  // Boards elsewhere are not processes here; planning any number stays allowed.
+  EXPECT_NO_THROW(check_spawn_limit(default_testbed(1000, "10.0.0.1:5000"), "tb"));
+  EXPECT_NO_THROW(validate_testbed(default_testbed(1000, "local"), "tb"));
+}
+
+// Found by fuzz_testbed: a key holding a newline broke the one-line error.
+TEST(Testbed, KeysWithControlCharactersStayOnOneLine) {
+  expect_error([] { parse("{\"boards\\nx\": []}"); }, {"tb.json", "unknown top-level key 'boards\\nx'"});
+  expect_error([] { parse("[{\"id\": 0, \"a\\r\\nb\": 1}]"); }, {"board 0", "unknown key 'a\\r\\nb'"});
+}

@@ -44,9 +44,9 @@ inline void add_model_options(CLI::App& sub, std::string& model, int& size, bool
                  quantized ? "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm"
                            : "mobilenetv2, a TF.js model.json or an ONNX file")
       ->capture_default_str();
-  sub.add_option("--size,-s", size, "square input size (0 = as stored in the model)")
+  sub.add_option("--size,-s", size, "square input size, up to 1024 (0 = as stored in the model)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+      ->check(CLI::Range(0, 1024));
 }
 
 inline void add_json_flag(CLI::App& sub, bool& json) { sub.add_flag("--json", json, "machine-readable output"); }

@@ -96,6 +96,8 @@ void register_run(CLI::App& app) {
         if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + *workers + "'");
         tb = plan::default_testbed(n, kind, plan::parse_bytes(*ram), plan::parse_bytes(*flash));
       }
+      // Before the (slow) model work: one process per local board.
+      plan::check_spawn_limit(tb, testbed->empty() ? "--workers" : *testbed);
       plan::PlanOptions popt;
       popt.alloc = plan::parse_allocation(*alloc);
       popt.route = plan::parse_route(*route);

@@ -46,6 +46,7 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
 }
 
 BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(opt.window) {
+  plan::check_spawn_limit(tb, "testbed");
   const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
   std::string root = opt.store_root;
   if (root.empty()) {

@@ -57,6 +57,27 @@ int Graph::add_node(Node n) {
   return idx;
 }
 
+// Bounds every importer's geometry must meet (the same as the fragment
+// reader's, src/core/fragment.cpp): kernels, strides and dilations 1..1024,
+// padding 0..1024, and tensors of at most 2^28 elements, so the shape
+// arithmetic below and the kernels' index arithmetic stay inside int32.
+constexpr int kMaxGeom = 1 << 10;
+constexpr int64_t kMaxTensorElems = int64_t(1) << 28;
+
+static void check_geometry(const Node& n, bool dilated) {
+  auto bad = [&](const char* what, int v, int lo) {
+    return Error("node '" + n.name + "' (" + op_name(n.op) + "): " + what + " " + std::to_string(v) +
+                 " is outside " + std::to_string(lo) + ".." + std::to_string(kMaxGeom));
+  };
+  for (auto [what, v] : {std::pair{"kernel size", n.kh}, {"kernel size", n.kw}, {"stride", n.sh}, {"stride", n.sw}})
+    if (v < 1 || v > kMaxGeom) throw bad(what, v, 1);
+  if (dilated)
+    for (int v : {n.dh, n.dw})
+      if (v < 1 || v > kMaxGeom) throw bad("dilation", v, 1);
+  for (int v : {n.pad_t, n.pad_l, n.pad_b, n.pad_r})
+    if (v < 0 || v > kMaxGeom) throw bad("padding", v, 0);
+}
+
 static int conv_out(int in, int k, int s, int d, int p0, int p1) {
   const int eff = d * (k - 1) + 1;
   const int span = in + p0 + p1 - eff;
@@ -64,10 +85,23 @@ static int conv_out(int in, int k, int s, int d, int p0, int p1) {
   return span / s + 1;
 }
 
+static Shape infer_shape_unchecked(const Graph& g, const Node& n);
+
 Shape infer_shape(const Graph& g, const Node& n) {
+  const Shape s = infer_shape_unchecked(g, n);
+  if (s.c < 1 || s.h < 1 || s.w < 1 || s.size() > kMaxTensorElems)
+    throw Error("node '" + n.name + "' (" + op_name(n.op) + "): output shape " + to_string(s) +
+                " is empty or larger than " + std::to_string(kMaxTensorElems) + " elements");
+  return s;
+}
+
+static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
   auto in = [&](size_t i) -> const Shape& {
     if (i >= n.inputs.size()) throw Error("node '" + n.name + "': missing input " + std::to_string(i));
-    return g.shape(n.inputs[i]);
+    const Shape& s = g.shape(n.inputs[i]);
+    if (s.c < 1 || s.h < 1 || s.w < 1 || s.size() > kMaxTensorElems)
+      throw Error("node '" + n.name + "': input " + std::to_string(i) + " has the unusable shape " + to_string(s));
+    return s;
   };
   auto fail = [&](const std::string& why) -> Error {
     return Error("node '" + n.name + "' (" + op_name(n.op) + "): " + why);
@@ -75,10 +109,13 @@ Shape infer_shape(const Graph& g, const Node& n) {
   switch (n.op) {
     case Op::Conv: {
       const Shape& x = in(0);
+      check_geometry(n, true);
       if (n.groups <= 0 || x.c % n.groups) throw fail("input channels not divisible by groups");
       const int cin_g = x.c / n.groups;
       if (n.weights.empty() || n.weights.size() % (size_t(cin_g) * n.kh * n.kw))
         throw fail("weight size does not match kernel and input channels");
+      if (n.weights.size() / (size_t(cin_g) * n.kh * n.kw) > size_t(kMaxTensorElems))
+        throw fail("too many output channels");
       const int cout = int(n.weights.size() / (size_t(cin_g) * n.kh * n.kw));
       if (cout % n.groups) throw fail("output channels not divisible by groups");
       if (!n.bias.empty() && int(n.bias.size()) != cout) throw fail("bias size mismatch");
@@ -90,6 +127,7 @@ Shape infer_shape(const Graph& g, const Node& n) {
     case Op::AvgPool:
     case Op::MaxPool: {
       const Shape& x = in(0);
+      check_geometry(n, false);
       Shape o{x.c, conv_out(x.h, n.kh, n.sh, 1, n.pad_t, n.pad_b),
               conv_out(x.w, n.kw, n.sw, 1, n.pad_l, n.pad_r)};
       if (o.h <= 0 || o.w <= 0) throw fail("input " + to_string(x) + " is too small for the pool window");
@@ -125,23 +163,30 @@ Shape infer_shape(const Graph& g, const Node& n) {
     case Op::Concat: {
       Shape o = in(0);
       o.c = 0;
+      int64_t c = 0;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const Shape& s = in(i);
         if (s.h != o.h || s.w != o.w) throw fail("concat operands differ in spatial size");
-        o.c += s.c;
+        c += s.c;
       }
+      if (c > kMaxTensorElems) throw fail("too many channels");
+      o.c = int(c);
       return o;
     }
     case Op::Gemm: {
       const int64_t fan_in = in(0).size();
       if (n.weights.empty() || int64_t(n.weights.size()) % fan_in) throw fail("weight size does not match input size " + std::to_string(fan_in));
+      if (int64_t(n.weights.size()) / fan_in > kMaxTensorElems) throw fail("too many outputs");
       const int out = int(int64_t(n.weights.size()) / fan_in);
       if (!n.bias.empty() && int(n.bias.size()) != out) throw fail("bias size mismatch");
       return {out, 1, 1};
     }
-    case Op::Flatten: return {int(in(0).size()), 1, 1};
+    case Op::Flatten:
+      if (in(0).size() > kMaxTensorElems) throw fail("input is too large");
+      return {int(in(0).size()), 1, 1};
     case Op::Pad: {
       const Shape& x = in(0);
+      check_geometry(n, false);
       return {x.c, x.h + n.pad_t + n.pad_b, x.w + n.pad_l + n.pad_r};
     }
   }

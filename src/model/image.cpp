@@ -3,25 +3,110 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO_WARNINGS
+// Debian's stb_image 2.27 has memory and integer bugs in its PNM (PGM/PPM)
+// reader (found by fuzz_image: a 16-bit PGM read past its buffer, header
+// numbers overflow int). Photos come as JPEG or PNG; PNM is not compiled in.
+#define STBI_NO_PNM
 #include <stb_image.h>
 
 namespace ts {
 
-Image load_image(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw Error("image '" + path + "' does not exist");
+namespace {
+
+// Debian's stb_image (2.27) writes one byte past a Huffman size table when a
+// JPEG's DHT segment declares more than 256 codes in one table (found by
+// fuzz_image), and it reads the tables of DQT/DHT segments without holding
+// them to the segment's length. So before stb sees a JPEG, walk its marker
+// segments (including those between progressive scans) and refuse a DQT or
+// DHT segment whose tables do not fill it exactly, lie outside the file, or
+// hold a Huffman table of more than 256 codes. stb refuses such segments
+// itself, but only after it has built the tables.
+bool jpeg_tables_ok(const uint8_t* d, size_t n) {
+  // SOI, which stb also finds after any number of 0xFF fill bytes.
+  size_t i = 0;
+  while (i < n && d[i] == 0xFF) ++i;
+  if (i == 0 || i >= n || d[i] != 0xD8) return true;  // not a JPEG
+  ++i;
+  while (i + 1 < n) {
+    if (d[i] != 0xFF) {  // entropy-coded data: skip to the next marker
+      ++i;
+      continue;
+    }
+    const uint8_t m = d[i + 1];
+    if (m == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    i += 2;
+    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD8)) continue;  // stuffed byte, TEM, RSTn, SOI
+    if (m == 0xD9) return true;                                         // EOI
+    if (i + 2 > n) return m != 0xC4 && m != 0xDB;
+    const size_t seg = size_t(d[i]) << 8 | d[i + 1];
+    if (seg < 2) return false;
+    if (m == 0xC4 || m == 0xDB) {
+      if (i + seg > n) return false;
+      const size_t end = i + seg;
+      size_t p = i + 2;
+      while (p < end) {
+        if (m == 0xDB) {  // DQT: (precision/id, 64 entries of 1 or 2 bytes)
+          p += (d[p] >> 4) ? 129 : 65;
+        } else {  // DHT: (class/id, 16 counts, symbols)
+          if (p + 17 > end) return false;
+          size_t codes = 0;
+          for (int k = 0; k < 16; ++k) codes += d[p + 1 + k];
+          if (codes > 256) return false;
+          p += 17 + codes;
+        }
+      }
+      if (p != end) return false;
+    }
+    i += seg;
+  }
+  return true;
+}
+
+}  // namespace
+
+Image decode_image(const uint8_t* data, size_t len, const std::string& what, int64_t max_pixels) {
+  if (len > size_t(INT32_MAX)) throw Error("image '" + what + "' is too large to decode");
+  if (len >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '7')
+    throw Error("cannot decode image '" + what + "': PGM/PPM images are not supported (use PNG or JPEG)");
+  if (!jpeg_tables_ok(data, len))
+    throw Error("cannot decode image '" + what + "': corrupt JPEG (bad quantisation or Huffman table)");
   int w = 0, h = 0, ch = 0;
-  unsigned char* data = stbi_load(path.c_str(), &w, &h, &ch, 3);
-  if (!data) throw Error("cannot decode image '" + path + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown"));
+  // Header only: the declared size is checked before any pixel memory is taken.
+  if (!stbi_info_from_memory(data, int(len), &w, &h, &ch))
+    throw Error("cannot decode image '" + what + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
+  if (w <= 0 || h <= 0) throw Error("image '" + what + "' is empty");
+  if (w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > max_pixels)
+    throw Error("image '" + what + "' is " + std::to_string(w) + "x" + std::to_string(h) + " pixels; at most " +
+                std::to_string(max_pixels) + " pixels and " + std::to_string(kMaxImageSide) + " per side are accepted");
+  unsigned char* px = stbi_load_from_memory(data, int(len), &w, &h, &ch, 3);
+  if (!px) throw Error("cannot decode image '" + what + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown"));
+  // The decoder must deliver what the header declared (checked above).
+  if (w <= 0 || h <= 0 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > max_pixels) {
+    stbi_image_free(px);
+    throw Error("image '" + what + "' decodes to an unexpected size");
+  }
   Image img;
   img.w = w;
   img.h = h;
-  img.rgb.assign(data, data + size_t(w) * h * 3);
-  stbi_image_free(data);
-  if (w <= 0 || h <= 0) throw Error("image '" + path + "' is empty");
+  img.rgb.assign(px, px + size_t(w) * h * 3);
+  stbi_image_free(px);
   return img;
+}
+
+Image load_image(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw Error("image '" + path + "' does not exist");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open image '" + path + "'");
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return decode_image(bytes.data(), bytes.size(), path);
 }
 
 std::vector<float> preprocess(const Image& img, int size, const float mean[3], const float stdv[3]) {
@@ -54,7 +139,7 @@ std::vector<std::string> list_images(const std::string& dir) {
     if (!e.is_regular_file()) continue;
     std::string ext = e.path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".ppm" || ext == ".pgm" || ext == ".gif" || ext == ".tga")
+    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".gif" || ext == ".tga")
       files.push_back(e.path().string());
   }
   std::sort(files.begin(), files.end());

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/json_bounded.h"
+
 namespace ts {
 namespace {
 
@@ -59,29 +61,71 @@ float half_to_float(uint16_t h) {
   return v;
 }
 
-WeightStore load_weights(const json& manifest, const fs::path& dir, const std::string& file) {
+// Bounds on the numbers a model file may hold: geometry as the kernels and
+// fragments accept it (see graph.cpp), channel and unit counts that keep every
+// tensor inside int32 arithmetic.
+constexpr int kMaxGeom = 1 << 10;     // kernel, stride, dilation, padding
+constexpr int kMaxChannels = 1 << 15;  // filters, units, input height/width
+constexpr int kMaxWeightDims = 8;
+
+// An integer field, checked for type and range before it is converted (a
+// float or an out-of-range number must not reach get<int>).
+int int_of(const json& v, const std::string& ctx, const std::string& what, int lo, int hi) {
+  if (!v.is_number_integer())
+    throw Error(ctx + ": '" + what + "' must be a whole number (got " + v.dump().substr(0, 40) + ")");
+  const bool ok = v.is_number_unsigned()
+                     ? v.get<uint64_t>() <= uint64_t(hi) && (lo <= 0 || v.get<uint64_t>() >= uint64_t(lo))
+                     : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!ok)
+    throw Error(ctx + ": '" + what + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                " (got " + v.dump().substr(0, 40) + ")");
+  return int(v.get<int64_t>());
+}
+
+int opt_int(const json& c, const char* key, int dflt, const std::string& ctx, int lo, int hi) {
+  if (!c.contains(key)) return dflt;
+  return int_of(c.at(key), ctx, key, lo, hi);
+}
+
+WeightStore load_weights(const json& manifest, const fs::path& dir, const std::string& file,
+                         const ShardReader& read_shard) {
   WeightStore ws;
   ws.file = file;
   if (!manifest.is_array()) throw Error(file + ": weightsManifest is not a list");
   for (const auto& group : manifest) {
     std::string blob;
-    for (const auto& p : group.at("paths")) blob += read_file(dir / p.get<std::string>(), "weight shard");
+    for (const auto& p : group.at("paths")) blob += read_shard(p.get<std::string>());
+    (void)dir;
     size_t off = 0;
     for (const auto& wj : group.at("weights")) {
       const std::string name = wj.at("name").get<std::string>();
-      std::vector<int> shape = wj.at("shape").get<std::vector<int>>();
+      const json& shape_j = wj.at("shape");
+      if (!shape_j.is_array() || shape_j.size() > size_t(kMaxWeightDims))
+        throw Error(file + ": weight '" + name + "' has a bad shape");
+      std::vector<int> shape;
+      // The shard bounds the element count: checking against its size before
+      // multiplying further keeps the product from overflowing.
       size_t count = 1;
-      for (int d : shape) {
-        if (d < 0) throw Error(file + ": weight '" + name + "' has a negative dimension");
+      for (const auto& dj : shape_j) {
+        const int d = int_of(dj, file + ": weight '" + name + "'", "shape", 0, 1 << 30);
+        shape.push_back(d);
         count *= size_t(d);
+        if (count > blob.size()) throw Error(file + ": weight shard is truncated at '" + name + "'");
       }
       const std::string dtype = wj.value("dtype", "float32");
+      if (wj.contains("quantization")) {
+        const auto& q = wj.at("quantization");
+        const std::string qd = q.at("dtype").get<std::string>();
+        const size_t nb = dtype_bytes(qd, file);
+        if (count * nb > blob.size() - off) throw Error(file + ": weight shard is truncated at '" + name + "'");
+      } else if (dtype == "float32" && count * 4 > blob.size() - off) {
+        throw Error(file + ": weight shard is truncated at '" + name + "'");
+      }
       std::vector<float> vals(count);
       if (wj.contains("quantization")) {
         const auto& q = wj.at("quantization");
         const std::string qd = q.at("dtype").get<std::string>();
         const size_t nb = dtype_bytes(qd, file);
-        if (off + count * nb > blob.size()) throw Error(file + ": weight shard is truncated at '" + name + "'");
         const auto* src = reinterpret_cast<const uint8_t*>(blob.data() + off);
         if (qd == "float16") {
           for (size_t i = 0; i < count; ++i) vals[i] = half_to_float(uint16_t(src[2 * i] | (src[2 * i + 1] << 8)));
@@ -97,8 +141,7 @@ WeightStore load_weights(const json& manifest, const fs::path& dir, const std::s
         off += count * nb;
       } else {
         if (dtype != "float32") throw Error(file + ": unsupported weight dtype '" + dtype + "' for '" + name + "'");
-        if (off + count * 4 > blob.size()) throw Error(file + ": weight shard is truncated at '" + name + "'");
-        std::memcpy(vals.data(), blob.data() + off, count * 4);
+        if (count) std::memcpy(vals.data(), blob.data() + off, count * 4);
         off += count * 4;
       }
       for (float v : vals)
@@ -112,10 +155,15 @@ WeightStore load_weights(const json& manifest, const fs::path& dir, const std::s
   return ws;
 }
 
-std::pair<int, int> pair_of(const json& v, const std::string& ctx) {
-  if (v.is_number_integer()) return {v.get<int>(), v.get<int>()};
-  if (v.is_array() && v.size() == 2) return {v[0].get<int>(), v[1].get<int>()};
-  throw Error(ctx + ": expected an integer or a pair");
+// kernel_size, strides, dilation_rate, pool_size: one integer or a pair, each
+// in 1..kMaxGeom (0 would divide by zero in the shape arithmetic).
+std::pair<int, int> pair_of(const json& v, const std::string& ctx, const char* what) {
+  if (v.is_number_integer()) {
+    const int k = int_of(v, ctx, what, 1, kMaxGeom);
+    return {k, k};
+  }
+  if (v.is_array() && v.size() == 2) return {int_of(v[0], ctx, what, 1, kMaxGeom), int_of(v[1], ctx, what, 1, kMaxGeom)};
+  throw Error(ctx + ": '" + what + "' must be an integer or a pair of integers");
 }
 
 // Keras 'same' padding for one axis at the actual input size.
@@ -134,14 +182,24 @@ struct Importer {
   std::map<std::string, bool> from_flatten_hwc;  // tensor came from Flatten of a spatial map
   std::map<std::string, Shape> flatten_src;
 
-  int input_tensor(const json& layer, size_t i) {
+  // The layer's one call: a list of inputs, each [layer name, ...].
+  const json& inbound(const json& layer) const {
     const auto& nodes = layer.at("inbound_nodes");
-    if (nodes.size() != 1)
-      throw Error(file + ": layer '" + layer.at("name").get<std::string>() + "' is called " +
-                  std::to_string(nodes.size()) + " times; shared layers are not supported");
-    const auto& ins = nodes[0];
-    if (i >= ins.size()) throw Error(file + ": layer '" + layer.at("name").get<std::string>() + "' lacks input " + std::to_string(i));
-    const std::string src = ins[i][0].get<std::string>();
+    const std::string lname = layer.value("name", std::string("?"));
+    if (!nodes.is_array() || nodes.size() != 1)
+      throw Error(file + ": layer '" + lname + "' is called " + std::to_string(nodes.is_array() ? nodes.size() : 0) +
+                  " times; layers must be called exactly once");
+    const auto& ins = nodes.at(0);
+    if (!ins.is_array() || ins.empty()) throw Error(file + ": layer '" + lname + "' has no inputs");
+    return ins;
+  }
+
+  int input_tensor(const json& layer, size_t i) {
+    const auto& ins = inbound(layer);
+    if (i >= ins.size()) throw Error(file + ": layer '" + layer.value("name", std::string("?")) + "' lacks input " + std::to_string(i));
+    if (!ins.at(i).is_array() || ins.at(i).empty() || !ins.at(i).at(0).is_string())
+      throw Error(file + ": layer '" + layer.value("name", std::string("?")) + "' has a malformed input " + std::to_string(i));
+    const std::string src = ins.at(i).at(0).get<std::string>();
     auto it = tensor_of.find(src);
     if (it == tensor_of.end()) throw Error(file + ": layer '" + layer.at("name").get<std::string>() + "' reads unknown layer '" + src + "'");
     return it->second;
@@ -188,11 +246,13 @@ struct Importer {
       n.op = Op::Pad;
       n.inputs = {input_tensor(L, 0)};
       const json& p = c.at("padding");
-      if (p.is_number_integer()) n.pad_t = n.pad_b = n.pad_l = n.pad_r = p.get<int>();
-      else if (p.is_array() && p.size() == 2 && p[0].is_array()) {
-        n.pad_t = p[0][0]; n.pad_b = p[0][1]; n.pad_l = p[1][0]; n.pad_r = p[1][1];
+      auto pad = [&](const json& v) { return int_of(v, ctx, "padding", 0, kMaxGeom); };
+      if (p.is_number_integer()) n.pad_t = n.pad_b = n.pad_l = n.pad_r = pad(p);
+      else if (p.is_array() && p.size() == 2 && p[0].is_array() && p[1].is_array() && p[0].size() == 2 &&
+               p[1].size() == 2) {
+        n.pad_t = pad(p[0][0]); n.pad_b = pad(p[0][1]); n.pad_l = pad(p[1][0]); n.pad_r = pad(p[1][1]);
       } else if (p.is_array() && p.size() == 2) {
-        n.pad_t = n.pad_b = p[0]; n.pad_l = n.pad_r = p[1];
+        n.pad_t = n.pad_b = pad(p[0]); n.pad_l = n.pad_r = pad(p[1]);
       } else throw Error(ctx + ": unsupported padding spec");
       out = emit(std::move(n), name);
     } else if (cls == "Conv2D" || cls == "DepthwiseConv2D") {
@@ -203,9 +263,9 @@ struct Importer {
       n.name = name;
       n.op = Op::Conv;
       n.inputs = {x};
-      std::tie(n.kh, n.kw) = pair_of(c.at("kernel_size"), ctx);
-      std::tie(n.sh, n.sw) = pair_of(c.value("strides", json::array({1, 1})), ctx);
-      std::tie(n.dh, n.dw) = pair_of(c.value("dilation_rate", json::array({1, 1})), ctx);
+      std::tie(n.kh, n.kw) = pair_of(c.at("kernel_size"), ctx, "kernel_size");
+      std::tie(n.sh, n.sw) = pair_of(c.value("strides", json::array({1, 1})), ctx, "strides");
+      std::tie(n.dh, n.dw) = pair_of(c.value("dilation_rate", json::array({1, 1})), ctx, "dilation_rate");
       const std::string pad = c.value("padding", std::string("valid"));
       if (pad == "same") {
         same_pad(in.h, n.kh, n.sh, n.dh, &n.pad_t, &n.pad_b);
@@ -214,8 +274,8 @@ struct Importer {
       int cout;
       const size_t ksp = size_t(n.kh) * n.kw;
       if (cls == "Conv2D") {
-        if (c.value("groups", 1) != 1) throw Error(ctx + ": grouped Conv2D is not supported");
-        cout = c.at("filters").get<int>();
+        if (opt_int(c, "groups", 1, ctx, 1, kMaxChannels) != 1) throw Error(ctx + ": grouped Conv2D is not supported");
+        cout = int_of(c.at("filters"), ctx, "filters", 1, kMaxChannels);
         const auto& k = ws.get(name, "kernel", ksp * in.c * cout);  // [kh][kw][cin][cout]
         n.weights.resize(k.size());
         for (int o = 0; o < cout; ++o)
@@ -225,7 +285,8 @@ struct Importer {
                 n.weights[((size_t(o) * in.c + i) * n.kh + y) * n.kw + xx] =
                     k[((size_t(y) * n.kw + xx) * in.c + i) * cout + o];
       } else {
-        const int mult = c.value("depth_multiplier", 1);
+        const int mult = opt_int(c, "depth_multiplier", 1, ctx, 1, kMaxChannels);
+        if (int64_t(in.c) * mult > kMaxChannels) throw Error(ctx + ": too many output channels");
         cout = in.c * mult;
         n.groups = in.c;
         const auto& k = ws.get(name, "depthwise_kernel", ksp * in.c * mult);  // [kh][kw][cin][mult]
@@ -243,7 +304,7 @@ struct Importer {
       const int x = input_tensor(L, 0);
       const int C = g.shape(x).c;
       const json& ax = c.value("axis", json(-1));
-      const int axis = ax.is_array() ? ax[0].get<int>() : ax.get<int>();
+      const int axis = int_of(ax.is_array() ? ax.at(0) : ax, ctx, "axis", -4, 4);
       if (axis != -1 && axis != 3) throw Error(ctx + ": only channel-axis BatchNormalization is supported");
       Node n;
       n.name = name;
@@ -272,7 +333,7 @@ struct Importer {
     } else if (cls == "Activation") {
       out = activation(c.at("activation").get<std::string>(), input_tensor(L, 0), name);
     } else if (cls == "Add" || cls == "Multiply") {
-      const size_t k = L.at("inbound_nodes")[0].size();
+      const size_t k = inbound(L).size();
       if (k != 2) throw Error(ctx + ": only two operands are supported");
       Node n;
       n.name = name;
@@ -280,12 +341,14 @@ struct Importer {
       n.inputs = {input_tensor(L, 0), input_tensor(L, 1)};
       out = emit(std::move(n), name);
     } else if (cls == "Concatenate") {
-      const int axis = c.value("axis", -1);
+      const int axis = opt_int(c, "axis", -1, ctx, -4, 4);
       if (axis != -1 && axis != 3) throw Error(ctx + ": only channel concatenation is supported");
       Node n;
       n.name = name;
       n.op = Op::Concat;
-      for (size_t i = 0; i < L.at("inbound_nodes")[0].size(); ++i) n.inputs.push_back(input_tensor(L, i));
+      const size_t k = inbound(L).size();
+      if (k > 8) throw Error(ctx + ": more than 8 operands are not supported");
+      for (size_t i = 0; i < k; ++i) n.inputs.push_back(input_tensor(L, i));
       out = emit(std::move(n), name);
     } else if (cls == "AveragePooling2D" || cls == "MaxPooling2D") {
       check_channels_last(c, ctx);
@@ -294,10 +357,10 @@ struct Importer {
       Node n;
       n.name = name;
       n.inputs = {x};
-      std::tie(n.kh, n.kw) = pair_of(c.at("pool_size"), ctx);
+      std::tie(n.kh, n.kw) = pair_of(c.at("pool_size"), ctx, "pool_size");
       const json st = c.value("strides", json());
       if (st.is_null()) { n.sh = n.kh; n.sw = n.kw; }
-      else std::tie(n.sh, n.sw) = pair_of(st, ctx);
+      else std::tie(n.sh, n.sw) = pair_of(st, ctx, "strides");
       const std::string pad = c.value("padding", std::string("valid"));
       const bool avg = cls == "AveragePooling2D";
       if (avg && pad == "valid" && n.kh >= in.h && n.kw >= in.w) {
@@ -330,8 +393,13 @@ struct Importer {
       const int x = input_tensor(L, 0);
       const Shape in = g.shape(x);
       if (in.h != 1 || in.w != 1) throw Error(ctx + ": Dense on a spatial tensor (without Flatten) is not supported");
-      const int units = c.at("units").get<int>();
+      const int units = int_of(c.at("units"), ctx, "units", 1, kMaxChannels);
       const int fan_in = in.c;
+      if (ws.has(name, "kernel") && ws.get(name, "kernel", 0).size() != size_t(fan_in) * units &&
+          ws.get(name, "kernel", 0).size() % size_t(units) == 0)
+        throw Error(ctx + ": gets " + std::to_string(fan_in) + " inputs at input size " + std::to_string(g.shape(g.input).h) +
+                    ", but its weights are for " + std::to_string(ws.get(name, "kernel", 0).size() / size_t(units)) +
+                    " (the model does not take this input size)");
       const auto& k = ws.get(name, "kernel", size_t(fan_in) * units);  // [in][out]
       Node n;
       n.name = name;
@@ -339,7 +407,7 @@ struct Importer {
       n.inputs = {x};
       n.weights.resize(k.size());
       // Keras flattens H-W-C; our tensors are C-H-W: permute the rows.
-      const std::string src = L.at("inbound_nodes")[0][0][0].get<std::string>();
+      const std::string src = inbound(L).at(0).at(0).get<std::string>();
       Shape fs{fan_in, 1, 1};
       if (flatten_src.count(src)) fs = flatten_src[src];
       for (int o = 0; o < units; ++o)
@@ -376,12 +444,20 @@ struct Importer {
 Graph import_tfjs(const std::string& model_json, int input_size) {
   const fs::path path(model_json);
   const std::string text = read_file(path, "model file");
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(model_json + ": not valid JSON (" + std::string(e.what()).substr(0, 120) + ")");
-  }
+  const fs::path dir = path.parent_path();
+  Graph g = import_tfjs_text(text, model_json, [&](const std::string& p) { return read_file(dir / p, "weight shard"); },
+                             input_size);
+  // Labels, if shipped beside the model.
+  std::ifstream lf(dir / "labels.txt");
+  for (std::string line; std::getline(lf, line);)
+    if (!line.empty()) g.labels.push_back(line);
+  return g;
+}
+
+Graph import_tfjs_text(const std::string& text, const std::string& model_json, const ShardReader& read_shard,
+                       int input_size) {
+  const fs::path path(model_json);
+  const json root = parse_json_bounded(text, model_json, "not valid JSON");
   try {
     if (!root.is_object() || !root.contains("modelTopology") || !root.contains("weightsManifest"))
       throw Error(model_json + ": not a TF.js layers model (needs modelTopology and weightsManifest)");
@@ -394,7 +470,7 @@ Graph import_tfjs(const std::string& model_json, int input_size) {
 
     Importer im;
     im.file = model_json;
-    im.ws = load_weights(root.at("weightsManifest"), path.parent_path(), model_json);
+    im.ws = load_weights(root.at("weightsManifest"), path.parent_path(), model_json, read_shard);
     im.g.source = "tfjs:" + model_json;
 
     // Input layer.
@@ -404,9 +480,10 @@ Graph import_tfjs(const std::string& model_json, int input_size) {
       if (have_input) throw Error(model_json + ": models with several inputs are not supported");
       const auto shp = L.at("config").at("batch_input_shape");
       if (!shp.is_array() || shp.size() != 4) throw Error(model_json + ": input must be [batch, H, W, C]");
-      int h = shp[1].is_null() ? 0 : shp[1].get<int>();
-      int w = shp[2].is_null() ? 0 : shp[2].get<int>();
-      const int ch = shp[3].get<int>();
+      const std::string ictx = model_json + ": input layer";
+      int h = shp[1].is_null() ? 0 : int_of(shp[1], ictx, "batch_input_shape", 1, kMaxChannels);
+      int w = shp[2].is_null() ? 0 : int_of(shp[2], ictx, "batch_input_shape", 1, kMaxChannels);
+      const int ch = int_of(shp[3], ictx, "batch_input_shape", 1, kMaxChannels);
       if (input_size > 0) h = w = input_size;
       if (h <= 0 || w <= 0) throw Error(model_json + ": input size is not stored; pass --size");
       if (ch != 3) throw Error(model_json + ": input must have 3 channels (RGB), has " + std::to_string(ch));
@@ -420,14 +497,10 @@ Graph import_tfjs(const std::string& model_json, int input_size) {
 
     const json& outs = mc.at("config").at("output_layers");
     if (outs.size() != 1) throw Error(model_json + ": models with several outputs are not supported");
-    const std::string out_name = outs[0][0].get<std::string>();
+    const std::string out_name = outs.at(0).at(0).get<std::string>();
     if (!im.tensor_of.count(out_name)) throw Error(model_json + ": output layer '" + out_name + "' not found");
     im.g.output = im.tensor_of[out_name];
 
-    // Labels, if shipped beside the model.
-    std::ifstream lf(path.parent_path() / "labels.txt");
-    for (std::string line; std::getline(lf, line);)
-      if (!line.empty()) im.g.labels.push_back(line);
     im.g.compact();
     return std::move(im.g);
   } catch (const json::exception& e) {

@@ -40,6 +40,142 @@ core::LayerDesc QGraph::desc(int i) const {
   return d;
 }
 
+namespace {
+
+// Bounds a quantised layer must meet before the int8 kernels may run it (the
+// kernels trust their descriptor; see core/layer.h and core/kernels.cpp):
+constexpr int64_t kMaxElems = int64_t(1) << 28;  // elements of one tensor
+constexpr int32_t kMaxGeom = 1 << 10;             // kernel, stride, dilation, padding
+// A Conv/Gemm accumulator is bias + fan_in products (x - zp) * w with
+// |x - zp| <= 255 and |w| <= 128, plus one product in flight (the flat
+// convolution adds and removes edge taps); it must stay inside int32.
+constexpr int64_t kMaxProduct = 255 * 128;
+// GlobalAvgPool sums h*w values of |x - zp| <= 255 in int32.
+constexpr int64_t kMaxPoolArea = INT32_MAX / 255;
+
+bool in_i8(int32_t v) { return v >= -128 && v <= 127; }
+bool shift_ok(int32_t v) { return v >= -31 && v <= 30; }
+bool same(const core::Dims& a, const core::Dims& b) { return a.c == b.c && a.h == b.h && a.w == b.w; }
+bool dims_ok(const core::Dims& d) {
+  return d.c >= 1 && d.h >= 1 && d.w >= 1 && int64_t(d.c) * d.h * d.w <= kMaxElems;
+}
+// Output length of a window of k taps, stride s, dilation d over in + pads.
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+  const int64_t span = in + p0 + p1 - ((k - 1) * d + 1);
+  return span < 0 ? 0 : span / s + 1;
+}
+
+// Everything about node n that the kernels rely on; returns the defect or "".
+std::string node_defect(const QGraph& q, const QNode& n) {
+  const core::LayerDesc& g = n.geo;
+  if (uint8_t(n.op) < 1 || uint8_t(n.op) > 10 || g.op != n.op) return "unknown op";
+  if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs) || int(n.inputs.size()) != g.n_inputs)
+    return "bad input count";
+  if (g.count_include_pad > 1) return "bad count_include_pad";
+  if (!dims_ok(g.out)) return "bad output shape";
+  for (int k = 0; k < g.n_inputs; ++k) {
+    if (!dims_ok(g.in[k])) return "bad input shape";
+    if (!in_i8(g.in_zp[k]) || g.in_zp[k] != q.tensors[size_t(n.inputs[size_t(k)])].zp) return "bad input zero point";
+    if (!shift_ok(g.in_shift[k])) return "input shift out of range";
+  }
+  if (!in_i8(g.out_zp) || g.out_zp != q.tensors[size_t(n.output)].zp) return "bad output zero point";
+  if (!in_i8(g.act_min) || !in_i8(g.act_max) || g.act_min > g.act_max) return "bad activation clamp";
+  for (int32_t v : {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw})
+    if (v < 1 || v > kMaxGeom) return "kernel, stride or dilation out of range";
+  for (int32_t v : {g.pad_t, g.pad_l, g.pad_b, g.pad_r})
+    if (v < 0 || v > kMaxGeom) return "padding out of range";
+  if (g.groups < 1 || g.groups > g.in[0].c) return "bad group count";
+  if (g.left_shift < 0 || g.left_shift > 22 || !shift_ok(g.out_shift)) return "output shift out of range";
+  if (n.macs < 0) return "negative MAC count";
+
+  const core::Dims& x = g.in[0];
+  const core::Dims& o = g.out;
+  const bool pooled = n.op == QOp::AvgPool || n.op == QOp::MaxPool;
+  switch (n.op) {
+    case QOp::Conv:
+    case QOp::AvgPool:
+    case QOp::MaxPool: {
+      if (g.n_inputs != 1) return "needs one input";
+      const int64_t dh = pooled ? 1 : g.dh, dw = pooled ? 1 : g.dw;
+      if (o.h != window_out(x.h, g.kh, g.sh, dh, g.pad_t, g.pad_b) || o.w != window_out(x.w, g.kw, g.sw, dw, g.pad_l, g.pad_r))
+        return "output size disagrees with the window geometry";
+      if (pooled && o.c != x.c) return "output channels differ from the input's";
+      // An average over a window entirely in the padding would divide by 0.
+      if (n.op == QOp::AvgPool && (g.pad_t >= g.kh || g.pad_b >= g.kh || g.pad_l >= g.kw || g.pad_r >= g.kw))
+        return "padding as large as the pool window";
+      if (n.op == QOp::Conv && (x.c % g.groups || o.c % g.groups)) return "channels not divisible by groups";
+      break;
+    }
+    case QOp::Gemm:
+      if (g.n_inputs != 1 || o.h != 1 || o.w != 1) return "needs one input and a (C,1,1) output";
+      break;
+    case QOp::GlobalAvgPool:
+      if (g.n_inputs != 1 || o.c != x.c || o.h != 1 || o.w != 1) return "needs one input and a (C,1,1) output";
+      if (int64_t(x.h) * x.w > kMaxPoolArea) return "input plane too large";
+      break;
+    case QOp::Lut:
+      if (g.n_inputs != 1 || !same(o, x)) return "output shape differs from the input's";
+      break;
+    case QOp::Pad:
+      if (g.n_inputs != 1 || o.c != x.c || int64_t(o.h) != int64_t(x.h) + g.pad_t + g.pad_b ||
+          int64_t(o.w) != int64_t(x.w) + g.pad_l + g.pad_r)
+        return "output shape disagrees with the padding";
+      break;
+    case QOp::Add:
+      if (g.n_inputs != 2 || !same(o, x) || !same(o, g.in[1])) return "needs two operands of the output's shape";
+      // Each operand is rescaled after left_shift; the sum must fit int32.
+      if (g.in_shift[0] > 0 || g.in_shift[1] > 0) return "operand rescale must not grow";
+      break;
+    case QOp::Mul:
+      if (g.n_inputs != 2 || !same(o, x) ||
+          !(same(o, g.in[1]) || (g.in[1].c == o.c && g.in[1].h == 1 && g.in[1].w == 1)))
+        return "operand shapes do not broadcast to the output";
+      break;
+    case QOp::Concat: {
+      int64_t c = 0;
+      for (int k = 0; k < g.n_inputs; ++k) {
+        if (g.in[k].h != o.h || g.in[k].w != o.w) return "operands differ in spatial size";
+        c += g.in[k].c;
+      }
+      if (c != o.c) return "operand channels do not sum to the output's";
+      break;
+    }
+  }
+
+  // Data arrays, sized as the op's kernel indexes them.
+  auto shifts_ok = [&]() {
+    for (int32_t v : n.shift)
+      if (!shift_ok(v)) return false;
+    return true;
+  };
+  const int32_t C = n.channels_with_data();
+  if (C) {
+    const int64_t per = n.op == QOp::Conv ? int64_t(x.c / g.groups) * g.kh * g.kw : int64_t(x.c) * x.h * x.w;
+    if (int64_t(n.weights.size()) != per * C) return "weights have the wrong size";
+    if (n.bias.size() != size_t(C) || n.mult.size() != size_t(C) || n.shift.size() != size_t(C))
+      return "per-channel data has the wrong size";
+    if (!n.lut.empty()) return "unexpected lookup table";
+    if (!shifts_ok()) return "per-channel shift out of range";
+    const int64_t room = int64_t(INT32_MAX) - (per + 1) * kMaxProduct;
+    if (room < 0) return "fan-in too large for int32 accumulation";
+    for (int32_t b : n.bias)
+      if (b > room || b < -room) return "bias too large for int32 accumulation";
+  } else {
+    if (!n.weights.empty() || !n.bias.empty()) return "unexpected weights";
+    if (n.op == QOp::AvgPool) {
+      if (n.mult.size() != size_t(g.kh) * size_t(g.kw) || n.shift.size() != n.mult.size())
+        return "pool table has the wrong size";
+      if (!shifts_ok()) return "pool table shift out of range";
+    } else if (!n.mult.empty() || !n.shift.empty()) {
+      return "unexpected multiplier table";
+    }
+    if (n.lut.size() != (n.op == QOp::Lut ? 256u : 0u)) return n.op == QOp::Lut ? "LUT is not 256 entries" : "unexpected lookup table";
+  }
+  return "";
+}
+
+}  // namespace
+
 void QGraph::link() {
   for (auto& t : tensors) {
     t.producer = -1;
@@ -47,46 +183,34 @@ void QGraph::link() {
   }
   const int nt = int(tensors.size());
   if (input < 0 || input >= nt || output < 0 || output >= nt) throw Error("quantised model: bad input/output index");
+  for (const auto& t : tensors)
+    if (t.shape.c < 1 || t.shape.h < 1 || t.shape.w < 1 || t.shape.size() > kMaxElems || !in_i8(t.zp))
+      throw Error("quantised model: tensor '" + t.name + "' has a bad shape or zero point");
   std::vector<char> ready(nt, 0);
   ready[input] = 1;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const QNode& n = nodes[i];
+    const std::string what = "quantised model: node '" + n.name + "' (" + core::qop_name(n.op) + ")";
     if (n.inputs.empty() || int(n.inputs.size()) != n.geo.n_inputs || n.inputs.size() > size_t(core::kMaxInputs))
-      throw Error("quantised model: node '" + n.name + "' has a bad input count");
+      throw Error(what + " has a bad input count");
     for (int t : n.inputs) {
-      if (t < 0 || t >= nt || !ready[t]) throw Error("quantised model: node '" + n.name + "' reads a tensor not yet computed");
+      if (t < 0 || t >= nt || !ready[t]) throw Error(what + " reads a tensor not yet computed");
       tensors[t].consumers.push_back(int(i));
     }
-    if (n.output < 0 || n.output >= nt || ready[n.output]) throw Error("quantised model: node '" + n.name + "' has a bad output");
+    if (n.output < 0 || n.output >= nt || ready[n.output]) throw Error(what + " has a bad output");
     ready[n.output] = 1;
     tensors[n.output].producer = int(i);
     // Descriptor dims must agree with the tensors.
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const Shape& s = tensors[n.inputs[k]].shape;
       if (s.c != n.geo.in[k].c || s.h != n.geo.in[k].h || s.w != n.geo.in[k].w)
-        throw Error("quantised model: node '" + n.name + "' input dims disagree with its tensor");
+        throw Error(what + ": input dims disagree with its tensor");
     }
     const Shape& o = tensors[n.output].shape;
     if (o.c != n.geo.out.c || o.h != n.geo.out.h || o.w != n.geo.out.w)
-      throw Error("quantised model: node '" + n.name + "' output dims disagree with its tensor");
-    // Per-channel data sizes.
-    const int32_t C = n.channels_with_data();
-    if (C) {
-      if (n.weights.empty() || n.weights.size() % size_t(C) || n.bias.size() != size_t(C) || n.mult.size() != size_t(C) ||
-          n.shift.size() != size_t(C))
-        throw Error("quantised model: node '" + n.name + "' per-channel data has the wrong size");
-      if (n.op == QOp::Conv) {
-        const auto& g = n.geo;
-        if (g.groups <= 0 || g.in[0].c % g.groups || g.out.c % g.groups ||
-            n.weights.size() != size_t(C) * (g.in[0].c / g.groups) * g.kh * g.kw)
-          throw Error("quantised model: node '" + n.name + "' conv geometry is inconsistent");
-      } else if (n.weights.size() != size_t(C) * size_t(n.geo.in[0].size())) {
-        throw Error("quantised model: node '" + n.name + "' gemm weights have the wrong size");
-      }
-    }
-    if (n.op == QOp::Lut && n.lut.size() != 256) throw Error("quantised model: node '" + n.name + "' LUT is not 256 entries");
-    if (n.op == QOp::AvgPool && n.mult.size() != size_t(n.geo.kh * n.geo.kw))
-      throw Error("quantised model: node '" + n.name + "' pool table has the wrong size");
+      throw Error(what + ": output dims disagree with its tensor");
+    const std::string defect = node_defect(*this, n);
+    if (!defect.empty()) throw Error(what + ": " + defect);
   }
   if (!ready[output]) throw Error("quantised model: output is never computed");
 }
@@ -183,7 +307,7 @@ QGraph deserialize_qgraph(const std::vector<uint8_t>& bytes, const std::string& 
     QTensor t;
     t.name = r.str();
     t.shape.c = r.i32(); t.shape.h = r.i32(); t.shape.w = r.i32();
-    if (t.shape.c <= 0 || t.shape.h <= 0 || t.shape.w <= 0 || t.shape.size() > (int64_t(1) << 30))
+    if (t.shape.c <= 0 || t.shape.h <= 0 || t.shape.w <= 0 || t.shape.size() > kMaxElems)
       throw Error(what + ": corrupt tensor shape");
     t.scale = r.f32();
     t.zp = r.i32();

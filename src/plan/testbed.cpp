@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "model/json_bounded.h"
+
 namespace ts::plan {
 namespace {
 
@@ -27,6 +29,15 @@ std::string show(const json& v) {
   std::string s = v.dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
+}
+
+// A key from the file, quoted, with control characters escaped (a newline in
+// a key must not break the one-line error) and shortened.
+std::string show_key(const std::string& key) {
+  std::string s = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+  s = s.substr(1, s.size() - 2);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return "'" + s + "'";
 }
 
 std::string show(double v) {
@@ -113,8 +124,8 @@ Board board_from_json(const json& obj, const std::string& ctx) {
     else if (key == "delay_s_per_kb") b.delay_s_per_kb = read_number(v, "delay_s_per_kb", ctx);
     else if (key == "bandwidth_kbps") b.bandwidth_kbps = read_number(v, "bandwidth_kbps", ctx);
     else
-      fail(ctx, "unknown key '" + key +
-                    "' (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
+      fail(ctx, "unknown key " + show_key(key) +
+                    " (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
                     "delay_s_per_kb, bandwidth_kbps)");
   }
   return b;
@@ -157,7 +168,7 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
   const json* list = &doc;
   if (doc.is_object()) {
     for (const auto& [key, v] : doc.items())
-      if (key != "boards") fail(source, "unknown top-level key '" + key + "' (known: boards)");
+      if (key != "boards") fail(source, "unknown top-level key " + show_key(key) + " (known: boards)");
     if (!doc.contains("boards")) fail(source, "missing key 'boards'");
     list = &doc["boards"];
   }
@@ -172,13 +183,16 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
 }
 
 Testbed parse_testbed(const std::string& text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(source, std::string("invalid JSON: ") + e.what());
-  }
-  return testbed_from_json(doc, source);
+  // Bounded nesting: error messages print values, which recurses per level.
+  return testbed_from_json(parse_json_bounded(text, source), source);
+}
+
+void check_spawn_limit(const Testbed& t, const std::string& source) {
+  size_t local = 0;
+  for (const Board& b : t.boards) local += b.address == "local" || b.address == "qemu";
+  if (local > size_t(kMaxSpawnedBoards))
+    fail(source, "lists " + std::to_string(local) + " local/qemu boards; at most " +
+                     std::to_string(kMaxSpawnedBoards) + " board processes are started on one machine");
 }
 
 Testbed load_testbed(const std::string& path) {

@@ -91,6 +91,15 @@ Testbed default_testbed(int n, const std::string& address = "local",
 // `source` names the testbed in the error.
 void validate_testbed(const Testbed& t, const std::string& source);
 
+// Boards with address "local" or "qemu" are processes started on this
+// machine, one each: at most this many per testbed.
+inline constexpr int kMaxSpawnedBoards = 64;
+
+// Throws ts::Error (one line, naming `source`) if `t` lists more than
+// kMaxSpawnedBoards local or QEMU boards. Checked before any board process is
+// started; planning and simulating such testbeds remain allowed.
+void check_spawn_limit(const Testbed& t, const std::string& source);
+
 // "1048576" -> 1048576; "512K"/"512k"/"512KB"/"512KiB" -> 524288;
 // "8M" -> 8388608; "1G" -> 1073741824. Suffixes are binary (1K = 1024 bytes),
 // as memory sizes are. Whole numbers only, no sign, no spaces.

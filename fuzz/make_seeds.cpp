@@ -1,0 +1,241 @@
+// Writes the seed corpora under fuzz/corpus/<target>/ from real inputs made
+// by the project's own code: the tiny model (tiny_model.h) through import,
+// quantisation, planning and the fragment writer; frames as the encoder
+// writes them; a small ONNX model; testbeds; tiny images in several formats.
+// Run by scripts/fuzz.sh --seeds (the committed corpora come from it).
+//   make_seeds <corpus dir>
+#include <onnx/onnx_pb.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb_image_write.h>
+
+#include "core/crc32.h"
+#include "core/wire.h"
+#include "plan/fragment_writer.h"
+#include "tiny_model.h"
+
+using namespace ts;
+namespace fs = std::filesystem;
+using wire::MsgType;
+
+namespace {
+
+fs::path root;
+
+void put(const std::string& target, const std::string& name, const std::string& bytes) {
+  const fs::path dir = root / target;
+  fs::create_directories(dir);
+  std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!f) {
+    std::fprintf(stderr, "make_seeds: cannot write %s\n", (dir / name).c_str());
+    std::exit(1);
+  }
+}
+std::string str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+std::string frame(MsgType t, uint32_t seq, uint16_t layer, uint32_t offset, const std::string& payload,
+                  uint16_t flags = wire::kFlagLast, uint16_t src = wire::kCoordinatorId) {
+  wire::FrameHeader h;
+  h.type = t;
+  h.src = src;
+  h.seq = seq;
+  h.layer = layer;
+  h.offset = offset;
+  h.flags = flags;
+  h.deployment = 0x1234;
+  uint8_t buf[wire::kMaxFrame];
+  const size_t n = wire::encode_frame(h, reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), buf, sizeof buf);
+  return std::string(reinterpret_cast<char*>(buf), n);
+}
+template <typename P>
+std::string payload(const P& p) {
+  uint8_t buf[wire::kMaxPayload];
+  return std::string(reinterpret_cast<char*>(buf), p.encode(buf, sizeof buf));
+}
+
+void wire_seeds() {
+  wire::HelloPayload hello;
+  hello.board_id = 2;
+  hello.clock_mhz = 600;
+  hello.rx_window = 8;
+  hello.ram_bytes = 512 * 1024;
+  hello.flash_bytes = 8u << 20;
+  wire::CommitPayload commit;
+  commit.fragment_size = 4096;
+  commit.fragment_crc = 0xDEADBEEF;
+  wire::AckPayload ack;
+  ack.ack_seq = 3;
+  wire::DonePayload done;
+  done.request_seq = 4;
+  done.elapsed_us = 100;
+  done.peak_ram_bytes = 2048;
+  const auto err = wire::ErrorPayload::make(wire::ErrorCode::NotReady, 5, "inputs missing");
+  put("wire", "hello", frame(MsgType::Hello, 1, 0, 0, payload(hello), wire::kFlagLast, 2));
+  put("wire", "commit", frame(MsgType::Commit, 2, 0, 0, payload(commit)));
+  put("wire", "ack", frame(MsgType::Ack, 0, 0, 0, payload(ack), 0));
+  put("wire", "done", frame(MsgType::Done, 3, 7, 0, payload(done), wire::kFlagLast, 0));
+  put("wire", "error", frame(MsgType::Error, 4, 7, 0, payload(err), wire::kFlagLast, 0));
+  put("wire", "stream", frame(MsgType::Input, 1, 3, 17, std::string(40, '\x05'), 0) +
+                            frame(MsgType::Input, 2, 3, 57, std::string(9, '\x06')) +
+                            frame(MsgType::Run, 3, 3, 0, "", wire::kFlagLast | wire::kFlagAckReq) +
+                            frame(MsgType::Bye, 4, 0, 0, ""));
+}
+
+// One worker-harness record (see fuzz_worker.cpp).
+std::string record(MsgType t, uint8_t flags, uint16_t layer, uint32_t offset, const std::string& payload) {
+  std::string r;
+  r += char(uint8_t(t) - 1);
+  r += char(flags);
+  r += char(layer & 0xFF);
+  r += char(layer >> 8);
+  for (int i = 0; i < 4; ++i) r += char((offset >> (8 * i)) & 0xFF);
+  r += char(payload.size() & 0xFF);
+  r += char(payload.size() >> 8);
+  return r + payload;
+}
+
+void model_seeds() {
+  const fuzz::TinyTfjs t = fuzz::tiny_tfjs();
+  put("tfjs", "tiny", t.json + std::string(1, '\0') + t.weights);
+  const QGraph q = fuzz::tiny_qgraph();
+  put("tsqm", "tiny.tsqm", str(serialize_qgraph(q)));
+  const plan::Plan p = fuzz::tiny_plan(q);
+  const auto f0 = plan::write_fragment(q, p, 0), f1 = plan::write_fragment(q, p, 1);
+  put("fragment", "board0", str(f0));
+  put("fragment", "board1", str(f1));
+
+  // Worker sessions against board 0's fragment: a whole inference (every
+  // layer's inputs then RUN), a cached COMMIT, a probe, a reset mid-layer.
+  std::string all;
+  for (size_t i = 0; i < q.nodes.size(); ++i) {
+    all += std::string{char(0xFE), char(i)};
+    all += record(MsgType::Run, 1, uint16_t(i), 0, "");
+  }
+  put("worker", "inference", all);
+  wire::CommitPayload c;
+  c.fragment_size = uint32_t(f0.size());
+  c.fragment_crc = crc32(f0.data(), f0.size());
+  put("worker", "cached_commit", record(MsgType::Commit, 1, 0, 0, payload(c)));
+  put("worker", "probe", record(MsgType::Probe, 1, 9, 77, std::string(64, 'p')));
+  put("worker", "reset", std::string{char(0xFE), 0} + record(MsgType::Reset, 1, 0, 0, "") +
+                             record(MsgType::Run, 1, 0, 0, ""));
+  put("worker", "store", record(MsgType::Store, 0, 0, 0, str(f0).substr(0, 200)) +
+                             record(MsgType::Commit, 1, 0, 0, payload(c)));
+}
+
+void onnx_seed() {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("tiny");
+  auto* vi = g->add_input();
+  vi->set_name("x");
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  auto init = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) { t->add_dims(d); n *= d; }
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(float((i * 7) % 11) / 11.f - 0.4f);
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + out);
+    for (auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  };
+  auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  init("w1", {4, 3, 3, 3});
+  init("b1", {4});
+  auto* c1 = node("Conv", {"x", "w1", "b1"}, "c1");
+  ints(c1, "pads", {1, 1, 1, 1});
+  ints(c1, "strides", {2, 2});
+  node("Relu", {"c1"}, "r1");
+  init("w2", {4, 1, 3, 3});
+  auto* c2 = node("Conv", {"r1", "w2"}, "c2");
+  ints(c2, "pads", {1, 1, 1, 1});
+  auto* gr = c2->add_attribute();
+  gr->set_name("group");
+  gr->set_type(onnx::AttributeProto::INT);
+  gr->set_i(4);
+  node("Add", {"c2", "r1"}, "a1");
+  auto* mp = node("MaxPool", {"a1"}, "m1");
+  ints(mp, "kernel_shape", {2, 2});
+  ints(mp, "strides", {2, 2});
+  node("GlobalAveragePool", {"m1"}, "g1");
+  node("Flatten", {"g1"}, "f1");
+  init("w3", {3, 4});
+  init("b3", {3});
+  auto* gm = node("Gemm", {"f1", "w3", "b3"}, "y");
+  auto* tb = gm->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  g->add_output()->set_name("y");
+  put("onnx", "tiny.onnx", m.SerializeAsString());
+}
+
+void testbed_seeds() {
+  put("testbed", "list", R"([{"id": 0, "address": "local", "clock_mhz": 600, "ram_bytes": "512K", "flash_bytes": "8M"},
+ {"id": 1, "address": "192.168.1.21:5000", "clock_mhz": 396, "delay_s_per_kb": 0.001, "bandwidth_kbps": 1200}])");
+  put("testbed", "object", R"({"boards": [{"id": 3, "address": "[::1]:7000", "ram_bytes": 1048576}, {"id": 4, "address": "qemu"}]})");
+}
+
+void image_seeds() {
+  const int w = 5, h = 4;
+  std::vector<uint8_t> px(size_t(w) * h * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 13);
+  auto sink = [](void* ctx, void* data, int size) { static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size)); };
+  std::string png, bmp, tga, jpg;
+  stbi_write_png_to_func(sink, &png, w, h, 3, px.data(), w * 3);
+  stbi_write_bmp_to_func(sink, &bmp, w, h, 3, px.data());
+  stbi_write_tga_to_func(sink, &tga, w, h, 3, px.data());
+  stbi_write_jpg_to_func(sink, &jpg, w, h, 3, px.data(), 80);
+  put("image", "tiny.png", png);
+  put("image", "tiny.bmp", bmp);
+  put("image", "tiny.tga", tga);
+  put("image", "tiny.jpg", jpg);
+  // PNM is not compiled in (stb 2.27 bugs): its seed is a refusal case.
+  put("image", "refused.ppm", "P6\n2 2\n255\n" + std::string(12, char(0x40)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds <corpus dir>\n");
+    return 2;
+  }
+  root = argv[1];
+  try {
+    wire_seeds();
+    model_seeds();
+    onnx_seed();
+    testbed_seeds();
+    image_seeds();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
