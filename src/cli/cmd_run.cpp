@@ -9,6 +9,8 @@
 #include "cli/cli.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "model/dataset.h"
+#include "model/npy.h"
 #include "model/pipeline.h"
 #include "plan/plan.h"
 
@@ -35,6 +37,8 @@ struct RunOptions {
   int repeat = 1;
   std::string store;
   bool probe = false, json = false;
+  std::string input, save_output, save_int8_output, dataset;
+  int limit = 0;
   std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
 };
 
@@ -58,14 +62,50 @@ int cmd_run(const RunOptions& o) {
   plan::PlanOptions popt;
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
-  // Model, reference and plan.
-  const std::string photo = o.image.empty() ? default_photo() : o.image;
-  QGraph q = quantized_model(o.model, o.size, QuantizeOptions{});
+  // Model, inputs, references and plan. The inputs are one photo, one
+  // prepared tensor, or the first --limit test images of a data set.
+  const int sources = int(!o.image.empty()) + int(!o.input.empty()) + int(!o.dataset.empty());
+  if (sources > 1) throw Error("run: give only one of --image, --input and --dataset");
+  if (o.limit != 0 && o.dataset.empty()) throw Error("run: --limit needs --dataset");
+  if (!o.dataset.empty() && o.dataset != "fashion-mnist")
+    throw Error("--dataset: unknown data set '" + o.dataset + "' (known: fashion-mnist)");
+  const std::string model = !o.dataset.empty() && o.model == "mobilenetv2" ? fashion_mnist_model() : o.model;
+  std::string input_name;
+  InputTensor tensor;
+  LabelledImages test;
+  QuantizeOptions qopt;
+  if (!o.input.empty()) {
+    // A bad tensor is reported before any work on the model.
+    if (!is_quantized_file(resolve_model(model))) {
+      const Graph gi = import_model(model, o.size);
+      tensor = load_input_npy(o.input, gi.shape(gi.input));
+    }
+    input_name = std::filesystem::path(o.input).filename().string();
+  } else if (!o.dataset.empty()) {
+    test = load_fashion_mnist("test", o.limit > 0 ? o.limit : 100);
+    qopt = fashion_mnist_calibration();
+    input_name = "fashion-mnist test images 0.." + std::to_string(test.count() - 1);
+  }
+  QGraph q = quantized_model(model, o.size, qopt);
   const int in_size = q.shape(q.input).h;
-  const auto x = quantize_input(q, image_input(photo, in_size, q.in_mean, q.in_std));
+  std::vector<std::vector<int8_t>> xs;
+  if (!o.input.empty()) {
+    if (tensor.f32.empty() && tensor.i8.empty()) tensor = load_input_npy(o.input, q.shape(q.input));
+    xs.push_back(int8_input(q, tensor));
+  } else if (!o.dataset.empty()) {
+    if (q.shape(q.input) != Shape{1, test.rows, test.cols})
+      throw Error("'" + model + "' takes " + to_string(q.shape(q.input)) + " inputs; Fashion-MNIST images are 1x" +
+                  std::to_string(test.rows) + "x" + std::to_string(test.cols));
+    for (int i = 0; i < test.count(); ++i) xs.push_back(quantize_input(q, test.input(i)));
+  } else {
+    const std::string photo = o.image.empty() ? default_photo() : o.image;
+    input_name = std::filesystem::path(photo).filename().string();
+    xs.push_back(quantize_input(q, image_input(photo, in_size, q.in_mean, q.in_std)));
+  }
   const auto t_ref = Clock::now();
-  const auto ref = run_int8(q, x);
-  const double ref_s = std::chrono::duration<double>(Clock::now() - t_ref).count();
+  std::vector<std::vector<int8_t>> refs;
+  for (const auto& x : xs) refs.push_back(run_int8(q, x));
+  const double ref_s = std::chrono::duration<double>(Clock::now() - t_ref).count() / double(xs.size());
   plan::Plan p = plan::make_plan(q, tb, popt);
 
   // Boards.
@@ -99,9 +139,21 @@ int cmd_run(const RunOptions& o) {
   const coord::DeployResult dep = c.deploy();
   coord::InferenceResult r;
   bool match = true;
-  for (int k = 0; k < o.repeat; ++k) {
-    r = c.infer(x);
-    match = match && r.output == ref;
+  int exact = 0, correct = 0, ref_correct = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    bool same = true;
+    for (int k = 0; k < o.repeat; ++k) {
+      r = c.infer(xs[i]);
+      same = same && r.output == refs[i];
+    }
+    match = match && same;
+    exact += same;
+    if (!o.dataset.empty()) {
+      const int y = test.labels[i];
+      auto top1 = [](const std::vector<int8_t>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); };
+      correct += top1(r.output) == y;
+      ref_correct += top1(refs[i]) == y;
+    }
   }
   c.close();
   boards.stop();
@@ -113,6 +165,13 @@ int cmd_run(const RunOptions& o) {
   std::vector<int> order(probs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
+  // The last input's output: the model's output as float32 (dequantised, with
+  // the host Softmax if the model ends in one) and the raw int8 tensor.
+  const std::vector<int64_t> oshape = {1, int64_t(probs.size())};
+  if (!o.save_output.empty()) write_npy(o.save_output, oshape, probs);
+  if (!o.save_int8_output.empty()) write_npy(o.save_int8_output, oshape, r.output);
+  const std::string note = size_note(model, in_size);
+  const double n_in = double(xs.size());
 
   if (o.json) {
     nlohmann::json jw = nlohmann::json::array(), jl = nlohmann::json::array();
@@ -140,7 +199,8 @@ int cmd_run(const RunOptions& o) {
       jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
                     {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
     nlohmann::json j = {
-        {"model", o.model}, {"size", in_size}, {"image", std::filesystem::path(photo).filename().string()},
+        {"model", o.dataset.empty() ? o.model : model}, {"size", in_size}, {"image", input_name},
+        {"size_note", note},
         {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"window", o.window},
         {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
@@ -151,12 +211,21 @@ int cmd_run(const RunOptions& o) {
         {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
         {"emulation", {{"cycles_per_mac", o.cpm}, {"delay_ms", o.delay}}},
         {"per_worker", jw}, {"per_layer", jl}};
+    if (!o.dataset.empty())
+      j["dataset"] = {{"name", o.dataset}, {"split", "test"}, {"images", xs.size()}, {"bit_exact_images", exact},
+                      {"accuracy", correct / n_in}, {"reference_accuracy", ref_correct / n_in}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("tinysplit run: %s at %dx%d on %d boards (%s allocation, window %d)%s%s\n", o.model.c_str(), in_size,
+    std::printf("tinysplit run: %s at %dx%d on %d boards (%s allocation, window %d)%s%s\n",
+                (o.dataset.empty() ? o.model : model).c_str(), in_size,
                 in_size, p.n_workers(), plan::to_string(popt.alloc), o.window,
                 o.cpm > 0 ? ", emulated clocks" : "", o.delay > 0 ? ", injected delays" : "");
-    std::printf("image %s\n", std::filesystem::path(photo).filename().c_str());
+    if (!note.empty()) std::printf("note: %s\n", note.c_str());
+    if (!o.dataset.empty())
+      std::printf("%s: distributed accuracy %.4f (int8 reference %.4f), %d of %zu bit-exact; last image:\n",
+                  input_name.c_str(), correct / n_in, ref_correct / n_in, exact, xs.size());
+    else
+      std::printf("%s %s\n", o.input.empty() ? "image" : "input", input_name.c_str());
     for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k)
       std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
     std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
@@ -196,6 +265,12 @@ void register_run(CLI::App& app) {
                    ->capture_default_str();
   sub.add_option("--testbed,-t", o->testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
   sub.add_option("--image,-i", o->image, "photo to classify (default: the bundled photo)");
+  sub.add_option("--input", o->input, "a prepared input tensor: .npy, float32 NCHW or int8 already quantised");
+  sub.add_option("--save-output", o->save_output,
+                 "write the output as float32 .npy (dequantised; after the host Softmax if the model ends in one)");
+  sub.add_option("--save-int8-output", o->save_int8_output, "write the raw int8 output tensor as .npy");
+  sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist)");
+  sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));

@@ -60,7 +60,7 @@ std::vector<uint8_t> read_idx_u8(const std::string& path, std::vector<int>* dims
     items = max_items;
     (*dims)[0] = int(items);
   }
-  std::vector<uint8_t> data(size_t(total));
+  std::vector<uint8_t> data(static_cast<size_t>(total));
   if (read(data.data(), data.size()) != data.size())
     throw Error(path + ": truncated (the header declares " + std::to_string(total) + " bytes of data)");
   return data;

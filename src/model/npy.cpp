@@ -17,7 +17,6 @@ const char kMagic[] = "\x93NUMPY";
 struct HeaderParser {
   const std::string& s;
   size_t i = 0;
-  std::string err;
 
   void ws() {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;

@@ -112,8 +112,8 @@ std::string size_note(const std::string& spec, int size) {
   if (size != kPaperInputSize || !is_default_model(spec)) return {};
   return "112x112 is the paper's input size; this MobileNetV2 was trained at 224x224, and at 112 the float model "
          "itself calls 10 of the 25 evaluation photos 'Drawing' (2 of 25 at 224) and agrees with its own 224 "
-         "prediction on 13 of 25 (tinysplit eval --json --size 112 vs --size 224); use --size 224 (with --ram 1M) "
-         "for the model's trained size";
+         "prediction on 13 of 25 (measured by: tinysplit eval --compare-size 224); --size 224 runs the trained size "
+         "but needs more RAM than 3 default boards have (e.g. --size 224 --workers 5 --ram 1M)";
 }
 
 Graph import_model(const std::string& spec, int size) {
@@ -231,7 +231,15 @@ QGraph quantized_model(const std::string& spec, int size, const QuantizeOptions&
     }
   }
   std::vector<std::vector<float>> inputs;
-  for (const auto& im : images) inputs.push_back(image_input(im, g.shape(g.input).h, g.in_mean, g.in_std));
+  for (const auto& im : images) {
+    inputs.push_back(image_input(im, g.shape(g.input).h, g.in_mean, g.in_std));
+    if (g.shape(g.input).c == 1) {  // a grey model: the mean of the three channels
+      std::vector<float>& x = inputs.back();
+      const size_t plane = x.size() / 3;
+      for (size_t k = 0; k < plane; ++k) x[k] = (x[k] + x[plane + k] + x[2 * plane + k]) / 3.0f;
+      x.resize(plane);
+    }
+  }
   const Calibration cal = calibrate(g, tensors ? opt.calib_inputs : inputs, opt.calib);
   QGraph q = quantize(g, cal);
   if (tensors && !opt.calib_tag.empty()) q.calibration += " on " + opt.calib_tag;
