@@ -24,13 +24,16 @@ mkdir -p "$LOGS"
 # Debian packages the project needs to build, test and fetch its inputs. The photo packages
 # (darknet, python3-skimage, opencv-doc) are deliberately not installed: photos.sh downloads
 # their .deb files alone and unpacks only the listed photos, which avoids several hundred
-# dependencies. python3-torch is not needed either (only to regenerate committed test models).
+# dependencies. python3-torch is not needed either (only to regenerate committed test models and
+# to train the Fashion-MNIST model: scripts/fashion_mnist.sh installs it). dataset-fashion-mnist
+# (30 MB) holds the labelled images of tests/fashion_mnist_test.cpp and `eval --dataset`.
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libstb-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   gnuplot-nox ca-certificates openssl
+  zlib1g-dev dataset-fashion-mnist
 )
 
 STEP=0

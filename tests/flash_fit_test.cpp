@@ -50,7 +50,7 @@ TEST(FlashFit, SmallBoardAnywhereAmongLargeOnesIsFilledToItsBudget) {
         // in whole kernels at both ends of a board's runs).
         EXPECT_GE(small, kSmall - 4 * max_channel - 64) << small;
         for (int w = 0; w < n; ++w) {
-          if (w != at) EXPECT_GT(p.workers[size_t(w)].flash_bytes, small);
+          if (w != at) { EXPECT_GT(p.workers[size_t(w)].flash_bytes, small); }
         }
       }
 }
