@@ -87,6 +87,7 @@ int cmd_run(const RunOptions& o) {
     input_name = "fashion-mnist test images 0.." + std::to_string(test.count() - 1);
   }
   QGraph q = quantized_model(model, o.size, qopt);
+  if (!o.dataset.empty() && q.labels.empty()) q.labels = test.classes;
   const int in_size = q.shape(q.input).h;
   std::vector<std::vector<int8_t>> xs;
   if (!o.input.empty()) {
@@ -227,7 +228,10 @@ int cmd_run(const RunOptions& o) {
     else
       std::printf("%s %s\n", o.input.empty() ? "image" : "input", input_name.c_str());
     for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k)
-      std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
+      if (q.softmax_output)
+        std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
+      else
+        std::printf("  %-12s %8.4g (output value; the model has no Softmax)\n", label(order[k]).c_str(), probs[order[k]]);
     std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
     std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
                 dep.seconds);
