@@ -7,10 +7,10 @@ Debian's dataset-fashion-mnist package:
     /usr/bin/python3 scripts/train_fashion_mnist.py [--out models/fashion-mnist/model.onnx]
         [--epochs 4] [--data /usr/share/datasets/fashion-mnist] [--steps N]
 
-The network (about 4.6 M multiply-accumulates per image) is MobileNetV2 in miniature: a 3x3
-stem, inverted residual blocks (1x1 expansion, 3x3 depthwise, 1x1 linear projection, ReLU6,
-residual add when the shape allows), a 1x1 head conv, global average pooling and a linear
-classifier. Input: one 28x28 grey channel, pixel / 255 (no other normalisation), NCHW,
+The network (1.53 M multiply-accumulates and 24,090 parameters per `tinysplit inspect`) is
+MobileNetV2 in miniature: a 3x3 stride-2 stem, four inverted residual blocks (1x1 expansion,
+3x3 depthwise, 1x1 linear projection, ReLU6, residual add when the shape allows), a 1x1 head
+conv, global average pooling and a linear classifier. Input: one 28x28 grey channel, pixel / 255 (no other normalisation), NCHW,
 batch 1 in the exported file (fixed size, so tinysplit runs it at 28x28).
 
 Training is deterministic on the CPU: fixed seeds, deterministic algorithms, at most two
