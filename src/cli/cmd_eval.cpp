@@ -230,7 +230,7 @@ void register_eval(CLI::App& app) {
   sub.add_option("--input", o->input, "a prepared input tensor: .npy, float32 NCHW or int8 already quantised");
   sub.add_option("--save-output", o->save_output, "with --input: write the float model's output (float32 .npy)");
   sub.add_option("--save-int8-output", o->save_int8_output, "with --input: write the int8 model's raw output (int8 .npy)");
-  sub.add_option("--dataset", o->dataset, "labelled data set: fashion-mnist (float and int8 accuracy on its test images)");
+  sub.add_option("--dataset", o->dataset, "labelled data set: fashion-mnist (float and int8 accuracy on its test images; default model models/fashion-mnist/model.onnx)");
   sub.add_option("--limit", o->limit, "with --dataset: only the first N test images")->check(CLI::Range(1, 1000000));
   add_json_flag(sub, o->json);
 }

@@ -273,7 +273,7 @@ void register_run(CLI::App& app) {
   sub.add_option("--save-output", o->save_output,
                  "write the output as float32 .npy (dequantised; after the host Softmax if the model ends in one)");
   sub.add_option("--save-int8-output", o->save_int8_output, "write the raw int8 output tensor as .npy");
-  sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist)");
+  sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist; default model models/fashion-mnist/model.onnx)");
   sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
