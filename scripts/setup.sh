@@ -28,6 +28,9 @@ mkdir -p "$LOGS"
 # python3-numpy runs the independent int8 reference (scripts/int8_reference.py, docs/int8.md).
 # clang with its libFuzzer and sanitizer runtimes (libclang-rt-14-dev) and ccache build the fuzz
 # targets (scripts/fuzz.sh, run for a few seconds by the test suite).
+# dependencies. python3-torch is not needed either (only to regenerate committed test models and
+# to train the Fashion-MNIST model: scripts/fashion_mnist.sh installs it). dataset-fashion-mnist
+# (30 MB) holds the labelled images of tests/fashion_mnist_test.cpp and `eval --dataset`.
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -36,6 +39,7 @@ APT_PACKAGES=(
   gnuplot-nox ca-certificates openssl
   python3-numpy
   clang libclang-rt-14-dev ccache
+  zlib1g-dev dataset-fashion-mnist
 )
 
 STEP=0

@@ -150,3 +150,101 @@ TEST(Alloc, CascadeTakesAtMostNRounds) {
   EXPECT_GE(a.rounds, 3);
   for (size_t i = 0; i < n; ++i) EXPECT_NEAR(a.expected_bytes[i], double(storage[i]), 1e-6);
 }
+
+// ---------------------------------------------------------------------------
+// Whole fragments (fit_storage): a synthetic fragment whose size, like a real
+// one, moves in steps of whole kernels, carries a fixed header, per-boundary
+// duplicates (a kernel split between two workers is stored by both) and
+// routing bytes that the proportional model does not see.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct StepFragments {
+  int64_t model = 0, kernel = 0, header = 0, per_boundary = 0, routing_per_kb = 0;
+  int calls = 0;
+  std::vector<int64_t> operator()(const std::vector<double>& shares) {
+    ++calls;
+    const size_t n = shares.size();
+    const double sum = std::accumulate(shares.begin(), shares.end(), 0.0);
+    std::vector<int64_t> out(n);
+    double begin = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double end = begin + shares[i] / sum * double(model);
+      // Whole kernels from the one holding `begin` to the one holding `end`.
+      const int64_t k0 = int64_t(std::floor(begin / double(kernel)));
+      const int64_t k1 = int64_t(std::ceil(end / double(kernel)));
+      const int64_t data = end > begin ? (k1 - k0) * kernel : 0;
+      const int boundaries = (i > 0) + (i + 1 < n);
+      out[i] = header + data + boundaries * per_boundary + data / 1000 * routing_per_kb;
+      begin = end;
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST(FitStorage, SmallBoardBetweenLargeOnesIsFilledToItsFlash) {
+  StepFragments f{2'760'000, 1'664, 35'000, 700, 3};
+  const std::vector<int64_t> flash = {8 << 20, 204'800, 8 << 20};
+  // The proportional model alone (flash minus the fixed header) overflows.
+  {
+    std::vector<int64_t> storage;
+    for (int64_t b : flash) storage.push_back(b - f.header);
+    const auto a = allocate_storage({1, 1, 1}, storage, f.model);
+    EXPECT_GT(f(a.ratings)[1], flash[1]);
+  }
+  f.calls = 0;
+  const FittedStorage r = fit_storage({1, 1, 1}, flash, f.model, f.header,
+                                      [&](const std::vector<double>& s) { return f(s); });
+  ASSERT_TRUE(r.fits);
+  EXPECT_EQ(r.measurements, f.calls);
+  EXPECT_LE(r.measurements, 40);
+  const auto sizes = f(r.alloc.ratings);
+  EXPECT_EQ(sizes, r.fragment_bytes);
+  for (size_t i = 0; i < flash.size(); ++i) EXPECT_LE(sizes[i], flash[i]) << i;
+  // Filled: within two kernels (the size moves in kernel steps at each of
+  // its two ends) and the bisection tolerance of its flash.
+  EXPECT_GE(sizes[1], flash[1] - 2 * f.kernel - 64) << sizes[1];
+  // The excess went to the large boards; ratings only moved.
+  EXPECT_GT(r.alloc.ratings[0], r.alloc.ratings[1]);
+  EXPECT_GT(r.alloc.ratings[2], r.alloc.ratings[1]);
+  EXPECT_NEAR(std::accumulate(r.alloc.ratings.begin(), r.alloc.ratings.end(), 0.0), 3.0, 1e-9);
+  EXPECT_TRUE(r.alloc.capped[1]);
+}
+
+TEST(FitStorage, CascadesAndRandomTestbedsFit) {
+  std::mt19937 rng(77);
+  int fitted = 0;
+  for (int t = 0; t < 200; ++t) {
+    const int n = 2 + int(rng() % 7);
+    StepFragments f{int64_t(500'000 + rng() % 3'000'000), int64_t(64 + rng() % 4000), int64_t(1000 + rng() % 40'000),
+                    int64_t(rng() % 3000), int64_t(rng() % 20)};
+    std::vector<double> ratings;
+    std::vector<int64_t> flash;
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) {
+      ratings.push_back(0.5 + double(rng() % 100));
+      flash.push_back(int64_t(f.model / n / 2 + rng() % uint64_t(f.model)));
+      total += flash.back();
+    }
+    // Room for the data plus every fragment's extras, with some slack.
+    const int64_t extras = n * (f.header + 2 * f.per_boundary + 2 * f.kernel) + f.model / 1000 * f.routing_per_kb;
+    if (total < f.model + extras + f.model / 4) continue;
+    const FittedStorage r = fit_storage(ratings, flash, f.model, f.header, [&](const std::vector<double>& s) { return f(s); });
+    SCOPED_TRACE("testbed " + std::to_string(t));
+    ASSERT_TRUE(r.fits);
+    for (int i = 0; i < n; ++i) EXPECT_LE(r.fragment_bytes[size_t(i)], flash[size_t(i)]);
+    ++fitted;
+  }
+  EXPECT_GE(fitted, 100);
+}
+
+TEST(FitStorage, ReportsTheLastTryWhenNothingFits) {
+  StepFragments f{100'000, 100, 10'000, 0, 0};
+  // The data fits the storage but not with the header on every board.
+  const FittedStorage r = fit_storage({1, 1}, {55'000, 55'000}, f.model, 0, [&](const std::vector<double>& s) { return f(s); });
+  EXPECT_FALSE(r.fits);
+  EXPECT_GT(std::max(r.fragment_bytes[0], r.fragment_bytes[1]), 55'000);
+}

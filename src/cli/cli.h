@@ -9,11 +9,13 @@
 
 namespace ts::cli {
 
-// Each subcommand registers itself on the app and sets its callback. The
-// callback returns the process exit code; errors are thrown as ts::Error.
+// Each subcommand file declares an options struct, a function that runs the
+// command with them (`int cmd_<name>(const <Name>Options&)`, returning the
+// exit code and throwing ts::Error for bad input) and a register_<name>()
+// that adds the subcommand, binds its options to one struct and hands
+// add_command the call to run when the subcommand is given.
 using Command = std::function<int()>;
-void add_command(CLI::App& app, const std::string& name, const std::string& help,
-                 const std::function<Command(CLI::App&)>& setup);
+CLI::App& add_command(CLI::App& app, const std::string& name, const std::string& help, Command run);
 
 // A one-line progress bar on stderr when it is a terminal; silent otherwise.
 class Progress {
@@ -44,7 +46,9 @@ inline void add_model_options(CLI::App& sub, std::string& model, int& size, bool
                  quantized ? "mobilenetv2, a TF.js model.json, an ONNX file or a .tsqm"
                            : "mobilenetv2, a TF.js model.json or an ONNX file")
       ->capture_default_str();
-  sub.add_option("--size,-s", size, "square input size, up to 1024 (0 = as stored in the model)")
+  sub.add_option("--size,-s", size,
+                 "square input size up to 1024, for models that can be resized (default 0: the model's own size; "
+                 "112, the paper's size, for the bundled MobileNetV2)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
 }

@@ -49,60 +49,64 @@ std::vector<Rf> receptive_fields(const Graph& g) {
 
 }  // namespace
 
+struct InspectOptions {
+  std::string model = "mobilenetv2";
+  int size = 0;
+  bool raw = false, json = false;
+};
+
+int cmd_inspect(const InspectOptions& opt) {
+  Graph g = import_model(opt.model, opt.size);
+  if (!opt.raw) g = fold(g);
+  const auto rf = receptive_fields(g);
+  int64_t total_macs = 0, total_params = 0, total_bytes = 0;
+  nlohmann::json layers = nlohmann::json::array();
+  if (!opt.json)
+    std::printf("%-34s %-13s %-12s %-12s %10s %12s %10s %6s\n", "layer", "op", "input", "output", "params",
+                "MACs", "out bytes", "RF");
+  for (const Node& n : g.nodes) {
+    const Shape& o = g.shape(n.output);
+    const int64_t macs = node_macs(g, n), params = node_params(n);
+    total_macs += macs;
+    total_params += params;
+    total_bytes += o.size();
+    std::string op = op_name(n.op);
+    if (n.op == Op::Conv && n.groups > 1)
+      op = n.groups == g.shape(n.inputs[0]).c ? "DWConv" : "GConv";
+    if (n.act == Act::Relu) op += "+relu";
+    if (n.act == Act::Relu6) op += "+relu6";
+    if (n.act == Act::Clip) op += "+clip";
+    const Rf& r = rf[n.output];
+    if (opt.json) {
+      layers.push_back({{"name", n.name}, {"op", op}, {"input_shape", {g.shape(n.inputs[0]).c, g.shape(n.inputs[0]).h, g.shape(n.inputs[0]).w}},
+                        {"output_shape", {o.c, o.h, o.w}}, {"params", params}, {"macs", macs},
+                        {"output_bytes", o.size()}, {"receptive_field", r.size}});
+    } else {
+      std::printf("%-34.34s %-13s %-12s %-12s %10lld %12lld %10lld %6d\n", n.name.c_str(), op.c_str(),
+                  to_string(g.shape(n.inputs[0])).c_str(), to_string(o).c_str(), (long long)params,
+                  (long long)macs, (long long)o.size(), r.size);
+    }
+  }
+  if (opt.json) {
+    nlohmann::json j = {{"model", opt.model}, {"size", g.shape(g.input).h}, {"folded", !opt.raw},
+                        {"total_macs", total_macs}, {"total_params", total_params},
+                        {"total_output_bytes", total_bytes}, {"layers", layers}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("total: %zu layers, %lld params, %.2f M MACs, %lld activation bytes (int8)\n", g.nodes.size(),
+                (long long)total_params, double(total_macs) / 1e6, (long long)total_bytes);
+  }
+  return 0;
+}
+
 void register_inspect(CLI::App& app) {
-  add_command(app, "inspect", "Print per-layer ops, shapes, parameters, MACs, output bytes and receptive fields",
-              [](CLI::App& sub) -> Command {
-                auto model = std::make_shared<std::string>("mobilenetv2");
-                auto size = std::make_shared<int>(112);
-                auto json = std::make_shared<bool>(false);
-                auto raw = std::make_shared<bool>(false);
-                add_model_options(sub, *model, *size, false);
-                sub.add_flag("--raw", *raw, "show the imported graph before folding");
-                add_json_flag(sub, *json);
-                return [=]() -> int {
-                  Graph g = import_model(*model, *size);
-                  if (!*raw) g = fold(g);
-                  const auto rf = receptive_fields(g);
-                  int64_t total_macs = 0, total_params = 0, total_bytes = 0;
-                  nlohmann::json layers = nlohmann::json::array();
-                  if (!*json)
-                    std::printf("%-34s %-13s %-12s %-12s %10s %12s %10s %6s\n", "layer", "op", "input", "output", "params",
-                                "MACs", "out bytes", "RF");
-                  for (const Node& n : g.nodes) {
-                    const Shape& o = g.shape(n.output);
-                    const int64_t macs = node_macs(g, n), params = node_params(n);
-                    total_macs += macs;
-                    total_params += params;
-                    total_bytes += o.size();
-                    std::string op = op_name(n.op);
-                    if (n.op == Op::Conv && n.groups > 1)
-                      op = n.groups == g.shape(n.inputs[0]).c ? "DWConv" : "GConv";
-                    if (n.act == Act::Relu) op += "+relu";
-                    if (n.act == Act::Relu6) op += "+relu6";
-                    if (n.act == Act::Clip) op += "+clip";
-                    const Rf& r = rf[n.output];
-                    if (*json) {
-                      layers.push_back({{"name", n.name}, {"op", op}, {"input_shape", {g.shape(n.inputs[0]).c, g.shape(n.inputs[0]).h, g.shape(n.inputs[0]).w}},
-                                        {"output_shape", {o.c, o.h, o.w}}, {"params", params}, {"macs", macs},
-                                        {"output_bytes", o.size()}, {"receptive_field", r.size}});
-                    } else {
-                      std::printf("%-34.34s %-13s %-12s %-12s %10lld %12lld %10lld %6d\n", n.name.c_str(), op.c_str(),
-                                  to_string(g.shape(n.inputs[0])).c_str(), to_string(o).c_str(), (long long)params,
-                                  (long long)macs, (long long)o.size(), r.size);
-                    }
-                  }
-                  if (*json) {
-                    nlohmann::json j = {{"model", *model}, {"size", g.shape(g.input).h}, {"folded", !*raw},
-                                        {"total_macs", total_macs}, {"total_params", total_params},
-                                        {"total_output_bytes", total_bytes}, {"layers", layers}};
-                    std::printf("%s\n", j.dump(2).c_str());
-                  } else {
-                    std::printf("total: %zu layers, %lld params, %.2f M MACs, %lld activation bytes (int8)\n", g.nodes.size(),
-                                (long long)total_params, double(total_macs) / 1e6, (long long)total_bytes);
-                  }
-                  return 0;
-                };
-              });
+  auto o = std::make_shared<InspectOptions>();
+  CLI::App& sub = add_command(app, "inspect",
+                              "Print per-layer ops, shapes, parameters, MACs, output bytes and receptive fields",
+                              [o] { return cmd_inspect(*o); });
+  add_model_options(sub, o->model, o->size, false);
+  sub.add_flag("--raw", o->raw, "show the imported graph before folding");
+  add_json_flag(sub, o->json);
 }
 
 }  // namespace ts::cli

@@ -10,129 +10,133 @@
 
 namespace ts::cli {
 
+struct PlanCmdOptions {
+  std::string model = "mobilenetv2";
+  int size = 0;
+  int workers = 0;  // 0: not given
+  std::string testbed, alloc = "even", ram = "512K", flash = "8M";
+  bool ram_given = false, flash_given = false;  // override a testbed's budgets
+  double k1 = plan::kDefaultK1;
+  std::string strategy = "neuron", route = "relay", out;
+  bool json = false;
+};
+
+int cmd_plan(const PlanCmdOptions& o) {
+  if (o.workers == 0 && o.testbed.empty()) throw Error("plan: give --workers N or --testbed FILE");
+  plan::Testbed tb;
+  if (!o.testbed.empty()) {
+    tb = plan::load_testbed(o.testbed);
+    for (auto& b : tb.boards) {
+      if (o.ram_given) b.ram_bytes = plan::parse_bytes(o.ram);
+      if (o.flash_given) b.flash_bytes = plan::parse_bytes(o.flash);
+    }
+  } else {
+    tb = plan::default_testbed(o.workers, "local", plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
+  }
+  plan::PlanOptions po;
+  po.alloc = plan::parse_allocation(o.alloc);
+  po.k1 = o.k1;
+  po.strategy = o.strategy;
+  po.route = plan::parse_route(o.route);
+  po.routing = false;  // the report needs the traffic totals only
+  const QGraph q = quantized_model(o.model, o.size, QuantizeOptions{});
+  const plan::Plan p = plan::make_plan(q, tb, po);
+  std::vector<std::string> paths;
+  if (!o.out.empty()) paths = plan::write_fragments(q, p, o.out);
+
+  // Heaviest layer for a single worker (bytes in + out).
+  size_t heavy = 0;
+  for (size_t n = 0; n < p.layers.size(); ++n)
+    if (p.layers[n].max_worker_bytes_moved > p.layers[heavy].max_worker_bytes_moved) heavy = n;
+  const int in_size = q.shape(q.input).h;
+
+  if (o.json) {
+    double share_sum = 0;
+    for (const auto& w : p.workers) share_sum += w.share;
+    nlohmann::json jw = nlohmann::json::array();
+    for (const auto& w : p.workers)
+      jw.push_back({{"id", w.board}, {"rating", w.rating}, {"share", w.share / share_sum},
+                    {"flash_bytes", w.flash_bytes},
+                    {"data_bytes", w.data_bytes}, {"peak_ram_bytes", w.peak_ram_bytes},
+                    {"peak_layer", w.peak_layer >= 0 ? q.nodes[size_t(w.peak_layer)].name : ""},
+                    {"macs", w.macs}, {"bytes_in", w.bytes_in}, {"bytes_out", w.bytes_out}, {"kc", w.kc}});
+    nlohmann::json jl = nlohmann::json::array();
+    for (const auto& l : p.layers)
+      jl.push_back({{"name", l.name}, {"op", core::qop_name(q.nodes[size_t(l.node)].op)},
+                    {"bytes_in", l.bytes_in}, {"bytes_out", l.bytes_out}, {"bytes_moved", l.bytes_moved},
+                    {"unique_in", l.unique_in}, {"max_worker_ram_bytes", l.max_worker_ram_bytes},
+                    {"max_worker_bytes_moved", l.max_worker_bytes_moved},
+                    {"workers_active", l.workers_active}, {"full_input_workers", l.full_input_workers},
+                    {"max_fanout", l.max_fanout}});
+    nlohmann::json j = {{"model", o.model},
+                        {"size", in_size},
+                        {"strategy", p.strategy},
+                        {"route", plan::route_name(p.route)},
+                        {"allocation", plan::to_string(p.alloc)},
+                        {"plan_id", p.plan_id},
+                        {"model_bytes", p.model_bytes},
+                        {"fixed_arena_bytes", core::kWorkerFixedArena},
+                        {"workers", jw},
+                        {"total_wire_bytes", p.total_wire_bytes},
+                        {"heaviest_layer", p.layers[heavy].name},
+                        {"heaviest_layer_max_worker_bytes", p.layers[heavy].max_worker_bytes_moved},
+                        {"per_layer", jl},
+                        {"fragments", paths}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+
+  std::printf("plan %08x: %s at %d, %d workers, allocation %s, strategy %s, route %s, model data %lld bytes\n",
+              p.plan_id, o.model.c_str(), in_size, p.n_workers(), plan::to_string(p.alloc),
+              p.strategy.c_str(), (long long)p.model_bytes);
+  std::printf("\n%6s %10s %8s %10s %10s %-26s %10s %11s %11s %6s\n", "board", "rating", "share", "flash",
+              "peak RAM", "(at layer)", "MMACs", "bytes in", "bytes out", "Kc");
+  double share_sum = 0;
+  for (const auto& w : p.workers) share_sum += w.share;
+  for (const auto& w : p.workers)
+    std::printf("%6d %10.4g %7.2f%% %10lld %10lld %-26.26s %10.2f %11lld %11lld %6.2f\n", w.board, w.rating,
+                100.0 * w.share / share_sum, (long long)w.flash_bytes, (long long)w.peak_ram_bytes,
+                w.peak_layer >= 0 ? q.nodes[size_t(w.peak_layer)].name.c_str() : "-", double(w.macs) / 1e6,
+                (long long)w.bytes_in, (long long)w.bytes_out, w.kc);
+  std::printf("\n%-28s %-13s %11s %11s %12s %12s %12s %6s\n", "layer", "op", "bytes in", "bytes out",
+              "bytes moved", "max RAM/wkr", "max moved/wkr", "whole");
+  for (const auto& l : p.layers)
+    std::printf("%-28.28s %-13s %11lld %11lld %12lld %12lld %12lld %6d\n", l.name.c_str(),
+                core::qop_name(q.nodes[size_t(l.node)].op), (long long)l.bytes_in, (long long)l.bytes_out,
+                (long long)l.bytes_moved, (long long)l.max_worker_ram_bytes,
+                (long long)l.max_worker_bytes_moved, l.full_input_workers);
+  std::printf("\n(\"whole\": workers receiving a whole input operand; RAM/wkr excludes the %u fixed frame bytes)\n",
+              core::kWorkerFixedArena);
+  std::printf("total wire bytes per inference (every activation via the coordinator): %lld (%.2f MB)\n",
+              (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
+  std::printf("heaviest layer for one worker: %s, %lld bytes in+out\n", p.layers[heavy].name.c_str(),
+              (long long)p.layers[heavy].max_worker_bytes_moved);
+  if (!paths.empty()) std::printf("wrote %zu fragments to %s\n", paths.size(), o.out.c_str());
+  return 0;
+}
+
 void register_plan(CLI::App& app) {
-  add_command(app, "plan", "Split a model over boards: shares, RAM, flash, traffic; write fragments",
-              [](CLI::App& sub) -> Command {
-                auto model = std::make_shared<std::string>("mobilenetv2");
-                auto size = std::make_shared<int>(112);
-                auto workers = std::make_shared<int>(0);
-                auto testbed = std::make_shared<std::string>();
-                auto alloc = std::make_shared<std::string>("even");
-                auto ram = std::make_shared<std::string>("512K");
-                auto flash = std::make_shared<std::string>("8M");
-                auto k1 = std::make_shared<double>(plan::kDefaultK1);
-                auto strategy = std::make_shared<std::string>("neuron");
-                auto route = std::make_shared<std::string>("relay");
-                auto out = std::make_shared<std::string>();
-                auto json = std::make_shared<bool>(false);
-                add_model_options(sub, *model, *size, true);
-                auto* w_opt = sub.add_option("--workers,-n", *workers, "number of identical boards")->check(CLI::Range(1, 65535));
-                auto* t_opt = sub.add_option("--testbed,-t", *testbed, "testbed JSON file (boards, clocks, links, budgets)");
-                w_opt->excludes(t_opt);
-                t_opt->excludes(w_opt);
-                sub.add_option("--allocation,-a", *alloc, "even, frequency or rating")->capture_default_str();
-                auto* ram_opt = sub.add_option("--ram", *ram, "RAM budget per board (e.g. 512K); overrides a testbed's")->capture_default_str();
-                auto* flash_opt = sub.add_option("--flash", *flash, "flash budget per board (e.g. 8M); overrides a testbed's")->capture_default_str();
-                sub.add_option("--k1", *k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
-                sub.add_option("--strategy", *strategy, "split strategy (neuron)")->capture_default_str();
-                sub.add_option("--route", *route, "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
-                    ->capture_default_str();
-                sub.add_option("--out,-o", *out, "write DIR/worker-<id>.tsfg fragments");
-                add_json_flag(sub, *json);
-                return [=]() -> int {
-                  if (w_opt->count() == 0 && t_opt->count() == 0) throw Error("plan: give --workers N or --testbed FILE");
-                  plan::Testbed tb;
-                  if (t_opt->count()) {
-                    tb = plan::load_testbed(*testbed);
-                    for (auto& b : tb.boards) {
-                      if (ram_opt->count()) b.ram_bytes = plan::parse_bytes(*ram);
-                      if (flash_opt->count()) b.flash_bytes = plan::parse_bytes(*flash);
-                    }
-                  } else {
-                    tb = plan::default_testbed(*workers, "local", plan::parse_bytes(*ram), plan::parse_bytes(*flash));
-                  }
-                  plan::PlanOptions po;
-                  po.alloc = plan::parse_allocation(*alloc);
-                  po.k1 = *k1;
-                  po.strategy = *strategy;
-                  po.route = plan::parse_route(*route);
-                  po.routing = false;  // the report needs the traffic totals only
-                  const QGraph q = quantized_model(*model, *size, QuantizeOptions{});
-                  const plan::Plan p = plan::make_plan(q, tb, po);
-                  std::vector<std::string> paths;
-                  if (!out->empty()) paths = plan::write_fragments(q, p, *out);
-
-                  // Heaviest layer for a single worker (bytes in + out).
-                  size_t heavy = 0;
-                  for (size_t n = 0; n < p.layers.size(); ++n)
-                    if (p.layers[n].max_worker_bytes_moved > p.layers[heavy].max_worker_bytes_moved) heavy = n;
-                  const int in_size = q.shape(q.input).h;
-
-                  if (*json) {
-                    double share_sum = 0;
-                    for (const auto& w : p.workers) share_sum += w.share;
-                    nlohmann::json jw = nlohmann::json::array();
-                    for (const auto& w : p.workers)
-                      jw.push_back({{"id", w.board}, {"rating", w.rating}, {"share", w.share / share_sum},
-                                    {"flash_bytes", w.flash_bytes},
-                                    {"data_bytes", w.data_bytes}, {"peak_ram_bytes", w.peak_ram_bytes},
-                                    {"peak_layer", w.peak_layer >= 0 ? q.nodes[size_t(w.peak_layer)].name : ""},
-                                    {"macs", w.macs}, {"bytes_in", w.bytes_in}, {"bytes_out", w.bytes_out}, {"kc", w.kc}});
-                    nlohmann::json jl = nlohmann::json::array();
-                    for (const auto& l : p.layers)
-                      jl.push_back({{"name", l.name}, {"op", core::qop_name(q.nodes[size_t(l.node)].op)},
-                                    {"bytes_in", l.bytes_in}, {"bytes_out", l.bytes_out}, {"bytes_moved", l.bytes_moved},
-                                    {"unique_in", l.unique_in}, {"max_worker_ram_bytes", l.max_worker_ram_bytes},
-                                    {"max_worker_bytes_moved", l.max_worker_bytes_moved},
-                                    {"workers_active", l.workers_active}, {"full_input_workers", l.full_input_workers},
-                                    {"max_fanout", l.max_fanout}});
-                    nlohmann::json j = {{"model", *model},
-                                        {"size", in_size},
-                                        {"strategy", p.strategy},
-                                        {"route", plan::route_name(p.route)},
-                                        {"allocation", plan::to_string(p.alloc)},
-                                        {"plan_id", p.plan_id},
-                                        {"model_bytes", p.model_bytes},
-                                        {"fixed_arena_bytes", core::kWorkerFixedArena},
-                                        {"workers", jw},
-                                        {"total_wire_bytes", p.total_wire_bytes},
-                                        {"heaviest_layer", p.layers[heavy].name},
-                                        {"heaviest_layer_max_worker_bytes", p.layers[heavy].max_worker_bytes_moved},
-                                        {"per_layer", jl},
-                                        {"fragments", paths}};
-                    std::printf("%s\n", j.dump(2).c_str());
-                    return 0;
-                  }
-
-                  std::printf("plan %08x: %s at %d, %d workers, allocation %s, strategy %s, model data %lld bytes\n",
-                              p.plan_id, model->c_str(), in_size, p.n_workers(), plan::to_string(p.alloc),
-                              p.strategy.c_str(), (long long)p.model_bytes);
-                  std::printf("\n%6s %10s %8s %10s %10s %-26s %10s %11s %11s %6s\n", "board", "rating", "share", "flash",
-                              "peak RAM", "(at layer)", "MMACs", "bytes in", "bytes out", "Kc");
-                  double share_sum = 0;
-                  for (const auto& w : p.workers) share_sum += w.share;
-                  for (const auto& w : p.workers)
-                    std::printf("%6d %10.4g %7.2f%% %10lld %10lld %-26.26s %10.2f %11lld %11lld %6.2f\n", w.board, w.rating,
-                                100.0 * w.share / share_sum, (long long)w.flash_bytes, (long long)w.peak_ram_bytes,
-                                w.peak_layer >= 0 ? q.nodes[size_t(w.peak_layer)].name.c_str() : "-", double(w.macs) / 1e6,
-                                (long long)w.bytes_in, (long long)w.bytes_out, w.kc);
-                  std::printf("\n%-28s %-13s %11s %11s %12s %12s %12s %6s\n", "layer", "op", "bytes in", "bytes out",
-                              "bytes moved", "max RAM/wkr", "max moved/wkr", "whole");
-                  for (const auto& l : p.layers)
-                    std::printf("%-28.28s %-13s %11lld %11lld %12lld %12lld %12lld %6d\n", l.name.c_str(),
-                                core::qop_name(q.nodes[size_t(l.node)].op), (long long)l.bytes_in, (long long)l.bytes_out,
-                                (long long)l.bytes_moved, (long long)l.max_worker_ram_bytes,
-                                (long long)l.max_worker_bytes_moved, l.full_input_workers);
-                  std::printf("\n(\"whole\": workers receiving a whole input operand; RAM/wkr excludes the %u fixed frame bytes)\n",
-                              core::kWorkerFixedArena);
-                  std::printf("total wire bytes per inference (every activation via the coordinator): %lld (%.2f MB)\n",
-                              (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
-                  std::printf("heaviest layer for one worker: %s, %lld bytes in+out\n", p.layers[heavy].name.c_str(),
-                              (long long)p.layers[heavy].max_worker_bytes_moved);
-                  if (!paths.empty()) std::printf("wrote %zu fragments to %s\n", paths.size(), out->c_str());
-                  return 0;
-                };
-              });
+  auto o = std::make_shared<PlanCmdOptions>();
+  CLI::App* sub = &add_command(app, "plan", "Split a model over boards: shares, RAM, flash, traffic; write fragments",
+                               [o] { return cmd_plan(*o); });
+  add_model_options(*sub, o->model, o->size, true);
+  auto* w_opt = sub->add_option("--workers,-n", o->workers, "number of identical boards")->check(CLI::Range(1, 65535));
+  auto* t_opt = sub->add_option("--testbed,-t", o->testbed, "testbed JSON file (boards, clocks, links, budgets)");
+  w_opt->excludes(t_opt);
+  t_opt->excludes(w_opt);
+  sub->add_option("--allocation,-a", o->alloc, "even, frequency or rating")->capture_default_str();
+  sub->add_option("--ram", o->ram, "RAM budget per board (e.g. 512K); overrides a testbed's")->capture_default_str()
+      ->each([o](const std::string&) { o->ram_given = true; });
+  sub->add_option("--flash", o->flash, "flash budget per board (e.g. 8M); overrides a testbed's")->capture_default_str()
+      ->each([o](const std::string&) { o->flash_given = true; });
+  sub->add_option("--k1", o->k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
+  sub->add_option("--strategy", o->strategy, "split strategy: neuron (the paper) | spatial (bands of rows)")
+      ->capture_default_str();
+  sub->add_option("--route", o->route,
+                  "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
+      ->capture_default_str();
+  sub->add_option("--out,-o", o->out, "write DIR/worker-<id>.tsfg fragments");
+  add_json_flag(*sub, o->json);
 }
 
 }  // namespace ts::cli

@@ -7,41 +7,43 @@
 
 namespace ts::cli {
 
+struct QuantizeCmdOptions {
+  std::string model = "mobilenetv2";
+  int size = 0;
+  std::string out, calib, method = "minmax";
+  double percentile = 99.99;
+  bool json = false;
+};
+
+int cmd_quantize(const QuantizeCmdOptions& o) {
+  QuantizeOptions opt;
+  opt.calib_dir = o.calib;
+  opt.calib.method = parse_calib_method(o.method);
+  opt.calib.percentile = o.percentile;
+  opt.use_cache = false;
+  QGraph q = quantized_model(o.model, o.size, opt);
+  save_qgraph(q, o.out);
+  if (o.json) {
+    nlohmann::json j = {{"out", o.out}, {"layers", q.nodes.size()}, {"weight_bytes", q.weight_bytes()},
+                        {"total_macs", q.total_macs()}, {"calibration", q.calibration}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("wrote %s: %zu int8 layers, %lld weight bytes, %.2f M MACs, calibration: %s\n", o.out.c_str(),
+                q.nodes.size(), (long long)q.weight_bytes(), double(q.total_macs()) / 1e6, q.calibration.c_str());
+  }
+  return 0;
+}
+
 void register_quantize(CLI::App& app) {
-  add_command(app, "quantize", "Fold, calibrate on real photos and write the int8 model (.tsqm)",
-              [](CLI::App& sub) -> Command {
-                auto model = std::make_shared<std::string>("mobilenetv2");
-                auto size = std::make_shared<int>(112);
-                auto out = std::make_shared<std::string>();
-                auto calib = std::make_shared<std::string>();
-                auto method = std::make_shared<std::string>("minmax");
-                auto pct = std::make_shared<double>(99.99);
-                auto json = std::make_shared<bool>(false);
-                add_model_options(sub, *model, *size, false);
-                sub.add_option("--out,-o", *out, "output .tsqm file")->required();
-                sub.add_option("--calib", *calib, "folder of calibration photos (default data/calib)");
-                sub.add_option("--method", *method, "calibration: minmax or percentile")->capture_default_str();
-                sub.add_option("--percentile", *pct, "percentile kept by the percentile method")->capture_default_str();
-                add_json_flag(sub, *json);
-                return [=]() -> int {
-                  QuantizeOptions opt;
-                  opt.calib_dir = *calib;
-                  opt.calib.method = parse_calib_method(*method);
-                  opt.calib.percentile = *pct;
-                  opt.use_cache = false;
-                  QGraph q = quantized_model(*model, *size, opt);
-                  save_qgraph(q, *out);
-                  if (*json) {
-                    nlohmann::json j = {{"out", *out}, {"layers", q.nodes.size()}, {"weight_bytes", q.weight_bytes()},
-                                        {"total_macs", q.total_macs()}, {"calibration", q.calibration}};
-                    std::printf("%s\n", j.dump(2).c_str());
-                  } else {
-                    std::printf("wrote %s: %zu int8 layers, %lld weight bytes, %.2f M MACs, calibration: %s\n", out->c_str(),
-                                q.nodes.size(), (long long)q.weight_bytes(), double(q.total_macs()) / 1e6, q.calibration.c_str());
-                  }
-                  return 0;
-                };
-              });
+  auto o = std::make_shared<QuantizeCmdOptions>();
+  CLI::App& sub = add_command(app, "quantize", "Fold, calibrate on real photos and write the int8 model (.tsqm)",
+                              [o] { return cmd_quantize(*o); });
+  add_model_options(sub, o->model, o->size, false);
+  sub.add_option("--out,-o", o->out, "output .tsqm file")->required();
+  sub.add_option("--calib", o->calib, "folder of calibration photos (default data/calib)");
+  sub.add_option("--method", o->method, "calibration: minmax or percentile")->capture_default_str();
+  sub.add_option("--percentile", o->percentile, "percentile kept by the percentile method")->capture_default_str();
+  add_json_flag(sub, o->json);
 }
 
 }  // namespace ts::cli

@@ -9,6 +9,8 @@
 #include "cli/cli.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "model/dataset.h"
+#include "model/npy.h"
 #include "model/pipeline.h"
 #include "plan/plan.h"
 
@@ -26,220 +28,295 @@ std::string human_bytes(int64_t b) {
 
 }  // namespace
 
+struct RunOptions {
+  std::string model = "mobilenetv2";
+  int size = 0;
+  std::string workers = "3", testbed, image, alloc = "rating", ram = "512K", flash = "8M";
+  std::string strategy = "neuron", route = "relay";
+  int window = 32;
+  double timeout = 10.0, cpm = 0.0, delay = 0.0;
+  int repeat = 1;
+  std::string store;
+  bool probe = false, json = false;
+  std::string input, save_output, save_int8_output, dataset;
+  int limit = 0;
+  std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
+};
+
+int cmd_run(const RunOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  // Testbed.
+  plan::Testbed tb;
+  if (!o.testbed.empty()) {
+    tb = plan::load_testbed(o.testbed);
+  } else {
+    std::string kind = "local", count = o.workers;
+    if (count.rfind("qemu:", 0) == 0) {
+      kind = "qemu";
+      count = count.substr(5);
+    }
+    const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
+    const int n = digits ? std::stoi(count) : 0;
+    if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + o.workers + "'");
+    tb = plan::default_testbed(n, kind, plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
+  }
+  // Before the (slow) model work: one process per local board.
+  plan::check_spawn_limit(tb, o.testbed.empty() ? "--workers" : o.testbed);
+  plan::PlanOptions popt;
+  popt.alloc = plan::parse_allocation(o.alloc);
+  popt.strategy = o.strategy;
+  popt.route = plan::parse_route(o.route);
+  popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
+  // Model, inputs, references and plan. The inputs are one photo, one
+  // prepared tensor, or the first --limit test images of a data set.
+  const int sources = int(!o.image.empty()) + int(!o.input.empty()) + int(!o.dataset.empty());
+  if (sources > 1) throw Error("run: give only one of --image, --input and --dataset");
+  if (o.limit != 0 && o.dataset.empty()) throw Error("run: --limit needs --dataset");
+  if (!o.dataset.empty() && o.dataset != "fashion-mnist")
+    throw Error("--dataset: unknown data set '" + o.dataset + "' (known: fashion-mnist)");
+  const std::string model = !o.dataset.empty() && o.model == "mobilenetv2" ? fashion_mnist_model() : o.model;
+  std::string input_name;
+  InputTensor tensor;
+  LabelledImages test;
+  QuantizeOptions qopt;
+  if (!o.input.empty()) {
+    // A bad tensor is reported before any work on the model.
+    if (!is_quantized_file(resolve_model(model))) {
+      const Graph gi = import_model(model, o.size);
+      tensor = load_input_npy(o.input, gi.shape(gi.input));
+    }
+    input_name = std::filesystem::path(o.input).filename().string();
+  } else if (!o.dataset.empty()) {
+    test = load_fashion_mnist("test", o.limit > 0 ? o.limit : 100);
+    qopt = fashion_mnist_calibration();
+    input_name = "fashion-mnist test images 0.." + std::to_string(test.count() - 1);
+  }
+  QGraph q = quantized_model(model, o.size, qopt);
+  if (!o.dataset.empty() && q.labels.empty()) q.labels = test.classes;
+  const int in_size = q.shape(q.input).h;
+  std::vector<std::vector<int8_t>> xs;
+  if (!o.input.empty()) {
+    if (tensor.f32.empty() && tensor.i8.empty()) tensor = load_input_npy(o.input, q.shape(q.input));
+    xs.push_back(int8_input(q, tensor));
+  } else if (!o.dataset.empty()) {
+    if (q.shape(q.input) != Shape{1, test.rows, test.cols})
+      throw Error("'" + model + "' takes " + to_string(q.shape(q.input)) + " inputs; Fashion-MNIST images are 1x" +
+                  std::to_string(test.rows) + "x" + std::to_string(test.cols));
+    for (int i = 0; i < test.count(); ++i) xs.push_back(quantize_input(q, test.input(i)));
+  } else {
+    const std::string photo = o.image.empty() ? default_photo() : o.image;
+    input_name = std::filesystem::path(photo).filename().string();
+    xs.push_back(quantize_input(q, image_input(photo, in_size, q.in_mean, q.in_std)));
+  }
+  const auto t_ref = Clock::now();
+  std::vector<std::vector<int8_t>> refs;
+  for (const auto& x : xs) refs.push_back(run_int8(q, x));
+  const double ref_s = std::chrono::duration<double>(Clock::now() - t_ref).count() / double(xs.size());
+  plan::Plan p = plan::make_plan(q, tb, popt);
+
+  // Boards.
+  coord::SpawnOptions so;
+  so.store_root = o.store;
+  so.cycles_per_mac = o.cpm;
+  so.delay_ms = o.delay;
+  so.window = uint16_t(o.window);
+  so.crash_board = o.hooks[0]; so.crash_layer = o.hooks[1];
+  so.stall_board = o.hooks[2]; so.stall_layer = o.hooks[3];
+  so.garble_board = o.hooks[4]; so.garble_layer = o.hooks[5];
+  coord::BoardSet boards(tb, so);
+  const auto tmo = std::chrono::milliseconds(int64_t(o.timeout * 1000));
+  coord::CoordOptions copt;
+  copt.timeout = tmo;
+  copt.progress = !o.json;
+  coord::Coordinator c(q, p, boards.links(tmo), copt);
+  c.handshake();
+  std::vector<coord::ProbeResult> probes;
+  if (o.probe) {
+    // Measure each link's d and B, put them in the testbed, and re-plan:
+    // with the rating allocation the shares now follow measured links.
+    for (int w = 0; w < p.n_workers(); ++w) probes.push_back(c.probe(w));
+    for (int w = 0; w < p.n_workers(); ++w) {
+      tb.boards[w].delay_s_per_kb = probes[w].delay_s_per_kb;
+      tb.boards[w].bandwidth_kbps = probes[w].bandwidth_kbps;
+    }
+    p = plan::make_plan(q, tb, popt);
+    c.set_plan(p);
+  }
+  const coord::DeployResult dep = c.deploy();
+  coord::InferenceResult r;
+  bool match = true;
+  int exact = 0, correct = 0, ref_correct = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    bool same = true;
+    for (int k = 0; k < o.repeat; ++k) {
+      r = c.infer(xs[i]);
+      same = same && r.output == refs[i];
+    }
+    match = match && same;
+    exact += same;
+    if (!o.dataset.empty()) {
+      const int y = test.labels[i];
+      auto top1 = [](const std::vector<int8_t>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); };
+      correct += top1(r.output) == y;
+      ref_correct += top1(refs[i]) == y;
+    }
+  }
+  c.close();
+  boards.stop();
+
+  const auto probs = output_probs(q, r.output);
+  const int top = int(std::max_element(probs.begin(), probs.end()) - probs.begin());
+  auto label = [&](int i) { return i < int(q.labels.size()) ? q.labels[i] : std::to_string(i); };
+  const auto logits = dequantize_output(q, r.output);
+  std::vector<int> order(probs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
+  // The last input's output: the model's output as float32 (dequantised, with
+  // the host Softmax if the model ends in one) and the raw int8 tensor.
+  const std::vector<int64_t> oshape = {1, int64_t(probs.size())};
+  if (!o.save_output.empty()) write_npy(o.save_output, oshape, probs);
+  if (!o.save_int8_output.empty()) write_npy(o.save_int8_output, oshape, r.output);
+  const std::string note = size_note(model, in_size);
+  const double n_in = double(xs.size());
+
+  if (o.json) {
+    nlohmann::json jw = nlohmann::json::array(), jl = nlohmann::json::array();
+    for (size_t i = 0; i < r.boards.size(); ++i) {
+      const auto& b = r.boards[i];
+      nlohmann::json e = {{"id", b.board_id}, {"address", boards.addresses()[i]}, {"peak_ram_bytes", b.peak_ram_bytes},
+                          {"planned_peak_ram_bytes", b.planned_peak_ram_bytes}, {"ram_budget_bytes", tb.boards[i].ram_bytes},
+                          {"flash_bytes", b.flash_bytes}, {"compute_s", b.compute_s}, {"bytes_in", b.bytes_in},
+                          {"bytes_out", b.bytes_out}, {"rating", p.ratings[i]}, {"share", p.shares[i]},
+                          {"macs", p.workers[i].macs}};
+      std::vector<int64_t> planned, measured;
+      for (size_t n = 0; n < q.nodes.size(); ++n) {
+        const auto& ls = p.workers[i].layers[n];
+        planned.push_back(!ls.active() ? 0 : int64_t(core::kWorkerFixedArena) + ls.ram_bytes);
+        measured.push_back(b.layer_peak[n]);
+      }
+      e["planned_layer_ram_bytes"] = planned;
+      e["measured_layer_ram_bytes"] = measured;
+      if (!probes.empty())
+        e["probe"] = {{"rtt_s", probes[i].rtt_s}, {"delay_s_per_kb", probes[i].delay_s_per_kb},
+                      {"bandwidth_kbps", probes[i].bandwidth_kbps}};
+      jw.push_back(e);
+    }
+    for (const auto& l : r.layers)
+      jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
+                    {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
+    int64_t board_to_board = 0;
+    for (const auto& wp : p.workers)
+      for (const auto& ls : wp.layers)
+        for (const auto& s : ls.sends)
+          if (s.peer != core::kPeerCoordinator) board_to_board += s.count;
+    nlohmann::json j = {
+        {"model", o.dataset.empty() ? o.model : model}, {"size", in_size}, {"image", input_name},
+        {"size_note", note},
+        {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"strategy", p.strategy},
+        {"route", plan::route_name(p.route)}, {"window", o.window},
+        {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
+        {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
+        {"match_reference", match}, {"reference_s", ref_s}, {"repeat", o.repeat},
+        {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
+        // total: every byte on the coordinator's links, measured; payload:
+        // the plan's activation bytes, board-to-board ones included (with
+        // --route direct the coordinator does not see those).
+        {"wire_bytes", {{"total", r.wire_bytes}, {"payload", r.payload_bytes},
+                        {"board_to_board_payload", board_to_board}}},
+        {"planned_wire_payload_bytes", p.total_wire_bytes},
+        {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
+        {"emulation", {{"cycles_per_mac", o.cpm}, {"delay_ms", o.delay}}},
+        {"per_worker", jw}, {"per_layer", jl}};
+    if (!o.dataset.empty())
+      j["dataset"] = {{"name", o.dataset}, {"split", "test"}, {"images", xs.size()}, {"bit_exact_images", exact},
+                      {"accuracy", correct / n_in}, {"reference_accuracy", ref_correct / n_in}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("tinysplit run: %s at %dx%d on %d boards (%s allocation, window %d)%s%s\n",
+                (o.dataset.empty() ? o.model : model).c_str(), in_size,
+                in_size, p.n_workers(), plan::to_string(popt.alloc), o.window,
+                o.cpm > 0 ? ", emulated clocks" : "", o.delay > 0 ? ", injected delays" : "");
+    if (!note.empty()) std::printf("note: %s\n", note.c_str());
+    if (!o.dataset.empty())
+      std::printf("%s: distributed accuracy %.4f (int8 reference %.4f), %d of %zu bit-exact; last image:\n",
+                  input_name.c_str(), correct / n_in, ref_correct / n_in, exact, xs.size());
+    else
+      std::printf("%s %s\n", o.input.empty() ? "image" : "input", input_name.c_str());
+    for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k)
+      if (q.softmax_output)
+        std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
+      else
+        std::printf("  %-12s %8.4g (output value; the model has no Softmax)\n", label(order[k]).c_str(), probs[order[k]]);
+    std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
+    std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
+                dep.seconds);
+    std::printf("latency: %.3f s total = %.3f s compute + %.3f s communication (single process: %.3f s)\n", r.total_s,
+                r.compute_s, r.comm_s, ref_s);
+    std::printf("wire: %s in frames, %s activations\n", human_bytes(r.wire_bytes).c_str(),
+                human_bytes(r.payload_bytes).c_str());
+    std::printf("%-6s %-22s %12s %12s %10s %12s %12s %10s\n", "board", "address", "peak RAM", "planned", "budget",
+                "flash", "compute s", "in/out KiB");
+    for (size_t i = 0; i < r.boards.size(); ++i) {
+      const auto& b = r.boards[i];
+      std::printf("%-6d %-22s %12u %12lld %10lld %12lld %12.4f %5lld/%-5lld\n", b.board_id, boards.addresses()[i].c_str(),
+                  b.peak_ram_bytes, (long long)b.planned_peak_ram_bytes, (long long)tb.boards[i].ram_bytes,
+                  (long long)b.flash_bytes, b.compute_s, (long long)(b.bytes_in / 1024), (long long)(b.bytes_out / 1024));
+    }
+    std::printf("%-34s %10s %10s %10s %12s\n", "layer", "wall ms", "compute ms", "comm ms", "payload B");
+    for (const auto& l : r.layers)
+      std::printf("%-34.34s %10.3f %10.3f %10.3f %12lld\n", l.name.c_str(), 1e3 * l.wall_s, 1e3 * l.compute_s,
+                  1e3 * l.comm_s, (long long)l.payload_bytes);
+  }
+  if (!match) {
+    std::fprintf(stderr, "tinysplit: error: the distributed result differs from the int8 reference\n");
+    return 2;
+  }
+  return 0;
+}
+
 void register_run(CLI::App& app) {
-  add_command(app, "run", "Distributed inference on boards: plan, deploy, infer, check against the int8 reference",
-              [](CLI::App& sub) -> Command {
-    auto model = std::make_shared<std::string>("mobilenetv2");
-    auto size = std::make_shared<int>(112);
-    auto workers = std::make_shared<std::string>("3");
-    auto testbed = std::make_shared<std::string>();
-    auto image = std::make_shared<std::string>();
-    auto alloc = std::make_shared<std::string>("rating");
-    auto route = std::make_shared<std::string>("relay");
-    auto strategy = std::make_shared<std::string>("neuron");
-    auto window = std::make_shared<int>(32);
-    auto ram = std::make_shared<std::string>("512K");
-    auto flash = std::make_shared<std::string>("8M");
-    auto timeout = std::make_shared<double>(10.0);
-    auto cpm = std::make_shared<double>(0.0);
-    auto delay = std::make_shared<double>(0.0);
-    auto repeat = std::make_shared<int>(1);
-    auto store = std::make_shared<std::string>();
-    auto probe = std::make_shared<bool>(false);
-    auto json = std::make_shared<bool>(false);
-    auto hooks = std::make_shared<std::vector<int>>(6, -1);
-    add_model_options(sub, *model, *size, true);
-    auto* wopt = sub.add_option("--workers,-n", *workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
-                     ->capture_default_str();
-    sub.add_option("--testbed,-t", *testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
-    sub.add_option("--image,-i", *image, "photo to classify (default: the bundled photo)");
-    sub.add_option("--allocation,-a", *alloc, "even | frequency | rating")->capture_default_str();
-    sub.add_option("--strategy", *strategy, "split strategy: neuron (the paper) | spatial (bands of rows)")
-        ->capture_default_str();
-    sub.add_option("--route", *route, "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
-        ->capture_default_str();
-    sub.add_option("--window,-w", *window, "frames in flight per link (1 = the paper's stop-and-wait)")
-        ->capture_default_str()->check(CLI::Range(1, 64));
-    sub.add_option("--ram", *ram, "RAM budget of each local board (with --workers)")->capture_default_str();
-    sub.add_option("--flash", *flash, "flash of each local board (with --workers)")->capture_default_str();
-    sub.add_option("--timeout", *timeout, "seconds to wait for a board before giving up")->capture_default_str()
-        ->check(CLI::Range(0.05, 3600.0));
-    sub.add_option("--cycles-per-mac", *cpm, "emulate board clocks: compute takes MACs*cycles/clock (0 = host speed)")
-        ->check(CLI::Range(0.0, 1e6));
-    sub.add_option("--delay-ms", *delay, "inject a delay before each board send and receive (0 = off)")
-        ->check(CLI::Range(0.0, 1e6));
-    sub.add_option("--repeat", *repeat, "inferences to run (timings are reported for the last)")
-        ->capture_default_str()->check(CLI::Range(1, 100000));
-    sub.add_option("--store", *store, "keep board flash in this folder (a later run reuses unchanged fragments)");
-    sub.add_flag("--probe", *probe, "measure each link's delay and bandwidth first and plan with them");
-    add_json_flag(sub, *json);
-    sub.add_option("--test-crash", (*hooks)[0], "")->group("");
-    sub.add_option("--test-crash-layer", (*hooks)[1], "")->group("");
-    sub.add_option("--test-stall", (*hooks)[2], "")->group("");
-    sub.add_option("--test-stall-layer", (*hooks)[3], "")->group("");
-    sub.add_option("--test-garble", (*hooks)[4], "")->group("");
-    sub.add_option("--test-garble-layer", (*hooks)[5], "")->group("");
-    return [=]() -> int {
-      using Clock = std::chrono::steady_clock;
-      // Testbed.
-      plan::Testbed tb;
-      if (!testbed->empty()) {
-        tb = plan::load_testbed(*testbed);
-      } else {
-        std::string kind = "local", count = *workers;
-        if (count.rfind("qemu:", 0) == 0) {
-          kind = "qemu";
-          count = count.substr(5);
-        }
-        const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
-        const int n = digits ? std::stoi(count) : 0;
-        if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + *workers + "'");
-        tb = plan::default_testbed(n, kind, plan::parse_bytes(*ram), plan::parse_bytes(*flash));
-      }
-      // Before the (slow) model work: one process per local board.
-      plan::check_spawn_limit(tb, testbed->empty() ? "--workers" : *testbed);
-      plan::PlanOptions popt;
-      popt.alloc = plan::parse_allocation(*alloc);
-      popt.route = plan::parse_route(*route);
-      popt.strategy = *strategy;
-      popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
-      // Model, reference and plan.
-      const std::string photo = image->empty() ? default_photo() : *image;
-      QGraph q = quantized_model(*model, *size, QuantizeOptions{});
-      const int in_size = q.shape(q.input).h;
-      const auto x = quantize_input(q, image_input(photo, in_size, q.in_mean, q.in_std));
-      const auto t_ref = Clock::now();
-      const auto ref = run_int8(q, x);
-      const double ref_s = std::chrono::duration<double>(Clock::now() - t_ref).count();
-      plan::Plan p = plan::make_plan(q, tb, popt);
-
-      // Boards.
-      coord::SpawnOptions so;
-      so.store_root = *store;
-      so.cycles_per_mac = *cpm;
-      so.delay_ms = *delay;
-      so.window = uint16_t(*window);
-      so.crash_board = (*hooks)[0]; so.crash_layer = (*hooks)[1];
-      so.stall_board = (*hooks)[2]; so.stall_layer = (*hooks)[3];
-      so.garble_board = (*hooks)[4]; so.garble_layer = (*hooks)[5];
-      coord::BoardSet boards(tb, so);
-      const auto tmo = std::chrono::milliseconds(int64_t(*timeout * 1000));
-      coord::CoordOptions copt;
-      copt.timeout = tmo;
-      copt.progress = !*json;
-      coord::Coordinator c(q, p, boards.links(tmo), copt);
-      c.handshake();
-      std::vector<coord::ProbeResult> probes;
-      if (*probe) {
-        // Measure each link's d and B, put them in the testbed, and re-plan:
-        // with the rating allocation the shares now follow measured links.
-        for (int w = 0; w < p.n_workers(); ++w) probes.push_back(c.probe(w));
-        for (int w = 0; w < p.n_workers(); ++w) {
-          tb.boards[w].delay_s_per_kb = probes[w].delay_s_per_kb;
-          tb.boards[w].bandwidth_kbps = probes[w].bandwidth_kbps;
-        }
-        p = plan::make_plan(q, tb, popt);
-        c.set_plan(p);
-      }
-      const coord::DeployResult dep = c.deploy();
-      coord::InferenceResult r;
-      bool match = true;
-      for (int k = 0; k < *repeat; ++k) {
-        r = c.infer(x);
-        match = match && r.output == ref;
-      }
-      c.close();
-      boards.stop();
-
-      const auto probs = output_probs(q, r.output);
-      const int top = int(std::max_element(probs.begin(), probs.end()) - probs.begin());
-      auto label = [&](int i) { return i < int(q.labels.size()) ? q.labels[i] : std::to_string(i); };
-      const auto logits = dequantize_output(q, r.output);
-      std::vector<int> order(probs.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
-      std::sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
-
-      if (*json) {
-        nlohmann::json jw = nlohmann::json::array(), jl = nlohmann::json::array();
-        for (size_t i = 0; i < r.boards.size(); ++i) {
-          const auto& b = r.boards[i];
-          nlohmann::json e = {{"id", b.board_id}, {"address", boards.addresses()[i]}, {"peak_ram_bytes", b.peak_ram_bytes},
-                              {"planned_peak_ram_bytes", b.planned_peak_ram_bytes}, {"ram_budget_bytes", tb.boards[i].ram_bytes},
-                              {"flash_bytes", b.flash_bytes}, {"compute_s", b.compute_s}, {"bytes_in", b.bytes_in},
-                              {"bytes_out", b.bytes_out}, {"rating", p.ratings[i]}, {"share", p.shares[i]},
-                              {"macs", p.workers[i].macs}};
-          std::vector<int64_t> planned, measured;
-          for (size_t n = 0; n < q.nodes.size(); ++n) {
-            const auto& ls = p.workers[i].layers[n];
-            planned.push_back(!ls.active() ? 0 : int64_t(core::kWorkerFixedArena) + ls.ram_bytes);
-            measured.push_back(b.layer_peak[n]);
-          }
-          e["planned_layer_ram_bytes"] = planned;
-          e["measured_layer_ram_bytes"] = measured;
-          if (!probes.empty())
-            e["probe"] = {{"rtt_s", probes[i].rtt_s}, {"delay_s_per_kb", probes[i].delay_s_per_kb},
-                          {"bandwidth_kbps", probes[i].bandwidth_kbps}};
-          jw.push_back(e);
-        }
-        for (const auto& l : r.layers)
-          jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
-                        {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
-        int64_t board_to_board = 0;
-        for (const auto& wp : p.workers)
-          for (const auto& ls : wp.layers)
-            for (const auto& s : ls.sends)
-              if (s.peer != core::kPeerCoordinator) board_to_board += s.count;
-        nlohmann::json j = {
-            {"model", *model}, {"size", in_size}, {"image", std::filesystem::path(photo).filename().string()},
-            {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"strategy", p.strategy}, {"route", plan::route_name(p.route)}, {"window", *window},
-            {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
-            {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
-            {"match_reference", match}, {"reference_s", ref_s}, {"repeat", *repeat},
-            {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
-            // total: every byte on the coordinator's links, measured; payload:
-            // the plan's activation bytes, board-to-board ones included (with
-            // --route direct the coordinator does not see those).
-            {"wire_bytes", {{"total", r.wire_bytes}, {"payload", r.payload_bytes},
-                            {"board_to_board_payload", board_to_board}}},
-            {"planned_wire_payload_bytes", p.total_wire_bytes},
-            {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
-            {"emulation", {{"cycles_per_mac", *cpm}, {"delay_ms", *delay}}},
-            {"per_worker", jw}, {"per_layer", jl}};
-        std::printf("%s\n", j.dump(2).c_str());
-      } else {
-        std::printf("tinysplit run: %s at %dx%d on %d boards (%s allocation, window %d)%s%s\n", model->c_str(), in_size,
-                    in_size, p.n_workers(), plan::to_string(popt.alloc), *window,
-                    *cpm > 0 ? ", emulated clocks" : "", *delay > 0 ? ", injected delays" : "");
-        std::printf("image %s\n", std::filesystem::path(photo).filename().c_str());
-        for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k)
-          std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
-        std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
-        std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
-                    dep.seconds);
-        std::printf("latency: %.3f s total = %.3f s compute + %.3f s communication (single process: %.3f s)\n", r.total_s,
-                    r.compute_s, r.comm_s, ref_s);
-        std::printf("wire: %s in frames, %s activations\n", human_bytes(r.wire_bytes).c_str(),
-                    human_bytes(r.payload_bytes).c_str());
-        std::printf("%-6s %-22s %12s %12s %10s %12s %12s %10s\n", "board", "address", "peak RAM", "planned", "budget",
-                    "flash", "compute s", "in/out KiB");
-        for (size_t i = 0; i < r.boards.size(); ++i) {
-          const auto& b = r.boards[i];
-          std::printf("%-6d %-22s %12u %12lld %10lld %12lld %12.4f %5lld/%-5lld\n", b.board_id, boards.addresses()[i].c_str(),
-                      b.peak_ram_bytes, (long long)b.planned_peak_ram_bytes, (long long)tb.boards[i].ram_bytes,
-                      (long long)b.flash_bytes, b.compute_s, (long long)(b.bytes_in / 1024), (long long)(b.bytes_out / 1024));
-        }
-        std::printf("%-34s %10s %10s %10s %12s\n", "layer", "wall ms", "compute ms", "comm ms", "payload B");
-        for (const auto& l : r.layers)
-          std::printf("%-34.34s %10.3f %10.3f %10.3f %12lld\n", l.name.c_str(), 1e3 * l.wall_s, 1e3 * l.compute_s,
-                      1e3 * l.comm_s, (long long)l.payload_bytes);
-      }
-      if (!match) {
-        std::fprintf(stderr, "tinysplit: error: the distributed result differs from the int8 reference\n");
-        return 2;
-      }
-      return 0;
-    };
-  });
+  auto o = std::make_shared<RunOptions>();
+  CLI::App& sub = add_command(app, "run",
+                              "Distributed inference on boards: plan, deploy, infer, check against the int8 reference",
+                              [o] { return cmd_run(*o); });
+  add_model_options(sub, o->model, o->size, true);
+  auto* wopt = sub.add_option("--workers,-n", o->workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
+                   ->capture_default_str();
+  sub.add_option("--testbed,-t", o->testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
+  sub.add_option("--image,-i", o->image, "photo to classify (default: the bundled photo)");
+  sub.add_option("--input", o->input, "a prepared input tensor: .npy, float32 NCHW or int8 already quantised");
+  sub.add_option("--save-output", o->save_output,
+                 "write the output as float32 .npy (dequantised; after the host Softmax if the model ends in one)");
+  sub.add_option("--save-int8-output", o->save_int8_output, "write the raw int8 output tensor as .npy");
+  sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist; default model models/fashion-mnist/model.onnx)");
+  sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
+  sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
+  sub.add_option("--strategy", o->strategy, "split strategy: neuron (the paper) | spatial (bands of rows)")
+      ->capture_default_str();
+  sub.add_option("--route", o->route,
+                 "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
+      ->capture_default_str();
+  sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();
+  sub.add_option("--flash", o->flash, "flash of each local board (with --workers)")->capture_default_str();
+  sub.add_option("--timeout", o->timeout, "seconds to wait for a board before giving up")->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  sub.add_option("--cycles-per-mac", o->cpm, "emulate board clocks: compute takes MACs*cycles/clock (0 = host speed)")
+      ->check(CLI::Range(0.0, 1e6));
+  sub.add_option("--delay-ms", o->delay, "inject a delay before each board send and receive (0 = off)")
+      ->check(CLI::Range(0.0, 1e6));
+  sub.add_option("--repeat", o->repeat, "inferences to run (timings are reported for the last)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  sub.add_option("--store", o->store, "keep board flash in this folder (a later run reuses unchanged fragments)");
+  sub.add_flag("--probe", o->probe, "measure each link's delay and bandwidth first and plan with them");
+  add_json_flag(sub, o->json);
+  sub.add_option("--test-crash", o->hooks[0], "")->group("");
+  sub.add_option("--test-crash-layer", o->hooks[1], "")->group("");
+  sub.add_option("--test-stall", o->hooks[2], "")->group("");
+  sub.add_option("--test-stall-layer", o->hooks[3], "")->group("");
+  sub.add_option("--test-garble", o->hooks[4], "")->group("");
+  sub.add_option("--test-garble-layer", o->hooks[5], "")->group("");
 }
 
 }  // namespace ts::cli

@@ -12,157 +12,158 @@
 
 namespace ts::cli {
 
+struct SimulateOptions {
+  std::string model = "mobilenetv2";
+  int size = 0;
+  int workers = 3;
+  std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12", prefix;
+  double clock_mhz = 0;
+  sim::TimingModel tm;
+  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0;
+  bool json = false, per_board = false, png = false;
+};
+
+int cmd_simulate(const SimulateOptions& o) {
+  sim::TimingModel tm = o.tm;
+  tm.layer_overhead_s = o.layer_overhead_ms * 1e-3;
+  tm.frame_latency_s = o.frame_latency_us * 1e-6;
+  tm.board_op_delay_s = o.delay_ms * 1e-3;
+  tm.coord_frame_s = o.coord_frame_us * 1e-6;
+  tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
+  sim::validate(tm);
+  const plan::Allocation alloc = plan::parse_allocation(o.alloc);
+  const std::vector<int> figures = o.plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o.figures);
+
+  // What to simulate: a testbed file, or N preset boards for each count.
+  std::vector<int> counts;
+  plan::Testbed file_bed;
+  sim::BoardPreset preset;
+  std::string board_label;
+  if (!o.testbed.empty()) {
+    file_bed = plan::load_testbed(o.testbed);
+    counts.push_back(int(file_bed.boards.size()));
+    board_label = "testbed " + o.testbed;
+  } else {
+    preset = sim::board_preset(o.board);
+    if (o.clock_mhz > 0) preset.clock_mhz = o.clock_mhz;
+    if (!o.ram.empty()) preset.ram_bytes = plan::parse_bytes(o.ram);
+    counts = o.sweep.empty() ? std::vector<int>{o.workers} : sim::parse_sweep(o.sweep);
+    if (counts.front() < 1) throw Error("at least one board is needed (got " + std::to_string(counts.front()) + ")");
+    board_label = preset.name;
+  }
+
+  const QGraph q = quantized_model(o.model, o.size, QuantizeOptions{});
+  const int in_size = q.shape(q.input).h;
+
+  std::vector<std::unique_ptr<sim::RunRecord>> runs;
+  const sim::RunRecord* detail = nullptr;
+  nlohmann::json jruns = nlohmann::json::array();
+  Progress progress("simulate", int(counts.size()));
+  for (int n : counts) {
+    sim::Scenario sc;
+    sc.testbed = o.testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
+    sc.alloc = alloc;
+    sc.timing = tm;
+    // Board details: kept for the figure-8 run (the smallest count >= 3,
+    // else the smallest) and for JSON per-board output.
+    const bool want_json_boards = o.json && (o.per_board || n <= 64);
+    const bool fig8_candidate = !detail && (n >= 3 || n == counts.back());
+    auto r = std::make_unique<sim::RunRecord>(sim::run_scenario(q, sc, want_json_boards || fig8_candidate || counts.size() == 1));
+    if (o.json) jruns.push_back(sim::to_json(*r, want_json_boards));
+    if (fig8_candidate) detail = r.get();
+    runs.push_back(std::move(r));
+    progress.step(std::to_string(n) + " boards");
+  }
+  if (!detail) detail = runs.front().get();
+  std::vector<const sim::RunRecord*> view;
+  std::vector<int> nlist;
+  std::vector<int64_t> peaks;
+  for (const auto& r : runs) {
+    view.push_back(r.get());
+    nlist.push_back(r->workers);
+    peaks.push_back(r->max_peak_ram_bytes);
+  }
+
+  std::vector<std::string> files;
+  if (!o.plot_dir.empty()) {
+    sim::FigureSet fs;
+    fs.title = o.model + " " + std::to_string(in_size) + "x" + std::to_string(in_size) + ", " + board_label + ", window " +
+                std::to_string(tm.window) + ", " + plan::to_string(alloc);
+    fs.runs = view;
+    fs.detail = detail;
+    fs.figures = figures;
+    fs.png = o.png;
+    fs.prefix = o.prefix;
+    files = sim::write_figures(o.plot_dir, fs);
+  }
+
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model},
+                        {"size", in_size},
+                        {"board", board_label},
+                        {"allocation", plan::to_string(alloc)},
+                        {"timing", sim::to_json(tm)},
+                        {"runs", jruns}};
+    if (runs.size() > 1) j["ram_flattens_at"] = sim::flattening_point(nlist, peaks);
+    if (!files.empty()) j["figures"] = files;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, window %d, %.3g cycles/MAC%s\n", o.model.c_str(),
+              in_size, in_size, board_label.c_str(), plan::to_string(alloc), tm.window, tm.cycles_per_mac,
+              tm.board_op_delay_s > 0 ? ", injected board delays" : "");
+  sim::print_summary(stdout, view);
+  for (const auto& r : runs)
+    if (!r->fits) std::printf("  %d boards do not fit: %s\n", r->workers, r->budget_error.c_str());
+  if (runs.size() == 1) sim::print_details(stdout, *runs.front());
+  else std::printf("peak RAM per board stops falling (within 5%% of its floor) at %d boards\n",
+                   sim::flattening_point(nlist, peaks));
+  for (const auto& f : files) std::printf("wrote %s\n", f.c_str());
+  return 0;
+}
+
 void register_simulate(CLI::App& app) {
-  add_command(app, "simulate", "Simulate distributed inference on 1..thousands of boards (timing model, no hardware)",
-              [](CLI::App& sub) -> Command {
-    struct Opts {
-      std::string model = "mobilenetv2";
-      int size = 112;
-      int workers = 3;
-      std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12", prefix;
-      double clock_mhz = 0;
-      sim::TimingModel tm;
-      double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0;
-      bool json = false, per_board = false, png = false;
-    };
-    auto o = std::make_shared<Opts>();
-    o->tm.window = 32;
-    o->tm.cycles_per_mac = 2.0;
-    add_model_options(sub, o->model, o->size, true);
-    auto* wopt = sub.add_option("--workers,-n", o->workers, "number of identical boards (default 3)");
-    auto* sopt = sub.add_option("--sweep", o->sweep, "board counts: A..B, A..B:STEP, N, comma-separated (e.g. 1..120:5,500,1000)")
-                     ->excludes(wopt);
-    auto* topt = sub.add_option("--testbed,-t", o->testbed, "testbed JSON: boards with their clock, RAM, link")
-                     ->excludes(wopt)->excludes(sopt);
-    sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
-    sub.add_option("--board", o->board, "board type for --workers/--sweep (teensy41)")->capture_default_str()
-        ->excludes(topt);
-    sub.add_option("--clock-mhz", o->clock_mhz, "override the board type's clock (MHz)")->check(CLI::PositiveNumber)
-        ->excludes(topt);
-    sub.add_option("--ram", o->ram, "override the board type's RAM budget (e.g. 512K)")->excludes(topt);
-    sub.add_option("--window,-w", o->tm.window, "frames in flight per link (1 = the paper's stop-and-wait)")
-        ->capture_default_str();
-    sub.add_option("--cycles-per-mac", o->tm.cycles_per_mac, "board cycles per MAC of its kernels")
-        ->capture_default_str();
-    sub.add_option("--layer-overhead-ms", o->layer_overhead_ms, "fixed compute cost per board per layer, ms")
-        ->capture_default_str();
-    sub.add_option("--frame-latency-us", o->frame_latency_us, "one-way latency of every frame (wire, switch, stacks), us")
-        ->capture_default_str();
-    sub.add_option("--coord-bandwidth-kbps", o->tm.coord_bandwidth_kbps,
-                   "coordinator link, KB/s, shared by all boards (0 = unlimited)")->capture_default_str();
-    sub.add_option("--bandwidth-kbps", o->tm.board_bandwidth_kbps, "every board's link, KB/s (default: testbed/board type)");
-    sub.add_option("--delay-s-per-kb", o->tm.board_delay_s_per_kb, "every board's link delay d, s per KB (default: testbed)");
-    sub.add_option("--delay-ms", o->delay_ms, "board software delay before each send and each receive, ms (as run --delay-ms)")
-        ->capture_default_str();
-    sub.add_option("--coord-frame-us", o->coord_frame_us, "coordinator CPU time per frame, us (one CPU for all boards)")
-        ->capture_default_str();
-    sub.add_option("--sleep-overshoot-us", o->overshoot_us,
-                   "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();
-    add_json_flag(sub, o->json);
-    sub.add_flag("--per-board", o->per_board, "per-board details in --json for every count (default: up to 64 boards)");
-    sub.add_option("--plot", o->plot_dir, "write figures (SVG, gnuplot) into this folder");
-    sub.add_option("--figures", o->figures, "which figures --plot draws: 8,9,10,12")->capture_default_str();
-    sub.add_flag("--png", o->png, "with --plot, also write PNG files");
-    sub.add_option("--plot-prefix", o->prefix, "with --plot, prepend this to every figure's file name");
-    return [o]() -> int {
-      sim::TimingModel tm = o->tm;
-      tm.layer_overhead_s = o->layer_overhead_ms * 1e-3;
-      tm.frame_latency_s = o->frame_latency_us * 1e-6;
-      tm.board_op_delay_s = o->delay_ms * 1e-3;
-      tm.coord_frame_s = o->coord_frame_us * 1e-6;
-      tm.sleep_overshoot_s = o->overshoot_us * 1e-6;
-      sim::validate(tm);
-      const plan::Allocation alloc = plan::parse_allocation(o->alloc);
-      const std::vector<int> figures = o->plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o->figures);
-
-      // What to simulate: a testbed file, or N preset boards for each count.
-      std::vector<int> counts;
-      plan::Testbed file_bed;
-      sim::BoardPreset preset;
-      std::string board_label;
-      if (!o->testbed.empty()) {
-        file_bed = plan::load_testbed(o->testbed);
-        counts.push_back(int(file_bed.boards.size()));
-        board_label = "testbed " + o->testbed;
-      } else {
-        preset = sim::board_preset(o->board);
-        if (o->clock_mhz > 0) preset.clock_mhz = o->clock_mhz;
-        if (!o->ram.empty()) preset.ram_bytes = plan::parse_bytes(o->ram);
-        counts = o->sweep.empty() ? std::vector<int>{o->workers} : sim::parse_sweep(o->sweep);
-        if (counts.front() < 1) throw Error("at least one board is needed (got " + std::to_string(counts.front()) + ")");
-        board_label = preset.name;
-      }
-
-      const QGraph q = quantized_model(o->model, o->size, QuantizeOptions{});
-      const int in_size = q.shape(q.input).h;
-
-      std::vector<std::unique_ptr<sim::RunRecord>> runs;
-      const sim::RunRecord* detail = nullptr;
-      nlohmann::json jruns = nlohmann::json::array();
-      Progress progress("simulate", int(counts.size()));
-      for (int n : counts) {
-        sim::Scenario sc;
-        sc.testbed = o->testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
-        sc.alloc = alloc;
-        sc.timing = tm;
-        // Board details: kept for the figure-8 run (the smallest count >= 3,
-        // else the smallest) and for JSON per-board output.
-        const bool want_json_boards = o->json && (o->per_board || n <= 64);
-        const bool fig8_candidate = !detail && (n >= 3 || n == counts.back());
-        auto r = std::make_unique<sim::RunRecord>(sim::run_scenario(q, sc, want_json_boards || fig8_candidate || counts.size() == 1));
-        if (o->json) jruns.push_back(sim::to_json(*r, want_json_boards));
-        if (fig8_candidate) detail = r.get();
-        runs.push_back(std::move(r));
-        progress.step(std::to_string(n) + " boards");
-      }
-      if (!detail) detail = runs.front().get();
-      std::vector<const sim::RunRecord*> view;
-      std::vector<int> nlist;
-      std::vector<int64_t> peaks;
-      for (const auto& r : runs) {
-        view.push_back(r.get());
-        nlist.push_back(r->workers);
-        peaks.push_back(r->max_peak_ram_bytes);
-      }
-
-      std::vector<std::string> files;
-      if (!o->plot_dir.empty()) {
-        sim::FigureSet fs;
-        fs.title = o->model + " " + std::to_string(in_size) + "x" + std::to_string(in_size) + ", " + board_label + ", window " +
-                    std::to_string(tm.window) + ", " + plan::to_string(alloc);
-        fs.runs = view;
-        fs.detail = detail;
-        fs.figures = figures;
-        fs.png = o->png;
-        fs.prefix = o->prefix;
-        files = sim::write_figures(o->plot_dir, fs);
-      }
-
-      if (o->json) {
-        nlohmann::json j = {{"model", o->model},
-                            {"size", in_size},
-                            {"board", board_label},
-                            {"allocation", plan::to_string(alloc)},
-                            {"timing", sim::to_json(tm)},
-                            {"runs", jruns}};
-        if (runs.size() > 1) j["ram_flattens_at"] = sim::flattening_point(nlist, peaks);
-        if (!files.empty()) j["figures"] = files;
-        std::printf("%s\n", j.dump(2).c_str());
-        return 0;
-      }
-      std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, window %d, %.3g cycles/MAC%s\n", o->model.c_str(),
-                  in_size, in_size, board_label.c_str(), plan::to_string(alloc), tm.window, tm.cycles_per_mac,
-                  tm.board_op_delay_s > 0 ? ", injected board delays" : "");
-      sim::print_summary(stdout, view);
-      for (const auto& r : runs)
-        if (!r->fits) std::printf("  %d boards do not fit: %s\n", r->workers, r->budget_error.c_str());
-      if (runs.size() == 1) sim::print_details(stdout, *runs.front());
-      else std::printf("peak RAM per board stops falling (within 5%% of its floor) at %d boards\n",
-                       sim::flattening_point(nlist, peaks));
-      for (const auto& f : files) std::printf("wrote %s\n", f.c_str());
-      return 0;
-    };
-  });
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App& sub = add_command(app, "simulate", "Simulate distributed inference on 1..thousands of boards (timing model, no hardware)",
+                              [o] { return cmd_simulate(*o); });
+  o->tm.window = 32;
+  o->tm.cycles_per_mac = 2.0;
+  add_model_options(sub, o->model, o->size, true);
+  auto* wopt = sub.add_option("--workers,-n", o->workers, "number of identical boards (default 3)");
+  auto* sopt = sub.add_option("--sweep", o->sweep, "board counts: A..B, A..B:STEP, N, comma-separated (e.g. 1..120:5,500,1000)")
+                   ->excludes(wopt);
+  auto* topt = sub.add_option("--testbed,-t", o->testbed, "testbed JSON: boards with their clock, RAM, link")
+                   ->excludes(wopt)->excludes(sopt);
+  sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
+  sub.add_option("--board", o->board, "board type for --workers/--sweep (teensy41)")->capture_default_str()
+      ->excludes(topt);
+  sub.add_option("--clock-mhz", o->clock_mhz, "override the board type's clock (MHz)")->check(CLI::PositiveNumber)
+      ->excludes(topt);
+  sub.add_option("--ram", o->ram, "override the board type's RAM budget (e.g. 512K)")->excludes(topt);
+  sub.add_option("--window,-w", o->tm.window, "frames in flight per link (1 = the paper's stop-and-wait)")
+      ->capture_default_str();
+  sub.add_option("--cycles-per-mac", o->tm.cycles_per_mac, "board cycles per MAC of its kernels")
+      ->capture_default_str();
+  sub.add_option("--layer-overhead-ms", o->layer_overhead_ms, "fixed compute cost per board per layer, ms")
+      ->capture_default_str();
+  sub.add_option("--frame-latency-us", o->frame_latency_us, "one-way latency of every frame (wire, switch, stacks), us")
+      ->capture_default_str();
+  sub.add_option("--coord-bandwidth-kbps", o->tm.coord_bandwidth_kbps,
+                 "coordinator link, KB/s, shared by all boards (0 = unlimited)")->capture_default_str();
+  sub.add_option("--bandwidth-kbps", o->tm.board_bandwidth_kbps, "every board's link, KB/s (default: testbed/board type)");
+  sub.add_option("--delay-s-per-kb", o->tm.board_delay_s_per_kb, "every board's link delay d, s per KB (default: testbed)");
+  sub.add_option("--delay-ms", o->delay_ms, "board software delay before each send and each receive, ms (as run --delay-ms)")
+      ->capture_default_str();
+  sub.add_option("--coord-frame-us", o->coord_frame_us, "coordinator CPU time per frame, us (one CPU for all boards)")
+      ->capture_default_str();
+  sub.add_option("--sleep-overshoot-us", o->overshoot_us,
+                 "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();
+  add_json_flag(sub, o->json);
+  sub.add_flag("--per-board", o->per_board, "per-board details in --json for every count (default: up to 64 boards)");
+  sub.add_option("--plot", o->plot_dir, "write figures (SVG, gnuplot) into this folder");
+  sub.add_option("--figures", o->figures, "which figures --plot draws: 8,9,10,12")->capture_default_str();
+  sub.add_flag("--png", o->png, "with --plot, also write PNG files");
+  sub.add_option("--plot-prefix", o->prefix, "with --plot, prepend this to every figure's file name");
 }
 
 }  // namespace ts::cli

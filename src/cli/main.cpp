@@ -15,10 +15,10 @@ std::vector<std::pair<CLI::App*, Command>>& commands() {
 }
 }  // namespace
 
-void add_command(CLI::App& app, const std::string& name, const std::string& help,
-                 const std::function<Command(CLI::App&)>& setup) {
+CLI::App& add_command(CLI::App& app, const std::string& name, const std::string& help, Command run) {
   CLI::App* sub = app.add_subcommand(name, help);
-  commands().emplace_back(sub, setup(*sub));
+  commands().emplace_back(sub, std::move(run));
+  return *sub;
 }
 
 }  // namespace ts::cli

@@ -21,7 +21,9 @@
 // Anything else throws ts::Error with one line naming the op and the node.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/graph.h"
 
@@ -34,5 +36,10 @@ Graph import_onnx(const std::string& path, int input_size = 0);
 
 // Same, from bytes already in memory; `name` is used in error messages.
 Graph import_onnx_bytes(const std::string& bytes, const std::string& name, int input_size = 0);
+
+// The declared dims of the model's (first non-initializer) input, -1 where a
+// dim is not a fixed number; empty if there is no input or no shape. Reads
+// the file but imports nothing. Throws ts::Error if it is not ONNX.
+std::vector<int64_t> onnx_input_dims(const std::string& path);
 
 }  // namespace ts

@@ -1,5 +1,6 @@
 #include "plan/alloc.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "plan/testbed.h"
@@ -113,6 +114,69 @@ StorageAllocation allocate_storage(const std::vector<double>& ratings,
   for (size_t i = 0; i < n; ++i)
     out.expected_bytes[i] = out.capped[i] ? double(storage_bytes[i])
                                           : fragment_bytes_eq6(out.ratings[i], rsum, sm);
+  return out;
+}
+
+FittedStorage fit_storage(const std::vector<double>& ratings, const std::vector<int64_t>& flash_bytes,
+                          int64_t model_bytes, int64_t fixed_overhead, const FragmentSizer& measure,
+                          int max_measurements, int64_t tolerance) {
+  const size_t n = ratings.size();
+  if (flash_bytes.size() != n)
+    throw Error("allocation: " + std::to_string(n) + " ratings but " + std::to_string(flash_bytes.size()) + " flash sizes");
+  std::vector<int64_t> storage(n);
+  for (size_t i = 0; i < n; ++i) storage[i] = std::max<int64_t>(0, flash_bytes[i] - std::max<int64_t>(0, fixed_overhead));
+
+  constexpr int64_t kNone = -1;
+  std::vector<int64_t> fit_lo(n, kNone);    // largest S_it seen fitting while capped
+  std::vector<int64_t> over_hi(n, kNone);   // smallest S_it seen overflowing
+  std::vector<int> cuts(n, 0);              // consecutive overflows before a fit is known
+  FittedStorage best, last;
+  for (int m = 0; m < std::max(1, max_measurements); ++m) {
+    FittedStorage cur;
+    cur.alloc = allocate_storage(ratings, storage, model_bytes);
+    cur.storage = storage;
+    cur.fragment_bytes = measure(cur.alloc.ratings);
+    if (cur.fragment_bytes.size() != n) throw Error("allocation: the fragment sizer returned the wrong number of sizes");
+    bool over = false;
+    for (size_t i = 0; i < n; ++i) over = over || cur.fragment_bytes[i] > flash_bytes[i];
+    cur.fits = !over;
+    cur.measurements = m + 1;
+    last = cur;
+    if (cur.fits) best = cur;
+
+    std::vector<int64_t> next = storage;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t excess = cur.fragment_bytes[i] - flash_bytes[i];
+      if (excess > 0) {
+        over_hi[i] = over_hi[i] == kNone ? storage[i] : std::min(over_hi[i], storage[i]);
+        if (fit_lo[i] != kNone && fit_lo[i] < over_hi[i]) {
+          next[i] = fit_lo[i] + (over_hi[i] - fit_lo[i]) / 2;
+        } else {
+          const int64_t cut = excess << std::min(cuts[i], 40);
+          next[i] = std::max<int64_t>(0, storage[i] - std::max<int64_t>(1, cut));
+          ++cuts[i];
+        }
+      } else if (cur.alloc.capped[i]) {
+        fit_lo[i] = std::max(fit_lo[i], storage[i]);
+      }
+    }
+    if (!over) {
+      // Fill capped workers towards their flash: try the middle of any
+      // bracket still wider than the tolerance.
+      for (size_t i = 0; i < n; ++i)
+        if (cur.alloc.capped[i] && over_hi[i] != kNone && fit_lo[i] != kNone && over_hi[i] - fit_lo[i] > tolerance) {
+          next[i] = fit_lo[i] + (over_hi[i] - fit_lo[i]) / 2;
+          break;  // one worker at a time keeps the others' brackets valid
+        }
+    }
+    if (next == storage) break;
+    int64_t total = 0;
+    for (int64_t v : next) total = total > std::numeric_limits<int64_t>::max() - v ? total : total + v;
+    if (total < model_bytes) break;  // no storage left to cut: the caller reports the overflow
+    storage = next;
+  }
+  FittedStorage out = best.fits ? best : last;
+  out.measurements = last.measurements;
   return out;
 }
 

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "plan/testbed.h"
@@ -56,6 +57,40 @@ double overflow_rating_eq7(double share_bytes, double storage_bytes, double rati
 StorageAllocation allocate_storage(const std::vector<double>& ratings,
                                    const std::vector<int64_t>& storage_bytes,
                                    int64_t model_bytes);
+
+// Eq. 6-7 against whole fragments. The proportional model above counts only
+// the model's data; a real fragment also carries a header, per-layer
+// entries, routing runs and alignment, and a kernel split between two
+// workers is stored by both. fit_storage() therefore works on the real size
+// of every fragment, as measured by `measure` (given the shares to split by,
+// it returns each worker's fragment bytes; the planner passes the fragment
+// writer's own size function, so the layout is defined once):
+//   1. S_it starts at flash_i - fixed_overhead (the guess the proportional
+//      model needs); allocate_storage() gives shares; measure them.
+//   2. A worker whose fragment exceeds its flash gets a smaller S_it: first
+//      by its excess, doubling the cut each time it still overflows (the
+//      size moves in steps of whole kernels, so a cut by the excess alone
+//      may change nothing); once a fitting S_it is known, by bisection
+//      between the largest fitting and the smallest overflowing S_it.
+//   3. When everything fits, capped workers with an open bracket wider than
+//      `tolerance` bytes try the midpoint, so that a storage-capped board is
+//      filled up to its flash rather than left with the cut's slack.
+//   4. Stop when nothing overflows and no bracket is open, or after
+//      max_measurements; the result is the last allocation that fitted (or,
+//      if none did, the last one tried, whose overflow the caller reports).
+struct FittedStorage {
+  StorageAllocation alloc;             // the allocation chosen (its ratings are the shares)
+  std::vector<int64_t> storage;        // the S_it it was computed with
+  std::vector<int64_t> fragment_bytes; // measured sizes of that allocation
+  bool fits = false;                   // every fragment within its flash
+  int measurements = 0;                // calls of `measure`
+};
+
+using FragmentSizer = std::function<std::vector<int64_t>(const std::vector<double>& shares)>;
+
+FittedStorage fit_storage(const std::vector<double>& ratings, const std::vector<int64_t>& flash_bytes,
+                          int64_t model_bytes, int64_t fixed_overhead, const FragmentSizer& measure,
+                          int max_measurements = 40, int64_t tolerance = 64);
 
 // Same, with each board's flash as its storage S_it.
 StorageAllocation allocate_storage(const Testbed& t, const std::vector<double>& ratings,

@@ -929,24 +929,20 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
     throw Error("plan: the model needs " + std::to_string(model_bytes) + " bytes of flash for its data but the boards have " +
                 std::to_string(storage_total) + " available (" + std::to_string(flash_total) + " bytes of flash minus " +
                 std::to_string(overhead) + " bytes of fragment overhead per board)");
+  // Eq. 6-7 on whole fragments: each candidate split is measured with the
+  // fragment writer's size (WorkerPlan::flash_bytes = fragment_bytes()).
   Plan p;
-  int rounds = 0;
-  for (;; ++rounds) {
-    const StorageAllocation sa = allocate_storage(ratings, storage, model_bytes);
-    p = build_plan(q, t, sa.ratings, *strategy, false, mcrc, opt.route);
-    if (rounds >= kFlashRefinements) break;
-    bool over = false;
-    for (size_t w = 0; w < N; ++w) {
-      const int64_t excess = p.workers[w].flash_bytes - t.boards[w].flash_bytes;
-      if (excess > 0 && storage[w] > 0) {
-        storage[w] = std::max<int64_t>(0, storage[w] - excess);
-        over = true;
-      }
-    }
-    if (!over) break;
-  }
+  std::vector<int64_t> flash(N);
+  for (size_t w = 0; w < N; ++w) flash[w] = t.boards[w].flash_bytes;
+  const FittedStorage fit = fit_storage(ratings, flash, model_bytes, overhead, [&](const std::vector<double>& shares) {
+    p = build_plan(q, t, shares, *strategy, false, mcrc, opt.route);
+    std::vector<int64_t> sizes(N);
+    for (size_t w = 0; w < N; ++w) sizes[w] = p.workers[w].flash_bytes;
+    return sizes;
+  });
+  if (p.shares != fit.alloc.ratings) p = build_plan(q, t, fit.alloc.ratings, *strategy, false, mcrc, opt.route);
   p.alloc = opt.alloc;
-  p.flash_rounds = rounds;
+  p.flash_rounds = fit.measurements - 1;
   p.ratings = ratings;
   for (size_t w = 0; w < N; ++w) p.workers[w].rating = ratings[w];
 

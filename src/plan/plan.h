@@ -17,10 +17,11 @@
 //      (header + layer entries + CRC, fragment_overhead_bytes()); the
 //      adjusted ratings are the shares.
 //   3. split every layer with the strategy (strategy.h), derive needs, RAM,
-//      fragment sizes. If a real fragment exceeds its board's flash (runs are
-//      whole neurons, a kernel split between two workers is stored by both,
-//      input runs take space) the excess is taken off that board's storage
-//      and step 2-3 repeat (at most kFlashRefinements times).
+//      fragment sizes. Steps 2-3 repeat on whole fragments (fit_storage in
+//      alloc.h): a board whose real fragment (header, entries, routing runs,
+//      alignment, kernels shared with a neighbour) exceeds its flash gets a
+//      smaller S_it until it fits, then is filled up to its flash; the
+//      excess moves to boards with space.
 //   4. refuse the plan (ts::Error, one line) if a board's peak RAM or
 //      fragment exceeds its budget.
 #pragma once
@@ -57,9 +58,6 @@ struct PlanOptions {
   bool routing = true;              // build Plan::routes (alg. 3)
   bool check_budgets = true;        // refuse plans over a board's RAM/flash
 };
-
-// Refinement rounds of the flash check in make_plan (step 3 above).
-inline constexpr int kFlashRefinements = 8;
 
 // One input operand of a layer as one worker needs it.
 struct InputNeed {
@@ -159,7 +157,7 @@ struct Plan {
   std::vector<LayerStats> layers;   // one per node
   std::vector<RouteRun> routes;     // empty unless PlanOptions::routing
   int64_t total_wire_bytes = 0;     // sum of layers' bytes_moved
-  int flash_rounds = 0;             // refinements used (step 3)
+  int flash_rounds = 0;             // re-splits after the first (steps 2-3)
 
   int n_workers() const { return int(workers.size()); }
 };
