@@ -68,10 +68,7 @@ struct Layer {
   uint64_t macs = 0;  // multiply-accumulates of the whole layer
 };
 
-inline uint64_t macs_of(const core::LayerDesc& L) {
-  if (L.op == core::QOp::Gemm) return uint64_t(L.in[0].size()) * uint64_t(L.out.size());
-  return uint64_t(L.out.size()) * uint64_t(L.in[0].c / L.groups) * uint64_t(L.kh * L.kw);
-}
+inline uint64_t macs_of(const core::LayerDesc& L) { return core::range_macs(L, 0, L.out.size()); }
 
 // Builds case i: the input goes to `ram` (a board's arena), weights and
 // per-channel data to `flash` (read in place, as from a fragment).

@@ -329,15 +329,8 @@ bool Worker::on_run(const FrameHeader& h) {
     abort_layer();
     return false;
   }
-  // MACs of this share, for an emulated clock: proportional to outputs.
-  uint64_t macs = 0;
-  {
-    const uint64_t per = fl_.desc.op == QOp::Conv
-                             ? uint64_t(fl_.desc.in[0].c / fl_.desc.groups) * uint64_t(fl_.desc.kh * fl_.desc.kw)
-                         : fl_.desc.op == QOp::Gemm ? uint64_t(fl_.desc.in[0].size())
-                                                    : 1u;
-    macs = per * uint64_t(fl_.run_end - fl_.run_begin);
-  }
+  // MACs of this share, for an emulated clock: the one count (core/op.h).
+  const uint64_t macs = range_macs(fl_.desc, fl_.run_begin, fl_.run_end);
   us = port_->after_compute(h.layer, macs, us);
   stats_.layers_run++;
   run_peak_ = arena_.high_water();

@@ -492,7 +492,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
         ls.oc_count = e - b;
       }
       ls.data_bytes = int64_t(ls.oc_count) * node.bytes_per_channel() + node.shared_bytes();
-      ls.macs = total > 0 ? node.macs / total * ls.run.size() + (node.macs % total) * ls.run.size() / total : 0;
+      ls.macs = int64_t(core::range_macs(d, b, e));
       ls.inputs.resize(node.inputs.size());
       int64_t ram = core::arena_block(uint32_t(ls.run.size()));
       bool full = false;
