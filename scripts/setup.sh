@@ -30,7 +30,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libstb-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
-  gnuplot-nox ca-certificates openssl
+  gnuplot-nox ca-certificates openssl zlib1g-dev
 )
 
 STEP=0

@@ -25,6 +25,15 @@
 namespace ts {
 namespace core {
 
+// Requant's members are always inlined: the x86 variant files are compiled
+// with other -m flags, and an out-of-line copy of an inline function from one
+// of them could be the one the linker keeps for the portable code too.
+#if defined(__GNUC__)
+#define TS_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define TS_ALWAYS_INLINE inline
+#endif
+
 struct Requant {
   int32_t m = 0, shift = 0, left = 0, total = 31;
   int64_t half = 0, neg = 0;  // 2^(e-1) * 2^31 and -2^31 when e >= 1, else 0
@@ -32,7 +41,7 @@ struct Requant {
   bool exact = false;  // use qmath directly
 
   Requant() = default;
-  Requant(int32_t mult, int32_t sh, int32_t zero, int32_t lo_, int32_t hi_)
+  TS_ALWAYS_INLINE Requant(int32_t mult, int32_t sh, int32_t zero, int32_t lo_, int32_t hi_)
       : m(mult), shift(sh), zp(zero), lo(lo_), hi(hi_) {
     exact = mult == INT32_MIN || sh < -31;
     left = sh > 0 ? sh : 0;
@@ -41,7 +50,7 @@ struct Requant {
     half = e > 0 ? int64_t(1) << (e + 30) : 0;
     neg = e > 0 ? -(int64_t(1) << 31) : 0;
   }
-  int32_t scale(int32_t x) const {
+  TS_ALWAYS_INLINE int32_t scale(int32_t x) const {
     if (exact) return multiply_by_quantized_multiplier(x, m, shift);
     if (left) {
       const int64_t v = int64_t(x) * (int64_t(1) << left);
@@ -50,14 +59,14 @@ struct Requant {
     const int64_t t = int64_t(x) * m + (int64_t(1) << 30);
     return int32_t((t + half + ((t >> 63) & neg)) >> total);
   }
-  int8_t operator()(int32_t acc) const {
+  TS_ALWAYS_INLINE int8_t operator()(int32_t acc) const {
     // int64: a saturated scale plus the zero point must not wrap.
     const int64_t r = int64_t(scale(acc)) + zp;
     return int8_t(r < lo ? lo : (r > hi ? hi : r));
   }
 };
 
-inline int8_t requant(int32_t acc, int32_t m, int32_t s, int32_t zp, int32_t lo, int32_t hi) {
+TS_ALWAYS_INLINE int8_t requant(int32_t acc, int32_t m, int32_t s, int32_t zp, int32_t lo, int32_t hi) {
   return Requant(m, s, zp, lo, hi)(acc);
 }
 

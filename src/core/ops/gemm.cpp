@@ -2,7 +2,7 @@
 // (flattened C-H-W), weights [o][fan_in].
 #include "core/op.h"
 #include "core/ops/common.h"
-#include "core/requant.h"
+#include "core/kernel_table.h"
 
 namespace ts {
 namespace core {
@@ -25,20 +25,11 @@ uint64_t macs(const LayerDesc& L) {
   return n > 0 ? uint64_t(n) : 0;
 }
 
-// Outputs are channels (the plane has one position).
+// Outputs are channels (the plane has one position); the full-input view is
+// contiguous (it covers the whole input).
 KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t, int32_t, int8_t* out,
                   int64_t cstride) {
-  const int32_t fan_in = L.in[0].size();
-  const int32_t zp = L.in_zp[0];
-  // The full-input view is contiguous (it covers the whole input).
-  const int8_t* x = in[0].data;
-  for (int32_t o = c0; o < c1; ++o) {
-    const int32_t local = o - L.oc_base;
-    const int8_t* w = L.weights + int64_t(local) * fan_in;
-    int32_t acc = L.bias ? L.bias[local] : 0;
-    for (int32_t i = 0; i < fan_in; ++i) acc += (int32_t(x[i]) - zp) * w[i];
-    out[int64_t(o - c0) * cstride] = requant(acc, L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-  }
+  kernels().gemm(L, in[0].data, c0, c1, out, cstride);
   return KernelStatus::Ok;
 }
 

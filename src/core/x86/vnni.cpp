@@ -1,0 +1,186 @@
+// AVX-512 VNNI kernel variants (compiled with -mavx512f -mavx512bw
+// -mavx512vl -mavx512vnni; used only after select.cpp has checked the CPU).
+//
+// VNNI's vpdpbusd multiplies unsigned bytes by signed bytes, four per 32-bit
+// lane, and adds them to the lane without saturation. Activations are signed,
+// so they go in shifted: u = x + 128 (x XOR 0x80), and
+//   sum (x - zp) * w = sum u * w - (zp + 128) * sum w,
+// exactly, in int32 (two's complement wraps cancel: the true value fits
+// int32, kMaxFanIn in core/op.h). The correction (zp + 128) * sum w goes
+// into the accumulator's starting value with the bias.
+#include <string.h>
+
+#include "core/ops/conv_impl.h"
+#include "core/x86/rq_avx2.h"
+#include "core/x86/x86_kernels.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+namespace {
+
+constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
+constexpr int32_t kMaxCin = 1024;
+constexpr int32_t kOcChunk = 64;  // output channels whose corrections are computed together
+
+inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
+  int32_t r = 0;
+  if (4 * g + 4 <= cin) {
+    memcpy(&r, w + 4 * g, 4);
+  } else {
+    uint8_t b[4] = {0, 0, 0, 0};
+    for (int32_t k = 0; 4 * g + k < cin; ++k) b[k] = uint8_t(w[4 * g + k]);
+    memcpy(&r, b, 4);
+  }
+  return r;
+}
+
+// NO output channels x NV vectors of 16 positions over ng groups of four
+// input channels; acc starts at init[o].
+template <int NO, int NV>
+inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
+                    int32_t (*acc)[kTile]) {
+  __m512i a[NO][NV];
+  for (int o = 0; o < NO; ++o)
+    for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
+  const int32_t full = cin / 4;
+  for (int32_t g = 0; g < ng; ++g) {
+    __m512i x[NV];
+    for (int j = 0; j < NV; ++j) x[j] = _mm512_load_si512(xp + (int64_t(g) * kTile + 16 * j) * 4);
+    for (int o = 0; o < NO; ++o) {
+      int32_t wv;
+      if (g < full) memcpy(&wv, w[o] + 4 * g, 4); else wv = load_w4(w[o], g, cin);
+      const __m512i wb = _mm512_set1_epi32(wv);
+      for (int j = 0; j < NV; ++j) a[o][j] = _mm512_dpbusd_epi32(a[o][j], x[j], wb);
+    }
+  }
+  for (int o = 0; o < NO; ++o)
+    for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
+}
+
+template <int NV>
+inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
+                       int32_t (*acc)[kTile]) {
+  switch (no) {
+    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, acc); break;
+    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, acc); break;
+    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, acc); break;
+    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, acc); break;
+    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, acc); break;
+    default: pw_tile<1, NV>(xp, ng, w, cin, init, acc); break;
+  }
+}
+
+// Pointwise conv: each 64-position tile of the input is packed once as
+// xp[g][p][4] = u(4g..4g+3, p) (channels past cin are 0, with weight 0), then
+// six output channels at a time run over it.
+void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const int32_t W = L.out.w;
+  const int32_t cin = L.in[0].c / L.groups;
+  if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_avx2);
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t zp = L.in_zp[0];
+  const int32_t ng = (cin + 3) / 4;
+  const int64_t plane = int64_t(v.nh) * W;
+  alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
+  alignas(64) int32_t acc[6][kTile];
+  int32_t init[kOcChunk];
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  const int32_t n = p1 - p0;
+  for (int32_t oc = 0; oc < no; oc += kOcChunk) {
+    const int32_t nc = mini(kOcChunk, no - oc);
+    for (int32_t j = 0; j < nc; ++j) {
+      const int32_t local = o0 + oc + j - L.oc_base;
+      const int8_t* w = L.weights + int64_t(local) * cin;
+      int64_t sw = 0;
+      for (int32_t i = 0; i < cin; ++i) sw += w[i];
+      init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+    }
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      const int64_t at = p0 + t - int64_t(v.h0) * W;
+      for (int32_t g = 0; g < ng; ++g) {
+        const int8_t* s[4];
+        for (int k = 0; k < 4; ++k)
+          s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+        uint8_t* d = xp + int64_t(g) * kTile * 4;
+        int32_t h = 0;
+        if (s[3]) {
+          for (; h + 16 <= np; h += 16) {
+            const __m128i a0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[0] + h)), flip);
+            const __m128i a1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[1] + h)), flip);
+            const __m128i a2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[2] + h)), flip);
+            const __m128i a3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[3] + h)), flip);
+            const __m128i l01 = _mm_unpacklo_epi8(a0, a1), h01 = _mm_unpackhi_epi8(a0, a1);
+            const __m128i l23 = _mm_unpacklo_epi8(a2, a3), h23 = _mm_unpackhi_epi8(a2, a3);
+            __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
+            _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
+            _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
+            _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
+            _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
+          }
+        }
+        for (; h < kTile; ++h)
+          for (int k = 0; k < 4; ++k) d[4 * h + k] = h < np && s[k] ? uint8_t(s[k][h] ^ 0x80) : 0;
+      }
+      const int nv = (np + 15) / 16;
+      for (int32_t j = 0; j < nc; j += 6) {
+        const int nb = mini(6, nc - j);
+        const int8_t* w[6];
+        for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + oc + j + k - L.oc_base) * cin;
+        switch (nv) {
+          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, acc); break;
+          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, acc); break;
+          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, acc); break;
+          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, acc); break;
+        }
+        for (int k = 0; k < nb; ++k) {
+          const int32_t local = o0 + oc + j + k - L.oc_base;
+          const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+          requant_row_avx2(acc[k], np, rq, out + int64_t(oc + j + k) * cstride + t);
+        }
+      }
+    }
+  }
+}
+
+void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  conv_channel(L, v, o, p0, p1, out, requant_row_avx2);
+}
+
+void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  conv_channel_flat(L, v, o, p0, p1, out, requant_row_avx2);
+}
+
+// Gemm: 64 products per step; the input shifted on the fly, the weight sum
+// by a second vpdpbusd against a vector of ones.
+void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* out, int64_t ostride) {
+  const int32_t fan_in = L.in[0].size();
+  const int32_t zp = L.in_zp[0];
+  const __m512i flip = _mm512_set1_epi8(char(0x80)), ones = _mm512_set1_epi8(1);
+  for (int32_t o = o0; o < o1; ++o) {
+    const int32_t local = o - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * fan_in;
+    __m512i s = _mm512_setzero_si512(), sw = _mm512_setzero_si512();
+    for (int32_t i = 0; i < fan_in; i += 64) {
+      const __mmask64 m = fan_in - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (fan_in - i)) - 1);
+      const __m512i xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
+      const __m512i wv = _mm512_maskz_loadu_epi8(m, w + i);
+      s = _mm512_dpbusd_epi32(s, xv, wv);
+      sw = _mm512_dpbusd_epi32(sw, ones, wv);
+    }
+    const uint32_t dot = uint32_t(_mm512_reduce_add_epi32(s)), wsum = uint32_t(_mm512_reduce_add_epi32(sw));
+    const uint32_t acc = uint32_t(L.bias ? L.bias[local] : 0) + dot - uint32_t(zp + 128) * wsum;
+    out[int64_t(o - o0) * ostride] = requant(int32_t(acc), L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+  }
+}
+
+}  // namespace
+
+const KernelTable kVnniKernels = {"vnni", requant_row_avx2, pointwise, conv_ch, conv_ch_flat, add_row_avx2, gemm};
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts
