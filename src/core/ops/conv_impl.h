@@ -83,7 +83,7 @@ void pw_dot2(const int16_t (*xt)[kPwCinChunk], const int8_t* w0, const int8_t* w
 
 // Output channels [o0, o0 + no) (all in one group) at positions [p0, p1) of
 // each; out[(o - o0) * cstride + (p - p0)].
-void pointwise_block(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1,
+[[maybe_unused]] void pointwise_block(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1,
                      int8_t* out, int64_t cstride, RequantRow rr) {
   const int32_t W = L.out.w;
   const int32_t cin_g = L.in[0].c / L.groups;
@@ -163,7 +163,7 @@ struct ConvChannel {
 // is handled by clipping that range, never by a test per element. With a
 // stride s > 1, the input row is first split into its s phases
 // (x[r], x[r+s], ...), which makes the taps' reads contiguous again.
-void conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out, RequantRow rr) {
+[[maybe_unused]] void conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out, RequantRow rr) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;
   const ConvChannel ch(L, o);
@@ -226,7 +226,7 @@ constexpr int32_t kFlatChunk = 256;  // positions per pass of conv_channel_flat 
 // such reads (at most |offset| columns per row) are subtracted again
 // afterwards, which integer arithmetic undoes exactly. Rows outside the image
 // and reads outside the window `v` are clipped from the range up front.
-void conv_channel_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
+[[maybe_unused]] void conv_channel_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
                        RequantRow rr) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;  // == X.w

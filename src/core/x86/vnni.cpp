@@ -20,6 +20,67 @@ namespace x86 {
 
 namespace {
 
+// Requant (core/requant.h) on 16 lanes with AVX-512: the same integer
+// function as Requant::scale / operator() (see rq_avx2.h for the steps;
+// AVX-512 has the 64-bit arithmetic shift, and a saturating narrowing store).
+struct Rq512 {
+  __m512i m, hi_lim, lo_lim, add, neg, lo, hi, zp;
+  __m128i total;
+  int32_t left;
+};
+
+inline Rq512 rq512(const Requant& rq) {
+  Rq512 c;
+  c.m = _mm512_set1_epi32(rq.m);
+  c.left = rq.left;
+  c.hi_lim = _mm512_set1_epi32(INT32_MAX >> rq.left);
+  c.lo_lim = _mm512_set1_epi32(INT32_MIN >> rq.left);
+  c.add = _mm512_set1_epi64((int64_t(1) << 30) + rq.half);
+  c.neg = _mm512_set1_epi64(rq.neg);
+  c.total = _mm_cvtsi32_si128(rq.total);
+  c.lo = _mm512_set1_epi32(rq.lo - rq.zp);
+  c.hi = _mm512_set1_epi32(rq.hi - rq.zp);
+  c.zp = _mm512_set1_epi32(rq.zp);
+  return c;
+}
+
+inline __m512i rq512_half(__m512i p, const Rq512& c) {
+  // t = p + 2^30 is negative exactly when p < -2^30.
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, c.add);
+  t = _mm512_mask_add_epi64(t, negative, t, c.neg);
+  return _mm512_sra_epi64(t, c.total);
+}
+
+// 16 accumulators -> 16 int32 already clamped and offset.
+inline __m512i rq512_apply(__m512i x, const Rq512& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
+  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
+  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  r = _mm512_min_epi32(_mm512_max_epi32(r, c.lo), c.hi);
+  return _mm512_add_epi32(r, c.zp);
+}
+
+void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
+  int32_t k = 0;
+  if (vec_ok(rq)) {
+    const Rq512 c = rq512(rq);
+    for (; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+      const __m512i r = rq512_apply(_mm512_maskz_loadu_epi32(m, acc + k), c);
+      _mm512_mask_cvtsepi32_storeu_epi8(out + k, m, r);
+    }
+    return;
+  }
+  for (; k < n; ++k) out[k] = rq(acc[k]);
+}
+
 constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
 constexpr int32_t kMaxCin = 1024;
 constexpr int32_t kOcChunk = 64;  // output channels whose corrections are computed together
@@ -79,7 +140,7 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
                int64_t cstride) {
   const int32_t W = L.out.w;
   const int32_t cin = L.in[0].c / L.groups;
-  if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_avx2);
+  if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
   const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 3) / 4;
@@ -94,7 +155,7 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
     for (int32_t j = 0; j < nc; ++j) {
       const int32_t local = o0 + oc + j - L.oc_base;
       const int8_t* w = L.weights + int64_t(local) * cin;
-      int64_t sw = 0;
+      int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
       for (int32_t i = 0; i < cin; ++i) sw += w[i];
       init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
     }
@@ -139,19 +200,130 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
         for (int k = 0; k < nb; ++k) {
           const int32_t local = o0 + oc + j + k - L.oc_base;
           const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-          requant_row_avx2(acc[k], np, rq, out + int64_t(oc + j + k) * cstride + t);
+          requant_row_512(acc[k], np, rq, out + int64_t(oc + j + k) * cstride + t);
         }
       }
     }
   }
 }
 
-void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
-  conv_channel(L, v, o, p0, p1, out, requant_row_avx2);
+// Bits [lo, hi) of a 64-bit mask (0 <= lo <= hi <= 64).
+inline uint64_t bits(int32_t lo, int32_t hi) {
+  if (hi <= lo) return 0;
+  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+  return top & ~((uint64_t(1) << lo) - 1);
 }
 
-void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
-  conv_channel_flat(L, v, o, p0, p1, out, requant_row_avx2);
+// Any conv with column stride 1 or 2 (depthwise 3x3, the first 3x3 conv,
+// ...), for output channel o at positions [p0, p1): 16 output columns per
+// vector, tap by tap, straight from the input rows (no copies into phases).
+// Column stride 1: tap (ky, kx) of lanes x..x+15 reads 16 consecutive bytes;
+// stride 2: 32 consecutive bytes whose even ones it uses. Masked loads read
+// only bytes inside the row, and lanes whose input column is padding get
+// (x - zp) = 0 through a zero-masked subtraction, so they add nothing, as in
+// the portable code. Products (x - zp) * w fit int32; sums are exact.
+// Channel parameters (weights pointer, bias, requantiser) are set up once
+// per call, not per row.
+void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  if (L.sw > 2) return conv_channel(L, v, o, p0, p1, out, requant_row_512);
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, sw = L.sw;
+  const ConvChannel ch(L, o);
+  const __m512i vzp = _mm512_set1_epi32(ch.zp);
+  alignas(64) int32_t acc[16];
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+    for (int32_t x = ox0; x < ox1; x += 16) {
+      const int32_t nl = mini(16, ox1 - x);
+      __m512i a = _mm512_set1_epi32(ch.bias);
+      for (int32_t ci = 0; ci < ch.cin_g; ++ci) {
+        const int8_t* wc = ch.weights + ci * ch.taps;
+        for (int32_t ky = 0; ky < L.kh; ++ky) {
+          const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
+          if (iy < 0 || iy >= X.h) continue;  // zero padding contributes nothing
+          const int8_t* row = row_ptr(v, X.w, ch.ci0 + ci, iy);
+          for (int32_t kx = 0; kx < L.kw; ++kx) {
+            const int32_t start = x * sw + kx * L.dw - L.pad_l;  // input column of lane 0
+            // Lanes j < nl whose column start + j * sw lies in [0, X.w).
+            const int32_t sh = sw - 1;  // divide by the stride (1 or 2) with a shift
+            const int32_t jlo = start >= 0 ? 0 : (-start + sh) >> sh;
+            const int32_t jhi = X.w - 1 - start < 0 ? 0 : mini(nl, ((X.w - 1 - start) >> sh) + 1);
+            if (jlo >= jhi) continue;
+            const __mmask16 lanes = __mmask16(bits(jlo, jhi));
+            __m512i xv;
+            if (sw == 1) {
+              xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, row + start));
+            } else {
+              // Bytes 2*jlo .. 2*(jhi-1) of the 32 from `start`.
+              const __mmask32 bytes = __mmask32(bits(2 * jlo, 2 * jhi - 1));
+              const __m512i w16 = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(bytes, row + start));
+              xv = _mm512_srai_epi32(_mm512_slli_epi32(w16, 16), 16);  // the even bytes, one per lane
+            }
+            const __m512i xz = _mm512_maskz_sub_epi32(lanes, xv, vzp);
+            // (x - zp) * w with one 16-bit multiply-add: the lane's low half
+            // holds x - zp (it fits int16), the weight vector's high half is 0.
+            const __m512i wv = _mm512_set1_epi32(int32_t(uint16_t(int16_t(wc[ky * L.kw + kx]))));
+            a = _mm512_add_epi32(a, _mm512_madd_epi16(xz, wv));
+          }
+        }
+      }
+      _mm512_store_si512(acc, a);
+      requant_row_512(acc, nl, ch.rq, out + (pos - p0) + (x - ox0));
+    }
+    pos += ox1 - ox0;
+  }
+}
+
+// Stride-1 conv whose input rows are as wide as the output's (conv.cpp's
+// "flat" path), for output channel o at positions [p0, p1): 16 consecutive
+// plane positions per vector, across row ends, so narrow planes (7x7, 14x14)
+// fill whole vectors. Tap (ky, kx) of position P reads P + (offy - h0) * W +
+// offx in the window; a lane whose input row or column falls outside the
+// image is masked off (not loaded, (x - zp) = 0), so it adds nothing.
+void conv_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;  // == X.w
+  const ConvChannel ch(L, o);
+  const int64_t view_len = int64_t(v.nh) * W;
+  const __m512i vzp = _mm512_set1_epi32(ch.zp);
+  alignas(64) int32_t acc[16], cols[16], rows[16];
+  for (int32_t q = p0; q < p1; q += 16) {
+    const int32_t nl = mini(16, p1 - q);
+    for (int32_t j = 0, y = q / W, x = q % W; j < 16; ++j) {
+      cols[j] = x;
+      rows[j] = y;
+      if (++x == W) x = 0, ++y;
+    }
+    const __m512i colv = _mm512_load_si512(cols), rowv = _mm512_load_si512(rows);
+    const __mmask16 live = __mmask16(bits(0, nl));
+    __m512i a = _mm512_set1_epi32(ch.bias);
+    for (int32_t ky = 0; ky < L.kh; ++ky) {
+      const int32_t offy = ky * L.dh - L.pad_t;
+      // Rows oy with 0 <= oy + offy < X.h.
+      const __mmask16 rok = _mm512_mask_cmpge_epi32_mask(live, rowv, _mm512_set1_epi32(-offy)) &
+                            _mm512_cmplt_epi32_mask(rowv, _mm512_set1_epi32(X.h - offy));
+      if (!rok) continue;
+      for (int32_t kx = 0; kx < L.kw; ++kx) {
+        const int32_t offx = kx * L.dw - L.pad_l;
+        const __mmask16 m = _mm512_mask_cmpge_epi32_mask(rok, colv, _mm512_set1_epi32(-offx)) &
+                            _mm512_cmplt_epi32_mask(colv, _mm512_set1_epi32(W - offx));
+        if (!m) continue;
+        const int64_t shift = int64_t(offy - v.h0) * W + offx;
+        for (int32_t ci = 0; ci < ch.cin_g; ++ci) {
+          const int8_t* plane = v.data + int64_t(ch.ci0 + ci - v.c0) * view_len;
+          const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, plane + q + shift));
+          const __m512i xz = _mm512_maskz_sub_epi32(m, xv, vzp);
+          const __m512i wv =
+              _mm512_set1_epi32(int32_t(uint16_t(int16_t(ch.weights[ci * ch.taps + ky * L.kw + kx]))));
+          a = _mm512_add_epi32(a, _mm512_madd_epi16(xz, wv));
+        }
+      }
+    }
+    _mm512_store_si512(acc, a);
+    requant_row_512(acc, nl, ch.rq, out + (q - p0));
+  }
 }
 
 // Gemm: 64 products per step; the input shifted on the fly, the weight sum
@@ -179,7 +351,7 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
 
 }  // namespace
 
-const KernelTable kVnniKernels = {"vnni", requant_row_avx2, pointwise, conv_ch, conv_ch_flat, add_row_avx2, gemm};
+const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_avx2, gemm};
 
 }  // namespace x86
 }  // namespace core
