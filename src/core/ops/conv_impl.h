@@ -3,7 +3,9 @@
 // vector instructions. Everything here has internal linkage (an unnamed
 // namespace): each file that includes it gets its own copy, compiled with its
 // own flags. The requantisation of finished accumulators goes through the
-// `RequantRow` the caller passes (the active table's requant_row).
+// `rr` the caller passes (a function or functor with RequantRow's
+// signature: the portable table passes an inlined scalar loop, the x86
+// variants their vector requantiser).
 //
 // Every convolution path below computes exactly
 //   acc = bias + sum over taps inside the input of (x - zp) * w
@@ -83,8 +85,9 @@ void pw_dot2(const int16_t (*xt)[kPwCinChunk], const int8_t* w0, const int8_t* w
 
 // Output channels [o0, o0 + no) (all in one group) at positions [p0, p1) of
 // each; out[(o - o0) * cstride + (p - p0)].
-[[maybe_unused]] void pointwise_block(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1,
-                     int8_t* out, int64_t cstride, RequantRow rr) {
+template <typename RequantRowT>
+void pointwise_block(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1,
+                     int8_t* out, int64_t cstride, RequantRowT rr) {
   const int32_t W = L.out.w;
   const int32_t cin_g = L.in[0].c / L.groups;
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin_g;
@@ -163,7 +166,8 @@ struct ConvChannel {
 // is handled by clipping that range, never by a test per element. With a
 // stride s > 1, the input row is first split into its s phases
 // (x[r], x[r+s], ...), which makes the taps' reads contiguous again.
-[[maybe_unused]] void conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out, RequantRow rr) {
+template <typename RequantRowT>
+void conv_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out, RequantRowT rr) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;
   const ConvChannel ch(L, o);
@@ -226,8 +230,9 @@ constexpr int32_t kFlatChunk = 256;  // positions per pass of conv_channel_flat 
 // such reads (at most |offset| columns per row) are subtracted again
 // afterwards, which integer arithmetic undoes exactly. Rows outside the image
 // and reads outside the window `v` are clipped from the range up front.
-[[maybe_unused]] void conv_channel_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
-                       RequantRow rr) {
+template <typename RequantRowT>
+void conv_channel_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
+                       RequantRowT rr) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;  // == X.w
   const ConvChannel ch(L, o);
