@@ -276,6 +276,8 @@ void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p
   }
 }
 
+constexpr int32_t kFlatWide = 32;
+
 // Stride-1 conv whose input rows are as wide as the output's (conv.cpp's
 // "flat" path), for output channel o at positions [p0, p1): 16 consecutive
 // plane positions per vector, across row ends, so narrow planes (7x7, 14x14)
@@ -285,6 +287,9 @@ void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p
 void conv_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;  // == X.w
+  // Wide planes: conv_impl.h's flat path (long unmasked runs per tap,
+  // vectorised by the compiler for AVX-512) is faster there.
+  if (W >= kFlatWide) return conv_channel_flat(L, v, o, p0, p1, out, requant_row_512);
   const ConvChannel ch(L, o);
   const int64_t view_len = int64_t(v.nh) * W;
   const __m512i vzp = _mm512_set1_epi32(ch.zp);
