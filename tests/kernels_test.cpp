@@ -961,4 +961,89 @@ TEST(Kernels, InconsistentDescriptorsAreBadLayer) {
   }
 }
 
+// compute_box (core/layer.h) against compute_range, element by element, for
+// every op on random shapes and random boxes (full-width and narrower, one
+// or many channels), each box computed from views holding EXACTLY
+// input_box(L, i, box) and a descriptor carrying only the box's channels.
+void check_boxes(const TLayer& L, Rng& r, int n_boxes) {
+  SCOPED_TRACE(L.name);
+  KernelStatus st;
+  const std::vector<int8_t> full = run_full(L, &st);
+  ASSERT_EQ(st, KernelStatus::Ok);
+  const Dims& O = L.d.out;
+  for (int t = 0; t < n_boxes; ++t) {
+    ts::core::OutBox b;
+    b.c0 = rnd(r, 0, O.c - 1); b.c1 = rnd(r, b.c0 + 1, O.c);
+    b.y0 = rnd(r, 0, O.h - 1); b.y1 = rnd(r, b.y0 + 1, O.h);
+    if (rnd(r, 0, 1)) { b.x0 = 0; b.x1 = O.w; } else { b.x0 = rnd(r, 0, O.w - 1); b.x1 = rnd(r, b.x0 + 1, O.w); }
+    const std::string where = "box c[" + std::to_string(b.c0) + "," + std::to_string(b.c1) + ") y[" +
+                              std::to_string(b.y0) + "," + std::to_string(b.y1) + ") x[" + std::to_string(b.x0) +
+                              "," + std::to_string(b.x1) + ")";
+    Fragment f = fragment(L, b.c0, b.c1 - 1);
+    View v[ts::core::kMaxInputs];
+    std::unique_ptr<int8_t[]> bufs[ts::core::kMaxInputs];
+    for (int k = 0; k < L.d.n_inputs; ++k) {
+      const Box box = ts::core::input_box(L.d, k, b);
+      bufs[k] = copy_box(L, k, box);
+      v[k] = View{box.empty() ? nullptr : bufs[k].get(), box.c0, box.c1 - box.c0, box.h0, box.h1 - box.h0};
+    }
+    std::vector<int8_t> out(size_t(b.elems()), int8_t(0x5A));
+    ASSERT_EQ(ts::core::compute_box(f.d, v, b, out.data(), f.oc_count), KernelStatus::Ok) << where;
+    EXPECT_EQ(ts::core::box_macs(L.d, b), ts::core::range_macs(L.d, 0, 1) * uint64_t(b.elems())) << where;
+    size_t i = 0;
+    for (int c = b.c0; c < b.c1; ++c)
+      for (int y = b.y0; y < b.y1; ++y)
+        for (int x = b.x0; x < b.x1; ++x, ++i)
+          ASSERT_EQ(int(out[i]), int(full[(size_t(c) * O.h + y) * O.w + x])) << where << " at " << c << "," << y << "," << x;
+  }
+  // Outside the output: BadRange; empty: Ok without touching anything.
+  ts::core::OutBox bad{0, O.c + 1, 0, O.h, 0, O.w};
+  View none[ts::core::kMaxInputs];
+  int8_t dummy = 0;
+  EXPECT_EQ(ts::core::compute_box(L.d, none, bad, &dummy, L.channels()), KernelStatus::BadRange);
+  EXPECT_EQ(ts::core::compute_box(L.d, none, ts::core::OutBox{}, &dummy, L.channels()), KernelStatus::Ok);
+}
+
+TEST(Kernels, ComputeBoxEqualsComputeRange) {
+  Rng r(77);
+  for (int it = 0; it < 25; ++it) {
+    ConvGeo g{};
+    g.groups = rnd(r, 1, 3);
+    g.cin = g.groups * rnd(r, 1, 4);
+    g.cout = g.groups * rnd(r, 1, 4);
+    if (rnd(r, 0, 2) == 0) g.cin = g.cout = g.groups = rnd(r, 1, 6);  // depthwise
+    g.kh = rnd(r, 1, 3); g.kw = rnd(r, 1, 3);
+    g.sh = rnd(r, 1, 2); g.sw = rnd(r, 1, 2);
+    g.dh = rnd(r, 1, 2); g.dw = rnd(r, 1, 2);
+    g.pt = rnd(r, 0, 2); g.pb = rnd(r, 0, 2); g.pl = rnd(r, 0, 2); g.pr = rnd(r, 0, 2);
+    g.H = rnd(r, (g.kh - 1) * g.dh + 1, 12);
+    g.W = rnd(r, (g.kw - 1) * g.dw + 1, 12);
+    if (conv_out(g.H, g.kh, g.sh, g.dh, g.pt, g.pb) >= 1 && conv_out(g.W, g.kw, g.sw, g.dw, g.pl, g.pr) >= 1)
+      check_boxes(*make_conv(r, g, "conv " + std::to_string(it)), r, 6);
+    // Pointwise (the blocked fast path), grouped or not, deep or not.
+    const int pg = rnd(r, 1, 2);
+    check_boxes(*make_conv(r, {pg * rnd(r, 1, 40), pg * rnd(r, 1, 40), pg, rnd(r, 1, 9), rnd(r, 1, 9), 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                           "pointwise " + std::to_string(it)),
+                r, 6);
+    check_boxes(*make_gemm(r, Dims{rnd(r, 1, 8), rnd(r, 1, 3), rnd(r, 1, 3)}, rnd(r, 1, 12), "gemm " + std::to_string(it)),
+                r, 4);
+    const int kh = rnd(r, 1, 3), kw = rnd(r, 1, 3);
+    const Dims in{rnd(r, 1, 4), rnd(r, kh, 10), rnd(r, kw, 10)};
+    for (QOp op : {QOp::AvgPool, QOp::MaxPool})
+      check_boxes(*make_pool(r, op, in, kh, kw, rnd(r, 1, 2), rnd(r, 1, 2), rnd(r, 0, kh - 1), rnd(r, 0, kw - 1),
+                             rnd(r, 0, kh - 1), rnd(r, 0, kw - 1), rnd(r, 0, 1) == 1, "pool " + std::to_string(it)),
+                  r, 4);
+    check_boxes(*make_gap(r, in, "gap " + std::to_string(it)), r, 3);
+    const Dims s{rnd(r, 1, 5), rnd(r, 1, 7), rnd(r, 1, 7)};
+    check_boxes(*make_add(r, s, "add " + std::to_string(it)), r, 4);
+    check_boxes(*make_mul(r, s, rnd(r, 0, 1) == 1, "mul " + std::to_string(it)), r, 4);
+    std::vector<int> ch;
+    for (int k = rnd(r, 1, 4); k > 0; --k) ch.push_back(rnd(r, 1, 3));
+    check_boxes(*make_concat(r, ch, s.h, s.w, "concat " + std::to_string(it)), r, 4);
+    check_boxes(*make_lut(r, s, "lut " + std::to_string(it)), r, 3);
+    check_boxes(*make_pad(r, s, rnd(r, 0, 2), rnd(r, 0, 2), rnd(r, 0, 2), rnd(r, 0, 2), "pad " + std::to_string(it)), r, 4);
+    if (HasFatalFailure() || HasNonfatalFailure()) return;
+  }
+}
+
 }  // namespace

@@ -68,10 +68,7 @@ struct Layer {
   uint64_t macs = 0;  // multiply-accumulates of the whole layer
 };
 
-inline uint64_t macs_of(const core::LayerDesc& L) {
-  if (L.op == core::QOp::Gemm) return uint64_t(L.in[0].size()) * uint64_t(L.out.size());
-  return uint64_t(L.out.size()) * uint64_t(L.in[0].c / L.groups) * uint64_t(L.kh * L.kw);
-}
+inline uint64_t macs_of(const core::LayerDesc& L) { return core::range_macs(L, 0, L.out.size()); }
 
 // Writes n bytes to flash-resident memory at dst; false on a flash error.
 // nullptr: plain stores (the host, and any flash that is RAM).

@@ -3,8 +3,9 @@
 // 0xCBF43926.
 //
 // Shared by the wire format (every frame carries one), model files and
-// fragments. Portable C++17: no heap, no OS; the 1 KiB lookup table is built at
-// compile time, so on a board it lives in flash.
+// fragments. Portable C++17: no heap, no OS; slicing-by-8 with its 8 KiB of
+// tables built at compile time (on a board they live in flash). Host builds
+// use zlib's crc32 instead (same values; see crc32.cpp).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,10 @@ namespace ts {
 // Keeping the running value in its finished form (rather than an inverted
 // internal state) means a caller never needs an init or a finish step.
 uint32_t crc32_update(uint32_t crc, const void* data, size_t len);
+
+// The portable slicing-by-8 implementation, whatever the build selects for
+// crc32_update (tests compare the two).
+uint32_t crc32_update_portable(uint32_t crc, const void* data, size_t len);
 
 // One-shot CRC of a buffer; same as crc32_update(0, data, len).
 inline uint32_t crc32(const void* data, size_t len) { return crc32_update(0, data, len); }

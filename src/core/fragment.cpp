@@ -18,6 +18,7 @@
 
 #include "core/bytes.h"
 #include "core/crc32.h"
+#include "core/op.h"
 
 namespace ts {
 namespace core {
@@ -29,9 +30,7 @@ namespace {
 constexpr int64_t kMaxDim = 1 << 15;        // c, h, w each
 constexpr int64_t kMaxTensor = 1 << 28;     // elements of one tensor
 constexpr int32_t kMaxGeom = 1 << 10;       // kernel, stride, dilation, pad
-// A Conv/Gemm accumulator is bias + fan_in products of |x - zp| <= 255 and
-// |w| <= 128: with fan_in <= 2^15 and |bias| <= 2^30 it cannot overflow int32.
-constexpr int64_t kMaxFanIn = 1 << 15;
+// Conv/Gemm fan-in: kMaxFanIn (core/op.h), checked by each op's validate.
 constexpr int32_t kMaxBias = 1 << 30;
 
 using le::get_i32;
@@ -50,7 +49,6 @@ bool dims_ok(const Dims& d) {
   return int64_t(d.c) * d.h * d.w <= kMaxTensor;
 }
 
-inline bool same(const Dims& a, const Dims& b) { return a.c == b.c && a.h == b.h && a.w == b.w; }
 
 // Everything decoded from one entry, before validation.
 struct RawLayer {
@@ -120,42 +118,10 @@ void decode_entry(const uint8_t* e, RawLayer* r) {
   }
 }
 
-// Shapes each op's kernel relies on.
+// Shapes each op's kernel relies on: the op's own validate (core/op.h).
 bool shapes_ok(const LayerDesc& d) {
-  const Dims& o = d.out;
-  const Dims& x = d.in[0];
-  switch (d.op) {
-    case QOp::Conv: {
-      if (d.n_inputs != 1 || d.groups < 1 || x.c % d.groups || o.c % d.groups) return false;
-      return int64_t(x.c / d.groups) * d.kh * d.kw <= kMaxFanIn;
-    }
-    case QOp::Gemm:
-      return d.n_inputs == 1 && o.h == 1 && o.w == 1 && int64_t(x.c) * x.h * x.w <= kMaxFanIn;
-    case QOp::AvgPool:
-    case QOp::MaxPool:
-      return d.n_inputs == 1 && o.c == x.c;
-    case QOp::GlobalAvgPool:
-      return d.n_inputs == 1 && o.c == x.c && o.h == 1 && o.w == 1 && int64_t(x.h) * x.w <= kMaxFanIn;
-    case QOp::Lut:
-      return d.n_inputs == 1 && same(o, x);
-    case QOp::Pad:
-      return d.n_inputs == 1 && o.c == x.c && int64_t(o.h) == int64_t(x.h) + d.pad_t + d.pad_b &&
-             int64_t(o.w) == int64_t(x.w) + d.pad_l + d.pad_r;
-    case QOp::Add:
-      return d.n_inputs == 2 && same(o, x) && same(o, d.in[1]);
-    case QOp::Mul:
-      return d.n_inputs == 2 && same(o, x) &&
-             (same(o, d.in[1]) || (d.in[1].c == o.c && d.in[1].h == 1 && d.in[1].w == 1));
-    case QOp::Concat: {
-      int64_t c = 0;
-      for (int k = 0; k < d.n_inputs; ++k) {
-        if (d.in[k].h != o.h || d.in[k].w != o.w) return false;
-        c += d.in[k].c;
-      }
-      return c == o.c;
-    }
-  }
-  return false;
+  const OpDef* op = op_def(d.op);
+  return op && op->validate(d);
 }
 
 // True if every element of run [off, off+n) of a (C,H,W) tensor lies in box b.

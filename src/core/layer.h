@@ -1,5 +1,5 @@
 // One quantised layer as a board sees it, and the kernels that compute any
-// contiguous run of its output neurons.
+// contiguous run (or box) of its output neurons.
 //
 // A "neuron" is one element of a layer's output tensor, numbered in C-H-W
 // order (the paper's split unit). Every kernel computes outputs [begin, end)
@@ -97,6 +97,17 @@ enum class KernelStatus : int32_t {
   MissingData = 4,  // a channel's weights are not in this descriptor
 };
 
+// Output box: channels [c0,c1) x rows [y0,y1) x columns [x0,x1), half-open.
+struct OutBox {
+  int32_t c0 = 0, c1 = 0, y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+  bool empty() const { return c1 <= c0 || y1 <= y0 || x1 <= x0; }
+  int64_t elems() const { return empty() ? 0 : int64_t(c1 - c0) * (y1 - y0) * (x1 - x0); }
+};
+
+// Every op's knowledge (validation, input boxes, MAC count, eval) lives in
+// one file per op, src/core/ops/<op>.cpp, reached through the op table of
+// core/op.h; the functions below dispatch through it.
+
 // Box of input `i` that outputs [begin, end) read. Empty if they read none
 // of it (a Concat operand outside the run's channels).
 Box input_box(const LayerDesc& L, int i, int32_t begin, int32_t end);
@@ -109,6 +120,28 @@ void output_channels(const LayerDesc& L, int32_t begin, int32_t end, int32_t* fi
 // (starting at oc_base); used to refuse reads past a board's fragment.
 KernelStatus compute_range(const LayerDesc& L, const View* in, int32_t begin, int32_t end,
                            int8_t* out, int32_t oc_count);
+
+// Channels and rows of input i (at full width) that the outputs of box b
+// read; empty if none (or if b is empty or outside the output).
+Box input_box(const LayerDesc& L, int i, const OutBox& b);
+
+// Computes box b into out in box-local C,Y,X order
+// (out[((c - c0) * (y1 - y0) + (y - y0)) * (x1 - x0) + (x - x0)]); identical
+// values to compute_range over the same elements. Statuses as compute_range
+// (BadRange: the box is not inside the output). Full-width boxes take a fast
+// path (pointwise: one blocked matrix product over all channels of the box;
+// other ops per channel over rows [y0,y1)); narrower boxes go row by row.
+KernelStatus compute_box(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count);
+
+// The one MAC count (defined in core/op.h): multiply-accumulates for outputs
+// [begin, end) / for box b. 0 for an empty range or an unusable descriptor.
+uint64_t range_macs(const LayerDesc& L, int32_t begin, int32_t end);
+uint64_t box_macs(const LayerDesc& L, const OutBox& b);
+
+// Everything eval needs before following a pointer: operand count, shapes
+// and geometry (the op's validate, as the fragment reader checks them) and
+// its data pointers (weights, multipliers, tables).
+bool layer_valid(const LayerDesc& L);
 
 }  // namespace core
 }  // namespace ts

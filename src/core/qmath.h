@@ -13,10 +13,18 @@
 namespace ts {
 namespace core {
 
+// Always inlined (see core/requant.h: x86 variant files are compiled with
+// other -m flags and must not lend the portable code their copies).
+#if defined(__GNUC__)
+#define TS_QMATH_INLINE inline __attribute__((always_inline))
+#else
+#define TS_QMATH_INLINE inline
+#endif
+
 // a * b / 2^31 rounded to nearest, ties toward +infinity (gemmlowp's
 // nudge-and-truncate; the same as NEON VQRDMULH): 1.5 -> 2 but -1.5 -> -1.
 // Saturates the single overflow case INT32_MIN * INT32_MIN.
-inline int32_t sat_round_doubling_high_mul(int32_t a, int32_t b) {
+TS_QMATH_INLINE int32_t sat_round_doubling_high_mul(int32_t a, int32_t b) {
   if (a == b && a == INT32_MIN) return INT32_MAX;
   const int64_t ab = int64_t(a) * int64_t(b);
   const int64_t nudge = ab >= 0 ? (int64_t(1) << 30) : (1 - (int64_t(1) << 30));
@@ -26,7 +34,7 @@ inline int32_t sat_round_doubling_high_mul(int32_t a, int32_t b) {
 }
 
 // x / 2^exponent rounded to nearest, ties away from zero. 0 <= exponent <= 31.
-inline int32_t rounding_divide_by_pot(int32_t x, int exponent) {
+TS_QMATH_INLINE int32_t rounding_divide_by_pot(int32_t x, int exponent) {
   if (exponent <= 0) return x;
   const int32_t mask = int32_t((int64_t(1) << exponent) - 1);
   const int32_t remainder = x & mask;
@@ -37,7 +45,7 @@ inline int32_t rounding_divide_by_pot(int32_t x, int exponent) {
 // x * M with M given as (multiplier, shift). A positive shift is applied as a
 // left shift before the multiply (saturating), a negative one as a rounding
 // right shift after it.
-inline int32_t multiply_by_quantized_multiplier(int32_t x, int32_t multiplier, int shift) {
+TS_QMATH_INLINE int32_t multiply_by_quantized_multiplier(int32_t x, int32_t multiplier, int shift) {
   const int left = shift > 0 ? shift : 0;
   const int right = shift > 0 ? 0 : -shift;
   int64_t shifted = int64_t(x) * (int64_t(1) << left);
@@ -46,7 +54,7 @@ inline int32_t multiply_by_quantized_multiplier(int32_t x, int32_t multiplier, i
   return rounding_divide_by_pot(sat_round_doubling_high_mul(int32_t(shifted), multiplier), right);
 }
 
-inline int8_t clamp_i8(int32_t v, int32_t lo, int32_t hi) {
+TS_QMATH_INLINE int8_t clamp_i8(int32_t v, int32_t lo, int32_t hi) {
   return int8_t(v < lo ? lo : (v > hi ? hi : v));
 }
 

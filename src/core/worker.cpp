@@ -10,11 +10,14 @@ using wire::FrameHeader;
 using wire::MsgType;
 
 uint64_t share_macs(const FragLayer& e) {
-  const LayerDesc& d = e.desc;
-  const uint64_t per = d.op == QOp::Conv   ? uint64_t(d.in[0].c / d.groups) * uint64_t(d.kh * d.kw)
-                       : d.op == QOp::Gemm ? uint64_t(d.in[0].size())
-                                           : 1u;
-  return per * e.out_elems;
+  // The one MAC count (core/op.h), over the share's region segments.
+  uint64_t macs = 0;
+  for (uint32_t i = 0; i < e.n_regions; ++i)
+    e.region(i).segments(e.desc.out, [&](int32_t b, int32_t end) {
+      macs += range_macs(e.desc, b, end);
+      return true;
+    });
+  return macs;
 }
 
 bool Worker::init(const WorkerConfig& cfg, uint8_t* arena, uint32_t arena_size, FlashStore* flash, Port* port) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "core/layer.h"
+
 namespace ts {
 
 const char* op_name(Op op) {
@@ -265,21 +267,37 @@ void Graph::compact() {
   validate();
 }
 
+// The one MAC count (core/op.h): the node as the quantised layer it becomes
+// (geometry only), asked of the op table. Nodes that become no layer
+// (Softmax, and before folding BatchNorm, Flatten, Identity) count 0.
 int64_t node_macs(const Graph& g, const Node& n) {
-  const Shape& o = g.shape(n.output);
+  core::LayerDesc d;
   switch (n.op) {
-    case Op::Conv: {
-      const int cin_g = g.shape(n.inputs[0]).c / n.groups;
-      return o.size() * cin_g * n.kh * n.kw;
-    }
-    case Op::Gemm: return int64_t(n.weights.size());
-    case Op::AvgPool:
-    case Op::MaxPool: return o.size() * n.kh * n.kw;
-    case Op::GlobalAvgPool: return g.shape(n.inputs[0]).size();
-    case Op::Add:
-    case Op::Mul: return o.size();
+    case Op::Conv: d.op = core::QOp::Conv; break;
+    case Op::Gemm: d.op = core::QOp::Gemm; break;
+    case Op::Add: d.op = core::QOp::Add; break;
+    case Op::Mul: d.op = core::QOp::Mul; break;
+    case Op::Concat: d.op = core::QOp::Concat; break;
+    case Op::AvgPool: d.op = core::QOp::AvgPool; break;
+    case Op::GlobalAvgPool: d.op = core::QOp::GlobalAvgPool; break;
+    case Op::MaxPool: d.op = core::QOp::MaxPool; break;
+    case Op::Pad: d.op = core::QOp::Pad; break;
+    case Op::Relu:
+    case Op::Clip:
+    case Op::HardSigmoid:
+    case Op::HardSwish:
+    case Op::Sigmoid: d.op = core::QOp::Lut; break;
     default: return 0;
   }
+  if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs)) return 0;
+  auto dims = [](const Shape& s) { return core::Dims{s.c, s.h, s.w}; };
+  d.n_inputs = uint8_t(n.inputs.size());
+  for (size_t k = 0; k < n.inputs.size(); ++k) d.in[k] = dims(g.shape(n.inputs[k]));
+  d.out = dims(g.shape(n.output));
+  d.kh = n.kh; d.kw = n.kw; d.sh = n.sh; d.sw = n.sw; d.dh = n.dh; d.dw = n.dw;
+  d.pad_t = n.pad_t; d.pad_l = n.pad_l; d.pad_b = n.pad_b; d.pad_r = n.pad_r;
+  d.groups = n.groups;
+  return int64_t(core::range_macs(d, 0, d.out.size()));
 }
 
 int64_t node_params(const Node& n) {

@@ -742,7 +742,12 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
         ls.oc_count = int32_t(ch1 - ch0 + 1);
       }
       ls.data_bytes = int64_t(ls.oc_count) * node.bytes_per_channel() + node.shared_bytes();
-      ls.macs = total > 0 ? node.macs / total * ls.out_elems + (node.macs % total) * ls.out_elems / total : 0;
+      ls.macs = 0;
+      for (const core::Region& r : ls.regions)
+        r.segments(d.out, [&](int32_t b, int32_t e) {
+          ls.macs += int64_t(core::range_macs(d, b, e));
+          return true;
+        });
       ls.inputs.resize(node.inputs.size());
       std::vector<InputRun> tmp;
       for (size_t k = 0; k < node.inputs.size(); ++k) {

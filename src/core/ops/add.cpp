@@ -1,0 +1,45 @@
+// Add: two operands of the output's shape, each rescaled (after a common
+// left shift) to a shared scale, summed in int32 and requantised.
+#include "core/op.h"
+#include "core/ops/common.h"
+#include "core/kernel_table.h"
+
+namespace ts {
+namespace core {
+
+namespace {
+
+using namespace opk;
+
+bool validate(const LayerDesc& L) { return L.n_inputs == 2 && same(L.out, L.in[0]) && same(L.out, L.in[1]); }
+
+Box box_of(const LayerDesc&, int, const OutBox& b) { return same_box(b); }
+
+// Row by row (no division per element), through the active table's add_row.
+KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                  int64_t cstride) {
+  const int32_t W = L.out.w;
+  AddParams ap;
+  ap.ra = Requant(L.in_mult[0], L.in_shift[0], 0, -128, 127);
+  ap.rb = Requant(L.in_mult[1], L.in_shift[1], 0, -128, 127);
+  ap.rout = Requant(L.out_mult, L.out_shift, L.out_zp, L.act_min, L.act_max);
+  ap.za = L.in_zp[0];
+  ap.zb = L.in_zp[1];
+  ap.left = L.left_shift;
+  const KernelTable& K = kernels();
+  for (int32_t c = c0; c < c1; ++c) {
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    // Views are full width: positions [p0, p1) of channel c are contiguous.
+    const int8_t* a = row_ptr(in[0], W, c, in[0].h0) + p0 - int64_t(in[0].h0) * W;
+    const int8_t* b = row_ptr(in[1], W, c, in[1].h0) + p0 - int64_t(in[1].h0) * W;
+    K.add_row(a, b, p1 - p0, ap, o);
+  }
+  return KernelStatus::Ok;
+}
+
+}  // namespace
+
+const OpDef kAddOp = {QOp::Add, "Add", validate, no_data, false, box_of, one_mac, eval};
+
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,80 @@
+// Conv: groups (incl. depthwise), stride, dilation, asymmetric zero padding.
+//
+// The loops themselves are in conv_impl.h (shared with the x86 variants);
+// this file is the op: validation, boxes, MACs, and eval choosing a path and
+// the active kernel table (core/kernel_table.h).
+#include "core/op.h"
+#include "core/kernel_table.h"
+#include "core/ops/common.h"
+
+namespace ts {
+namespace core {
+
+namespace {
+
+using namespace opk;
+
+bool is_pointwise(const LayerDesc& L) {
+  return L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.pad_t == 0 && L.pad_l == 0 && L.in[0].w == L.out.w &&
+         L.in[0].h == L.out.h;
+}
+
+// ----------------------------------------------------------------- the op
+
+bool groups_ok(const LayerDesc& L) {
+  return L.groups > 0 && L.in[0].c % L.groups == 0 && L.out.c % L.groups == 0;
+}
+
+bool validate(const LayerDesc& L) {
+  if (L.n_inputs != 1 || !groups_ok(L)) return false;
+  return int64_t(L.in[0].c / L.groups) * L.kh * L.kw <= kMaxFanIn;
+}
+
+bool data_ok(const LayerDesc& L) { return L.weights && L.mult && L.shift; }
+
+Box box_of(const LayerDesc& L, int, const OutBox& b) {
+  Box r;
+  if (!groups_ok(L)) return r;
+  const Dims& X = L.in[0];
+  const int32_t cin_g = X.c / L.groups, cout_g = L.out.c / L.groups;
+  r.c0 = (b.c0 / cout_g) * cin_g;
+  r.c1 = ((b.c1 - 1) / cout_g + 1) * cin_g;
+  window_rows(b.y0, b.y1, L.kh, L.sh, L.dh, L.pad_t, X.h, &r.h0, &r.h1);
+  return r;
+}
+
+uint64_t macs(const LayerDesc& L) {
+  if (!groups_ok(L) || L.kh < 0 || L.kw < 0) return 0;
+  return uint64_t(L.in[0].c / L.groups) * uint64_t(L.kh) * uint64_t(L.kw);
+}
+
+KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                  int64_t cstride) {
+  const KernelTable& K = kernels();
+  if (is_pointwise(L)) {
+    // One blocked matrix product per group the channels fall in.
+    const int32_t cout_g = L.out.c / L.groups;
+    for (int32_t c = c0; c < c1;) {
+      const int32_t ce = mini(c1, (c / cout_g + 1) * cout_g);
+      K.pointwise(L, in[0], c, ce - c, p0, p1, out + int64_t(c - c0) * cstride, cstride);
+      c = ce;
+    }
+    return KernelStatus::Ok;
+  }
+  const bool flat = L.sh == 1 && L.sw == 1 && L.in[0].w == L.out.w;
+  for (int32_t c = c0; c < c1; ++c) {
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    if (flat)
+      K.conv_channel_flat(L, in[0], c, p0, p1, o);
+    else
+      K.conv_channel(L, in[0], c, p0, p1, o);
+  }
+  return KernelStatus::Ok;
+}
+
+}  // namespace
+
+const OpDef kConvOp = {QOp::Conv, "Conv", validate, data_ok, true, box_of, macs, eval};
+
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,36 @@
+// Lut: elementwise int8 -> int8 table (activations that could not be fused).
+#include "core/op.h"
+#include "core/ops/common.h"
+
+namespace ts {
+namespace core {
+
+namespace {
+
+using namespace opk;
+
+bool validate(const LayerDesc& L) { return L.n_inputs == 1 && same(L.out, L.in[0]); }
+
+bool data_ok(const LayerDesc& L) { return L.lut != nullptr; }
+
+Box box_of(const LayerDesc&, int, const OutBox& b) { return same_box(b); }
+
+KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                  int64_t cstride) {
+  const int32_t W = L.out.w;
+  for (int32_t c = c0; c < c1; ++c) {
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    for (int32_t p = p0; p < p1; ++p) {
+      const int32_t y = p / W, x = p % W;
+      o[p - p0] = L.lut[int32_t(row_ptr(in[0], W, c, y)[x]) + 128];
+    }
+  }
+  return KernelStatus::Ok;
+}
+
+}  // namespace
+
+const OpDef kLutOp = {QOp::Lut, "Lut", validate, data_ok, false, box_of, one_mac, eval};
+
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,45 @@
+// Pad: explicit zero padding of H and W that could not be folded into a
+// consumer; padded elements hold the output zero point.
+#include "core/op.h"
+#include "core/ops/common.h"
+
+namespace ts {
+namespace core {
+
+namespace {
+
+using namespace opk;
+
+bool validate(const LayerDesc& L) {
+  const Dims& x = L.in[0];
+  return L.n_inputs == 1 && L.out.c == x.c && int64_t(L.out.h) == int64_t(x.h) + L.pad_t + L.pad_b &&
+         int64_t(L.out.w) == int64_t(x.w) + L.pad_l + L.pad_r;
+}
+
+Box box_of(const LayerDesc& L, int, const OutBox& b) {
+  Box r{b.c0, b.c1, maxi(0, b.y0 - L.pad_t), mini(L.in[0].h, b.y1 - L.pad_t)};
+  if (r.h1 < r.h0) r.h1 = r.h0;
+  return r;
+}
+
+KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                  int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  for (int32_t c = c0; c < c1; ++c) {
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    for (int32_t p = p0; p < p1; ++p) {
+      const int32_t y = p / W - L.pad_t, x = p % W - L.pad_l;
+      const bool inside = y >= 0 && y < X.h && x >= 0 && x < X.w;
+      o[p - p0] = inside ? row_ptr(in[0], X.w, c, y)[x] : int8_t(L.out_zp);
+    }
+  }
+  return KernelStatus::Ok;
+}
+
+}  // namespace
+
+const OpDef kPadOp = {QOp::Pad, "Pad", validate, no_data, false, box_of, one_mac, eval};
+
+}  // namespace core
+}  // namespace ts

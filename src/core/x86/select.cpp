@@ -1,0 +1,47 @@
+// Start-up choice of the x86 kernel table by CPU feature (compiled without
+// extra -m flags, so it runs on any x86-64).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/x86/x86_kernels.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+namespace {
+
+bool has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+bool has_vnni() {
+  __builtin_cpu_init();
+  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+}  // namespace
+
+const KernelTable* find_kernels(const char* name) {
+  if (strcmp(name, "avx2") == 0) return has_avx2() ? &kAvx2Kernels : nullptr;
+  if (strcmp(name, "vnni") == 0) return has_vnni() ? &kVnniKernels : nullptr;
+  return nullptr;
+}
+
+const KernelTable* select_kernels(const KernelTable* portable) {
+  const KernelTable* best = has_vnni() ? &kVnniKernels : has_avx2() ? &kAvx2Kernels : portable;
+  const char* want = getenv("TS_KERNELS");
+  if (!want || !*want) return best;
+  if (strcmp(want, "portable") == 0) return portable;
+  if (const KernelTable* t = find_kernels(want)) return t;
+  fprintf(stderr, "TS_KERNELS=%s: not available on this CPU or unknown (portable|avx2|vnni); using %s\n", want,
+          best->name);
+  return best;
+}
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts

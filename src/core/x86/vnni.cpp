@@ -1,0 +1,363 @@
+// AVX-512 VNNI kernel variants (compiled with -mavx512f -mavx512bw
+// -mavx512vl -mavx512vnni; used only after select.cpp has checked the CPU).
+//
+// VNNI's vpdpbusd multiplies unsigned bytes by signed bytes, four per 32-bit
+// lane, and adds them to the lane without saturation. Activations are signed,
+// so they go in shifted: u = x + 128 (x XOR 0x80), and
+//   sum (x - zp) * w = sum u * w - (zp + 128) * sum w,
+// exactly, in int32 (two's complement wraps cancel: the true value fits
+// int32, kMaxFanIn in core/op.h). The correction (zp + 128) * sum w goes
+// into the accumulator's starting value with the bias.
+#include <string.h>
+
+#include "core/ops/conv_impl.h"
+#include "core/x86/rq_avx2.h"
+#include "core/x86/x86_kernels.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+namespace {
+
+// Requant (core/requant.h) on 16 lanes with AVX-512: the same integer
+// function as Requant::scale / operator() (see rq_avx2.h for the steps;
+// AVX-512 has the 64-bit arithmetic shift, and a saturating narrowing store).
+struct Rq512 {
+  __m512i m, hi_lim, lo_lim, add, neg, lo, hi, zp;
+  __m128i total;
+  int32_t left;
+};
+
+inline Rq512 rq512(const Requant& rq) {
+  Rq512 c;
+  c.m = _mm512_set1_epi32(rq.m);
+  c.left = rq.left;
+  c.hi_lim = _mm512_set1_epi32(INT32_MAX >> rq.left);
+  c.lo_lim = _mm512_set1_epi32(INT32_MIN >> rq.left);
+  c.add = _mm512_set1_epi64((int64_t(1) << 30) + rq.half);
+  c.neg = _mm512_set1_epi64(rq.neg);
+  c.total = _mm_cvtsi32_si128(rq.total);
+  c.lo = _mm512_set1_epi32(rq.lo - rq.zp);
+  c.hi = _mm512_set1_epi32(rq.hi - rq.zp);
+  c.zp = _mm512_set1_epi32(rq.zp);
+  return c;
+}
+
+inline __m512i rq512_half(__m512i p, const Rq512& c) {
+  // t = p + 2^30 is negative exactly when p < -2^30.
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, c.add);
+  t = _mm512_mask_add_epi64(t, negative, t, c.neg);
+  return _mm512_sra_epi64(t, c.total);
+}
+
+// 16 accumulators -> 16 int32 already clamped and offset.
+inline __m512i rq512_apply(__m512i x, const Rq512& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
+  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
+  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  r = _mm512_min_epi32(_mm512_max_epi32(r, c.lo), c.hi);
+  return _mm512_add_epi32(r, c.zp);
+}
+
+void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
+  int32_t k = 0;
+  if (vec_ok(rq)) {
+    const Rq512 c = rq512(rq);
+    for (; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+      const __m512i r = rq512_apply(_mm512_maskz_loadu_epi32(m, acc + k), c);
+      _mm512_mask_cvtsepi32_storeu_epi8(out + k, m, r);
+    }
+    return;
+  }
+  for (; k < n; ++k) out[k] = rq(acc[k]);
+}
+
+constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
+constexpr int32_t kMaxCin = 1024;
+constexpr int32_t kOcChunk = 64;  // output channels whose corrections are computed together
+
+inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
+  int32_t r = 0;
+  if (4 * g + 4 <= cin) {
+    memcpy(&r, w + 4 * g, 4);
+  } else {
+    uint8_t b[4] = {0, 0, 0, 0};
+    for (int32_t k = 0; 4 * g + k < cin; ++k) b[k] = uint8_t(w[4 * g + k]);
+    memcpy(&r, b, 4);
+  }
+  return r;
+}
+
+// NO output channels x NV vectors of 16 positions over ng groups of four
+// input channels; acc starts at init[o].
+template <int NO, int NV>
+inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
+                    int32_t (*acc)[kTile]) {
+  __m512i a[NO][NV];
+  for (int o = 0; o < NO; ++o)
+    for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
+  const int32_t full = cin / 4;
+  for (int32_t g = 0; g < ng; ++g) {
+    __m512i x[NV];
+    for (int j = 0; j < NV; ++j) x[j] = _mm512_load_si512(xp + (int64_t(g) * kTile + 16 * j) * 4);
+    for (int o = 0; o < NO; ++o) {
+      int32_t wv;
+      if (g < full) memcpy(&wv, w[o] + 4 * g, 4); else wv = load_w4(w[o], g, cin);
+      const __m512i wb = _mm512_set1_epi32(wv);
+      for (int j = 0; j < NV; ++j) a[o][j] = _mm512_dpbusd_epi32(a[o][j], x[j], wb);
+    }
+  }
+  for (int o = 0; o < NO; ++o)
+    for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
+}
+
+template <int NV>
+inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
+                       int32_t (*acc)[kTile]) {
+  switch (no) {
+    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, acc); break;
+    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, acc); break;
+    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, acc); break;
+    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, acc); break;
+    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, acc); break;
+    default: pw_tile<1, NV>(xp, ng, w, cin, init, acc); break;
+  }
+}
+
+// Pointwise conv: each 64-position tile of the input is packed once as
+// xp[g][p][4] = u(4g..4g+3, p) (channels past cin are 0, with weight 0), then
+// six output channels at a time run over it.
+void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const int32_t W = L.out.w;
+  const int32_t cin = L.in[0].c / L.groups;
+  if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t zp = L.in_zp[0];
+  const int32_t ng = (cin + 3) / 4;
+  const int64_t plane = int64_t(v.nh) * W;
+  alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
+  alignas(64) int32_t acc[6][kTile];
+  int32_t init[kOcChunk];
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  const int32_t n = p1 - p0;
+  for (int32_t oc = 0; oc < no; oc += kOcChunk) {
+    const int32_t nc = mini(kOcChunk, no - oc);
+    for (int32_t j = 0; j < nc; ++j) {
+      const int32_t local = o0 + oc + j - L.oc_base;
+      const int8_t* w = L.weights + int64_t(local) * cin;
+      int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
+      for (int32_t i = 0; i < cin; ++i) sw += w[i];
+      init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+    }
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      const int64_t at = p0 + t - int64_t(v.h0) * W;
+      for (int32_t g = 0; g < ng; ++g) {
+        const int8_t* s[4];
+        for (int k = 0; k < 4; ++k)
+          s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+        uint8_t* d = xp + int64_t(g) * kTile * 4;
+        int32_t h = 0;
+        if (s[3]) {
+          for (; h + 16 <= np; h += 16) {
+            const __m128i a0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[0] + h)), flip);
+            const __m128i a1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[1] + h)), flip);
+            const __m128i a2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[2] + h)), flip);
+            const __m128i a3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[3] + h)), flip);
+            const __m128i l01 = _mm_unpacklo_epi8(a0, a1), h01 = _mm_unpackhi_epi8(a0, a1);
+            const __m128i l23 = _mm_unpacklo_epi8(a2, a3), h23 = _mm_unpackhi_epi8(a2, a3);
+            __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
+            _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
+            _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
+            _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
+            _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
+          }
+        }
+        for (; h < kTile; ++h)
+          for (int k = 0; k < 4; ++k) d[4 * h + k] = h < np && s[k] ? uint8_t(s[k][h] ^ 0x80) : 0;
+      }
+      const int nv = (np + 15) / 16;
+      for (int32_t j = 0; j < nc; j += 6) {
+        const int nb = mini(6, nc - j);
+        const int8_t* w[6];
+        for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + oc + j + k - L.oc_base) * cin;
+        switch (nv) {
+          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, acc); break;
+          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, acc); break;
+          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, acc); break;
+          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, acc); break;
+        }
+        for (int k = 0; k < nb; ++k) {
+          const int32_t local = o0 + oc + j + k - L.oc_base;
+          const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+          requant_row_512(acc[k], np, rq, out + int64_t(oc + j + k) * cstride + t);
+        }
+      }
+    }
+  }
+}
+
+// Bits [lo, hi) of a 64-bit mask (0 <= lo <= hi <= 64).
+inline uint64_t bits(int32_t lo, int32_t hi) {
+  if (hi <= lo) return 0;
+  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+  return top & ~((uint64_t(1) << lo) - 1);
+}
+
+// Any conv with column stride 1 or 2 (depthwise 3x3, the first 3x3 conv,
+// ...), for output channel o at positions [p0, p1): 16 output columns per
+// vector, tap by tap, straight from the input rows (no copies into phases).
+// Column stride 1: tap (ky, kx) of lanes x..x+15 reads 16 consecutive bytes;
+// stride 2: 32 consecutive bytes whose even ones it uses. Masked loads read
+// only bytes inside the row, and lanes whose input column is padding get
+// (x - zp) = 0 through a zero-masked subtraction, so they add nothing, as in
+// the portable code. Products (x - zp) * w fit int32; sums are exact.
+// Channel parameters (weights pointer, bias, requantiser) are set up once
+// per call, not per row.
+void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  if (L.sw > 2) return conv_channel(L, v, o, p0, p1, out, requant_row_512);
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, sw = L.sw;
+  const ConvChannel ch(L, o);
+  const __m512i vzp = _mm512_set1_epi32(ch.zp);
+  alignas(64) int32_t acc[16];
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+    for (int32_t x = ox0; x < ox1; x += 16) {
+      const int32_t nl = mini(16, ox1 - x);
+      __m512i a = _mm512_set1_epi32(ch.bias);
+      for (int32_t ci = 0; ci < ch.cin_g; ++ci) {
+        const int8_t* wc = ch.weights + ci * ch.taps;
+        for (int32_t ky = 0; ky < L.kh; ++ky) {
+          const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
+          if (iy < 0 || iy >= X.h) continue;  // zero padding contributes nothing
+          const int8_t* row = row_ptr(v, X.w, ch.ci0 + ci, iy);
+          for (int32_t kx = 0; kx < L.kw; ++kx) {
+            const int32_t start = x * sw + kx * L.dw - L.pad_l;  // input column of lane 0
+            // Lanes j < nl whose column start + j * sw lies in [0, X.w).
+            const int32_t sh = sw - 1;  // divide by the stride (1 or 2) with a shift
+            const int32_t jlo = start >= 0 ? 0 : (-start + sh) >> sh;
+            const int32_t jhi = X.w - 1 - start < 0 ? 0 : mini(nl, ((X.w - 1 - start) >> sh) + 1);
+            if (jlo >= jhi) continue;
+            const __mmask16 lanes = __mmask16(bits(jlo, jhi));
+            __m512i xv;
+            if (sw == 1) {
+              xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, row + start));
+            } else {
+              // Bytes 2*jlo .. 2*(jhi-1) of the 32 from `start`.
+              const __mmask32 bytes = __mmask32(bits(2 * jlo, 2 * jhi - 1));
+              const __m512i w16 = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(bytes, row + start));
+              xv = _mm512_srai_epi32(_mm512_slli_epi32(w16, 16), 16);  // the even bytes, one per lane
+            }
+            const __m512i xz = _mm512_maskz_sub_epi32(lanes, xv, vzp);
+            // (x - zp) * w with one 16-bit multiply-add: the lane's low half
+            // holds x - zp (it fits int16), the weight vector's high half is 0.
+            const __m512i wv = _mm512_set1_epi32(int32_t(uint16_t(int16_t(wc[ky * L.kw + kx]))));
+            a = _mm512_add_epi32(a, _mm512_madd_epi16(xz, wv));
+          }
+        }
+      }
+      _mm512_store_si512(acc, a);
+      requant_row_512(acc, nl, ch.rq, out + (pos - p0) + (x - ox0));
+    }
+    pos += ox1 - ox0;
+  }
+}
+
+constexpr int32_t kFlatWide = 32;
+
+// Stride-1 conv whose input rows are as wide as the output's (conv.cpp's
+// "flat" path), for output channel o at positions [p0, p1): 16 consecutive
+// plane positions per vector, across row ends, so narrow planes (7x7, 14x14)
+// fill whole vectors. Tap (ky, kx) of position P reads P + (offy - h0) * W +
+// offx in the window; a lane whose input row or column falls outside the
+// image is masked off (not loaded, (x - zp) = 0), so it adds nothing.
+void conv_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;  // == X.w
+  // Wide planes: conv_impl.h's flat path (long unmasked runs per tap,
+  // vectorised by the compiler for AVX-512) is faster there.
+  if (W >= kFlatWide) return conv_channel_flat(L, v, o, p0, p1, out, requant_row_512);
+  const ConvChannel ch(L, o);
+  const int64_t view_len = int64_t(v.nh) * W;
+  const __m512i vzp = _mm512_set1_epi32(ch.zp);
+  alignas(64) int32_t acc[16], cols[16], rows[16];
+  for (int32_t q = p0; q < p1; q += 16) {
+    const int32_t nl = mini(16, p1 - q);
+    for (int32_t j = 0, y = q / W, x = q % W; j < 16; ++j) {
+      cols[j] = x;
+      rows[j] = y;
+      if (++x == W) x = 0, ++y;
+    }
+    const __m512i colv = _mm512_load_si512(cols), rowv = _mm512_load_si512(rows);
+    const __mmask16 live = __mmask16(bits(0, nl));
+    __m512i a = _mm512_set1_epi32(ch.bias);
+    for (int32_t ky = 0; ky < L.kh; ++ky) {
+      const int32_t offy = ky * L.dh - L.pad_t;
+      // Rows oy with 0 <= oy + offy < X.h.
+      const __mmask16 rok = _mm512_mask_cmpge_epi32_mask(live, rowv, _mm512_set1_epi32(-offy)) &
+                            _mm512_cmplt_epi32_mask(rowv, _mm512_set1_epi32(X.h - offy));
+      if (!rok) continue;
+      for (int32_t kx = 0; kx < L.kw; ++kx) {
+        const int32_t offx = kx * L.dw - L.pad_l;
+        const __mmask16 m = _mm512_mask_cmpge_epi32_mask(rok, colv, _mm512_set1_epi32(-offx)) &
+                            _mm512_cmplt_epi32_mask(colv, _mm512_set1_epi32(W - offx));
+        if (!m) continue;
+        const int64_t shift = int64_t(offy - v.h0) * W + offx;
+        for (int32_t ci = 0; ci < ch.cin_g; ++ci) {
+          const int8_t* plane = v.data + int64_t(ch.ci0 + ci - v.c0) * view_len;
+          const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, plane + q + shift));
+          const __m512i xz = _mm512_maskz_sub_epi32(m, xv, vzp);
+          const __m512i wv =
+              _mm512_set1_epi32(int32_t(uint16_t(int16_t(ch.weights[ci * ch.taps + ky * L.kw + kx]))));
+          a = _mm512_add_epi32(a, _mm512_madd_epi16(xz, wv));
+        }
+      }
+    }
+    _mm512_store_si512(acc, a);
+    requant_row_512(acc, nl, ch.rq, out + (q - p0));
+  }
+}
+
+// Gemm: 64 products per step; the input shifted on the fly, the weight sum
+// by a second vpdpbusd against a vector of ones.
+void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* out, int64_t ostride) {
+  const int32_t fan_in = L.in[0].size();
+  const int32_t zp = L.in_zp[0];
+  const __m512i flip = _mm512_set1_epi8(char(0x80)), ones = _mm512_set1_epi8(1);
+  for (int32_t o = o0; o < o1; ++o) {
+    const int32_t local = o - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * fan_in;
+    __m512i s = _mm512_setzero_si512(), sw = _mm512_setzero_si512();
+    for (int32_t i = 0; i < fan_in; i += 64) {
+      const __mmask64 m = fan_in - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (fan_in - i)) - 1);
+      const __m512i xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
+      const __m512i wv = _mm512_maskz_loadu_epi8(m, w + i);
+      s = _mm512_dpbusd_epi32(s, xv, wv);
+      sw = _mm512_dpbusd_epi32(sw, ones, wv);
+    }
+    const uint32_t dot = uint32_t(_mm512_reduce_add_epi32(s)), wsum = uint32_t(_mm512_reduce_add_epi32(sw));
+    const uint32_t acc = uint32_t(L.bias ? L.bias[local] : 0) + dot - uint32_t(zp + 128) * wsum;
+    out[int64_t(o - o0) * ostride] = requant(int32_t(acc), L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+  }
+}
+
+}  // namespace
+
+const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_avx2, gemm};
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts

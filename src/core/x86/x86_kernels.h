@@ -1,0 +1,31 @@
+// x86 kernel variants (host builds only; the firmware never compiles this
+// folder). avx2.cpp and vnni.cpp are compiled with their own -m flags (see
+// CMakeLists.txt); select.cpp, compiled without them, checks the CPU before
+// any of their code runs.
+#pragma once
+
+#include "core/kernel_table.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+// The start-up default: TS_KERNELS if set (portable|avx2|vnni; a variant the
+// CPU lacks is refused with one line on stderr and the best supported one is
+// used), else the best the CPU supports.
+const KernelTable* select_kernels(const KernelTable* portable);
+
+// "avx2" or "vnni" if the CPU supports it, else nullptr.
+const KernelTable* find_kernels(const char* name);
+
+// The tables (only to be used after checking the CPU).
+extern const KernelTable kAvx2Kernels;
+extern const KernelTable kVnniKernels;
+
+// Shared by the two variant files (AVX2 instructions only).
+void requant_row_avx2(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out);
+void add_row_avx2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out);
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,289 @@
+// Kernel variants (core/kernel_table.h) against the portable table, bit for
+// bit: every variant this CPU supports (x86: avx2, vnni) on random shapes,
+// strides, paddings, zero points, multipliers and activation clamps,
+// including the requantiser's saturation corners (INT32_MIN and INT32_MAX
+// multipliers, left shifts up to 30, right shifts to -31 and beyond,
+// accumulators at the int32 extremes). On a CPU (or build) without a variant
+// the variant's cases report it in the test log and check nothing else.
+// Also the CRC-32: the build's crc32_update (zlib on the host) and the
+// portable slicing-by-8 against a bitwise reference.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/crc32.h"
+#include "core/kernel_table.h"
+#include "core/layer.h"
+
+namespace {
+
+using namespace ts::core;
+using Rng = std::mt19937;
+
+int rnd(Rng& r, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(r); }
+
+std::vector<const KernelTable*> variants() {
+  std::vector<const KernelTable*> v;
+  for (const char* n : {"avx2", "vnni"}) {
+    if (const KernelTable* t = find_kernels(n)) v.push_back(t);
+    else std::printf("kernel variant %s: not available in this build or on this CPU\n", n);
+  }
+  return v;
+}
+
+// A multiplier/shift pair, often at the corners.
+void random_mult(Rng& r, int32_t* m, int32_t* s) {
+  switch (rnd(r, 0, 7)) {
+    case 0: *m = INT32_MIN; break;
+    case 1: *m = INT32_MAX; break;
+    case 2: *m = 1 << 30; break;
+    default: *m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+  }
+  switch (rnd(r, 0, 5)) {
+    case 0: *s = rnd(r, 1, 30); break;        // left shifts (saturating)
+    case 1: *s = rnd(r, -33, -28); break;     // extreme right shifts (incl. qmath's own path)
+    default: *s = rnd(r, -12, 0); break;
+  }
+}
+
+void random_clamp(Rng& r, int32_t* zp, int32_t* lo, int32_t* hi) {
+  *zp = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+  *lo = -128;
+  *hi = 127;
+  if (rnd(r, 0, 2) == 0) {
+    *lo = rnd(r, -128, 0);
+    *hi = rnd(r, 0, 127);
+  }
+}
+
+TEST(KernelVariants, RequantRowMatchesPortableAtCorners) {
+  Rng r(5);
+  std::vector<int32_t> acc(203);
+  std::vector<int8_t> want(acc.size()), got(acc.size());
+  for (const KernelTable* t : variants()) {
+    SCOPED_TRACE(t->name);
+    for (int it = 0; it < 3000; ++it) {
+      int32_t m, s, zp, lo, hi;
+      random_mult(r, &m, &s);
+      random_clamp(r, &zp, &lo, &hi);
+      const Requant rq(m, s, zp, lo, hi);
+      for (auto& a : acc) {
+        switch (rnd(r, 0, 5)) {
+          case 0: a = rnd(r, 0, 1) ? INT32_MIN : INT32_MAX; break;
+          case 1: a = int32_t(r()); break;
+          case 2: a = rnd(r, -3, 3); break;
+          default: a = rnd(r, -200000, 200000); break;
+        }
+      }
+      const int32_t n = rnd(r, 0, int(acc.size()));
+      portable_kernels().requant_row(acc.data(), n, rq, want.data());
+      t->requant_row(acc.data(), n, rq, got.data());
+      for (int32_t k = 0; k < n; ++k)
+        ASSERT_EQ(int(got[k]), int(want[k])) << "acc " << acc[k] << " m " << m << " s " << s << " zp " << zp << " ["
+                                             << lo << "," << hi << "]";
+    }
+  }
+}
+
+TEST(KernelVariants, AddRowMatchesPortable) {
+  Rng r(6);
+  std::vector<int8_t> a(150), b(150), want(150), got(150);
+  for (const KernelTable* t : variants()) {
+    SCOPED_TRACE(t->name);
+    for (int it = 0; it < 2000; ++it) {
+      AddParams p;
+      int32_t m, s, zp, lo, hi;
+      random_mult(r, &m, &s);
+      p.ra = Requant(m, rnd(r, 0, 1) ? -rnd(r, 0, 31) : s, 0, -128, 127);
+      random_mult(r, &m, &s);
+      p.rb = Requant(m, rnd(r, 0, 1) ? -rnd(r, 0, 31) : s, 0, -128, 127);
+      random_mult(r, &m, &s);
+      random_clamp(r, &zp, &lo, &hi);
+      p.rout = Requant(m, s, zp, lo, hi);
+      p.za = rnd(r, -128, 127);
+      p.zb = rnd(r, -128, 127);
+      p.left = rnd(r, 0, 3) == 0 ? rnd(r, 0, 22) : 20;
+      for (auto& x : a) x = int8_t(rnd(r, -128, 127));
+      for (auto& x : b) x = int8_t(rnd(r, -128, 127));
+      const int32_t n = rnd(r, 0, 150);
+      portable_kernels().add_row(a.data(), b.data(), n, p, want.data());
+      t->add_row(a.data(), b.data(), n, p, got.data());
+      for (int32_t k = 0; k < n; ++k) ASSERT_EQ(int(got[k]), int(want[k])) << "at " << k;
+    }
+  }
+}
+
+// A random layer with its data, run with compute_range over all outputs.
+struct Layer {
+  LayerDesc d;
+  std::vector<int8_t> x[2], w;
+  std::vector<int32_t> bias, mult, shift;
+  void bind() {
+    d.weights = w.empty() ? nullptr : w.data();
+    d.bias = bias.empty() ? nullptr : bias.data();
+    d.mult = mult.empty() ? nullptr : mult.data();
+    d.shift = shift.empty() ? nullptr : shift.data();
+  }
+  std::vector<int8_t> run(const KernelTable* t) const {
+    set_kernels(t);
+    View v[2];
+    for (int k = 0; k < d.n_inputs; ++k) v[k] = View{x[k].data(), 0, d.in[k].c, 0, d.in[k].h};
+    std::vector<int8_t> out(size_t(d.out.size()));
+    const int32_t ch = d.op == QOp::Conv || d.op == QOp::Gemm ? d.out.c : 0;
+    const KernelStatus st = compute_range(d, v, 0, d.out.size(), out.data(), ch);
+    set_kernels(nullptr);
+    EXPECT_EQ(st, KernelStatus::Ok);
+    return out;
+  }
+};
+
+void fill(Rng& r, std::vector<int8_t>& v, size_t n) {
+  v.resize(n);
+  for (auto& e : v) e = int8_t(rnd(r, -128, 127));
+}
+
+void per_channel(Rng& r, Layer& L, int32_t cout, int32_t per) {
+  fill(r, L.w, size_t(cout) * per);
+  for (auto& e : L.w)
+    if (e == -128 && rnd(r, 0, 1)) e = -127;
+  L.bias.resize(cout);
+  L.mult.resize(cout);
+  L.shift.resize(cout);
+  for (int32_t o = 0; o < cout; ++o) {
+    L.bias[o] = rnd(r, -100000, 100000);
+    random_mult(r, &L.mult[o], &L.shift[o]);
+    if (L.shift[o] > 0 && rnd(r, 0, 1)) L.shift[o] = -rnd(r, 5, 12);  // keep many outputs unsaturated
+  }
+  random_clamp(r, &L.d.out_zp, &L.d.act_min, &L.d.act_max);
+  L.bind();
+}
+
+int conv_out(int in, int k, int s, int d, int p0, int p1) { return (in + p0 + p1 - ((k - 1) * d + 1)) / s + 1; }
+
+void expect_same(const Layer& L, const std::string& what) {
+  const std::vector<int8_t> want = L.run(&portable_kernels());
+  for (const KernelTable* t : variants()) {
+    const std::vector<int8_t> got = L.run(t);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << t->name << " " << what << " at " << i;
+  }
+}
+
+TEST(KernelVariants, ConvMatchesPortable) {
+  Rng r(7);
+  for (int it = 0; it < 120; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int kind = it % 4;  // pointwise, depthwise 3x3, general, grouped pointwise
+    int cin, cout, groups = 1, k = 1, s = 1, p = 0;
+    if (kind == 0) { cin = rnd(r, 1, 300); cout = rnd(r, 1, 70); }
+    else if (kind == 1) { cin = cout = groups = rnd(r, 1, 40); k = 3; s = rnd(r, 1, 2); p = rnd(r, 0, 1); }
+    else if (kind == 2) { cin = rnd(r, 1, 8); cout = rnd(r, 1, 8); k = rnd(r, 1, 4); s = rnd(r, 1, 3); p = rnd(r, 0, 2); }
+    else { groups = rnd(r, 2, 3); cin = groups * rnd(r, 1, 20); cout = groups * rnd(r, 1, 10); }
+    if (it == 4) cin = 1100;  // deeper than the variants' packed tile: their fallback
+    const int H = rnd(r, k, 40), W = rnd(r, k, 40);
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = k; d.sh = d.sw = s;
+    d.pad_t = d.pad_l = p; d.pad_b = rnd(r, 0, p); d.pad_r = rnd(r, 0, p);
+    d.groups = groups;
+    d.out = Dims{cout, conv_out(H, k, s, 1, d.pad_t, d.pad_b), conv_out(W, k, s, 1, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, cin / groups * k * k);
+    if (rnd(r, 0, 5) == 0) L.bias.clear(), L.bind();
+    expect_same(L, "conv kind " + std::to_string(kind) + " it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(KernelVariants, GemmMatchesPortable) {
+  Rng r(8);
+  for (int it = 0; it < 60; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Gemm;
+    d.in[0] = Dims{rnd(r, 1, 300), rnd(r, 1, 3), rnd(r, 1, 3)};
+    d.in_zp[0] = rnd(r, -128, 127);
+    d.out = Dims{rnd(r, 1, 40), 1, 1};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, d.out.c, d.in[0].size());
+    expect_same(L, "gemm " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(KernelVariants, AddMatchesPortable) {
+  Rng r(9);
+  for (int it = 0; it < 60; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Add;
+    d.n_inputs = 2;
+    d.out = d.in[0] = d.in[1] = Dims{rnd(r, 1, 8), rnd(r, 1, 20), rnd(r, 1, 20)};
+    d.in_zp[0] = rnd(r, -128, 127);
+    d.in_zp[1] = rnd(r, -128, 127);
+    // As the quantiser makes them (operands rescaled by about 1/2 after a
+    // left shift of 20, the output by about 2^-20), with corners mixed in.
+    int32_t s;
+    random_mult(r, &d.in_mult[0], &s);
+    d.in_shift[0] = rnd(r, 0, 4) ? -rnd(r, 0, 2) : -rnd(r, 0, 31);
+    random_mult(r, &d.in_mult[1], &s);
+    d.in_shift[1] = rnd(r, 0, 4) ? -rnd(r, 0, 2) : -rnd(r, 0, 31);
+    random_mult(r, &d.out_mult, &d.out_shift);
+    if (rnd(r, 0, 4)) d.out_shift = -rnd(r, 17, 21);
+    d.left_shift = 20;
+    random_clamp(r, &d.out_zp, &d.act_min, &d.act_max);
+    fill(r, L.x[0], size_t(d.out.size()));
+    fill(r, L.x[1], size_t(d.out.size()));
+    expect_same(L, "add " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// ------------------------------------------------------------------- CRC-32
+
+uint32_t crc_bitwise(const uint8_t* p, size_t n) {
+  uint32_t r = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    r ^= p[i];
+    for (int b = 0; b < 8; ++b) r = (r & 1u) ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+  }
+  return ~r;
+}
+
+TEST(Crc32, FastAndPortableEqualBitwiseReference) {
+  Rng r(10);
+  std::vector<uint8_t> buf(70000);
+  for (auto& b : buf) b = uint8_t(r());
+  EXPECT_EQ(ts::crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(ts::crc32_update_portable(0, "123456789", 9), 0xCBF43926u);
+  // Every length 0..64 at every misalignment 0..7.
+  for (size_t off = 0; off < 8; ++off)
+    for (size_t n = 0; n <= 64; ++n) {
+      const uint32_t want = crc_bitwise(buf.data() + off, n);
+      ASSERT_EQ(ts::crc32(buf.data() + off, n), want) << off << " " << n;
+      ASSERT_EQ(ts::crc32_update_portable(0, buf.data() + off, n), want) << off << " " << n;
+    }
+  // Random buffers, and the incremental form split at random points.
+  for (int it = 0; it < 200; ++it) {
+    const size_t off = size_t(rnd(r, 0, 15)), n = size_t(rnd(r, 0, 60000));
+    const uint32_t want = crc_bitwise(buf.data() + off, n);
+    ASSERT_EQ(ts::crc32(buf.data() + off, n), want);
+    ASSERT_EQ(ts::crc32_update_portable(0, buf.data() + off, n), want);
+    const size_t cut = n ? size_t(rnd(r, 0, int(n))) : 0;
+    ASSERT_EQ(ts::crc32_update(ts::crc32_update(0, buf.data() + off, cut), buf.data() + off + cut, n - cut), want);
+    ASSERT_EQ(ts::crc32_update_portable(ts::crc32_update_portable(0, buf.data() + off, cut), buf.data() + off + cut,
+                                        n - cut),
+              want);
+  }
+  EXPECT_EQ(ts::crc32_update(0x12345678u, nullptr, 0), 0x12345678u);
+}
+
+}  // namespace
