@@ -32,19 +32,10 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& name, int i
 std::vector<int64_t> onnx_input_dims(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(path + ": cannot open file");
-  pb::ModelProto model;
-  if (!model.ParseFromIstream(&f) || !model.has_graph())
-    throw Error(path + ": cannot parse as an ONNX model (the file is truncated, corrupt or not ONNX)");
-  std::set<std::string> inits;
-  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
-  for (const auto& vi : model.graph().input()) {
-    if (inits.count(vi.name())) continue;
-    std::vector<int64_t> d;
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
-      for (const auto& dim : vi.type().tensor_type().shape().dim()) d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-    return d;
-  }
-  return {};
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error(path + ": read error");
+  return onnx_import::declared_input_dims(*onnx_import::parse_model(ss.str(), path));
 }
 
 Graph import_onnx(const std::string& path, int input_size) {

@@ -320,4 +320,17 @@ Model decode(std::shared_ptr<const pb::ModelProto> proto, const std::string& nam
   return m;
 }
 
+std::vector<int64_t> declared_input_dims(const ::onnx::ModelProto& model) {
+  std::set<std::string> inits;
+  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  for (const auto& vi : model.graph().input()) {
+    if (inits.count(vi.name())) continue;
+    std::vector<int64_t> d;
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+      for (const auto& dim : vi.type().tensor_type().shape().dim()) d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    return d;
+  }
+  return {};
+}
+
 }  // namespace ts::onnx_import

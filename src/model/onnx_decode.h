@@ -110,4 +110,8 @@ std::shared_ptr<const ::onnx::ModelProto> parse_model(const std::string& bytes, 
 // Throws ts::Error "name: ...".
 Model decode(std::shared_ptr<const ::onnx::ModelProto> proto, const std::string& name, int input_size);
 
+// The dims the graph's first non-initialiser input declares (-1 for a
+// symbolic dim), as stored: no input size applied. Empty if none.
+std::vector<int64_t> declared_input_dims(const ::onnx::ModelProto& model);
+
 }  // namespace ts::onnx_import
