@@ -507,9 +507,10 @@ def random_multiplier(rng):
 def random_model(rng, n_layers, past_cip=False):
     """A random DAG of every QOp with random geometry, zero points, multipliers and clamps.
 
-    Pool windows may run past the padded image (ceil mode without the extra padding the
-    importer adds); for an AvgPool with count_include_pad = 1 only if `past_cip`, because
-    there the C++ kernel is known to differ from docs/int8.md (see "Disagreements found")."""
+    Pool windows may take ceil mode, always with the extra bottom/right padding the importer
+    adds: the .tsqm reader refuses windows that run past the padded image, which is where the
+    C++ kernel used to differ from docs/int8.md (see "Disagreements found"). `past_cip` is
+    kept for the command line and has no effect any more."""
     tensors, nodes = [], []
 
     def new_tensor(shape, zp=None):
@@ -558,9 +559,10 @@ def random_model(rng, n_layers, past_cip=False):
                 continue
             if pooling and rng.random() < 0.3:  # ceil mode: one more output whose window starts inside
                 if oh * sh < H + pt:
-                    if rng.random() < 0.5:  # ... with the bottom padding extended to cover it
-                        pb += max(0, oh * sh + kh - (H + pt + pb))
-                    oh += 1  # ... or running past the padded image (clipped, docs/int8.md)
+                    # ... with the bottom padding extended to cover it: a window running past
+                    # the padded image is refused by the .tsqm reader (docs/int8.md).
+                    pb += max(0, oh * sh + kh - (H + pt + pb))
+                    oh += 1
             past = (oh - 1) * sh + kh > H + pt + pb or (ow - 1) * sw + kw > W + pl + pr
             return dict(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pad_t=pt, pad_l=pl, pad_b=pb, pad_r=pr), oh, ow, past
         return None

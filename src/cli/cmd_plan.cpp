@@ -88,7 +88,7 @@ int cmd_plan(const PlanCmdOptions& o) {
 
   std::printf("plan %08x: %s at %d, %d workers, allocation %s, strategy %s, route %s, model data %lld bytes\n",
               p.plan_id, o.model.c_str(), in_size, p.n_workers(), plan::to_string(p.alloc),
-              p.strategy.c_str(), (long long)p.model_bytes);
+              p.strategy.c_str(), plan::route_name(p.route), (long long)p.model_bytes);
   std::printf("\n%6s %10s %8s %10s %10s %-26s %10s %11s %11s %6s\n", "board", "rating", "share", "flash",
               "peak RAM", "(at layer)", "MMACs", "bytes in", "bytes out", "Kc");
   double share_sum = 0;
