@@ -149,7 +149,9 @@ TEST_F(RegionsTest, BoardsSendActivationsToEachOtherDirectly) {
       for (const auto& in : ls.inputs) {
         int64_t n = 0;
         for (const auto& r : in.coord_runs) n += r.count;
-        if (n) EXPECT_EQ(in.tensor, q.input);
+        if (n) {
+          EXPECT_EQ(in.tensor, q.input);
+        }
         coord_in += n;
       }
     }

@@ -239,7 +239,11 @@ Worker::Verdict Worker::handle(int link) {
   if (h.type == MsgType::Input) {
     const Verdict v = on_input(link, h, payload);
     if (v != Verdict::Ok) return v;
-    l.acks.on_frame(h.seq, h.flags);
+    // Between boards a layer's activations are many small messages (a halo
+    // row per channel): acknowledge every ack_every frames or when the
+    // sender's window is full (ACK_REQ), not at every message's end, so the
+    // sender streams instead of waiting a round trip per window.
+    l.acks.on_frame(h.seq, from_coord ? h.flags : uint16_t(h.flags & ~wire::kFlagLast));
     if (!send_ack_if_due(link)) return Verdict::Fail;
     return drive() ? Verdict::Ok : Verdict::Fail;
   }
@@ -532,11 +536,18 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   KernelStatus st = KernelStatus::Ok;
   uint32_t pos = 0;
   for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok; ++i) {
-    e.region(i).segments(e.desc.out, [&](int32_t b, int32_t end) {
-      st = compute_range(e.desc, views, b, end, out + pos, e.oc_count);
-      pos += uint32_t(end - b);
-      return st == KernelStatus::Ok;
-    });
+    const Region g = e.region(i);
+    if (g.kind == RegionKind::Box) {
+      // One call for the whole box (its elements in flat order, as the
+      // segments would give them): the kernels block over its channels.
+      OutBox b;
+      b.c0 = g.v[0]; b.c1 = g.v[1]; b.y0 = g.v[2]; b.y1 = g.v[3]; b.x0 = g.v[4]; b.x1 = g.v[5];
+      st = compute_box(e.desc, views, b, out + pos, e.oc_count);
+      pos += uint32_t(g.elems());
+      continue;
+    }
+    st = compute_range(e.desc, views, g.v[0], g.v[1], out + pos, e.oc_count);
+    pos += uint32_t(g.elems());
   }
   uint32_t us = port_->now_us() - t0;
   if (st != KernelStatus::Ok) {
