@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -51,6 +52,21 @@ inline void add_model_options(CLI::App& sub, std::string& model, int& size, bool
                  "112, the paper's size, for the bundled MobileNetV2)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+}
+
+// A number in [lo, hi]: NaN and infinities are refused (CLI::Range lets NaN
+// through, since every comparison with it is false).
+inline CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != 0 || !std::isfinite(v) || v < lo || v > hi)
+          return "expected a number in [" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) +
+                 "], got '" + s + "'";
+        return {};
+      },
+      "FLOAT in [" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]");
 }
 
 inline void add_json_flag(CLI::App& sub, bool& json) { sub.add_flag("--json", json, "machine-readable output"); }

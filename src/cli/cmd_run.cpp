@@ -321,11 +321,11 @@ void register_run(CLI::App& app) {
   sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();
   sub.add_option("--flash", o->flash, "flash of each local board (with --workers)")->capture_default_str();
   sub.add_option("--timeout", o->timeout, "seconds to wait for a board before giving up")->capture_default_str()
-      ->check(CLI::Range(0.05, 3600.0));
+      ->check(finite_range(0.05, 3600.0));
   sub.add_option("--cycles-per-mac", o->cpm, "emulate board clocks: compute takes MACs*cycles/clock (0 = host speed)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject a delay before each board send and receive (0 = off)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(finite_range(0.0, 1e6));
   sub.add_option("--repeat", o->repeat, "inferences to run; latency_s and reference_s are medians over them")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub.add_option("--store", o->store, "keep board flash in this folder (a later run reuses unchanged fragments)");

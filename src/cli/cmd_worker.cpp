@@ -29,10 +29,12 @@ int cmd_worker(const WorkerOptions& w) {
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
   const auto colon = w.listen.rfind(':');
-  if (colon == std::string::npos) throw Error("--listen must be HOST:PORT");
-  const int port = std::stoi(w.listen.substr(colon + 1));
-  if (port < 0 || port > 65535) throw Error("--listen port out of range");
-  return net::run_worker_process(w.listen.substr(0, colon), uint16_t(port), o);
+  const std::string host = colon == std::string::npos ? "" : w.listen.substr(0, colon);
+  const std::string digits = colon == std::string::npos ? "" : w.listen.substr(colon + 1);
+  if (host.empty() || digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(digits) > 65535)
+    throw Error("--listen must be HOST:PORT with a port in 0..65535 (0 = any free port), got '" + w.listen + "'");
+  return net::run_worker_process(host, uint16_t(std::stoi(digits)), o);
 }
 
 void register_worker(CLI::App& app) {
@@ -50,9 +52,9 @@ void register_worker(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--store", o->store, "folder holding the board's committed fragment (its flash)");
   sub.add_option("--cycles-per-mac", o->cpm, "emulate the clock: stretch compute to MACs*cycles/clock (0 = off)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject this delay before every send and receive (0 = off)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(finite_range(0.0, 1e6));
   sub.add_option("--crash-at-layer", o->crash, "test hook: drop the connection at this layer")->group("");
   sub.add_option("--stall-at-layer", o->stall, "test hook: stop answering at this layer")->group("");
   sub.add_option("--garble-at-layer", o->garble, "test hook: corrupt an output frame at this layer")->group("");

@@ -37,8 +37,16 @@ int main(int argc, char** argv) {
   register_dump(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, like every other error of the tool.
+    std::fprintf(stderr, "tinysplit: error: %s (see --help)\n", e.what());
+    return e.get_exit_code();
   }
   try {
     for (auto& [sub, cmd] : commands())
