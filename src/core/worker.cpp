@@ -9,6 +9,29 @@ using wire::ErrorCode;
 using wire::FrameHeader;
 using wire::MsgType;
 
+namespace {
+
+// Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
+// (rows of box b, full width); the caller has checked they lie inside it.
+// Row segments are contiguous in both.
+void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
+  const uint32_t hw = uint32_t(X.h * X.w);
+  uint32_t at = e0, i = 0;
+  while (i < n) {
+    const int32_t c = int32_t(at / hw);
+    const int32_t y = int32_t((at % hw) / uint32_t(X.w));
+    const int32_t x = int32_t(at % uint32_t(X.w));
+    uint32_t seg = uint32_t(X.w - x);
+    if (seg > n - i) seg = n - i;
+    uint8_t* dst = box + (uint32_t(c - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y - b.h0)) * uint32_t(X.w) + uint32_t(x);
+    for (uint32_t j = 0; j < seg; ++j) dst[j] = src[i + j];
+    i += seg;
+    at += seg;
+  }
+}
+
+}  // namespace
+
 uint64_t share_macs(const FragLayer& e) {
   // The one MAC count (core/op.h), over the share's region segments.
   uint64_t macs = 0;
@@ -438,24 +461,8 @@ Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* 
     send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
     return Verdict::Fail;
   }
-  // Scatter into the window: row segments are contiguous (the fragment
-  // reader checked that every run lies inside the window).
-  const Dims& X = e.desc.in[k];
-  const Box& b = e.box[k];
-  uint8_t* box = buffer(e.box_at[k]);
-  const uint32_t hw = uint32_t(X.h * X.w);
-  uint32_t at = e0, i = 0;
-  while (i < n) {
-    const int32_t c = int32_t(at / hw);
-    const int32_t y = int32_t((at % hw) / uint32_t(X.w));
-    const int32_t x = int32_t(at % uint32_t(X.w));
-    uint32_t seg = uint32_t(X.w - x);
-    if (seg > n - i) seg = n - i;
-    uint8_t* dst = box + (uint32_t(c - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y - b.h0)) * uint32_t(X.w) + uint32_t(x);
-    for (uint32_t j = 0; j < seg; ++j) dst[j] = payload[i + j];
-    i += seg;
-    at += seg;
-  }
+  // The fragment reader checked that every run lies inside the window.
+  scatter_into_box(buffer(e.box_at[k]), e.desc.in[k], e.box[k], e0, payload, n);
   slot->received[k] += n;
   return Verdict::Ok;
 }
@@ -501,29 +508,13 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     if (e.n_local[k] == 0) continue;
     FragLayer src;
     if (frag_.layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
-    const Dims& X = e.desc.in[k];
-    const Box& b = e.box[k];
-    uint8_t* box = buffer(e.box_at[k]);
     const uint8_t* from = buffer(src.out_at);
     touch(src.out_at, arena_block(src.out_elems));
-    touch(e.box_at[k], arena_block(uint32_t(b.elems(X.w))));
+    touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
     for (uint32_t j = 0; j < e.n_local[k]; ++j) {
       const InputRun r = e.local_run(k, j);
-      const uint8_t* s = from + src.position(int32_t(r.offset));
-      const uint32_t hw = uint32_t(X.h * X.w);
-      uint32_t at = r.offset, i = 0;
-      while (i < r.count) {
-        const int32_t c = int32_t(at / hw);
-        const int32_t y = int32_t((at % hw) / uint32_t(X.w));
-        const int32_t x = int32_t(at % uint32_t(X.w));
-        uint32_t seg = uint32_t(X.w - x);
-        if (seg > r.count - i) seg = r.count - i;
-        uint8_t* dst =
-            box + (uint32_t(c - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y - b.h0)) * uint32_t(X.w) + uint32_t(x);
-        for (uint32_t q = 0; q < seg; ++q) dst[q] = s[i + q];
-        i += seg;
-        at += seg;
-      }
+      scatter_into_box(buffer(e.box_at[k]), e.desc.in[k], e.box[k], r.offset, from + src.position(int32_t(r.offset)),
+                       r.count);
     }
   }
   View views[kMaxInputs];
