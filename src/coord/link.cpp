@@ -187,6 +187,9 @@ wire::HelloPayload BoardLink::handshake() {
   if (!hello.decode(f.payload.data(), f.payload.size())) fail("sent a malformed HELLO");
   if (hello.protocol_version != wire::kProtocolVersion)
     fail("speaks protocol version " + std::to_string(hello.protocol_version));
+  if (hello.board_id != f.h.src)
+    fail("sent a HELLO naming board " + std::to_string(hello.board_id) + " in frames from board " +
+         std::to_string(f.h.src));
   return hello;
 }
 
