@@ -5,7 +5,11 @@
 // `worker --listen :` said only "stoi".
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include "support/shell.h"
 
@@ -38,6 +42,26 @@ TEST(CliErrors, NonFiniteNumbersAreRefused) {
 TEST(CliErrors, ListenNeedsHostAndNumericPort) {
   for (const char* v : {":", "127.0.0.1:", ":7000", "127.0.0.1:abc", "127.0.0.1:70000", "127.0.0.1", "x:-1"})
     expect_one_line(std::string("worker --listen ") + v, "--listen");
+}
+
+// A standalone board whose parent is gone (here: a shell that started it in
+// the background and exited, so its parent becomes PID 1, as under systemd or
+// a container's init) keeps serving; it used to exit silently with status 0.
+TEST(WorkerProcess, StandaloneBoardOutlivesItsParent) {
+  const std::string pidfile = "/tmp/ts_orphan_worker_" + std::to_string(::getpid());
+  const auto r = ts::testing::shell("sh -c '(" + std::string(TS_TINYSPLIT) +
+                                    " worker --listen 127.0.0.1:0 >/dev/null 2>&1 & echo $! > " + pidfile + ")'");
+  ASSERT_EQ(r.code, 0);
+  std::ifstream f(pidfile);
+  pid_t pid = 0;
+  f >> pid;
+  ASSERT_GT(pid, 0);
+  // The old check looked once a second; give it three.
+  ::sleep(3);
+  const bool alive = ::kill(pid, 0) == 0;
+  ::kill(pid, SIGTERM);
+  std::filesystem::remove(pidfile);
+  EXPECT_TRUE(alive) << "the board exited when its parent went away";
 }
 
 }  // namespace

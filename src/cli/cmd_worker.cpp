@@ -10,6 +10,7 @@ struct WorkerOptions {
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
   int crash = -1, stall = -1, garble = -1;
+  bool exit_with_parent = false;
 };
 
 int cmd_worker(const WorkerOptions& w) {
@@ -28,6 +29,7 @@ int cmd_worker(const WorkerOptions& w) {
   o.crash_at_layer = w.crash;
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
+  o.exit_with_parent = w.exit_with_parent;
   const auto colon = w.listen.rfind(':');
   const std::string host = colon == std::string::npos ? "" : w.listen.substr(0, colon);
   const std::string digits = colon == std::string::npos ? "" : w.listen.substr(colon + 1);
@@ -58,6 +60,8 @@ void register_worker(CLI::App& app) {
   sub.add_option("--crash-at-layer", o->crash, "test hook: drop the connection at this layer")->group("");
   sub.add_option("--stall-at-layer", o->stall, "test hook: stop answering at this layer")->group("");
   sub.add_option("--garble-at-layer", o->garble, "test hook: corrupt an output frame at this layer")->group("");
+  // Set by a coordinator that spawns its boards; a standalone board keeps serving.
+  sub.add_flag("--exit-with-parent", o->exit_with_parent, "")->group("");
 }
 
 }  // namespace ts::cli

@@ -90,7 +90,8 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
                                        "--window",
                                        std::to_string(opt.window),
                                        "--store",
-                                       (fs::path(root) / ("board-" + std::to_string(b.id))).string()};
+                                       (fs::path(root) / ("board-" + std::to_string(b.id))).string(),
+                                       "--exit-with-parent"};
       if (opt.cycles_per_mac > 0) {
         args.push_back("--cycles-per-mac");
         args.push_back(std::to_string(opt.cycles_per_mac));

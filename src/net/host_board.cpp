@@ -293,7 +293,7 @@ int run_worker_process(const std::string& host, uint16_t port, const HostBoardOp
               opt.cycles_per_mac > 0 ? ", emulated clock" : "", opt.delay_ms > 0 ? ", injected delay" : "");
   std::fflush(stdout);
   std::atomic<bool> stop{false};
-  board.serve(listener, stop, true);
+  board.serve(listener, stop, opt.exit_with_parent);
   return 0;
 }
 

@@ -29,6 +29,10 @@ struct HostBoardOptions {
   int crash_at_layer = -1;  // close the connection when RUN for this layer arrives
   int stall_at_layer = -1;  // stop answering at this layer (keeps the socket open)
   int garble_at_layer = -1; // corrupt one OUTPUT frame's bytes at this layer
+  // Exit when the parent process is gone (a board a coordinator spawned).
+  // Off for a standalone board, whose parent may well be PID 1 (systemd, a
+  // container's init, a shell that has exited).
+  bool exit_with_parent = false;
 };
 
 // Flash emulated by memory, persisted to <dir>/fragment.bin on commit
