@@ -22,7 +22,7 @@ void ts_irq_ethernet(void);
 
 #define REG(a) (*(volatile uint32_t*)(a))
 
-uint32_t g_handler_stack[512] __attribute__((aligned(8)));
+extern uint32_t g_handler_stack[512];
 
 // Runs from flash: fills ITCM/DTCM, then jumps into ITCM. Kept free of
 // library calls (they live in ITCM, not yet filled) and of loop idioms the
@@ -72,51 +72,9 @@ __attribute__((section(".flashcode"), naked, noreturn)) void ts_reset(void) {
       ".ltorg\n");
 }
 
-// Fault report: which fault, where, then exit code 3.
-void ts_fault_report(uint32_t* frame, uint32_t exc_return) {
-  const uint32_t ipsr = ({
-    uint32_t v;
-    __asm__ volatile("mrs %0, ipsr" : "=r"(v));
-    v;
-  });
-  const uint32_t cfsr = REG(0xE000ED28u), hfsr = REG(0xE000ED2Cu);
-  const uint32_t mmfar = REG(0xE000ED34u), bfar = REG(0xE000ED38u);
-  const int stacked = (cfsr & ((1u << 4) | (1u << 12))) == 0;  // no stacking error
-  ts_log("FATAL: fault exception %u cfsr=%08x hfsr=%08x mmfar=%08x bfar=%08x", (unsigned)ipsr, (unsigned)cfsr,
-         (unsigned)hfsr, (unsigned)mmfar, (unsigned)bfar);
-  if (stacked && frame) ts_log(" pc=%08x lr=%08x", (unsigned)frame[6], (unsigned)frame[5]);
-  // A stack overflow shows either while pushing an exception frame (MSTKERR)
-  // or as a data access into the 32-byte guard under the stack.
-  const uint32_t guard = ((uint32_t)(uintptr_t)__stack_limit + 31u) & ~31u;
-  if ((cfsr & (1u << 4)) || ((cfsr & 0x82u) == 0x82u && mmfar >= guard && mmfar < guard + 32u))
-    ts_log(" (stack overflow: the thread stack hit its guard)");
-  if ((cfsr & 0x82u) == 0x82u && mmfar >= (uint32_t)(uintptr_t)__arena_start &&
-      mmfar < (uint32_t)(uintptr_t)__arena_end + 0x80000u)
-    ts_log(" (access past the RAM budget)");
-  ts_log("\n");
-  (void)exc_return;
-  sh_exit(3);
-}
-
-__attribute__((naked)) void ts_fault(void) {
-  __asm__ volatile(
-      "tst lr, #4\n"
-      "ite eq\n"
-      "mrseq r0, msp\n"
-      "mrsne r0, psp\n"
-      "mov r1, lr\n"
-      "ldr r2, =g_handler_stack + 2048\n"
-      "mov sp, r2\n"
-      "b ts_fault_report\n"
-      ".ltorg\n");
-}
-
-static void ts_unexpected(void) {
-  uint32_t ipsr;
-  __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
-  ts_log("FATAL: unexpected exception %u\n", (unsigned)ipsr);
-  sh_exit(3);
-}
+// Fault entry and report, shared by every board (fault.c).
+void ts_fault(void);
+void ts_unexpected(void);
 
 typedef void (*Vector)(void);
 
