@@ -3,6 +3,12 @@
 # each for a fixed time in a single process (libFuzzer's default, no -jobs/-fork), one after another.
 #
 #   bash scripts/fuzz.sh --seconds S [--json] [--target T]... [--seeds]
+#   bash scripts/fuzz.sh --runs N [--json] [--target T]...
+#
+# --seconds runs each target for S seconds with a random seed (exploration).
+# --runs runs each target for exactly N inputs with libFuzzer seed 1 on the
+# committed seeds: the same inputs on every machine, so the test suite's
+# FuzzSmoke is reproducible and cannot fail on one machine and pass on another.
 #
 # Per target it prints `execs` (inputs run) and `crashes` (0 or 1: libFuzzer
 # stops at the first crash, leak, timeout or out-of-memory, and the input is
@@ -22,20 +28,25 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ALL_TARGETS=(wire worker fragment tsqm onnx tfjs testbed image)
 SECONDS_PER=""
+RUNS=""
 JSON=0
 SEEDS=0
 TARGETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) SECONDS_PER="${2:-}"; shift 2 ;;
+    --runs) RUNS="${2:-}"; shift 2 ;;
     --json) JSON=1; shift ;;
     --target) TARGETS+=("${2:-}"); shift 2 ;;
     --seeds) SEEDS=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if [[ $SEEDS -eq 0 ]] && ! [[ "$SECONDS_PER" =~ ^[1-9][0-9]*$ ]]; then
+if [[ -n "$RUNS" ]]; then
+  [[ -z "$SECONDS_PER" && $SEEDS -eq 0 ]] || { echo "fuzz.sh: --runs goes without --seconds and --seeds" >&2; exit 2; }
+  [[ "$RUNS" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "fuzz.sh: --runs needs a whole number of inputs >= 1" >&2; exit 2; }
+elif [[ $SEEDS -eq 0 ]] && ! [[ "$SECONDS_PER" =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz.sh: --seconds needs a whole number of seconds >= 1" >&2; exit 2
 fi
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=("${ALL_TARGETS[@]}")
@@ -92,12 +103,21 @@ results=()
 for t in "${TARGETS[@]}"; do
   corpus="$BUILD/corpus/$t"
   art="$BUILD/artifacts/$t"
-  mkdir -p "$corpus" "$art"
+  mkdir -p "$art"
+  if [[ -n "$RUNS" ]]; then
+    # A fresh copy of the committed seeds, nothing the earlier runs found.
+    corpus="$BUILD/corpus-runs/$t"
+    rm -rf "$corpus"
+    limit=(-runs="$RUNS" -seed=1)
+  else
+    limit=(-max_total_time="$SECONDS_PER")
+  fi
+  mkdir -p "$corpus"
   cp -n "$ROOT/fuzz/corpus/$t/"* "$corpus/" 2>/dev/null || true
   out="$BUILD/fuzz-$t.log"
   set +e
   # shellcheck disable=SC2086
-  "$BUILD/fuzz/fuzz_$t" -max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 \
+  "$BUILD/fuzz/fuzz_$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$art/" ${TS_FUZZ_ARGS:-} "$corpus" >"$out" 2>&1
   rc=$?
   set -e

@@ -70,6 +70,24 @@ bool jpeg_tables_ok(const uint8_t* d, size_t n) {
   return true;
 }
 
+// stb_image (2.27) grows its buffer to an IDAT chunk's declared length before
+// it checks that the file holds that many bytes: a 157-byte PNG that declares
+// a 1 GB IDAT made it allocate 2 GB (found by fuzz_image). So before stb sees
+// a PNG, walk its chunks and refuse one that runs past the end of the file.
+bool png_chunks_ok(const uint8_t* d, size_t n) {
+  static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (n < 8 || !std::equal(kSig, kSig + 8, d)) return true;  // not a PNG
+  size_t i = 8;
+  while (i + 12 <= n) {
+    const uint64_t len = (uint64_t(d[i]) << 24) | (uint64_t(d[i + 1]) << 16) | (uint64_t(d[i + 2]) << 8) | d[i + 3];
+    if (len > n - i - 12) return false;
+    const bool end = d[i + 4] == 'I' && d[i + 5] == 'E' && d[i + 6] == 'N' && d[i + 7] == 'D';
+    i += 12 + size_t(len);
+    if (end) return true;  // stb stops at IEND; what follows is never read
+  }
+  return i == n;  // a partial chunk header at the end is a truncated file
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t len, const std::string& what, int64_t max_pixels) {
@@ -78,6 +96,8 @@ Image decode_image(const uint8_t* data, size_t len, const std::string& what, int
     throw Error("cannot decode image '" + what + "': PGM/PPM images are not supported (use PNG or JPEG)");
   if (!jpeg_tables_ok(data, len))
     throw Error("cannot decode image '" + what + "': corrupt JPEG (bad quantisation or Huffman table)");
+  if (!png_chunks_ok(data, len))
+    throw Error("cannot decode image '" + what + "': corrupt PNG (a chunk runs past the end of the file)");
   int w = 0, h = 0, ch = 0;
   // Header only: the declared size is checked before any pixel memory is taken.
   if (!stbi_info_from_memory(data, int(len), &w, &h, &ch))
