@@ -264,6 +264,8 @@ TEST(ImageHardening, InputsFoundByFuzzingAreRefused) {
   expect_error([&] { load_image(dir + "jpeg_huffman_overflow.jpg"); }, {"corrupt JPEG"});
   expect_error([&] { load_image(dir + "jpeg_dht_fill_prefix.jpg"); }, {"corrupt JPEG"});
   expect_error([&] { load_image(dir + "pnm16_overflow.pgm"); }, {"PGM/PPM images are not supported"});
+  // A scan that selects a Huffman table no DHT defined (stb read past it).
+  expect_error([&] { load_image(dir + "jpeg_undefined_huffman.jpg"); }, {"corrupt JPEG"});
   // A PNG whose IDAT declares about 1 GB in a 157-byte file (stb took 2 GB).
   expect_error([&] { load_image(dir + "png_idat_length.png"); }, {"corrupt PNG", "past the end"});
 }

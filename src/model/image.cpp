@@ -25,8 +25,13 @@ namespace {
 // segments (including those between progressive scans) and refuse a DQT or
 // DHT segment whose tables do not fill it exactly, lie outside the file, or
 // hold a Huffman table of more than 256 codes. stb refuses such segments
-// itself, but only after it has built the tables.
+// itself, but only after it has built the tables. A scan that selects a
+// Huffman table no DHT segment defined is refused too: stb decodes it with a
+// table it never built and reads past the table's code limits (found by
+// fuzz_image: maxcode[18] of an 18-entry array).
 bool jpeg_tables_ok(const uint8_t* d, size_t n) {
+  bool defined[2][4] = {};  // [DC, AC][table id] seen in a DHT segment
+  bool progressive = false;
   // SOI, which stb also finds after any number of 0xFF fill bytes.
   size_t i = 0;
   while (i < n && d[i] == 0xFF) ++i;
@@ -48,6 +53,20 @@ bool jpeg_tables_ok(const uint8_t* d, size_t n) {
     if (i + 2 > n) return m != 0xC4 && m != 0xDB;
     const size_t seg = size_t(d[i]) << 8 | d[i + 1];
     if (seg < 2) return false;
+    if (m == 0xC2) progressive = true;
+    if (m == 0xDA) {  // SOS: (count, per component (id, DC/AC table ids), Ss, Se, Ah/Al)
+      if (i + seg > n || seg < 3) return false;
+      const size_t ns = d[i + 2];
+      if (seg != 6 + 2 * ns) return false;
+      const uint8_t ss = d[i + 3 + 2 * ns], ah = d[i + 5 + 2 * ns] >> 4;
+      for (size_t k = 0; k < ns; ++k) {
+        const uint8_t td = d[i + 4 + 2 * k] >> 4, ta = d[i + 4 + 2 * k] & 15;
+        if (td > 3 || ta > 3) return false;
+        const bool dc = progressive ? (ss == 0 && ah == 0) : true;
+        const bool ac = progressive ? ss > 0 : true;
+        if ((dc && !defined[0][td]) || (ac && !defined[1][ta])) return false;
+      }
+    }
     if (m == 0xC4 || m == 0xDB) {
       if (i + seg > n) return false;
       const size_t end = i + seg;
@@ -57,6 +76,8 @@ bool jpeg_tables_ok(const uint8_t* d, size_t n) {
           p += (d[p] >> 4) ? 129 : 65;
         } else {  // DHT: (class/id, 16 counts, symbols)
           if (p + 17 > end) return false;
+          if ((d[p] >> 4) > 1 || (d[p] & 15) > 3) return false;
+          defined[d[p] >> 4][d[p] & 15] = true;
           size_t codes = 0;
           for (int k = 0; k < 16; ++k) codes += d[p + 1 + k];
           if (codes > 256) return false;
