@@ -167,6 +167,17 @@ TEST(Auth, RightKeyIsBitExactWrongOrMissingKeyIsOneLine) {
   EXPECT_TRUE(nlohmann::json::parse(r.out).at("authenticated").get<bool>());
 }
 
+TEST(Auth, DirectRouteWithAKeyIsRefusedWithOneLine) {
+  // Board-to-board links are not authenticated yet: a keyed run must not
+  // quietly fall back to unauthenticated frames between boards.
+  ASSERT_TRUE(have_model());
+  TempDir d;
+  const Shell r = tinysplit("run --workers 2 --route direct --key-file " + keygen(d, "a.key"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("board-to-board links are not authenticated"), std::string::npos) << r.err;
+}
+
 TEST(Auth, CoordinatorWithKeyRefusesBoardWithout) {
   ASSERT_TRUE(have_model());
   TempDir d;
