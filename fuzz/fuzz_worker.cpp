@@ -9,8 +9,12 @@
 //   0xFE L                       every INPUT run of layer L (mod layers),
 //                                with the reference run's activations
 //   other: type flags layer(2) offset(4) len(2) payload...
-//     type = byte % 13 + 1; flags bit0 LAST, bit1 ACK_REQ, bit2 wrong
-//     seq, bit3 wrong deployment, bit4 reconnect first
+//     type = byte % 15 + 1; flags bit0 LAST, bit1 ACK_REQ, bit2 wrong
+//     seq, bit3 wrong deployment, bit4 reconnect first, bit5 a wrong tag
+// An input whose first byte is 0xFD runs an authenticated board (it holds a
+// key, core/auth.h): on every connection the harness answers HELLO with
+// AUTH and tags every frame (a bit5 record gets a damaged tag), and checks
+// the tag of every frame the board sends after AUTH.
 // Checked: every byte the board sends is a valid frame from this board; an
 // OUTPUT lies inside the board's run of that layer; and when the layer's
 // inputs came only from the reference run, every OUTPUT equals the
@@ -21,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/crc32.h"
 #include "core/worker.h"
 #include "plan/fragment_writer.h"
@@ -91,22 +96,40 @@ class CheckPort final : public core::Port {
   const MemFlash* flash = nullptr;
   const bool* pristine = nullptr;        // per layer: inputs only from the reference
   uint32_t last_seq = 0;                 // newest sequenced frame from the board
+  std::vector<uint8_t> hello;            // the board's HELLO payload on this connection
+  auth::FrameMac rx;                     // active once the harness sent AUTH
   bool send(const uint8_t* d, size_t n) override {
+    // The worker may hand over a frame and its tag in two calls.
+    pending_.insert(pending_.end(), d, d + n);
     size_t pos = 0;
-    while (pos < n) {
-      const auto r = reader_.feed(d + pos, n - pos);
+    while (pos < pending_.size()) {
+      const auto r = reader_.feed(pending_.data() + pos, pending_.size() - pos);
       pos += r.consumed;
       FUZZ_CHECK(r.status != wire::FrameReader::Status::Error);  // the board sent a bad frame
       if (r.status != wire::FrameReader::Status::Frame) break;
       const wire::FrameHeader& h = reader_.header();
       FUZZ_CHECK(h.src == 0 && h.dst == wire::kCoordinatorId);
+      if (h.type == MsgType::Hello) hello.assign(reader_.payload(), reader_.payload() + h.payload_len);
+      // After AUTH every board frame is tagged, and the tag verifies; an
+      // untagged ERROR may only refuse authentication.
+      if (rx.active()) {
+        if (h.flags & wire::kFlagMac) FUZZ_CHECK(rx.check(reader_.frame(), reader_.frame_len()));
+        else FUZZ_CHECK(h.type == MsgType::Error);
+      }
       if (wire::is_sequenced(h.type) && h.type != MsgType::Error) last_seq = h.seq;
       if (h.type == MsgType::Output) check_output(h, reader_.payload());
     }
+    pending_.erase(pending_.begin(), pending_.begin() + int64_t(pos));
     return true;
   }
   uint32_t now_us() override { return t_ += 7; }
-  void reset() { reader_.reset(); last_seq = 0; }
+  void reset() {
+    reader_.reset();
+    pending_.clear();
+    last_seq = 0;
+    hello.clear();
+    rx.stop();
+  }
 
  private:
   void check_output(const wire::FrameHeader& h, const uint8_t* p) {
@@ -122,8 +145,12 @@ class CheckPort final : public core::Port {
     }
   }
   wire::FrameReader reader_;
+  std::vector<uint8_t> pending_;
   uint32_t t_ = 0;
 };
+
+const uint8_t kFuzzKey[auth::kKeyBytes] = {7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6, 7, 7, 7, 8,
+                                           7, 9, 7, 10, 7, 11, 7, 12, 7, 13, 7, 14, 7, 15, 7, 16};
 
 constexpr size_t kMaxLayers = 256;
 
@@ -136,8 +163,10 @@ struct Harness {
   uint32_t seq = 1;
   bool pristine[kMaxLayers] = {};
   bool open = true;
+  bool keyed = false;
+  auth::FrameMac tx;
 
-  Harness() {
+  explicit Harness(bool with_key = false) : keyed(with_key) {
     flash.cur = setup().frag;
     FUZZ_CHECK(frag.open(setup().frag.data(), setup().frag.size()) == core::FragStatus::Ok);
     FUZZ_CHECK(frag.layer_count() <= kMaxLayers);
@@ -147,16 +176,54 @@ struct Harness {
     core::WorkerConfig cfg;
     cfg.window = 4;
     cfg.ack_every = 2;
+    if (keyed) {
+      cfg.has_key = true;
+      std::memcpy(cfg.key, kFuzzKey, sizeof cfg.key);
+    }
     FUZZ_CHECK(w.init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
     connect();
   }
   void connect() {
     port.reset();
+    tx.stop();
     seq = 1;
     for (bool& b : pristine) b = false;
     w.abort_layer();
     open = w.on_connect();
     ack();
+    if (open && keyed) authenticate();
+  }
+  // AUTH with the right key, keyed from this connection's HELLO.
+  void authenticate() {
+    FUZZ_CHECK(port.hello.size() == wire::HelloPayload::kAuthSize);
+    wire::AuthPayload a;
+    for (size_t i = 0; i < sizeof a.nonce; ++i) a.nonce[i] = uint8_t(i * 3 + seq);
+    auth::SessionKeys k;
+    auth::derive_session(kFuzzKey, a.nonce, port.hello.data(), port.hello.size(), &k);
+    tx.start(k.c2b);
+    port.rx.start(k.b2c);
+    uint8_t pl[wire::AuthPayload::kSize];
+    a.encode(pl, sizeof pl);
+    wire::FrameHeader h;
+    h.type = MsgType::Auth;
+    h.src = wire::kCoordinatorId;
+    h.flags = wire::kFlagLast;
+    h.seq = seq++;
+    uint8_t buf[wire::kMaxFrameBuf];
+    const size_t len = encode(h, pl, sizeof pl, buf, sizeof buf, false);
+    open = w.on_bytes(buf, len);
+    FUZZ_CHECK(open);  // the right key is accepted
+    ack();
+  }
+  // Encodes (tagged in a session; `bad_tag` damages the tag).
+  size_t encode(wire::FrameHeader& h, const uint8_t* p, size_t n, uint8_t* out, size_t cap, bool bad_tag) {
+    if (tx.active()) h.flags = uint16_t(h.flags | wire::kFlagMac);
+    const size_t len = wire::encode_frame(h, p, n, out, cap);
+    if (len && tx.active()) {
+      tx.seal(out, len - wire::kTagSize, out + len - wire::kTagSize);
+      if (bad_tag) out[len - 1] ^= 0x01;
+    }
+    return len;
   }
   // Feeds bytes; a refused link is reopened for the next record, as the
   // coordinator would reconnect.
@@ -178,7 +245,7 @@ struct Harness {
       h.type = MsgType::Ack;
       h.src = wire::kCoordinatorId;
       h.deployment = setup().plan_id;
-      const size_t len = wire::encode_frame(h, pl, 4, buf, sizeof buf);
+      const size_t len = encode(h, pl, 4, buf, sizeof buf, false);
       open = w.on_bytes(buf, len);
     }
   }
@@ -195,8 +262,8 @@ struct Harness {
     if (!open) connect();
     h.seq = wire::is_sequenced(t) ? seq++ : 0;
     if (perturb & 4) h.seq += 1;
-    uint8_t buf[wire::kMaxFrame];
-    const size_t len = wire::encode_frame(h, p, n, buf, sizeof buf);
+    uint8_t buf[wire::kMaxFrameBuf];
+    const size_t len = encode(h, p, n, buf, sizeof buf, (perturb & 32) != 0);
     if (len == 0) return;  // not encodable (payload size illegal for the type)
     if (t == MsgType::Input || t == MsgType::Reset) {
       // Fuzzer-made activations: the layer's outputs are no longer the reference.
@@ -226,9 +293,9 @@ struct Harness {
           h.flags = last ? wire::kFlagLast : 0;
           if (!open) connect();
           h.seq = seq++;
-          uint8_t buf[wire::kMaxFrame];
-          const size_t len = wire::encode_frame(h, reinterpret_cast<const uint8_t*>(t.data()) + run.offset + done, n,
-                                                buf, sizeof buf);
+          uint8_t buf[wire::kMaxFrameBuf];
+          const size_t len = encode(h, reinterpret_cast<const uint8_t*>(t.data()) + run.offset + done, n, buf,
+                                    sizeof buf, false);
           feed(buf, len);
           done += n;
         }
@@ -246,8 +313,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Harness H;  // a fresh board per input
-  size_t pos = 0;
+  const bool keyed = size > 0 && data[0] == 0xFD;
+  Harness H(keyed);  // a fresh board per input
+  size_t pos = keyed ? 1 : 0;
   while (pos < size) {
     const uint8_t kind = data[pos++];
     if (kind == 0xFF) {
@@ -270,7 +338,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (n > size - pos) n = size - pos;
       if (n > wire::kMaxPayload) n = wire::kMaxPayload;
       if (flags & 16) H.connect();
-      H.frame(MsgType(kind % 13 + 1), layer, offset, data + pos, n, uint16_t(flags & 3), flags);
+      H.frame(MsgType(kind % 15 + 1), layer, offset, data + pos, n, uint16_t(flags & 3), flags);
       pos += n;
     }
   }

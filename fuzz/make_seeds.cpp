@@ -15,7 +15,9 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image_write.h>
 
+#include "core/auth.h"
 #include "core/crc32.h"
+#include "core/sha256.h"
 #include "core/wire.h"
 #include "plan/fragment_writer.h"
 #include "tiny_model.h"
@@ -50,9 +52,17 @@ std::string frame(MsgType t, uint32_t seq, uint16_t layer, uint32_t offset, cons
   h.offset = offset;
   h.flags = flags;
   h.deployment = 0x1234;
-  uint8_t buf[wire::kMaxFrame];
+  uint8_t buf[wire::kMaxFrameBuf];
   const size_t n = wire::encode_frame(h, reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), buf, sizeof buf);
   return std::string(reinterpret_cast<char*>(buf), n);
+}
+// A frame tagged by `mac` (core/auth.h), as an authenticated session sends it.
+std::string tagged(auth::FrameMac& mac, MsgType t, uint32_t seq, uint16_t layer, uint32_t offset,
+                   const std::string& payload, uint16_t flags = wire::kFlagLast) {
+  std::string f = frame(t, seq, layer, offset, payload, uint16_t(flags | wire::kFlagMac));
+  auto* p = reinterpret_cast<uint8_t*>(f.data());
+  mac.seal(p, f.size() - wire::kTagSize, p + f.size() - wire::kTagSize);
+  return f;
 }
 template <typename P>
 std::string payload(const P& p) {
@@ -70,6 +80,7 @@ void wire_seeds() {
   wire::CommitPayload commit;
   commit.fragment_size = 4096;
   commit.fragment_crc = 0xDEADBEEF;
+  sha256("fragment", 8, commit.digest);
   wire::AckPayload ack;
   ack.ack_seq = 3;
   wire::DonePayload done;
@@ -82,6 +93,22 @@ void wire_seeds() {
   put("wire", "ack", frame(MsgType::Ack, 0, 0, 0, payload(ack), 0));
   put("wire", "done", frame(MsgType::Done, 3, 7, 0, payload(done), wire::kFlagLast, 0));
   put("wire", "error", frame(MsgType::Error, 4, 7, 0, payload(err), wire::kFlagLast, 0));
+  // Authenticated: a 32-byte HELLO, then AUTH and frames with tags.
+  hello.auth = true;
+  for (size_t i = 0; i < sizeof hello.nonce; ++i) hello.nonce[i] = uint8_t(0xA0 + i);
+  put("wire", "hello_auth", frame(MsgType::Hello, 1, 0, 0, payload(hello), wire::kFlagLast, 2));
+  const uint8_t key[auth::kKeyBytes] = {1, 2, 3};
+  wire::AuthPayload a;
+  for (size_t i = 0; i < sizeof a.nonce; ++i) a.nonce[i] = uint8_t(i);
+  auth::SessionKeys k;
+  const std::string hp = payload(hello);
+  auth::derive_session(key, a.nonce, reinterpret_cast<const uint8_t*>(hp.data()), hp.size(), &k);
+  auth::FrameMac mac;
+  mac.start(k.c2b);
+  const std::string auth_frame = tagged(mac, MsgType::Auth, 1, 0, 0, payload(a));
+  put("wire", "auth", auth_frame);
+  put("wire", "stream_tagged", auth_frame + tagged(mac, MsgType::Input, 2, 3, 17, std::string(40, '\x05'), 0) +
+                                   tagged(mac, MsgType::Run, 3, 3, 0, "") + tagged(mac, MsgType::Ack, 0, 0, 0, payload(ack), 0));
   put("wire", "stream", frame(MsgType::Input, 1, 3, 17, std::string(40, '\x05'), 0) +
                             frame(MsgType::Input, 2, 3, 57, std::string(9, '\x06')) +
                             frame(MsgType::Run, 3, 3, 0, "", wire::kFlagLast | wire::kFlagAckReq) +
@@ -122,12 +149,19 @@ void model_seeds() {
   wire::CommitPayload c;
   c.fragment_size = uint32_t(f0.size());
   c.fragment_crc = crc32(f0.data(), f0.size());
+  sha256(f0.data(), f0.size(), c.digest);
   put("worker", "cached_commit", record(MsgType::Commit, 1, 0, 0, payload(c)));
   put("worker", "probe", record(MsgType::Probe, 1, 9, 77, std::string(64, 'p')));
   put("worker", "reset", std::string{char(0xFE), 0} + record(MsgType::Reset, 1, 0, 0, "") +
                              record(MsgType::Run, 1, 0, 0, ""));
   put("worker", "store", record(MsgType::Store, 0, 0, 0, str(f0).substr(0, 200)) +
                              record(MsgType::Commit, 1, 0, 0, payload(c)));
+  // The same board holding a key: every record runs in an authenticated
+  // session (0xFD first, see fuzz_worker.cpp); one record with a bad tag.
+  put("worker", "auth_inference", std::string(1, char(0xFD)) + all);
+  put("worker", "auth_cached_commit", std::string(1, char(0xFD)) + record(MsgType::Commit, 1, 0, 0, payload(c)));
+  put("worker", "auth_bad_tag", std::string(1, char(0xFD)) + record(MsgType::Probe, 1 | 32, 9, 77, std::string(64, 'p')) +
+                                    record(MsgType::Probe, 1, 9, 77, std::string(16, 'q')));
 }
 
 void onnx_seed() {

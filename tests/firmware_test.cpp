@@ -32,6 +32,7 @@
 
 #include "../firmware/src/kernel_suite.h"
 #include "coord/qemu.h"
+#include "net/keyfile.h"
 #include "support/shell.h"
 
 namespace {
@@ -184,6 +185,61 @@ TEST_F(FirmwareTest, OverBudgetPlanIsRefusedByTheBoard) {
   EXPECT_EQ(log.find("FATAL"), std::string::npos) << log;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "the board's --once exit code reports the refusal\n"
                                                               << log;
+}
+
+// A board provisioned with key A (the record at 0x607C0000, firmware.h):
+// a coordinator with key B gets one line saying the board refused its key,
+// and the board counts the refused frame; a coordinator with key A (the
+// same provisioning path, `run --key-file`) is bit-exact.
+TEST_F(FirmwareTest, ProvisionedKeyAuthenticatesTheCoordinator) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const fs::path dir = fs::temp_directory_path() / ("ts_fw_auth_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string ka = (dir / "a.key").string(), kb = (dir / "b.key").string();
+  ASSERT_EQ(shell(std::string(TS_TINYSPLIT) + " keygen -o " + ka).code, 0);
+  ASSERT_EQ(shell(std::string(TS_TINYSPLIT) + " keygen -o " + kb).code, 0);
+  ts::coord::QemuBoardOptions o;
+  o.id = 0;
+  o.icount = false;
+  o.log_path = (dir / "board.log").string();
+  o.extra_args = "--once";
+  o.auth = true;
+  o.key = ts::net::load_key_file(ka);
+  setenv("TS_FIRMWARE", elf_.c_str(), 1);
+  const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
+  EXPECT_FALSE(fs::exists(dir / "provision.bin")) << "the provisioning file outlived the boot";
+  {
+    std::ofstream tb(dir / "testbed.json");
+    tb << R"({"boards": [{"id": 0, "address": ")" << b.address << R"("}]})";
+  }
+  const Proc r = shell(std::string(TS_TINYSPLIT) + " run --json --timeout 60 -t " + (dir / "testbed.json").string() +
+                       " --key-file " + kb);
+  int status = 0;
+  for (int i = 0; i < 200 && waitpid(b.pid, &status, WNOHANG) == 0; ++i) usleep(50 * 1000);
+  if (waitpid(b.pid, &status, WNOHANG) == 0) {
+    kill(b.pid, SIGTERM);
+    waitpid(b.pid, &status, 0);
+  }
+  std::ifstream lf(o.log_path);
+  const std::string log((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("refused our key"), std::string::npos) << r.err;
+  EXPECT_NE(log.find("links: authenticated"), std::string::npos) << log;
+  EXPECT_NE(log.find("frames refused by authentication 1"), std::string::npos) << log;
+
+  {
+    std::ofstream tb(dir / "testbed_qemu.json");
+    tb << R"({"boards": [{"id": 0, "address": "qemu"}], "key_file": "a.key"})";
+  }
+  const Proc ok = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 -t " +
+                        (dir / "testbed_qemu.json").string());
+  fs::remove_all(dir);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const auto j = nlohmann::json::parse(ok.out);
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_TRUE(j.at("authenticated").get<bool>());
 }
 
 TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {

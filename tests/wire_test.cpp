@@ -90,6 +90,7 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
       p.resize(ep.encode(p.data(), p.size()));
       return p;
     }
+    case MsgType::Auth: return random_bytes(AuthPayload::kSize);
     case MsgType::Run:
     case MsgType::Reset:
     case MsgType::Bye: return p;
@@ -111,7 +112,7 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
 const MsgType kAllTypes[] = {MsgType::Hello,  MsgType::Store, MsgType::Commit, MsgType::Probe,
                              MsgType::ProbeReply, MsgType::Input, MsgType::Run, MsgType::Output,
                              MsgType::Ack,    MsgType::Done,  MsgType::Error,  MsgType::Reset,
-                             MsgType::Bye,    MsgType::Peers};
+                             MsgType::Bye,    MsgType::Peers, MsgType::Auth};
 
 struct Got {
   FrameHeader h;
@@ -282,6 +283,11 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   ASSERT_TRUE(c2.decode(buf, CommitPayload::kSize));
   EXPECT_EQ(c2.fragment_size, c.fragment_size);
   EXPECT_EQ(c2.fragment_crc, c.fragment_crc);
+  for (int i = 0; i < 32; ++i) c.digest[i] = uint8_t(i * 7 + 1);
+  ASSERT_EQ(c.encode(buf, sizeof buf), CommitPayload::kSize);
+  ASSERT_TRUE(c2.decode(buf, CommitPayload::kSize));
+  EXPECT_EQ(0, std::memcmp(c2.digest, c.digest, 32));
+  EXPECT_FALSE(c2.decode(buf, 8));  // the old 8-byte COMMIT is refused
 
   AckPayload a{0x80000001}, a2;
   ASSERT_EQ(a.encode(buf, sizeof buf), AckPayload::kSize);
@@ -527,7 +533,7 @@ TEST(FrameReader, OversizeLengthRejectedAtHeader) {
 
 TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   FrameReader r;
-  for (uint8_t raw : {uint8_t(0), uint8_t(15), uint8_t(200), uint8_t(255)}) {
+  for (uint8_t raw : {uint8_t(0), uint8_t(16), uint8_t(200), uint8_t(255)}) {
     Bytes f = encode(make_header(MsgType::Probe, 1), Bytes(4, 1));
     f[kOffType] = raw;
     fix_crc(f);
@@ -540,7 +546,7 @@ TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   EXPECT_EQ(r.error_count(WireError::UnknownType), 4u);
   EXPECT_EQ(r.total_errors(), 4u);
   EXPECT_FALSE(is_known_type(0));
-  EXPECT_FALSE(is_known_type(15));
+  EXPECT_FALSE(is_known_type(16));
   for (MsgType t : kAllTypes) EXPECT_TRUE(is_known_type(uint8_t(t)));
 }
 

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <random>
 
+#include "core/auth.h"
 #include "core/crc32.h"
+#include "core/sha256.h"
 #include "core/worker.h"
 #include "model/fold.h"
 #include "model/import_onnx.h"
@@ -53,6 +55,7 @@ class MemFlash final : public core::FlashStore {
     *size = uint32_t(current_.size());
     return current_.empty() ? nullptr : current_.data();
   }
+  std::vector<uint8_t>& committed() { return current_; }  // to damage it in tests
 
  private:
   uint32_t cap_;
@@ -95,13 +98,66 @@ struct Driver {
   uint32_t deployment = 0;
   wire::FrameReader reader;
   std::vector<std::pair<wire::FrameHeader, std::vector<uint8_t>>> got;  // frames from the board
+  // Authenticated sessions (core/auth.h): the coordinator's ends, and every
+  // byte it sent (for replays).
+  ts::auth::FrameMac tx, rx;
+  std::vector<uint8_t> sent_log;
+  uint32_t bad_tags = 0;  // board frames whose tag did not verify
 
-  explicit Driver(uint16_t window = 8) {
+  explicit Driver(uint16_t window = 8, const uint8_t* key = nullptr) {
     core::WorkerConfig cfg;
     cfg.window = window;
+    if (key) {
+      cfg.has_key = true;
+      std::memcpy(cfg.key, key, sizeof cfg.key);
+    }
     EXPECT_TRUE(w.init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
     EXPECT_TRUE(w.on_connect());
     collect();
+  }
+  // A new connection to the same board (after the last one closed).
+  void reconnect() {
+    reader.reset();
+    got.clear();
+    tx.stop();
+    rx.stop();
+    seq = 1;
+    sent_log.clear();
+    EXPECT_TRUE(w.on_connect());
+    collect();
+  }
+  // The board's HELLO payload on this connection.
+  std::vector<uint8_t> hello() const {
+    for (auto& f : got)
+      if (f.first.type == MsgType::Hello) return f.second;
+    return {};
+  }
+  // Starts a session keyed with `key` and sends AUTH; returns on_bytes' word.
+  bool authenticate(const uint8_t* key, uint8_t nonce_byte = 1) {
+    const std::vector<uint8_t> h = hello();
+    EXPECT_EQ(h.size(), wire::HelloPayload::kAuthSize);
+    wire::AuthPayload a;
+    for (auto& b : a.nonce) b = nonce_byte;
+    ts::auth::SessionKeys k;
+    ts::auth::derive_session(key, a.nonce, h.data(), h.size(), &k);
+    tx.start(k.c2b);
+    rx.start(k.b2c);
+    uint8_t buf[wire::AuthPayload::kSize];
+    a.encode(buf, sizeof buf);
+    return raw(MsgType::Auth, 0, 0, buf, sizeof buf, wire::kFlagLast);
+  }
+  // Feeds bytes as received from the coordinator.
+  bool feed(const std::vector<uint8_t>& bytes) {
+    const bool ok = w.on_bytes(bytes.data(), bytes.size());
+    collect();
+    return ok;
+  }
+  size_t encode(wire::FrameHeader& h, const uint8_t* p, size_t n, uint8_t* out, size_t cap) {
+    if (tx.active()) h.flags = uint16_t(h.flags | wire::kFlagMac);
+    const size_t len = wire::encode_frame(h, p, n, out, cap);
+    if (len && tx.active()) tx.seal(out, len - wire::kTagSize, out + len - wire::kTagSize);
+    if (len) sent_log.insert(sent_log.end(), out, out + len);
+    return len;
   }
   // Decodes everything the board sent; ACKs it, which may release more of
   // its window, until the board has nothing more to say.
@@ -117,6 +173,7 @@ struct Driver {
         ASSERT_NE(r.status, wire::FrameReader::Status::Error) << "the board sent a malformed frame";
         if (r.status != wire::FrameReader::Status::Frame) break;
         const auto& h = reader.header();
+        if (rx.active() && !((h.flags & wire::kFlagMac) && rx.check(reader.frame(), reader.frame_len()))) ++bad_tags;
         got.emplace_back(h, std::vector<uint8_t>(reader.payload(), reader.payload() + h.payload_len));
         if (h.type != MsgType::Ack && h.type != MsgType::Error) last_seq = h.seq;
       }
@@ -129,7 +186,7 @@ struct Driver {
       h.type = MsgType::Ack;
       h.src = wire::kCoordinatorId;
       uint8_t frame[64];
-      const size_t len = wire::encode_frame(h, buf, 4, frame, sizeof frame);
+      const size_t len = encode(h, buf, 4, frame, sizeof frame);
       if (!w.on_bytes(frame, len)) break;
     }
   }
@@ -144,8 +201,8 @@ struct Driver {
     h.offset = offset;
     h.flags = flags;
     h.seq = sequenced ? seq++ : 0;
-    uint8_t buf[wire::kMaxFrame];
-    const size_t len = wire::encode_frame(h, p, n, buf, sizeof buf);
+    uint8_t buf[wire::kMaxFrameBuf];
+    const size_t len = encode(h, p, n, buf, sizeof buf);
     EXPECT_GT(len, 0u);
     const bool ok = w.on_bytes(buf, len);
     collect();
@@ -160,15 +217,20 @@ struct Driver {
     } while (pos < n);
     return true;
   }
-  bool deploy(const std::vector<uint8_t>& frag) {
-    deployment = fixture().p.plan_id;
-    if (!message(MsgType::Store, 0, 0, frag.data(), frag.size())) return false;
+  // COMMIT of `frag` (size, CRC, SHA-256) under the current deployment id.
+  bool commit(const std::vector<uint8_t>& frag) {
     wire::CommitPayload c;
     c.fragment_size = uint32_t(frag.size());
     c.fragment_crc = ts::crc32(frag.data(), frag.size());
-    uint8_t buf[8];
-    c.encode(buf, 8);
-    return raw(MsgType::Commit, 0, 0, buf, 8, wire::kFlagLast);
+    ts::sha256(frag.data(), frag.size(), c.digest);
+    uint8_t buf[wire::CommitPayload::kSize];
+    c.encode(buf, sizeof buf);
+    return raw(MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast);
+  }
+  bool deploy(const std::vector<uint8_t>& frag, uint32_t plan_id = fixture().p.plan_id) {
+    deployment = plan_id;
+    if (!message(MsgType::Store, 0, 0, frag.data(), frag.size())) return false;
+    return commit(frag);
   }
   bool saw(MsgType t) const {
     for (auto& f : got)
@@ -242,19 +304,240 @@ TEST(Worker, RedeployOfTheSameFragmentIsACacheHit) {
   Driver d;
   ASSERT_TRUE(d.deploy(f.frags[0]));
   d.got.clear();
-  wire::CommitPayload c;
-  c.fragment_size = uint32_t(f.frags[0].size());
-  c.fragment_crc = ts::crc32(f.frags[0].data(), f.frags[0].size());
-  uint8_t buf[8];
-  c.encode(buf, 8);
-  ASSERT_TRUE(d.raw(MsgType::Commit, 0, 0, buf, 8, wire::kFlagLast));
+  ASSERT_TRUE(d.commit(f.frags[0]));
   EXPECT_TRUE(d.saw(MsgType::Done));
-  // A different CRC without the bytes is refused (and the old one kept).
+  // Another digest without the bytes is refused (and the old one kept).
+  std::vector<uint8_t> other = f.frags[0];
+  other.back() ^= 1;
   d.got.clear();
-  c.fragment_crc ^= 1;
-  c.encode(buf, 8);
-  ASSERT_TRUE(d.raw(MsgType::Commit, 0, 0, buf, 8, wire::kFlagLast));
+  ASSERT_TRUE(d.commit(other));
   EXPECT_TRUE(d.saw(MsgType::Error));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  d.got.clear();
+  ASSERT_TRUE(d.commit(f.frags[0]));
+  EXPECT_TRUE(d.saw(MsgType::Done));
+}
+
+// The fragment of `f`'s plan for board w, but of a plan with another id:
+// another deployment whose fragment has exactly the same size.
+std::vector<uint8_t> fragment_of_other_plan(int w, uint32_t* plan_id) {
+  const auto& f = fixture();
+  plan::Plan p = f.p;
+  p.plan_id ^= 0x5A5A5A5Au;
+  *plan_id = p.plan_id;
+  return plan::write_fragment(f.q, p, w);
+}
+
+TEST(Worker, EqualSizeFragmentOfAnotherPlanIsNotTakenForCached) {
+  // The old cache compared size and the CRC-32 of a fragment that ends in its
+  // own CRC-32 (a constant): any fragment of the same size passed.
+  const auto& f = fixture();
+  uint32_t other_id = 0;
+  const std::vector<uint8_t> other = fragment_of_other_plan(0, &other_id);
+  ASSERT_EQ(other.size(), f.frags[0].size());
+  ASSERT_NE(other, f.frags[0]);
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  d.got.clear();
+  d.deployment = other_id;
+  ASSERT_TRUE(d.commit(other));
+  EXPECT_FALSE(d.saw(MsgType::Done)) << "a fragment of another plan was taken as cached";
+  EXPECT_TRUE(d.saw(MsgType::Error));
+  // Redeploying it then works, and the board holds the new plan.
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(other, other_id));
+  EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  EXPECT_EQ(d.flash.committed(), other);
+}
+
+TEST(Worker, SwappedBoardsRedeployInsteadOfFailing) {
+  // Board 0 holds board 1's fragment (two boards swapped in a testbed): the
+  // COMMIT for board 0's fragment is not a cache hit; after the redeploy the
+  // board computes board 0's share exactly.
+  const auto& f = fixture();
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[1]));
+  d.got.clear();
+  d.deployment = f.p.plan_id;
+  ASSERT_TRUE(d.commit(f.frags[0]));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  EXPECT_EQ(d.flash.committed(), f.frags[0]);
+}
+
+TEST(Worker, DamagedCachedFragmentIsRepairedByRedeploy) {
+  const auto& f = fixture();
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  // The flash copy rots (one byte of the weights); the board restarts.
+  d.flash.committed()[d.flash.committed().size() / 2] ^= 0x40;
+  core::WorkerConfig cfg;
+  cfg.window = 8;
+  ASSERT_TRUE(d.w.init(cfg, d.arena.data(), uint32_t(d.arena.size()), &d.flash, &d.port));
+  d.reconnect();
+  d.got.clear();
+  ASSERT_TRUE(d.commit(f.frags[0]));
+  EXPECT_FALSE(d.saw(MsgType::Done)) << "a damaged fragment was taken as cached";
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  EXPECT_EQ(d.flash.committed(), f.frags[0]);
+}
+
+TEST(Worker, StagedBytesWithAnotherDigestAreNotCommitted) {
+  // STORE of foreign bytes then a COMMIT naming the real fragment: nothing
+  // is committed (the old check compared the constant CRC and took them).
+  const auto& f = fixture();
+  Driver d;
+  d.deployment = f.p.plan_id;
+  std::vector<uint8_t> junk(f.frags[0].size(), 0x33);
+  ASSERT_TRUE(d.message(MsgType::Store, 0, 0, junk.data(), junk.size()));
+  ASSERT_TRUE(d.commit(f.frags[0]));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_NE(d.last_error().find("digest"), std::string::npos) << d.last_error();
+  EXPECT_TRUE(d.flash.committed().empty());
+}
+
+// ---- authenticated sessions (core/auth.h) ----
+
+const uint8_t kKeyA[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                           17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+const uint8_t kKeyB[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                           17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 33};
+
+// Deploys and runs every layer of board w over an authenticated session;
+// every board frame's tag must verify and the outputs equal the reference.
+void expect_authenticated_run(Driver& d, int w) {
+  const auto& f = fixture();
+  ASSERT_TRUE(d.deploy(f.frags[w]));
+  ASSERT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  for (size_t n = 0; n < f.q.nodes.size(); ++n) {
+    const auto& s = f.p.workers[w].layers[n];
+    if (s.run.empty()) continue;
+    d.got.clear();
+    ASSERT_TRUE(send_inputs(d, w, int(n)));
+    ASSERT_TRUE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast)) << d.last_error();
+    const auto& out = f.ref[f.q.nodes[n].output];
+    int64_t got = 0;
+    for (auto& fr : d.got)
+      if (fr.first.type == MsgType::Output) {
+        EXPECT_TRUE(fr.first.flags & wire::kFlagMac);
+        EXPECT_EQ(0, std::memcmp(fr.second.data(), out.data() + fr.first.offset, fr.second.size()));
+        got += int64_t(fr.second.size());
+      }
+    EXPECT_EQ(got, s.run.size()) << "layer " << n;
+  }
+  EXPECT_EQ(d.bad_tags, 0u);
+}
+
+TEST(WorkerAuth, RightKeyDeploysAndComputesExactly) {
+  Driver d(8, kKeyA);
+  ASSERT_EQ(d.hello().size(), wire::HelloPayload::kAuthSize);
+  ASSERT_TRUE(d.authenticate(kKeyA)) << d.last_error();
+  EXPECT_TRUE(d.saw(MsgType::Ack));
+  expect_authenticated_run(d, 0);
+  EXPECT_EQ(d.w.stats().auth_failures, 0u);
+}
+
+TEST(WorkerAuth, WrongKeyIsRefused) {
+  Driver d(8, kKeyA);
+  EXPECT_FALSE(d.authenticate(kKeyB));
+  EXPECT_NE(d.last_error().find("key"), std::string::npos) << d.last_error();
+  EXPECT_EQ(d.w.stats().auth_failures, 1u);
+  EXPECT_FALSE(d.w.link_open(0));
+}
+
+TEST(WorkerAuth, UnauthenticatedCoordinatorIsRefused) {
+  const auto& f = fixture();
+  Driver d(8, kKeyA);
+  d.deployment = f.p.plan_id;
+  EXPECT_FALSE(d.raw(MsgType::Store, 0, 0, f.frags[0].data(), 100, 0));
+  EXPECT_NE(d.last_error().find("requires a key"), std::string::npos) << d.last_error();
+  EXPECT_TRUE(d.flash.committed().empty());
+}
+
+TEST(WorkerAuth, BoardWithoutKeyRefusesAuth) {
+  Driver d(8);
+  ASSERT_EQ(d.hello().size(), wire::HelloPayload::kSize);
+  wire::AuthPayload a;
+  uint8_t buf[wire::AuthPayload::kSize];
+  a.encode(buf, sizeof buf);
+  EXPECT_FALSE(d.raw(MsgType::Auth, 0, 0, buf, sizeof buf, wire::kFlagLast));
+  EXPECT_NE(d.last_error().find("no key"), std::string::npos) << d.last_error();
+}
+
+TEST(WorkerAuth, ForgedFramesAreRefused) {
+  const auto& f = fixture();
+  // (a) a frame whose tag is wrong (an attacker without the key), (b) a frame
+  // altered on the way with its CRC fixed up, (c) an untagged frame in the
+  // session: each ends the link with AuthFailed and nothing is stored.
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE("kind " + std::to_string(kind));
+    Driver d(8, kKeyA);
+    ASSERT_TRUE(d.authenticate(kKeyA));
+    d.deployment = f.p.plan_id;
+    wire::FrameHeader h;
+    h.type = MsgType::Store;
+    h.src = wire::kCoordinatorId;
+    h.deployment = d.deployment;
+    h.seq = d.seq;
+    h.flags = kind == 2 ? 0 : wire::kFlagMac;
+    std::vector<uint8_t> frame(wire::kMaxFrameBuf);
+    frame.resize(wire::encode_frame(h, f.frags[0].data(), 200, frame.data(), frame.size()));
+    ASSERT_GT(frame.size(), 0u);
+    if (kind == 1) {
+      // Seal honestly, then change a payload byte and fix the CRC.
+      d.tx.seal(frame.data(), frame.size() - wire::kTagSize, frame.data() + frame.size() - wire::kTagSize);
+      frame[wire::kHeaderSize + 5] ^= 0xFF;
+      wire::put_u32(frame.data() + wire::kOffCrc, 0);
+      wire::put_u32(frame.data() + wire::kOffCrc, ts::crc32(frame.data(), frame.size() - wire::kTagSize));
+    } else if (kind == 0) {
+      for (size_t i = frame.size() - wire::kTagSize; i < frame.size(); ++i) frame[i] = uint8_t(i * 31);
+    }
+    EXPECT_FALSE(d.feed(frame));
+    EXPECT_NE(d.last_error().find("authentic"), std::string::npos) << d.last_error();
+    EXPECT_EQ(d.w.stats().auth_failures, 1u);
+    EXPECT_FALSE(d.w.link_open(0));
+  }
+}
+
+TEST(WorkerAuth, FrameReplayedWithinTheSessionIsRefused) {
+  const auto& f = fixture();
+  Driver d(8, kKeyA);
+  ASSERT_TRUE(d.authenticate(kKeyA));
+  d.deployment = f.p.plan_id;
+  const size_t before = d.sent_log.size();
+  ASSERT_TRUE(d.raw(MsgType::Probe, 0, 0, f.frags[0].data(), 64, wire::kFlagLast));
+  EXPECT_TRUE(d.saw(MsgType::ProbeReply));
+  const std::vector<uint8_t> probe(d.sent_log.begin() + int64_t(before), d.sent_log.end());
+  // The same bytes again: the tag was for an earlier frame count.
+  d.got.clear();
+  EXPECT_FALSE(d.feed(probe));
+  EXPECT_FALSE(d.saw(MsgType::ProbeReply));
+  EXPECT_EQ(d.w.stats().auth_failures, 1u);
+}
+
+TEST(WorkerAuth, SessionReplayedOnANewConnectionIsRefused) {
+  // Record everything a coordinator sent in one session (AUTH, a deploy),
+  // then replay it to the board on a new connection: the board's new HELLO
+  // nonce gives new keys, so the recorded AUTH already fails.
+  const auto& f = fixture();
+  Driver d(8, kKeyA);
+  ASSERT_TRUE(d.authenticate(kKeyA));
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  ASSERT_TRUE(d.saw(MsgType::Done));
+  const std::vector<uint8_t> recorded = d.sent_log;
+  const std::vector<uint8_t> first_hello = d.hello();
+  d.flash.committed().clear();  // so a replayed deploy would show
+  d.w.on_disconnect(0);
+  d.reconnect();
+  ASSERT_NE(d.hello(), first_hello) << "the board reused its nonce";
+  EXPECT_FALSE(d.feed(recorded));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_TRUE(d.flash.committed().empty());
+  EXPECT_EQ(d.w.stats().auth_failures, 1u);
 }
 
 // First layer with a non-empty share on board 0.

@@ -1,6 +1,7 @@
 // The firmware's run modes (main.cpp parses the command line).
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct ServeOptions {
@@ -17,7 +18,24 @@ struct ServeOptions {
   uint16_t port = 7000;
   bool icount = false;
   bool once = false;
+  // A connection that brings no bytes for this long is closed, so one idle
+  // or half-open connection cannot hold the board (it serves one at a time).
+  uint32_t idle_ms = 60000;
 };
+
+// Provisioning record (the board's shared key for authenticated links,
+// core/auth.h), in the top 256 KB of flash that the Teensy 4.1 reserves for
+// EEPROM emulation (0x607C0000; QEMU: placed there by spawn_qemu_board with
+// -device loader). Layout, 60 bytes:
+//   0  "TSKEY001"  magic
+//   8  key[32]     the shared key
+//  40  seed[16]    per-boot entropy for the board's nonces (QEMU: fresh for
+//                  every launch; a Teensy would use its TRNG instead)
+//  56  crc32 of bytes 0..55, little-endian
+// No magic: the board runs without a key. Magic with a bad CRC: the board
+// refuses to start (a damaged key must not silently disable authentication).
+constexpr uintptr_t kProvisionAddr = 0x607C0000u;
+constexpr uint32_t kProvisionBytes = 60;
 
 // Kernel suite on the target; 0 if every split run equals the whole run
 // (and, given `expected_crcs` (one per kernel_suite.h case, computed on the

@@ -18,6 +18,8 @@
 //     --icount            QEMU runs with -icount shift=0: report compute time
 //                         as instructions / clock (1 cycle per instruction)
 //     --once              exit after the first connection ends
+//     --idle-ms N         close a connection silent for N ms (0 = never;
+//                         default 60000)
 //     --advertise-ram N   test hook: claim N bytes of RAM in HELLO while the
 //                         arena stays at --ram (to show an over-budget plan
 //                         being refused by the board itself)
@@ -138,6 +140,7 @@ int main(void) {
       else if (strcmp(a, "--clock-mhz") == 0) o.clock_mhz = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--window") == 0) o.window = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--advertise-ram") == 0) o.advertise_ram = parse_u32(v, &ok), ++i;
+      else if (strcmp(a, "--idle-ms") == 0) o.idle_ms = parse_u32(v, &ok), ++i;
       else ok = false;
       if (!ok) {
         ts_log("error: bad option '%s'\n", a);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "board.h"
+#include "core/crc32.h"
 #include "core/worker.h"
 #include "firmware.h"
 #include "flash_store.h"
@@ -41,6 +42,21 @@ uint32_t g_connections = 0;
 uint32_t g_errors_sent[16] = {};  // by ErrorCode
 uint64_t g_compute_instr = 0;      // instructions inside compute_range, all layers
 uint64_t g_conn_start_ticks = 0, g_conn_start_idle = 0, g_conn_start_compute = 0;
+uint32_t g_last_rx_ms = 0;     // when the connection last brought bytes
+uint32_t g_refused_busy = 0;   // connections turned away while one was served
+uint8_t g_seed[16] = {};       // provisioned per-boot entropy (nonces)
+
+// Reads the provisioning record (firmware.h). Returns 1 with a key, 0 without
+// one, -1 if the record is damaged.
+int read_provisioning(uint8_t key[32]) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(kProvisionAddr);
+  if (memcmp(p, "TSKEY001", 8) != 0) return 0;
+  const uint32_t stored = uint32_t(p[56]) | uint32_t(p[57]) << 8 | uint32_t(p[58]) << 16 | uint32_t(p[59]) << 24;
+  if (ts::crc32(p, 56) != stored) return -1;
+  memcpy(key, p + 8, 32);
+  memcpy(g_seed, p + 40, 16);
+  return 1;
+}
 
 void service_network() {
   eth_poll(&g_netif);
@@ -89,6 +105,17 @@ class LwipPort final : public ts::core::Port {
   // The worker reads the clock right before and right after a layer's
   // compute_range (worker.cpp, on_run), then calls after_compute: the last
   // two readings bracket exactly the kernel.
+  // The provisioned seed (fresh for every QEMU launch) and the tick counter.
+  size_t entropy(uint8_t* out, size_t cap) override {
+    uint8_t e[24];
+    memcpy(e, g_seed, 16);
+    const uint64_t t = board_ticks();
+    for (int i = 0; i < 8; ++i) e[16 + i] = uint8_t(t >> (8 * i));
+    const size_t n = cap < sizeof e ? cap : sizeof e;
+    memcpy(out, e, n);
+    return n;
+  }
+
   uint32_t now_us() override {
     prev_tick_ = last_tick_;
     last_tick_ = board_ticks();
@@ -167,6 +194,8 @@ void log_connection_end(const char* why) {
          (unsigned)s.bytes_out, (unsigned)s.layers_run, (unsigned)s.errors_sent, (unsigned)s.peak_arena,
          (unsigned)g_worker.arena().capacity(), (unsigned)board_stack_used(), (unsigned)board_stack_size(),
          (unsigned)e->rx_frames, (unsigned)e->tx_frames, (unsigned)e->rx_dropped, (unsigned)e->irqs);
+  ts_log("connection %u security: frames refused by authentication %u, connections turned away busy %u\n",
+         (unsigned)g_connections, (unsigned)s.auth_failures, (unsigned)g_refused_busy);
 }
 
 void close_connection(const char* why) {
@@ -213,12 +242,31 @@ void on_error(void*, err_t err) {
   ts_log("tcp: connection error %d\n", (int)err);
 }
 
-err_t on_accept(void*, struct tcp_pcb* pcb, err_t err) {
-  if (err != ERR_OK || !pcb) return ERR_VAL;
-  if (g_conn) {  // one coordinator at a time
+// Turns a connection away while another is served: one ERROR frame saying
+// so (a coordinator reports "busy", not "no answer"), then close.
+err_t refuse_busy(struct tcp_pcb* pcb) {
+  g_refused_busy++;
+  const ts::wire::ErrorPayload e =
+      ts::wire::ErrorPayload::make(ts::wire::ErrorCode::NotReady, 0, "board busy: serving another connection");
+  uint8_t p[ts::wire::ErrorPayload::kMaxSize], f[ts::wire::kHeaderSize + ts::wire::ErrorPayload::kMaxSize];
+  ts::wire::FrameHeader h;
+  h.type = ts::wire::MsgType::Error;
+  h.src = uint16_t(g_opt.id);
+  h.dst = ts::wire::kCoordinatorId;
+  const size_t n = ts::wire::encode_frame(h, p, e.encode(p, sizeof p), f, sizeof f);
+  tcp_arg(pcb, nullptr);
+  tcp_recv(pcb, nullptr);
+  if (n == 0 || tcp_write(pcb, f, uint16_t(n), TCP_WRITE_FLAG_COPY) != ERR_OK || tcp_output(pcb) != ERR_OK ||
+      tcp_close(pcb) != ERR_OK) {
     tcp_abort(pcb);
     return ERR_ABRT;
   }
+  return ERR_OK;
+}
+
+err_t on_accept(void*, struct tcp_pcb* pcb, err_t err) {
+  if (err != ERR_OK || !pcb) return ERR_VAL;
+  if (g_conn) return refuse_busy(pcb);  // one coordinator at a time
   g_conn = pcb;
   tcp_arg(pcb, nullptr);
   tcp_recv(pcb, on_recv);
@@ -250,6 +298,13 @@ int fw_serve(const ServeOptions& o) {
   cfg.ram_bytes = o.advertise_ram ? o.advertise_ram : o.ram_bytes;
   cfg.flash_bytes = g_flash.capacity();
   cfg.window = uint16_t(o.window);
+  const int prov = read_provisioning(cfg.key);
+  if (prov < 0) {
+    ts_log("error: the provisioning record at %08x is damaged (CRC); refusing to serve without its key\n",
+           (unsigned)kProvisionAddr);
+    return 2;
+  }
+  cfg.has_key = prov > 0;
   if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_flash, &g_port)) {
     ts_log("error: worker init failed\n");
     return 2;
@@ -276,6 +331,9 @@ int fw_serve(const ServeOptions& o) {
   ts_log("board %u listening on %u.%u.%u.%u:%u (arena %u B%s, flash store %u B, clock %u MHz%s)\n", (unsigned)o.id,
          o.ip[0], o.ip[1], o.ip[2], o.ip[3], (unsigned)o.port, (unsigned)o.ram_bytes, o.advertise_ram ? ", advertised differently (test hook)" : "",
          (unsigned)g_flash.capacity(), (unsigned)o.clock_mhz, o.icount ? ", times from instruction counts" : "");
+  ts_log("links: %s; idle connections closed after %u ms\n",
+         cfg.has_key ? "authenticated (provisioned key; coordinators must prove it)" : "unauthenticated (no provisioned key)",
+         (unsigned)o.idle_ms);
 
   for (;;) {
     service_network();
@@ -286,10 +344,12 @@ int fw_serve(const ServeOptions& o) {
       g_conn_start_ticks = board_ticks();
       g_conn_start_idle = board_idle_ticks();
       g_conn_start_compute = g_compute_instr;
+      g_last_rx_ms = board_ms();
       if (!g_worker.on_connect()) close_connection("hello failed");
       else if (g_conn) tcp_output(g_conn);
     }
     if (g_rxq && g_conn) {
+      g_last_rx_ms = board_ms();
       struct pbuf* p = g_rxq;
       g_rxq = nullptr;
       bool ok = true;
@@ -301,6 +361,8 @@ int fw_serve(const ServeOptions& o) {
       else if (g_conn) tcp_output(g_conn);
     }
     if (g_peer_closed && !g_rxq) close_connection("peer closed");
+    if (g_conn && g_opt.idle_ms && !g_rxq && board_ms() - g_last_rx_ms > g_opt.idle_ms)
+      close_connection("idle timeout");
     board_idle(has_work);
   }
 }

@@ -78,6 +78,7 @@ void register_eval(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_run(CLI::App& app);
 void register_worker(CLI::App& app);
+void register_keygen(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_dump(CLI::App& app);
 

@@ -36,7 +36,7 @@ struct RunOptions {
   int window = 32;
   double timeout = 10.0, cpm = 0.0, delay = 0.0;
   int repeat = 1;
-  std::string store;
+  std::string store, key_file;
   bool probe = false, json = false;
   std::string input, save_output, save_int8_output, dataset;
   int limit = 0;
@@ -125,6 +125,13 @@ int cmd_run(const RunOptions& o) {
   // Boards.
   coord::SpawnOptions so;
   so.store_root = o.store;
+  // Authenticated links: --key-file, else the testbed's key_file.
+  so.key_file = !o.key_file.empty() ? o.key_file : tb.key_file;
+  if (!so.key_file.empty()) {
+    so.key = net::load_key_file(so.key_file);
+    if (p.route == plan::Route::Direct)
+      throw Error("--route direct with a key: board-to-board links are not authenticated yet; use --route relay");
+  }
   so.cycles_per_mac = o.cpm;
   so.delay_ms = o.delay;
   so.window = uint16_t(o.window);
@@ -245,6 +252,7 @@ int cmd_run(const RunOptions& o) {
                         {"board_to_board_payload", board_to_board}}},
         {"planned_wire_payload_bytes", p.total_wire_bytes},
         {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
+        {"authenticated", !so.key_file.empty()},
         {"emulation", {{"cycles_per_mac", o.cpm}, {"delay_ms", o.delay}}},
         {"per_worker", jw}, {"per_layer", jl}};
     if (!o.dataset.empty())
@@ -270,6 +278,7 @@ int cmd_run(const RunOptions& o) {
     std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
     std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
                 dep.seconds);
+    if (!so.key_file.empty()) std::printf("links: authenticated (HMAC-SHA-256 tag on every frame, key %s)\n", so.key_file.c_str());
     std::printf("latency: %.3f s total = %.3f s compute + %.3f s communication (single process: %.3f s)\n", r.total_s,
                 r.compute_s, r.comm_s, ref_s);
     std::printf("wire: %s in frames, %s activations\n", human_bytes(r.wire_bytes).c_str(),
@@ -328,6 +337,9 @@ void register_run(CLI::App& app) {
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--repeat", o->repeat, "inferences to run; latency_s and reference_s are medians over them")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  sub.add_option("--key-file,--key", o->key_file,
+                 "shared key (tinysplit keygen): authenticate every board and every frame (default: the testbed's "
+                 "key_file)");
   sub.add_option("--store", o->store, "keep board flash in this folder (a later run reuses unchanged fragments)");
   sub.add_flag("--probe", o->probe, "measure each link's delay and bandwidth first and plan with them");
   add_json_flag(sub, o->json);

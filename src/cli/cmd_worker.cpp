@@ -1,12 +1,14 @@
 // tinysplit worker: one emulated board on this machine.
 #include "cli/cli.h"
 #include "net/host_board.h"
+#include "net/keyfile.h"
 #include "plan/testbed.h"
 
 namespace ts::cli {
 
 struct WorkerOptions {
-  std::string listen = "127.0.0.1:0", ram = "512K", flash = "8M", store;
+  std::string listen = "127.0.0.1:0", ram = "512K", flash = "8M", store, key_file;
+  double idle_timeout = 60.0;
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
   int crash = -1, stall = -1, garble = -1;
@@ -30,6 +32,12 @@ int cmd_worker(const WorkerOptions& w) {
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
   o.exit_with_parent = w.exit_with_parent;
+  o.idle_timeout_s = w.idle_timeout;
+  if (!w.key_file.empty()) {
+    const net::Key k = net::load_key_file(w.key_file);
+    o.cfg.has_key = true;
+    std::copy(k.begin(), k.end(), o.cfg.key);
+  }
   const auto colon = w.listen.rfind(':');
   const std::string host = colon == std::string::npos ? "" : w.listen.substr(0, colon);
   const std::string digits = colon == std::string::npos ? "" : w.listen.substr(colon + 1);
@@ -53,6 +61,11 @@ void register_worker(CLI::App& app) {
   sub.add_option("--window", o->window, "frames in flight when sending results (1 = stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--store", o->store, "folder holding the board's committed fragment (its flash)");
+  sub.add_option("--key-file,--key", o->key_file,
+                 "shared key (tinysplit keygen): serve only coordinators that prove they hold it; every frame "
+                 "authenticated");
+  sub.add_option("--idle-timeout", o->idle_timeout, "close a connection silent for this many seconds (0 = never)")
+      ->capture_default_str()->check(finite_range(0.0, 1e6));
   sub.add_option("--cycles-per-mac", o->cpm, "emulate the clock: stretch compute to MACs*cycles/clock (0 = off)")
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject this delay before every send and receive (0 = off)")

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   register_plan(app);
   register_run(app);
   register_worker(app);
+  register_keygen(app);
   register_simulate(app);
   register_dump(app);
   try {

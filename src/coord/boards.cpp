@@ -45,7 +45,8 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
   return line.substr(0, line.find('\n'));
 }
 
-BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(opt.window) {
+BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
+    : window_(opt.window), auth_(!opt.key_file.empty()), key_(opt.key) {
   plan::check_spawn_limit(tb, "testbed");
   const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
   std::string root = opt.store_root;
@@ -65,6 +66,8 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
         q.ram_bytes = b.ram_bytes;
         q.clock_mhz = b.clock_mhz;
         q.window = opt.window;
+        if (auth_) q.key = key_;
+        q.auth = auth_;
         q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
         const QemuBoard qb = spawn_qemu_board(q);
         children_.push_back({qb.pid, -1});
@@ -92,6 +95,10 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
                                        "--store",
                                        (fs::path(root) / ("board-" + std::to_string(b.id))).string(),
                                        "--exit-with-parent"};
+      if (auth_) {
+        args.push_back("--key-file");
+        args.push_back(opt.key_file);
+      }
       if (opt.cycles_per_mac > 0) {
         args.push_back("--cycles-per-mac");
         args.push_back(std::to_string(opt.cycles_per_mac));
@@ -152,9 +159,15 @@ std::vector<std::unique_ptr<net::Transport>> BoardSet::connect(std::chrono::mill
 
 std::vector<std::unique_ptr<BoardLink>> BoardSet::links(std::chrono::milliseconds timeout) {
   auto transports = connect(timeout);
+  // One fresh session nonce per run: frames recorded in an earlier run
+  // cannot be replayed in this one (core/auth.h).
+  uint8_t nonce[auth::kNonceBytes];
+  if (auth_) net::random_bytes(nonce, sizeof nonce);
   std::vector<std::unique_ptr<BoardLink>> out;
-  for (size_t i = 0; i < transports.size(); ++i)
+  for (size_t i = 0; i < transports.size(); ++i) {
     out.push_back(std::make_unique<BoardLink>(std::move(transports[i]), int(i), window_, timeout));
+    if (auth_) out.back()->set_auth(key_.data(), nonce);
+  }
   return out;
 }
 

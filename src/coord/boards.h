@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coord/link.h"
+#include "net/keyfile.h"
 #include "net/transport.h"
 #include "plan/testbed.h"
 
@@ -21,6 +22,11 @@ struct SpawnOptions {
   double cycles_per_mac = 0;    // emulated clock, 0 = off
   double delay_ms = 0;          // injected delay per send/receive, 0 = off
   uint16_t window = 32;
+  // Authenticated links (core/auth.h): the key file local boards are started
+  // with, and the key itself (QEMU boards get it in their provisioning, the
+  // coordinator's links use it). Empty key_file = no authentication.
+  std::string key_file;
+  net::Key key{};
   // Test hooks (board index -> layer), -1 = none.
   int crash_board = -1, crash_layer = -1;
   int stall_board = -1, stall_layer = -1;
@@ -51,6 +57,8 @@ class BoardSet {
   std::vector<std::string> addr_;
   std::string temp_root_;
   uint16_t window_ = 32;
+  bool auth_ = false;
+  net::Key key_{};
 };
 
 }  // namespace ts::coord

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/crc32.h"
+#include "core/sha256.h"
 #include "core/worker.h"
 #include "plan/fragment_writer.h"
 
@@ -171,6 +172,7 @@ DeployResult Coordinator::deploy() {
     wire::CommitPayload c;
     c.fragment_size = uint32_t(frag.size());
     c.fragment_crc = crc32(frag.data(), frag.size());
+    sha256(frag.data(), frag.size(), c.digest);
     uint8_t buf[wire::CommitPayload::kSize];
     c.encode(buf, sizeof buf);
     l.send(MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast, plan().plan_id);

@@ -9,11 +9,28 @@ using wire::MsgType;
 
 BoardLink::BoardLink(std::unique_ptr<net::Transport> t, int index, uint16_t window, std::chrono::milliseconds timeout)
     : t_(std::move(t)), index_(index), timeout_ms_(timeout.count()), window_(window, 1), acks_(32, 1), rx_(64 * 1024),
-      tx_(wire::kMaxFrame), t0_(Clock::now()) {
+      tx_(wire::kMaxFrameBuf), t0_(Clock::now()) {
   peer_ = t_ ? t_->peer() : "?";
 }
 
-BoardLink::~BoardLink() { close(); }
+BoardLink::~BoardLink() {
+  close();
+  for (uint8_t& b : key_) b = 0;
+}
+
+void BoardLink::set_auth(const uint8_t key[auth::kKeyBytes], const uint8_t session_nonce[auth::kNonceBytes]) {
+  use_auth_ = true;
+  std::copy(key, key + auth::kKeyBytes, key_);
+  std::copy(session_nonce, session_nonce + auth::kNonceBytes, nonce_);
+}
+
+size_t BoardLink::encode(wire::FrameHeader& h, const uint8_t* payload, size_t len) {
+  if (tx_mac_.active()) h.flags = uint16_t(h.flags | wire::kFlagMac);
+  const size_t n = wire::encode_frame(h, payload, len, tx_.data(), tx_.size());
+  if (n != 0 && tx_mac_.active())
+    tx_mac_.seal(tx_.data(), n - wire::kTagSize, tx_.data() + n - wire::kTagSize);
+  return n;
+}
 
 void BoardLink::close() {
   if (t_) {
@@ -64,6 +81,28 @@ bool BoardLink::read_frame(Frame* out, Clock::time_point deadline) {
       if (r.status == wire::FrameReader::Status::Frame) {
         out->h = reader_.header();
         out->payload.assign(reader_.payload(), reader_.payload() + out->h.payload_len);
+        const bool tagged = (out->h.flags & wire::kFlagMac) != 0;
+        if (rx_mac_.active()) {
+          if (!tagged) {
+            ++stats_.auth_failures;
+            wire::ErrorPayload e;
+            // A board whose key differs cannot tag its refusal: report it
+            // as the board's word, not as an attack.
+            if (out->h.type == MsgType::Error && e.decode(out->payload.data(), out->payload.size()) &&
+                e.code == wire::ErrorCode::AuthFailed)
+              fail(std::string("refused our key: ") + e.text);
+            fail(std::string("sent an unauthenticated ") + wire::msg_type_name(out->h.type) +
+                 " frame in an authenticated session (refused)");
+          }
+          if (!rx_mac_.check(reader_.frame(), reader_.frame_len())) {
+            ++stats_.auth_failures;
+            fail(std::string("sent a ") + wire::msg_type_name(out->h.type) +
+                 " frame that failed authentication (forged or replayed; refused)");
+          }
+        } else if (tagged) {
+          ++stats_.auth_failures;
+          fail("sent an authenticated frame, but this link has no key");
+        }
         stats_.frames_in++;
         stats_.wire_in += wire::frame_size(out->h);
         return true;
@@ -103,7 +142,7 @@ void BoardLink::send_ack_if_due() {
   h.type = MsgType::Ack;
   h.src = wire::kCoordinatorId;
   h.dst = uint16_t(index_);
-  const size_t n = wire::encode_frame(h, buf, sizeof buf, tx_.data(), tx_.size());
+  const size_t n = encode(h, buf, sizeof buf);
   queue(tx_.data(), n);
   acks_.ack_sent();
   stats_.frames_out++;
@@ -162,7 +201,7 @@ void BoardLink::send(MsgType type, uint16_t layer, uint32_t offset, const uint8_
   h.offset = offset;
   h.flags = flags;
   window_.stamp(now_ms(), &h.seq, &h.flags);
-  const size_t n = wire::encode_frame(h, payload, len, tx_.data(), tx_.size());
+  const size_t n = encode(h, payload, len);
   if (n == 0) fail("internal: frame could not be encoded");
   queue(tx_.data(), n);
   stats_.frames_out++;
@@ -190,6 +229,33 @@ wire::HelloPayload BoardLink::handshake() {
   if (hello.board_id != f.h.src)
     fail("sent a HELLO naming board " + std::to_string(hello.board_id) + " in frames from board " +
          std::to_string(f.h.src));
+  if (hello.auth && !use_auth_)
+    fail("requires authentication (it was started with a key): run with --key-file and the same key");
+  if (!hello.auth && use_auth_)
+    fail("has no key (started without --key-file), and this run only uses authenticated boards");
+  if (use_auth_) {
+    auth::SessionKeys k;
+    auth::derive_session(key_, nonce_, f.payload.data(), f.payload.size(), &k);
+    tx_mac_.start(k.c2b);
+    rx_mac_.start(k.b2c);
+    std::fill(std::begin(k.c2b), std::end(k.c2b), 0);
+    std::fill(std::begin(k.b2c), std::end(k.b2c), 0);
+    wire::AuthPayload a;
+    std::copy(nonce_, nonce_ + auth::kNonceBytes, a.nonce);
+    uint8_t buf[wire::AuthPayload::kSize];
+    a.encode(buf, sizeof buf);
+    send(MsgType::Auth, 0, 0, buf, sizeof buf, wire::kFlagLast, 0);
+    // The board's tagged ACK of AUTH proves it holds the same key.
+    const auto deadline = Clock::now() + timeout();
+    Frame g;
+    while (!window_.idle()) {
+      if (!read_frame(&g, deadline))
+        fail("did not acknowledge AUTH within " + std::to_string(timeout().count()) + " ms");
+      if (g.h.type == MsgType::Error) fail_with(g);
+      if (g.h.type != MsgType::Ack) fail(std::string("sent ") + wire::msg_type_name(g.h.type) + " instead of acknowledging AUTH");
+      handle_ack(g);
+    }
+  }
   return hello;
 }
 

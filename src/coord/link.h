@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/wire.h"
 #include "net/transport.h"
 
@@ -30,6 +31,7 @@ struct LinkStats {
   uint64_t wire_out = 0, wire_in = 0;        // every byte of every frame
   uint64_t frames_out = 0, frames_in = 0;
   uint32_t bad_frames = 0;
+  uint32_t auth_failures = 0;  // frames refused by authentication
 };
 
 class BoardLink {
@@ -37,7 +39,15 @@ class BoardLink {
   BoardLink(std::unique_ptr<net::Transport> t, int index, uint16_t window, std::chrono::milliseconds timeout);
   ~BoardLink();
 
-  // Waits for the board's HELLO.
+  // Makes the session authenticated (core/auth.h): every frame after HELLO
+  // carries a tag keyed from `key` (shared with the board), this run's
+  // `session_nonce` and the board's HELLO. Call before handshake().
+  void set_auth(const uint8_t key[auth::kKeyBytes], const uint8_t session_nonce[auth::kNonceBytes]);
+  bool authenticated() const { return tx_mac_.active(); }
+
+  // Waits for the board's HELLO; with set_auth, then sends AUTH and waits
+  // for the board to acknowledge it under the session keys (its proof that
+  // it holds the same key).
   wire::HelloPayload handshake();
 
   // Sends one sequenced frame, waiting for ACKs while the window is full.
@@ -79,6 +89,13 @@ class BoardLink {
   std::atomic<long long> timeout_ms_;  // may be shortened from another thread
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
   wire::FrameReader reader_;
+  bool use_auth_ = false;
+  uint8_t key_[auth::kKeyBytes] = {};
+  uint8_t nonce_[auth::kNonceBytes] = {};
+  auth::FrameMac tx_mac_, rx_mac_;
+  // Encodes a frame into tx_ (tagged when the session is authenticated);
+  // returns its size, 0 if it cannot be encoded.
+  size_t encode(wire::FrameHeader& h, const uint8_t* payload, size_t len);
   wire::SendWindow window_;
   wire::AckTracker acks_;
   std::vector<uint8_t> rx_, tx_;

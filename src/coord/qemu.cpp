@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "core/crc32.h"
+#include "net/keyfile.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -80,6 +82,25 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
   if (o.log_path.empty()) throw Error(who + ": no log path");
   std::error_code ec;
   fs::create_directories(fs::path(o.log_path).parent_path(), ec);
+  // A board with a key gets it as the Teensy would hold it: a provisioning
+  // record in the reserved top of flash (firmware/src/firmware.h), loaded
+  // there by QEMU from a file only this user can read, with a fresh seed
+  // for the board's nonces.
+  std::string provision;
+  if (o.auth) {
+    uint8_t rec[60] = {'T', 'S', 'K', 'E', 'Y', '0', '0', '1'};
+    std::copy(o.key.begin(), o.key.end(), rec + 8);
+    net::random_bytes(rec + 40, 16);
+    const uint32_t c = ts::crc32(rec, 56);
+    for (int i = 0; i < 4; ++i) rec[56 + i] = uint8_t(c >> (8 * i));
+    provision = (fs::path(o.log_path).parent_path() / "provision.bin").string();
+    fs::remove(provision, ec);
+    const int fd = ::open(provision.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const bool ok = fd >= 0 && ::write(fd, rec, sizeof rec) == ssize_t(sizeof rec);
+    if (fd >= 0) ::close(fd);
+    std::fill(std::begin(rec), std::end(rec), 0);
+    if (!ok) throw Error(who + ": cannot write its provisioning record " + provision);
+  }
 
   // A port picked here may be taken before QEMU binds it: try a few.
   for (int attempt = 0;; ++attempt) {
@@ -93,6 +114,10 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
     if (icount) {
       args.push_back("-icount");
       args.push_back("shift=0");
+    }
+    if (!provision.empty()) {
+      args.push_back("-device");
+      args.push_back("loader,file=" + provision + ",addr=0x607C0000,force-raw=on");
     }
     args.insert(args.end(), {"-nic",
                              "user,model=lan9118,hostfwd=tcp:127.0.0.1:" + std::to_string(port) + "-10.0.2.15:7000",
@@ -122,8 +147,10 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
     const auto deadline = std::chrono::steady_clock::now() + o.ready_timeout;
     for (;;) {
       const std::string log = read_file(o.log_path);
-      if (log.find(" listening on ") != std::string::npos)
+      if (log.find(" listening on ") != std::string::npos) {
+        if (!provision.empty()) fs::remove(provision, ec);  // loaded: the key stays only in the board
         return QemuBoard{pid, "127.0.0.1:" + std::to_string(port), o.log_path};
+      }
       int status = 0;
       if (waitpid(pid, &status, WNOHANG) == pid) {
         const bool port_taken = log.find("hostfwd") != std::string::npos || log.find("host forwarding") != std::string::npos;

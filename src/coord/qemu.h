@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <array>
 #include <string>
 #include <sys/types.h>
 
@@ -25,6 +26,10 @@ struct QemuBoardOptions {
   // Appended to the firmware's command line (test hooks such as
   // "--advertise-ram N --once"; see firmware/src/main.cpp).
   std::string extra_args;
+  // Shared key for authenticated links, provisioned into the board (see
+  // spawn_qemu_board). auth = false: the board runs without a key.
+  bool auth = false;
+  std::array<uint8_t, 32> key{};
 };
 
 struct QemuBoard {

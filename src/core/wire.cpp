@@ -12,7 +12,7 @@ namespace ts::wire {
 // ---------------------------------------------------------------------------
 
 bool is_known_type(uint8_t raw) {
-  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Peers);
+  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Auth);
 }
 
 const char* msg_type_name(MsgType t) {
@@ -31,13 +31,15 @@ const char* msg_type_name(MsgType t) {
     case MsgType::Reset: return "RESET";
     case MsgType::Bye: return "BYE";
     case MsgType::Peers: return "PEERS";
+    case MsgType::Auth: return "AUTH";
   }
   return "UNKNOWN";
 }
 
 bool payload_len_ok(MsgType t, size_t len) {
   switch (t) {
-    case MsgType::Hello: return len == HelloPayload::kSize;
+    case MsgType::Hello: return len == HelloPayload::kSize || len == HelloPayload::kAuthSize;
+    case MsgType::Auth: return len == AuthPayload::kSize;
     case MsgType::Commit: return len == CommitPayload::kSize;
     case MsgType::Ack: return len == AckPayload::kSize;
     case MsgType::Done: return len == DonePayload::kSize;
@@ -66,6 +68,7 @@ const char* wire_error_name(WireError e) {
     case WireError::BadHeader: return "reserved header bits set";
     case WireError::UnknownType: return "unknown message type";
     case WireError::BadPayload: return "bad payload for message type";
+    case WireError::BadMac: return "authentication failed";
     case WireError::Count: break;
   }
   return "unknown wire error";
@@ -85,6 +88,7 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::OutOfMemory: return "out of memory";
     case ErrorCode::VersionMismatch: return "version mismatch";
     case ErrorCode::Internal: return "internal error";
+    case ErrorCode::AuthFailed: return "authentication failed";
   }
   return "unknown error code";
 }
@@ -170,6 +174,16 @@ WireError check_semantics(const uint8_t* buf) {
 
 size_t encode_frame(const FrameHeader& h, const uint8_t* payload, size_t payload_len, uint8_t* out,
                     size_t out_cap) {
+  const size_t tag = (h.flags & kFlagMac) ? kTagSize : 0;
+  if (out_cap < tag) return 0;
+  const size_t n = encode_frame_body(h, payload, payload_len, out, out_cap - tag);
+  if (n == 0) return 0;
+  for (size_t i = 0; i < tag; ++i) out[n + i] = 0;
+  return n + tag;
+}
+
+size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t payload_len, uint8_t* out,
+                         size_t out_cap) {
   if (payload_len > kMaxPayload) return 0;
   if (out_cap < kHeaderSize + payload_len) return 0;
   if (!is_known_type(uint8_t(h.type))) return 0;
@@ -225,7 +239,7 @@ WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const u
 // ---------------------------------------------------------------------------
 
 size_t HelloPayload::encode(uint8_t* out, size_t cap) const {
-  if (cap < kSize) return 0;
+  if (cap < (auth ? kAuthSize : kSize)) return 0;
   put_u16(out + 0, board_id);
   out[2] = protocol_version;
   out[3] = 0;
@@ -233,11 +247,13 @@ size_t HelloPayload::encode(uint8_t* out, size_t cap) const {
   put_u16(out + 6, rx_window);
   put_u32(out + 8, ram_bytes);
   put_u32(out + 12, flash_bytes);
-  return kSize;
+  if (!auth) return kSize;
+  std::memcpy(out + kSize, nonce, kNonceSize);
+  return kAuthSize;
 }
 
 bool HelloPayload::decode(const uint8_t* in, size_t len) {
-  if (len != kSize || in[3] != 0) return false;
+  if ((len != kSize && len != kAuthSize) || in[3] != 0) return false;
   uint16_t window = get_u16(in + 6);
   // A window outside 1..kMaxWindow cannot be honoured by SendWindow.
   if (window == 0 || window > kMaxWindow) return false;
@@ -247,6 +263,21 @@ bool HelloPayload::decode(const uint8_t* in, size_t len) {
   rx_window = window;
   ram_bytes = get_u32(in + 8);
   flash_bytes = get_u32(in + 12);
+  auth = len == kAuthSize;
+  if (auth) std::memcpy(nonce, in + kSize, kNonceSize);
+  else std::memset(nonce, 0, kNonceSize);
+  return true;
+}
+
+size_t AuthPayload::encode(uint8_t* out, size_t cap) const {
+  if (cap < kSize) return 0;
+  std::memcpy(out, nonce, kSize);
+  return kSize;
+}
+
+bool AuthPayload::decode(const uint8_t* in, size_t len) {
+  if (len != kSize) return false;
+  std::memcpy(nonce, in, kSize);
   return true;
 }
 
@@ -254,6 +285,7 @@ size_t CommitPayload::encode(uint8_t* out, size_t cap) const {
   if (cap < kSize) return 0;
   put_u32(out + 0, fragment_size);
   put_u32(out + 4, fragment_crc);
+  std::memcpy(out + 8, digest, sizeof digest);
   return kSize;
 }
 
@@ -261,6 +293,7 @@ bool CommitPayload::decode(const uint8_t* in, size_t len) {
   if (len != kSize) return false;
   fragment_size = get_u32(in + 0);
   fragment_crc = get_u32(in + 4);
+  std::memcpy(digest, in + 8, sizeof digest);
   return true;
 }
 
@@ -392,7 +425,7 @@ FrameReader::Result FrameReader::feed(const uint8_t* data, size_t len) {
     if (need_ == 0) {  // header just completed: learn where the frame ends
       WireError e = check_framing(buf_);
       if (e != WireError::Ok) return fail(e, used);
-      need_ = kHeaderSize + get_u16(buf_ + kOffPayloadLen);
+      need_ = kHeaderSize + get_u16(buf_ + kOffPayloadLen) + ((get_u16(buf_ + kOffFlags) & kFlagMac) ? kTagSize : 0);
       if (have_ < need_) continue;  // payload still to come
     }
 

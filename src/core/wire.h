@@ -87,7 +87,15 @@ constexpr size_t kOffCrc = 28;
 // Header flags.
 constexpr uint16_t kFlagLast = 0x0001;    // last frame of a message
 constexpr uint16_t kFlagAckReq = 0x0002;  // receiver must ACK immediately
-constexpr uint16_t kKnownFlags = kFlagLast | kFlagAckReq;
+// A kTagSize-byte message authentication tag follows the payload (core/auth.h;
+// docs/protocol.md, "Authentication"). The CRC covers header and payload, not
+// the tag; the tag covers header, payload and the direction's frame counter.
+constexpr uint16_t kFlagMac = 0x0004;
+constexpr uint16_t kKnownFlags = kFlagLast | kFlagAckReq | kFlagMac;
+constexpr size_t kTagSize = 16;
+// Largest frame on the wire: kMaxFrame plus a tag. Receive and send buffers
+// have this size.
+constexpr size_t kMaxFrameBuf = kMaxFrame + kTagSize;
 
 // Largest application-level send window (frames in flight); fixes the size of
 // SendWindow's bookkeeping so it needs no heap.
@@ -125,6 +133,7 @@ enum class MsgType : uint8_t {
   Reset = 12,      // C->B  drop partial messages and in-progress work; no payload
   Bye = 13,        // both  orderly close follows; no payload
   Peers = 14,      // C->B  where the other boards listen; PeersPayload
+  Auth = 15,       // C->B  starts an authenticated session; AuthPayload (core/auth.h)
 };
 
 // INPUT frames carry the operand index in the top bits of their offset.
@@ -156,6 +165,7 @@ enum class WireError : uint8_t {
   BadHeader,    // reserved field or unknown flag bits set
   UnknownType,  // intact frame of a type this version does not know
   BadPayload,   // payload size wrong for its type, or payload fields invalid
+  BadMac,       // authentication tag wrong or missing (counted by the caller)
   Count         // number of kinds, not an error
 };
 constexpr size_t kNumWireErrors = size_t(WireError::Count);
@@ -179,16 +189,28 @@ struct FrameHeader {
   uint32_t crc = 0;  // as received (decode); ignored by encode
 };
 
-inline size_t frame_size(const FrameHeader& h) { return kHeaderSize + h.payload_len; }
+// Bytes of the frame on the wire: header, payload and, with kFlagMac, the tag.
+inline size_t frame_size(const FrameHeader& h) {
+  return kHeaderSize + h.payload_len + ((h.flags & kFlagMac) ? kTagSize : 0);
+}
 
 // Writes header + payload to `out` and returns the frame size, or 0 if the
 // frame cannot be encoded: payload_len > kMaxPayload, out_cap too small,
 // unknown type, unknown flag bits, or a payload size illegal for the type.
 // The encoder writes payload_len from the `payload_len` argument and the
 // version from kProtocolVersion; h.payload_len, h.version and h.crc are
-// ignored. `payload` may be null when payload_len is 0.
+// ignored. `payload` may be null when payload_len is 0. With kFlagMac in
+// h.flags the frame gets kTagSize zero bytes after the payload (included in
+// the returned size) for the caller to fill (auth::FrameMac::seal).
 size_t encode_frame(const FrameHeader& h, const uint8_t* payload, size_t payload_len, uint8_t* out,
                     size_t out_cap);
+
+// encode_frame without the tag: with kFlagMac in h.flags the header says a
+// tag follows, but only header and payload are written and counted. For a
+// sender that keeps the tag in a buffer of its own (the board worker, whose
+// frame buffer holds kMaxFrame bytes) and sends it right after.
+size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t payload_len, uint8_t* out,
+                         size_t out_cap);
 
 // Parses and checks the header in buf[0..len): Truncated if len <
 // kHeaderSize, then magic, length, version, reserved/flags and type. Does not
@@ -219,27 +241,47 @@ WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const u
 //   6 u16 rx_window  frames the board accepts in flight (1..kMaxWindow)
 //   8 u32 ram_bytes  RAM available for the inference arena
 //  12 u32 flash_bytes flash available for fragments (storage limit, eq. 7)
+//  16 u8[16] nonce   only in the 32-byte form, sent by a board that holds a
+//                    key: fresh for every connection (core/auth.h)
 struct HelloPayload {
   static constexpr size_t kSize = 16;
+  static constexpr size_t kAuthSize = 32;
+  static constexpr size_t kNonceSize = 16;
   uint16_t board_id = 0;
   uint8_t protocol_version = kProtocolVersion;
   uint16_t clock_mhz = 0;
   uint16_t rx_window = 1;
   uint32_t ram_bytes = 0;
   uint32_t flash_bytes = 0;
+  bool auth = false;  // the 32-byte form: the board requires authentication
+  uint8_t nonce[kNonceSize] = {};
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };
 
-// COMMIT, 8 bytes. The coordinator has sent all STORE chunks of fragment
-// `layer`; the board checks size and CRC-32 of what it stored and answers
-// DONE (request_seq = this COMMIT's seq) or ERROR(HashMismatch).
+// AUTH, 16 bytes: the coordinator's session nonce, fresh for every run. The
+// frame itself carries kFlagMac, keyed from this nonce and the board's HELLO.
+//   0 u8[16] nonce
+struct AuthPayload {
+  static constexpr size_t kSize = 16;
+  uint8_t nonce[kSize] = {};
+  size_t encode(uint8_t* out, size_t cap) const;
+  bool decode(const uint8_t* in, size_t len);
+};
+
+// COMMIT, 40 bytes. Asks the board to make fragment `layer` of deployment
+// `deployment` (the header's) current. The board answers DONE at once when
+// its committed fragment has this SHA-256 (and size, and the header's
+// deployment id); else it checks what it has staged (STORE chunks) against
+// size, CRC-32 and SHA-256 and commits it, or answers ERROR(HashMismatch).
 //   0 u32 fragment_size  bytes
 //   4 u32 fragment_crc   crc32() of the whole fragment
+//   8 u8[32] digest      SHA-256 of the whole fragment (core/sha256.h)
 struct CommitPayload {
-  static constexpr size_t kSize = 8;
+  static constexpr size_t kSize = 40;
   uint32_t fragment_size = 0;
   uint32_t fragment_crc = 0;
+  uint8_t digest[32] = {};
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };
@@ -298,6 +340,7 @@ enum class ErrorCode : uint16_t {
   OutOfMemory = 9,      // arena too small for the request
   VersionMismatch = 10, // peer speaks another protocol version
   Internal = 11,
+  AuthFailed = 12,      // a frame failed authentication, or a key is missing
 };
 const char* error_code_name(ErrorCode c);
 
@@ -368,6 +411,13 @@ class FrameReader {
 
   const FrameHeader& header() const { return header_; }
   const uint8_t* payload() const { return buf_ + kHeaderSize; }
+  // The whole frame as received (header, payload, tag), while a frame is
+  // ready: what an authentication tag is checked over.
+  const uint8_t* frame() const { return buf_; }
+  size_t frame_len() const { return frame_size(header_); }
+  // Marks the buffered frame as refused by a check the caller made (BadMac):
+  // counted, and the reader fails like on any bad frame.
+  void refuse(WireError e) { fail(e, 0); }
 
   bool failed() const { return failed_; }
   WireError error() const { return error_; }  // Ok unless failed()
@@ -387,7 +437,7 @@ class FrameReader {
  private:
   Result fail(WireError e, size_t consumed);
 
-  uint8_t buf_[kMaxFrame];
+  uint8_t buf_[kMaxFrameBuf];
   size_t have_ = 0;  // bytes buffered of the current frame
   size_t need_ = 0;  // full size of the current frame once its header is in, else 0
   bool frame_ready_ = false;

@@ -1,6 +1,7 @@
 #include "core/worker.h"
 
 #include "core/crc32.h"
+#include "core/sha256.h"
 
 namespace ts {
 namespace core {
@@ -62,6 +63,10 @@ bool Worker::open_fragment() {
   const uint8_t* p = flash_->current(&size);
   have_frag_ = p && frag_.open(p, size) == FragStatus::Ok;
   plan_id_ = have_frag_ ? frag_.header().plan_id : 0;
+  // The deploy cache's identity of what this board holds (on_commit).
+  if (have_frag_) sha256(p, size, frag_digest_);
+  else
+    for (uint8_t& b : frag_digest_) b = 0;
   first_active_ = 0;
   if (have_frag_) {
     const uint32_t n = frag_.layer_count();
@@ -97,6 +102,9 @@ void Worker::reset_link(int link) {
   l.reader.reset();
   l.window.reset(cfg_.window, 1);
   l.acks.reset(cfg_.ack_every, 1);
+  l.rx.stop();
+  l.tx.stop();
+  l.hello_len = 0;
 }
 
 bool Worker::on_connect(int link) {
@@ -112,9 +120,20 @@ bool Worker::on_connect(int link) {
   hello.rx_window = cfg_.window;
   hello.ram_bytes = cfg_.ram_bytes;
   hello.flash_bytes = cfg_.flash_bytes;
-  uint8_t buf[wire::HelloPayload::kSize];
-  const size_t n = hello.encode(buf, sizeof buf);
-  return send_frame(link, MsgType::Hello, 0, 0, buf, uint16_t(n), wire::kFlagLast, true);
+  if (cfg_.has_key) {
+    // A nonce never used before under this key: the port's entropy, the
+    // clock, and a count of connections.
+    uint8_t ent[40] = {};
+    size_t ne = port_->entropy(ent, 32);
+    const uint32_t t = port_->now_us();
+    for (int i = 0; i < 4; ++i) ent[ne++] = uint8_t(t >> (8 * i));
+    auth::make_nonce(cfg_.key, ent, ne, ++nonces_, hello.nonce);
+    hello.auth = true;
+  }
+  Link& l = links_[link];
+  const size_t n = hello.encode(l.hello, sizeof l.hello);
+  l.hello_len = uint8_t(n);
+  return send_frame(link, MsgType::Hello, 0, 0, l.hello, uint16_t(n), wire::kFlagLast, true);
 }
 
 void Worker::on_disconnect(int link) {
@@ -157,11 +176,19 @@ bool Worker::send_frame(int link, MsgType t, uint16_t layer, uint32_t offset, co
     if (!l.window.stamp(port_->now_us() / 1000u, &seq, &h.flags)) return false;
     h.seq = seq;
   }
-  const size_t n = wire::encode_frame(h, payload, len, tx_, wire::kMaxFrame);
+  if (l.tx.active()) h.flags = uint16_t(h.flags | wire::kFlagMac);
+  const size_t n = wire::encode_frame_body(h, payload, len, tx_, wire::kMaxFrame);
   if (n == 0) return false;
   stats_.frames_out++;
-  stats_.bytes_out += uint32_t(n);
-  return port_->send(link, tx_, n);
+  if (!l.tx.active()) {
+    stats_.bytes_out += uint32_t(n);
+    return port_->send(link, tx_, n);
+  }
+  // The tag goes right after the frame, from a buffer of its own.
+  uint8_t tag[wire::kTagSize];
+  l.tx.seal(tx_, n, tag);
+  stats_.bytes_out += uint32_t(n + sizeof tag);
+  return port_->send(link, tx_, n) && port_->send(link, tag, sizeof tag);
 }
 
 bool Worker::send_error(int link, ErrorCode code, uint32_t seq, const char* text) {
@@ -200,6 +227,10 @@ int32_t Worker::on_bytes(int link, const uint8_t* data, size_t len) {
     if (r.status == wire::FrameReader::Status::NeedMore) break;
     stats_.frames_in++;
     stats_.bytes_in += uint32_t(wire::frame_size(l.reader.header()));
+    if (authenticate(link) == Verdict::Fail) {
+      on_disconnect(link);
+      return -1;
+    }
     const Verdict v = handle(link);
     if (v == Verdict::Fail) {
       on_disconnect(link);
@@ -225,6 +256,50 @@ bool Worker::resume() {
     }
   }
   return ok;
+}
+
+// Every frame passes here once, before handle(): with a session its tag must
+// verify; a board with a key takes nothing but AUTH before a session; a board
+// without a key refuses AUTH and tagged frames. Refusals are one ERROR
+// (AuthFailed) and the link closes.
+Worker::Verdict Worker::authenticate(int link) {
+  Link& l = links_[link];
+  const FrameHeader& h = l.reader.header();
+  const bool tagged = (h.flags & wire::kFlagMac) != 0;
+  auto refuse = [&](const char* why) {
+    stats_.auth_failures++;
+    l.reader.refuse(wire::WireError::BadMac);
+    send_error(link, ErrorCode::AuthFailed, h.seq, why);
+    return Verdict::Fail;
+  };
+  if (l.rx.active()) {
+    if (!tagged) return refuse("unauthenticated frame in an authenticated session");
+    if (!l.rx.check(l.reader.frame(), l.reader.frame_len())) return refuse("frame failed authentication");
+    return Verdict::Ok;
+  }
+  if (!cfg_.has_key) {
+    if (tagged || h.type == MsgType::Auth) return refuse("this board has no key");
+    return Verdict::Ok;
+  }
+  if (h.src != wire::kCoordinatorId) return refuse("board-to-board links are not authenticated");
+  // The coordinator acknowledges HELLO before it can key anything; an ACK
+  // only moves this link's window, so it is the one frame taken untagged.
+  if (h.type == MsgType::Ack && !tagged) return Verdict::Ok;
+  if (h.type != MsgType::Auth || !tagged) return refuse("this board requires a key (AUTH first)");
+  wire::AuthPayload a;
+  if (!a.decode(l.reader.payload(), h.payload_len) || l.hello_len == 0) return refuse("bad AUTH");
+  auth::SessionKeys k;
+  auth::derive_session(cfg_.key, a.nonce, l.hello, l.hello_len, &k);
+  l.rx.start(k.c2b);
+  const bool ok = l.rx.check(l.reader.frame(), l.reader.frame_len());
+  if (ok) l.tx.start(k.b2c);
+  for (uint8_t& b : k.c2b) b = 0;
+  for (uint8_t& b : k.b2c) b = 0;
+  if (!ok) {
+    l.rx.stop();
+    return refuse("authentication failed: the coordinator's key differs");
+  }
+  return Verdict::Ok;
 }
 
 Worker::Verdict Worker::handle(int link) {
@@ -295,6 +370,8 @@ Worker::Verdict Worker::handle(int link) {
     case MsgType::Reset:
       abort_layer();
       break;
+    case MsgType::Auth:  // checked in authenticate()
+      break;
     case MsgType::Peers: {
       wire::PeerEntry e;
       for (size_t i = 0; wire::decode_peer(payload, h.payload_len, i, &e); ++i) {
@@ -323,6 +400,20 @@ bool Worker::on_store(int link, const FrameHeader& h, const uint8_t* payload) {
     send_error(link, ErrorCode::NoSpace, h.seq, "fragment exceeds flash");
     return false;
   }
+  // Hash the staged bytes as they come (a deploy sends them in order from
+  // offset 0), so COMMIT can check them against its SHA-256 without reading
+  // the staging area back.
+  if (h.offset == 0) {
+    stage_sha_.reset();
+    stage_hashed_ = 0;
+    stage_in_order_ = true;
+  }
+  if (stage_in_order_ && h.offset == stage_hashed_) {
+    stage_sha_.update(payload, h.payload_len);
+    stage_hashed_ += h.payload_len;
+  } else {
+    stage_in_order_ = false;
+  }
   return true;
 }
 
@@ -333,22 +424,37 @@ bool Worker::on_commit(int link, const FrameHeader& h, const uint8_t* payload) {
     return false;
   }
   if (!send_ack_if_due(link)) return false;
+  // Cached: the committed fragment is valid and is exactly the one asked
+  // for (SHA-256 and size), of the deployment the COMMIT names. A fragment
+  // of another plan or another board, or a damaged one, is never taken for it.
   uint32_t size = 0;
-  const uint8_t* cur = flash_->current(&size);
-  const bool cached = cur && size == c.fragment_size && crc32(cur, size) == c.fragment_crc;
+  flash_->current(&size);
+  const bool cached = have_frag_ && size == c.fragment_size && plan_id_ == h.deployment &&
+                      equal_ct(frag_digest_, c.digest, kSha256Bytes);
   if (!cached) {
     if (c.fragment_size > flash_->capacity()) {
       send_error(link, ErrorCode::NoSpace, h.seq, "fragment exceeds flash");
       return true;  // recoverable: the coordinator reports it
     }
-    if (!flash_->commit(c.fragment_size, c.fragment_crc)) {
-      send_error(link, ErrorCode::HashMismatch, h.seq, "not stored");
-      return true;  // expected on a first deploy: the coordinator then stores it
+    // Commit what was staged only if all of it arrived in order and has the
+    // digest asked for.
+    uint8_t staged[kSha256Bytes];
+    Sha256 s = stage_sha_;
+    s.finish(staged);
+    const bool complete = stage_in_order_ && stage_hashed_ == c.fragment_size;
+    const bool match = complete && equal_ct(staged, c.digest, kSha256Bytes);
+    stage_hashed_ = 0;
+    stage_in_order_ = false;
+    if (!match || !flash_->commit(c.fragment_size, c.fragment_crc)) {
+      send_error(link, ErrorCode::HashMismatch, h.seq, complete ? "staged fragment has another digest" : "not stored");
+      return true;  // "not stored" is expected on a first deploy: the coordinator then stores it
     }
-  }
-  if (!open_fragment()) {
-    send_error(link, ErrorCode::HashMismatch, h.seq, "fragment invalid");
-    return true;
+    if (!open_fragment() || plan_id_ != h.deployment) {
+      send_error(link, ErrorCode::HashMismatch, h.seq, "fragment invalid");
+      return true;
+    }
+  } else {
+    abort_layer();
   }
   wire::DonePayload d;
   d.request_seq = h.seq;

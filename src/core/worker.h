@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/auth.h"
 #include "core/fragment.h"
 #include "core/layer.h"
 #include "core/wire.h"
@@ -103,6 +104,14 @@ class Port {
     (void)worker;
     return -1;
   }
+  // Up to `cap` bytes that differ from boot to boot (a hardware random
+  // source, or at least a boot counter and timer jitter); returns how many
+  // it wrote. Only used for the nonces of a board that holds a key.
+  virtual size_t entropy(uint8_t* out, size_t cap) {
+    (void)out;
+    (void)cap;
+    return 0;
+  }
 
  protected:
   ~Port() = default;
@@ -130,12 +139,18 @@ struct WorkerConfig {
   uint32_t flash_bytes = 8u << 20;
   uint16_t window = 32;                // frames in flight per link
   uint16_t ack_every = 16;             // ACK after this many frames, or on LAST/ACK_REQ
+  // Shared key (core/auth.h). With a key the board accepts a coordinator
+  // only after AUTH proves it holds the same key, and every frame after that
+  // is authenticated both ways; without one it refuses AUTH.
+  bool has_key = false;
+  uint8_t key[auth::kKeyBytes] = {};
 };
 
 struct WorkerStats {
   uint32_t frames_in = 0, frames_out = 0;
   uint32_t bytes_in = 0, bytes_out = 0;
   uint32_t errors_sent = 0;
+  uint32_t auth_failures = 0;  // frames refused by authentication
   uint32_t layers_run = 0;
   uint32_t peak_arena = 0;  // over the board's life
 };
@@ -199,6 +214,9 @@ class Worker {
     wire::FrameReader reader;
     wire::SendWindow window;
     wire::AckTracker acks;
+    auth::FrameMac rx, tx;  // active once the session is authenticated
+    uint8_t hello[wire::HelloPayload::kAuthSize] = {};  // the HELLO we sent
+    uint8_t hello_len = 0;
   };
   struct Open {
     bool used = false, run = false;
@@ -208,6 +226,7 @@ class Worker {
   };
 
   Verdict handle(int link);
+  Verdict authenticate(int link);
   Verdict on_input(int link, const wire::FrameHeader& h, const uint8_t* payload);
   Verdict on_run(int link, const wire::FrameHeader& h);
   Verdict admit(int link, const wire::FrameHeader& h, const FragLayer& e, Open** slot);
@@ -241,6 +260,13 @@ class Worker {
   int coord_link_ = -1;
   FragmentReader frag_;
   bool have_frag_ = false;
+  uint8_t frag_digest_[kSha256Bytes] = {};  // SHA-256 of the committed fragment
+  // Deploy in progress: SHA-256 of the STORE bytes staged so far, valid while
+  // they arrive in order from offset 0 (stage_hashed_ bytes).
+  Sha256 stage_sha_;
+  uint32_t stage_hashed_ = 0;
+  bool stage_in_order_ = true;
+  uint64_t nonces_ = 0;
   uint32_t plan_id_ = 0;
   uint32_t first_active_ = 0;
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/crc32.h"
+#include "net/keyfile.h"
 #include "net/tcp.h"
 
 namespace ts::net {
@@ -103,11 +104,20 @@ class HostBoard::HostPort final : public core::Port {
     const std::string host = std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
                              std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
     try {
-      auto t = tcp_connect(host, it->second.port, Millis(3000));
-      t->set_send_timeout(Millis(10000));
-      return board.attach(std::move(t));
+      auto tcp = tcp_connect(host, it->second.port, Millis(3000));
+      tcp->set_send_timeout(Millis(10000));
+      std::unique_ptr<Transport> t = std::move(tcp);
+      return board.attach(t);
     } catch (const std::exception&) {
       return -1;
+    }
+  }
+  size_t entropy(uint8_t* out, size_t cap) override {
+    try {
+      random_bytes(out, cap);
+      return cap;
+    } catch (const std::exception&) {
+      return 0;  // the nonce still differs by clock and connection count
     }
   }
   uint32_t now_us() override {
@@ -145,7 +155,7 @@ HostBoard::~HostBoard() {
     if (l->reader.joinable()) l->reader.join();
 }
 
-int HostBoard::attach(std::unique_ptr<Transport> t) {
+int HostBoard::attach(std::unique_ptr<Transport>& t) {
   for (size_t i = 0; i < links_.size(); ++i) {
     Link& l = *links_[i];
     if (l.t) continue;
@@ -189,6 +199,9 @@ void HostBoard::read_loop(int link) {
   Link& self = *links_[size_t(link)];
   Transport* t = self.t.get();
   HostPort& port = *port_;
+  const bool idle_limit = opt_.idle_timeout_s > 0;
+  const auto idle_max = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.idle_timeout_s));
+  auto last_bytes = Clock::now();
   for (;;) {
     if (!pending.empty()) {
       // The worker holds a frame of ours: wait for it to make progress.
@@ -218,8 +231,16 @@ void HostBoard::read_loop(int link) {
     if (r.status == RecvStatus::Timeout) {
       std::lock_guard<std::mutex> lock(port.mu);
       if (self.dead) break;
+      // Nothing from this peer for too long: free the slot. A coordinator
+      // mid-inference always has frames in flight or answers to send well
+      // within the idle limit.
+      if (idle_limit && Clock::now() - last_bytes > idle_max) {
+        self.dead = true;
+        break;
+      }
       continue;
     }
+    last_bytes = Clock::now();
     std::unique_lock<std::mutex> lock(port.mu);
     if (r.status == RecvStatus::Closed || self.dead) {
       self.dead = true;
@@ -274,9 +295,25 @@ void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool
       continue;
     }
     t->set_send_timeout(Millis(10000));
+    std::unique_ptr<Transport> conn = std::move(t);
     std::lock_guard<std::mutex> lock(port_->mu);
-    const int link = attach(std::move(t));
-    if (link < 0) continue;  // every link in use: the connection is dropped
+    const int link = attach(conn);
+    if (link < 0) {  // every link in use: say so, then drop the connection
+      ++refused_busy_;
+      wire::ErrorPayload e = wire::ErrorPayload::make(wire::ErrorCode::NotReady, 0, "board busy: every connection slot in use");
+      uint8_t p[wire::ErrorPayload::kMaxSize], f[wire::kMaxFrame];
+      wire::FrameHeader h;
+      h.type = wire::MsgType::Error;
+      h.src = opt_.cfg.id;
+      h.dst = wire::kCoordinatorId;
+      const size_t n = wire::encode_frame(h, p, e.encode(p, sizeof p), f, sizeof f);
+      try {
+        conn->send(f, n);
+      } catch (const std::exception&) {
+      }
+      conn->close();
+      continue;
+    }
     if (!worker_.on_connect(link)) links_[size_t(link)]->dead = true;
     flush_all();
     close_dead();

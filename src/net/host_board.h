@@ -33,6 +33,10 @@ struct HostBoardOptions {
   // Off for a standalone board, whose parent may well be PID 1 (systemd, a
   // container's init, a shell that has exited).
   bool exit_with_parent = false;
+  // A link that has carried no bytes for this long is closed, so idle or
+  // half-open connections cannot hold the board's link slots for ever.
+  // <= 0: never.
+  double idle_timeout_s = 60.0;
 };
 
 // Flash emulated by memory, persisted to <dir>/fragment.bin on commit
@@ -70,7 +74,9 @@ class HostBoard {
  private:
   struct Link;
   class HostPort;
-  int attach(std::unique_ptr<Transport> t);  // with mu_ held; -1 if no slot
+  // With mu_ held. Takes `t` into a free slot; -1 (and `t` left as it is)
+  // if every slot is in use.
+  int attach(std::unique_ptr<Transport>& t);
   void read_loop(int link);
   void flush_all();                          // with mu_ held
   void close_dead();                         // with mu_ held
@@ -81,6 +87,9 @@ class HostBoard {
   core::Worker worker_;
   std::vector<std::unique_ptr<Link>> links_;
   std::atomic<bool> stop_{false};
+  // Connections refused because every link slot was in use (each got an
+  // ERROR saying so).
+  std::atomic<uint32_t> refused_busy_{0};
 };
 
 // `tinysplit worker`: listen on host:port and serve coordinators forever (or

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -168,9 +169,15 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
   const json* list = &doc;
   if (doc.is_object()) {
     for (const auto& [key, v] : doc.items())
-      if (key != "boards") fail(source, "unknown top-level key " + show_key(key) + " (known: boards)");
+      if (key != "boards" && key != "key_file")
+        fail(source, "unknown top-level key " + show_key(key) + " (known: boards, key_file)");
     if (!doc.contains("boards")) fail(source, "missing key 'boards'");
     list = &doc["boards"];
+  }
+  std::string key_file;
+  if (doc.is_object() && doc.contains("key_file")) {
+    key_file = read_string(doc["key_file"], "key_file", source);
+    if (key_file.empty()) fail(source, "'key_file' must not be empty");
   }
   if (!list->is_array())
     fail(source, "expected a list of boards or {\"boards\": [...]} (got " + show(*list) + ")");
@@ -178,6 +185,7 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
   Testbed t;
   for (size_t i = 0; i < list->size(); ++i)
     t.boards.push_back(board_from_json((*list)[i], board_ctx(source, i)));
+  t.key_file = key_file;
   validate_testbed(t, source);
   return t;
 }
@@ -200,7 +208,10 @@ Testbed load_testbed(const std::string& path) {
   if (!in) fail(path, "cannot open testbed file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_testbed(ss.str(), path);
+  Testbed t = parse_testbed(ss.str(), path);
+  if (!t.key_file.empty() && std::filesystem::path(t.key_file).is_relative())
+    t.key_file = (std::filesystem::path(path).parent_path() / t.key_file).string();
+  return t;
 }
 
 json to_json(const Testbed& t) {
@@ -214,7 +225,9 @@ json to_json(const Testbed& t) {
                       {"delay_s_per_kb", b.delay_s_per_kb},
                       {"bandwidth_kbps", b.bandwidth_kbps}});
   }
-  return json{{"boards", boards}};
+  json j{{"boards", boards}};
+  if (!t.key_file.empty()) j["key_file"] = t.key_file;
+  return j;
 }
 
 void save_testbed(const Testbed& t, const std::string& path) {

@@ -59,6 +59,10 @@ struct Board {
 
 struct Testbed {
   std::vector<Board> boards;
+  // Shared key file for authenticated links (core/auth.h), as written in
+  // the testbed; load_testbed resolves a relative path against the
+  // testbed file's folder. Empty = none.
+  std::string key_file;
 
   bool operator==(const Testbed&) const = default;
 };
