@@ -1,0 +1,570 @@
+// Cortex-M7 kernels with the DSP extension (docs/kernels.md, "Cortex-M7
+// kernels"). The instructions come from dsp_ops.h: ACLE intrinsics on the
+// target, plain C++ elsewhere (host tests).
+//
+// Every kernel computes exactly what the portable one does:
+//   acc = bias + sum over taps inside the input of (x - zp) * w   (int32)
+// then the same requantisation. The products are formed on 16-bit lanes
+// (x - zp in [-255, 255], w in [-128, 127]) and summed in int32, which is
+// exact in any order; so outputs are bit-identical with the portable table
+// (tests/arm_dsp_kernels_test.cpp on the host, `selftest` on the target).
+// Layers outside a kernel's shape go to the portable table's function.
+//
+// The widening trick (as in CMSIS-NN): SXTB16 of a word of 4 int8 values
+// (v0 v1 v2 v3) gives the halfword pair (v0, v2), and SXTB16 of it rotated
+// by 8 gives (v1, v3). Weights are widened that way on the fly (2
+// instructions per 4 weights), and activations are stored once in the same
+// order, pairs (x0, x2) and (x1, x3), so one SMLAD adds two products.
+#include "core/arm/dsp_kernels.h"
+
+#include "core/arm/dsp_ops.h"
+#include "core/ops/common.h"
+
+namespace ts {
+namespace core {
+namespace arm {
+
+using namespace opk;
+using namespace dsp;
+
+namespace {
+
+// ------------------------------------------------------------ requantisation
+//
+// Requant (requant.h) computes floor((t + 2^(30+e) - 2^31 [t < 0]) / 2^(31+e))
+// with t = x*m + 2^30 and e = -shift. For m >= 2^30, t < 0 exactly when
+// x < 0 (x = -1, m = 2^30 gives t = 0, where both forms give 0), so the
+// whole numerator is x*m plus a constant chosen by x's sign: for e >= 2 the
+// constant 2^30 + 2^(30+e) - 2^31 [x < 0] has low word 2^30 + 2^31 [x < 0]
+// (mod 2^32) and high word 2^(e-2) - [x < 0]. One SMLAL into that 64-bit
+// value and an arithmetic shift of its high word by e - 1 give the result:
+// 5 instructions instead of a 64-bit shift by a variable amount. Other
+// multipliers and shifts (rare: quantize_multiplier normalises m into
+// [2^30, 2^31)) use Requant itself.
+struct FastRq {
+  int32_t m = 0, sh = 0, chi = 0;  // multiplier, e - 1, 2^(e-2)
+  int32_t zp = 0, lo = -128, hi = 127;
+  bool ok = false;
+  Requant slow;
+  FastRq() = default;
+  FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
+      : zp(zero), lo(lo_), hi(hi_), slow(mult, shift, zero, lo_, hi_) {
+    ok = fast_requant_ok(mult, shift);
+    if (ok) {
+      m = mult;
+      sh = -shift - 1;
+      chi = int32_t(1) << (-shift - 2);
+    }
+  }
+  TS_DSP_INLINE int32_t scale(int32_t x) const {
+    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
+    const int32_t h = chi + (x >> 31);
+    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
+    u += int64_t(x) * m;
+    return int32_t(u >> 32) >> sh;
+  }
+  TS_DSP_INLINE int8_t operator()(int32_t acc) const {
+    int32_t r = scale(acc) + zp;
+    r = r < lo ? lo : r;
+    return int8_t(r > hi ? hi : r);
+  }
+  // Either form, for single values.
+  TS_DSP_INLINE int8_t apply(int32_t acc) const { return ok ? (*this)(acc) : slow(acc); }
+};
+
+// Four bytes of lo or hi, for the byte-wise clamp.
+inline uint32_t splat8(int32_t v) { return (uint32_t(v) & 0xFFu) * 0x01010101u; }
+
+// out[k] = rq(acc[k]) for k < n. Four at a time: each value scaled, plus the
+// zero point, saturated to int8 (SSAT), packed into a word, and the word
+// clamped to [lo, hi] byte-wise (SSUB8 + SEL); clamping to [-128, 127] first
+// changes nothing since lo >= -128 and hi <= 127.
+TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
+  if (!rq.ok) {
+    for (int32_t k = 0; k < n; ++k) out[k] = rq.slow(acc[k]);
+    return;
+  }
+  int32_t k = 0;
+  if (n >= 4) {
+    const uint32_t lo4 = splat8(rq.lo), hi4 = splat8(rq.hi);
+    for (; k + 4 <= n; k += 4) {
+      const uint32_t b0 = uint32_t(ssat8(rq.scale(acc[k]) + rq.zp)) & 0xFFu;
+      const uint32_t b1 = uint32_t(ssat8(rq.scale(acc[k + 1]) + rq.zp)) & 0xFFu;
+      const uint32_t b2 = uint32_t(ssat8(rq.scale(acc[k + 2]) + rq.zp)) & 0xFFu;
+      const uint32_t b3 = uint32_t(ssat8(rq.scale(acc[k + 3]) + rq.zp));
+      const uint32_t word = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
+      st32(out + k, min8(max8(word, lo4), hi4));
+    }
+  }
+  for (; k < n; ++k) out[k] = rq(acc[k]);
+}
+
+void requant_row(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
+  // Requant keeps its inputs: rebuild the fast form from them.
+  const FastRq f(rq.m, rq.shift, rq.zp, rq.lo, rq.hi);
+  if (rq.exact || !f.ok) {
+    for (int32_t k = 0; k < n; ++k) out[k] = rq(acc[k]);
+    return;
+  }
+  requant_n(acc, n, f, out);
+}
+
+FastRq channel_rq(const LayerDesc& L, int32_t o) {
+  const int32_t local = o - L.oc_base;
+  return FastRq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+}
+
+// ------------------------------------------- the 4-position dot-product core
+//
+// Activations of 4 output positions over ng groups of 4 "channels" (input
+// channels, or a convolution patch's taps), as
+//   xt[g][k][0] = (x(4g, k), x(4g+2, k)),  xt[g][k][1] = (x(4g+1, k), x(4g+3, k))
+// (int16 halfwords, zero point already subtracted). acc[k] += the dot product
+// of position k with the int8 weight row w (4*ng bytes, any alignment).
+// Per 4 channels: 1 weight load, 2 SXTB16, 4 LDRD and 8 SMLAD for 16 MACs.
+constexpr int32_t kTile = 4;
+
+// One group of 4 channels at word offset G of x (weights wv).
+#define TS_DOT4_GROUP(G, wv)                         \
+  do {                                               \
+    const uint32_t we = sxtb16(wv), wo = sxtb16_ror8(wv); \
+    uint32_t e, o;                                   \
+    ld2<G>(x, &e, &o);                               \
+    a0 = smlad(o, wo, smlad(e, we, a0));             \
+    ld2<G + 2>(x, &e, &o);                           \
+    a1 = smlad(o, wo, smlad(e, we, a1));             \
+    ld2<G + 4>(x, &e, &o);                           \
+    a2 = smlad(o, wo, smlad(e, we, a2));             \
+    ld2<G + 6>(x, &e, &o);                           \
+    a3 = smlad(o, wo, smlad(e, we, a3));             \
+  } while (0)
+
+TS_DSP_INLINE void dot4(const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  const uint32_t* x = xt;
+  // Two groups (8 channels) per pass.
+  const uint32_t* const end2 = xt + 8 * (ng & ~1);
+  for (; x != end2; x += 16, w += 8) {
+    const uint32_t w0 = ld32(w), w1 = ld32(w + 4);
+    TS_DOT4_GROUP(0, w0);
+    TS_DOT4_GROUP(8, w1);
+  }
+  if (ng & 1) {
+    const uint32_t w0 = ld32(w);
+    TS_DOT4_GROUP(0, w0);
+  }
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+#undef TS_DOT4_GROUP
+
+// ------------------------------------------------------------------ pointwise
+//
+// Output channels [o0, o0+no) of one group, positions [p0, p1): for blocks
+// of kOcBlock channels (requantisers built once per block), for tiles of 4
+// positions, the tile's activations are widened into xt once (4 words of
+// input per 4 channels, SXTB16 + PKHBT/PKHTB + SSUB16) and every channel of
+// the block runs dot4 over them. Inputs deeper than kCinChunk channels are
+// taken in chunks, the partial sums kept in acc.
+constexpr int32_t kCinChunk = 512;  // xt: 4 KiB of stack
+constexpr int32_t kOcBlock = 32;
+
+// Channels [c, c + nc) (nc a multiple of 4) at positions [p, p + np) of a
+// full-width view into xt; positions np..3 are zero.
+void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_t np, int32_t zp, uint32_t* xt) {
+  const int64_t plane = int64_t(v.nh) * W;
+  const int8_t* s = v.data + (int64_t(c - v.c0) * plane + (p - int64_t(v.h0) * W));
+  if (np == kTile) {
+    const uint32_t zz = pack16(zp, zp);
+    for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
+      const uint32_t A = ld32(s), B = ld32(s + plane), C = ld32(s + 2 * plane), D = ld32(s + 3 * plane);
+      const uint32_t ae = sxtb16(A), ao = sxtb16_ror8(A), ce = sxtb16(C), co = sxtb16_ror8(C);
+      const uint32_t be = sxtb16(B), bo = sxtb16_ror8(B), de = sxtb16(D), dof = sxtb16_ror8(D);
+      xt[0] = ssub16(pkhbt(ae, ce), zz);
+      xt[1] = ssub16(pkhbt(be, de), zz);
+      xt[2] = ssub16(pkhbt(ao, co), zz);
+      xt[3] = ssub16(pkhbt(bo, dof), zz);
+      xt[4] = ssub16(pkhtb(ae, ce), zz);
+      xt[5] = ssub16(pkhtb(be, de), zz);
+      xt[6] = ssub16(pkhtb(ao, co), zz);
+      xt[7] = ssub16(pkhtb(bo, dof), zz);
+    }
+    return;
+  }
+  for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
+    for (int32_t k = 0; k < kTile; ++k) {
+      int32_t x[4] = {0, 0, 0, 0};
+      if (k < np)
+        for (int32_t r = 0; r < 4; ++r) x[r] = int32_t(s[r * plane + k]) - zp;
+      xt[2 * k] = pack16(x[0], x[2]);
+      xt[2 * k + 1] = pack16(x[1], x[3]);
+    }
+  }
+}
+
+void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const int32_t cin = L.in[0].c / L.groups;
+  if (cin % 4 != 0) return portable_kernels().pointwise(L, v, o0, no, p0, p1, out, cstride);
+  const int32_t W = L.out.w;
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t zp = L.in_zp[0];
+  const int32_t n = p1 - p0;
+  const bool one_chunk = cin <= kCinChunk;
+  uint32_t xt[kCinChunk * 2];
+  FastRq rq[kOcBlock];
+  int32_t acc[kOcBlock][kTile];
+  for (int32_t ob = 0; ob < no; ob += kOcBlock) {
+    const int32_t nb = mini(kOcBlock, no - ob);
+    for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, o0 + ob + j);
+    const int8_t* wb = L.weights + int64_t(o0 + ob - L.oc_base) * cin;
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      for (int32_t j = 0; j < nb; ++j) {
+        const int32_t b = L.bias ? L.bias[o0 + ob + j - L.oc_base] : 0;
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
+      }
+      for (int32_t cc = 0; cc < cin; cc += kCinChunk) {
+        const int32_t nc = mini(kCinChunk, cin - cc);
+        if (!one_chunk || cc == 0) pw_widen(v, W, ci0 + cc, nc, p0 + t, np, zp, xt);
+        for (int32_t j = 0; j < nb; ++j) dot4(xt, wb + int64_t(j) * cin + cc, nc / 4, acc[j]);
+      }
+      for (int32_t j = 0; j < nb; ++j) requant_n(acc[j], np, rq[j], out + int64_t(ob + j) * cstride + t);
+    }
+  }
+}
+
+// ------------------------------------------------- depthwise 3x3, dilation 1
+//
+// One output channel (channel multiplier 1), row by row. Interior outputs
+// (all 3 columns of the window inside the input row) go two at a time: per
+// kernel row, the input bytes are loaded as words and widened with SXTB16,
+// and the 3 taps of each output are one SMLAD (two taps) plus one
+// SMLAxy (the third). The zero point is taken out once per output row:
+// acc starts at bias - zp * (sum of the weights of the kernel rows inside
+// the image), so the loop multiplies raw inputs. Outputs near the left and
+// right edges (padding) are computed tap by tap.
+bool dw3x3_ok(const LayerDesc& L) {
+  return L.groups == L.in[0].c && L.out.c == L.in[0].c && L.kh == 3 && L.kw == 3 && L.dh == 1 && L.dw == 1 &&
+         (L.sw == 1 || L.sw == 2) && L.sh >= 1;
+}
+
+// One output, all taps, with bounds checks (edges).
+TS_DSP_INLINE int32_t dw_one(const int8_t* const* rows, const int8_t* w, int32_t ix0, int32_t Win, int32_t zp,
+                             int32_t bias) {
+  int32_t acc = bias;
+  for (int32_t ky = 0; ky < 3; ++ky) {
+    if (!rows[ky]) continue;
+    for (int32_t kx = 0; kx < 3; ++kx) {
+      const int32_t ix = ix0 + kx;
+      if (ix < 0 || ix >= Win) continue;
+      acc += (int32_t(rows[ky][ix]) - zp) * w[ky * 3 + kx];
+    }
+  }
+  return acc;
+}
+
+// Interior pairs with all three kernel rows inside the image: rows r,
+// r + Win, r + 2 Win from ix on; acc[2j], acc[2j+1] for pair j. The middle
+// weights of rows 0 and 1 share a register (b01), row 2's is in b2.
+template <int SW>
+void dw_pairs3(const int8_t* r, int32_t Win, int32_t npairs, const uint32_t* w02, uint32_t b01, uint32_t b2,
+               int32_t base, int32_t* acc) {
+  const uint32_t a0 = w02[0], a1 = w02[1], a2 = w02[2];
+  for (int32_t j = 0; j < npairs; ++j, r += 2 * SW, acc += 2) {
+    const uint32_t q0 = ld32(r), q1 = ld32(r + Win), q2 = ld32(r + 2 * Win);
+    const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0);  // (x0, x2), (x1, x3) of row 0
+    const uint32_t e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
+    const uint32_t e2 = sxtb16(q2), d2 = sxtb16_ror8(q2);
+    int32_t s0 = smlad(e0, a0, base);
+    s0 = smlabb(d0, b01, s0);
+    s0 = smlad(e1, a1, s0);
+    s0 = smlabt(d1, b01, s0);
+    s0 = smlad(e2, a2, s0);
+    s0 = smlabb(d2, b2, s0);
+    int32_t s1;
+    if (SW == 1) {
+      s1 = smlad(d0, a0, base);  // x1*w0 + x3*w2
+      s1 = smlatb(e0, b01, s1);  // x2*w1
+      s1 = smlad(d1, a1, s1);
+      s1 = smlatt(e1, b01, s1);
+      s1 = smlad(d2, a2, s1);
+      s1 = smlatb(e2, b2, s1);
+    } else {
+      s1 = smlatb(e0, a0, base);                         // x2*w0
+      s1 = smlatb(d0, b01, s1);                          // x3*w1
+      s1 = smlabt(uint32_t(int32_t(r[4])), a0, s1);      // x4*w2
+      s1 = smlatb(e1, a1, s1);
+      s1 = smlatt(d1, b01, s1);
+      s1 = smlabt(uint32_t(int32_t(r[Win + 4])), a1, s1);
+      s1 = smlatb(e2, a2, s1);
+      s1 = smlatb(d2, b2, s1);
+      s1 = smlabt(uint32_t(int32_t(r[2 * Win + 4])), a2, s1);
+    }
+    acc[0] = s0;
+    acc[1] = s1;
+  }
+}
+
+constexpr int32_t kDwChunk = 128;  // output columns per pass
+
+void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, Win = X.w, sw = L.sw;
+  const int32_t local = o - L.oc_base;
+  const int8_t* w = L.weights + int64_t(local) * 9;
+  const int32_t bias = L.bias ? L.bias[local] : 0;
+  const int32_t zp = L.in_zp[0];
+  const FastRq rq = channel_rq(L, o);
+  // Weight pairs: (w0, w2) of each row and the middle taps.
+  uint32_t w02[3], w1[3];
+  int32_t rowsum[3];
+  for (int32_t ky = 0; ky < 3; ++ky) {
+    w02[ky] = pack16(w[ky * 3], w[ky * 3 + 2]);
+    w1[ky] = pack16(w[ky * 3 + 1], 0);
+    rowsum[ky] = w[ky * 3] + w[ky * 3 + 1] + w[ky * 3 + 2];
+  }
+  const uint32_t b01 = pack16(w[1], w[4]);
+  // Interior output columns: a pair (ox, ox+1) reads input columns
+  // ox*sw - pad_l .. +3 (sw 1) or .. +4 (sw 2), all inside the row.
+  const int32_t span = sw == 1 ? 3 : 4;
+  const int32_t in_lo = ceil_div(L.pad_l, sw);  // first ox with ox*sw - pad_l >= 0
+  int32_t acc[kDwChunk];
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(mini(W, ox0 + (p1 - pos)), ox0 + kDwChunk);
+    const int8_t* rows[3];
+    int32_t base = bias;
+    for (int32_t ky = 0; ky < 3; ++ky) {
+      const int32_t iy = oy * L.sh - L.pad_t + ky;
+      rows[ky] = iy >= 0 && iy < X.h ? row_ptr(v, Win, o, iy) : nullptr;
+      if (rows[ky]) base -= zp * rowsum[ky];
+    }
+    // The rows present are a contiguous range [r0, r1) (the image is).
+    int32_t r0 = 0, r1 = 3;
+    while (r0 < 3 && !rows[r0]) ++r0;
+    while (r1 > r0 && !rows[r1 - 1]) --r1;
+    int32_t ox = ox0;
+    for (; ox < in_lo && ox < ox1; ++ox) acc[ox - ox0] = dw_one(rows, w, ox * sw - L.pad_l, Win, zp, bias);
+    // Pairs while the pair's reads stay inside the row.
+    int32_t np = 0;
+    {
+      // The last column a pair may start at: its reads end inside the row,
+      // and its second output is in the range.
+      const int32_t last = mini(floor_div(Win - 1 - span + L.pad_l, sw), ox1 - 2);
+      if (last >= ox) np = (last - ox) / 2 + 1;
+    }
+    if (np > 0) {
+      const int32_t ix = ox * sw - L.pad_l;
+      int32_t* a = acc + (ox - ox0);
+      if (r0 == 0 && r1 == 3) {
+        if (sw == 1)
+          dw_pairs3<1>(rows[0] + ix, Win, np, w02, b01, w1[2], base, a);
+        else
+          dw_pairs3<2>(rows[0] + ix, Win, np, w02, b01, w1[2], base, a);
+      } else {
+        for (int32_t j = 0; j < np; ++j) {
+          int32_t s0 = base, s1 = base;
+          for (int32_t ky = r0; ky < r1; ++ky) {
+            const int8_t* r = rows[ky] + ix + 2 * sw * j;
+            const uint32_t q = ld32(r);
+            const uint32_t e = sxtb16(q), d = sxtb16_ror8(q);  // (x0, x2), (x1, x3)
+            s0 = smlad(e, w02[ky], s0);
+            s0 = smlabb(d, w1[ky], s0);
+            if (sw == 1) {
+              s1 = smlad(d, w02[ky], s1);
+              s1 = smlatb(e, w1[ky], s1);
+            } else {
+              s1 = smlatb(e, w02[ky], s1);
+              s1 = smlatb(d, w1[ky], s1);
+              s1 = smlabt(uint32_t(int32_t(r[4])), w02[ky], s1);
+            }
+          }
+          a[2 * j] = s0;
+          a[2 * j + 1] = s1;
+        }
+      }
+      ox += 2 * np;
+    }
+    for (; ox < ox1; ++ox) acc[ox - ox0] = dw_one(rows, w, ox * sw - L.pad_l, Win, zp, bias);
+    requant_n(acc, ox1 - ox0, rq, out + (pos - p0));
+    pos += ox1 - ox0;
+  }
+}
+
+void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  portable_kernels().conv_channel(L, v, o, p0, p1, out);
+}
+
+void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  portable_kernels().conv_channel_flat(L, v, o, p0, p1, out);
+}
+
+// ------------------------------------- other convolutions: widened patches
+//
+// A convolution with one group (the first layer of a CNN: 3x3 stride 2 over
+// 3 channels) as a matrix product: the patch of each output position (cin x
+// kh x kw taps, zero point subtracted, 0 for padding; rounded up to a
+// multiple of 4 with zeros) is widened into xt, 4 positions at a time in
+// dot4's layout, and every output channel of the block runs dot4 over it.
+// The weights of a block of channels are copied once into a buffer padded
+// to the same length (zeros), so dot4 reads whole words.
+constexpr int32_t kPatchMax = 512;    // taps per patch (xt: 4 KiB)
+constexpr int32_t kWeightBuf = 4096;  // bytes of padded weights per block
+
+bool patch_ok(const LayerDesc& L) {
+  const int32_t taps = L.in[0].c * L.kh * L.kw;
+  return L.groups == 1 && taps <= kPatchMax && taps >= 4;
+}
+
+// The patch of output position pos (row oy, column ox) into xt's slot k.
+void patch_widen(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_t k, int32_t kp, uint32_t* xt) {
+  const Dims& X = L.in[0];
+  const int32_t zp = L.in_zp[0];
+  // Element i (group g = i/4, r = i%4) lives in word 8g + 2k + (r & 1),
+  // halfword r >> 1 (little-endian: halfword 0 is the low one).
+  auto put = [&](int32_t i, int32_t val) {
+    const int32_t g = i >> 2, r = i & 3;
+    uint32_t& word = xt[8 * g + 2 * k + (r & 1)];
+    word = (r >> 1) ? ((word & 0xFFFFu) | (uint32_t(val) << 16)) : ((word & 0xFFFF0000u) | (uint32_t(val) & 0xFFFFu));
+  };
+  int32_t i = 0;
+  for (int32_t ci = 0; ci < X.c; ++ci) {
+    for (int32_t ky = 0; ky < L.kh; ++ky) {
+      const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
+      const bool yin = iy >= 0 && iy < X.h;
+      const int8_t* row = yin ? row_ptr(v, X.w, ci, iy) : nullptr;
+      for (int32_t kx = 0; kx < L.kw; ++kx, ++i) {
+        const int32_t ix = ox * L.sw - L.pad_l + kx * L.dw;
+        put(i, yin && ix >= 0 && ix < X.w ? int32_t(row[ix]) - zp : 0);
+      }
+    }
+  }
+  for (; i < kp; ++i) put(i, 0);
+}
+
+bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                int64_t cstride) {
+  if (!patch_ok(L)) return false;
+  const int32_t taps = L.in[0].c * L.kh * L.kw;
+  const int32_t kp = (taps + 3) & ~3;
+  const int32_t W = L.out.w;
+  const int32_t block = mini(kWeightBuf / kp, kOcBlock);
+  uint32_t xt[kPatchMax * 2];
+  int8_t wbuf[kWeightBuf];
+  FastRq rq[kOcBlock];
+  int32_t acc[kOcBlock][kTile];
+  for (int32_t cb = c0; cb < c1; cb += block) {
+    const int32_t nb = mini(block, c1 - cb);
+    for (int32_t j = 0; j < nb; ++j) {
+      const int8_t* src = L.weights + int64_t(cb + j - L.oc_base) * taps;
+      int8_t* dst = wbuf + j * kp;
+      for (int32_t i = 0; i < taps; ++i) dst[i] = src[i];
+      for (int32_t i = taps; i < kp; ++i) dst[i] = 0;
+      rq[j] = channel_rq(L, cb + j);
+    }
+    for (int32_t t = p0; t < p1; t += kTile) {
+      const int32_t np = mini(kTile, p1 - t);
+      for (int32_t k = 0; k < kTile; ++k) {
+        if (k < np) {
+          patch_widen(L, v, (t + k) / W, (t + k) % W, k, kp, xt);
+        } else {
+          for (int32_t g = 0; g < kp / 4; ++g) xt[8 * g + 2 * k] = xt[8 * g + 2 * k + 1] = 0;
+        }
+      }
+      for (int32_t j = 0; j < nb; ++j) {
+        const int32_t b = L.bias ? L.bias[cb + j - L.oc_base] : 0;
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
+        dot4(xt, wbuf + j * kp, kp / 4, acc[j]);
+        requant_n(acc[j], np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
+      }
+    }
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------------ Add
+//
+// The portable arithmetic (operands rescaled to a common scale, summed,
+// requantised) with the 5-instruction scaling of FastRq when all three
+// requantisers allow it.
+void add_row(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  const FastRq ra(p.ra.m, p.ra.shift, 0, -128, 127);
+  const FastRq rb(p.rb.m, p.rb.shift, 0, -128, 127);
+  const FastRq ro(p.rout.m, p.rout.shift, p.rout.zp, p.rout.lo, p.rout.hi);
+  if (p.ra.exact || p.rb.exact || p.rout.exact || !ra.ok || !rb.ok || !ro.ok || p.left < 0 || p.left > 23)
+    return portable_kernels().add_row(a, b, n, p, out);
+  // |a - za| <= 255 and left <= 23: the shifted operand fits int32.
+  const int32_t za = p.za, zb = p.zb, left = p.left;
+  for (int32_t k = 0; k < n; ++k) {
+    const int32_t x = (int32_t(a[k]) - za) << left;
+    const int32_t y = (int32_t(b[k]) - zb) << left;
+    out[k] = ro(ra.scale(x) + rb.scale(y));
+  }
+}
+
+// ----------------------------------------------------------------------- Gemm
+//
+// The input vector is widened once (zero point subtracted) into pairs (x0,
+// x2), (x1, x3) per 4 elements; then two outputs per pass share each input
+// word: per 4 inputs, 2 weight loads, 4 SXTB16, 4 SMLAD for 8 MACs.
+constexpr int32_t kGemmMax = 2048;  // xw: 4 KiB of stack
+
+void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* out, int64_t ostride) {
+  const int32_t fan_in = L.in[0].size();
+  if (fan_in % 4 != 0 || fan_in > kGemmMax) return portable_kernels().gemm(L, x, o0, o1, out, ostride);
+  const int32_t zp = L.in_zp[0];
+  const int32_t ng = fan_in / 4;
+  uint32_t xw[kGemmMax / 2];
+  const uint32_t zz = pack16(zp, zp);
+  for (int32_t g = 0; g < ng; ++g) {
+    const uint32_t q = ld32(x + 4 * g);
+    xw[2 * g] = ssub16(sxtb16(q), zz);
+    xw[2 * g + 1] = ssub16(sxtb16_ror8(q), zz);
+  }
+  int32_t o = o0;
+  for (; o + 2 <= o1; o += 2) {
+    const int32_t l0 = o - L.oc_base;
+    const int8_t* w0 = L.weights + int64_t(l0) * fan_in;
+    const int8_t* w1 = w0 + fan_in;
+    int32_t s0 = L.bias ? L.bias[l0] : 0, s1 = L.bias ? L.bias[l0 + 1] : 0;
+    for (int32_t g = 0; g < ng; ++g) {
+      const uint32_t xe = xw[2 * g], xo = xw[2 * g + 1];
+      const uint32_t u = ld32(w0 + 4 * g), t = ld32(w1 + 4 * g);
+      s0 = smlad(xe, sxtb16(u), s0);
+      s0 = smlad(xo, sxtb16_ror8(u), s0);
+      s1 = smlad(xe, sxtb16(t), s1);
+      s1 = smlad(xo, sxtb16_ror8(t), s1);
+    }
+    out[int64_t(o - o0) * ostride] = channel_rq(L, o).apply(s0);
+    out[int64_t(o + 1 - o0) * ostride] = channel_rq(L, o + 1).apply(s1);
+  }
+  for (; o < o1; ++o) {
+    const int32_t l0 = o - L.oc_base;
+    const int8_t* w0 = L.weights + int64_t(l0) * fan_in;
+    int32_t s0 = L.bias ? L.bias[l0] : 0;
+    for (int32_t g = 0; g < ng; ++g) {
+      const uint32_t u = ld32(w0 + 4 * g);
+      s0 = smlad(xw[2 * g], sxtb16(u), s0);
+      s0 = smlad(xw[2 * g + 1], sxtb16_ror8(u), s0);
+    }
+    out[int64_t(o - o0) * ostride] = channel_rq(L, o).apply(s0);
+  }
+}
+
+}  // namespace
+
+bool fast_requant_ok(int32_t mult, int32_t shift) { return mult >= (int32_t(1) << 30) && shift <= -2 && shift >= -31; }
+
+int32_t fast_scale(int32_t x, int32_t mult, int32_t shift) { return FastRq(mult, shift, 0, -128, 127).scale(x); }
+
+const KernelTable kDspKernels = {"dsp", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, conv_block};
+
+}  // namespace arm
+}  // namespace core
+}  // namespace ts
