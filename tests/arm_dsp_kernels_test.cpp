@@ -54,8 +54,9 @@ TEST(ArmDsp, FastScaleEqualsRequant) {
   int checked = 0;
   for (int it = 0; it < 200000; ++it) {
     const int32_t m = rnd(r, 0, 9) == 0 ? (1 << 30) : (rnd(r, 0, 9) == 0 ? INT32_MAX : int32_t((1u << 30) | (uint32_t(r()) >> 2)));
-    const int32_t s = -rnd(r, 2, 31);
-    ASSERT_TRUE(arm::fast_requant_ok(m, s));
+    const int32_t s = -rnd(r, 1, 31);
+    ASSERT_TRUE(arm::fast_requant_ok_any(m, s));
+    ASSERT_EQ(arm::fast_requant_ok(m, s), s <= -2);
     int32_t x;
     switch (rnd(r, 0, 5)) {
       case 0: x = rnd(r, 0, 1) ? INT32_MIN : INT32_MAX; break;
@@ -74,6 +75,8 @@ TEST(ArmDsp, FastScaleEqualsRequant) {
   EXPECT_FALSE(arm::fast_requant_ok(1 << 30, -1));
   EXPECT_FALSE(arm::fast_requant_ok(1 << 30, 3));
   EXPECT_FALSE(arm::fast_requant_ok(1 << 30, -32));
+  EXPECT_FALSE(arm::fast_requant_ok_any(1 << 30, 0));
+  EXPECT_FALSE(arm::fast_requant_ok_any((1 << 30) - 1, -1));
 }
 
 void random_mult(Rng& r, int32_t* m, int32_t* s) {
@@ -314,8 +317,9 @@ TEST(ArmDsp, AddMatchesPortable) {
       d.in_mult[0] = int32_t((1u << 30) | (uint32_t(r()) >> 2));
       d.in_mult[1] = int32_t((1u << 30) | (uint32_t(r()) >> 2));
       d.out_mult = int32_t((1u << 30) | (uint32_t(r()) >> 2));
-      d.in_shift[0] = -rnd(r, 2, 4);
-      d.in_shift[1] = -rnd(r, 2, 4);
+      d.in_shift[0] = -rnd(r, 0, 4);
+      d.in_shift[1] = -rnd(r, 0, 4);
+      if (rnd(r, 0, 1)) d.in_mult[rnd(r, 0, 1)] = 1 << 30;  // 0.5, as the larger operand gets
       d.out_shift = -rnd(r, 17, 21);
       d.left_shift = 20;
     }

@@ -44,16 +44,30 @@ namespace {
 struct FastRq {
   int32_t m = 0, sh = 0, chi = 0;  // multiplier, e - 1, 2^(e-2)
   int32_t zp = 0, lo = -128, hi = 127;
-  bool ok = false;
+  bool ok = false;    // e >= 2: scale() and operator()
+  bool ok_any = false;  // e >= 1: scale_any()
+  uint32_t lbase = 0x40000000u;
+  int32_t hmask = -1;
+  bool ok0 = false;  // shift 0, m != INT32_MIN: scale0()
+  int32_t m0 = 0;
   Requant slow;
   FastRq() = default;
   FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
       : zp(zero), lo(lo_), hi(hi_), slow(mult, shift, zero, lo_, hi_) {
     ok = fast_requant_ok(mult, shift);
+    ok_any = fast_requant_ok_any(mult, shift);
+    ok0 = shift == 0 && mult != INT32_MIN;
+    m0 = mult;
     if (ok) {
       m = mult;
       sh = -shift - 1;
       chi = int32_t(1) << (-shift - 2);
+    } else if (ok_any) {
+      m = mult;
+      sh = 0;
+      chi = 0;
+      lbase = 0xC0000000u;
+      hmask = 0;
     }
   }
   TS_DSP_INLINE int32_t scale(int32_t x) const {
@@ -62,6 +76,20 @@ struct FastRq {
     int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
     u += int64_t(x) * m;
     return int32_t(u >> 32) >> sh;
+  }
+  // The same for any e >= 1: with e = 1 the constant's low word is
+  // 2^30 + 2^31 and subtracting 2^31 borrows nothing from the high word.
+  TS_DSP_INLINE int32_t scale_any(int32_t x) const {
+    const uint32_t l = lbase + (uint32_t(x) & 0x80000000u);
+    const int32_t h = chi + ((x >> 31) & hmask);
+    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
+    u += int64_t(x) * m;
+    return int32_t(u >> 32) >> sh;
+  }
+  // e = 0 (multipliers of 0.5, Add's larger operand): floor((x*m + 2^30) / 2^31).
+  TS_DSP_INLINE int32_t scale0(int32_t x) const {
+    const int64_t u = int64_t(x) * m0 + (int64_t(1) << 30);
+    return int32_t(u >> 31);
   }
   TS_DSP_INLINE int8_t operator()(int32_t acc) const {
     int32_t r = scale(acc) + zp;
@@ -414,7 +442,7 @@ void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int3
 // dot4's layout, and every output channel of the block runs dot4 over it.
 // The weights of a block of channels are copied once into a buffer padded
 // to the same length (zeros), so dot4 reads whole words.
-constexpr int32_t kPatchMax = 512;    // taps per patch (xt: 4 KiB)
+constexpr int32_t kPatchMax = 512;    // taps per patch (xt and the patches: 4 KiB each)
 constexpr int32_t kWeightBuf = 4096;  // bytes of padded weights per block
 
 bool patch_ok(const LayerDesc& L) {
@@ -422,30 +450,34 @@ bool patch_ok(const LayerDesc& L) {
   return L.groups == 1 && taps <= kPatchMax && taps >= 4;
 }
 
-// The patch of output position pos (row oy, column ox) into xt's slot k.
-void patch_widen(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_t k, int32_t kp, uint32_t* xt) {
+// The patch of the output at row oy, column ox: pk[i] = x - zp for tap i
+// (input channel, kernel row, kernel column), 0 for padding and for
+// i in [taps, kp).
+void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_t kp, int16_t* pk) {
   const Dims& X = L.in[0];
   const int32_t zp = L.in_zp[0];
-  // Element i (group g = i/4, r = i%4) lives in word 8g + 2k + (r & 1),
-  // halfword r >> 1 (little-endian: halfword 0 is the low one).
-  auto put = [&](int32_t i, int32_t val) {
-    const int32_t g = i >> 2, r = i & 3;
-    uint32_t& word = xt[8 * g + 2 * k + (r & 1)];
-    word = (r >> 1) ? ((word & 0xFFFFu) | (uint32_t(val) << 16)) : ((word & 0xFFFF0000u) | (uint32_t(val) & 0xFFFFu));
-  };
-  int32_t i = 0;
+  const int32_t ix0 = ox * L.sw - L.pad_l;
+  // Kernel columns inside the row: [kx0, kx1).
+  int32_t kx0 = 0, kx1 = L.kw;
+  while (kx0 < kx1 && ix0 + kx0 * L.dw < 0) ++kx0;
+  while (kx1 > kx0 && ix0 + (kx1 - 1) * L.dw >= X.w) --kx1;
+  const int32_t plane = v.nh * X.w;
+  int16_t* d = pk;
   for (int32_t ci = 0; ci < X.c; ++ci) {
-    for (int32_t ky = 0; ky < L.kh; ++ky) {
+    const int8_t* chan = v.data + (ci - v.c0) * plane;
+    for (int32_t ky = 0; ky < L.kh; ++ky, d += L.kw) {
       const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
-      const bool yin = iy >= 0 && iy < X.h;
-      const int8_t* row = yin ? row_ptr(v, X.w, ci, iy) : nullptr;
-      for (int32_t kx = 0; kx < L.kw; ++kx, ++i) {
-        const int32_t ix = ox * L.sw - L.pad_l + kx * L.dw;
-        put(i, yin && ix >= 0 && ix < X.w ? int32_t(row[ix]) - zp : 0);
+      if (iy < 0 || iy >= X.h) {
+        for (int32_t kx = 0; kx < L.kw; ++kx) d[kx] = 0;
+        continue;
       }
+      const int8_t* row = chan + (iy - v.h0) * X.w + ix0;
+      for (int32_t kx = 0; kx < kx0; ++kx) d[kx] = 0;
+      for (int32_t kx = kx0; kx < kx1; ++kx) d[kx] = int16_t(row[kx * L.dw] - zp);
+      for (int32_t kx = kx1; kx < L.kw; ++kx) d[kx] = 0;
     }
   }
-  for (; i < kp; ++i) put(i, 0);
+  for (int32_t i = int32_t(d - pk); i < kp; ++i) pk[i] = 0;
 }
 
 bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
@@ -456,6 +488,7 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
   const int32_t W = L.out.w;
   const int32_t block = mini(kWeightBuf / kp, kOcBlock);
   uint32_t xt[kPatchMax * 2];
+  int16_t pk[kTile][kPatchMax];
   int8_t wbuf[kWeightBuf];
   FastRq rq[kOcBlock];
   int32_t acc[kOcBlock][kTile];
@@ -470,11 +503,20 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
     }
     for (int32_t t = p0; t < p1; t += kTile) {
       const int32_t np = mini(kTile, p1 - t);
+      // Patches position by position, then interleaved into dot4's layout:
+      // from (p0, p1) and (p2, p3) of a position, (p0, p2) and (p1, p3).
       for (int32_t k = 0; k < kTile; ++k) {
         if (k < np) {
-          patch_widen(L, v, (t + k) / W, (t + k) % W, k, kp, xt);
+          patch_row(L, v, (t + k) / W, (t + k) % W, kp, pk[k]);
         } else {
-          for (int32_t g = 0; g < kp / 4; ++g) xt[8 * g + 2 * k] = xt[8 * g + 2 * k + 1] = 0;
+          for (int32_t i = 0; i < kp; ++i) pk[k][i] = 0;
+        }
+      }
+      for (int32_t g = 0; g < kp / 4; ++g) {
+        for (int32_t k = 0; k < kTile; ++k) {
+          const uint32_t a = ld32(pk[k] + 4 * g), b = ld32(pk[k] + 4 * g + 2);
+          xt[8 * g + 2 * k] = pkhbt(a, b);
+          xt[8 * g + 2 * k + 1] = pkhtb(a, b);
         }
       }
       for (int32_t j = 0; j < nb; ++j) {
@@ -493,19 +535,34 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
 // The portable arithmetic (operands rescaled to a common scale, summed,
 // requantised) with the 5-instruction scaling of FastRq when all three
 // requantisers allow it.
-void add_row(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
-  const FastRq ra(p.ra.m, p.ra.shift, 0, -128, 127);
-  const FastRq rb(p.rb.m, p.rb.shift, 0, -128, 127);
-  const FastRq ro(p.rout.m, p.rout.shift, p.rout.zp, p.rout.lo, p.rout.hi);
-  if (p.ra.exact || p.rb.exact || p.rout.exact || !ra.ok || !rb.ok || !ro.ok || p.left < 0 || p.left > 23)
-    return portable_kernels().add_row(a, b, n, p, out);
+// E0/E1: operand a/b's scaler has shift 0 (scale0) or a right shift
+// (scale_any).
+template <bool E0a, bool E0b>
+void add_loop(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, const FastRq& ra, const FastRq& rb,
+              const FastRq& ro, int8_t* out) {
   // |a - za| <= 255 and left <= 23: the shifted operand fits int32.
   const int32_t za = p.za, zb = p.zb, left = p.left;
   for (int32_t k = 0; k < n; ++k) {
     const int32_t x = (int32_t(a[k]) - za) << left;
     const int32_t y = (int32_t(b[k]) - zb) << left;
-    out[k] = ro(ra.scale(x) + rb.scale(y));
+    const int32_t sx = E0a ? ra.scale0(x) : ra.scale_any(x);
+    const int32_t sy = E0b ? rb.scale0(y) : rb.scale_any(y);
+    int32_t r = ro.scale_any(sx + sy) + ro.zp;
+    r = r < ro.lo ? ro.lo : r;
+    out[k] = int8_t(r > ro.hi ? ro.hi : r);
   }
+}
+
+void add_row(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  const FastRq ra(p.ra.m, p.ra.shift, 0, -128, 127);
+  const FastRq rb(p.rb.m, p.rb.shift, 0, -128, 127);
+  const FastRq ro(p.rout.m, p.rout.shift, p.rout.zp, p.rout.lo, p.rout.hi);
+  if (p.ra.exact || p.rb.exact || p.rout.exact || !(ra.ok_any || ra.ok0) || !(rb.ok_any || rb.ok0) || !ro.ok_any ||
+      p.left < 0 || p.left > 23)
+    return portable_kernels().add_row(a, b, n, p, out);
+  if (ra.ok0)
+    return rb.ok0 ? add_loop<true, true>(a, b, n, p, ra, rb, ro, out) : add_loop<true, false>(a, b, n, p, ra, rb, ro, out);
+  return rb.ok0 ? add_loop<false, true>(a, b, n, p, ra, rb, ro, out) : add_loop<false, false>(a, b, n, p, ra, rb, ro, out);
 }
 
 // ----------------------------------------------------------------------- Gemm
@@ -561,7 +618,14 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
 
 bool fast_requant_ok(int32_t mult, int32_t shift) { return mult >= (int32_t(1) << 30) && shift <= -2 && shift >= -31; }
 
-int32_t fast_scale(int32_t x, int32_t mult, int32_t shift) { return FastRq(mult, shift, 0, -128, 127).scale(x); }
+bool fast_requant_ok_any(int32_t mult, int32_t shift) {
+  return fast_requant_ok(mult, shift) || (shift == -1 && fast_requant_ok(mult, -2));
+}
+
+int32_t fast_scale(int32_t x, int32_t mult, int32_t shift) {
+  const FastRq f(mult, shift, 0, -128, 127);
+  return f.ok ? f.scale(x) : f.scale_any(x);
+}
 
 const KernelTable kDspKernels = {"dsp", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, conv_block};
 

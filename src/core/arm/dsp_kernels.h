@@ -16,8 +16,10 @@ namespace arm {
 extern const KernelTable kDspKernels;
 
 // Exposed for tests: the fast requantiser's domain (multipliers in
-// [2^30, 2^31), right shifts 2..31) and its value there.
+// [2^30, 2^31), right shifts 2..31; Add's form also right shift 1) and its
+// value there.
 bool fast_requant_ok(int32_t mult, int32_t shift);
+bool fast_requant_ok_any(int32_t mult, int32_t shift);
 int32_t fast_scale(int32_t x, int32_t mult, int32_t shift);
 
 }  // namespace arm
