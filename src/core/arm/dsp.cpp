@@ -266,43 +266,27 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
 
 // ------------------------------------------------- depthwise 3x3, dilation 1
 //
-// One output channel (channel multiplier 1), row by row. Interior outputs
-// (all 3 columns of the window inside the input row) go two at a time: per
-// kernel row, the input bytes are loaded as words and widened with SXTB16,
-// and the 3 taps of each output are one SMLAD (two taps) plus one
-// SMLAxy (the third). The zero point is taken out once per output row:
-// acc starts at bias - zp * (sum of the weights of the kernel rows inside
-// the image), so the loop multiplies raw inputs. Outputs near the left and
-// right edges (padding) are computed tap by tap.
-bool dw3x3_ok(const LayerDesc& L) {
-  return L.groups == L.in[0].c && L.out.c == L.in[0].c && L.kh == 3 && L.kw == 3 && L.dh == 1 && L.dw == 1 &&
-         (L.sw == 1 || L.sw == 2) && L.sh >= 1;
-}
+// One output channel (channel multiplier 1). The input rows a block of
+// output rows reads are first copied into a buffer with the padding made
+// explicit: columns and rows outside the image hold the zero point, so that
+// every output reads 3 full kernel rows and (x - zp) * w of a padded tap is 0.
+// The zero point is then taken out once: acc starts at bias - zp * (sum of
+// the 9 weights), and the loop multiplies raw inputs. Outputs go two at a
+// time: per kernel row, the input bytes are loaded as a word and widened
+// with SXTB16, and the 3 taps of each output are one SMLAD (two taps) plus
+// one SMLAxy (the third). The copy costs about one instruction per input
+// byte, against 9 MACs per output.
+bool dw3x3_ok(const LayerDesc& L);
 
-// One output, all taps, with bounds checks (edges).
-TS_DSP_INLINE int32_t dw_one(const int8_t* const* rows, const int8_t* w, int32_t ix0, int32_t Win, int32_t zp,
-                             int32_t bias) {
-  int32_t acc = bias;
-  for (int32_t ky = 0; ky < 3; ++ky) {
-    if (!rows[ky]) continue;
-    for (int32_t kx = 0; kx < 3; ++kx) {
-      const int32_t ix = ix0 + kx;
-      if (ix < 0 || ix >= Win) continue;
-      acc += (int32_t(rows[ky][ix]) - zp) * w[ky * 3 + kx];
-    }
-  }
-  return acc;
-}
-
-// Interior pairs with all three kernel rows inside the image: rows r,
-// r + Win, r + 2 Win from ix on; acc[2j], acc[2j+1] for pair j. The middle
+// Pairs of outputs over padded rows r, r + Wp, r + 2 Wp: acc[2j], acc[2j+1]
+// for the pair starting at column 2j (input column 2j * SW of r). The middle
 // weights of rows 0 and 1 share a register (b01), row 2's is in b2.
 template <int SW>
-void dw_pairs3(const int8_t* r, int32_t Win, int32_t npairs, const uint32_t* w02, uint32_t b01, uint32_t b2,
+void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02, uint32_t b01, uint32_t b2,
                int32_t base, int32_t* acc) {
   const uint32_t a0 = w02[0], a1 = w02[1], a2 = w02[2];
   for (int32_t j = 0; j < npairs; ++j, r += 2 * SW, acc += 2) {
-    const uint32_t q0 = ld32(r), q1 = ld32(r + Win), q2 = ld32(r + 2 * Win);
+    const uint32_t q0 = ld32(r), q1 = ld32(r + Wp), q2 = ld32(r + 2 * Wp);
     const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0);  // (x0, x2), (x1, x3) of row 0
     const uint32_t e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
     const uint32_t e2 = sxtb16(q2), d2 = sxtb16_ror8(q2);
@@ -321,105 +305,102 @@ void dw_pairs3(const int8_t* r, int32_t Win, int32_t npairs, const uint32_t* w02
       s1 = smlad(d2, a2, s1);
       s1 = smlatb(e2, b2, s1);
     } else {
-      s1 = smlatb(e0, a0, base);                         // x2*w0
-      s1 = smlatb(d0, b01, s1);                          // x3*w1
-      s1 = smlabt(uint32_t(int32_t(r[4])), a0, s1);      // x4*w2
+      s1 = smlatb(e0, a0, base);                     // x2*w0
+      s1 = smlatb(d0, b01, s1);                      // x3*w1
+      s1 = smlabt(uint32_t(int32_t(r[4])), a0, s1);  // x4*w2
       s1 = smlatb(e1, a1, s1);
       s1 = smlatt(d1, b01, s1);
-      s1 = smlabt(uint32_t(int32_t(r[Win + 4])), a1, s1);
+      s1 = smlabt(uint32_t(int32_t(r[Wp + 4])), a1, s1);
       s1 = smlatb(e2, a2, s1);
       s1 = smlatb(d2, b2, s1);
-      s1 = smlabt(uint32_t(int32_t(r[2 * Win + 4])), a2, s1);
+      s1 = smlabt(uint32_t(int32_t(r[2 * Wp + 4])), a2, s1);
     }
     acc[0] = s0;
     acc[1] = s1;
   }
 }
 
-constexpr int32_t kDwChunk = 128;  // output columns per pass
+constexpr int32_t kDwPadBuf = 6144;  // bytes of padded input rows (stack)
+constexpr int32_t kDwChunk = 256;    // output columns per pass
+
+// Width of a padded row: the pairs read up to column SW * (W - 1) + 4 of it
+// (a last odd output is computed as a pair), and the input row sits at
+// columns [pad_l, pad_l + Win). Rounded up to a word.
+int32_t dw_pad_width(const LayerDesc& L) {
+  const int32_t need = maxi(L.sw * (L.out.w - 1) + 5 + L.sw, L.pad_l + L.in[0].w);
+  return (need + 3) & ~3;
+}
+
+bool dw3x3_ok(const LayerDesc& L) {
+  return L.groups == L.in[0].c && L.out.c == L.in[0].c && L.kh == 3 && L.kw == 3 && L.dh == 1 && L.dw == 1 &&
+         (L.sw == 1 || L.sw == 2) && L.sh >= 1 && L.sh <= 2 && L.pad_l >= 0 && L.pad_t >= 0 &&
+         dw_pad_width(L) * 4 <= kDwPadBuf;
+}
+
+// n bytes (any alignment), words first.
+TS_DSP_INLINE void copy_bytes(int8_t* d, const int8_t* s, int32_t n) {
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) st32(d + k, ld32(s + k));
+  for (; k < n; ++k) d[k] = s[k];
+}
+TS_DSP_INLINE void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) st32(d + k, word);
+  for (; k < n; ++k) d[k] = int8_t(word);
+}
 
 void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
   const Dims& X = L.in[0];
-  const int32_t W = L.out.w, Win = X.w, sw = L.sw;
+  const int32_t W = L.out.w, Win = X.w, sw = L.sw, sh = L.sh;
   const int32_t local = o - L.oc_base;
   const int8_t* w = L.weights + int64_t(local) * 9;
-  const int32_t bias = L.bias ? L.bias[local] : 0;
   const int32_t zp = L.in_zp[0];
   const FastRq rq = channel_rq(L, o);
-  // Weight pairs: (w0, w2) of each row and the middle taps.
-  uint32_t w02[3], w1[3];
-  int32_t rowsum[3];
+  uint32_t w02[3];
+  int32_t wsum = 0;
   for (int32_t ky = 0; ky < 3; ++ky) {
     w02[ky] = pack16(w[ky * 3], w[ky * 3 + 2]);
-    w1[ky] = pack16(w[ky * 3 + 1], 0);
-    rowsum[ky] = w[ky * 3] + w[ky * 3 + 1] + w[ky * 3 + 2];
+    wsum += w[ky * 3] + w[ky * 3 + 1] + w[ky * 3 + 2];
   }
-  const uint32_t b01 = pack16(w[1], w[4]);
-  // Interior output columns: a pair (ox, ox+1) reads input columns
-  // ox*sw - pad_l .. +3 (sw 1) or .. +4 (sw 2), all inside the row.
-  const int32_t span = sw == 1 ? 3 : 4;
-  const int32_t in_lo = ceil_div(L.pad_l, sw);  // first ox with ox*sw - pad_l >= 0
-  int32_t acc[kDwChunk];
-  int32_t pos = p0;
-  while (pos < p1) {
-    const int32_t oy = pos / W, ox0 = pos % W;
-    const int32_t ox1 = mini(mini(W, ox0 + (p1 - pos)), ox0 + kDwChunk);
-    const int8_t* rows[3];
-    int32_t base = bias;
-    for (int32_t ky = 0; ky < 3; ++ky) {
-      const int32_t iy = oy * L.sh - L.pad_t + ky;
-      rows[ky] = iy >= 0 && iy < X.h ? row_ptr(v, Win, o, iy) : nullptr;
-      if (rows[ky]) base -= zp * rowsum[ky];
-    }
-    // The rows present are a contiguous range [r0, r1) (the image is).
-    int32_t r0 = 0, r1 = 3;
-    while (r0 < 3 && !rows[r0]) ++r0;
-    while (r1 > r0 && !rows[r1 - 1]) --r1;
-    int32_t ox = ox0;
-    for (; ox < in_lo && ox < ox1; ++ox) acc[ox - ox0] = dw_one(rows, w, ox * sw - L.pad_l, Win, zp, bias);
-    // Pairs while the pair's reads stay inside the row.
-    int32_t np = 0;
-    {
-      // The last column a pair may start at: its reads end inside the row,
-      // and its second output is in the range.
-      const int32_t last = mini(floor_div(Win - 1 - span + L.pad_l, sw), ox1 - 2);
-      if (last >= ox) np = (last - ox) / 2 + 1;
-    }
-    if (np > 0) {
-      const int32_t ix = ox * sw - L.pad_l;
-      int32_t* a = acc + (ox - ox0);
-      if (r0 == 0 && r1 == 3) {
-        if (sw == 1)
-          dw_pairs3<1>(rows[0] + ix, Win, np, w02, b01, w1[2], base, a);
-        else
-          dw_pairs3<2>(rows[0] + ix, Win, np, w02, b01, w1[2], base, a);
-      } else {
-        for (int32_t j = 0; j < np; ++j) {
-          int32_t s0 = base, s1 = base;
-          for (int32_t ky = r0; ky < r1; ++ky) {
-            const int8_t* r = rows[ky] + ix + 2 * sw * j;
-            const uint32_t q = ld32(r);
-            const uint32_t e = sxtb16(q), d = sxtb16_ror8(q);  // (x0, x2), (x1, x3)
-            s0 = smlad(e, w02[ky], s0);
-            s0 = smlabb(d, w1[ky], s0);
-            if (sw == 1) {
-              s1 = smlad(d, w02[ky], s1);
-              s1 = smlatb(e, w1[ky], s1);
-            } else {
-              s1 = smlatb(e, w02[ky], s1);
-              s1 = smlatb(d, w1[ky], s1);
-              s1 = smlabt(uint32_t(int32_t(r[4])), w02[ky], s1);
-            }
-          }
-          a[2 * j] = s0;
-          a[2 * j + 1] = s1;
-        }
+  const uint32_t b01 = pack16(w[1], w[4]), b2 = pack16(w[7], 0);
+  const int32_t base = (L.bias ? L.bias[local] : 0) - zp * wsum;
+  const uint32_t zz = splat8(zp);
+  const int32_t Wp = dw_pad_width(L);
+  const int32_t max_rows = kDwPadBuf / Wp;          // padded rows the buffer holds
+  const int32_t rows_per_block = (max_rows - 3) / sh + 1;  // output rows per block
+  int8_t pad[kDwPadBuf];
+  int32_t acc[kDwChunk + 2];
+  const int32_t oy_first = p0 / W, oy_last = (p1 - 1) / W;
+  for (int32_t by = oy_first; by <= oy_last; by += rows_per_block) {
+    const int32_t ey = mini(oy_last + 1, by + rows_per_block);
+    // Input rows [iy0, iy0 + nrows) into padded rows 0..nrows-1.
+    const int32_t iy0 = by * sh - L.pad_t;
+    const int32_t nrows = (ey - 1 - by) * sh + 3;
+    for (int32_t i = 0; i < nrows; ++i) {
+      int8_t* d = pad + i * Wp;
+      const int32_t iy = iy0 + i;
+      if (iy < 0 || iy >= X.h) {
+        fill_bytes(d, zz, Wp);
+        continue;
       }
-      ox += 2 * np;
+      fill_bytes(d, zz, L.pad_l);
+      copy_bytes(d + L.pad_l, row_ptr(v, Win, o, iy), Win);
+      fill_bytes(d + L.pad_l + Win, zz, Wp - L.pad_l - Win);
     }
-    for (; ox < ox1; ++ox) acc[ox - ox0] = dw_one(rows, w, ox * sw - L.pad_l, Win, zp, bias);
-    requant_n(acc, ox1 - ox0, rq, out + (pos - p0));
-    pos += ox1 - ox0;
+    for (int32_t oy = by; oy < ey; ++oy) {
+      const int32_t xa = oy == oy_first ? p0 % W : 0;
+      const int32_t xb = oy == oy_last ? (p1 - 1) % W + 1 : W;
+      const int8_t* r = pad + (oy - by) * sh * Wp;
+      for (int32_t x0 = xa; x0 < xb; x0 += kDwChunk) {
+        const int32_t n = mini(kDwChunk, xb - x0);
+        const int32_t np = (n + 1) / 2;
+        if (sw == 1)
+          dw_pairs3<1>(r + x0, Wp, np, w02, b01, b2, base, acc);
+        else
+          dw_pairs3<2>(r + 2 * x0, Wp, np, w02, b01, b2, base, acc);
+        requant_n(acc, n, rq, out + (oy * W + x0 - p0));
+      }
+    }
   }
 }
 
