@@ -49,11 +49,10 @@ struct FastRq {
   uint32_t lbase = 0x40000000u;
   int32_t hmask = -1;
   bool ok0 = false;  // shift 0, m != INT32_MIN: scale0()
-  int32_t m0 = 0;
-  Requant slow;
+  int32_t m0 = 0, shift0 = 0;  // the multiplier and shift as given
   FastRq() = default;
   FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
-      : zp(zero), lo(lo_), hi(hi_), slow(mult, shift, zero, lo_, hi_) {
+      : zp(zero), lo(lo_), hi(hi_), shift0(shift) {
     ok = fast_requant_ok(mult, shift);
     ok_any = fast_requant_ok_any(mult, shift);
     ok0 = shift == 0 && mult != INT32_MIN;
@@ -96,8 +95,10 @@ struct FastRq {
     r = r < lo ? lo : r;
     return int8_t(r > hi ? hi : r);
   }
+  // Requant itself (outside the fast domain).
+  Requant slow() const { return Requant(m0, shift0, zp, lo, hi); }
   // Either form, for single values.
-  TS_DSP_INLINE int8_t apply(int32_t acc) const { return ok ? (*this)(acc) : slow(acc); }
+  TS_DSP_INLINE int8_t apply(int32_t acc) const { return ok ? (*this)(acc) : slow()(acc); }
 };
 
 // Four bytes of lo or hi, for the byte-wise clamp.
@@ -109,7 +110,8 @@ inline uint32_t splat8(int32_t v) { return (uint32_t(v) & 0xFFu) * 0x01010101u; 
 // changes nothing since lo >= -128 and hi <= 127.
 TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
   if (!rq.ok) {
-    for (int32_t k = 0; k < n; ++k) out[k] = rq.slow(acc[k]);
+    const Requant r = rq.slow();
+    for (int32_t k = 0; k < n; ++k) out[k] = r(acc[k]);
     return;
   }
   int32_t k = 0;
@@ -152,41 +154,61 @@ FastRq channel_rq(const LayerDesc& L, int32_t o) {
 // Per 4 channels: 1 weight load, 2 SXTB16, 4 LDRD and 8 SMLAD for 16 MACs.
 constexpr int32_t kTile = 4;
 
-// One group of 4 channels at word offset G of x (weights wv).
-#define TS_DOT4_GROUP(G, wv)                         \
-  do {                                               \
+// One group of 4 channels at word offset G of x (weights wv), positions
+// k < N.
+#define TS_DOT_GROUP(G, wv)                               \
+  do {                                                    \
     const uint32_t we = sxtb16(wv), wo = sxtb16_ror8(wv); \
-    uint32_t e, o;                                   \
-    ld2<G>(x, &e, &o);                               \
-    a0 = smlad(o, wo, smlad(e, we, a0));             \
-    ld2<G + 2>(x, &e, &o);                           \
-    a1 = smlad(o, wo, smlad(e, we, a1));             \
-    ld2<G + 4>(x, &e, &o);                           \
-    a2 = smlad(o, wo, smlad(e, we, a2));             \
-    ld2<G + 6>(x, &e, &o);                           \
-    a3 = smlad(o, wo, smlad(e, we, a3));             \
+    uint32_t e, o;                                        \
+    ld2<G>(x, &e, &o);                                    \
+    a0 = smlad(o, wo, smlad(e, we, a0));                  \
+    if (N > 1) {                                          \
+      ld2<G + 2>(x, &e, &o);                              \
+      a1 = smlad(o, wo, smlad(e, we, a1));                \
+    }                                                     \
+    if (N > 2) {                                          \
+      ld2<G + 4>(x, &e, &o);                              \
+      a2 = smlad(o, wo, smlad(e, we, a2));                \
+    }                                                     \
+    if (N > 3) {                                          \
+      ld2<G + 6>(x, &e, &o);                              \
+      a3 = smlad(o, wo, smlad(e, we, a3));                \
+    }                                                     \
   } while (0)
 
-TS_DSP_INLINE void dot4(const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
-  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+// acc[k] += dot product of position k with w, for k < N (N <= 4): partial
+// tiles cost what they compute.
+template <int N>
+TS_DSP_INLINE void dotn(const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
+  int32_t a0 = acc[0], a1 = N > 1 ? acc[1] : 0, a2 = N > 2 ? acc[2] : 0, a3 = N > 3 ? acc[3] : 0;
   const uint32_t* x = xt;
   // Two groups (8 channels) per pass.
   const uint32_t* const end2 = xt + 8 * (ng & ~1);
   for (; x != end2; x += 16, w += 8) {
     const uint32_t w0 = ld32(w), w1 = ld32(w + 4);
-    TS_DOT4_GROUP(0, w0);
-    TS_DOT4_GROUP(8, w1);
+    TS_DOT_GROUP(0, w0);
+    TS_DOT_GROUP(8, w1);
   }
   if (ng & 1) {
     const uint32_t w0 = ld32(w);
-    TS_DOT4_GROUP(0, w0);
+    TS_DOT_GROUP(0, w0);
   }
   acc[0] = a0;
-  acc[1] = a1;
-  acc[2] = a2;
-  acc[3] = a3;
+  if (N > 1) acc[1] = a1;
+  if (N > 2) acc[2] = a2;
+  if (N > 3) acc[3] = a3;
 }
-#undef TS_DOT4_GROUP
+#undef TS_DOT_GROUP
+
+// dotn for np = 1..4 positions.
+TS_DSP_INLINE void dot_np(int32_t np, const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
+  switch (np) {
+    case 4: return dotn<4>(xt, w, ng, acc);
+    case 3: return dotn<3>(xt, w, ng, acc);
+    case 2: return dotn<2>(xt, w, ng, acc);
+    default: return dotn<1>(xt, w, ng, acc);
+  }
+}
 
 // ------------------------------------------------------------------ pointwise
 //
@@ -194,17 +216,20 @@ TS_DSP_INLINE void dot4(const uint32_t* xt, const int8_t* w, int32_t ng, int32_t
 // of kOcBlock channels (requantisers built once per block), for tiles of 4
 // positions, the tile's activations are widened into xt once (4 words of
 // input per 4 channels, SXTB16 + PKHBT/PKHTB + SSUB16) and every channel of
-// the block runs dot4 over them. Inputs deeper than kCinChunk channels are
+// the block runs dotn over them. Inputs deeper than kCinChunk channels are
 // taken in chunks, the partial sums kept in acc.
-constexpr int32_t kCinChunk = 512;  // xt: 4 KiB of stack
-constexpr int32_t kOcBlock = 32;
+constexpr int32_t kCinChunk = 1024;  // xt: 8 KiB of stack
+constexpr int32_t kOcBlock = 64;     // requantisers: 3 KiB
 
 // Channels [c, c + nc) (nc a multiple of 4) at positions [p, p + np) of a
 // full-width view into xt; positions np..3 are zero.
 void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_t np, int32_t zp, uint32_t* xt) {
   const int64_t plane = int64_t(v.nh) * W;
-  const int8_t* s = v.data + (int64_t(c - v.c0) * plane + (p - int64_t(v.h0) * W));
-  if (np == kTile) {
+  const int64_t at = int64_t(c - v.c0) * plane + (p - int64_t(v.h0) * W);
+  const int8_t* s = v.data + at;
+  // A partial tile may load 4 bytes anyway when they stay inside the view
+  // (the extra positions' lanes are never read: dotn<np>).
+  if (np == kTile || at + int64_t(nc - 1) * plane + 4 <= int64_t(v.nc) * plane) {
     const uint32_t zz = pack16(zp, zp);
     for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
       const uint32_t A = ld32(s), B = ld32(s + plane), C = ld32(s + 2 * plane), D = ld32(s + 3 * plane);
@@ -257,7 +282,7 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
       for (int32_t cc = 0; cc < cin; cc += kCinChunk) {
         const int32_t nc = mini(kCinChunk, cin - cc);
         if (!one_chunk || cc == 0) pw_widen(v, W, ci0 + cc, nc, p0 + t, np, zp, xt);
-        for (int32_t j = 0; j < nb; ++j) dot4(xt, wb + int64_t(j) * cin + cc, nc / 4, acc[j]);
+        for (int32_t j = 0; j < nb; ++j) dot_np(np, xt, wb + int64_t(j) * cin + cc, nc / 4, acc[j]);
       }
       for (int32_t j = 0; j < nb; ++j) requant_n(acc[j], np, rq[j], out + int64_t(ob + j) * cstride + t);
     }
@@ -420,9 +445,9 @@ void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int3
 // 3 channels) as a matrix product: the patch of each output position (cin x
 // kh x kw taps, zero point subtracted, 0 for padding; rounded up to a
 // multiple of 4 with zeros) is widened into xt, 4 positions at a time in
-// dot4's layout, and every output channel of the block runs dot4 over it.
+// dotn's layout, and every output channel of the block runs dotn over it.
 // The weights of a block of channels are copied once into a buffer padded
-// to the same length (zeros), so dot4 reads whole words.
+// to the same length (zeros), so dotn reads whole words.
 constexpr int32_t kPatchMax = 512;    // taps per patch (xt and the patches: 4 KiB each)
 constexpr int32_t kWeightBuf = 4096;  // bytes of padded weights per block
 
@@ -484,7 +509,7 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
     }
     for (int32_t t = p0; t < p1; t += kTile) {
       const int32_t np = mini(kTile, p1 - t);
-      // Patches position by position, then interleaved into dot4's layout:
+      // Patches position by position, then interleaved into dotn's layout:
       // from (p0, p1) and (p2, p3) of a position, (p0, p2) and (p1, p3).
       for (int32_t k = 0; k < kTile; ++k) {
         if (k < np) {
@@ -503,7 +528,7 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
       for (int32_t j = 0; j < nb; ++j) {
         const int32_t b = L.bias ? L.bias[cb + j - L.oc_base] : 0;
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
-        dot4(xt, wbuf + j * kp, kp / 4, acc[j]);
+        dot_np(np, xt, wbuf + j * kp, kp / 4, acc[j]);
         requant_n(acc[j], np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
       }
     }
