@@ -17,6 +17,12 @@
 // order, pairs (x0, x2) and (x1, x3), so one SMLAD adds two products.
 #include "core/arm/dsp_kernels.h"
 
+// Short fill and copy loops stay loops: GCC would turn them into memset /
+// memcpy calls, which newlib-nano does byte by byte after a call.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+
 #include "core/arm/dsp_ops.h"
 #include "core/ops/common.h"
 
@@ -50,9 +56,14 @@ struct FastRq {
   int32_t hmask = -1;
   bool ok0 = false;  // shift 0, m != INT32_MIN: scale0()
   int32_t m0 = 0, shift0 = 0;  // the multiplier and shift as given
+  uint32_t lo4 = 0x80808080u, hi4 = 0x7F7F7F7Fu;  // lo, hi in each byte
+  bool full = true;                                // [lo, hi] = [-128, 127]
   FastRq() = default;
   FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
       : zp(zero), lo(lo_), hi(hi_), shift0(shift) {
+    lo4 = (uint32_t(lo_) & 0xFFu) * 0x01010101u;
+    hi4 = (uint32_t(hi_) & 0xFFu) * 0x01010101u;
+    full = lo_ <= -128 && hi_ >= 127;
     ok = fast_requant_ok(mult, shift);
     ok_any = fast_requant_ok_any(mult, shift);
     ok0 = shift == 0 && mult != INT32_MIN;
@@ -116,14 +127,15 @@ TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, in
   }
   int32_t k = 0;
   if (n >= 4) {
-    const uint32_t lo4 = splat8(rq.lo), hi4 = splat8(rq.hi);
+    const uint32_t lo4 = rq.lo4, hi4 = rq.hi4;
+    const bool full = rq.full;  // SSAT is the whole clamp
     for (; k + 4 <= n; k += 4) {
-      const uint32_t b0 = uint32_t(ssat8(rq.scale(acc[k]) + rq.zp)) & 0xFFu;
-      const uint32_t b1 = uint32_t(ssat8(rq.scale(acc[k + 1]) + rq.zp)) & 0xFFu;
-      const uint32_t b2 = uint32_t(ssat8(rq.scale(acc[k + 2]) + rq.zp)) & 0xFFu;
-      const uint32_t b3 = uint32_t(ssat8(rq.scale(acc[k + 3]) + rq.zp));
-      const uint32_t word = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
-      st32(out + k, min8(max8(word, lo4), hi4));
+      const int32_t q0 = ssat8(rq.scale(acc[k]) + rq.zp), q1 = ssat8(rq.scale(acc[k + 1]) + rq.zp);
+      const int32_t q2 = ssat8(rq.scale(acc[k + 2]) + rq.zp), q3 = ssat8(rq.scale(acc[k + 3]) + rq.zp);
+      // Halfword pairs (q0, q2) and (q1, q3); their low bytes interleave
+      // into q0 q1 q2 q3.
+      const uint32_t word = uxtb16(pkhbt(uint32_t(q0), uint32_t(q2))) | (uxtb16(pkhbt(uint32_t(q1), uint32_t(q3))) << 8);
+      st32(out + k, full ? word : min8(max8(word, lo4), hi4));
     }
   }
   for (; k < n; ++k) out[k] = rq(acc[k]);
@@ -363,12 +375,12 @@ bool dw3x3_ok(const LayerDesc& L) {
 }
 
 // n bytes (any alignment), words first.
-TS_DSP_INLINE void copy_bytes(int8_t* d, const int8_t* s, int32_t n) {
+void copy_bytes(int8_t* d, const int8_t* s, int32_t n) {
   int32_t k = 0;
   for (; k + 4 <= n; k += 4) st32(d + k, ld32(s + k));
   for (; k < n; ++k) d[k] = s[k];
 }
-TS_DSP_INLINE void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
+void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
   int32_t k = 0;
   for (; k + 4 <= n; k += 4) st32(d + k, word);
   for (; k < n; ++k) d[k] = int8_t(word);

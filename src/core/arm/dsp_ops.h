@@ -87,6 +87,8 @@ TS_DSP_INLINE uint32_t pkhtb(uint32_t a, uint32_t b) {
   __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
   return r;
 }
+// Bytes 0 and 2, zero-extended into the two halfwords.
+TS_DSP_INLINE uint32_t uxtb16(uint32_t v) { return __uxtb16(v); }
 // Byte-wise signed maximum and minimum (SSUB8 sets a GE flag per byte, SEL
 // picks by them; one asm block so nothing comes between the two).
 TS_DSP_INLINE uint32_t max8(uint32_t a, uint32_t b) {
@@ -122,6 +124,7 @@ TS_DSP_INLINE int32_t smlatt(uint32_t a, uint32_t b, int32_t acc) { return wrap_
 TS_DSP_INLINE uint32_t ssub16(uint32_t a, uint32_t b) { return pack16(lo16(a) - lo16(b), hi16(a) - hi16(b)); }
 TS_DSP_INLINE uint32_t pkhbt(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
 TS_DSP_INLINE uint32_t pkhtb(uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); }
+TS_DSP_INLINE uint32_t uxtb16(uint32_t v) { return v & 0x00FF00FFu; }
 TS_DSP_INLINE uint32_t max8(uint32_t a, uint32_t b) {
   uint32_t r = 0;
   for (int k = 0; k < 32; k += 8) {
