@@ -135,6 +135,13 @@ def figures(agg, st, table):
     instr = sum(a["instructions"] for a in agg.values())
     return ipm, ipo, src, {"macs": macs, "instructions": instr, "instructions_per_mac": r3(instr / macs)}
 
+def crc_ipb():
+    for line in open(f"{tmp}/selftest.log"):
+        if line.startswith("crc32 "):
+            f = fields(line)
+            return round(int(f["instructions"]) / int(f["bytes"]), 3)
+    return None
+
 st = selftest()
 res = {}
 for v in ("dsp", "portable"):
@@ -163,6 +170,7 @@ doc = {
             t: {n: round(v["instructions"] / st["macs"][n], 3) for n, v in st[t].items()} for t in ("dsp", "portable")
         },
     },
+    "crc32_instructions_per_byte": crc_ipb(),
     "notes": "Instructions, not cycles: QEMU counts guest instructions; 1 cycle per instruction is assumed "
              "(cycles_per_instruction). Per-output figures for add/pool/other; MACs as src/core/op.h defines them.",
 }
@@ -175,5 +183,6 @@ for k in ("conv", "depthwise", "pointwise", "linear"):
     print(f"{k + ' /MAC':<12}{res['portable'][0].get(k, float('nan')):>12.3f}{ipm.get(k, float('nan')):>10.3f}")
 for k in ("add", "pool", "other"):
     print(f"{k + ' /out':<12}{res['portable'][1].get(k, float('nan')):>12.3f}{ipo.get(k, float('nan')):>10.3f}")
+print(f"crc32: {crc_ipb()} instructions per byte (selftest, 64 KiB)")
 print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{whole['instructions_per_mac']:>10.3f}")
 EOF

@@ -136,6 +136,15 @@ TEST_F(FirmwareTest, KernelsOnTheTargetEqualTheHost) {
     EXPECT_EQ(f.at("instructions"), g.at("instructions"));
     EXPECT_GT(std::stoull(f.at("instructions")), lay.macs) << "less than one instruction per MAC is implausible";
   }
+  // The frame CRC on the target over the same bytes as here.
+  const auto c = fields(r.out, "crc32 ");
+  ASSERT_FALSE(c.empty()) << r.out;
+  std::vector<uint8_t> buf(std::stoul(c.at("bytes")));
+  ts::suite::Rng rng{12345u};
+  for (auto& b : buf) b = uint8_t(rng.next() >> 24);
+  char want[16];
+  std::snprintf(want, sizeof want, "%08x", unsigned(ts::crc32(buf.data(), buf.size())));
+  EXPECT_EQ(c.at("crc"), want);
 }
 
 TEST_F(FirmwareTest, RefusesAnArenaLargerThanOcram) {

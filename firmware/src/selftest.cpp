@@ -151,6 +151,20 @@ int fw_selftest(int split, const uint32_t* expected_crcs) {
              suite::kSpecs[i].kind, other->name, (unsigned)crc_other, (unsigned long long)other_instr, oipm,
              crc_other == crc ? "same" : "DIFFERENT");
   }
+  {
+    // The frame/fragment CRC-32 (src/core/crc32.cpp) over 64 KiB of the arena.
+    const size_t n = 65536;
+    uint8_t* buf = __arena_start;
+    suite::Rng rng{12345u};
+    for (size_t k = 0; k < n; ++k) buf[k] = uint8_t(rng.next() >> 24);
+    const uint64_t c0 = board_ticks();
+    const uint32_t c = crc32(buf, n);
+    const uint64_t instr = (board_ticks() - c0) * BOARD_NS_PER_TICK;
+    char ipb[24];
+    fixed3(ipb, sizeof ipb, instr, n);
+    ts_log("crc32 bytes=%u crc=%08x instructions=%llu instr_per_byte=%s\n", (unsigned)n, (unsigned)c,
+           (unsigned long long)instr, ipb);
+  }
   ts_log("selftest stack: %u of %u bytes used\n", (unsigned)board_stack_used(), (unsigned)board_stack_size());
   ts_log("selftest: %s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
