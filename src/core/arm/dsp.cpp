@@ -481,6 +481,25 @@ void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_
   while (kx1 > kx0 && ix0 + (kx1 - 1) * L.dw >= X.w) --kx1;
   const int32_t plane = v.nh * X.w;
   int16_t* d = pk;
+  if (kx0 == 0 && kx1 == 3 && L.kw == 3 && L.dw == 1) {
+    // The usual case: 3 columns, all inside the row.
+    for (int32_t ci = 0; ci < X.c; ++ci) {
+      const int8_t* chan = v.data + (ci - v.c0) * plane + ix0;
+      int32_t iy = oy * L.sh - L.pad_t;
+      for (int32_t ky = 0; ky < L.kh; ++ky, d += 3, iy += L.dh) {
+        if (iy < 0 || iy >= X.h) {
+          d[0] = d[1] = d[2] = 0;
+          continue;
+        }
+        const int8_t* row = chan + (iy - v.h0) * X.w;
+        d[0] = int16_t(row[0] - zp);
+        d[1] = int16_t(row[1] - zp);
+        d[2] = int16_t(row[2] - zp);
+      }
+    }
+    for (int32_t i = int32_t(d - pk); i < kp; ++i) pk[i] = 0;
+    return;
+  }
   for (int32_t ci = 0; ci < X.c; ++ci) {
     const int8_t* chan = v.data + (ci - v.c0) * plane;
     for (int32_t ky = 0; ky < L.kh; ++ky, d += L.kw) {
