@@ -280,20 +280,44 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
   const bool one_chunk = cin <= kCinChunk;
   uint32_t xt[kCinChunk * 2];
   FastRq rq[kOcBlock];
+  int32_t bias[kOcBlock];
   int32_t acc[kOcBlock][kTile];
   for (int32_t ob = 0; ob < no; ob += kOcBlock) {
     const int32_t nb = mini(kOcBlock, no - ob);
     for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, o0 + ob + j);
     const int8_t* wb = L.weights + int64_t(o0 + ob - L.oc_base) * cin;
+    for (int32_t j = 0; j < nb; ++j) bias[j] = L.bias ? L.bias[o0 + ob + j - L.oc_base] : 0;
+    if (one_chunk) {
+      // Whole tiles: accumulators stay in registers from the bias through
+      // the dot product to the requantised word.
+      int32_t t = 0;
+      for (; t + kTile <= n; t += kTile) {
+        pw_widen(v, W, ci0, cin, p0 + t, kTile, zp, xt);
+        const int8_t* wj = wb;
+        int8_t* oj = out + int64_t(ob) * cstride + t;
+        for (int32_t j = 0; j < nb; ++j, wj += cin, oj += cstride) {
+          int32_t a[kTile] = {bias[j], bias[j], bias[j], bias[j]};
+          dotn<4>(xt, wj, cin / 4, a);
+          requant_n(a, kTile, rq[j], oj);
+        }
+      }
+      if (t < n) {
+        const int32_t np = n - t;
+        pw_widen(v, W, ci0, cin, p0 + t, np, zp, xt);
+        for (int32_t j = 0; j < nb; ++j) {
+          int32_t a[kTile] = {bias[j], bias[j], bias[j], bias[j]};
+          dot_np(np, xt, wb + int64_t(j) * cin, cin / 4, a);
+          requant_n(a, np, rq[j], out + int64_t(ob + j) * cstride + t);
+        }
+      }
+      continue;
+    }
     for (int32_t t = 0; t < n; t += kTile) {
       const int32_t np = mini(kTile, n - t);
-      for (int32_t j = 0; j < nb; ++j) {
-        const int32_t b = L.bias ? L.bias[o0 + ob + j - L.oc_base] : 0;
-        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
-      }
+      for (int32_t j = 0; j < nb; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = bias[j];
       for (int32_t cc = 0; cc < cin; cc += kCinChunk) {
         const int32_t nc = mini(kCinChunk, cin - cc);
-        if (!one_chunk || cc == 0) pw_widen(v, W, ci0 + cc, nc, p0 + t, np, zp, xt);
+        pw_widen(v, W, ci0 + cc, nc, p0 + t, np, zp, xt);
         for (int32_t j = 0; j < nb; ++j) dot_np(np, xt, wb + int64_t(j) * cin + cc, nc / 4, acc[j]);
       }
       for (int32_t j = 0; j < nb; ++j) requant_n(acc[j], np, rq[j], out + int64_t(ob + j) * cstride + t);
