@@ -399,12 +399,12 @@ bool dw3x3_ok(const LayerDesc& L) {
 }
 
 // n bytes (any alignment), words first.
-void copy_bytes(int8_t* d, const int8_t* s, int32_t n) {
+TS_DSP_INLINE void copy_bytes(int8_t* d, const int8_t* s, int32_t n) {
   int32_t k = 0;
   for (; k + 4 <= n; k += 4) st32(d + k, ld32(s + k));
   for (; k < n; ++k) d[k] = s[k];
 }
-void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
+TS_DSP_INLINE void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
   int32_t k = 0;
   for (; k + 4 <= n; k += 4) st32(d + k, word);
   for (; k < n; ++k) d[k] = int8_t(word);
