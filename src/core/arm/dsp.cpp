@@ -58,6 +58,8 @@ struct FastRq {
   int32_t m0 = 0, shift0 = 0;  // the multiplier and shift as given
   uint32_t lo4 = 0x80808080u, hi4 = 0x7F7F7F7Fu;  // lo, hi in each byte
   bool full = true;                                // [lo, hi] = [-128, 127]
+  bool zfold = false;                              // scale_z() usable
+  int32_t chiz = 0;                                // chi + zp * 2^sh
   FastRq() = default;
   FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
       : zp(zero), lo(lo_), hi(hi_), shift0(shift) {
@@ -72,6 +74,9 @@ struct FastRq {
       m = mult;
       sh = -shift - 1;
       chi = int32_t(1) << (-shift - 2);
+      // |high word| <= 2^30 + 2^29; with sh <= 20, |zp| * 2^sh <= 2^27: no overflow.
+      zfold = sh <= 20 && zero >= -128 && zero <= 128;
+      if (zfold) chiz = chi + int32_t(uint32_t(zero) << sh);
     } else if (ok_any) {
       m = mult;
       sh = 0;
@@ -79,6 +84,16 @@ struct FastRq {
       lbase = 0xC0000000u;
       hmask = 0;
     }
+  }
+  // scale(x) + zp, the zero point added to the high word before the shift
+  // (exact: adding zp * 2^(32+sh) to the 64-bit value adds zp * 2^sh to its
+  // high word, which the shift turns into + zp); needs zfold.
+  TS_DSP_INLINE int32_t scale_z(int32_t x) const {
+    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
+    const int32_t h = chiz + (x >> 31);
+    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
+    u += int64_t(x) * m;
+    return int32_t(u >> 32) >> sh;
   }
   TS_DSP_INLINE int32_t scale(int32_t x) const {
     const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
@@ -119,6 +134,25 @@ inline uint32_t splat8(int32_t v) { return (uint32_t(v) & 0xFFu) * 0x01010101u; 
 // zero point, saturated to int8 (SSAT), packed into a word, and the word
 // clamped to [lo, hi] byte-wise (SSUB8 + SEL); clamping to [-128, 127] first
 // changes nothing since lo >= -128 and hi <= 127.
+// Four at a time; with Z, the zero point is already in the high word (chiz).
+template <bool Z>
+TS_DSP_INLINE int32_t requant4(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
+  const uint32_t lo4 = rq.lo4, hi4 = rq.hi4;
+  const bool full = rq.full;  // SSAT is the whole clamp
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const int32_t q0 = ssat8(Z ? rq.scale_z(acc[k]) : rq.scale(acc[k]) + rq.zp);
+    const int32_t q1 = ssat8(Z ? rq.scale_z(acc[k + 1]) : rq.scale(acc[k + 1]) + rq.zp);
+    const int32_t q2 = ssat8(Z ? rq.scale_z(acc[k + 2]) : rq.scale(acc[k + 2]) + rq.zp);
+    const int32_t q3 = ssat8(Z ? rq.scale_z(acc[k + 3]) : rq.scale(acc[k + 3]) + rq.zp);
+    // Halfword pairs (q0, q2) and (q1, q3); their low bytes interleave
+    // into q0 q1 q2 q3.
+    const uint32_t word = uxtb16(pkhbt(uint32_t(q0), uint32_t(q2))) | (uxtb16(pkhbt(uint32_t(q1), uint32_t(q3))) << 8);
+    st32(out + k, full ? word : min8(max8(word, lo4), hi4));
+  }
+  return k;
+}
+
 TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
   if (!rq.ok) {
     const Requant r = rq.slow();
@@ -126,18 +160,7 @@ TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, in
     return;
   }
   int32_t k = 0;
-  if (n >= 4) {
-    const uint32_t lo4 = rq.lo4, hi4 = rq.hi4;
-    const bool full = rq.full;  // SSAT is the whole clamp
-    for (; k + 4 <= n; k += 4) {
-      const int32_t q0 = ssat8(rq.scale(acc[k]) + rq.zp), q1 = ssat8(rq.scale(acc[k + 1]) + rq.zp);
-      const int32_t q2 = ssat8(rq.scale(acc[k + 2]) + rq.zp), q3 = ssat8(rq.scale(acc[k + 3]) + rq.zp);
-      // Halfword pairs (q0, q2) and (q1, q3); their low bytes interleave
-      // into q0 q1 q2 q3.
-      const uint32_t word = uxtb16(pkhbt(uint32_t(q0), uint32_t(q2))) | (uxtb16(pkhbt(uint32_t(q1), uint32_t(q3))) << 8);
-      st32(out + k, full ? word : min8(max8(word, lo4), hi4));
-    }
-  }
+  if (n >= 4) k = rq.zfold ? requant4<true>(acc, n, rq, out) : requant4<false>(acc, n, rq, out);
   for (; k < n; ++k) out[k] = rq(acc[k]);
 }
 
