@@ -114,8 +114,9 @@ TEST_F(FirmwareTest, KernelsOnTheTargetEqualTheHost) {
     ts::suite::Layer lay;
     ASSERT_TRUE(ts::suite::build(i, rb, fb, &lay));
     std::vector<int8_t> out(size_t(lay.n_out));
-    const ts::core::View all{lay.input, 0, lay.desc.in[0].c, 0, lay.desc.in[0].h};
-    ASSERT_EQ(ts::core::compute_range(lay.desc, &all, 0, lay.n_out, out.data(), lay.oc_count),
+    ts::core::View all[2];
+    ts::suite::views(lay, all);
+    ASSERT_EQ(ts::core::compute_range(lay.desc, all, 0, lay.n_out, out.data(), lay.oc_count),
               ts::core::KernelStatus::Ok);
     char want[16];
     std::snprintf(want, sizeof want, "%08x", unsigned(ts::crc32(out.data(), out.size())));
@@ -124,11 +125,27 @@ TEST_F(FirmwareTest, KernelsOnTheTargetEqualTheHost) {
     EXPECT_EQ(f.at("crc"), want) << "the Cortex-M7 result differs from the host's";
     EXPECT_EQ(f.at("split_crc"), want) << "split runs differ from the whole layer on the target";
     EXPECT_EQ(std::stoull(f.at("macs")), lay.macs);
+    // The image's default table is the DSP one; the portable table computed
+    // the same layer on the target too, and must agree bit for bit.
+    EXPECT_EQ(f.at("kernels"), "dsp");
+    const auto c = fields(r.out, std::string("compare ") + ts::suite::kSpecs[i].name + " ");
+    ASSERT_FALSE(c.empty()) << r.out;
+    EXPECT_EQ(c.at("kernels"), "portable");
+    EXPECT_EQ(c.at("crc"), want) << "the portable table's result differs from the DSP table's on the target";
     // Under -icount shift=0 instruction counts are exact and repeatable.
     const auto g = fields(again.out, std::string("kernel ") + ts::suite::kSpecs[i].name + " ");
     EXPECT_EQ(f.at("instructions"), g.at("instructions"));
     EXPECT_GT(std::stoull(f.at("instructions")), lay.macs) << "less than one instruction per MAC is implausible";
   }
+  // The frame CRC on the target over the same bytes as here.
+  const auto c = fields(r.out, "crc32 ");
+  ASSERT_FALSE(c.empty()) << r.out;
+  std::vector<uint8_t> buf(std::stoul(c.at("bytes")));
+  ts::suite::Rng rng{12345u};
+  for (auto& b : buf) b = uint8_t(rng.next() >> 24);
+  char want[16];
+  std::snprintf(want, sizeof want, "%08x", unsigned(ts::crc32(buf.data(), buf.size())));
+  EXPECT_EQ(c.at("crc"), want);
 }
 
 TEST_F(FirmwareTest, RefusesAnArenaLargerThanOcram) {

@@ -18,7 +18,7 @@ namespace suite {
 
 struct Spec {
   const char* name;
-  const char* kind;  // conv | depthwise | pointwise | linear
+  const char* kind;  // conv | depthwise | pointwise | linear | add | pool | other
   core::QOp op;
   core::Dims in, out;
   int32_t k, stride, pad, groups;
@@ -32,6 +32,12 @@ constexpr Spec kSpecs[] = {
     {"dw3x3_s1_144", "depthwise", core::QOp::Conv, {144, 28, 28}, {144, 28, 28}, 3, 1, 1, 144, -8},
     {"pw1x1_144to32", "pointwise", core::QOp::Conv, {144, 28, 28}, {32, 28, 28}, 1, 1, 0, 1, -9},
     {"fc_1280to1000", "linear", core::QOp::Gemm, {1280, 1, 1}, {1000, 1, 1}, 1, 1, 0, 1, -11},
+    // Added with the Cortex-M7 DSP kernels (docs/kernels.md): the stride-2
+    // depthwise, the residual Add, the global pool and a Pad (no weights).
+    {"dw3x3_s2_64", "depthwise", core::QOp::Conv, {64, 56, 56}, {64, 28, 28}, 3, 2, 1, 64, -8},
+    {"add_32x28x28", "add", core::QOp::Add, {32, 28, 28}, {32, 28, 28}, 1, 1, 0, 1, -19},
+    {"gap_1280x7x7", "pool", core::QOp::GlobalAvgPool, {1280, 7, 7}, {1280, 1, 1}, 1, 1, 0, 1, -6},
+    {"pad_32x28x28", "other", core::QOp::Pad, {32, 28, 28}, {32, 30, 30}, 1, 1, 1, 1, 0},
 };
 constexpr int kCount = int(sizeof kSpecs / sizeof kSpecs[0]);
 
@@ -63,6 +69,7 @@ struct Bump {
 struct Layer {
   core::LayerDesc desc;
   const int8_t* input = nullptr;  // whole input tensor, C-H-W
+  const int8_t* input2 = nullptr;  // Add's second operand
   int32_t n_out = 0;
   int32_t oc_count = 0;
   uint64_t macs = 0;  // multiply-accumulates of the whole layer
@@ -95,6 +102,37 @@ inline bool build(int i, Bump& ram, Bump& flash, Layer* out, FlashPut put = null
   L.pad_t = L.pad_l = L.pad_b = L.pad_r = s.pad;
   L.groups = s.groups;
   const int32_t oc = s.out.c;
+  if (s.op != core::QOp::Conv && s.op != core::QOp::Gemm) {
+    // No weights: inputs, and the op's own requantisation.
+    int8_t* x = static_cast<int8_t*>(ram.take(size_t(s.in.size())));
+    int8_t* x2 = s.op == core::QOp::Add ? static_cast<int8_t*>(ram.take(size_t(s.in.size()))) : nullptr;
+    if (!x || (s.op == core::QOp::Add && !x2)) return false;
+    for (int32_t j = 0; j < s.in.size(); ++j) x[j] = rng.i8();
+    if (x2)
+      for (int32_t j = 0; j < s.in.size(); ++j) x2[j] = rng.i8();
+    L.groups = 1;
+    L.kh = L.kw = 1;
+    L.sh = L.sw = 1;
+    if (s.op == core::QOp::Add) {
+      L.n_inputs = 2;
+      L.in[1] = s.in;
+      L.in_zp[1] = 7;
+      L.in_mult[0] = int32_t((1u << 30) | (rng.next() >> 2));
+      L.in_mult[1] = int32_t((1u << 30) | (rng.next() >> 2));
+      L.in_shift[0] = -2;
+      L.in_shift[1] = -3;
+      L.left_shift = 20;
+    }
+    L.out_mult = int32_t((1u << 30) | (rng.next() >> 2));
+    L.out_shift = s.shift;
+    out->desc = L;
+    out->input = x;
+    out->input2 = x2;
+    out->n_out = s.out.size();
+    out->oc_count = 0;
+    out->macs = macs_of(L);
+    return true;
+  }
   const int32_t per = s.op == core::QOp::Gemm ? s.in.size() : (s.in.c / s.groups) * s.k * s.k;
   int8_t* x = static_cast<int8_t*>(ram.take(size_t(s.in.size())));
   int8_t* w = static_cast<int8_t*>(flash.take(size_t(oc) * size_t(per)));
@@ -158,6 +196,13 @@ inline core::View window(const int8_t* whole, const core::Dims& X, const core::B
     for (int32_t y = b.h0; y < b.h1; ++y)
       for (int32_t x = 0; x < X.w; ++x) dst[k++] = whole[(size_t(c) * size_t(X.h) + size_t(y)) * size_t(X.w) + size_t(x)];
   return v;
+}
+
+// The whole-input views of a layer (one per operand).
+inline int views(const Layer& lay, core::View* v) {
+  v[0] = core::View{lay.input, 0, lay.desc.in[0].c, 0, lay.desc.in[0].h};
+  if (lay.desc.n_inputs > 1) v[1] = core::View{lay.input2, 0, lay.desc.in[1].c, 0, lay.desc.in[1].h};
+  return lay.desc.n_inputs;
 }
 
 // Output run r of n equal shares of [0, total) (the last takes the rest).

@@ -2,10 +2,13 @@
 //
 // The command line comes over semihosting (QEMU -append "..."):
 //   hello                 boot check: print the memory layout, exit 0
-//   selftest [--split N]  run the kernel suite (kernel_suite.h) on the target,
+//   selftest [--split N] [--kernels dsp|portable]
+//                         run the kernel suite (kernel_suite.h) on the target,
 //                         print one line per layer with a checksum of the
-//                         outputs and the instructions spent, exit 0 if the
-//                         split runs equal the whole-layer run
+//                         outputs and the instructions spent, with the
+//                         active kernel table and with the other one (DSP vs
+//                         portable); exit 0 if the split runs and the other
+//                         table's outputs equal the whole-layer run
 //   guardtest             check the MPU: a write just past a 64 KB arena
 //                         must fault (exit code 3), not land
 //   stacktest             unbounded recursion must hit the stack guard
@@ -20,6 +23,8 @@
 //     --once              exit after the first connection ends
 //     --idle-ms N         close a connection silent for N ms (0 = never;
 //                         default 60000)
+//     --kernels NAME      kernel table: dsp (default of a KERNELS=dsp image)
+//                         or portable
 //     --advertise-ram N   test hook: claim N bytes of RAM in HELLO while the
 //                         arena stays at --ram (to show an over-budget plan
 //                         being refused by the board itself)
@@ -28,6 +33,7 @@
 #include <string.h>
 
 #include "board.h"
+#include "core/kernel_table.h"
 #include "firmware.h"
 #include "semihost.h"
 
@@ -63,6 +69,15 @@ uint32_t parse_u32(const char* s, bool* ok) {
     }
   }
   return uint32_t(v);
+}
+
+// --kernels NAME: the kernel table for this run ("dsp", the default when the
+// image is built with KERNELS=dsp, or "portable"); false for another name.
+bool use_kernels(const char* name) {
+  const ts::core::KernelTable* t = ts::core::find_kernels(name);
+  if (!t) return false;
+  ts::core::set_kernels(t);
+  return true;
 }
 
 void print_layout() {
@@ -119,6 +134,8 @@ int main(void) {
     for (int i = 2; i + 1 < argc; i += 2) {
       bool ok = true;
       if (strcmp(argv[i], "--split") == 0) split = int(parse_u32(argv[i + 1], &ok));
+      else if (strcmp(argv[i], "--kernels") == 0) ok = use_kernels(argv[i + 1]);
+      else ok = false;
       if (!ok || split < 1) {
         ts_log("error: bad option %s %s\n", argv[i], argv[i + 1]);
         return 2;
@@ -141,6 +158,7 @@ int main(void) {
       else if (strcmp(a, "--window") == 0) o.window = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--advertise-ram") == 0) o.advertise_ram = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--idle-ms") == 0) o.idle_ms = parse_u32(v, &ok), ++i;
+      else if (strcmp(a, "--kernels") == 0) ok = use_kernels(v), ++i;
       else ok = false;
       if (!ok) {
         ts_log("error: bad option '%s'\n", a);

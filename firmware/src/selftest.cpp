@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "board.h"
+#include "core/kernel_table.h"
 #include "core/layer.h"
 #include "firmware.h"
 #include "kernel_suite.h"
@@ -64,7 +65,12 @@ void fixed3(char* buf, size_t cap, uint64_t x, uint64_t y) {
 
 int fw_selftest(int split, const uint32_t* expected_crcs) {
   int failures = 0;
-  ts_log("selftest: %d kernels, whole layer vs %d split runs; %s\n", suite::kCount, split, BOARD_TIMING_NOTE);
+  // The other kernel table, computed on the same inputs for comparison: the
+  // portable one when the DSP table is active (the default), else the DSP one.
+  const core::KernelTable& active = core::kernels();
+  const core::KernelTable* other = core::find_kernels(&active == &core::portable_kernels() ? "dsp" : "portable");
+  ts_log("selftest: %d kernels, whole layer vs %d split runs, kernels %s (compared with %s); %s\n", suite::kCount,
+         split, active.name, other ? other->name : "none", BOARD_TIMING_NOTE);
   for (int i = 0; i < suite::kCount; ++i) {
     suite::Bump ram{__arena_start, size_t(__arena_end - __arena_start), 0};
     suite::Bump flash{__store_start, size_t(__store_end - __store_start), 0};
@@ -79,14 +85,16 @@ int fw_selftest(int split, const uint32_t* expected_crcs) {
     const core::LayerDesc& L = lay.desc;
     int8_t* whole = static_cast<int8_t*>(ram.take(size_t(lay.n_out)));
     int8_t* parts = static_cast<int8_t*>(ram.take(size_t(lay.n_out)));
-    if (!whole || !parts) {
+    int8_t* cmp = static_cast<int8_t*>(ram.take(size_t(lay.n_out)));
+    if (!whole || !parts || !cmp) {
       ts_log("kernel %s: outputs do not fit the arena\n", suite::kSpecs[i].name);
       failures++;
       continue;
     }
-    const core::View all{lay.input, 0, L.in[0].c, 0, L.in[0].h};
+    core::View all[2];
+    suite::views(lay, all);
     const uint64_t t0 = board_ticks();
-    const core::KernelStatus st = core::compute_range(L, &all, 0, lay.n_out, whole, lay.oc_count);
+    const core::KernelStatus st = core::compute_range(L, all, 0, lay.n_out, whole, lay.oc_count);
     const uint64_t ticks = board_ticks() - t0;
     uint64_t split_ticks = 0;
     bool ok = st == core::KernelStatus::Ok;
@@ -94,34 +102,68 @@ int fw_selftest(int split, const uint32_t* expected_crcs) {
       int32_t b = 0, e = 0;
       suite::share(lay.n_out, split, r, &b, &e);
       if (e <= b) continue;
-      const core::Box box = core::input_box(L, 0, b, e);
       const size_t mark = ram.used;
-      int8_t* win = static_cast<int8_t*>(ram.take(size_t(box.elems(L.in[0].w))));
-      if (!win) {
-        ok = false;
-        break;
+      core::View v[2];
+      for (int k = 0; k < L.n_inputs && ok; ++k) {
+        const core::Box box = core::input_box(L, k, b, e);
+        int8_t* win = static_cast<int8_t*>(ram.take(size_t(box.elems(L.in[k].w))));
+        if (!win) {
+          ok = false;
+          break;
+        }
+        v[k] = suite::window(k ? lay.input2 : lay.input, L.in[k], box, win);
       }
-      const core::View v = suite::window(lay.input, L.in[0], box, win);
+      if (!ok) break;
       const uint64_t s0 = board_ticks();
-      ok = core::compute_range(L, &v, b, e, parts + b, lay.oc_count) == core::KernelStatus::Ok;
+      ok = core::compute_range(L, v, b, e, parts + b, lay.oc_count) == core::KernelStatus::Ok;
       split_ticks += board_ticks() - s0;
       ram.used = mark;
     }
+    uint64_t other_ticks = 0;
+    if (other && ok) {
+      core::set_kernels(other);
+      const uint64_t c0 = board_ticks();
+      ok = core::compute_range(L, all, 0, lay.n_out, cmp, lay.oc_count) == core::KernelStatus::Ok;
+      other_ticks = board_ticks() - c0;
+      core::set_kernels(&active);
+    }
     const uint32_t crc = crc32(whole, size_t(lay.n_out));
     const uint32_t crc_split = crc32(parts, size_t(lay.n_out));
+    const uint32_t crc_other = other ? crc32(cmp, size_t(lay.n_out)) : crc;
     const bool host_ok = !expected_crcs || crc == expected_crcs[i];
-    if (!ok || crc != crc_split || !host_ok) failures++;
+    const bool same = crc == crc_split && (!other || memcmp(whole, cmp, size_t(lay.n_out)) == 0);
+    if (!ok || !same || !host_ok) failures++;
     const uint64_t instr = ticks * BOARD_NS_PER_TICK;
-    char ipm[24], k1[24];
+    const uint64_t other_instr = other_ticks * BOARD_NS_PER_TICK;
+    char ipm[24], k1[24], oipm[24];
     fixed3(ipm, sizeof ipm, instr, lay.macs);
+    fixed3(oipm, sizeof oipm, other_instr, lay.macs);
     // K1: KB (1000 B) of output per million cycles, at 1 cycle per instruction.
     fixed3(k1, sizeof k1, uint64_t(lay.n_out) * 1000u, instr);
     ts_log("kernel %s kind=%s outputs=%ld macs=%llu crc=%08x split_crc=%08x instructions=%llu "
-           "split_instructions=%llu instr_per_mac=%s k1_kb_per_mcycle=%s %s%s\n",
+           "split_instructions=%llu instr_per_mac=%s k1_kb_per_mcycle=%s kernels=%s %s%s\n",
            suite::kSpecs[i].name, suite::kSpecs[i].kind, (long)lay.n_out, (unsigned long long)lay.macs,
            (unsigned)crc, (unsigned)crc_split, (unsigned long long)instr,
-           (unsigned long long)(split_ticks * BOARD_NS_PER_TICK), ipm, k1, ok && crc == crc_split ? "ok" : "MISMATCH",
+           (unsigned long long)(split_ticks * BOARD_NS_PER_TICK), ipm, k1, active.name, ok && same ? "ok" : "MISMATCH",
            !expected_crcs ? "" : host_ok ? " (equals the host build)" : " (DIFFERS from the host build)");
+    if (other)
+      ts_log("compare %s kind=%s kernels=%s crc=%08x instructions=%llu instr_per_mac=%s %s\n", suite::kSpecs[i].name,
+             suite::kSpecs[i].kind, other->name, (unsigned)crc_other, (unsigned long long)other_instr, oipm,
+             crc_other == crc ? "same" : "DIFFERENT");
+  }
+  {
+    // The frame/fragment CRC-32 (src/core/crc32.cpp) over 64 KiB of the arena.
+    const size_t n = 65536;
+    uint8_t* buf = __arena_start;
+    suite::Rng rng{12345u};
+    for (size_t k = 0; k < n; ++k) buf[k] = uint8_t(rng.next() >> 24);
+    const uint64_t c0 = board_ticks();
+    const uint32_t c = crc32(buf, n);
+    const uint64_t instr = (board_ticks() - c0) * BOARD_NS_PER_TICK;
+    char ipb[24];
+    fixed3(ipb, sizeof ipb, instr, n);
+    ts_log("crc32 bytes=%u crc=%08x instructions=%llu instr_per_byte=%s\n", (unsigned)n, (unsigned)c,
+           (unsigned long long)instr, ipb);
   }
   ts_log("selftest stack: %u of %u bytes used\n", (unsigned)board_stack_used(), (unsigned)board_stack_size());
   ts_log("selftest: %s\n", failures ? "FAILED" : "ok");

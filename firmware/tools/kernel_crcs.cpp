@@ -16,8 +16,9 @@ int main() {
     ts::suite::Layer lay;
     if (!ts::suite::build(i, rb, fb, &lay)) return 1;
     std::vector<int8_t> out(size_t(lay.n_out));
-    const ts::core::View all{lay.input, 0, lay.desc.in[0].c, 0, lay.desc.in[0].h};
-    if (ts::core::compute_range(lay.desc, &all, 0, lay.n_out, out.data(), lay.oc_count) != ts::core::KernelStatus::Ok)
+    ts::core::View all[2];
+    ts::suite::views(lay, all);
+    if (ts::core::compute_range(lay.desc, all, 0, lay.n_out, out.data(), lay.oc_count) != ts::core::KernelStatus::Ok)
       return 1;
     std::printf("%s0x%08xu", i ? ", " : "", unsigned(ts::crc32(out.data(), out.size())));
   }

@@ -3,6 +3,8 @@
 
 #include "core/ops/conv_impl.h"
 
+#include "core/arm/dsp_kernels.h"
+
 #if defined(TS_X86_KERNELS)
 #include "core/x86/x86_kernels.h"
 #endif
@@ -57,7 +59,7 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
   }
 }
 
-const KernelTable kPortable = {"portable", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm};
+const KernelTable kPortable = {"portable", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, nullptr};
 
 const KernelTable* g_forced = nullptr;
 
@@ -65,6 +67,8 @@ const KernelTable& default_kernels() {
 #if defined(TS_X86_KERNELS)
   static const KernelTable* chosen = x86::select_kernels(&kPortable);
   return *chosen;
+#elif defined(TS_ARM_DSP_KERNELS)
+  return arm::kDspKernels;
 #else
   return kPortable;
 #endif
@@ -86,6 +90,7 @@ void set_kernels(const KernelTable* t) { g_forced = t; }
 const KernelTable* find_kernels(const char* name) {
   if (!name) return nullptr;
   if (same_name(name, "portable")) return &kPortable;
+  if (same_name(name, "dsp")) return &arm::kDspKernels;
 #if defined(TS_X86_KERNELS)
   return x86::find_kernels(name);
 #else

@@ -1,8 +1,10 @@
 // Kernel variants: the inner loops an op's eval hands its hot work to, as a
 // table of function pointers chosen once at start-up. The portable table
-// (plain C++17, the one the boards run) is always there; host builds on x86
-// add AVX2 and AVX-512 VNNI tables (src/core/x86/), selected by CPU feature,
-// or forced with the environment variable TS_KERNELS=portable|avx2|vnni.
+// (plain C++17) is always there; host builds on x86 add AVX2 and AVX-512 VNNI
+// tables (src/core/x86/), selected by CPU feature, or forced with the
+// environment variable TS_KERNELS=portable|avx2|vnni|dsp. The Cortex-M7
+// firmware's default is the DSP table (src/core/arm/, TS_ARM_DSP_KERNELS,
+// make -C firmware KERNELS=portable to keep the portable one).
 // Every variant gives bit-identical results: integer accumulation is exact
 // whatever the order or width, and the requantisation is the same integer
 // function (tests/x86_kernels_test.cpp compares each variant with the
@@ -40,6 +42,12 @@ struct KernelTable {
   void (*add_row)(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out);
   // Gemm outputs [o0, o1) over the contiguous input x of fan_in elements.
   void (*gemm)(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* out, int64_t ostride);
+  // Optional (nullptr: none): a non-pointwise conv's channels [c0, c1) at
+  // positions [p0, p1) at once, out[(c - c0) * cstride + p - p0]; returns
+  // false, having written nothing, for layers it does not take (conv.cpp then
+  // goes channel by channel). The Cortex-M7 table's widened-patch product.
+  bool (*conv_block)(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride);
 };
 
 // The portable table.
@@ -54,8 +62,9 @@ const KernelTable& kernels();
 // tests and benchmarks; not thread-safe against running kernels.
 void set_kernels(const KernelTable* t);
 
-// The table called `name` ("portable", and on x86 hosts "avx2", "vnni") if
-// this build and CPU have it, else nullptr.
+// The table called `name` ("portable"; "dsp", the Cortex-M7 DSP table,
+// emulated in plain C++ off the target; on x86 hosts "avx2", "vnni") if this
+// build and CPU have it, else nullptr.
 const KernelTable* find_kernels(const char* name);
 
 }  // namespace core

@@ -61,6 +61,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
     }
     return KernelStatus::Ok;
   }
+  if (K.conv_block && K.conv_block(L, in[0], c0, c1, p0, p1, out, cstride)) return KernelStatus::Ok;
   const bool flat = L.sh == 1 && L.sw == 1 && L.in[0].w == L.out.w;
   for (int32_t c = c0; c < c1; ++c) {
     int8_t* o = out + int64_t(c - c0) * cstride;

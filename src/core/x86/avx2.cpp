@@ -177,7 +177,7 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
 
 }  // namespace
 
-const KernelTable kAvx2Kernels = {"avx2", requant_row_avx2, pointwise, conv_ch, conv_ch_flat, add_row_avx2, gemm};
+const KernelTable kAvx2Kernels = {"avx2", requant_row_avx2, pointwise, conv_ch, conv_ch_flat, add_row_avx2, gemm, nullptr};
 
 }  // namespace x86
 }  // namespace core

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/arm/dsp_kernels.h"
 #include "core/x86/x86_kernels.h"
 
 namespace ts {
@@ -36,8 +37,11 @@ const KernelTable* select_kernels(const KernelTable* portable) {
   const char* want = getenv("TS_KERNELS");
   if (!want || !*want) return best;
   if (strcmp(want, "portable") == 0) return portable;
+  // The Cortex-M7 DSP table, its instructions emulated in C++ (slow; for
+  // running the host test suite through the board's kernels).
+  if (strcmp(want, "dsp") == 0) return &arm::kDspKernels;
   if (const KernelTable* t = find_kernels(want)) return t;
-  fprintf(stderr, "TS_KERNELS=%s: not available on this CPU or unknown (portable|avx2|vnni); using %s\n", want,
+  fprintf(stderr, "TS_KERNELS=%s: not available on this CPU or unknown (portable|avx2|vnni|dsp); using %s\n", want,
           best->name);
   return best;
 }

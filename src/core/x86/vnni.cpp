@@ -356,7 +356,7 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
 
 }  // namespace
 
-const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_avx2, gemm};
+const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_avx2, gemm, nullptr};
 
 }  // namespace x86
 }  // namespace core

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Measures the Cortex-M7 kernels' cost per op kind under QEMU (-icount
+# shift=0: exactly one virtual ns per guest instruction) and writes
+# data/costs/cortex-m7.json, the per-op figures the planner reads
+# (docs/firmware.md, "Measurements"; docs/kernels.md, "Cortex-M7 kernels").
+#
+#   bash scripts/m7_costs.sh [--build-dir build] [--out data/costs/cortex-m7.json]
+#
+# Needs the firmware toolchain and lwIP source (bash scripts/build_firmware.sh
+# once) and a host build with the tinysplit binary. Steps:
+#   1. two firmware images from the same tree: KERNELS=dsp (firmware/build,
+#      the default image) and KERNELS=portable (firmware/build-portable)
+#   2. `selftest --split 3` on the DSP image: the kernel suite computed with
+#      both tables on the same inputs (must agree bit for bit)
+#   3. for each image, `tinysplit run` of MobileNetV2 at 112 on 3 QEMU boards
+#      (must match the int8 reference); the boards log instructions per layer
+#      and kind, summed here over the boards
+#   4. the JSON: the DSP image's figures in the schema's fields, the portable
+#      image's beside them; "other" (no such layer in MobileNetV2) comes from
+#      the selftest's Pad layer.
+# Takes about 1 minute on a 2-core machine (both images already built: 30 s).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="$ROOT/build"
+OUT="$ROOT/data/costs/cortex-m7.json"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) BUILD_DIR="$(cd "${2:?}" && pwd)"; shift 2 ;;
+    --out) OUT="${2:?}"; shift 2 ;;
+    *) echo "m7_costs: unknown option '$1' (--build-dir DIR, --out FILE)" >&2; exit 2 ;;
+  esac
+done
+TS="$BUILD_DIR/tinysplit"
+[[ -x "$TS" ]] || { echo "m7_costs: no $TS (build the host tree first)" >&2; exit 1; }
+command -v qemu-system-arm >/dev/null || { echo "m7_costs: qemu-system-arm missing (bash scripts/build_firmware.sh)" >&2; exit 1; }
+LWIP_DIR="$(ls -d "$ROOT"/firmware/third_party/lwip-*/ 2>/dev/null | head -1)"
+[[ -n "$LWIP_DIR" ]] || { echo "m7_costs: no lwIP source (bash scripts/build_firmware.sh)" >&2; exit 1; }
+JOBS="${TS_FW_JOBS:-2}"
+
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+
+echo "[m7_costs] firmware images (KERNELS=dsp, KERNELS=portable)"
+make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" KERNELS=dsp BUILD=build >"$TMP/make-dsp.log" 2>&1 \
+  || { tail -20 "$TMP/make-dsp.log" >&2; exit 1; }
+make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" KERNELS=portable BUILD=build-portable \
+  >"$TMP/make-portable.log" 2>&1 || { tail -20 "$TMP/make-portable.log" >&2; exit 1; }
+DSP_ELF="$ROOT/firmware/build/tinysplit-board.elf"
+PORTABLE_ELF="$ROOT/firmware/build-portable/tinysplit-board.elf"
+
+echo "[m7_costs] selftest (kernel suite, DSP vs portable on the same inputs)"
+timeout 300 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting -icount shift=0 \
+  -kernel "$DSP_ELF" -append "selftest --split 3" >"$TMP/selftest.log" 2>&1 \
+  || { cat "$TMP/selftest.log" >&2; echo "m7_costs: selftest failed" >&2; exit 1; }
+
+echo '{"boards":[{"id":0,"address":"qemu"},{"id":1,"address":"qemu"},{"id":2,"address":"qemu"}]}' >"$TMP/q3.json"
+for v in dsp portable; do
+  elf="$DSP_ELF"; [[ $v == portable ]] && elf="$PORTABLE_ELF"
+  echo "[m7_costs] MobileNetV2 112 on 3 QEMU boards, $v kernels"
+  (cd "$ROOT" && TS_FIRMWARE="$elf" timeout 600 "$TS" run -t "$TMP/q3.json" --timeout 120 --store "$TMP/store-$v" \
+     --json >"$TMP/run-$v.json" 2>"$TMP/run-$v.err") || { tail -20 "$TMP/run-$v.err" >&2; exit 1; }
+  cat "$TMP"/store-$v/board-*/qemu.log >"$TMP/boards-$v.log"
+done
+
+mkdir -p "$(dirname "$OUT")"
+/usr/bin/python3 - "$TMP" "$OUT" <<'EOF'
+import json, re, sys
+tmp, out = sys.argv[1], sys.argv[2]
+
+def fields(line):
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+def per_kind(variant):
+    run = json.load(open(f"{tmp}/run-{variant}.json"))
+    if run.get("match_reference") is not True:
+        sys.exit(f"m7_costs: the {variant} run is not bit-exact with the int8 reference")
+    agg = {}
+    for line in open(f"{tmp}/boards-{variant}.log"):
+        if not line.startswith("layer "):
+            continue
+        f = fields(line)
+        a = agg.setdefault(f["kind"], {"layer_runs": 0, "macs": 0, "outputs": 0, "instructions": 0})
+        a["layer_runs"] += 1
+        for k in ("macs", "outputs", "instructions"):
+            a[k] += int(f[k])
+    if not agg:
+        sys.exit(f"m7_costs: no per-layer lines in the {variant} boards' logs")
+    return agg
+
+def selftest():
+    res = {"dsp": {}, "portable": {}}
+    for line in open(f"{tmp}/selftest.log"):
+        m = re.match(r"(kernel|compare) (\S+) ", line)
+        if not m or "kind=" not in line:
+            continue
+        f = fields(line)
+        name, table = m.group(2), f["kernels"]
+        res[table][name] = {"kind": f["kind"], "instructions": int(f["instructions"])}
+        if m.group(1) == "kernel":
+            res["macs"] = res.get("macs", {})
+            res["macs"][name] = int(f["macs"])
+            res.setdefault("outputs", {})[name] = int(f["outputs"]) if "outputs" in f else None
+    for line in open(f"{tmp}/selftest.log"):
+        if line.startswith("compare ") and "DIFFERENT" in line:
+            sys.exit("m7_costs: the selftest's DSP and portable results differ: " + line.strip())
+    return res
+
+def figures(agg, st, table):
+    r3 = lambda x: round(x, 3)
+    ipm = {}
+    for k in ("conv", "depthwise", "pointwise", "linear"):
+        if k in agg:
+            ipm[k] = r3(agg[k]["instructions"] / agg[k]["macs"])
+    ipo, src = {}, {}
+    groups = {"add": ["Add"], "pool": ["GlobalAvgPool", "AvgPool", "MaxPool"]}
+    known = {"conv", "depthwise", "pointwise", "linear", "Add", "GlobalAvgPool", "AvgPool", "MaxPool"}
+    groups["other"] = [k for k in agg if k not in known]
+    for name, kinds in groups.items():
+        i = sum(agg[k]["instructions"] for k in kinds if k in agg)
+        o = sum(agg[k]["outputs"] for k in kinds if k in agg)
+        if o:
+            ipo[name] = r3(i / o)
+            src[name] = "MobileNetV2 run: " + ", ".join(k for k in kinds if k in agg)
+    # Kinds the model lacks: the selftest layer of that kind.
+    for name in ("add", "pool", "other"):
+        if name in ipo:
+            continue
+        for lay, v in st[table].items():
+            if v["kind"] == name and st["outputs"].get(lay):
+                ipo[name] = r3(v["instructions"] / st["outputs"][lay])
+                src[name] = f"selftest layer {lay}"
+                break
+    macs = sum(a["macs"] for a in agg.values())
+    instr = sum(a["instructions"] for a in agg.values())
+    return ipm, ipo, src, {"macs": macs, "instructions": instr, "instructions_per_mac": r3(instr / macs)}
+
+def crc_ipb():
+    for line in open(f"{tmp}/selftest.log"):
+        if line.startswith("crc32 "):
+            f = fields(line)
+            return round(int(f["instructions"]) / int(f["bytes"]), 3)
+    return None
+
+st = selftest()
+res = {}
+for v in ("dsp", "portable"):
+    res[v] = figures(per_kind(v), st, v)
+ipm, ipo, src, whole = res["dsp"]
+doc = {
+    "target": "cortex-m7",
+    "source": "bash scripts/m7_costs.sh: MobileNetV2 at 112 on 3 QEMU mps2-an500 boards (tinysplit run), "
+              "qemu-system-arm -icount shift=0, instructions per layer from the boards' logs summed per kind; "
+              "DSP kernels (firmware KERNELS=dsp)",
+    "instructions_per_mac": ipm,
+    "instructions_per_output": ipo,
+    "kernels": "dsp",
+    "cycles_per_instruction": 1.0,
+    "instructions_per_output_source": src,
+    "whole_model": whole,
+    "portable": {
+        "instructions_per_mac": res["portable"][0],
+        "instructions_per_output": res["portable"][1],
+        "whole_model": res["portable"][3],
+    },
+    "selftest": {
+        "command": "qemu-system-arm -M mps2-an500 -semihosting -icount shift=0 -kernel firmware/build/tinysplit-board.elf "
+                   "-append 'selftest --split 3'",
+        "instructions_per_mac": {
+            t: {n: round(v["instructions"] / st["macs"][n], 3) for n, v in st[t].items()} for t in ("dsp", "portable")
+        },
+    },
+    "crc32_instructions_per_byte": crc_ipb(),
+    "notes": "Instructions, not cycles: QEMU counts guest instructions; 1 cycle per instruction is assumed "
+             "(cycles_per_instruction). Per-output figures for add/pool/other; MACs as src/core/op.h defines them.",
+}
+with open(out, "w") as fh:
+    json.dump(doc, fh, indent=2)
+    fh.write("\n")
+print(f"[m7_costs] wrote {out}")
+print(f"{'kind':<12}{'portable':>12}{'dsp':>10}")
+for k in ("conv", "depthwise", "pointwise", "linear"):
+    print(f"{k + ' /MAC':<12}{res['portable'][0].get(k, float('nan')):>12.3f}{ipm.get(k, float('nan')):>10.3f}")
+for k in ("add", "pool", "other"):
+    print(f"{k + ' /out':<12}{res['portable'][1].get(k, float('nan')):>12.3f}{ipo.get(k, float('nan')):>10.3f}")
+print(f"crc32: {crc_ipb()} instructions per byte (selftest, 64 KiB)")
+print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{whole['instructions_per_mac']:>10.3f}")
+EOF

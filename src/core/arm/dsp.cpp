@@ -1,0 +1,718 @@
+// Cortex-M7 kernels with the DSP extension (docs/kernels.md, "Cortex-M7
+// kernels"). The instructions come from dsp_ops.h: ACLE intrinsics on the
+// target, plain C++ elsewhere (host tests).
+//
+// Every kernel computes exactly what the portable one does:
+//   acc = bias + sum over taps inside the input of (x - zp) * w   (int32)
+// then the same requantisation. The products are formed on 16-bit lanes
+// (x - zp in [-255, 255], w in [-128, 127]) and summed in int32, which is
+// exact in any order; so outputs are bit-identical with the portable table
+// (tests/arm_dsp_kernels_test.cpp on the host, `selftest` on the target).
+// Layers outside a kernel's shape go to the portable table's function.
+//
+// The widening trick (as in CMSIS-NN): SXTB16 of a word of 4 int8 values
+// (v0 v1 v2 v3) gives the halfword pair (v0, v2), and SXTB16 of it rotated
+// by 8 gives (v1, v3). Weights are widened that way on the fly (2
+// instructions per 4 weights), and activations are stored once in the same
+// order, pairs (x0, x2) and (x1, x3), so one SMLAD adds two products.
+#include "core/arm/dsp_kernels.h"
+
+// Short fill and copy loops stay loops: GCC would turn them into memset /
+// memcpy calls, which newlib-nano does byte by byte after a call.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+
+#include "core/arm/dsp_ops.h"
+#include "core/ops/common.h"
+
+namespace ts {
+namespace core {
+namespace arm {
+
+using namespace opk;
+using namespace dsp;
+
+namespace {
+
+// ------------------------------------------------------------ requantisation
+//
+// Requant (requant.h) computes floor((t + 2^(30+e) - 2^31 [t < 0]) / 2^(31+e))
+// with t = x*m + 2^30 and e = -shift. For m >= 2^30, t < 0 exactly when
+// x < 0 (x = -1, m = 2^30 gives t = 0, where both forms give 0), so the
+// whole numerator is x*m plus a constant chosen by x's sign: for e >= 2 the
+// constant 2^30 + 2^(30+e) - 2^31 [x < 0] has low word 2^30 + 2^31 [x < 0]
+// (mod 2^32) and high word 2^(e-2) - [x < 0]. One SMLAL into that 64-bit
+// value and an arithmetic shift of its high word by e - 1 give the result:
+// 5 instructions instead of a 64-bit shift by a variable amount. Other
+// multipliers and shifts (rare: quantize_multiplier normalises m into
+// [2^30, 2^31)) use Requant itself.
+struct FastRq {
+  int32_t m = 0, sh = 0, chi = 0;  // multiplier, e - 1, 2^(e-2)
+  int32_t zp = 0, lo = -128, hi = 127;
+  bool ok = false;    // e >= 2: scale() and operator()
+  bool ok_any = false;  // e >= 1: scale_any()
+  uint32_t lbase = 0x40000000u;
+  int32_t hmask = -1;
+  bool ok0 = false;  // shift 0, m != INT32_MIN: scale0()
+  int32_t m0 = 0, shift0 = 0;  // the multiplier and shift as given
+  uint32_t lo4 = 0x80808080u, hi4 = 0x7F7F7F7Fu;  // lo, hi in each byte
+  bool full = true;                                // [lo, hi] = [-128, 127]
+  bool zfold = false;                              // scale_z() usable
+  int32_t chiz = 0;                                // chi + zp * 2^sh
+  FastRq() = default;
+  FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
+      : zp(zero), lo(lo_), hi(hi_), shift0(shift) {
+    lo4 = (uint32_t(lo_) & 0xFFu) * 0x01010101u;
+    hi4 = (uint32_t(hi_) & 0xFFu) * 0x01010101u;
+    full = lo_ <= -128 && hi_ >= 127;
+    ok = fast_requant_ok(mult, shift);
+    ok_any = fast_requant_ok_any(mult, shift);
+    ok0 = shift == 0 && mult != INT32_MIN;
+    m0 = mult;
+    if (ok) {
+      m = mult;
+      sh = -shift - 1;
+      chi = int32_t(1) << (-shift - 2);
+      // |high word| <= 2^30 + 2^29; with sh <= 20, |zp| * 2^sh <= 2^27: no overflow.
+      zfold = sh <= 20 && zero >= -128 && zero <= 128;
+      if (zfold) chiz = chi + int32_t(uint32_t(zero) << sh);
+    } else if (ok_any) {
+      m = mult;
+      sh = 0;
+      chi = 0;
+      lbase = 0xC0000000u;
+      hmask = 0;
+    }
+  }
+  // scale(x) + zp, the zero point added to the high word before the shift
+  // (exact: adding zp * 2^(32+sh) to the 64-bit value adds zp * 2^sh to its
+  // high word, which the shift turns into + zp); needs zfold.
+  TS_DSP_INLINE int32_t scale_z(int32_t x) const {
+    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
+    const int32_t h = chiz + (x >> 31);
+    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
+    u += int64_t(x) * m;
+    return int32_t(u >> 32) >> sh;
+  }
+  TS_DSP_INLINE int32_t scale(int32_t x) const {
+    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
+    const int32_t h = chi + (x >> 31);
+    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
+    u += int64_t(x) * m;
+    return int32_t(u >> 32) >> sh;
+  }
+  // The same for any e >= 1: with e = 1 the constant's low word is
+  // 2^30 + 2^31 and subtracting 2^31 borrows nothing from the high word.
+  TS_DSP_INLINE int32_t scale_any(int32_t x) const {
+    const uint32_t l = lbase + (uint32_t(x) & 0x80000000u);
+    const int32_t h = chi + ((x >> 31) & hmask);
+    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
+    u += int64_t(x) * m;
+    return int32_t(u >> 32) >> sh;
+  }
+  // e = 0 (multipliers of 0.5, Add's larger operand): floor((x*m + 2^30) / 2^31).
+  TS_DSP_INLINE int32_t scale0(int32_t x) const {
+    const int64_t u = int64_t(x) * m0 + (int64_t(1) << 30);
+    return int32_t(u >> 31);
+  }
+  TS_DSP_INLINE int8_t operator()(int32_t acc) const {
+    int32_t r = scale(acc) + zp;
+    r = r < lo ? lo : r;
+    return int8_t(r > hi ? hi : r);
+  }
+  // Requant itself (outside the fast domain).
+  Requant slow() const { return Requant(m0, shift0, zp, lo, hi); }
+  // Either form, for single values.
+  TS_DSP_INLINE int8_t apply(int32_t acc) const { return ok ? (*this)(acc) : slow()(acc); }
+};
+
+// Four bytes of lo or hi, for the byte-wise clamp.
+inline uint32_t splat8(int32_t v) { return (uint32_t(v) & 0xFFu) * 0x01010101u; }
+
+// out[k] = rq(acc[k]) for k < n. Four at a time: each value scaled, plus the
+// zero point, saturated to int8 (SSAT), packed into a word, and the word
+// clamped to [lo, hi] byte-wise (SSUB8 + SEL); clamping to [-128, 127] first
+// changes nothing since lo >= -128 and hi <= 127.
+// Four at a time; with Z, the zero point is already in the high word (chiz).
+template <bool Z>
+TS_DSP_INLINE int32_t requant4(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
+  const uint32_t lo4 = rq.lo4, hi4 = rq.hi4;
+  const bool full = rq.full;  // SSAT is the whole clamp
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const int32_t q0 = ssat8(Z ? rq.scale_z(acc[k]) : rq.scale(acc[k]) + rq.zp);
+    const int32_t q1 = ssat8(Z ? rq.scale_z(acc[k + 1]) : rq.scale(acc[k + 1]) + rq.zp);
+    const int32_t q2 = ssat8(Z ? rq.scale_z(acc[k + 2]) : rq.scale(acc[k + 2]) + rq.zp);
+    const int32_t q3 = ssat8(Z ? rq.scale_z(acc[k + 3]) : rq.scale(acc[k + 3]) + rq.zp);
+    // Halfword pairs (q0, q2) and (q1, q3); their low bytes interleave
+    // into q0 q1 q2 q3.
+    const uint32_t word = uxtb16(pkhbt(uint32_t(q0), uint32_t(q2))) | (uxtb16(pkhbt(uint32_t(q1), uint32_t(q3))) << 8);
+    st32(out + k, full ? word : min8(max8(word, lo4), hi4));
+  }
+  return k;
+}
+
+TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
+  if (!rq.ok) {
+    const Requant r = rq.slow();
+    for (int32_t k = 0; k < n; ++k) out[k] = r(acc[k]);
+    return;
+  }
+  int32_t k = 0;
+  if (n >= 4) k = rq.zfold ? requant4<true>(acc, n, rq, out) : requant4<false>(acc, n, rq, out);
+  for (; k < n; ++k) out[k] = rq(acc[k]);
+}
+
+void requant_row(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
+  // Requant keeps its inputs: rebuild the fast form from them.
+  const FastRq f(rq.m, rq.shift, rq.zp, rq.lo, rq.hi);
+  if (rq.exact || !f.ok) {
+    for (int32_t k = 0; k < n; ++k) out[k] = rq(acc[k]);
+    return;
+  }
+  requant_n(acc, n, f, out);
+}
+
+FastRq channel_rq(const LayerDesc& L, int32_t o) {
+  const int32_t local = o - L.oc_base;
+  return FastRq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+}
+
+// ------------------------------------------- the 4-position dot-product core
+//
+// Activations of 4 output positions over ng groups of 4 "channels" (input
+// channels, or a convolution patch's taps), as
+//   xt[g][k][0] = (x(4g, k), x(4g+2, k)),  xt[g][k][1] = (x(4g+1, k), x(4g+3, k))
+// (int16 halfwords, zero point already subtracted). acc[k] += the dot product
+// of position k with the int8 weight row w (4*ng bytes, any alignment).
+// Per 4 channels: 1 weight load, 2 SXTB16, 4 LDRD and 8 SMLAD for 16 MACs.
+constexpr int32_t kTile = 4;
+
+// One group of 4 channels at word offset G of x (weights wv), positions
+// k < N.
+#define TS_DOT_GROUP(G, wv)                               \
+  do {                                                    \
+    const uint32_t we = sxtb16(wv), wo = sxtb16_ror8(wv); \
+    uint32_t e, o;                                        \
+    ld2<G>(x, &e, &o);                                    \
+    a0 = smlad(o, wo, smlad(e, we, a0));                  \
+    if (N > 1) {                                          \
+      ld2<G + 2>(x, &e, &o);                              \
+      a1 = smlad(o, wo, smlad(e, we, a1));                \
+    }                                                     \
+    if (N > 2) {                                          \
+      ld2<G + 4>(x, &e, &o);                              \
+      a2 = smlad(o, wo, smlad(e, we, a2));                \
+    }                                                     \
+    if (N > 3) {                                          \
+      ld2<G + 6>(x, &e, &o);                              \
+      a3 = smlad(o, wo, smlad(e, we, a3));                \
+    }                                                     \
+  } while (0)
+
+// acc[k] += dot product of position k with w, for k < N (N <= 4): partial
+// tiles cost what they compute.
+template <int N>
+TS_DSP_INLINE void dotn(const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
+  int32_t a0 = acc[0], a1 = N > 1 ? acc[1] : 0, a2 = N > 2 ? acc[2] : 0, a3 = N > 3 ? acc[3] : 0;
+  const uint32_t* x = xt;
+  // Two groups (8 channels) per pass.
+  const uint32_t* const end2 = xt + 8 * (ng & ~1);
+  for (; x != end2; x += 16, w += 8) {
+    const uint32_t w0 = ld32(w), w1 = ld32(w + 4);
+    TS_DOT_GROUP(0, w0);
+    TS_DOT_GROUP(8, w1);
+  }
+  if (ng & 1) {
+    const uint32_t w0 = ld32(w);
+    TS_DOT_GROUP(0, w0);
+  }
+  acc[0] = a0;
+  if (N > 1) acc[1] = a1;
+  if (N > 2) acc[2] = a2;
+  if (N > 3) acc[3] = a3;
+}
+#undef TS_DOT_GROUP
+
+// dotn for np = 1..4 positions.
+TS_DSP_INLINE void dot_np(int32_t np, const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
+  switch (np) {
+    case 4: return dotn<4>(xt, w, ng, acc);
+    case 3: return dotn<3>(xt, w, ng, acc);
+    case 2: return dotn<2>(xt, w, ng, acc);
+    default: return dotn<1>(xt, w, ng, acc);
+  }
+}
+
+// ------------------------------------------------------------------ pointwise
+//
+// Output channels [o0, o0+no) of one group, positions [p0, p1): for blocks
+// of kOcBlock channels (requantisers built once per block), for tiles of 4
+// positions, the tile's activations are widened into xt once (4 words of
+// input per 4 channels, SXTB16 + PKHBT/PKHTB + SSUB16) and every channel of
+// the block runs dotn over them. Inputs deeper than kCinChunk channels are
+// taken in chunks, the partial sums kept in acc.
+constexpr int32_t kCinChunk = 1024;  // xt: 8 KiB of stack
+constexpr int32_t kOcBlock = 64;     // requantisers: 3 KiB
+
+// Channels [c, c + nc) (nc a multiple of 4) at positions [p, p + np) of a
+// full-width view into xt; positions np..3 are zero.
+void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_t np, int32_t zp, uint32_t* xt) {
+  const int64_t plane = int64_t(v.nh) * W;
+  const int64_t at = int64_t(c - v.c0) * plane + (p - int64_t(v.h0) * W);
+  const int8_t* s = v.data + at;
+  // A partial tile may load 4 bytes anyway when they stay inside the view
+  // (the extra positions' lanes are never read: dotn<np>).
+  if (np == kTile || at + int64_t(nc - 1) * plane + 4 <= int64_t(v.nc) * plane) {
+    const uint32_t zz = pack16(zp, zp);
+    for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
+      const uint32_t A = ld32(s), B = ld32(s + plane), C = ld32(s + 2 * plane), D = ld32(s + 3 * plane);
+      const uint32_t ae = sxtb16(A), ao = sxtb16_ror8(A), ce = sxtb16(C), co = sxtb16_ror8(C);
+      const uint32_t be = sxtb16(B), bo = sxtb16_ror8(B), de = sxtb16(D), dof = sxtb16_ror8(D);
+      xt[0] = ssub16(pkhbt(ae, ce), zz);
+      xt[1] = ssub16(pkhbt(be, de), zz);
+      xt[2] = ssub16(pkhbt(ao, co), zz);
+      xt[3] = ssub16(pkhbt(bo, dof), zz);
+      xt[4] = ssub16(pkhtb(ae, ce), zz);
+      xt[5] = ssub16(pkhtb(be, de), zz);
+      xt[6] = ssub16(pkhtb(ao, co), zz);
+      xt[7] = ssub16(pkhtb(bo, dof), zz);
+    }
+    return;
+  }
+  for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
+    for (int32_t k = 0; k < kTile; ++k) {
+      int32_t x[4] = {0, 0, 0, 0};
+      if (k < np)
+        for (int32_t r = 0; r < 4; ++r) x[r] = int32_t(s[r * plane + k]) - zp;
+      xt[2 * k] = pack16(x[0], x[2]);
+      xt[2 * k + 1] = pack16(x[1], x[3]);
+    }
+  }
+}
+
+void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const int32_t cin = L.in[0].c / L.groups;
+  if (cin % 4 != 0) return portable_kernels().pointwise(L, v, o0, no, p0, p1, out, cstride);
+  const int32_t W = L.out.w;
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t zp = L.in_zp[0];
+  const int32_t n = p1 - p0;
+  const bool one_chunk = cin <= kCinChunk;
+  uint32_t xt[kCinChunk * 2];
+  FastRq rq[kOcBlock];
+  int32_t bias[kOcBlock];
+  int32_t acc[kOcBlock][kTile];
+  for (int32_t ob = 0; ob < no; ob += kOcBlock) {
+    const int32_t nb = mini(kOcBlock, no - ob);
+    for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, o0 + ob + j);
+    const int8_t* wb = L.weights + int64_t(o0 + ob - L.oc_base) * cin;
+    for (int32_t j = 0; j < nb; ++j) bias[j] = L.bias ? L.bias[o0 + ob + j - L.oc_base] : 0;
+    if (one_chunk) {
+      // Whole tiles: accumulators stay in registers from the bias through
+      // the dot product to the requantised word.
+      int32_t t = 0;
+      for (; t + kTile <= n; t += kTile) {
+        pw_widen(v, W, ci0, cin, p0 + t, kTile, zp, xt);
+        const int8_t* wj = wb;
+        int8_t* oj = out + int64_t(ob) * cstride + t;
+        for (int32_t j = 0; j < nb; ++j, wj += cin, oj += cstride) {
+          int32_t a[kTile] = {bias[j], bias[j], bias[j], bias[j]};
+          dotn<4>(xt, wj, cin / 4, a);
+          requant_n(a, kTile, rq[j], oj);
+        }
+      }
+      if (t < n) {
+        const int32_t np = n - t;
+        pw_widen(v, W, ci0, cin, p0 + t, np, zp, xt);
+        for (int32_t j = 0; j < nb; ++j) {
+          int32_t a[kTile] = {bias[j], bias[j], bias[j], bias[j]};
+          dot_np(np, xt, wb + int64_t(j) * cin, cin / 4, a);
+          requant_n(a, np, rq[j], out + int64_t(ob + j) * cstride + t);
+        }
+      }
+      continue;
+    }
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      for (int32_t j = 0; j < nb; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = bias[j];
+      for (int32_t cc = 0; cc < cin; cc += kCinChunk) {
+        const int32_t nc = mini(kCinChunk, cin - cc);
+        pw_widen(v, W, ci0 + cc, nc, p0 + t, np, zp, xt);
+        for (int32_t j = 0; j < nb; ++j) dot_np(np, xt, wb + int64_t(j) * cin + cc, nc / 4, acc[j]);
+      }
+      for (int32_t j = 0; j < nb; ++j) requant_n(acc[j], np, rq[j], out + int64_t(ob + j) * cstride + t);
+    }
+  }
+}
+
+// ------------------------------------------------- depthwise 3x3, dilation 1
+//
+// One output channel (channel multiplier 1). The input rows a block of
+// output rows reads are first copied into a buffer with the padding made
+// explicit: columns and rows outside the image hold the zero point, so that
+// every output reads 3 full kernel rows and (x - zp) * w of a padded tap is 0.
+// The zero point is then taken out once: acc starts at bias - zp * (sum of
+// the 9 weights), and the loop multiplies raw inputs. Outputs go two at a
+// time: per kernel row, the input bytes are loaded as a word and widened
+// with SXTB16, and the 3 taps of each output are one SMLAD (two taps) plus
+// one SMLAxy (the third). The copy costs about one instruction per input
+// byte, against 9 MACs per output.
+bool dw3x3_ok(const LayerDesc& L);
+
+// Pairs of outputs over padded rows r, r + Wp, r + 2 Wp: acc[2j], acc[2j+1]
+// for the pair starting at column 2j (input column 2j * SW of r). The middle
+// weights of rows 0 and 1 share a register (b01), row 2's is in b2.
+template <int SW>
+void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02, uint32_t b01, uint32_t b2,
+               int32_t base, int32_t* acc) {
+  const uint32_t a0 = w02[0], a1 = w02[1], a2 = w02[2];
+  for (int32_t j = 0; j < npairs; ++j, r += 2 * SW, acc += 2) {
+    const uint32_t q0 = ld32(r), q1 = ld32(r + Wp), q2 = ld32(r + 2 * Wp);
+    const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0);  // (x0, x2), (x1, x3) of row 0
+    const uint32_t e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
+    const uint32_t e2 = sxtb16(q2), d2 = sxtb16_ror8(q2);
+    int32_t s0 = smlad(e0, a0, base);
+    s0 = smlabb(d0, b01, s0);
+    s0 = smlad(e1, a1, s0);
+    s0 = smlabt(d1, b01, s0);
+    s0 = smlad(e2, a2, s0);
+    s0 = smlabb(d2, b2, s0);
+    int32_t s1;
+    if (SW == 1) {
+      s1 = smlad(d0, a0, base);  // x1*w0 + x3*w2
+      s1 = smlatb(e0, b01, s1);  // x2*w1
+      s1 = smlad(d1, a1, s1);
+      s1 = smlatt(e1, b01, s1);
+      s1 = smlad(d2, a2, s1);
+      s1 = smlatb(e2, b2, s1);
+    } else {
+      s1 = smlatb(e0, a0, base);                     // x2*w0
+      s1 = smlatb(d0, b01, s1);                      // x3*w1
+      s1 = smlabt(uint32_t(int32_t(r[4])), a0, s1);  // x4*w2
+      s1 = smlatb(e1, a1, s1);
+      s1 = smlatt(d1, b01, s1);
+      s1 = smlabt(uint32_t(int32_t(r[Wp + 4])), a1, s1);
+      s1 = smlatb(e2, a2, s1);
+      s1 = smlatb(d2, b2, s1);
+      s1 = smlabt(uint32_t(int32_t(r[2 * Wp + 4])), a2, s1);
+    }
+    acc[0] = s0;
+    acc[1] = s1;
+  }
+}
+
+constexpr int32_t kDwPadBuf = 6144;  // bytes of padded input rows (stack)
+constexpr int32_t kDwChunk = 256;    // output columns per pass
+
+// Width of a padded row: the pairs read up to column SW * (W - 1) + 4 of it
+// (a last odd output is computed as a pair), and the input row sits at
+// columns [pad_l, pad_l + Win). Rounded up to a word.
+int32_t dw_pad_width(const LayerDesc& L) {
+  const int32_t need = maxi(L.sw * (L.out.w - 1) + 5 + L.sw, L.pad_l + L.in[0].w);
+  return (need + 3) & ~3;
+}
+
+bool dw3x3_ok(const LayerDesc& L) {
+  return L.groups == L.in[0].c && L.out.c == L.in[0].c && L.kh == 3 && L.kw == 3 && L.dh == 1 && L.dw == 1 &&
+         (L.sw == 1 || L.sw == 2) && L.sh >= 1 && L.sh <= 2 && L.pad_l >= 0 && L.pad_t >= 0 &&
+         dw_pad_width(L) * 4 <= kDwPadBuf;
+}
+
+// n bytes (any alignment), words first.
+TS_DSP_INLINE void copy_bytes(int8_t* d, const int8_t* s, int32_t n) {
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) st32(d + k, ld32(s + k));
+  for (; k < n; ++k) d[k] = s[k];
+}
+TS_DSP_INLINE void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) st32(d + k, word);
+  for (; k < n; ++k) d[k] = int8_t(word);
+}
+
+void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, Win = X.w, sw = L.sw, sh = L.sh;
+  const int32_t local = o - L.oc_base;
+  const int8_t* w = L.weights + int64_t(local) * 9;
+  const int32_t zp = L.in_zp[0];
+  const FastRq rq = channel_rq(L, o);
+  uint32_t w02[3];
+  int32_t wsum = 0;
+  for (int32_t ky = 0; ky < 3; ++ky) {
+    w02[ky] = pack16(w[ky * 3], w[ky * 3 + 2]);
+    wsum += w[ky * 3] + w[ky * 3 + 1] + w[ky * 3 + 2];
+  }
+  const uint32_t b01 = pack16(w[1], w[4]), b2 = pack16(w[7], 0);
+  const int32_t base = (L.bias ? L.bias[local] : 0) - zp * wsum;
+  const uint32_t zz = splat8(zp);
+  const int32_t Wp = dw_pad_width(L);
+  const int32_t max_rows = kDwPadBuf / Wp;          // padded rows the buffer holds
+  const int32_t rows_per_block = (max_rows - 3) / sh + 1;  // output rows per block
+  int8_t pad[kDwPadBuf];
+  int32_t acc[kDwChunk + 2];
+  const int32_t oy_first = p0 / W, oy_last = (p1 - 1) / W;
+  for (int32_t by = oy_first; by <= oy_last; by += rows_per_block) {
+    const int32_t ey = mini(oy_last + 1, by + rows_per_block);
+    // Input rows [iy0, iy0 + nrows) into padded rows 0..nrows-1.
+    const int32_t iy0 = by * sh - L.pad_t;
+    const int32_t nrows = (ey - 1 - by) * sh + 3;
+    for (int32_t i = 0; i < nrows; ++i) {
+      int8_t* d = pad + i * Wp;
+      const int32_t iy = iy0 + i;
+      if (iy < 0 || iy >= X.h) {
+        fill_bytes(d, zz, Wp);
+        continue;
+      }
+      fill_bytes(d, zz, L.pad_l);
+      copy_bytes(d + L.pad_l, row_ptr(v, Win, o, iy), Win);
+      fill_bytes(d + L.pad_l + Win, zz, Wp - L.pad_l - Win);
+    }
+    for (int32_t oy = by; oy < ey; ++oy) {
+      const int32_t xa = oy == oy_first ? p0 % W : 0;
+      const int32_t xb = oy == oy_last ? (p1 - 1) % W + 1 : W;
+      const int8_t* r = pad + (oy - by) * sh * Wp;
+      for (int32_t x0 = xa; x0 < xb; x0 += kDwChunk) {
+        const int32_t n = mini(kDwChunk, xb - x0);
+        const int32_t np = (n + 1) / 2;
+        if (sw == 1)
+          dw_pairs3<1>(r + x0, Wp, np, w02, b01, b2, base, acc);
+        else
+          dw_pairs3<2>(r + 2 * x0, Wp, np, w02, b01, b2, base, acc);
+        requant_n(acc, n, rq, out + (oy * W + x0 - p0));
+      }
+    }
+  }
+}
+
+void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  portable_kernels().conv_channel(L, v, o, p0, p1, out);
+}
+
+void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  portable_kernels().conv_channel_flat(L, v, o, p0, p1, out);
+}
+
+// ------------------------------------- other convolutions: widened patches
+//
+// A convolution with one group (the first layer of a CNN: 3x3 stride 2 over
+// 3 channels) as a matrix product: the patch of each output position (cin x
+// kh x kw taps, zero point subtracted, 0 for padding; rounded up to a
+// multiple of 4 with zeros) is widened into xt, 4 positions at a time in
+// dotn's layout, and every output channel of the block runs dotn over it.
+// The weights of a block of channels are copied once into a buffer padded
+// to the same length (zeros), so dotn reads whole words.
+constexpr int32_t kPatchMax = 512;    // taps per patch (xt and the patches: 4 KiB each)
+constexpr int32_t kWeightBuf = 4096;  // bytes of padded weights per block
+
+bool patch_ok(const LayerDesc& L) {
+  const int32_t taps = L.in[0].c * L.kh * L.kw;
+  return L.groups == 1 && taps <= kPatchMax && taps >= 4;
+}
+
+// The patch of the output at row oy, column ox: pk[i] = x - zp for tap i
+// (input channel, kernel row, kernel column), 0 for padding and for
+// i in [taps, kp).
+void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_t kp, int16_t* pk) {
+  const Dims& X = L.in[0];
+  const int32_t zp = L.in_zp[0];
+  const int32_t ix0 = ox * L.sw - L.pad_l;
+  // Kernel columns inside the row: [kx0, kx1).
+  int32_t kx0 = 0, kx1 = L.kw;
+  while (kx0 < kx1 && ix0 + kx0 * L.dw < 0) ++kx0;
+  while (kx1 > kx0 && ix0 + (kx1 - 1) * L.dw >= X.w) --kx1;
+  const int32_t plane = v.nh * X.w;
+  int16_t* d = pk;
+  if (kx0 == 0 && kx1 == 3 && L.kw == 3 && L.dw == 1) {
+    // The usual case: 3 columns, all inside the row.
+    for (int32_t ci = 0; ci < X.c; ++ci) {
+      const int8_t* chan = v.data + (ci - v.c0) * plane + ix0;
+      int32_t iy = oy * L.sh - L.pad_t;
+      for (int32_t ky = 0; ky < L.kh; ++ky, d += 3, iy += L.dh) {
+        if (iy < 0 || iy >= X.h) {
+          d[0] = d[1] = d[2] = 0;
+          continue;
+        }
+        const int8_t* row = chan + (iy - v.h0) * X.w;
+        d[0] = int16_t(row[0] - zp);
+        d[1] = int16_t(row[1] - zp);
+        d[2] = int16_t(row[2] - zp);
+      }
+    }
+    for (int32_t i = int32_t(d - pk); i < kp; ++i) pk[i] = 0;
+    return;
+  }
+  for (int32_t ci = 0; ci < X.c; ++ci) {
+    const int8_t* chan = v.data + (ci - v.c0) * plane;
+    for (int32_t ky = 0; ky < L.kh; ++ky, d += L.kw) {
+      const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
+      if (iy < 0 || iy >= X.h) {
+        for (int32_t kx = 0; kx < L.kw; ++kx) d[kx] = 0;
+        continue;
+      }
+      const int8_t* row = chan + (iy - v.h0) * X.w + ix0;
+      for (int32_t kx = 0; kx < kx0; ++kx) d[kx] = 0;
+      for (int32_t kx = kx0; kx < kx1; ++kx) d[kx] = int16_t(row[kx * L.dw] - zp);
+      for (int32_t kx = kx1; kx < L.kw; ++kx) d[kx] = 0;
+    }
+  }
+  for (int32_t i = int32_t(d - pk); i < kp; ++i) pk[i] = 0;
+}
+
+bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                int64_t cstride) {
+  if (!patch_ok(L)) return false;
+  const int32_t taps = L.in[0].c * L.kh * L.kw;
+  const int32_t kp = (taps + 3) & ~3;
+  const int32_t W = L.out.w;
+  const int32_t block = mini(kWeightBuf / kp, kOcBlock);
+  uint32_t xt[kPatchMax * 2];
+  int16_t pk[kTile][kPatchMax];
+  int8_t wbuf[kWeightBuf];
+  FastRq rq[kOcBlock];
+  int32_t acc[kOcBlock][kTile];
+  for (int32_t cb = c0; cb < c1; cb += block) {
+    const int32_t nb = mini(block, c1 - cb);
+    for (int32_t j = 0; j < nb; ++j) {
+      const int8_t* src = L.weights + int64_t(cb + j - L.oc_base) * taps;
+      int8_t* dst = wbuf + j * kp;
+      for (int32_t i = 0; i < taps; ++i) dst[i] = src[i];
+      for (int32_t i = taps; i < kp; ++i) dst[i] = 0;
+      rq[j] = channel_rq(L, cb + j);
+    }
+    for (int32_t t = p0; t < p1; t += kTile) {
+      const int32_t np = mini(kTile, p1 - t);
+      // Patches position by position, then interleaved into dotn's layout:
+      // from (p0, p1) and (p2, p3) of a position, (p0, p2) and (p1, p3).
+      for (int32_t k = 0; k < kTile; ++k) {
+        if (k < np) {
+          patch_row(L, v, (t + k) / W, (t + k) % W, kp, pk[k]);
+        } else {
+          for (int32_t i = 0; i < kp; ++i) pk[k][i] = 0;
+        }
+      }
+      for (int32_t g = 0; g < kp / 4; ++g) {
+        for (int32_t k = 0; k < kTile; ++k) {
+          const uint32_t a = ld32(pk[k] + 4 * g), b = ld32(pk[k] + 4 * g + 2);
+          xt[8 * g + 2 * k] = pkhbt(a, b);
+          xt[8 * g + 2 * k + 1] = pkhtb(a, b);
+        }
+      }
+      for (int32_t j = 0; j < nb; ++j) {
+        const int32_t b = L.bias ? L.bias[cb + j - L.oc_base] : 0;
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
+        dot_np(np, xt, wbuf + j * kp, kp / 4, acc[j]);
+        requant_n(acc[j], np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
+      }
+    }
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------------ Add
+//
+// The portable arithmetic (operands rescaled to a common scale, summed,
+// requantised) with the 5-instruction scaling of FastRq when all three
+// requantisers allow it.
+// E0/E1: operand a/b's scaler has shift 0 (scale0) or a right shift
+// (scale_any).
+template <bool E0a, bool E0b>
+void add_loop(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, const FastRq& ra, const FastRq& rb,
+              const FastRq& ro, int8_t* out) {
+  // |a - za| <= 255 and left <= 23: the shifted operand fits int32.
+  const int32_t za = p.za, zb = p.zb, left = p.left;
+  for (int32_t k = 0; k < n; ++k) {
+    const int32_t x = (int32_t(a[k]) - za) << left;
+    const int32_t y = (int32_t(b[k]) - zb) << left;
+    const int32_t sx = E0a ? ra.scale0(x) : ra.scale_any(x);
+    const int32_t sy = E0b ? rb.scale0(y) : rb.scale_any(y);
+    int32_t r = ro.scale_any(sx + sy) + ro.zp;
+    r = r < ro.lo ? ro.lo : r;
+    out[k] = int8_t(r > ro.hi ? ro.hi : r);
+  }
+}
+
+void add_row(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  const FastRq ra(p.ra.m, p.ra.shift, 0, -128, 127);
+  const FastRq rb(p.rb.m, p.rb.shift, 0, -128, 127);
+  const FastRq ro(p.rout.m, p.rout.shift, p.rout.zp, p.rout.lo, p.rout.hi);
+  if (p.ra.exact || p.rb.exact || p.rout.exact || !(ra.ok_any || ra.ok0) || !(rb.ok_any || rb.ok0) || !ro.ok_any ||
+      p.left < 0 || p.left > 23)
+    return portable_kernels().add_row(a, b, n, p, out);
+  if (ra.ok0)
+    return rb.ok0 ? add_loop<true, true>(a, b, n, p, ra, rb, ro, out) : add_loop<true, false>(a, b, n, p, ra, rb, ro, out);
+  return rb.ok0 ? add_loop<false, true>(a, b, n, p, ra, rb, ro, out) : add_loop<false, false>(a, b, n, p, ra, rb, ro, out);
+}
+
+// ----------------------------------------------------------------------- Gemm
+//
+// The input vector is widened once (zero point subtracted) into pairs (x0,
+// x2), (x1, x3) per 4 elements; then two outputs per pass share each input
+// word: per 4 inputs, 2 weight loads, 4 SXTB16, 4 SMLAD for 8 MACs.
+constexpr int32_t kGemmMax = 2048;  // xw: 4 KiB of stack
+
+void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* out, int64_t ostride) {
+  const int32_t fan_in = L.in[0].size();
+  if (fan_in % 4 != 0 || fan_in > kGemmMax) return portable_kernels().gemm(L, x, o0, o1, out, ostride);
+  const int32_t zp = L.in_zp[0];
+  const int32_t ng = fan_in / 4;
+  uint32_t xw[kGemmMax / 2];
+  const uint32_t zz = pack16(zp, zp);
+  for (int32_t g = 0; g < ng; ++g) {
+    const uint32_t q = ld32(x + 4 * g);
+    xw[2 * g] = ssub16(sxtb16(q), zz);
+    xw[2 * g + 1] = ssub16(sxtb16_ror8(q), zz);
+  }
+  int32_t o = o0;
+  for (; o + 2 <= o1; o += 2) {
+    const int32_t l0 = o - L.oc_base;
+    const int8_t* w0 = L.weights + int64_t(l0) * fan_in;
+    const int8_t* w1 = w0 + fan_in;
+    int32_t s0 = L.bias ? L.bias[l0] : 0, s1 = L.bias ? L.bias[l0 + 1] : 0;
+    for (int32_t g = 0; g < ng; ++g) {
+      const uint32_t xe = xw[2 * g], xo = xw[2 * g + 1];
+      const uint32_t u = ld32(w0 + 4 * g), t = ld32(w1 + 4 * g);
+      s0 = smlad(xe, sxtb16(u), s0);
+      s0 = smlad(xo, sxtb16_ror8(u), s0);
+      s1 = smlad(xe, sxtb16(t), s1);
+      s1 = smlad(xo, sxtb16_ror8(t), s1);
+    }
+    out[int64_t(o - o0) * ostride] = channel_rq(L, o).apply(s0);
+    out[int64_t(o + 1 - o0) * ostride] = channel_rq(L, o + 1).apply(s1);
+  }
+  for (; o < o1; ++o) {
+    const int32_t l0 = o - L.oc_base;
+    const int8_t* w0 = L.weights + int64_t(l0) * fan_in;
+    int32_t s0 = L.bias ? L.bias[l0] : 0;
+    for (int32_t g = 0; g < ng; ++g) {
+      const uint32_t u = ld32(w0 + 4 * g);
+      s0 = smlad(xw[2 * g], sxtb16(u), s0);
+      s0 = smlad(xw[2 * g + 1], sxtb16_ror8(u), s0);
+    }
+    out[int64_t(o - o0) * ostride] = channel_rq(L, o).apply(s0);
+  }
+}
+
+}  // namespace
+
+bool fast_requant_ok(int32_t mult, int32_t shift) { return mult >= (int32_t(1) << 30) && shift <= -2 && shift >= -31; }
+
+bool fast_requant_ok_any(int32_t mult, int32_t shift) {
+  return fast_requant_ok(mult, shift) || (shift == -1 && fast_requant_ok(mult, -2));
+}
+
+int32_t fast_scale(int32_t x, int32_t mult, int32_t shift) {
+  const FastRq f(mult, shift, 0, -128, 127);
+  return f.ok ? f.scale(x) : f.scale_any(x);
+}
+
+const KernelTable kDspKernels = {"dsp", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, conv_block};
+
+}  // namespace arm
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,27 @@
+// Cortex-M7 kernel variants using the Armv7E-M DSP extension (dual 16-bit
+// multiply-accumulate SMLAD, sign-extend-and-pack SXTB16): see
+// src/core/arm/dsp.cpp and docs/kernels.md. The firmware builds them in and
+// makes them the default (make -C firmware KERNELS=dsp, the default;
+// KERNELS=portable keeps the portable table as the default). Host builds
+// compile the same source with plain-C++ versions of the instructions
+// (src/core/arm/dsp_ops.h), for tests only: find_kernels("dsp").
+#pragma once
+
+#include "core/kernel_table.h"
+
+namespace ts {
+namespace core {
+namespace arm {
+
+extern const KernelTable kDspKernels;
+
+// Exposed for tests: the fast requantiser's domain (multipliers in
+// [2^30, 2^31), right shifts 2..31; Add's form also right shift 1) and its
+// value there.
+bool fast_requant_ok(int32_t mult, int32_t shift);
+bool fast_requant_ok_any(int32_t mult, int32_t shift);
+int32_t fast_scale(int32_t x, int32_t mult, int32_t shift);
+
+}  // namespace arm
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,334 @@
+// The Cortex-M7 DSP kernel table (src/core/arm/dsp.cpp) against the portable
+// table, bit for bit, on the host: the same kernel source, with the DSP
+// instructions in plain C++ (src/core/arm/dsp_ops.h). The firmware's
+// `selftest` runs the same comparison on the target with the real
+// instructions (tests/firmware_test.cpp). Shapes are chosen to go through
+// the DSP paths (channel counts and fan-ins multiple of 4, 3x3 depthwise with
+// strides 1 and 2, single-group convolutions with small patches) and their
+// fallbacks, on whole layers and on random runs of outputs computed from
+// windows of the input, as boards compute them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/arm/dsp_kernels.h"
+#include "core/arm/dsp_ops.h"
+#include "core/kernel_table.h"
+#include "core/layer.h"
+
+namespace {
+
+using namespace ts::core;
+using Rng = std::mt19937;
+
+int rnd(Rng& r, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(r); }
+
+const KernelTable* dsp_table() {
+  const KernelTable* t = find_kernels("dsp");
+  EXPECT_NE(t, nullptr);
+  return t;
+}
+
+TEST(ArmDsp, InstructionModels) {
+  using namespace ts::core::dsp;
+  // The portable versions, on values whose results are known.
+  const uint32_t v = 0x80FF7F01u;  // bytes 01 7F FF 80
+  EXPECT_EQ(sxtb16(v), pack16(1, -1));
+  EXPECT_EQ(sxtb16_ror8(v), pack16(127, -128));
+  EXPECT_EQ(smlad(pack16(-255, 255), pack16(-128, 127), 10), 10 + 255 * 128 + 255 * 127);
+  EXPECT_EQ(smladx(pack16(2, 3), pack16(5, 7), 1), 1 + 2 * 7 + 3 * 5);
+  EXPECT_EQ(smlabb(pack16(-3, 9), pack16(4, 9), 0), -12);
+  EXPECT_EQ(smlatb(pack16(9, -3), pack16(4, 9), 0), -12);
+  EXPECT_EQ(smlabt(pack16(-3, 9), pack16(9, 4), 0), -12);
+  EXPECT_EQ(pkhbt(pack16(5, 6), pack16(7, 8)), pack16(5, 7));
+  EXPECT_EQ(pkhtb(pack16(5, 6), pack16(7, 8)), pack16(6, 8));
+  EXPECT_EQ(ssub16(pack16(-128, 127), pack16(127, -128)), pack16(-255, 255));
+}
+
+TEST(ArmDsp, FastScaleEqualsRequant) {
+  Rng r(1);
+  int checked = 0;
+  for (int it = 0; it < 200000; ++it) {
+    const int32_t m = rnd(r, 0, 9) == 0 ? (1 << 30) : (rnd(r, 0, 9) == 0 ? INT32_MAX : int32_t((1u << 30) | (uint32_t(r()) >> 2)));
+    const int32_t s = -rnd(r, 1, 31);
+    ASSERT_TRUE(arm::fast_requant_ok_any(m, s));
+    ASSERT_EQ(arm::fast_requant_ok(m, s), s <= -2);
+    int32_t x;
+    switch (rnd(r, 0, 5)) {
+      case 0: x = rnd(r, 0, 1) ? INT32_MIN : INT32_MAX; break;
+      case 1: x = rnd(r, -2, 2); break;
+      case 2: x = int32_t(r()); break;
+      default: x = rnd(r, -300000, 300000); break;
+    }
+    const Requant rq(m, s, 0, -128, 127);
+    ASSERT_EQ(arm::fast_scale(x, m, s), rq.scale(x)) << "x " << x << " m " << m << " s " << s;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 200000);
+  // Outside the domain the kernels use Requant itself.
+  EXPECT_FALSE(arm::fast_requant_ok((1 << 30) - 1, -8));
+  EXPECT_FALSE(arm::fast_requant_ok(INT32_MIN, -8));
+  EXPECT_FALSE(arm::fast_requant_ok(1 << 30, -1));
+  EXPECT_FALSE(arm::fast_requant_ok(1 << 30, 3));
+  EXPECT_FALSE(arm::fast_requant_ok(1 << 30, -32));
+  EXPECT_FALSE(arm::fast_requant_ok_any(1 << 30, 0));
+  EXPECT_FALSE(arm::fast_requant_ok_any((1 << 30) - 1, -1));
+}
+
+void random_mult(Rng& r, int32_t* m, int32_t* s) {
+  switch (rnd(r, 0, 9)) {
+    case 0: *m = INT32_MIN; break;
+    case 1: *m = INT32_MAX; break;
+    case 2: *m = 1 << 30; break;
+    case 3: *m = rnd(r, 1, (1 << 30) - 1); break;
+    default: *m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+  }
+  switch (rnd(r, 0, 7)) {
+    case 0: *s = rnd(r, 1, 30); break;
+    case 1: *s = rnd(r, -33, -28); break;
+    case 2: *s = rnd(r, -1, 0); break;
+    default: *s = rnd(r, -12, -2); break;
+  }
+}
+
+void random_clamp(Rng& r, int32_t* zp, int32_t* lo, int32_t* hi) {
+  *zp = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+  *lo = -128;
+  *hi = 127;
+  if (rnd(r, 0, 2) == 0) {
+    *lo = rnd(r, -128, 0);
+    *hi = rnd(r, 0, 127);
+  }
+}
+
+TEST(ArmDsp, RequantRowMatchesPortable) {
+  Rng r(2);
+  const KernelTable* t = dsp_table();
+  ASSERT_NE(t, nullptr);
+  std::vector<int32_t> acc(67);
+  std::vector<int8_t> want(acc.size()), got(acc.size());
+  for (int it = 0; it < 5000; ++it) {
+    int32_t m, s, zp, lo, hi;
+    random_mult(r, &m, &s);
+    random_clamp(r, &zp, &lo, &hi);
+    const Requant rq(m, s, zp, lo, hi);
+    for (auto& a : acc) a = rnd(r, 0, 4) == 0 ? int32_t(r()) : rnd(r, -100000, 100000);
+    acc[0] = INT32_MIN;
+    acc[1] = INT32_MAX;
+    portable_kernels().requant_row(acc.data(), int32_t(acc.size()), rq, want.data());
+    t->requant_row(acc.data(), int32_t(acc.size()), rq, got.data());
+    for (size_t k = 0; k < acc.size(); ++k) ASSERT_EQ(int(got[k]), int(want[k])) << "m " << m << " s " << s;
+  }
+}
+
+struct Layer {
+  LayerDesc d;
+  std::vector<int8_t> x[2], w;
+  std::vector<int32_t> bias, mult, shift;
+  void bind() {
+    d.weights = w.empty() ? nullptr : w.data();
+    d.bias = bias.empty() ? nullptr : bias.data();
+    d.mult = mult.empty() ? nullptr : mult.data();
+    d.shift = shift.empty() ? nullptr : shift.data();
+  }
+  // All outputs at once from the whole input, or as `parts` boards would:
+  // random runs of outputs, each from a copy of only its input window.
+  std::vector<int8_t> run(const KernelTable* t, Rng& r, int parts) const {
+    set_kernels(t);
+    std::vector<int8_t> out(size_t(d.out.size()));
+    const int32_t ch = d.op == QOp::Conv || d.op == QOp::Gemm ? d.out.c : 0;
+    std::vector<int32_t> cuts{0, d.out.size()};
+    for (int k = 1; k < parts; ++k) cuts.push_back(rnd(r, 0, d.out.size()));
+    std::sort(cuts.begin(), cuts.end());
+    for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+      const int32_t b = cuts[k], e = cuts[k + 1];
+      if (b == e) continue;
+      std::vector<int8_t> win[2];
+      View v[2];
+      for (int i = 0; i < d.n_inputs; ++i) {
+        const Box box = input_box(d, i, b, e);
+        const Dims& X = d.in[i];
+        for (int32_t c = box.c0; c < box.c1; ++c)
+          for (int32_t y = box.h0; y < box.h1; ++y)
+            for (int32_t xx = 0; xx < X.w; ++xx) win[i].push_back(x[i][(size_t(c) * X.h + y) * X.w + xx]);
+        win[i].push_back(0);  // never empty
+        v[i] = View{win[i].data(), box.c0, box.c1 - box.c0, box.h0, box.h1 - box.h0};
+      }
+      const KernelStatus st = compute_range(d, v, b, e, out.data() + b, ch);
+      EXPECT_EQ(st, KernelStatus::Ok);
+    }
+    set_kernels(nullptr);
+    return out;
+  }
+};
+
+void fill(Rng& r, std::vector<int8_t>& v, size_t n) {
+  v.resize(n);
+  for (auto& e : v) e = int8_t(rnd(r, -128, 127));
+}
+
+void per_channel(Rng& r, Layer& L, int32_t cout, int32_t per) {
+  fill(r, L.w, size_t(cout) * per);
+  L.bias.resize(cout);
+  L.mult.resize(cout);
+  L.shift.resize(cout);
+  for (int32_t o = 0; o < cout; ++o) {
+    L.bias[o] = rnd(r, -100000, 100000);
+    if (rnd(r, 0, 4) == 0) {
+      random_mult(r, &L.mult[o], &L.shift[o]);
+    } else {  // as the quantiser makes them
+      L.mult[o] = int32_t((1u << 30) | (uint32_t(r()) >> 2));
+      L.shift[o] = -rnd(r, 5, 12);
+    }
+  }
+  random_clamp(r, &L.d.out_zp, &L.d.act_min, &L.d.act_max);
+  L.bind();
+}
+
+int conv_out(int in, int k, int s, int p0, int p1) { return (in + p0 + p1 - k) / s + 1; }
+
+void expect_same(const Layer& L, Rng& r, const std::string& what) {
+  const KernelTable* t = dsp_table();
+  ASSERT_NE(t, nullptr);
+  const std::vector<int8_t> want = L.run(&portable_kernels(), r, 1);
+  for (int parts : {1, 3}) {
+    const std::vector<int8_t> got = L.run(t, r, parts);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << what << " parts " << parts << " at " << i;
+  }
+}
+
+TEST(ArmDsp, ConvMatchesPortable) {
+  Rng r(3);
+  int n = 0;
+  for (int it = 0; it < 240; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    // pointwise, depthwise 3x3, single-group kxk (patches), grouped/other
+    const int kind = it % 4;
+    int cin, cout, groups = 1, k = 1, s = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+    if (kind == 0) {
+      cin = rnd(r, 0, 5) == 0 ? rnd(r, 1, 40) : 4 * rnd(r, 1, 40);
+      if (it % 40 == 0) cin = 4 * rnd(r, 129, 260);  // deeper than one chunk
+      cout = rnd(r, 1, 70);
+    } else if (kind == 1) {
+      cin = cout = groups = rnd(r, 1, 12);
+      k = 3;
+      s = rnd(r, 1, 2);
+      pt = rnd(r, 0, 2); pl = rnd(r, 0, 2); pb = rnd(r, 0, 2); pr = rnd(r, 0, 2);
+    } else if (kind == 2) {
+      cin = rnd(r, 1, 6);
+      cout = rnd(r, 1, 40);
+      k = rnd(r, 1, 5);
+      s = rnd(r, 1, 3);
+      pt = pl = rnd(r, 0, k - 1); pb = pr = rnd(r, 0, k - 1);
+    } else {
+      groups = rnd(r, 2, 3);
+      cin = groups * rnd(r, 1, 6);
+      cout = groups * rnd(r, 1, 6);
+      k = rnd(r, 1, 3);
+      s = rnd(r, 1, 2);
+    }
+    const int H = rnd(r, k, 30), W = rnd(r, k, 30);
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = k;
+    d.sh = s;
+    d.sw = s;
+    if (kind == 1 && rnd(r, 0, 4) == 0) d.sh = 3 - s;  // different row and column strides
+    d.pad_t = pt; d.pad_l = pl; d.pad_b = pb; d.pad_r = pr;
+    d.groups = groups;
+    d.out = Dims{cout, conv_out(H, k, d.sh, pt, pb), conv_out(W, k, d.sw, pl, pr)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, cin / groups * k * k);
+    if (rnd(r, 0, 5) == 0) L.bias.clear(), L.bind();
+    expect_same(L, r, "conv kind " + std::to_string(kind) + " it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+    ++n;
+  }
+  EXPECT_GT(n, 200);
+}
+
+// MobileNetV2's own shapes (as the firmware's selftest has them), whole and split.
+TEST(ArmDsp, MobileNetShapesMatchPortable) {
+  Rng r(4);
+  struct S { int cin, cout, H, k, s, groups; };
+  for (const S& s : {S{3, 32, 40, 3, 2, 1}, S{32, 32, 20, 3, 1, 32}, S{96, 96, 20, 3, 2, 96}, S{144, 32, 14, 1, 1, 1},
+                     S{16, 96, 14, 1, 1, 1}, S{960, 24, 7, 1, 1, 1}, S{576, 576, 7, 3, 1, 576}}) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    d.in[0] = Dims{s.cin, s.H, s.H};
+    d.in_zp[0] = -3;
+    d.kh = d.kw = s.k;
+    d.sh = d.sw = s.s;
+    d.pad_t = d.pad_l = s.k / 2;
+    d.pad_b = d.pad_r = s.s == 2 ? 0 : s.k / 2;
+    d.groups = s.groups;
+    d.out = Dims{s.cout, conv_out(s.H, s.k, s.s, d.pad_t, d.pad_b), conv_out(s.H, s.k, s.s, d.pad_l, d.pad_r)};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, s.cout, s.cin / s.groups * s.k * s.k);
+    expect_same(L, r, "cin " + std::to_string(s.cin) + " k " + std::to_string(s.k));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(ArmDsp, GemmMatchesPortable) {
+  Rng r(5);
+  for (int it = 0; it < 60; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Gemm;
+    d.in[0] = it % 5 == 0 ? Dims{rnd(r, 1, 300), rnd(r, 1, 3), 1} : Dims{4 * rnd(r, 1, 600), 1, 1};
+    d.in_zp[0] = rnd(r, -128, 127);
+    d.out = Dims{rnd(r, 1, 40), 1, 1};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, d.out.c, d.in[0].size());
+    expect_same(L, r, "gemm " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(ArmDsp, AddMatchesPortable) {
+  Rng r(6);
+  for (int it = 0; it < 200; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Add;
+    d.n_inputs = 2;
+    d.out = d.in[0] = d.in[1] = Dims{rnd(r, 1, 6), rnd(r, 1, 12), rnd(r, 1, 12)};
+    d.in_zp[0] = rnd(r, -128, 127);
+    d.in_zp[1] = rnd(r, -128, 127);
+    int32_t s;
+    if (rnd(r, 0, 3) == 0) {
+      random_mult(r, &d.in_mult[0], &d.in_shift[0]);
+      random_mult(r, &d.in_mult[1], &d.in_shift[1]);
+      random_mult(r, &d.out_mult, &d.out_shift);
+      d.left_shift = rnd(r, 0, 22);
+    } else {  // as the quantiser makes them
+      random_mult(r, &d.in_mult[0], &s);
+      d.in_mult[0] = int32_t((1u << 30) | (uint32_t(r()) >> 2));
+      d.in_mult[1] = int32_t((1u << 30) | (uint32_t(r()) >> 2));
+      d.out_mult = int32_t((1u << 30) | (uint32_t(r()) >> 2));
+      d.in_shift[0] = -rnd(r, 0, 4);
+      d.in_shift[1] = -rnd(r, 0, 4);
+      if (rnd(r, 0, 1)) d.in_mult[rnd(r, 0, 1)] = 1 << 30;  // 0.5, as the larger operand gets
+      d.out_shift = -rnd(r, 17, 21);
+      d.left_shift = 20;
+    }
+    random_clamp(r, &d.out_zp, &d.act_min, &d.act_max);
+    fill(r, L.x[0], size_t(d.out.size()));
+    fill(r, L.x[1], size_t(d.out.size()));
+    expect_same(L, r, "add " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
