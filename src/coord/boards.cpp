@@ -58,7 +58,8 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
     for (size_t i = 0; i < tb.boards.size(); ++i) {
       const auto& b = tb.boards[i];
       if (b.address == "qemu") {  // the Cortex-M7 firmware under QEMU (coord/qemu.h)
-        if (opt.crash_board == int(i) || opt.stall_board == int(i) || opt.garble_board == int(i))
+        if (opt.crash_board == int(i) || opt.stall_board == int(i) || opt.garble_board == int(i) ||
+            (i < opt.board_args.size() && !opt.board_args[i].empty()))
           throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
         QemuBoardOptions q;
         q.id = int(i);
@@ -72,6 +73,8 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
         continue;
       }
       if (b.address != "local") {
+        if (i < opt.board_args.size() && !opt.board_args[i].empty())
+          throw Error("board " + std::to_string(b.id) + ": injected faults need a local board, not " + b.address);
         addr_.push_back(b.address);
         continue;
       }
@@ -109,6 +112,7 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
       hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
       hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
       hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
+      if (i < opt.board_args.size()) args.insert(args.end(), opt.board_args[i].begin(), opt.board_args[i].end());
       int pipefd[2];
       if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
       const pid_t pid = fork();

@@ -25,6 +25,9 @@ struct SpawnOptions {
   int crash_board = -1, crash_layer = -1;
   int stall_board = -1, stall_layer = -1;
   int garble_board = -1, garble_layer = -1;
+  // Extra `tinysplit worker` arguments per board index (e.g. an injected
+  // fault, net/fault.h); only for local boards.
+  std::vector<std::vector<std::string>> board_args;
 };
 
 class BoardSet {
