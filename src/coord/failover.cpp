@@ -52,10 +52,15 @@ void Swarm::close() {
   coord_.reset();
 }
 
-void Swarm::note(const std::string& line) const {
-  if (!opt_.progress) return;
-  std::fprintf(stderr, "tinysplit: failover: %s\n", line.c_str());
+// Notes of a recovery are printed once it succeeded: a run that ends in an
+// error prints that one line only.
+void Swarm::note(const std::string& line) { notes_.push_back(line); }
+
+void Swarm::flush_notes() {
+  if (opt_.progress)
+    for (const auto& n : notes_) std::fprintf(stderr, "tinysplit: failover: %s\n", n.c_str());
   std::fflush(stderr);
+  notes_.clear();
 }
 
 plan::Testbed Swarm::sub_testbed() const {
@@ -214,6 +219,7 @@ void Swarm::recover(const BoardError& first, int inference) {
     last_deploy_ = dep;
     note("recovered in " + std::to_string(seconds_since(t0)).substr(0, 5) + " s; " + std::to_string(alive_.size()) +
          " boards, " + std::to_string(dep.bytes) + " fragment bytes re-deployed");
+    flush_notes();
     return;
   }
 }

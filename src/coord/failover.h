@@ -82,7 +82,9 @@ class Swarm {
   bool healthy(int board, std::string* why);
   plan::Testbed sub_testbed() const;
   void recover(const BoardError& first, int inference);
-  void note(const std::string& line) const;
+  void note(const std::string& line);
+  void flush_notes();
+  std::vector<std::string> notes_;
 
   const QGraph& q_;
   plan::Testbed tb_;
