@@ -195,6 +195,7 @@ int cmd_run(const RunOptions& o) {
   coord::InferenceResult r;
   bool match = true;
   int exact = 0, correct = 0, ref_correct = 0;
+  int inferences = 0, exact_inferences = 0;  // every inference, each checked
   struct Times {
     double total, compute, comm;
   };
@@ -205,6 +206,8 @@ int cmd_run(const RunOptions& o) {
       r = c.infer(xs[i]);
       times.push_back({r.total_s, r.compute_s, r.comm_s});
       same = same && r.output == refs[i];
+      ++inferences;
+      exact_inferences += r.output == refs[i];
     }
     match = match && same;
     exact += same;
@@ -288,6 +291,7 @@ int cmd_run(const RunOptions& o) {
         {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
         {"match_reference", match}, {"reference_s", ref_s}, {"repeat", o.repeat},
+        {"inferences", inferences}, {"bit_exact_inferences", exact_inferences},
         {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
         // total: every byte on the coordinator's links, measured; payload:
         // the plan's activation bytes, board-to-board ones included (with
