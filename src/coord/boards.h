@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -54,6 +55,7 @@ class BoardSet {
   std::vector<std::string> addr_;
   std::string temp_root_;
   uint16_t window_ = 32;
+  std::mutex stop_mu_;
 };
 
 }  // namespace ts::coord

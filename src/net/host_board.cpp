@@ -46,10 +46,17 @@ bool FileFlash::commit(uint32_t size, uint32_t crc) {
     {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       f.write(reinterpret_cast<const char*>(next.data()), std::streamsize(next.size()));
-      if (!f) return false;
+      f.close();
+      if (!f) {  // a full disk: no temporary left behind
+        fs::remove(tmp, ec);
+        return false;
+      }
     }
     fs::rename(tmp, fs::path(dir_) / "fragment.bin", ec);
-    if (ec) return false;
+    if (ec) {
+      fs::remove(tmp, ec);
+      return false;
+    }
   }
   current_ = std::move(next);
   have_ = true;
