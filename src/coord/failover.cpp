@@ -122,7 +122,10 @@ bool Swarm::healthy(int board, std::string* why) {
       *why = "board " + std::to_string(board) + " (" + addr_[size_t(board)] + "): " + e.what();
       return false;
     }
-    BoardLink l(std::move(t), board, opt_.window, opt_.timeout);
+    // A live board answers in milliseconds; 3 s also covers a few TCP
+    // retransmissions on a lossy link, and keeps a hung board from costing
+    // a whole --timeout a second time.
+    BoardLink l(std::move(t), board, opt_.window, std::min(opt_.timeout, std::chrono::milliseconds(3000)));
     l.handshake();
     const uint8_t ping[8] = {'a', 'l', 'i', 'v', 'e', '?', 0, uint8_t(board)};
     l.send(wire::MsgType::Probe, 0, 0, ping, sizeof ping, wire::kFlagLast, 0);

@@ -4,7 +4,7 @@
 // (any BoardError) during deploy or an inference, it
 //   1. closes every link (each board drops the work in progress),
 //   2. checks every board still in use: a fresh connection, its HELLO and a
-//      PROBE echo, each within the timeout,
+//      PROBE echo, each within min(timeout, 3 s),
 //   3. drops the boards that fail the check; if all pass, drops the board the
 //      error named (a board that only reported a dead peer is kept when the
 //      check finds the dead one),
