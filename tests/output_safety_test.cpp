@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "support/shell.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
 
 namespace {
 
@@ -67,6 +69,35 @@ class OutputSafety : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
+
+TEST_F(OutputSafety, AtomicWriteReplacesWholeOrNotAtAll) {
+  const fs::path f = dir_ / "out.bin";
+  ts::write_file_atomic(f.string(), std::string("first"));
+  EXPECT_EQ(slurp(f), "first");
+  ts::write_file_atomic(f.string(), std::string("second, longer"));
+  EXPECT_EQ(slurp(f), "second, longer");
+  // A target whose folder does not exist, and one that is a folder: one
+  // line naming it, the old state untouched, no temporary left.
+  EXPECT_THROW(ts::write_file_atomic((dir_ / "nope" / "x.bin").string(), std::string("x")), ts::Error);
+  fs::create_directories(dir_ / "adir");
+  try {
+    ts::write_file_atomic((dir_ / "adir").string(), std::string("x"));
+    ADD_FAILURE() << "writing over a folder succeeded";
+  } catch (const ts::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("adir"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_directory(dir_ / "adir"));
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"out.bin"});
+  // An external writer's file: empty is refused, written is renamed in.
+  const std::string tmp = ts::atomic_temp_path((dir_ / "fig.svg").string());
+  std::ofstream(tmp).close();
+  EXPECT_THROW(ts::commit_file_atomic(tmp, (dir_ / "fig.svg").string()), ts::Error);
+  EXPECT_FALSE(fs::exists(tmp));
+  std::ofstream(tmp) << "<svg></svg>";
+  ts::commit_file_atomic(tmp, (dir_ / "fig.svg").string());
+  EXPECT_EQ(slurp(dir_ / "fig.svg"), "<svg></svg>");
+  EXPECT_EQ(files_in(dir_), (std::vector<std::string>{"fig.svg", "out.bin"}));
+}
 
 TEST_F(OutputSafety, QuantizeOnAFullDiskKeepsTheOldModel) {
   // No file yet: none afterwards.
