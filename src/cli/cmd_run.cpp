@@ -325,8 +325,9 @@ int cmd_run(const RunOptions& o) {
         std::printf("  %-12s %8.4g (output value; the model has no Softmax)\n", label(order[k]).c_str(), probs[order[k]]);
     std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
     for (const auto& f : c.failovers())
-      std::printf("failover: board %d (%s) dropped in inference %d%s: %s; re-planned on %d boards in %.2f s\n",
-                  f.board_id, f.address.c_str(), f.inference,
+      std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s\n",
+                  f.board_id, f.address.c_str(),
+                  f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
                   f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
                   f.reason.c_str(), f.boards_left, f.recover_s);
     std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
