@@ -31,6 +31,7 @@ mkdir -p "$LOGS"
 # dependencies. python3-torch is not needed either (only to regenerate committed test models and
 # to train the Fashion-MNIST model: scripts/fashion_mnist.sh installs it). dataset-fashion-mnist
 # (30 MB) holds the labelled images of tests/fashion_mnist_test.cpp and `eval --dataset`.
+# iproute2 (ip, tc) builds the network namespaces and impaired links of scripts/netem_run.sh.
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -40,6 +41,7 @@ APT_PACKAGES=(
   python3-numpy
   clang libclang-rt-14-dev ccache
   zlib1g-dev dataset-fashion-mnist
+  iproute2
 )
 
 STEP=0

@@ -154,9 +154,10 @@ TEST_F(RunTest, SecondDeployOfUnchangedFragmentsSendsNothing) {
 
 // A failing board must produce one clear error line naming the board and the
 // layer, a non-zero exit, no output that could be mistaken for a result, and
-// it must happen in bounded time.
+// it must happen in bounded time. (--no-failover: fail fast; with failover
+// the run goes on without the board, tests/failover_test.cpp.)
 void expect_board_failure(const std::string& args, const std::string& board_word) {
-  const Result r = tinysplit("run --json --timeout 2 " + args);
+  const Result r = tinysplit("run --json --no-failover --timeout 2 " + args);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(r.out.empty()) << "a failed run printed a result: " << r.out.substr(0, 200);
   EXPECT_NE(r.err.find("tinysplit: error: "), std::string::npos) << r.err;
@@ -175,7 +176,7 @@ TEST_F(RunTest, BoardThatStallsIsReportedAfterTheTimeout) {
 }
 
 TEST_F(RunTest, BoardThatSendsCorruptFramesIsReported) {
-  const Result r = tinysplit("run --json --timeout 2 --workers 3 --test-garble 0 --test-garble-layer 3");
+  const Result r = tinysplit("run --json --no-failover --timeout 2 --workers 3 --test-garble 0 --test-garble-layer 3");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("board 0"), std::string::npos) << r.err;

@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "coord/failover.h"
 #include "model/dataset.h"
 #include "model/npy.h"
 #include "model/pipeline.h"
+#include "net/fault.h"
 #include "plan/plan.h"
 
 namespace ts::cli {
@@ -41,7 +44,43 @@ struct RunOptions {
   std::string input, save_output, save_int8_output, dataset;
   int limit = 0;
   std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
+  std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER]
+  bool no_failover = false;
 };
+
+// --inject-fault: checked against the testbed and the first plan, and
+// turned into each board's `worker --inject-fault KIND:LAYER` argument. A
+// fault without a layer acts at the board's layer nearest the middle of
+// the model; a layer the board has no share of would never fire: refused.
+static std::vector<std::vector<std::string>> fault_args(const std::vector<std::string>& specs, const plan::Testbed& tb,
+                                                        const QGraph& q, const plan::Plan& p) {
+  std::vector<std::vector<std::string>> args(tb.boards.size());
+  for (const auto& text : specs) {
+    net::FaultSpec f = net::parse_fault_spec(text);
+    if (f.board >= int(tb.boards.size()))
+      throw Error("--inject-fault '" + text + "': there are only " + std::to_string(tb.boards.size()) +
+                  " boards (0.." + std::to_string(tb.boards.size() - 1) + ")");
+    if (tb.boards[size_t(f.board)].address != "local")
+      throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) +
+                  " is not a local board (faults are injected into boards this run starts)");
+    if (!args[size_t(f.board)].empty())
+      throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) + " already has a fault");
+    const auto& layers = p.workers[size_t(f.board)].layers;
+    if (f.layer >= int(q.nodes.size()))
+      throw Error("--inject-fault '" + text + "': the model has layers 0.." + std::to_string(q.nodes.size() - 1));
+    if (f.layer < 0) {
+      const int mid = int(q.nodes.size()) / 2;
+      for (int n = 0; n < int(layers.size()); ++n)
+        if (layers[size_t(n)].active() && (f.layer < 0 || std::abs(n - mid) < std::abs(f.layer - mid))) f.layer = n;
+      if (f.layer < 0) throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) + " has no share of any layer");
+    } else if (!layers[size_t(f.layer)].active()) {
+      throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) + " has no share of layer " +
+                  std::to_string(f.layer) + " '" + q.nodes[size_t(f.layer)].name + "', so the fault would never act");
+    }
+    args[size_t(f.board)] = {"--inject-fault", net::board_fault_arg(f)};
+  }
+  return args;
+}
 
 int cmd_run(const RunOptions& o) {
   using Clock = std::chrono::steady_clock;
@@ -138,13 +177,16 @@ int cmd_run(const RunOptions& o) {
   so.crash_board = o.hooks[0]; so.crash_layer = o.hooks[1];
   so.stall_board = o.hooks[2]; so.stall_layer = o.hooks[3];
   so.garble_board = o.hooks[4]; so.garble_layer = o.hooks[5];
+  so.board_args = fault_args(o.faults, tb, q, p);
   coord::BoardSet boards(tb, so);
   const auto tmo = std::chrono::milliseconds(int64_t(o.timeout * 1000));
-  coord::CoordOptions copt;
-  copt.timeout = tmo;
-  copt.progress = !o.json;
-  coord::Coordinator c(q, p, boards.links(tmo), copt);
-  c.handshake();
+  coord::SwarmOptions sopt;
+  sopt.timeout = tmo;
+  sopt.window = uint16_t(o.window);
+  sopt.progress = !o.json;
+  sopt.failover = !o.no_failover;
+  coord::Swarm c(q, tb, popt, boards.addresses(), p, sopt);
+  c.start();
   std::vector<coord::ProbeResult> probes;
   if (o.probe) {
     // Measure each link's d and B, put them in the testbed, and re-plan:
@@ -154,13 +196,13 @@ int cmd_run(const RunOptions& o) {
       tb.boards[w].delay_s_per_kb = probes[w].delay_s_per_kb;
       tb.boards[w].bandwidth_kbps = probes[w].bandwidth_kbps;
     }
-    p = plan::make_plan(q, tb, popt);
-    c.set_plan(p);
+    c.replan(tb);
   }
   const coord::DeployResult dep = c.deploy();
   coord::InferenceResult r;
   bool match = true;
   int exact = 0, correct = 0, ref_correct = 0;
+  int inferences = 0, exact_inferences = 0;  // every inference, each checked
   struct Times {
     double total, compute, comm;
   };
@@ -171,6 +213,8 @@ int cmd_run(const RunOptions& o) {
       r = c.infer(xs[i]);
       times.push_back({r.total_s, r.compute_s, r.comm_s});
       same = same && r.output == refs[i];
+      ++inferences;
+      exact_inferences += r.output == refs[i];
     }
     match = match && same;
     exact += same;
@@ -183,6 +227,10 @@ int cmd_run(const RunOptions& o) {
   }
   c.close();
   boards.stop();
+  // What the last inference ran on: after a failover, fewer boards (plan
+  // worker w is testbed board used[w]).
+  p = c.plan();
+  const std::vector<int> used = c.boards();
   // latency_s: the inference with the median total time over all of them
   // (per-layer figures stay those of the last inference).
   std::sort(times.begin(), times.end(), [](const Times& a, const Times& b) { return a.total < b.total; });
@@ -210,8 +258,8 @@ int cmd_run(const RunOptions& o) {
     nlohmann::json jw = nlohmann::json::array(), jl = nlohmann::json::array();
     for (size_t i = 0; i < r.boards.size(); ++i) {
       const auto& b = r.boards[i];
-      nlohmann::json e = {{"id", b.board_id}, {"address", boards.addresses()[i]}, {"peak_ram_bytes", b.peak_ram_bytes},
-                          {"planned_peak_ram_bytes", b.planned_peak_ram_bytes}, {"ram_budget_bytes", tb.boards[i].ram_bytes},
+      nlohmann::json e = {{"id", b.board_id}, {"address", boards.addresses()[size_t(used[i])]}, {"peak_ram_bytes", b.peak_ram_bytes},
+                          {"planned_peak_ram_bytes", b.planned_peak_ram_bytes}, {"ram_budget_bytes", tb.boards[size_t(used[i])].ram_bytes},
                           {"flash_bytes", b.flash_bytes}, {"compute_s", b.compute_s}, {"bytes_in", b.bytes_in},
                           {"bytes_out", b.bytes_out}, {"rating", p.ratings[i]}, {"share", p.shares[i]},
                           {"macs", p.workers[i].macs}};
@@ -223,14 +271,20 @@ int cmd_run(const RunOptions& o) {
       }
       e["planned_layer_ram_bytes"] = planned;
       e["measured_layer_ram_bytes"] = measured;
-      if (!probes.empty())
-        e["probe"] = {{"rtt_s", probes[i].rtt_s}, {"delay_s_per_kb", probes[i].delay_s_per_kb},
-                      {"bandwidth_kbps", probes[i].bandwidth_kbps}};
+      if (!probes.empty()) {
+        const auto& pr = probes[size_t(used[i])];
+        e["probe"] = {{"rtt_s", pr.rtt_s}, {"delay_s_per_kb", pr.delay_s_per_kb}, {"bandwidth_kbps", pr.bandwidth_kbps}};
+      }
       jw.push_back(e);
     }
     for (const auto& l : r.layers)
       jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
                     {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
+    nlohmann::json jf = nlohmann::json::array();
+    for (const auto& f : c.failovers())
+      jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
+                    {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
+                    {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeploy_bytes", f.redeploy_bytes}});
     int64_t board_to_board = 0;
     for (const auto& wp : p.workers)
       for (const auto& ls : wp.layers)
@@ -244,6 +298,7 @@ int cmd_run(const RunOptions& o) {
         {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
         {"match_reference", match}, {"reference_s", ref_s}, {"repeat", o.repeat},
+        {"inferences", inferences}, {"bit_exact_inferences", exact_inferences},
         {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
         // total: every byte on the coordinator's links, measured; payload:
         // the plan's activation bytes, board-to-board ones included (with
@@ -254,6 +309,7 @@ int cmd_run(const RunOptions& o) {
         {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
         {"authenticated", !so.key_file.empty()},
         {"emulation", {{"cycles_per_mac", o.cpm}, {"delay_ms", o.delay}}},
+        {"boards_started", tb.boards.size()}, {"failover", !o.no_failover}, {"failovers", jf},
         {"per_worker", jw}, {"per_layer", jl}};
     if (!o.dataset.empty())
       j["dataset"] = {{"name", o.dataset}, {"split", "test"}, {"images", xs.size()}, {"bit_exact_images", exact},
@@ -276,6 +332,12 @@ int cmd_run(const RunOptions& o) {
       else
         std::printf("  %-12s %8.4g (output value; the model has no Softmax)\n", label(order[k]).c_str(), probs[order[k]]);
     std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
+    for (const auto& f : c.failovers())
+      std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s\n",
+                  f.board_id, f.address.c_str(),
+                  f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
+                  f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
+                  f.reason.c_str(), f.boards_left, f.recover_s);
     std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
                 dep.seconds);
     if (!so.key_file.empty()) std::printf("links: authenticated (HMAC-SHA-256 tag on every frame, key %s)\n", so.key_file.c_str());
@@ -287,8 +349,9 @@ int cmd_run(const RunOptions& o) {
                 "flash", "compute s", "in/out KiB");
     for (size_t i = 0; i < r.boards.size(); ++i) {
       const auto& b = r.boards[i];
-      std::printf("%-6d %-22s %12u %12lld %10lld %12lld %12.4f %5lld/%-5lld\n", b.board_id, boards.addresses()[i].c_str(),
-                  b.peak_ram_bytes, (long long)b.planned_peak_ram_bytes, (long long)tb.boards[i].ram_bytes,
+      std::printf("%-6d %-22s %12u %12lld %10lld %12lld %12.4f %5lld/%-5lld\n", b.board_id,
+                  boards.addresses()[size_t(used[i])].c_str(), b.peak_ram_bytes, (long long)b.planned_peak_ram_bytes,
+                  (long long)tb.boards[size_t(used[i])].ram_bytes,
                   (long long)b.flash_bytes, b.compute_s, (long long)(b.bytes_in / 1024), (long long)(b.bytes_out / 1024));
     }
     std::printf("%-34s %10s %10s %10s %12s\n", "layer", "wall ms", "compute ms", "comm ms", "payload B");
@@ -343,6 +406,11 @@ void register_run(CLI::App& app) {
   sub.add_option("--store", o->store, "keep board flash in this folder (a later run reuses unchanged fragments)");
   sub.add_flag("--probe", o->probe, "measure each link's delay and bandwidth first and plan with them");
   add_json_flag(sub, o->json);
+  sub.add_option("--inject-fault", o->faults,
+                 "for tests and demos: KIND:BOARD[:LAYER] with KIND kill | stall | corrupt; the board fails right "
+                 "after computing that layer (default: its layer nearest the middle) of the first inference; repeatable");
+  sub.add_flag("--no-failover", o->no_failover,
+               "fail fast: end the run when a board fails instead of re-planning on the boards left");
   sub.add_option("--test-crash", o->hooks[0], "")->group("");
   sub.add_option("--test-crash-layer", o->hooks[1], "")->group("");
   sub.add_option("--test-stall", o->hooks[2], "")->group("");

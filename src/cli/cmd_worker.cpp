@@ -1,5 +1,6 @@
 // tinysplit worker: one emulated board on this machine.
 #include "cli/cli.h"
+#include "net/fault.h"
 #include "net/host_board.h"
 #include "net/keyfile.h"
 #include "plan/testbed.h"
@@ -12,6 +13,7 @@ struct WorkerOptions {
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
   int crash = -1, stall = -1, garble = -1;
+  std::string fault;  // KIND:LAYER (net/fault.h)
   bool exit_with_parent = false;
 };
 
@@ -31,6 +33,7 @@ int cmd_worker(const WorkerOptions& w) {
   o.crash_at_layer = w.crash;
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
+  if (!w.fault.empty()) o.fault = net::parse_board_fault(w.fault);
   o.exit_with_parent = w.exit_with_parent;
   o.idle_timeout_s = w.idle_timeout;
   if (!w.key_file.empty()) {
@@ -73,6 +76,8 @@ void register_worker(CLI::App& app) {
   sub.add_option("--crash-at-layer", o->crash, "test hook: drop the connection at this layer")->group("");
   sub.add_option("--stall-at-layer", o->stall, "test hook: stop answering at this layer")->group("");
   sub.add_option("--garble-at-layer", o->garble, "test hook: corrupt an output frame at this layer")->group("");
+  sub.add_option("--inject-fault", o->fault,
+                 "for tests and demos: kill | stall | corrupt the board right after it computes this layer (KIND:LAYER)");
   // Set by a coordinator that spawns its boards; a standalone board keeps serving.
   sub.add_flag("--exit-with-parent", o->exit_with_parent, "")->group("");
 }

@@ -1,11 +1,16 @@
 #include "coord/boards.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <mutex>
 #include <poll.h>
+#include <thread>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +22,60 @@
 namespace ts::coord {
 
 namespace fs = std::filesystem;
+
+// Interrupted runs clean up: SIGINT, SIGTERM and SIGHUP stop every live
+// BoardSet (its board processes, its temporary /tmp/tinysplit-boards-*
+// folder) before the process dies of the signal. The handler only writes the
+// signal number to a pipe; a thread does the work outside signal context.
+namespace {
+std::mutex g_sets_mu;
+std::vector<BoardSet*> g_sets;
+int g_sig_pipe[2] = {-1, -1};
+std::once_flag g_sig_once;
+std::atomic<bool> g_stopping{false};
+
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  const ssize_t r = write(g_sig_pipe[1], &b, 1);
+  (void)r;
+}
+
+void install_signal_cleanup() {
+  std::call_once(g_sig_once, [] {
+    if (pipe2(g_sig_pipe, O_CLOEXEC) != 0) return;
+    std::thread([] {
+      unsigned char b = 0;
+      while (read(g_sig_pipe[0], &b, 1) != 1) {
+        if (errno != EINTR) return;
+      }
+      // From here the run is over: the main thread, seeing its boards go,
+      // must not print a misleading error nor exit with its own status.
+      g_stopping = true;
+      const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (null_fd >= 0) {
+        dup2(null_fd, 1);
+        dup2(null_fd, 2);
+      }
+      {
+        std::lock_guard<std::mutex> lock(g_sets_mu);
+        for (BoardSet* s : g_sets) s->stop();
+      }
+      // Die of the signal, as without the handler.
+      std::signal(b, SIG_DFL);
+      std::raise(b);
+      _exit(128 + b);
+    }).detach();
+    std::atexit([] {
+      while (g_stopping.load()) pause();  // the signal thread ends the process
+    });
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
+  });
+}
+}  // namespace
 
 static std::string self_exe() {
   char buf[4096];
@@ -47,19 +106,25 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
 
 BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
     : window_(opt.window), auth_(!opt.key_file.empty()), key_(opt.key) {
-  plan::check_spawn_limit(tb, "testbed");
-  const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
-  std::string root = opt.store_root;
-  if (root.empty()) {
-    std::string tmpl = (fs::temp_directory_path() / "tinysplit-boards-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder for board flash");
-    temp_root_ = root = tmpl;
+  install_signal_cleanup();
+  {
+    std::lock_guard<std::mutex> lock(g_sets_mu);
+    g_sets.push_back(this);
   }
   try {
+    plan::check_spawn_limit(tb, "testbed");
+    const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
+    std::string root = opt.store_root;
+    if (root.empty()) {
+      std::string tmpl = (fs::temp_directory_path() / "tinysplit-boards-XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder for board flash");
+      temp_root_ = root = tmpl;
+    }
     for (size_t i = 0; i < tb.boards.size(); ++i) {
       const auto& b = tb.boards[i];
       if (b.address == "qemu") {  // the Cortex-M7 firmware under QEMU (coord/qemu.h)
-        if (opt.crash_board == int(i) || opt.stall_board == int(i) || opt.garble_board == int(i))
+        if (opt.crash_board == int(i) || opt.stall_board == int(i) || opt.garble_board == int(i) ||
+            (i < opt.board_args.size() && !opt.board_args[i].empty()))
           throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
         QemuBoardOptions q;
         q.id = int(i);
@@ -75,6 +140,8 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
         continue;
       }
       if (b.address != "local") {
+        if (i < opt.board_args.size() && !opt.board_args[i].empty())
+          throw Error("board " + std::to_string(b.id) + ": injected faults need a local board, not " + b.address);
         addr_.push_back(b.address);
         continue;
       }
@@ -116,6 +183,7 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
       hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
       hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
       hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
+      if (i < opt.board_args.size()) args.insert(args.end(), opt.board_args[i].begin(), opt.board_args[i].end());
       int pipefd[2];
       if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
       const pid_t pid = fork();
@@ -139,6 +207,10 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
       addr_.push_back(a);
     }
   } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(g_sets_mu);
+      g_sets.erase(std::remove(g_sets.begin(), g_sets.end(), this), g_sets.end());
+    }
     stop();
     throw;
   }
@@ -172,6 +244,7 @@ std::vector<std::unique_ptr<BoardLink>> BoardSet::links(std::chrono::millisecond
 }
 
 void BoardSet::stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);  // the main thread or the signal thread
   for (auto& c : children_) {
     if (c.pid > 0) {
       kill(c.pid, SIGTERM);
@@ -191,6 +264,12 @@ void BoardSet::stop() {
   }
 }
 
-BoardSet::~BoardSet() { stop(); }
+BoardSet::~BoardSet() {
+  {
+    std::lock_guard<std::mutex> lock(g_sets_mu);
+    g_sets.erase(std::remove(g_sets.begin(), g_sets.end(), this), g_sets.end());
+  }
+  stop();
+}
 
 }  // namespace ts::coord

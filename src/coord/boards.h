@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -31,6 +32,9 @@ struct SpawnOptions {
   int crash_board = -1, crash_layer = -1;
   int stall_board = -1, stall_layer = -1;
   int garble_board = -1, garble_layer = -1;
+  // Extra `tinysplit worker` arguments per board index (e.g. an injected
+  // fault, net/fault.h); only for local boards.
+  std::vector<std::vector<std::string>> board_args;
 };
 
 class BoardSet {
@@ -59,6 +63,7 @@ class BoardSet {
   uint16_t window_ = 32;
   bool auth_ = false;
   net::Key key_{};
+  std::mutex stop_mu_;
 };
 
 }  // namespace ts::coord

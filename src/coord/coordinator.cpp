@@ -205,7 +205,7 @@ DeployResult Coordinator::deploy() {
         ++finished;
         return;
       }
-      if (f.h.type != MsgType::Error) throw BoardError(l.who() + ": unexpected answer to COMMIT");
+      if (f.h.type != MsgType::Error) throw BoardError(l.who() + ": unexpected answer to COMMIT", l.index());
       // Not cached (HashMismatch): store it whole, then commit. Stored in
       // 64 KiB messages so the progress bar moves while it goes.
       constexpr size_t kChunk = 64 * 1024;
@@ -219,9 +219,10 @@ DeployResult Coordinator::deploy() {
       if (f.h.type == MsgType::Error) {
         wire::ErrorPayload e;
         e.decode(f.payload.data(), f.payload.size());
-        throw BoardError(l.who() + ": refused its fragment: " + wire::error_code_name(e.code) + " " + e.text);
+        throw BoardError(l.who() + ": refused its fragment: " + wire::error_code_name(e.code) + " " + e.text,
+                         l.index());
       }
-      if (f.h.type != MsgType::Done) throw BoardError(l.who() + ": unexpected answer to COMMIT");
+      if (f.h.type != MsgType::Done) throw BoardError(l.who() + ": unexpected answer to COMMIT", l.index());
       ++sent;
       ++finished;
     });
@@ -389,9 +390,12 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
           throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
         }
       } catch (const BoardError& e) {
+        // Which board and layer, for the message and for failover.
+        const int board = e.board >= 0 ? e.board : l.index();
+        const int layer = e.layer >= 0 ? e.layer : int(node);
         const std::string m = e.what();
-        if (m.find(" at layer ") != std::string::npos) throw;
-        throw BoardError(m + where());
+        if (m.find(" at layer ") != std::string::npos) throw BoardError(m, board, layer);
+        throw BoardError(m + where(), board, layer);
       }
     });
     LayerTiming lt;

@@ -63,7 +63,7 @@ void BoardLink::flush() {
 
 std::string BoardLink::who() const { return "board " + std::to_string(index_) + " (" + peer_ + ")"; }
 
-void BoardLink::fail(const std::string& why) const { throw BoardError(who() + ": " + why); }
+void BoardLink::fail(const std::string& why) const { throw BoardError(who() + ": " + why, index_); }
 
 uint32_t BoardLink::now_ms() const {
   return uint32_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count());

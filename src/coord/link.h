@@ -18,8 +18,13 @@ namespace ts::coord {
 
 // A board misbehaved, vanished or timed out. The message is one line that
 // names the board.
+// `board` is the link index of the board at fault and `layer` the layer it
+// failed at, when known (-1 otherwise); failover (failover.h) reads them.
 struct BoardError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit BoardError(const std::string& what, int board_index = -1, int layer_index = -1)
+      : std::runtime_error(what), board(board_index), layer(layer_index) {}
+  int board = -1;
+  int layer = -1;
 };
 
 struct Frame {

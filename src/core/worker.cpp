@@ -373,6 +373,11 @@ Worker::Verdict Worker::handle(int link) {
     case MsgType::Auth:  // checked in authenticate()
       break;
     case MsgType::Peers: {
+      // A new peer table (a new deployment, e.g. after a failover re-plan):
+      // links this board opened under the old numbering may now lead to the
+      // wrong board. Close them; they reopen on demand.
+      for (int i = 0; i < kMaxLinks; ++i)
+        if (i != link && links_[i].open && links_[i].worker >= 0) on_disconnect(i);
       wire::PeerEntry e;
       for (size_t i = 0; wire::decode_peer(payload, h.payload_len, i, &e); ++i) {
         if (have_frag_ && e.worker >= frag_.header().n_workers) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "model/graph.h"
+#include "util/atomic_file.h"
 
 namespace ts {
 namespace {
@@ -187,13 +188,7 @@ std::string npy_bytes(const std::vector<int64_t>& shape, const std::string& desc
 }
 
 namespace {
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(path + ": cannot create file");
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-  f.close();
-  if (!f) throw Error(path + ": write error");
-}
+void write_file(const std::string& path, const std::string& bytes) { write_file_atomic(path, bytes); }
 
 void check_size(const std::vector<int64_t>& shape, size_t n) {
   int64_t want = 1;

@@ -7,6 +7,7 @@
 
 #include "core/crc32.h"
 #include "model/bytes.h"
+#include "util/atomic_file.h"
 
 namespace ts {
 
@@ -348,10 +349,7 @@ QGraph deserialize_qgraph(const std::vector<uint8_t>& bytes, const std::string& 
 
 void save_qgraph(const QGraph& q, const std::string& path) {
   const auto bytes = serialize_qgraph(q);
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot write '" + path + "'");
-  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  if (!f) throw Error("failed writing '" + path + "'");
+  write_file_atomic(path, bytes.data(), bytes.size());
 }
 
 QGraph load_qgraph(const std::string& path) {

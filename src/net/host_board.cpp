@@ -1,6 +1,7 @@
 #include "net/host_board.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,10 +47,17 @@ bool FileFlash::commit(uint32_t size, uint32_t crc) {
     {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       f.write(reinterpret_cast<const char*>(next.data()), std::streamsize(next.size()));
-      if (!f) return false;
+      f.close();
+      if (!f) {  // a full disk: no temporary left behind
+        fs::remove(tmp, ec);
+        return false;
+      }
     }
     fs::rename(tmp, fs::path(dir_) / "fragment.bin", ec);
-    if (ec) return false;
+    if (ec) {
+      fs::remove(tmp, ec);
+      return false;
+    }
   }
   current_ = std::move(next);
   have_ = true;
@@ -79,6 +87,8 @@ class HostBoard::HostPort final : public core::Port {
   std::condition_variable progress;
   bool garble_next = false;
   bool stalled = false;
+  bool fault_fired = false;    // the injected fault acts once
+  bool corrupt_next = false;   // flip a byte of the next OUTPUT/DONE frame
   std::map<uint16_t, wire::PeerEntry> peers;
 
   // Frames the worker emits while handling one chunk of input are gathered
@@ -94,6 +104,16 @@ class HostBoard::HostPort final : public core::Port {
       out[at + len / 2] ^= 0x5A;  // a payload byte: the CRC no longer matches
       garble_next = false;
     }
+    if (corrupt_next) {
+      // Only frames that go to the coordinator (OUTPUT, DONE): the last byte
+      // is in the payload (or, for an empty one, in the CRC field).
+      wire::FrameHeader h;
+      if (wire::decode_header(data, len, &h) == wire::WireError::Ok &&
+          (h.type == wire::MsgType::Output || h.type == wire::MsgType::Done)) {
+        out[at + len - 1] ^= 0x5A;
+        corrupt_next = false;
+      }
+    }
     return true;
   }
   void peer_address(const wire::PeerEntry& e) override { peers[e.worker] = e; }
@@ -104,7 +124,9 @@ class HostBoard::HostPort final : public core::Port {
     const std::string host = std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
                              std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
     try {
-      auto tcp = tcp_connect(host, it->second.port, Millis(3000));
+      // Peers listen before the coordinator sends PEERS: a refusal means the
+      // peer is gone, and is final (no retries while holding the board).
+      auto tcp = tcp_connect(host, it->second.port, Millis(3000), kForever);
       tcp->set_send_timeout(Millis(10000));
       std::unique_ptr<Transport> t = std::move(tcp);
       return board.attach(t);
@@ -124,12 +146,35 @@ class HostBoard::HostPort final : public core::Port {
     return uint32_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count());
   }
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
-    (void)layer;
     const HostBoardOptions& o = board.opt_;
-    if (o.cycles_per_mac <= 0) return elapsed_us;
-    const double target = double(macs) * o.cycles_per_mac / double(o.cfg.clock_mhz);  // us
-    if (target > elapsed_us) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(target - elapsed_us)));
-    return uint32_t(std::max<double>(target, elapsed_us));
+    if (o.cycles_per_mac > 0) {
+      const double target = double(macs) * o.cycles_per_mac / double(o.cfg.clock_mhz);  // us
+      if (target > elapsed_us) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(target - elapsed_us)));
+      elapsed_us = uint32_t(std::max<double>(target, elapsed_us));
+    }
+    inject_fault(layer);
+    return elapsed_us;
+  }
+  // The injected fault (net/fault.h), once, after this layer's compute and
+  // before any of its results leave. Called with `mu` held: a stall holds it,
+  // so the whole board hangs (no reads, no sends, no new connections).
+  void inject_fault(uint32_t layer) {
+    const FaultSpec& f = board.opt_.fault;
+    if (fault_fired || f.kind == FaultKind::None || int64_t(layer) != f.layer) return;
+    fault_fired = true;
+    switch (f.kind) {
+      case FaultKind::Kill:
+        std::raise(SIGKILL);
+        break;
+      case FaultKind::Stall:
+        while (!board.stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        break;
+      case FaultKind::Corrupt:
+        corrupt_next = true;
+        break;
+      case FaultKind::None:
+        break;
+    }
   }
   void delay() const {
     if (board.opt_.delay_ms > 0)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/worker.h"
+#include "net/fault.h"
 #include "net/transport.h"
 
 namespace ts::net {
@@ -29,6 +30,8 @@ struct HostBoardOptions {
   int crash_at_layer = -1;  // close the connection when RUN for this layer arrives
   int stall_at_layer = -1;  // stop answering at this layer (keeps the socket open)
   int garble_at_layer = -1; // corrupt one OUTPUT frame's bytes at this layer
+  // Injected fault (net/fault.h): acts once, after computing `fault.layer`.
+  FaultSpec fault;
   // Exit when the parent process is gone (a board a coordinator spawned).
   // Off for a standalone board, whose parent may well be PID 1 (systemd, a
   // container's init, a shell that has exited).

@@ -217,6 +217,7 @@ std::unique_ptr<TcpTransport> tcp_connect(const std::string& host, uint16_t port
   const std::string target = host_port(host, port);
   const auto start = Clock::now();
   const auto deadline = start + timeout;
+  const bool once = retry_every == kForever;  // one attempt per address: a refusal is final
   if (retry_every < Millis(1)) retry_every = Millis(1);
   int attempts = 0;
   int last_err = 0;
@@ -238,7 +239,7 @@ std::unique_ptr<TcpTransport> tcp_connect(const std::string& host, uint16_t port
       last_what = std::string("cannot resolve host: ") + gai_strerror(gai);
     }
     auto now = Clock::now();
-    if (now >= deadline) break;
+    if (now >= deadline || once) break;
     std::this_thread::sleep_for(std::min<Clock::duration>(retry_every, deadline - now));
     if (Clock::now() >= deadline) break;
   }

@@ -42,6 +42,9 @@ class TcpTransport final : public Transport {
 // Connects to host:port, retrying refused/unreachable attempts every
 // `retry_every` until `timeout` has passed (a board may still be booting).
 // Throws NetError naming host:port, the last error and the attempts made.
+// retry_every = kForever: one attempt per address, a refusal is final (a
+// board whose process is gone), while a slow or lost SYN still has until
+// `timeout`.
 std::unique_ptr<TcpTransport> tcp_connect(const std::string& host, uint16_t port, Millis timeout,
                                           Millis retry_every = Millis(100));
 

@@ -7,6 +7,7 @@
 
 #include "core/bytes.h"
 #include "core/crc32.h"
+#include "util/atomic_file.h"
 
 namespace ts::plan {
 
@@ -246,10 +247,7 @@ std::vector<std::string> write_fragments(const QGraph& q, const Plan& p, const s
   for (int w = 0; w < p.n_workers(); ++w) {
     const std::vector<uint8_t> bytes = write_fragment(q, p, w);
     const std::string path = (fs::path(dir) / ("worker-" + std::to_string(p.workers[size_t(w)].board) + ".tsfg")).string();
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("cannot write '" + path + "'");
-    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    if (!f) throw Error("failed writing '" + path + "'");
+    write_file_atomic(path, bytes);
     paths.push_back(path);
   }
   return paths;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "model/json_bounded.h"
+#include "util/atomic_file.h"
 
 namespace ts::plan {
 namespace {
@@ -231,10 +232,7 @@ json to_json(const Testbed& t) {
 }
 
 void save_testbed(const Testbed& t, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(path, "cannot write testbed file");
-  out << to_json(t).dump(2) << "\n";
-  if (!out) fail(path, "error while writing testbed file");
+  write_file_atomic(path, to_json(t).dump(2) + "\n");
 }
 
 Testbed default_testbed(int n, const std::string& address, int64_t ram_bytes,

@@ -1,4 +1,5 @@
 #include "sim/plot.h"
+#include "util/atomic_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,6 +35,25 @@ std::string quoted(const std::string& s) {
 
 double kib(int64_t b) { return double(b) / 1024.0; }
 
+// Whether gnuplot wrote the whole figure: gnuplot exits 0 even when the disk
+// filled up under it. An SVG ends with its closing tag, a PNG with its IEND
+// chunk.
+bool figure_complete(const std::string& path, const std::string& ext) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  f.seekg(0, std::ios::end);
+  const std::streamoff size = f.tellg();
+  const std::streamoff tail = std::min<std::streamoff>(size, 64);
+  if (tail <= 0) return false;
+  std::string end(size_t(tail), '\0');
+  f.seekg(size - tail);
+  f.read(end.data(), tail);
+  if (!f) return false;
+  if (ext == "svg") return end.find("</svg>") != std::string::npos;
+  if (ext == "png") return end.size() >= 8 && end.compare(end.size() - 8, 8, std::string("IEND\xAE\x42\x60\x82", 8)) == 0;
+  return true;
+}
+
 // Runs gnuplot on `body` once per terminal. Returns the files written.
 std::vector<std::string> render(const std::string& dir, const std::string& name, const std::string& body, bool png,
                                 int width = 960, int height = 540) {
@@ -48,6 +68,9 @@ std::vector<std::string> render(const std::string& dir, const std::string& name,
                                 " noenhanced font 'Helvetica,11' background rgb 'white'"});
   for (const Term& t : terms) {
     const std::string out = (fs::path(dir) / (name + "." + t.ext)).string();
+    // gnuplot writes beside the figure; the figure appears only when that
+    // file is complete (commit_file_atomic: non-empty, synced, renamed).
+    const std::string partial = atomic_temp_path(out);
     char script[] = "/tmp/tinysplit-plot-XXXXXX";
     const int fd = mkstemp(script);
     if (fd < 0) throw Error("plot: cannot create a temporary file");
@@ -55,7 +78,12 @@ std::vector<std::string> render(const std::string& dir, const std::string& name,
     const std::string err = std::string(script) + ".err";
     {
       std::ofstream f(script);
-      f << t.line << "\nset output " << quoted(out) << "\n" << body << "\nunset output\n";
+      f << t.line << "\nset output " << quoted(partial) << "\n" << body << "\nunset output\n";
+      f.close();
+      if (!f) {
+        fs::remove(script);
+        throw Error("plot: cannot write a temporary gnuplot script (disk full?)");
+      }
     }
     const std::string cmd = "gnuplot " + std::string(script) + " 2>" + err;
     const int rc = std::system(cmd.c_str());
@@ -66,7 +94,17 @@ std::vector<std::string> render(const std::string& dir, const std::string& name,
     }
     fs::remove(script);
     fs::remove(err);
-    if (rc != 0) throw Error("plot: gnuplot failed on " + name + (msg.empty() ? "" : ": " + msg));
+    if (rc != 0) {
+      std::error_code ec;
+      fs::remove(partial, ec);
+      throw Error("plot: gnuplot failed on " + name + (msg.empty() ? "" : ": " + msg));
+    }
+    if (!figure_complete(partial, t.ext)) {
+      std::error_code ec;
+      fs::remove(partial, ec);
+      throw Error("plot: cannot write '" + out + "': gnuplot left it incomplete (disk full?)");
+    }
+    commit_file_atomic(partial, out);
     files.push_back(out);
   }
   return files;

@@ -1,0 +1,252 @@
+#include "coord/failover.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "net/tcp.h"
+#include "util/error.h"
+
+namespace ts::coord {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// "host:port" or "[v6]:port" -> a connected transport (throws NetError).
+std::unique_ptr<net::Transport> connect_address(const std::string& a, std::chrono::milliseconds timeout,
+                                                bool once = false) {
+  const auto colon = a.rfind(':');
+  const std::string digits = colon == std::string::npos ? "" : a.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(digits) > 65535)
+    throw net::NetError("board address '" + a + "' is not host:port");
+  std::string host = a.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return net::tcp_connect(host, uint16_t(std::stoi(digits)), timeout, once ? net::kForever : net::Millis(100));
+}
+
+// "board 1" / "boards 0, 2"
+std::string board_list(const std::vector<int>& boards) {
+  std::string s;
+  for (int b : boards) s += (s.empty() ? "" : ", ") + std::to_string(b);
+  return (boards.size() == 1 ? "board " : "boards ") + s;
+}
+
+}  // namespace
+
+Swarm::Swarm(const QGraph& q, const plan::Testbed& tb, const plan::PlanOptions& popt, std::vector<std::string> addresses,
+             const plan::Plan& initial, SwarmOptions opt)
+    : q_(q), tb_(tb), popt_(popt), addr_(std::move(addresses)), opt_(opt),
+      plan_(std::make_unique<plan::Plan>(initial)) {
+  if (addr_.size() != tb_.boards.size()) throw Error("swarm: one address per testbed board expected");
+  for (size_t i = 0; i < tb_.boards.size(); ++i) alive_.push_back(int(i));
+}
+
+Swarm::~Swarm() { close(); }
+
+void Swarm::close() {
+  if (coord_) coord_->close();
+  coord_.reset();
+}
+
+// Notes of a recovery are printed once it succeeded: a run that ends in an
+// error prints that one line only.
+void Swarm::note(const std::string& line) { notes_.push_back(line); }
+
+void Swarm::flush_notes() {
+  if (opt_.progress)
+    for (const auto& n : notes_) std::fprintf(stderr, "tinysplit: failover: %s\n", n.c_str());
+  std::fflush(stderr);
+  notes_.clear();
+}
+
+plan::Testbed Swarm::sub_testbed() const {
+  plan::Testbed t;
+  for (int b : alive_) t.boards.push_back(tb_.boards[size_t(b)]);
+  return t;
+}
+
+// Links are numbered by testbed index: errors name the board as the user
+// knows it, and frames go to dst = the board's own id.
+std::vector<std::unique_ptr<BoardLink>> Swarm::connect(const std::vector<int>& boards) {
+  std::vector<std::unique_ptr<BoardLink>> links;
+  for (int b : boards) {
+    std::unique_ptr<net::Transport> t;
+    try {
+      t = connect_address(addr_[size_t(b)], opt_.timeout);
+    } catch (const std::exception& e) {
+      throw BoardError("board " + std::to_string(b) + " (" + addr_[size_t(b)] + "): " + e.what(), b);
+    }
+    links.push_back(std::make_unique<BoardLink>(std::move(t), b, opt_.window, opt_.timeout));
+  }
+  return links;
+}
+
+void Swarm::start() {
+  std::vector<std::unique_ptr<BoardLink>> links;
+  for (size_t b = 0; b < addr_.size(); ++b)
+    links.push_back(std::make_unique<BoardLink>(connect_address(addr_[b], opt_.timeout), int(b), opt_.window,
+                                                opt_.timeout));
+  CoordOptions copt;
+  copt.timeout = opt_.timeout;
+  copt.progress = opt_.progress;
+  coord_ = std::make_unique<Coordinator>(q_, *plan_, std::move(links), copt);
+  coord_->handshake();
+}
+
+ProbeResult Swarm::probe(int w) { return coord_->probe(w); }
+
+void Swarm::replan(const plan::Testbed& tb) {
+  if (tb.boards.size() != tb_.boards.size()) throw Error("swarm: the new testbed has another number of boards");
+  tb_ = tb;
+  auto next = std::make_unique<plan::Plan>(plan::make_plan(q_, sub_testbed(), popt_));
+  coord_->set_plan(*next);
+  plan_ = std::move(next);
+}
+
+// A board is healthy when a fresh connection gets its HELLO and a PROBE is
+// echoed, each within the timeout. A new coordinator connection also starts
+// a new session on the board (work in progress dropped).
+bool Swarm::healthy(int board, std::string* why) {
+  try {
+    // A board whose process is gone is refused at once, and that is final
+    // (one attempt); a lost SYN on a lossy link is retransmitted by the
+    // kernel within min(timeout, 3 s).
+    std::unique_ptr<net::Transport> t;
+    try {
+      t = connect_address(addr_[size_t(board)], std::min(opt_.timeout, std::chrono::milliseconds(3000)), true);
+    } catch (const std::exception& e) {
+      *why = "board " + std::to_string(board) + " (" + addr_[size_t(board)] + "): " + e.what();
+      return false;
+    }
+    // A live board answers in milliseconds; 3 s also covers a few TCP
+    // retransmissions on a lossy link, and keeps a hung board from costing
+    // a whole --timeout a second time.
+    BoardLink l(std::move(t), board, opt_.window, std::min(opt_.timeout, std::chrono::milliseconds(3000)));
+    l.handshake();
+    const uint8_t ping[8] = {'a', 'l', 'i', 'v', 'e', '?', 0, uint8_t(board)};
+    l.send(wire::MsgType::Probe, 0, 0, ping, sizeof ping, wire::kFlagLast, 0);
+    const Frame f = l.recv();
+    if (f.h.type != wire::MsgType::ProbeReply || f.payload != std::vector<uint8_t>(ping, ping + sizeof ping)) {
+      *why = l.who() + ": wrong answer to a probe";
+      return false;
+    }
+    l.close();
+    return true;
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
+void Swarm::recover(const BoardError& first, int inference) {
+  const auto t0 = Clock::now();
+  const size_t first_event = events_.size();
+  std::string cause = first.what();
+  int named = first.board;
+  int layer = first.layer;
+  note(cause);
+  for (;;) {
+    // Every link closed: each board drops what it was doing.
+    if (coord_) coord_->close();
+    coord_.reset();
+    std::vector<std::string> why(alive_.size());
+    std::vector<char> ok(alive_.size(), 0);
+    {
+      std::vector<std::thread> checks;
+      for (size_t k = 0; k < alive_.size(); ++k)
+        checks.emplace_back([this, k, &ok, &why] { ok[k] = healthy(alive_[k], &why[k]) ? 1 : 0; });
+      for (auto& t : checks) t.join();
+    }
+    std::vector<int> drop;
+    std::vector<std::string> reasons;
+    for (size_t k = 0; k < alive_.size(); ++k)
+      if (!ok[k]) {
+        drop.push_back(alive_[k]);
+        reasons.push_back(alive_[k] == named ? cause : why[k]);
+      }
+    if (drop.empty()) {
+      // Every board answers: the one the error named is the one at fault.
+      if (named < 0 || std::find(alive_.begin(), alive_.end(), named) == alive_.end()) throw Error(cause);
+      drop.push_back(named);
+      reasons.push_back(cause);
+    }
+    for (size_t k = 0; k < drop.size(); ++k) {
+      if (drop[k] != named) note("health check: " + reasons[k]);
+      alive_.erase(std::find(alive_.begin(), alive_.end(), drop[k]));
+      FailoverEvent ev;
+      ev.board = drop[k];
+      ev.board_id = tb_.boards[size_t(drop[k])].id;
+      ev.address = addr_[size_t(drop[k])];
+      ev.layer = layer;
+      if (layer >= 0 && size_t(layer) < q_.nodes.size()) ev.layer_name = q_.nodes[size_t(layer)].name;
+      ev.reason = reasons[k];
+      ev.inference = inference;
+      events_.push_back(ev);
+    }
+    if (alive_.empty())
+      throw Error("failover: no board left (" + board_list(drop) + " failed): " + cause);
+    note("dropped " + board_list(drop) + "; re-planning on " + board_list(alive_));
+    std::unique_ptr<plan::Plan> next;
+    try {
+      next = std::make_unique<plan::Plan>(plan::make_plan(q_, sub_testbed(), popt_));
+    } catch (const Error& e) {
+      throw Error("failover: the " + (alive_.size() > 1 ? std::to_string(alive_.size()) + " boards" : std::string("board")) +
+                  " left (" + board_list(alive_) + ") cannot run the model: " + e.what() + "; after " + cause);
+    }
+    plan_ = std::move(next);
+    DeployResult dep;
+    try {
+      CoordOptions copt;
+      copt.timeout = opt_.timeout;
+      copt.progress = opt_.progress;
+      coord_ = std::make_unique<Coordinator>(q_, *plan_, connect(alive_), copt);
+      coord_->handshake();
+      dep = coord_->deploy();
+    } catch (const BoardError& e) {
+      // Another board failed while the swarm was being rebuilt: next round.
+      cause = e.what();
+      named = e.board;
+      layer = -1;
+      note(cause);
+      continue;
+    }
+    for (size_t k = first_event; k < events_.size(); ++k) {
+      events_[k].recover_s = seconds_since(t0);
+      events_[k].boards_left = int(alive_.size());
+      events_[k].redeploy_bytes = dep.bytes;
+    }
+    last_deploy_ = dep;
+    note("recovered in " + std::to_string(seconds_since(t0)).substr(0, 5) + " s; " + std::to_string(alive_.size()) +
+         " boards, " + std::to_string(dep.bytes) + " fragment bytes re-deployed");
+    flush_notes();
+    return;
+  }
+}
+
+DeployResult Swarm::deploy() {
+  try {
+    return coord_->deploy();
+  } catch (const BoardError& e) {
+    if (!opt_.failover) throw;
+    recover(e, -1);
+    return last_deploy_;
+  }
+}
+
+InferenceResult Swarm::infer(const std::vector<int8_t>& input) {
+  const int k = inferences_++;
+  for (;;) {
+    try {
+      return coord_->infer(input);
+    } catch (const BoardError& e) {
+      if (!opt_.failover) throw;
+      recover(e, k);  // re-planned and deployed on the boards left, or throws
+    }
+  }
+}
+
+}  // namespace ts::coord

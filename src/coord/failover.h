@@ -1,0 +1,102 @@
+// Failover: a swarm of boards that survives losing some of them.
+//
+// Swarm wraps the Coordinator. When a board dies, hangs or garbles frames
+// (any BoardError) during deploy or an inference, it
+//   1. closes every link (each board drops the work in progress),
+//   2. checks every board still in use: a fresh connection, its HELLO and a
+//      PROBE echo, each within min(timeout, 3 s),
+//   3. drops the boards that fail the check; if all pass, drops the board the
+//      error named (a board that only reported a dead peer is kept when the
+//      check finds the dead one),
+//   4. re-plans the whole model on the boards left (the same planner, cost
+//      model and RAM/flash limits), connects, deploys, and
+//   5. runs the failed inference again from its first layer.
+// Every step waits with a deadline, and every round drops at least one
+// board, so it ends: with a result that the caller still checks against the
+// reference, or with one ts::Error line saying why the boards left cannot
+// run the model (none left, or not enough RAM/flash on those left).
+// With failover off the first BoardError goes to the caller unchanged.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coord/coordinator.h"
+#include "plan/plan.h"
+#include "plan/testbed.h"
+
+namespace ts::coord {
+
+struct SwarmOptions {
+  std::chrono::milliseconds timeout{10000};  // longest wait for a board
+  uint16_t window = 32;                      // frames in flight (as the boards were started)
+  bool progress = false;                     // deploy progress bar; failover notes on stderr
+  bool failover = true;                      // false: fail fast on the first board failure
+};
+
+// One board dropped from the swarm.
+struct FailoverEvent {
+  int board = -1;           // testbed index
+  int board_id = -1;        // Board::id
+  std::string address;
+  int layer = -1;           // layer (node) the failure showed at; -1 outside a layer
+  std::string layer_name;
+  std::string reason;       // what happened (one line)
+  int inference = -1;       // which inference (0-based count); -1 = during the first deploy
+  int boards_left = 0;      // boards in use after the re-plan
+  double recover_s = 0;     // failure seen -> boards left re-planned and deployed
+  int64_t redeploy_bytes = 0;  // fragment bytes sent by that re-deploy
+};
+
+class Swarm {
+ public:
+  // `addresses` are host:port of every testbed board (BoardSet::addresses);
+  // `initial` is the plan for all of them.
+  Swarm(const QGraph& q, const plan::Testbed& tb, const plan::PlanOptions& popt, std::vector<std::string> addresses,
+        const plan::Plan& initial, SwarmOptions opt);
+  ~Swarm();
+  Swarm(const Swarm&) = delete;
+  Swarm& operator=(const Swarm&) = delete;
+
+  // Connects to every board and reads its HELLO (no failover: a board that
+  // cannot be reached at the start is a set-up error).
+  void start();
+  // Link measurement of plan worker `w` (before deploy).
+  ProbeResult probe(int w);
+  // New board numbers (e.g. measured links) for the boards in use: re-plan.
+  void replan(const plan::Testbed& tb);
+  DeployResult deploy();
+  InferenceResult infer(const std::vector<int8_t>& input);
+  void close();
+
+  const plan::Plan& plan() const { return *plan_; }
+  const plan::Testbed& testbed() const { return tb_; }
+  // Testbed index of each plan worker (plan worker w is board boards()[w]).
+  const std::vector<int>& boards() const { return alive_; }
+  const std::vector<FailoverEvent>& failovers() const { return events_; }
+
+ private:
+  std::vector<std::unique_ptr<BoardLink>> connect(const std::vector<int>& boards);
+  bool healthy(int board, std::string* why);
+  plan::Testbed sub_testbed() const;
+  void recover(const BoardError& first, int inference);
+  void note(const std::string& line);
+  void flush_notes();
+  std::vector<std::string> notes_;
+
+  const QGraph& q_;
+  plan::Testbed tb_;
+  plan::PlanOptions popt_;
+  std::vector<std::string> addr_;
+  SwarmOptions opt_;
+  std::vector<int> alive_;
+  std::unique_ptr<plan::Plan> plan_;
+  std::unique_ptr<Coordinator> coord_;
+  std::vector<FailoverEvent> events_;
+  DeployResult last_deploy_;
+  int inferences_ = 0;
+};
+
+}  // namespace ts::coord
