@@ -185,6 +185,8 @@ int cmd_run(const RunOptions& o) {
   sopt.window = uint16_t(o.window);
   sopt.progress = !o.json;
   sopt.failover = !o.no_failover;
+  sopt.auth = !so.key_file.empty();
+  sopt.key = so.key;
   coord::Swarm c(q, tb, popt, boards.addresses(), p, sopt);
   c.start();
   std::vector<coord::ProbeResult> probes;

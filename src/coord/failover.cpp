@@ -81,15 +81,25 @@ std::vector<std::unique_ptr<BoardLink>> Swarm::connect(const std::vector<int>& b
       throw BoardError("board " + std::to_string(b) + " (" + addr_[size_t(b)] + "): " + e.what(), b);
     }
     links.push_back(std::make_unique<BoardLink>(std::move(t), b, opt_.window, opt_.timeout));
+    secure(*links.back());
   }
   return links;
 }
 
+void Swarm::secure(BoardLink& l) const {
+  if (!opt_.auth) return;
+  uint8_t nonce[auth::kNonceBytes];
+  net::random_bytes(nonce, sizeof nonce);
+  l.set_auth(opt_.key.data(), nonce);
+}
+
 void Swarm::start() {
   std::vector<std::unique_ptr<BoardLink>> links;
-  for (size_t b = 0; b < addr_.size(); ++b)
+  for (size_t b = 0; b < addr_.size(); ++b) {
     links.push_back(std::make_unique<BoardLink>(connect_address(addr_[b], opt_.timeout), int(b), opt_.window,
                                                 opt_.timeout));
+    secure(*links.back());
+  }
   CoordOptions copt;
   copt.timeout = opt_.timeout;
   copt.progress = opt_.progress;
@@ -126,6 +136,7 @@ bool Swarm::healthy(int board, std::string* why) {
     // retransmissions on a lossy link, and keeps a hung board from costing
     // a whole --timeout a second time.
     BoardLink l(std::move(t), board, opt_.window, std::min(opt_.timeout, std::chrono::milliseconds(3000)));
+    secure(l);
     l.handshake();
     const uint8_t ping[8] = {'a', 'l', 'i', 'v', 'e', '?', 0, uint8_t(board)};
     l.send(wire::MsgType::Probe, 0, 0, ping, sizeof ping, wire::kFlagLast, 0);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "coord/coordinator.h"
+#include "net/keyfile.h"
 #include "plan/plan.h"
 #include "plan/testbed.h"
 
@@ -34,6 +35,8 @@ struct SwarmOptions {
   uint16_t window = 32;                      // frames in flight (as the boards were started)
   bool progress = false;                     // deploy progress bar; failover notes on stderr
   bool failover = true;                      // false: fail fast on the first board failure
+  bool auth = false;                         // authenticated links (core/auth.h) keyed by `key`
+  net::Key key{};
 };
 
 // One board dropped from the swarm.
@@ -80,6 +83,9 @@ class Swarm {
  private:
   std::vector<std::unique_ptr<BoardLink>> connect(const std::vector<int>& boards);
   bool healthy(int board, std::string* why);
+  // With SwarmOptions::auth, makes the link's session authenticated under a
+  // fresh nonce (every connection, the first and those after a failover).
+  void secure(BoardLink& l) const;
   plan::Testbed sub_testbed() const;
   void recover(const BoardError& first, int inference);
   void note(const std::string& line);
