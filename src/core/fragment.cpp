@@ -187,25 +187,34 @@ bool regions_intersect(const Region& a, const Region& b, const Dims& d) {
 // Whether [off, off+n) lies inside one segment of the layer's regions; if so
 // *pos is the position of `off` in the output buffer.
 bool out_span(const FragLayer& L, uint32_t off, uint32_t n, uint32_t* pos) {
+  // Closed form per region (a box's segments are its channels, or its rows
+  // when narrower than the plane): no walk over the segments, so a layer's
+  // local runs and sends cost O(regions) each, not O(channels).
+  const Dims& d = L.desc.out;
+  const int64_t hw = int64_t(d.h) * d.w;
+  if (hw <= 0) return false;
+  const int64_t o = off;
   uint32_t base = 0;
   for (uint32_t i = 0; i < L.n_regions; ++i) {
     const Region r = L.region(i);
-    uint32_t at = base;
-    bool found = false;
-    r.segments(L.desc.out, [&](int32_t b, int32_t e) {
-      if (int64_t(off) >= b && int64_t(off) < e) {
-        found = true;
-        if (int64_t(off) + n <= e) {
-          *pos = at + uint32_t(int64_t(off) - b);
-          return false;
-        }
-        at = 0xFFFFFFFFu;  // crosses the segment's end
-        return false;
+    if (r.kind == RegionKind::Run) {
+      if (o >= r.v[0] && o < r.v[1]) {
+        if (o + n > r.v[1]) return false;
+        *pos = base + uint32_t(o - r.v[0]);
+        return true;
       }
-      at += uint32_t(e - b);
-      return true;
-    });
-    if (found) return at != 0xFFFFFFFFu;
+    } else {
+      const int64_t c = o / hw, y = (o % hw) / d.w, x = o % d.w;
+      if (c >= r.v[0] && c < r.v[1] && y >= r.v[2] && y < r.v[3] && x >= r.v[4] && x < r.v[5]) {
+        const bool full = r.v[4] == 0 && r.v[5] == d.w;
+        // End of the segment holding off: the channel's rows, or the row.
+        const int64_t seg_end = full ? c * hw + int64_t(r.v[3]) * d.w : c * hw + y * d.w + r.v[5];
+        if (o + n > seg_end) return false;
+        const int64_t bw = r.v[5] - r.v[4];
+        *pos = base + uint32_t(((c - r.v[0]) * (r.v[3] - r.v[2]) + (y - r.v[2])) * bw + (x - r.v[4]));
+        return true;
+      }
+    }
     base += uint32_t(r.elems());
   }
   return false;

@@ -15,7 +15,9 @@
 //   C->B RUN    (layer) when the entry is RUN-triggered (the paper's relay
 //               mode); other entries start as soon as their inputs are in
 //   B-> sends   OUTPUT* to the coordinator (offset = first output element)
-//               and INPUT* to the boards that consume the outputs
+//               and INPUTS* to the boards that consume the outputs (all the
+//               runs for one peer, layer and operand gathered into as few
+//               frames as their bytes need, as strided blocks)
 //   B->C DONE   (elapsed compute microseconds, arena high-water mark)
 // Layers run in order. A board takes inputs for a later layer once it has
 // reached the layer that produces them (their buffers are then free in the
@@ -221,6 +223,7 @@ class Worker {
   bool drive();  // starts ready layers and sends their results while the windows allow
   bool start(const FragLayer& e, Open* slot, bool* started);
   bool pump();
+  uint16_t gather(bool* last);
   int link_to(uint16_t worker);
   void reset_link(int link);
   bool open_fragment();
@@ -253,7 +256,7 @@ class Worker {
   uint16_t layer_ = 0;
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;
-  uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0;
+  uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0, run_frames_ = 0;
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 
   WorkerStats stats_;
