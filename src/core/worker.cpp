@@ -543,7 +543,7 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     FragLayer src;
     if (frag_.layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
     const uint8_t* from = buffer(src.out_at);
-    touch(src.out_at, arena_block(src.out_elems));
+    touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
     touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
     for (uint32_t j = 0; j < e.n_local[k]; ++j) {
       const InputRun r = e.local_run(k, j);
@@ -556,11 +556,18 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     views[k] = View{reinterpret_cast<const int8_t*>(buffer(e.box_at[k])), e.box[k].c0, e.box[k].c1 - e.box[k].c0,
                     e.box[k].h0, e.box[k].h1 - e.box[k].h0};
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
-  touch(e.out_at, arena_block(e.out_elems));
+  touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
   const uint32_t t0 = port_->now_us();
   KernelStatus st = KernelStatus::Ok;
+  int32_t c0, c1, y0, y1;
+  if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {
+    // In place: straight into the window of the layer that reads it last.
+    OutBox b;
+    b.c0 = c0; b.c1 = c1; b.y0 = y0; b.y1 = y1; b.x0 = 0; b.x1 = e.desc.out.w;
+    st = compute_box_pitched(e.desc, views, b, out, e.oc_count, int64_t(e.out_pitch));
+  }
   uint32_t pos = 0;
-  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok; ++i) {
+  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok && !e.out_pitch; ++i) {
     const Region g = e.region(i);
     if (g.kind == RegionKind::Box) {
       // One call for the whole box (its elements in flat order, as the
