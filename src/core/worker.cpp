@@ -279,6 +279,14 @@ Worker::Verdict Worker::handle(int link) {
         send_error(link, ErrorCode::BadFrame, h.seq, "unexpected message type");
         return Verdict::Fail;
       }
+      if (h.src == cfg_.id || (have_frag_ && h.src >= frag_.header().n_workers)) {
+        send_error(link, ErrorCode::OutOfBounds, h.seq, "hello from a board outside the plan");
+        return Verdict::Fail;
+      }
+      // A board that connected to us: our sends to it use this link too
+      // (each direction has its own sequence numbers and window), so a pair
+      // of boards needs one link, not one each way.
+      if (l.worker < 0) l.worker = int32_t(h.src);
       break;
     case MsgType::Store: ok = on_store(link, h, payload); break;
     case MsgType::Commit: ok = on_commit(link, h, payload); break;

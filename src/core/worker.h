@@ -143,9 +143,12 @@ struct WorkerStats {
 };
 
 // Connections a board holds at once (the coordinator, boards sending to it,
-// boards it sends to). Each costs one frame buffer of static RAM.
+// boards it sends to; a link a board opened to us also carries our sends to
+// it). Each costs one frame buffer of static RAM. 40 covers 16 boards that
+// all exchange with each other (1 + 2 x 15 when every pair opens its own);
+// the firmware, relay only, builds with 1.
 #ifndef TS_MAX_LINKS
-#define TS_MAX_LINKS 20
+#define TS_MAX_LINKS 40
 #endif
 constexpr int kMaxLinks = TS_MAX_LINKS;
 // Layers whose inputs may be arriving at the same time.
