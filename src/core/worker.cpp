@@ -770,7 +770,11 @@ bool Worker::pump() {
         uint8_t buf[wire::DonePayload::kSize];
         d.encode(buf, sizeof buf);
         if (!send_frame(coord_link_, MsgType::Done, layer_, 0, buf, uint16_t(sizeof buf),
-                        wire::kFlagLast | wire::kFlagAckReq, true))
+                        // Relay: the coordinator answers DONE with the next
+                        // RUN, ACK it now. Direct: DONE is telemetry; the
+                        // coordinator ACKs a batch of them (every 32, or when
+                        // our window fills), not each one.
+                        wire::kFlagLast | (fl_.flags & kEntryRunTrigger ? wire::kFlagAckReq : 0), true))
           return false;
       }
       done_pending_ = false;
