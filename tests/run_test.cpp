@@ -134,7 +134,8 @@ TEST_F(RunTest, ExactForEveryStrategyAndRoute) {
 
 // Bands of rows with boards sending to boards: 1 to 16 boards at 112, 2 and
 // 5 boards at 224, a heterogeneous testbed (every run checks bit-exactness
-// and measured <= planned RAM per layer). About 40 s.
+// and measured <= planned RAM per layer). About 80 s on the shared 2-core
+// development machine under load.
 TEST_F(RunTest, ExactInBandsWithTheDirectRoute) {
   const std::string mode = " --strategy spatial --route direct";
   for (int n = 1; n <= 16; ++n) {
