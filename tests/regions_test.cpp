@@ -116,8 +116,13 @@ TEST_F(RegionsTest, TwoDisjointBandsPerWorkerAndAFusedStepAreExact) {
       const auto& l1 = p.workers[0].layers[1];
       ASSERT_TRUE(l1.active());
       EXPECT_EQ(l1.inputs[0].recv_elems, 0);
-      EXPECT_EQ(l1.inputs[0].local_layer, 0);
-      EXPECT_FALSE(l1.inputs[0].local.empty());
+      // Layer 0 (the whole tensor on worker 0) is computed in place into
+      // layer 1's window: no copy, no output buffer of its own.
+      const auto& l0 = p.workers[0].layers[0];
+      EXPECT_EQ(l0.out_until, 1);
+      EXPECT_NE(l0.out_pitch, 0u);
+      EXPECT_EQ(l1.inputs[0].local_layer, -1);
+      EXPECT_TRUE(l1.inputs[0].local.empty());
       EXPECT_FALSE(l1.run_trigger);
       // Nothing of layer 0 goes to the coordinator.
       for (const auto& s : p.workers[0].layers[0].sends) EXPECT_NE(s.peer, core::kPeerCoordinator);

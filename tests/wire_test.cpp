@@ -79,7 +79,7 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
       return p;
     }
     case MsgType::Done: {
-      DonePayload dp{9, 15370, 480 * 1024};
+      DonePayload dp{9, 15370, 480 * 1024, 17};
       p.resize(DonePayload::kSize);
       dp.encode(p.data(), p.size());
       return p;
@@ -100,6 +100,19 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
       encode_peers(e, 2, p.data(), p.size());
       return p;
     }
+    case MsgType::Inputs: {
+      // Two blocks: a strided halo (3 rows of 5 at distance 20) and one run.
+      InputBlock a;
+      a.first = 40; a.len = 5; a.count = 3; a.stride = 20;
+      InputBlock b;
+      b.first = 400; b.len = 7; b.count = 1; b.stride = 0;
+      p.resize(2 * kInputBlockHeader + a.bytes() + b.bytes());
+      size_t at = encode_input_block_header(a, p.data(), p.size());
+      for (uint32_t i = 0; i < a.bytes(); ++i) p[at++] = uint8_t(i);
+      at += encode_input_block_header(b, p.data() + at, p.size() - at);
+      for (uint32_t i = 0; i < b.bytes(); ++i) p[at++] = uint8_t(100 + i);
+      return p;
+    }
     case MsgType::Store:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -112,7 +125,7 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
 const MsgType kAllTypes[] = {MsgType::Hello,  MsgType::Store, MsgType::Commit, MsgType::Probe,
                              MsgType::ProbeReply, MsgType::Input, MsgType::Run, MsgType::Output,
                              MsgType::Ack,    MsgType::Done,  MsgType::Error,  MsgType::Reset,
-                             MsgType::Bye,    MsgType::Peers, MsgType::Auth};
+                             MsgType::Bye,    MsgType::Peers, MsgType::Auth, MsgType::Inputs};
 
 struct Got {
   FrameHeader h;
@@ -294,9 +307,10 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   ASSERT_TRUE(a2.decode(buf, AckPayload::kSize));
   EXPECT_EQ(a2.ack_seq, a.ack_seq);
 
-  DonePayload d{5, 7070000, 300000}, d2;
+  DonePayload d{5, 7070000, 300000, 42}, d2;
   ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
   ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
+  EXPECT_EQ(d2.frames_sent, 42u);
   EXPECT_EQ(d2.request_seq, 5u);
   EXPECT_EQ(d2.elapsed_us, 7070000u);
   EXPECT_EQ(d2.peak_ram_bytes, 300000u);
@@ -943,6 +957,71 @@ TEST(Assembler, DetectsGapsAndOverlapsWithinAMessage) {
   EXPECT_EQ(dst[29], 2);
   EXPECT_EQ(dst[30], 0);
   EXPECT_EQ(dst[70], 2);
+}
+
+}  // namespace
+
+namespace {
+
+// INPUTS blocks: encode and decode side by side, and every malformed block
+// refused (by the block decoder and by the frame reader, as BadPayload).
+TEST(InputBlocks, RoundTripAndRefusals) {
+  using namespace ts::wire;
+  uint8_t buf[64] = {};
+  InputBlock b;
+  b.first = 1000; b.len = 4; b.count = 3; b.stride = 50;
+  ASSERT_EQ(encode_input_block_header(b, buf, sizeof buf), kInputBlockHeader);
+  for (int i = 0; i < 12; ++i) buf[kInputBlockHeader + i] = uint8_t(i + 1);
+  size_t pos = 0;
+  InputBlock g;
+  ASSERT_TRUE(next_input_block(buf, kInputBlockHeader + 12, &pos, &g));
+  EXPECT_EQ(g.first, 1000u);
+  EXPECT_EQ(g.len, 4);
+  EXPECT_EQ(g.count, 3);
+  EXPECT_EQ(g.stride, 50u);
+  EXPECT_EQ(g.data, buf + kInputBlockHeader);
+  EXPECT_EQ(pos, kInputBlockHeader + 12);
+  EXPECT_FALSE(next_input_block(buf, kInputBlockHeader + 12, &pos, &g));  // end
+  EXPECT_TRUE(input_blocks_ok(buf, kInputBlockHeader + 12));
+  EXPECT_FALSE(input_blocks_ok(buf, kInputBlockHeader + 11));  // data cut short
+  EXPECT_FALSE(input_blocks_ok(buf, kInputBlockHeader + 13));  // a stray byte after the block
+  EXPECT_FALSE(input_blocks_ok(buf, 0));                        // no block at all
+  // Invalid headers are not encoded.
+  InputBlock bad = b;
+  bad.len = 0;
+  EXPECT_EQ(encode_input_block_header(bad, buf, sizeof buf), 0u);
+  bad = b;
+  bad.stride = 3;  // segments would overlap
+  EXPECT_EQ(encode_input_block_header(bad, buf, sizeof buf), 0u);
+  bad = b;
+  bad.count = 1;  // one segment carries no stride
+  EXPECT_EQ(encode_input_block_header(bad, buf, sizeof buf), 0u);
+  bad = b;
+  bad.first = (1u << kOperandShift) - 10;  // past the element range
+  EXPECT_EQ(encode_input_block_header(bad, buf, sizeof buf), 0u);
+  EXPECT_EQ(encode_input_block_header(b, buf, kInputBlockHeader - 1), 0u);
+  // A frame whose blocks do not add up is BadPayload at the reader.
+  FrameHeader h;
+  h.type = MsgType::Inputs;
+  h.src = 1;
+  h.dst = 2;
+  h.seq = 1;
+  h.flags = kFlagLast;
+  uint8_t frame[kMaxFrame];
+  ASSERT_EQ(encode_input_block_header(b, buf, sizeof buf), kInputBlockHeader);
+  const size_t n = encode_frame(h, buf, kInputBlockHeader + 12, frame, sizeof frame);
+  ASSERT_GT(n, 0u);
+  FrameHeader out;
+  const uint8_t* pl = nullptr;
+  EXPECT_EQ(decode_frame(frame, n, &out, &pl), WireError::Ok);
+  // count 4: the data is 4 bytes short. The encoder refuses it; patched
+  // into an encoded frame (CRC fixed) the reader refuses it.
+  buf[6] = 4;
+  EXPECT_EQ(encode_frame(h, buf, kInputBlockHeader + 12, frame, sizeof frame), 0u);
+  Bytes f(frame, frame + n);
+  f[kHeaderSize + 6] = 4;
+  fix_crc(f);
+  EXPECT_EQ(decode_frame(f.data(), f.size(), &out, &pl), WireError::BadPayload);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // dropped link), never a crash, never a wrong result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -598,6 +599,112 @@ TEST(Worker, RefusesInputsOutsideItsRoutingSlice) {
                            reinterpret_cast<const uint8_t*>(f.ref[s.inputs[0].tensor].data()) + r.offset, r.count));
     EXPECT_TRUE(d.saw(MsgType::Error));
   }
+}
+
+// Sends board w's inputs of layer n as INPUTS frames: each run cut into
+// segments of `seg` elements, consecutive segments one strided block (stride
+// seg, i.e. contiguous), blocks packed into frames up to the payload limit.
+bool send_input_blocks(Driver& d, int w, int n, uint16_t seg) {
+  const auto& f = fixture();
+  const auto& s = f.p.workers[w].layers[n];
+  for (size_t k = 0; k < s.inputs.size(); ++k) {
+    const auto& src = f.ref[s.inputs[k].tensor];
+    std::vector<uint8_t> pay;
+    auto flush = [&](bool last) {
+      if (pay.empty()) return true;
+      const bool ok = d.raw(MsgType::Inputs, uint16_t(n), core::input_offset(uint32_t(k), 0), pay.data(), pay.size(),
+                            last ? wire::kFlagLast : 0);
+      pay.clear();
+      return ok;
+    };
+    for (const auto& r : s.inputs[k].runs) {
+      uint32_t at = r.offset;
+      const uint32_t end = r.offset + r.count;
+      while (at < end) {
+        size_t room = wire::kMaxPayload - pay.size();
+        if (room < wire::kInputBlockHeader + seg) {
+          if (!flush(false)) return false;
+          room = wire::kMaxPayload;
+        }
+        wire::InputBlock b;
+        b.first = at;
+        const uint32_t left = end - at;
+        if (left < seg) {
+          b.len = uint16_t(left);
+          b.count = 1;
+        } else {
+          b.len = seg;
+          b.count = uint16_t(std::min<size_t>(left / seg, (room - wire::kInputBlockHeader) / seg));
+          b.stride = b.count > 1 ? seg : 0;
+        }
+        const size_t h = pay.size();
+        pay.resize(h + wire::kInputBlockHeader);
+        EXPECT_EQ(wire::encode_input_block_header(b, pay.data() + h, wire::kInputBlockHeader), wire::kInputBlockHeader);
+        pay.insert(pay.end(), reinterpret_cast<const uint8_t*>(src.data()) + at,
+                   reinterpret_cast<const uint8_t*>(src.data()) + at + b.bytes());
+        at += b.bytes();
+      }
+    }
+    if (!flush(true)) return false;
+  }
+  return true;
+}
+
+TEST(Worker, TakesInputsAsStridedBlocksAndRefusesStraySegments) {
+  const auto& f = fixture();
+  for (uint16_t seg : {uint16_t(1), uint16_t(7), uint16_t(300)}) {
+    SCOPED_TRACE("segments of " + std::to_string(seg));
+    Driver d;
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    for (size_t n = 0; n < f.q.nodes.size(); ++n) {
+      const auto& s = f.p.workers[0].layers[n];
+      if (s.run.empty()) continue;
+      d.got.clear();
+      ASSERT_TRUE(send_input_blocks(d, 0, int(n), seg)) << d.last_error();
+      ASSERT_TRUE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast)) << d.last_error();
+      const auto& out = f.ref[f.q.nodes[n].output];
+      int64_t got = 0;
+      for (auto& fr : d.got)
+        if (fr.first.type == MsgType::Output) {
+          EXPECT_EQ(0, std::memcmp(fr.second.data(), out.data() + fr.first.offset, fr.second.size())) << "layer " << n;
+          got += int64_t(fr.second.size());
+        }
+      EXPECT_EQ(got, s.run.size()) << "layer " << n;
+    }
+  }
+  // A frame whose second block strays outside the routing slice is refused
+  // as a whole.
+  int n = -1;
+  int64_t outside = -1;
+  for (size_t l = 0; l < f.q.nodes.size() && outside < 0; ++l) {
+    const auto& sl = f.p.workers[0].layers[l];
+    if (sl.run.empty() || sl.inputs.empty() || sl.inputs[0].runs.empty()) continue;
+    const int64_t total = f.q.shape(sl.inputs[0].tensor).size();
+    for (int64_t e = 0; e < total && outside < 0; ++e) {
+      bool in = false;
+      for (auto& r : sl.inputs[0].runs) in = in || (e >= r.offset && e < int64_t(r.offset) + r.count);
+      if (!in) {
+        outside = e;
+        n = int(l);
+      }
+    }
+  }
+  ASSERT_GE(outside, 0);
+  const auto& r0 = f.p.workers[0].layers[n].inputs[0].runs[0];
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  std::vector<uint8_t> pay(2 * wire::kInputBlockHeader + 2, 0);
+  wire::InputBlock good, stray;
+  good.first = r0.offset;
+  good.len = 1;
+  good.count = 1;
+  stray.first = uint32_t(outside);
+  stray.len = 1;
+  stray.count = 1;
+  wire::encode_input_block_header(good, pay.data(), pay.size());
+  wire::encode_input_block_header(stray, pay.data() + wire::kInputBlockHeader + 1, pay.size());
+  EXPECT_FALSE(d.raw(MsgType::Inputs, uint16_t(n), core::input_offset(0, 0), pay.data(), pay.size(), wire::kFlagLast));
+  EXPECT_NE(d.last_error().find("outside"), std::string::npos) << d.last_error();
 }
 
 TEST(Worker, RefusesRunBeforeInputsAndForeignDeployments) {

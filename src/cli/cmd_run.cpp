@@ -281,7 +281,8 @@ int cmd_run(const RunOptions& o) {
     }
     for (const auto& l : r.layers)
       jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
-                    {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram}});
+                    {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram},
+                    {"result_frames", l.result_frames}});
     nlohmann::json jf = nlohmann::json::array();
     for (const auto& f : c.failovers())
       jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
@@ -307,6 +308,9 @@ int cmd_run(const RunOptions& o) {
         // --route direct the coordinator does not see those).
         {"wire_bytes", {{"total", r.wire_bytes}, {"payload", r.payload_bytes},
                         {"board_to_board_payload", board_to_board}}},
+        // Frames the boards sent with their results (OUTPUT to the
+        // coordinator, INPUT/INPUTS to other boards), from their DONE reports.
+        {"result_frames", r.result_frames},
         {"planned_wire_payload_bytes", p.total_wire_bytes},
         {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
         {"authenticated", !so.key_file.empty()},

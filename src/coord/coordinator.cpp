@@ -305,6 +305,7 @@ ProbeResult Coordinator::probe(int board) {
 }
 
 InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
+  if (plan().route == plan::Route::Direct) return infer_direct(input);
   InferenceResult res;
   if (int64_t(input.size()) != q_.shape(q_.input).size()) throw Error("input has the wrong size for the model");
   std::vector<std::vector<int8_t>> t(q_.tensors.size());
@@ -326,7 +327,7 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     for (int w = 0; w < plan().n_workers(); ++w)
       if (plan().workers[w].layers[node].active()) active.push_back(w);
     if (active.empty()) throw Error("plan gives layer '" + n.name + "' to no board");
-    std::vector<uint32_t> compute_us(links_.size(), 0);
+    std::vector<uint32_t> compute_us(links_.size(), 0), frames(links_.size(), 0);
     std::vector<int64_t> lay_wire0(links_.size());
     for (size_t i = 0; i < links_.size(); ++i) lay_wire0[i] = int64_t(links_[i]->stats().wire_out + links_[i]->stats().wire_in);
     const auto t_layer = Clock::now();
@@ -382,6 +383,7 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
               throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(expect) +
                                " outputs" + where());
             compute_us[w] = d.elapsed_us;
+            frames[w] = d.frames_sent;
             res.boards[w].layer_peak[node] = d.peak_ram_bytes;
             res.boards[w].peak_ram_bytes = std::max(res.boards[w].peak_ram_bytes, d.peak_ram_bytes);
             res.boards[w].compute_s += d.elapsed_us * 1e-6;
@@ -403,7 +405,10 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     lt.name = n.name;
     lt.wall_s = seconds_since(t_layer);
     uint32_t mx = 0;
-    for (int w : active) mx = std::max(mx, compute_us[w]);
+    for (int w : active) {
+      mx = std::max(mx, compute_us[w]);
+      lt.result_frames += frames[w];
+    }
     lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
     lt.comm_s = lt.wall_s - lt.compute_s;
     lt.payload_bytes = plan().layers[node].bytes_moved;
@@ -418,6 +423,150 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     res.compute_s += lt.compute_s;
     res.payload_bytes += lt.payload_bytes;
     res.wire_bytes += lt.wire_bytes;
+    res.result_frames += lt.result_frames;
+  }
+  res.comm_s = res.total_s - res.compute_s;
+  res.output = t[q_.output];
+  return res;
+}
+
+// One pass per board over its active layers: the coordinator's inputs of a
+// layer go once the board reported DONE for its previous active layer (its
+// cursor is then at this layer), OUTPUT frames are checked against the
+// board's sends to the coordinator, DONE gives compute time, arena peak and
+// the frames the results took. A layer's wall time is the time from the last
+// DONE of the layers before it to its own last DONE (boards overlap layers,
+// so this is the layer's share of the critical path, not its duration).
+InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
+  InferenceResult res;
+  if (int64_t(input.size()) != q_.shape(q_.input).size()) throw Error("input has the wrong size for the model");
+  const size_t L = q_.nodes.size(), B = links_.size();
+  std::vector<std::vector<int8_t>> t(q_.tensors.size());
+  t[q_.input] = input;
+  res.boards.resize(B);
+  std::vector<int> all;
+  for (size_t i = 0; i < B; ++i) {
+    res.boards[i].index = int(i);
+    res.boards[i].board_id = plan().workers[i].board;
+    res.boards[i].planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
+    res.boards[i].flash_bytes = plan().workers[i].flash_bytes;
+    res.boards[i].layer_peak.assign(L, 0);
+    all.push_back(int(i));
+  }
+  for (size_t node = 0; node < L; ++node) {
+    bool any = false;
+    for (size_t w = 0; w < B; ++w) {
+      const plan::LayerShare& s = plan().workers[w].layers[node];
+      if (!s.active()) continue;
+      any = true;
+      for (const core::Send& sd : s.sends)
+        if (sd.peer == core::kPeerCoordinator) t[q_.nodes[node].output].assign(size_t(q_.shape(q_.nodes[node].output).size()), 0);
+    }
+    if (!any) throw Error("plan gives layer '" + q_.nodes[node].name + "' to no board");
+  }
+  std::vector<std::vector<double>> done_at(B, std::vector<double>(L, -1.0));
+  std::vector<std::vector<uint32_t>> compute_us(B, std::vector<uint32_t>(L, 0)), frames(B, std::vector<uint32_t>(L, 0));
+  std::vector<std::vector<int64_t>> wire(B, std::vector<int64_t>(L, 0));
+  const auto t_start = Clock::now();
+  parallel(all, [&](int w) {
+    BoardLink& l = *links_[size_t(w)];
+    int64_t wire0 = int64_t(l.stats().wire_out + l.stats().wire_in);
+    for (size_t node = 0; node < L; ++node) {
+      const plan::LayerShare& s = plan().workers[size_t(w)].layers[node];
+      if (!s.active()) continue;
+      const QNode& n = q_.nodes[node];
+      auto where = [&] { return " at layer " + std::to_string(node) + " '" + n.name + "'"; };
+      try {
+        for (size_t k = 0; k < s.inputs.size(); ++k) {
+          const auto& need = s.inputs[k];
+          const auto& src = t[need.tensor];
+          for (const auto& run : need.coord_runs) {
+            l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
+                           reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
+            res.boards[size_t(w)].bytes_in += run.count;
+          }
+        }
+        std::vector<std::pair<int64_t, int64_t>> mine;
+        int64_t expect = 0;
+        for (const core::Send& sd : s.sends)
+          if (sd.peer == core::kPeerCoordinator) {
+            mine.emplace_back(sd.offset, int64_t(sd.offset) + sd.count);
+            expect += sd.count;
+          }
+        std::sort(mine.begin(), mine.end());
+        std::vector<int64_t> filled(mine.size(), 0);
+        int64_t got = 0;
+        auto& out = t[n.output];
+        for (;;) {
+          Frame f = l.recv();
+          if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
+          if (f.h.type == MsgType::Output) {
+            const int64_t off = f.h.offset, len = int64_t(f.payload.size());
+            auto it = std::upper_bound(mine.begin(), mine.end(), std::make_pair(off, std::numeric_limits<int64_t>::max()));
+            if (it == mine.begin() || off + len > std::prev(it)->second)
+              throw BoardError(l.who() + ": sent outputs outside its share" + where());
+            const size_t i = size_t(std::prev(it) - mine.begin());
+            if (off != mine[i].first + filled[i])
+              throw BoardError(l.who() + ": sent outputs out of order or twice" + where());
+            filled[i] += len;
+            std::copy(f.payload.begin(), f.payload.end(), reinterpret_cast<uint8_t*>(out.data()) + off);
+            got += len;
+            res.boards[size_t(w)].bytes_out += len;
+            continue;
+          }
+          if (f.h.type == MsgType::Done) {
+            wire::DonePayload d;
+            if (!d.decode(f.payload.data(), f.payload.size())) throw BoardError(l.who() + ": malformed DONE" + where());
+            if (got != expect)
+              throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(expect) +
+                               " outputs" + where());
+            done_at[size_t(w)][node] = seconds_since(t_start);
+            compute_us[size_t(w)][node] = d.elapsed_us;
+            frames[size_t(w)][node] = d.frames_sent;
+            const int64_t wn = int64_t(l.stats().wire_out + l.stats().wire_in);
+            wire[size_t(w)][node] = wn - wire0;
+            wire0 = wn;
+            BoardRunStats& bs = res.boards[size_t(w)];
+            bs.layer_peak[node] = d.peak_ram_bytes;
+            bs.peak_ram_bytes = std::max(bs.peak_ram_bytes, d.peak_ram_bytes);
+            bs.compute_s += d.elapsed_us * 1e-6;
+            break;
+          }
+          throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
+        }
+      } catch (const BoardError& e) {
+        const std::string m = e.what();
+        if (m.find(" at layer ") != std::string::npos) throw;
+        throw BoardError(m + where());
+      }
+    }
+  });
+  res.total_s = seconds_since(t_start);
+  double before = 0;
+  for (size_t node = 0; node < L; ++node) {
+    LayerTiming lt;
+    lt.node = int(node);
+    lt.name = q_.nodes[node].name;
+    double last = before;
+    uint32_t mx = 0;
+    for (size_t w = 0; w < B; ++w) {
+      if (!plan().workers[w].layers[node].active()) continue;
+      last = std::max(last, done_at[w][node]);
+      mx = std::max(mx, compute_us[w][node]);
+      lt.result_frames += frames[w][node];
+      lt.wire_bytes += wire[w][node];
+      lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[w].layer_peak[node]);
+    }
+    lt.wall_s = last - before;
+    before = last;
+    lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
+    lt.comm_s = lt.wall_s - lt.compute_s;
+    lt.payload_bytes = plan().layers[node].bytes_moved;
+    res.compute_s += lt.compute_s;
+    res.payload_bytes += lt.payload_bytes;
+    res.wire_bytes += lt.wire_bytes;
+    res.result_frames += lt.result_frames;
+    res.layers.push_back(lt);
   }
   res.comm_s = res.total_s - res.compute_s;
   res.output = t[q_.output];

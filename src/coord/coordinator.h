@@ -49,6 +49,7 @@ struct LayerTiming {
   int64_t payload_bytes = 0;                       // activations in + out
   int64_t wire_bytes = 0;                          // all frames, both ways
   int64_t max_peak_ram = 0;                        // max board arena high-water
+  int64_t result_frames = 0;  // frames the boards' results took (OUTPUT, INPUT, INPUTS), from DONE
 };
 
 struct BoardRunStats {
@@ -66,6 +67,7 @@ struct InferenceResult {
   std::vector<int8_t> output;
   double total_s = 0, compute_s = 0, comm_s = 0;
   int64_t wire_bytes = 0, payload_bytes = 0;
+  int64_t result_frames = 0;  // sum over layers
   std::vector<LayerTiming> layers;
   std::vector<BoardRunStats> boards;
 };
@@ -87,10 +89,15 @@ class Coordinator {
   // nothing.
   DeployResult deploy();
   ProbeResult probe(int board);
+  // Relay: layer by layer (every layer's inputs come from the coordinator).
+  // Direct: each board's link thread follows that board through the whole
+  // inference (graph input in, DONE per layer, graph output back) without a
+  // rendezvous per layer: the boards pace themselves.
   InferenceResult infer(const std::vector<int8_t>& input);
   void close();
 
  private:
+  InferenceResult infer_direct(const std::vector<int8_t>& input);
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
   struct Pool;
   void start_pool();

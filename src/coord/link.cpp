@@ -173,7 +173,11 @@ Frame BoardLink::recv_or_error() {
       continue;
     }
     if (f.h.type == MsgType::Error) return f;  // unsequenced
-    const auto sc = acks_.on_frame(f.h.seq, f.h.flags);
+    // A DONE without ACK_REQ (direct route: telemetry per layer) is
+    // acknowledged with the next batch, not at once: one ACK per 32 frames
+    // or when the board's window fills (it then sets ACK_REQ).
+    const bool lazy = f.h.type == MsgType::Done && !(f.h.flags & wire::kFlagAckReq);
+    const auto sc = acks_.on_frame(f.h.seq, lazy ? uint16_t(f.h.flags & ~wire::kFlagLast) : f.h.flags);
     if (sc != wire::SeqCheck::InOrder) fail(sc == wire::SeqCheck::Gap ? "skipped sequence numbers" : "repeated a frame");
     send_ack_if_due();
     return f;

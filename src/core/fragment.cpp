@@ -58,6 +58,7 @@ struct RawLayer {
   uint32_t runs_off[kMaxInputs];
   uint32_t local_off[kMaxInputs];
   uint32_t regions_off, sends_off;
+  uint32_t reserved;
 };
 
 // Reads entry i (the caller has checked it lies inside the fragment).
@@ -81,6 +82,8 @@ void decode_entry(const uint8_t* e, RawLayer* r) {
   L.out_elems = rd32(e + kOutElems);
   L.out_at = rd32(e + kOutAt);
   L.out_until = rd32(e + kOutUntil);
+  L.out_pitch = rd32(e + kOutPitch);
+  r->reserved = rd32(e + kEntryReserved);
   L.ram_bytes = rd32(e + kRamBytes);
   for (int k = 0; k < 5; ++k) {
     r->off[k] = rd32(e + kArrays + 8 * k);
@@ -187,25 +190,46 @@ bool regions_intersect(const Region& a, const Region& b, const Dims& d) {
 // Whether [off, off+n) lies inside one segment of the layer's regions; if so
 // *pos is the position of `off` in the output buffer.
 bool out_span(const FragLayer& L, uint32_t off, uint32_t n, uint32_t* pos) {
+  // Closed form per region (a box's segments are its channels, or its rows
+  // when narrower than the plane): no walk over the segments, so a layer's
+  // local runs and sends cost O(regions) each, not O(channels).
+  const Dims& d = L.desc.out;
+  const int64_t hw = int64_t(d.h) * d.w;
+  if (hw <= 0) return false;
+  const int64_t o = off;
+  if (L.out_pitch) {  // in place: one region of whole rows, channels out_pitch apart
+    int32_t c0, c1, y0, y1;
+    if (!L.whole_rows(&c0, &c1, &y0, &y1)) return false;
+    const int64_t c = o / hw, y = (o % hw) / d.w;
+    if (c < c0 || c >= c1 || y < y0 || y >= y1) return false;
+    // Whole planes at a pitch of one plane are dense: spans may cross
+    // channels. Otherwise a span stays in its channel's rows.
+    const bool dense = y0 == 0 && y1 == d.h && int64_t(L.out_pitch) == hw;
+    if (o + n > (dense ? int64_t(c1) * hw : c * hw + int64_t(y1) * d.w)) return false;
+    *pos = uint32_t((c - c0) * L.out_pitch + (o - c * hw - int64_t(y0) * d.w));
+    return true;
+  }
   uint32_t base = 0;
   for (uint32_t i = 0; i < L.n_regions; ++i) {
     const Region r = L.region(i);
-    uint32_t at = base;
-    bool found = false;
-    r.segments(L.desc.out, [&](int32_t b, int32_t e) {
-      if (int64_t(off) >= b && int64_t(off) < e) {
-        found = true;
-        if (int64_t(off) + n <= e) {
-          *pos = at + uint32_t(int64_t(off) - b);
-          return false;
-        }
-        at = 0xFFFFFFFFu;  // crosses the segment's end
-        return false;
+    if (r.kind == RegionKind::Run) {
+      if (o >= r.v[0] && o < r.v[1]) {
+        if (o + n > r.v[1]) return false;
+        *pos = base + uint32_t(o - r.v[0]);
+        return true;
       }
-      at += uint32_t(e - b);
-      return true;
-    });
-    if (found) return at != 0xFFFFFFFFu;
+    } else {
+      const int64_t c = o / hw, y = (o % hw) / d.w, x = o % d.w;
+      if (c >= r.v[0] && c < r.v[1] && y >= r.v[2] && y < r.v[3] && x >= r.v[4] && x < r.v[5]) {
+        const bool full = r.v[4] == 0 && r.v[5] == d.w;
+        // End of the segment holding off: the channel's rows, or the row.
+        const int64_t seg_end = full ? c * hw + int64_t(r.v[3]) * d.w : c * hw + y * d.w + r.v[5];
+        if (o + n > seg_end) return false;
+        const int64_t bw = r.v[5] - r.v[4];
+        *pos = base + uint32_t(((c - r.v[0]) * (r.v[3] - r.v[2]) + (y - r.v[2])) * bw + (x - r.v[4]));
+        return true;
+      }
+    }
     base += uint32_t(r.elems());
   }
   return false;
@@ -268,8 +292,10 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
   if (!array_ok(r->sends_off, L.n_sends, frag::kSendBytes, data_begin, data_end)) return FragStatus::BadLayer;
   L.regions = L.n_regions ? base + r->regions_off : nullptr;
   L.sends = L.n_sends ? base + r->sends_off : nullptr;
+  if (r->reserved != 0) return FragStatus::BadLayer;
   if (idle) {
-    if (L.out_elems || L.n_sends || L.flags || L.run_begin != L.run_end || L.run_begin < 0 || L.run_begin > total)
+    if (L.out_elems || L.n_sends || L.flags || L.run_begin != L.run_end || L.run_begin < 0 || L.run_begin > total ||
+        L.out_pitch)
       return FragStatus::BadLayer;
   } else {
     if (L.run_begin < 0 || L.run_end <= L.run_begin || L.run_end > total) return FragStatus::BadLayer;
@@ -358,7 +384,7 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
       const uint8_t* p = L.sends + frag::kSendBytes * uint64_t(i);
       if (p[5] || p[6] || p[7]) return FragStatus::BadLayer;
       const Send s = read_send(p);
-      if (s.count == 0 || uint64_t(s.pos) + s.count > L.out_elems) return FragStatus::BadLayer;
+      if (s.count == 0 || uint64_t(s.pos) + s.count > L.out_span_bytes()) return FragStatus::BadLayer;
       if (s.peer == kPeerCoordinator) {
         if (s.layer != index || s.operand != 0) return FragStatus::BadLayer;
       } else {
@@ -427,7 +453,9 @@ struct Buffer {
 template <class F>
 bool each_buffer(const FragLayer& L, F&& fn) {
   if (!L.active()) return true;
-  if (!fn(Buffer{L.out_at, arena_block(L.out_elems), L.node, L.out_until})) return false;
+  // An output computed in place lives inside a later layer's window (open()
+  // checks that): no buffer of its own.
+  if (!L.out_pitch && !fn(Buffer{L.out_at, arena_block(L.out_elems), L.node, L.out_until})) return false;
   for (int k = 0; k < L.desc.n_inputs; ++k) {
     const uint32_t n = uint32_t(L.box[k].elems(L.desc.in[k].w));
     if (n && !fn(Buffer{L.box_at[k], arena_block(n), L.avail_from[k], L.node})) return false;
@@ -495,6 +523,27 @@ Send FragLayer::send(uint32_t i) const {
   return read_send(sends + frag::kSendBytes * size_t(i));
 }
 
+bool FragLayer::whole_rows(int32_t* c0, int32_t* c1, int32_t* y0, int32_t* y1) const {
+  if (n_regions != 1) return false;
+  const Region g = region(0);
+  const Dims& d = desc.out;
+  const int32_t hw = d.h * d.w;
+  if (g.kind == RegionKind::Box) {
+    if (g.v[4] != 0 || g.v[5] != d.w) return false;
+    *c0 = g.v[0]; *c1 = g.v[1]; *y0 = g.v[2]; *y1 = g.v[3];
+    return true;
+  }
+  if (hw <= 0 || g.v[0] % hw || g.v[1] % hw) return false;
+  *c0 = g.v[0] / hw; *c1 = g.v[1] / hw; *y0 = 0; *y1 = d.h;
+  return true;
+}
+
+uint32_t FragLayer::out_span_bytes() const {
+  int32_t c0, c1, y0, y1;
+  if (!out_pitch || !whole_rows(&c0, &c1, &y0, &y1)) return out_elems;
+  return uint32_t(c1 - c0 - 1) * out_pitch + uint32_t(y1 - y0) * uint32_t(desc.out.w);
+}
+
 int64_t FragLayer::position(int32_t e) const {
   uint32_t pos = 0;
   if (e < 0 || !out_span(*this, uint32_t(e), 1, &pos)) return -1;
@@ -541,6 +590,28 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
     const FragLayer& L = r.L;
     if (!L.active()) continue;
     if (L.out_until < i || L.out_until >= h.n_layers) return FragStatus::BadLayer;
+    if (L.out_pitch) {
+      // In place: one region of whole rows, and the outputs sit in the
+      // window of an operand of layer out_until, each element where that
+      // window holds it, the window in use from this layer on.
+      int32_t c0, c1, y0, y1;
+      const Dims& o = L.desc.out;
+      if (L.out_until == i || !L.whole_rows(&c0, &c1, &y0, &y1)) return FragStatus::BadLayer;
+      decode_entry(data + kHeaderBytes + uint64_t(L.out_until) * kEntryBytes, &s);
+      if (check_layer(data, uint32_t(entries_end), body, L.out_until, h, false, &s) != FragStatus::Ok || !s.L.active())
+        return FragStatus::BadLayer;
+      bool home = false;
+      for (int k = 0; k < s.L.desc.n_inputs && !home; ++k) {
+        const Dims& x = s.L.desc.in[k];
+        const Box& b = s.L.box[k];
+        if (x.c != o.c || x.h != o.h || x.w != o.w || s.L.avail_from[k] > i) continue;
+        if (b.c0 > c0 || b.c1 < c1 || b.h0 > y0 || b.h1 < y1) continue;
+        const uint64_t pitch = uint64_t(b.h1 - b.h0) * uint32_t(o.w);
+        const uint64_t at = s.L.box_at[k] + (uint64_t(c0 - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y0 - b.h0)) * uint32_t(o.w);
+        home = pitch == L.out_pitch && at == L.out_at;
+      }
+      if (!home) return FragStatus::BadLayer;
+    }
     // Local runs come from an earlier active layer whose output is still
     // held, and each lies in one segment of its regions.
     for (int k = 0; k < L.desc.n_inputs; ++k) {

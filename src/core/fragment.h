@@ -3,7 +3,7 @@
 // as one binary blob that lives in the board's flash and is read in place
 // (no copy, no heap).
 //
-// Format version 2. The byte layout is declared once, in `namespace frag`
+// Format version 3. The byte layout is declared once, in `namespace frag`
 // below: every field has a named offset, and the writer
 // (src/plan/fragment_writer.cpp) and the reader (fragment.cpp) both use those
 // names, never literal numbers. All integers little-endian; every section
@@ -49,9 +49,9 @@ namespace ts {
 namespace core {
 
 constexpr uint32_t kFragMagic = 0x47465354;  // "TSFG"
-constexpr uint16_t kFragVersion = 2;
+constexpr uint16_t kFragVersion = 3;
 
-// Byte layout of format version 2: one name per field.
+// Byte layout of format version 3: one name per field.
 namespace frag {
 // Header.
 constexpr uint32_t kMagic = 0;        // u32 kFragMagic
@@ -99,7 +99,11 @@ constexpr uint32_t kLocalLayer = 60; // u32 layer whose output they come from
 constexpr uint32_t kBoxAt = 64;      // u32 arena offset of the window
 constexpr uint32_t kAvailFrom = 68;  // u32 first layer at which frames are taken
 constexpr uint32_t kSlotBytes = 72;
-constexpr uint32_t kEntryBytes = kSlots + kMaxInputs * kSlotBytes;  // 752
+constexpr uint32_t kOutPitch = kSlots + kMaxInputs * kSlotBytes;  // 752: u32 output channel
+                                     // pitch: 0 = outputs dense in their own buffer;
+                                     // else computed in place (see FragLayer)
+constexpr uint32_t kEntryReserved = kOutPitch + 4;  // u32 0
+constexpr uint32_t kEntryBytes = kEntryReserved + 4;  // 760
 
 // Region record: u32 kind, then 6 x i32 (run: begin, end; box: c0, c1, y0,
 // y1, x0, x1; unused fields 0).
@@ -191,6 +195,13 @@ struct FragLayer {
   uint32_t out_elems = 0;   // outputs computed here (0: idle in this layer)
   uint32_t out_at = 0;      // arena offsets (after the fixed part)
   uint32_t out_until = 0;
+  // 0: the outputs sit dense in their own buffer at out_at, region after
+  // region. Else the share is one region of whole rows (a full-width box, or
+  // a run of whole channels) computed *in place* into the input window of
+  // the last layer that reads it locally (out_until): channel c's rows start
+  // at out_at + (c - c0) * out_pitch, the window's own layout, so that layer
+  // needs no copy and the outputs need no buffer of their own.
+  uint32_t out_pitch = 0;
   uint32_t ram_bytes = 0;   // planned buffer bytes in use at this layer
   Box box[kMaxInputs];      // input windows held in RAM while computing
   uint32_t box_at[kMaxInputs] = {};
@@ -207,6 +218,11 @@ struct FragLayer {
   uint32_t n_sends = 0;
 
   bool active() const { return out_elems > 0; }
+  // Bytes the outputs span in the arena (out_elems when dense).
+  uint32_t out_span_bytes() const;
+  // The share's one region as channels [c0, c1) x rows [y0, y1) of full
+  // width, if it is one (a full-width box, or a run of whole channels).
+  bool whole_rows(int32_t* c0, int32_t* c1, int32_t* y0, int32_t* y1) const;
   InputRun run(int input, uint32_t i) const;
   InputRun local_run(int input, uint32_t i) const;
   Region region(uint32_t i) const;

@@ -133,6 +133,15 @@ Box input_box(const LayerDesc& L, int i, const OutBox& b);
 // other ops per channel over rows [y0,y1)); narrower boxes go row by row.
 KernelStatus compute_box(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count);
 
+// compute_box for a full-width box (x0 = 0, x1 = out.w) written with channel
+// pitch `cpitch` >= (y1 - y0) * out.w: element (c, y, x) goes to
+// out[(c - c0) * cpitch + (y - y0) * out.w + x]. This is how a board computes
+// a band straight into a later layer's window (rows of every channel, with
+// room for halo rows between them). BadRange for a narrower box or a pitch
+// too small.
+KernelStatus compute_box_pitched(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count,
+                                 int64_t cpitch);
+
 // The one MAC count (defined in core/op.h): multiply-accumulates for outputs
 // [begin, end) / for box b. 0 for an empty range or an unusable descriptor.
 uint64_t range_macs(const LayerDesc& L, int32_t begin, int32_t end);

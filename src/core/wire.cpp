@@ -12,7 +12,7 @@ namespace ts::wire {
 // ---------------------------------------------------------------------------
 
 bool is_known_type(uint8_t raw) {
-  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Auth);
+  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Inputs);
 }
 
 const char* msg_type_name(MsgType t) {
@@ -32,6 +32,7 @@ const char* msg_type_name(MsgType t) {
     case MsgType::Bye: return "BYE";
     case MsgType::Peers: return "PEERS";
     case MsgType::Auth: return "AUTH";
+    case MsgType::Inputs: return "INPUTS";
   }
   return "UNKNOWN";
 }
@@ -48,6 +49,7 @@ bool payload_len_ok(MsgType t, size_t len) {
     case MsgType::Reset:
     case MsgType::Bye: return len == 0;
     case MsgType::Peers: return len >= kPeerEntryBytes && len % kPeerEntryBytes == 0;
+    case MsgType::Inputs: return len > kInputBlockHeader && len <= kMaxPayload;
     case MsgType::Store:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -190,6 +192,7 @@ size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t pa
   if ((h.flags & ~kKnownFlags) != 0) return 0;
   if (!payload_len_ok(h.type, payload_len)) return 0;
   if (payload_len > 0 && payload == nullptr) return 0;
+  if (h.type == MsgType::Inputs && !input_blocks_ok(payload, payload_len)) return 0;
 
   put_u16(out + kOffMagic, kMagic);
   out[kOffVersion] = kProtocolVersion;
@@ -229,6 +232,7 @@ WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const u
   e = check_semantics(buf);
   if (e != WireError::Ok) return e;
   if (!payload_len_ok(h.type, h.payload_len)) return WireError::BadPayload;
+  if (h.type == MsgType::Inputs && !input_blocks_ok(buf + kHeaderSize, h.payload_len)) return WireError::BadPayload;
   *out = h;
   if (payload) *payload = buf + kHeaderSize;
   return WireError::Ok;
@@ -314,6 +318,7 @@ size_t DonePayload::encode(uint8_t* out, size_t cap) const {
   put_u32(out + 0, request_seq);
   put_u32(out + 4, elapsed_us);
   put_u32(out + 8, peak_ram_bytes);
+  put_u32(out + 12, frames_sent);
   return kSize;
 }
 
@@ -322,6 +327,7 @@ bool DonePayload::decode(const uint8_t* in, size_t len) {
   request_seq = get_u32(in + 0);
   elapsed_us = get_u32(in + 4);
   peak_ram_bytes = get_u32(in + 8);
+  frames_sent = get_u32(in + 12);
   return true;
 }
 
@@ -596,6 +602,50 @@ bool decode_peer(const uint8_t* payload, size_t len, size_t i, PeerEntry* out) {
   out->port = get_u16(p + 2);
   out->ipv4 = get_u32(p + 4);
   return true;
+}
+
+namespace {
+
+// The rules of an INPUTS block header (wire.h).
+bool block_ok(const InputBlock& b) {
+  if (b.len == 0 || b.count == 0) return false;
+  if (b.count == 1 ? b.stride != 0 : b.stride < b.len) return false;
+  const uint64_t last = uint64_t(b.first) + uint64_t(b.count - 1) * b.stride + b.len;
+  return last <= (uint64_t(1) << kOperandShift);
+}
+
+}  // namespace
+
+size_t encode_input_block_header(const InputBlock& b, uint8_t* out, size_t cap) {
+  if (cap < kInputBlockHeader || !block_ok(b)) return 0;
+  put_u32(out + 0, b.first);
+  put_u16(out + 4, b.len);
+  put_u16(out + 6, b.count);
+  put_u32(out + 8, b.stride);
+  return kInputBlockHeader;
+}
+
+bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBlock* out) {
+  if (*pos >= len || len - *pos < kInputBlockHeader) return false;
+  const uint8_t* p = payload + *pos;
+  InputBlock b;
+  b.first = get_u32(p + 0);
+  b.len = get_u16(p + 4);
+  b.count = get_u16(p + 6);
+  b.stride = get_u32(p + 8);
+  if (!block_ok(b) || len - *pos - kInputBlockHeader < b.bytes()) return false;
+  b.data = p + kInputBlockHeader;
+  *pos += kInputBlockHeader + b.bytes();
+  *out = b;
+  return true;
+}
+
+bool input_blocks_ok(const uint8_t* payload, size_t len) {
+  size_t pos = 0;
+  InputBlock b;
+  size_t n = 0;
+  while (next_input_block(payload, len, &pos, &b)) ++n;
+  return n > 0 && pos == len;
 }
 
 }  // namespace ts::wire

@@ -134,6 +134,8 @@ enum class MsgType : uint8_t {
   Bye = 13,        // both  orderly close follows; no payload
   Peers = 14,      // C->B  where the other boards listen; PeersPayload
   Auth = 15,       // C->B  starts an authenticated session; AuthPayload (core/auth.h)
+  Inputs = 16,     // C->B, B->B  blocks of int8 activations of `layer`'s input
+                   //   operand `offset >> 28` (element bits 0); InputBlock payload
 };
 
 // INPUT frames carry the operand index in the top bits of their offset.
@@ -301,11 +303,14 @@ struct AckPayload {
 //   0 u32 request_seq
 //   4 u32 elapsed_us      compute time on the board
 //   8 u32 peak_ram_bytes  arena high-water mark during the request
+//  12 u32 frames_sent     frames the request's results took (OUTPUT, INPUT,
+//                         INPUTS, to the coordinator and to other boards)
 struct DonePayload {
-  static constexpr size_t kSize = 12;
+  static constexpr size_t kSize = 16;
   uint32_t request_seq = 0;
   uint32_t elapsed_us = 0;
   uint32_t peak_ram_bytes = 0;
+  uint32_t frames_sent = 0;
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };
@@ -326,6 +331,37 @@ constexpr size_t kMaxPeerEntries = kMaxPayload / kPeerEntryBytes;
 size_t encode_peers(const PeerEntry* entries, size_t n, uint8_t* out, size_t cap);
 // Entry i of a PEERS payload of `len` bytes; false if i is out of range.
 bool decode_peer(const uint8_t* payload, size_t len, size_t i, PeerEntry* out);
+
+// INPUTS: one or more blocks back to back, each a strided set of segments of
+// the consumer's input operand (flat C-H-W element index), so that a halo of
+// a band (one row of every channel) or any set of small runs travels as one
+// message instead of one per run:
+//   0 u32 first    first element of the first segment
+//   4 u16 len      elements per segment, >= 1
+//   6 u16 count    segments, >= 1
+//   8 u32 stride   elements from one segment's start to the next: >= len if
+//                  count > 1, else 0
+//  12 len*count bytes, segment after segment
+// The last element (first + (count-1)*stride + len - 1) must be below 2^28.
+struct InputBlock {
+  uint32_t first = 0;
+  uint16_t len = 0;
+  uint16_t count = 0;
+  uint32_t stride = 0;
+  const uint8_t* data = nullptr;  // len * count bytes (decode)
+  uint32_t bytes() const { return uint32_t(len) * count; }
+};
+constexpr size_t kInputBlockHeader = 12;
+// Writes a block's 12-byte header at out (the caller copies the data after
+// it); 0 if cap is too small or the block is invalid.
+size_t encode_input_block_header(const InputBlock& b, uint8_t* out, size_t cap);
+// Decodes the block at payload[*pos] and advances *pos past its data.
+// Returns false at the end of the payload or on a malformed block (then
+// *pos != len); input_blocks_ok tells a whole payload apart.
+bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBlock* out);
+// A whole INPUTS payload: at least one block, every block valid, nothing
+// left over.
+bool input_blocks_ok(const uint8_t* payload, size_t len);
 
 enum class ErrorCode : uint16_t {
   None = 0,

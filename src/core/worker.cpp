@@ -329,12 +329,13 @@ Worker::Verdict Worker::handle(int link) {
     send_error(link, ErrorCode::SequenceError, h.seq, sc == wire::SeqCheck::Gap ? "sequence gap" : "duplicate frame");
     return Verdict::Fail;
   }
-  const bool boards_may_send = h.type == MsgType::Input || h.type == MsgType::Hello;
+  const bool is_input = h.type == MsgType::Input || h.type == MsgType::Inputs;
+  const bool boards_may_send = is_input || h.type == MsgType::Hello;
   if (!from_coord && !boards_may_send) {
     send_error(link, ErrorCode::BadFrame, h.seq, "only the coordinator sends this");
     return Verdict::Fail;
   }
-  if (h.type == MsgType::Input) {
+  if (is_input) {
     const Verdict v = on_input(link, h, payload);
     if (v != Verdict::Ok) return v;
     // Between boards a layer's activations are many small messages (a halo
@@ -353,6 +354,14 @@ Worker::Verdict Worker::handle(int link) {
         send_error(link, ErrorCode::BadFrame, h.seq, "unexpected message type");
         return Verdict::Fail;
       }
+      if (h.src == cfg_.id || (have_frag_ && h.src >= frag_.header().n_workers)) {
+        send_error(link, ErrorCode::OutOfBounds, h.seq, "hello from a board outside the plan");
+        return Verdict::Fail;
+      }
+      // A board that connected to us: our sends to it use this link too
+      // (each direction has its own sequence numbers and window), so a pair
+      // of boards needs one link, not one each way.
+      if (l.worker < 0) l.worker = int32_t(h.src);
       break;
     case MsgType::Store: ok = on_store(link, h, payload); break;
     case MsgType::Commit: ok = on_commit(link, h, payload); break;
@@ -522,7 +531,7 @@ Worker::Verdict Worker::admit(int link, const FrameHeader& h, const FragLayer& e
     send_error(link, ErrorCode::NotReady, h.seq, "frame for a finished layer");
     return Verdict::Fail;
   }
-  if (h.type == MsgType::Input) {
+  if (h.type == MsgType::Input || h.type == MsgType::Inputs) {
     const uint32_t k = h.offset >> wire::kOperandShift;
     if (k < kMaxInputs && cursor_ < e.avail_from[k]) return Verdict::Hold;
   }
@@ -545,20 +554,9 @@ void Worker::touch(uint32_t at, uint32_t bytes) {
   if (at + bytes > touched_) touched_ = at + bytes;
 }
 
-Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* payload) {
-  FragLayer e;
-  if (!entry(h.layer, h.seq, link, &e)) return Verdict::Fail;
-  const uint32_t k = h.offset >> wire::kOperandShift;
-  const uint32_t e0 = h.offset & wire::kElementMask;
-  const uint32_t n = h.payload_len;
-  if (k >= e.desc.n_inputs || e.n_runs[k] == 0) {
-    send_error(link, ErrorCode::OutOfBounds, h.seq, "input operand not expected");
-    return Verdict::Fail;
-  }
-  Open* slot = nullptr;
-  const Verdict v = admit(link, h, e, &slot);
-  if (v != Verdict::Ok) return v;
-  // The frame must lie inside one of this board's routing runs.
+// True if elements [e0, e0 + n) lie inside one of e's received runs of
+// operand k.
+static bool inside_runs(const FragLayer& e, uint32_t k, uint32_t e0, uint32_t n) {
   uint32_t lo = 0, hi = e.n_runs[k];
   while (lo < hi) {  // first run with offset + count > e0
     const uint32_t mid = (lo + hi) / 2;
@@ -566,15 +564,59 @@ Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* 
     if (r.offset + r.count <= e0) lo = mid + 1;
     else hi = mid;
   }
+  if (lo >= e.n_runs[k]) return false;
   const InputRun r = e.run(int(k), lo);
-  if (lo >= e.n_runs[k] || e0 < r.offset || uint64_t(e0) + n > uint64_t(r.offset) + r.count ||
-      slot->received[k] + n > e.expected[k]) {
-    send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
+  return e0 >= r.offset && uint64_t(e0) + n <= uint64_t(r.offset) + r.count;
+}
+
+Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* payload) {
+  FragLayer e;
+  if (!entry(h.layer, h.seq, link, &e)) return Verdict::Fail;
+  const uint32_t k = h.offset >> wire::kOperandShift;
+  const uint32_t e0 = h.offset & wire::kElementMask;
+  const bool blocks = h.type == MsgType::Inputs;
+  if (k >= e.desc.n_inputs || e.n_runs[k] == 0 || (blocks && e0 != 0)) {
+    send_error(link, ErrorCode::OutOfBounds, h.seq, "input operand not expected");
     return Verdict::Fail;
   }
-  // The fragment reader checked that every run lies inside the window.
-  scatter_into_box(buffer(e.box_at[k]), e.desc.in[k], e.box[k], e0, payload, n);
-  slot->received[k] += n;
+  Open* slot = nullptr;
+  const Verdict v = admit(link, h, e, &slot);
+  if (v != Verdict::Ok) return v;
+  uint8_t* box = buffer(e.box_at[k]);
+  if (!blocks) {
+    // One run: it must lie inside one of this board's routing runs.
+    const uint32_t n = h.payload_len;
+    if (!inside_runs(e, k, e0, n) || slot->received[k] + n > e.expected[k]) {
+      send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
+      return Verdict::Fail;
+    }
+    // The fragment reader checked that every run lies inside the window.
+    scatter_into_box(box, e.desc.in[k], e.box[k], e0, payload, n);
+    slot->received[k] += n;
+    return Verdict::Ok;
+  }
+  // Blocks of segments (the frame reader checked their structure): every
+  // segment inside a routing run, checked before anything is written.
+  size_t pos = 0;
+  wire::InputBlock b;
+  uint32_t total = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j) {
+      if (!inside_runs(e, k, b.first + j * b.stride, b.len)) {
+        send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
+        return Verdict::Fail;
+      }
+      total += b.len;
+    }
+  if (slot->received[k] + total > e.expected[k]) {
+    send_error(link, ErrorCode::OutOfBounds, h.seq, "more input than the routing slice");
+    return Verdict::Fail;
+  }
+  pos = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j)
+      scatter_into_box(box, e.desc.in[k], e.box[k], b.first + j * b.stride, b.data + j * b.len, b.len);
+  slot->received[k] += total;
   return Verdict::Ok;
 }
 
@@ -620,7 +662,7 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     FragLayer src;
     if (frag_.layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
     const uint8_t* from = buffer(src.out_at);
-    touch(src.out_at, arena_block(src.out_elems));
+    touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
     touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
     for (uint32_t j = 0; j < e.n_local[k]; ++j) {
       const InputRun r = e.local_run(k, j);
@@ -633,11 +675,18 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     views[k] = View{reinterpret_cast<const int8_t*>(buffer(e.box_at[k])), e.box[k].c0, e.box[k].c1 - e.box[k].c0,
                     e.box[k].h0, e.box[k].h1 - e.box[k].h0};
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
-  touch(e.out_at, arena_block(e.out_elems));
+  touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
   const uint32_t t0 = port_->now_us();
   KernelStatus st = KernelStatus::Ok;
+  int32_t c0, c1, y0, y1;
+  if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {
+    // In place: straight into the window of the layer that reads it last.
+    OutBox b;
+    b.c0 = c0; b.c1 = c1; b.y0 = y0; b.y1 = y1; b.x0 = 0; b.x1 = e.desc.out.w;
+    st = compute_box_pitched(e.desc, views, b, out, e.oc_count, int64_t(e.out_pitch));
+  }
   uint32_t pos = 0;
-  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok; ++i) {
+  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok && !e.out_pitch; ++i) {
     const Region g = e.region(i);
     if (g.kind == RegionKind::Box) {
       // One call for the whole box (its elements in flat order, as the
@@ -667,6 +716,7 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   layer_ = uint16_t(e.node);
   send_i_ = 0;
   send_off_ = 0;
+  run_frames_ = 0;
   sending_ = true;
   done_pending_ = true;
   *started = true;
@@ -710,6 +760,73 @@ bool Worker::drive() {
   }
 }
 
+// Fills one INPUTS frame (payload built in place in the transmit buffer)
+// from the sends starting at send_i_ / send_off_ that go to the same peer,
+// layer and operand; consecutive sends of equal length at a constant
+// distance become one strided block. Advances send_i_ / send_off_; *last is
+// true when the group is complete.
+uint16_t Worker::gather(bool* last) {
+  uint8_t* pay = tx_ + wire::kHeaderSize;
+  const uint8_t* out = buffer(fl_.out_at);
+  const Send first = fl_.send(send_i_);
+  size_t used = 0;
+  for (;;) {
+    if (send_i_ >= fl_.n_sends) break;
+    const Send s = fl_.send(send_i_);
+    if (s.peer != first.peer || s.layer != first.layer || s.operand != first.operand) break;
+    const size_t room = wire::kMaxPayload - used;
+    if (room < wire::kInputBlockHeader + 1) break;
+    const size_t space = room - wire::kInputBlockHeader;
+    wire::InputBlock b;
+    b.first = s.offset + send_off_;
+    uint32_t rest = s.count - send_off_;
+    if (send_off_ > 0 || rest >= space || rest > 0xFFFF) {
+      // A piece of one long send.
+      if (rest > space) rest = uint32_t(space);
+      if (rest > 0xFFFF) rest = 0xFFFF;
+      b.len = uint16_t(rest);
+      b.count = 1;
+      wire::encode_input_block_header(b, pay + used, room);
+      const uint8_t* src = out + s.pos + send_off_;
+      for (uint32_t j = 0; j < rest; ++j) pay[used + wire::kInputBlockHeader + j] = src[j];
+      used += wire::kInputBlockHeader + rest;
+      send_off_ += rest;
+      if (send_off_ == s.count) {
+        ++send_i_;
+        send_off_ = 0;
+      }
+      continue;
+    }
+    // Whole sends: extend a strided block over the following ones.
+    b.len = uint16_t(rest);
+    uint32_t n = 1;
+    while (send_i_ + n < fl_.n_sends && n < 0xFFFF && (n + 1) * size_t(rest) <= space) {
+      const Send t = fl_.send(send_i_ + n);
+      if (t.peer != first.peer || t.layer != first.layer || t.operand != first.operand || t.count != s.count) break;
+      const Send p = fl_.send(send_i_ + n - 1);
+      if (t.offset <= p.offset) break;
+      const uint32_t d = t.offset - p.offset;
+      if (n == 1 ? d < s.count : d != b.stride) break;
+      b.stride = d;
+      ++n;
+    }
+    b.count = uint16_t(n);
+    if (n == 1) b.stride = 0;
+    wire::encode_input_block_header(b, pay + used, room);
+    used += wire::kInputBlockHeader;
+    for (uint32_t i = 0; i < n; ++i) {
+      const Send t = fl_.send(send_i_ + i);
+      const uint8_t* src = out + t.pos;
+      for (uint32_t j = 0; j < t.count; ++j) pay[used + j] = src[j];
+      used += t.count;
+    }
+    send_i_ += n;
+  }
+  *last = send_i_ >= fl_.n_sends || fl_.send(send_i_).peer != first.peer || fl_.send(send_i_).layer != first.layer ||
+          fl_.send(send_i_).operand != first.operand;
+  return uint16_t(used);
+}
+
 bool Worker::pump() {
   const uint8_t* out = buffer(fl_.out_at);
   while (sending_) {
@@ -723,20 +840,29 @@ bool Worker::pump() {
         return false;
       }
       if (!links_[link].window.can_send()) return true;
+      if (!to_coord) {
+        // To a board: as few INPUTS frames as the group's bytes need.
+        bool last = false;
+        const uint16_t len = gather(&last);
+        if (!send_frame(link, MsgType::Inputs, s.layer, wire::input_offset(s.operand, 0), tx_ + wire::kHeaderSize,
+                        len, last ? wire::kFlagLast : 0, true)) {
+          if (coord_link_ >= 0) send_error(coord_link_, ErrorCode::Internal, run_seq_, "link to a peer board failed");
+          abort_layer();
+          return false;
+        }
+        ++run_frames_;
+        continue;
+      }
       uint32_t n = s.count - send_off_;
       if (n > wire::kMaxPayload) n = uint32_t(wire::kMaxPayload);
       const bool last = send_off_ + n == s.count;
       const uint32_t element = s.offset + send_off_;
-      const bool ok = to_coord ? send_frame(link, MsgType::Output, layer_, element, out + s.pos + send_off_,
-                                            uint16_t(n), last ? wire::kFlagLast : 0, true)
-                               : send_frame(link, MsgType::Input, s.layer, wire::input_offset(s.operand, element),
-                                            out + s.pos + send_off_, uint16_t(n), last ? wire::kFlagLast : 0, true);
-      if (!ok) {
-        if (!to_coord && coord_link_ >= 0)
-          send_error(coord_link_, ErrorCode::Internal, run_seq_, "link to a peer board failed");
+      if (!send_frame(link, MsgType::Output, layer_, element, out + s.pos + send_off_, uint16_t(n),
+                      last ? wire::kFlagLast : 0, true)) {
         abort_layer();
         return false;
       }
+      ++run_frames_;
       send_off_ += n;
       if (last) {
         ++send_i_;
@@ -751,10 +877,15 @@ bool Worker::pump() {
         d.request_seq = run_seq_;
         d.elapsed_us = run_us_;
         d.peak_ram_bytes = run_peak_;
+        d.frames_sent = run_frames_;
         uint8_t buf[wire::DonePayload::kSize];
         d.encode(buf, sizeof buf);
         if (!send_frame(coord_link_, MsgType::Done, layer_, 0, buf, uint16_t(sizeof buf),
-                        wire::kFlagLast | wire::kFlagAckReq, true))
+                        // Relay: the coordinator answers DONE with the next
+                        // RUN, ACK it now. Direct: DONE is telemetry; the
+                        // coordinator ACKs a batch of them (every 32, or when
+                        // our window fills), not each one.
+                        wire::kFlagLast | (fl_.flags & kEntryRunTrigger ? wire::kFlagAckReq : 0), true))
           return false;
       }
       done_pending_ = false;

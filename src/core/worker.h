@@ -15,7 +15,9 @@
 //   C->B RUN    (layer) when the entry is RUN-triggered (the paper's relay
 //               mode); other entries start as soon as their inputs are in
 //   B-> sends   OUTPUT* to the coordinator (offset = first output element)
-//               and INPUT* to the boards that consume the outputs
+//               and INPUTS* to the boards that consume the outputs (all the
+//               runs for one peer, layer and operand gathered into as few
+//               frames as their bytes need, as strided blocks)
 //   B->C DONE   (elapsed compute microseconds, arena high-water mark)
 // Layers run in order. A board takes inputs for a later layer once it has
 // reached the layer that produces them (their buffers are then free in the
@@ -156,9 +158,12 @@ struct WorkerStats {
 };
 
 // Connections a board holds at once (the coordinator, boards sending to it,
-// boards it sends to). Each costs one frame buffer of static RAM.
+// boards it sends to; a link a board opened to us also carries our sends to
+// it). Each costs one frame buffer of static RAM. 40 covers 16 boards that
+// all exchange with each other (1 + 2 x 15 when every pair opens its own);
+// the firmware, relay only, builds with 1.
 #ifndef TS_MAX_LINKS
-#define TS_MAX_LINKS 20
+#define TS_MAX_LINKS 40
 #endif
 constexpr int kMaxLinks = TS_MAX_LINKS;
 // Layers whose inputs may be arriving at the same time.
@@ -240,6 +245,7 @@ class Worker {
   bool drive();  // starts ready layers and sends their results while the windows allow
   bool start(const FragLayer& e, Open* slot, bool* started);
   bool pump();
+  uint16_t gather(bool* last);
   int link_to(uint16_t worker);
   void reset_link(int link);
   bool open_fragment();
@@ -279,7 +285,7 @@ class Worker {
   uint16_t layer_ = 0;
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;
-  uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0;
+  uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0, run_frames_ = 0;
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 
   WorkerStats stats_;

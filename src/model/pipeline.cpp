@@ -94,7 +94,7 @@ std::string size_note(const std::string& spec, int size) {
   return "112x112 is the paper's input size; this MobileNetV2 was trained at 224x224, and at 112 the float model "
          "itself calls 10 of the 25 evaluation photos 'Drawing' (2 of 25 at 224) and agrees with its own 224 "
          "prediction on 13 of 25 (measured by: tinysplit eval --compare-size 224); --size 224 runs the trained size "
-         "but needs more RAM than 3 default boards have (e.g. --size 224 --workers 5 --ram 1M)";
+         "and fits 3 default boards in bands of rows sent board to board (--size 224 --strategy spatial --route direct)";
 }
 
 Graph import_model(const std::string& spec, int size) {

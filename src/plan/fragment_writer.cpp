@@ -162,6 +162,8 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
     out.u32(e + f::kOutElems, checked_u32(uint64_t(ls.out_elems), "outputs"));
     out.u32(e + f::kOutAt, ls.active() ? ls.out_at : 0);
     out.u32(e + f::kOutUntil, ls.active() ? uint32_t(ls.out_until) : 0);
+    out.u32(e + f::kOutPitch, ls.active() ? ls.out_pitch : 0);
+    out.u32(e + f::kEntryReserved, 0);
     out.u32(e + f::kRamBytes, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
 
     // Data arrays, each 4-byte aligned (zero padding from the buffer).

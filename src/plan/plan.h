@@ -93,6 +93,10 @@ struct LayerShare {
   bool run_trigger = true;  // waits for the coordinator's RUN (relay)
   uint32_t out_at = 0;      // arena offset of the output buffer
   int out_until = -1;       // last layer that reads the outputs locally
+  // 0, or the outputs are computed in place into the window of the layer
+  // out_until reads them from (direct route, a share of whole rows): channel
+  // pitch of that window (core::FragLayer::out_pitch).
+  uint32_t out_pitch = 0;
   int64_t ram_bytes = 0;    // arena: top of the buffers in use at this layer
   int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
   int64_t macs = 0;
