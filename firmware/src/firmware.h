@@ -17,6 +17,7 @@ struct ServeOptions {
   uint16_t port = 7000;
   bool icount = false;
   bool once = false;
+  int32_t flip_layer = -1;     // test hook: change one output value of this layer
 };
 
 // Kernel suite on the target; 0 if every split run equals the whole run

@@ -250,6 +250,7 @@ int fw_serve(const ServeOptions& o) {
   cfg.ram_bytes = o.advertise_ram ? o.advertise_ram : o.ram_bytes;
   cfg.flash_bytes = g_flash.capacity();
   cfg.window = uint16_t(o.window);
+  cfg.flip_layer = o.flip_layer;
   if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_flash, &g_port)) {
     ts_log("error: worker init failed\n");
     return 2;

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/fault_flip.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "coord/verify.h"
 #include "model/dataset.h"
 #include "model/npy.h"
 #include "model/pipeline.h"
@@ -41,6 +43,7 @@ struct RunOptions {
   std::string input, save_output, save_int8_output, dataset;
   int limit = 0;
   std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
+  std::string inject_fault;
 };
 
 int cmd_run(const RunOptions& o) {
@@ -62,6 +65,9 @@ int cmd_run(const RunOptions& o) {
   }
   // Before the (slow) model work: one process per local board.
   plan::check_spawn_limit(tb, o.testbed.empty() ? "--workers" : o.testbed);
+  FlipFault flip;
+  if (!o.inject_fault.empty() && !parse_flip_fault(o.inject_fault, &flip))
+    throw Error("--inject-fault: unknown fault '" + o.inject_fault + "' (flip:BOARD:LAYER)");
   plan::PlanOptions popt;
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.strategy = o.strategy;
@@ -121,6 +127,7 @@ int cmd_run(const RunOptions& o) {
   std::sort(ref_times.begin(), ref_times.end());
   const double ref_s = ref_times[ref_times.size() / 2];
   plan::Plan p = plan::make_plan(q, tb, popt);
+  check_flip_fault(flip, q, p);
 
   // Boards.
   coord::SpawnOptions so;
@@ -131,6 +138,7 @@ int cmd_run(const RunOptions& o) {
   so.crash_board = o.hooks[0]; so.crash_layer = o.hooks[1];
   so.stall_board = o.hooks[2]; so.stall_layer = o.hooks[3];
   so.garble_board = o.hooks[4]; so.garble_layer = o.hooks[5];
+  so.flip_board = flip.board; so.flip_layer = flip.layer;
   coord::BoardSet boards(tb, so);
   const auto tmo = std::chrono::milliseconds(int64_t(o.timeout * 1000));
   coord::CoordOptions copt;
@@ -148,6 +156,7 @@ int cmd_run(const RunOptions& o) {
       tb.boards[w].bandwidth_kbps = probes[w].bandwidth_kbps;
     }
     p = plan::make_plan(q, tb, popt);
+    check_flip_fault(flip, q, p);
     c.set_plan(p);
   }
   const coord::DeployResult dep = c.deploy();
@@ -158,12 +167,25 @@ int cmd_run(const RunOptions& o) {
     double total, compute, comm;
   };
   std::vector<Times> times;  // every inference, for the medians
+  // Every layer of every inference: each board's digest of its outputs
+  // against the reference's (coord/verify.h). A layer counts as verified
+  // when it matched on every board in every inference.
+  std::vector<char> layer_ok(q.nodes.size(), 1);
+  coord::Verification first_bad;
+  int first_bad_input = -1;
   for (size_t i = 0; i < xs.size(); ++i) {
+    const auto expected = coord::reference_digests(q, p, run_int8_all(q, xs[i]));
     bool same = true;
     for (int k = 0; k < o.repeat; ++k) {
       r = c.infer(xs[i]);
       times.push_back({r.total_s, r.compute_s, r.comm_s});
       same = same && r.output == refs[i];
+      const coord::Verification v = coord::verify_layers(expected, r);
+      for (size_t n = 0; n < layer_ok.size(); ++n) layer_ok[n] = layer_ok[n] && v.layer_ok[n];
+      if (!v.ok() && first_bad.ok()) {
+        first_bad = v;
+        first_bad_input = int(i);
+      }
     }
     match = match && same;
     exact += same;
@@ -176,6 +198,8 @@ int cmd_run(const RunOptions& o) {
   }
   c.close();
   boards.stop();
+  const int verified_layers = int(std::count(layer_ok.begin(), layer_ok.end(), char(1)));
+  match = match && first_bad.ok();
   // latency_s: the inference with the median total time over all of them
   // (per-layer figures stay those of the last inference).
   std::sort(times.begin(), times.end(), [](const Times& a, const Times& b) { return a.total < b.total; });
@@ -237,6 +261,11 @@ int cmd_run(const RunOptions& o) {
         {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
         {"match_reference", match}, {"reference_s", ref_s}, {"repeat", o.repeat},
+        {"layers", q.nodes.size()}, {"verified_layers", verified_layers},
+        {"first_mismatch", first_bad.ok() ? nlohmann::json(nullptr)
+                                          : nlohmann::json{{"board", first_bad.board}, {"layer", first_bad.node},
+                                                           {"name", q.nodes[size_t(first_bad.node)].name},
+                                                           {"input", first_bad_input}}},
         {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
         // total: every byte on the coordinator's links, measured; payload:
         // the plan's activation bytes, board-to-board ones included (with
@@ -267,7 +296,9 @@ int cmd_run(const RunOptions& o) {
         std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
       else
         std::printf("  %-12s %8.4g (output value; the model has no Softmax)\n", label(order[k]).c_str(), probs[order[k]]);
-    std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
+    std::printf("bit-exact with the single-process int8 reference: %s (every board's outputs checked by digest: %d of "
+                "%zu layers)\n",
+                match ? "yes" : "NO", verified_layers, q.nodes.size());
     std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
                 dep.seconds);
     std::printf("latency: %.3f s total = %.3f s compute + %.3f s communication (single process: %.3f s)\n", r.total_s,
@@ -286,6 +317,11 @@ int cmd_run(const RunOptions& o) {
     for (const auto& l : r.layers)
       std::printf("%-34.34s %10.3f %10.3f %10.3f %12lld\n", l.name.c_str(), 1e3 * l.wall_s, 1e3 * l.compute_s,
                   1e3 * l.comm_s, (long long)l.payload_bytes);
+  }
+  if (!first_bad.ok()) {
+    std::fprintf(stderr, "tinysplit: error: %s\n",
+                 coord::describe_mismatch(q, first_bad, boards.addresses()[size_t(first_bad.board)]).c_str());
+    return 2;
   }
   if (!match) {
     std::fprintf(stderr, "tinysplit: error: the distributed result differs from the int8 reference\n");
@@ -331,6 +367,9 @@ void register_run(CLI::App& app) {
   sub.add_option("--store", o->store, "keep board flash in this folder (a later run reuses unchanged fragments)");
   sub.add_flag("--probe", o->probe, "measure each link's delay and bandwidth first and plan with them");
   add_json_flag(sub, o->json);
+  sub.add_option("--inject-fault", o->inject_fault,
+                 "test the checks: flip:BOARD:LAYER makes that board change one output value of that layer (layers "
+                 "numbered from 0 as in plan --json); the run must name it and exit with status 2");
   sub.add_option("--test-crash", o->hooks[0], "")->group("");
   sub.add_option("--test-crash-layer", o->hooks[1], "")->group("");
   sub.add_option("--test-stall", o->hooks[2], "")->group("");

@@ -9,7 +9,7 @@ struct WorkerOptions {
   std::string listen = "127.0.0.1:0", ram = "512K", flash = "8M", store;
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
-  int crash = -1, stall = -1, garble = -1;
+  int crash = -1, stall = -1, garble = -1, flip = -1;
   bool exit_with_parent = false;
 };
 
@@ -29,6 +29,7 @@ int cmd_worker(const WorkerOptions& w) {
   o.crash_at_layer = w.crash;
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
+  o.cfg.flip_layer = w.flip;
   o.exit_with_parent = w.exit_with_parent;
   const auto colon = w.listen.rfind(':');
   const std::string host = colon == std::string::npos ? "" : w.listen.substr(0, colon);
@@ -60,6 +61,7 @@ void register_worker(CLI::App& app) {
   sub.add_option("--crash-at-layer", o->crash, "test hook: drop the connection at this layer")->group("");
   sub.add_option("--stall-at-layer", o->stall, "test hook: stop answering at this layer")->group("");
   sub.add_option("--garble-at-layer", o->garble, "test hook: corrupt an output frame at this layer")->group("");
+  sub.add_option("--flip-at-layer", o->flip, "test hook: change one computed output value of this layer")->group("");
   // Set by a coordinator that spawns its boards; a standalone board keeps serving.
   sub.add_flag("--exit-with-parent", o->exit_with_parent, "")->group("");
 }

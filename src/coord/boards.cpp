@@ -66,12 +66,15 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
         q.clock_mhz = b.clock_mhz;
         q.window = opt.window;
         q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
+        if (opt.flip_board == int(i) && opt.flip_layer >= 0) q.extra_args = "--flip-layer " + std::to_string(opt.flip_layer);
         const QemuBoard qb = spawn_qemu_board(q);
         children_.push_back({qb.pid, -1});
         addr_.push_back(qb.address);
         continue;
       }
       if (b.address != "local") {
+        if (opt.flip_board == int(i))
+          throw Error("board " + std::to_string(b.id) + ": --inject-fault needs a local or QEMU board, not " + b.address);
         addr_.push_back(b.address);
         continue;
       }
@@ -109,6 +112,7 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt) : window_(o
       hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
       hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
       hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
+      hook(opt.flip_board, opt.flip_layer, "--flip-at-layer");
       int pipefd[2];
       if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
       const pid_t pid = fork();

@@ -25,6 +25,9 @@ struct SpawnOptions {
   int crash_board = -1, crash_layer = -1;
   int stall_board = -1, stall_layer = -1;
   int garble_board = -1, garble_layer = -1;
+  // Changes one output value of this layer after computing it (local and
+  // QEMU boards; `run --inject-fault flip:BOARD:LAYER`).
+  int flip_board = -1, flip_layer = -1;
 };
 
 class BoardSet {

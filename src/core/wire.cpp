@@ -281,6 +281,9 @@ size_t DonePayload::encode(uint8_t* out, size_t cap) const {
   put_u32(out + 0, request_seq);
   put_u32(out + 4, elapsed_us);
   put_u32(out + 8, peak_ram_bytes);
+  put_u32(out + 12, outputs);
+  put_u32(out + 16, uint32_t(output_digest));
+  put_u32(out + 20, uint32_t(output_digest >> 32));
   return kSize;
 }
 
@@ -289,6 +292,8 @@ bool DonePayload::decode(const uint8_t* in, size_t len) {
   request_seq = get_u32(in + 0);
   elapsed_us = get_u32(in + 4);
   peak_ram_bytes = get_u32(in + 8);
+  outputs = get_u32(in + 12);
+  output_digest = uint64_t(get_u32(in + 16)) | (uint64_t(get_u32(in + 20)) << 32);
   return true;
 }
 

@@ -1,6 +1,7 @@
 #include "core/worker.h"
 
 #include "core/crc32.h"
+#include "core/digest.h"
 
 namespace ts {
 namespace core {
@@ -546,6 +547,8 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     return false;
   }
   us = port_->after_compute(e.node, share_macs(e), us);
+  if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node) out[0] = int8_t(out[0] ^ 1);  // test hook
+  run_digest_ = digest64(out, e.out_elems);  // what this board hands on, checked by the coordinator
   stats_.layers_run++;
   run_peak_ = fixed_mark_ + touched_;
   if (run_peak_ > stats_.peak_arena) stats_.peak_arena = run_peak_;
@@ -640,6 +643,8 @@ bool Worker::pump() {
         d.request_seq = run_seq_;
         d.elapsed_us = run_us_;
         d.peak_ram_bytes = run_peak_;
+        d.outputs = fl_.out_elems;
+        d.output_digest = run_digest_;
         uint8_t buf[wire::DonePayload::kSize];
         d.encode(buf, sizeof buf);
         if (!send_frame(coord_link_, MsgType::Done, layer_, 0, buf, uint16_t(sizeof buf),

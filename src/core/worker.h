@@ -130,6 +130,10 @@ struct WorkerConfig {
   uint32_t flash_bytes = 8u << 20;
   uint16_t window = 32;                // frames in flight per link
   uint16_t ack_every = 16;             // ACK after this many frames, or on LAST/ACK_REQ
+  // Test hook (`run --inject-fault flip:BOARD:LAYER`): after computing this
+  // layer (node index), change one output value before the digest and the
+  // sends, as a faulty board would. -1 = off.
+  int32_t flip_layer = -1;
 };
 
 struct WorkerStats {
@@ -254,6 +258,7 @@ class Worker {
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;
   uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0;
+  uint64_t run_digest_ = 0;  // digest of the last computed layer's outputs (DONE)
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 
   WorkerStats stats_;
