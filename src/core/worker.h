@@ -16,7 +16,8 @@
 //               mode); other entries start as soon as their inputs are in
 //   B-> sends   OUTPUT* to the coordinator (offset = first output element)
 //               and INPUT* to the boards that consume the outputs
-//   B->C DONE   (elapsed compute microseconds, arena high-water mark)
+//   B->C DONE   (elapsed compute microseconds, arena high-water mark, the
+//               number of outputs and their digest: core/digest.h)
 // Layers run in order. A board takes inputs for a later layer once it has
 // reached the layer that produces them (their buffers are then free in the
 // planned arena); until then it holds the frame and does not acknowledge it,
