@@ -26,6 +26,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,6 +244,38 @@ TEST_F(FirmwareTest, AFlippedOutputOnAQemuBoardIsNamed) {
   EXPECT_EQ(j.at("first_mismatch").at("layer").get<int>(), 20);
   EXPECT_GE(j.at("verified_layers").get<int>(), 20);
   EXPECT_LT(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+}
+
+// Every op kind on the target: ONNX test models that together hold Conv,
+// grouped and depthwise Conv, Gemm, Add, Mul, Concat, MaxPool, AvgPool,
+// GlobalAvgPool, Pad and lookup tables (HardSwish, HardSigmoid, Sigmoid), run
+// on 3 QEMU boards. Each board's DONE carries the digest of its outputs of
+// every layer, so every layer of every board is compared with the host's
+// int8 reference bit for bit (not just the final tensor).
+TEST_F(FirmwareTest, EveryOpOnTheTargetEqualsTheHost) {
+  const fs::path dir = fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx";
+  std::set<std::string> ops;
+  for (const char* m : {"tiny", "squeezenet_mini", "mobilenet_v3_small"}) {
+    SCOPED_TRACE(m);
+    const std::string model = (dir / (std::string(m) + ".onnx")).string();
+    const Proc ins = shell(std::string(TS_TINYSPLIT) + " inspect --json --model " + model);
+    ASSERT_EQ(ins.code, 0) << ins.err;
+    for (const auto& l : nlohmann::json::parse(ins.out).at("layers")) {
+      std::string op = l.at("op").get<std::string>();
+      ops.insert(op.substr(0, op.find('+')));
+    }
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
+                         " run --json --timeout 60 --size 0 --allocation even --workers qemu:3 --model " + model);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    EXPECT_EQ(j.at("layers").get<size_t>(), j.at("per_layer").size());
+    EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+    for (const auto& w : j.at("per_worker")) EXPECT_GT(w.at("macs").get<int64_t>(), 0);
+  }
+  for (const char* op : {"Conv", "GConv", "DWConv", "Gemm", "Add", "Mul", "Concat", "MaxPool", "AvgPool",
+                         "GlobalAvgPool", "Pad", "HardSwish", "HardSigmoid", "Sigmoid"})
+    EXPECT_EQ(ops.count(op), 1u) << op << " is in none of the models";
 }
 
 }  // namespace
