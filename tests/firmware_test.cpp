@@ -260,7 +260,8 @@ TEST_F(FirmwareTest, EveryOpOnTheTargetEqualsTheHost) {
     const std::string model = (dir / (std::string(m) + ".onnx")).string();
     const Proc ins = shell(std::string(TS_TINYSPLIT) + " inspect --json --model " + model);
     ASSERT_EQ(ins.code, 0) << ins.err;
-    for (const auto& l : nlohmann::json::parse(ins.out).at("layers")) {
+    const auto layers = nlohmann::json::parse(ins.out).at("layers");
+    for (const auto& l : layers) {
       std::string op = l.at("op").get<std::string>();
       ops.insert(op.substr(0, op.find('+')));
     }
