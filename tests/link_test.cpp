@@ -104,7 +104,12 @@ class ScriptedBoard {
     uint8_t frame[wire::kMaxFrame];
     const size_t n = wire::encode_frame(h, payload.data(), payload.size(), frame, sizeof frame);
     ASSERT_GT(n, 0u);
-    t_->send(frame, n);
+    if (closed_) return;
+    try {
+      t_->send(frame, n);
+    } catch (const net::NetError&) {
+      closed_ = true;  // the coordinator gave up on the board and closed the link first
+    }
   }
   // One OUTPUT message: frames of at most kMaxPayload, LAST on the final one.
   void output(uint16_t layer, uint32_t offset, const std::vector<uint8_t>& data) {
@@ -176,6 +181,7 @@ class ScriptedBoard {
 
  private:
   std::unique_ptr<net::Transport> t_;
+  bool closed_ = false;
   uint32_t seq_ = 1;
   wire::FrameReader reader_;
   uint8_t buf_[64 * 1024];
