@@ -3,15 +3,15 @@
 // digest of the single-process reference (docs/execution.md, "Every layer
 // verified").
 //
-// Definition (docs/protocol.md, DONE): the bytes are taken in 8-byte words,
-// little-endian (the last word zero-padded); with h0 = kDigestSeed,
-//   h = mix(h ^ word)                              for every word
-//   digest = fin(h ^ (byte count * kDigestLenMul))
-// where mix(v) = ((v * K1) ^ ((v * K1) >> 29)) * K2 and fin is mix followed
-// by v ^ (v >> 32). Every step is a bijection of the 64-bit state (odd
-// multipliers and a right xor-shift are invertible), so two inputs of the
-// same length that differ in one word always give different digests; inputs
-// differing in more places collide with a probability of about 2^-64.
+// Definition (docs/protocol.md, DONE, which gives the constants): the bytes
+// are taken in 8-byte words, little-endian (the last word zero-padded); with
+// h = kDigestSeed, every word does h = mix(h ^ word), and the digest is
+// v ^ (v >> 32) with v = mix(h ^ (byte count * L)), where
+// mix(x) = ((x * K1) ^ ((x * K1) >> 29)) * K2 modulo 2^64. Every step is a
+// bijection of the 64-bit state (odd multipliers and a right xor-shift are
+// invertible), so two inputs of the same length that differ in one word
+// always give different digests; inputs differing in more places collide
+// with a probability of about 2^-64.
 //
 // Incremental: update() may be called with any split of the bytes (the
 // coordinator feeds region segments, a board its whole output buffer) and
