@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "core/digest.h"
 #include "model/export_onnx.h"
 #include "model/float_exec.h"
 #include "model/image.h"
@@ -81,6 +82,26 @@ void BM_Int8(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   set_macs(state, m.q);
+}
+
+// The cost of verifying every layer (docs/execution.md, "Correctness"): the
+// digests of every layer's outputs (the boards together hash each output
+// once; the coordinator hashes the reference's once more), beside BM_Int8.
+void BM_OutputDigests(benchmark::State& state) {
+  const Loaded& m = model(int(state.range(0)));
+  if (!m.error.empty()) return state.SkipWithError(m.error.c_str());
+  const auto all = ts::run_int8_all(m.q, m.input_q);
+  int64_t bytes = 0;
+  for (const auto& n : m.q.nodes) bytes += int64_t(all[size_t(n.output)].size());
+  for (auto _ : state) {
+    uint64_t x = 0;
+    for (const auto& n : m.q.nodes) {
+      const auto& t = all[size_t(n.output)];
+      x ^= ts::core::digest64(t.data(), t.size());
+    }
+    benchmark::DoNotOptimize(x);
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
 }
 
 void BM_Float(benchmark::State& state) {
@@ -160,6 +181,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Int8)->Apply(sizes);
+BENCHMARK(BM_OutputDigests)->Apply(sizes);
 BENCHMARK(BM_Float)->Apply(sizes);
 BENCHMARK(BM_Int8ByOp)->Apply(sizes);
 

@@ -87,6 +87,8 @@ void wire_seeds() {
   done.request_seq = 4;
   done.elapsed_us = 100;
   done.peak_ram_bytes = 2048;
+  done.outputs = 64;
+  done.output_digest = 0x0123456789ABCDEFull;
   const auto err = wire::ErrorPayload::make(wire::ErrorCode::NotReady, 5, "inputs missing");
   put("wire", "hello", frame(MsgType::Hello, 1, 0, 0, payload(hello), wire::kFlagLast, 2));
   put("wire", "commit", frame(MsgType::Commit, 2, 0, 0, payload(commit)));

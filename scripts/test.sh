@@ -2,7 +2,9 @@
 # The whole test suite on a fresh Debian 12 machine: set up (idempotent:
 # packages, model, photos, build), build the Cortex-M7 firmware (cross
 # toolchain, QEMU and lwIP's source from Debian) for QEMU and for a real
-# Teensy 4.1 (checked by scripts/check_teensy_image.py), then every test with CTest.
+# Teensy 4.1 (checked by scripts/check_teensy_image.py), then every test with CTest,
+# then a fast subset again under ASan + UBSan (scripts/sanitize.sh, its own
+# build folder; TS_SKIP_SANITIZE=1 leaves it out).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -12,3 +14,6 @@ bash scripts/build_firmware.sh --board teensy41
 export TS_FIRMWARE="$ROOT/firmware/build/tinysplit-board.elf"
 BUILD_DIR="${TS_BUILD_DIR:-build}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${TS_TEST_JOBS:-2}" "$@"
+if [[ "${TS_SKIP_SANITIZE:-0}" != 1 ]]; then
+  bash scripts/sanitize.sh
+fi

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -275,6 +277,10 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("match_reference").get<bool>());
+  // Every layer of every board checked by the digest in its DONE: the
+  // firmware's digests equal the host's of the reference.
+  EXPECT_EQ(j.at("layers").get<size_t>(), j.at("per_layer").size());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
   ASSERT_EQ(j.at("per_worker").size(), 3u);
   for (const auto& w : j.at("per_worker")) {
     EXPECT_EQ(w.at("peak_ram_bytes").get<int64_t>(), w.at("planned_peak_ram_bytes").get<int64_t>());
@@ -290,6 +296,60 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
   fs::remove_all(dir);
   std::printf("three QEMU boards: %.1f s wall for the whole command, latency %.3f s\n", secs,
               j.at("latency_s").at("total").get<double>());
+}
+
+// A firmware board that changes one output value of layer 20 after
+// computing it (--flip-layer, passed by `run --inject-fault flip:1:20`): the
+// run names board 1 and that layer on one line and exits with status 2.
+TEST_F(FirmwareTest, AFlippedOutputOnAQemuBoardIsNamed) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
+                       " run --json --timeout 60 --workers qemu:3 --inject-fault flip:1:20");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  ASSERT_FALSE(r.out.empty()) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::string name = j.at("per_layer").at(20).at("name").get<std::string>();
+  EXPECT_NE(r.err.find("tinysplit: error: board 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at layer 20 '" + name + "'"), std::string::npos) << r.err;
+  EXPECT_EQ(j.at("first_mismatch").at("board").get<int>(), 1);
+  EXPECT_EQ(j.at("first_mismatch").at("layer").get<int>(), 20);
+  EXPECT_GE(j.at("verified_layers").get<int>(), 20);
+  EXPECT_LT(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+}
+
+// Every op kind on the target: ONNX test models that together hold Conv,
+// grouped and depthwise Conv, Gemm, Add, Mul, Concat, MaxPool, AvgPool,
+// GlobalAvgPool, Pad and lookup tables (HardSwish, HardSigmoid, Sigmoid), run
+// on 3 QEMU boards. Each board's DONE carries the digest of its outputs of
+// every layer, so every layer of every board is compared with the host's
+// int8 reference bit for bit (not just the final tensor).
+TEST_F(FirmwareTest, EveryOpOnTheTargetEqualsTheHost) {
+  const fs::path dir = fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx";
+  std::set<std::string> ops;
+  for (const char* m : {"tiny", "squeezenet_mini", "mobilenet_v3_small"}) {
+    SCOPED_TRACE(m);
+    const std::string model = (dir / (std::string(m) + ".onnx")).string();
+    const Proc ins = shell(std::string(TS_TINYSPLIT) + " inspect --json --model " + model);
+    ASSERT_EQ(ins.code, 0) << ins.err;
+    const auto layers = nlohmann::json::parse(ins.out).at("layers");
+    for (const auto& l : layers) {
+      std::string op = l.at("op").get<std::string>();
+      ops.insert(op.substr(0, op.find('+')));
+    }
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
+                         " run --json --timeout 60 --size 0 --allocation even --workers qemu:3 --model " + model);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    EXPECT_EQ(j.at("layers").get<size_t>(), j.at("per_layer").size());
+    EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+    for (const auto& w : j.at("per_worker")) EXPECT_GT(w.at("macs").get<int64_t>(), 0);
+  }
+  for (const char* op : {"Conv", "GConv", "DWConv", "Gemm", "Add", "Mul", "Concat", "MaxPool", "AvgPool",
+                         "GlobalAvgPool", "Pad", "HardSwish", "HardSigmoid", "Sigmoid"})
+    EXPECT_EQ(ops.count(op), 1u) << op << " is in none of the models";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "core/crc32.h"
@@ -390,8 +391,10 @@ TEST(Fragment, RechecksummedMutationsNeverCrash) {
   EXPECT_LT(accepted, total);
 }
 
-TEST(Fragment, RandomBytesNeverCrash) {
+TEST(Fragment, RandomBytesAreRefused) {
   std::mt19937 rng(9);
+  int plausible = 0;
+  std::map<FragStatus, int> why;
   for (int it = 0; it < 20000; ++it) {
     std::vector<uint8_t> b(size_t(rng() % 2048));
     for (auto& x : b) x = uint8_t(rng());
@@ -406,7 +409,17 @@ TEST(Fragment, RandomBytesNeverCrash) {
       wr32(b.data() + 16, rng() % 4);
       b.resize(b.size() & ~size_t(3));
       fix_crc(b);
+      ++plausible;
     }
-    (void)exercise(b, rng);
+    // Random entries behind a plausible header and a valid CRC are still
+    // random: every buffer is refused, with a status saying why.
+    const FragStatus st = exercise(b, rng);
+    EXPECT_NE(st, FragStatus::Ok) << "random buffer " << it << " (" << b.size() << " bytes) was accepted";
+    ++why[st];
   }
+  EXPECT_GT(plausible, 5000);
+  // The plausible headers get past the magic, version, size and CRC checks
+  // to the entries (BadLayer), so those checks are what refused them.
+  EXPECT_GT(why[FragStatus::BadLayer], 1000);
+  EXPECT_GT(why[FragStatus::BadMagic], 1000);
 }

@@ -375,9 +375,13 @@ TEST(OnnxImport, RandomBytesAndEmptyFile) {
   std::remove(path.c_str());
 }
 
-TEST(OnnxImport, CorruptedBytesNeverCrash) {
-  // Flip bytes all over a real model: every result is a graph or a ts::Error.
+TEST(OnnxImport, CorruptedBytesAreRefusedOrStillValid) {
+  // Flip bytes all over a real model: every result is a ts::Error with one
+  // line naming the file, or a graph that validates and runs (the damage hit
+  // weights or names) to an output of the model's shape.
   const std::string full = read_file(kDataDir + "tiny.onnx");
+  const Graph good = import_onnx_bytes(full, "tiny.onnx");
+  const int64_t out_size = good.shape(good.output).size();
   std::mt19937 rng(11);
   int errors = 0;
   for (int trial = 0; trial < 60; ++trial) {
@@ -386,11 +390,18 @@ TEST(OnnxImport, CorruptedBytesNeverCrash) {
     try {
       Graph g = import_onnx_bytes(bytes, "flipped.onnx");
       g.validate();
-    } catch (const Error&) {
+      std::vector<float> x(size_t(g.shape(g.input).size()), 0.25f);
+      EXPECT_EQ(int64_t(run_float(g, x).size()), g.shape(g.output).size()) << "trial " << trial;
+      EXPECT_EQ(g.shape(g.output).size(), out_size) << "trial " << trial;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("flipped.onnx"), std::string::npos) << "trial " << trial << ": " << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "trial " << trial << ": " << m;
       ++errors;
     }
   }
   std::printf("corrupted models rejected: %d of 60\n", errors);
+  EXPECT_GT(errors, 5);
 }
 
 // ---------------------------------------------------------------- hand-built models

@@ -14,6 +14,7 @@
 
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "coord/verify.h"
 #include "core/fragment.h"
 #include "model/pipeline.h"
 #include "model/qgraph.h"
@@ -82,7 +83,16 @@ std::vector<int8_t> run_on_boards(const QGraph& q, const plan::Plan& p, const pl
   c.handshake();
   c.deploy();
   std::vector<int8_t> last;
-  for (int i = 0; i < 2; ++i) last = c.infer(x).output;  // a second inference reuses the deployment
+  // Each board's digest of its regions (several per board here, in fragment
+  // order) equals the reference's, in every layer.
+  const auto expected = coord::reference_digests(q, p, run_int8_all(q, x));
+  for (int i = 0; i < 2; ++i) {  // a second inference reuses the deployment
+    const coord::InferenceResult r = c.infer(x);
+    const coord::Verification v = coord::verify_layers(expected, r);
+    EXPECT_TRUE(v.ok()) << "board " << v.board << " layer " << v.node;
+    EXPECT_EQ(v.verified_layers, int(q.nodes.size()));
+    last = r.output;
+  }
   c.close();
   return last;
 }

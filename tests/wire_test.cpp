@@ -79,7 +79,7 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
       return p;
     }
     case MsgType::Done: {
-      DonePayload dp{9, 15370, 480 * 1024, 17};
+      DonePayload dp{9, 15370, 480 * 1024, 17, 1234, 0x0123456789ABCDEFull};
       p.resize(DonePayload::kSize);
       dp.encode(p.data(), p.size());
       return p;
@@ -307,13 +307,24 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   ASSERT_TRUE(a2.decode(buf, AckPayload::kSize));
   EXPECT_EQ(a2.ack_seq, a.ack_seq);
 
-  DonePayload d{5, 7070000, 300000, 42}, d2;
+  DonePayload d{5, 7070000, 300000, 42, 40960, 0xF1E2D3C4B5A69788ull}, d2;
   ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
+  // frames_sent at 12, outputs at 16, the digest little-endian at bytes
+  // 20..27 (docs/protocol.md).
+  EXPECT_EQ(buf[12], 42);
+  EXPECT_EQ(buf[16], 0x00);
+  EXPECT_EQ(buf[17], 0xA0);
+  EXPECT_EQ(buf[20], 0x88);
+  EXPECT_EQ(buf[27], 0xF1);
   ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
   EXPECT_EQ(d2.frames_sent, 42u);
   EXPECT_EQ(d2.request_seq, 5u);
   EXPECT_EQ(d2.elapsed_us, 7070000u);
   EXPECT_EQ(d2.peak_ram_bytes, 300000u);
+  EXPECT_EQ(d2.outputs, 40960u);
+  EXPECT_EQ(d2.output_digest, 0xF1E2D3C4B5A69788ull);
+  EXPECT_FALSE(d2.decode(buf, 12)) << "a DONE of the old 12-byte size is refused, not misread";
+  EXPECT_FALSE(d2.decode(buf, 24)) << "nor one of 24 bytes";
 
   auto e = ErrorPayload::make(ErrorCode::NoSpace, 17, "flash full");
   size_t n = e.encode(buf, sizeof buf);

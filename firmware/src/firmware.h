@@ -21,6 +21,7 @@ struct ServeOptions {
   // A connection that brings no bytes for this long is closed, so one idle
   // or half-open connection cannot hold the board (it serves one at a time).
   uint32_t idle_ms = 60000;
+  int32_t flip_layer = -1;     // test hook: change one output value of this layer
 };
 
 // Provisioning record (the board's shared key for authenticated links,

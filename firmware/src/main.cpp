@@ -28,6 +28,9 @@
 //     --advertise-ram N   test hook: claim N bytes of RAM in HELLO while the
 //                         arena stays at --ram (to show an over-budget plan
 //                         being refused by the board itself)
+//     --flip-layer N      test hook: change one output value of layer N after
+//                         computing it (`run --inject-fault flip:B:N`; the
+//                         coordinator's per-layer digests must catch it)
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +162,7 @@ int main(void) {
       else if (strcmp(a, "--advertise-ram") == 0) o.advertise_ram = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--idle-ms") == 0) o.idle_ms = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--kernels") == 0) ok = use_kernels(v), ++i;
+      else if (strcmp(a, "--flip-layer") == 0) o.flip_layer = int32_t(parse_u32(v, &ok) & 0x7FFFFFFFu), ++i;
       else ok = false;
       if (!ok) {
         ts_log("error: bad option '%s'\n", a);

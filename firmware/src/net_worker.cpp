@@ -305,6 +305,7 @@ int fw_serve(const ServeOptions& o) {
     return 2;
   }
   cfg.has_key = prov > 0;
+  cfg.flip_layer = o.flip_layer;
   if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_flash, &g_port)) {
     ts_log("error: worker init failed\n");
     return 2;

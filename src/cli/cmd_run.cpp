@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/fault_flip.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "coord/failover.h"
+#include "coord/verify.h"
 #include "model/dataset.h"
 #include "model/npy.h"
 #include "model/pipeline.h"
@@ -44,7 +46,7 @@ struct RunOptions {
   std::string input, save_output, save_int8_output, dataset;
   int limit = 0;
   std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
-  std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER]
+  std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER] (kill | stall | corrupt | flip)
   bool no_failover = false;
 };
 
@@ -101,6 +103,19 @@ int cmd_run(const RunOptions& o) {
   }
   // Before the (slow) model work: one process per local board.
   plan::check_spawn_limit(tb, o.testbed.empty() ? "--workers" : o.testbed);
+  // --inject-fault: flip:BOARD:LAYER (cli/fault_flip.h) or a board failure
+  // kill | stall | corrupt (net/fault.h, fault_args above).
+  FlipFault flip;
+  std::vector<std::string> board_faults;
+  for (const auto& f : o.faults) {
+    FlipFault one;
+    if (!parse_flip_fault(f, &one)) {
+      board_faults.push_back(f);
+    } else {
+      if (flip.on()) throw Error("--inject-fault: one flip:BOARD:LAYER per run, got a second one '" + f + "'");
+      flip = one;
+    }
+  }
   plan::PlanOptions popt;
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.strategy = o.strategy;
@@ -160,6 +175,7 @@ int cmd_run(const RunOptions& o) {
   std::sort(ref_times.begin(), ref_times.end());
   const double ref_s = ref_times[ref_times.size() / 2];
   plan::Plan p = plan::make_plan(q, tb, popt);
+  check_flip_fault(flip, q, p);
 
   // Boards.
   coord::SpawnOptions so;
@@ -177,7 +193,8 @@ int cmd_run(const RunOptions& o) {
   so.crash_board = o.hooks[0]; so.crash_layer = o.hooks[1];
   so.stall_board = o.hooks[2]; so.stall_layer = o.hooks[3];
   so.garble_board = o.hooks[4]; so.garble_layer = o.hooks[5];
-  so.board_args = fault_args(o.faults, tb, q, p);
+  so.board_args = fault_args(board_faults, tb, q, p);
+  so.flip_board = flip.board; so.flip_layer = flip.layer;
   coord::BoardSet boards(tb, so);
   const auto tmo = std::chrono::milliseconds(int64_t(o.timeout * 1000));
   coord::SwarmOptions sopt;
@@ -199,6 +216,8 @@ int cmd_run(const RunOptions& o) {
       tb.boards[w].bandwidth_kbps = probes[w].bandwidth_kbps;
     }
     c.replan(tb);
+    p = c.plan();
+    check_flip_fault(flip, q, p);
   }
   const coord::DeployResult dep = c.deploy();
   coord::InferenceResult r;
@@ -209,7 +228,16 @@ int cmd_run(const RunOptions& o) {
     double total, compute, comm;
   };
   std::vector<Times> times;  // every inference, for the medians
+  // Every layer of every inference: each board's digest of its outputs
+  // against the reference's (coord/verify.h). A layer counts as verified
+  // when it matched on every board in every inference.
+  std::vector<char> layer_ok(q.nodes.size(), 1);
+  coord::Verification first_bad;
+  int first_bad_input = -1;
   for (size_t i = 0; i < xs.size(); ++i) {
+    const auto tensors = run_int8_all(q, xs[i]);
+    std::vector<std::vector<coord::ExpectedDigest>> expected;
+    size_t expected_for = size_t(-1);  // failovers seen when `expected` was computed
     bool same = true;
     for (int k = 0; k < o.repeat; ++k) {
       r = c.infer(xs[i]);
@@ -217,6 +245,19 @@ int cmd_run(const RunOptions& o) {
       same = same && r.output == refs[i];
       ++inferences;
       exact_inferences += r.output == refs[i];
+      // The boards' digests against the reference's over the regions of the
+      // plan that ran (after a failover, the new plan).
+      if (c.failovers().size() != expected_for) {
+        expected = coord::reference_digests(q, c.plan(), tensors);
+        expected_for = c.failovers().size();
+      }
+      const coord::Verification v = coord::verify_layers(expected, r);
+      for (size_t n = 0; n < layer_ok.size(); ++n) layer_ok[n] = layer_ok[n] && v.layer_ok[n];
+      if (!v.ok() && first_bad.ok()) {
+        first_bad = v;
+        first_bad_input = int(i);
+        first_bad.board = c.boards()[size_t(v.board)];  // plan worker -> testbed board
+      }
     }
     match = match && same;
     exact += same;
@@ -233,6 +274,8 @@ int cmd_run(const RunOptions& o) {
   // worker w is testbed board used[w]).
   p = c.plan();
   const std::vector<int> used = c.boards();
+  const int verified_layers = int(std::count(layer_ok.begin(), layer_ok.end(), char(1)));
+  match = match && first_bad.ok();
   // latency_s: the inference with the median total time over all of them
   // (per-layer figures stay those of the last inference).
   std::sort(times.begin(), times.end(), [](const Times& a, const Times& b) { return a.total < b.total; });
@@ -302,6 +345,11 @@ int cmd_run(const RunOptions& o) {
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
         {"match_reference", match}, {"reference_s", ref_s}, {"repeat", o.repeat},
         {"inferences", inferences}, {"bit_exact_inferences", exact_inferences},
+        {"layers", q.nodes.size()}, {"verified_layers", verified_layers},
+        {"first_mismatch", first_bad.ok() ? nlohmann::json(nullptr)
+                                          : nlohmann::json{{"board", first_bad.board}, {"layer", first_bad.node},
+                                                           {"name", q.nodes[size_t(first_bad.node)].name},
+                                                           {"input", first_bad_input}}},
         {"latency_s", {{"total", r.total_s}, {"compute", r.compute_s}, {"communication", r.comm_s}}},
         // total: every byte on the coordinator's links, measured; payload:
         // the plan's activation bytes, board-to-board ones included (with
@@ -337,7 +385,9 @@ int cmd_run(const RunOptions& o) {
         std::printf("  %-10s %6.2f%%\n", label(order[k]).c_str(), 100.0 * probs[order[k]]);
       else
         std::printf("  %-12s %8.4g (output value; the model has no Softmax)\n", label(order[k]).c_str(), probs[order[k]]);
-    std::printf("bit-exact with the single-process int8 reference: %s\n", match ? "yes" : "NO");
+    std::printf("bit-exact with the single-process int8 reference: %s (every board's outputs checked by digest: %d of "
+                "%zu layers)\n",
+                match ? "yes" : "NO", verified_layers, q.nodes.size());
     for (const auto& f : c.failovers())
       std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s\n",
                   f.board_id, f.address.c_str(),
@@ -364,6 +414,11 @@ int cmd_run(const RunOptions& o) {
     for (const auto& l : r.layers)
       std::printf("%-34.34s %10.3f %10.3f %10.3f %12lld\n", l.name.c_str(), 1e3 * l.wall_s, 1e3 * l.compute_s,
                   1e3 * l.comm_s, (long long)l.payload_bytes);
+  }
+  if (!first_bad.ok()) {
+    std::fprintf(stderr, "tinysplit: error: %s\n",
+                 coord::describe_mismatch(q, first_bad, boards.addresses()[size_t(first_bad.board)]).c_str());
+    return 2;
   }
   if (!match) {
     std::fprintf(stderr, "tinysplit: error: the distributed result differs from the int8 reference\n");
@@ -413,8 +468,10 @@ void register_run(CLI::App& app) {
   sub.add_flag("--probe", o->probe, "measure each link's delay and bandwidth first and plan with them");
   add_json_flag(sub, o->json);
   sub.add_option("--inject-fault", o->faults,
-                 "for tests and demos: KIND:BOARD[:LAYER] with KIND kill | stall | corrupt; the board fails right "
-                 "after computing that layer (default: its layer nearest the middle) of the first inference; repeatable");
+                 "for tests and demos: KIND:BOARD[:LAYER] with KIND kill | stall | corrupt (the board fails right after "
+                 "computing that layer, default its layer nearest the middle, of the first inference), or "
+                 "flip:BOARD:LAYER (the board changes one output value of that layer: the run must name it and exit "
+                 "with status 2); layers numbered from 0 as in plan --json; repeatable");
   sub.add_flag("--no-failover", o->no_failover,
                "fail fast: end the run when a board fails instead of re-planning on the boards left");
   sub.add_option("--test-crash", o->hooks[0], "")->group("");

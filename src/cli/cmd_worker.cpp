@@ -12,7 +12,7 @@ struct WorkerOptions {
   double idle_timeout = 60.0;
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
-  int crash = -1, stall = -1, garble = -1;
+  int crash = -1, stall = -1, garble = -1, flip = -1;
   std::string fault;  // KIND:LAYER (net/fault.h)
   bool exit_with_parent = false;
 };
@@ -34,6 +34,7 @@ int cmd_worker(const WorkerOptions& w) {
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
   if (!w.fault.empty()) o.fault = net::parse_board_fault(w.fault);
+  o.cfg.flip_layer = w.flip;
   o.exit_with_parent = w.exit_with_parent;
   o.idle_timeout_s = w.idle_timeout;
   if (!w.key_file.empty()) {
@@ -78,6 +79,7 @@ void register_worker(CLI::App& app) {
   sub.add_option("--garble-at-layer", o->garble, "test hook: corrupt an output frame at this layer")->group("");
   sub.add_option("--inject-fault", o->fault,
                  "for tests and demos: kill | stall | corrupt the board right after it computes this layer (KIND:LAYER)");
+  sub.add_option("--flip-at-layer", o->flip, "test hook: change one computed output value of this layer")->group("");
   // Set by a coordinator that spawns its boards; a standalone board keeps serving.
   sub.add_flag("--exit-with-parent", o->exit_with_parent, "")->group("");
 }

@@ -134,6 +134,7 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
         if (auth_) q.key = key_;
         q.auth = auth_;
         q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
+        if (opt.flip_board == int(i) && opt.flip_layer >= 0) q.extra_args = "--flip-layer " + std::to_string(opt.flip_layer);
         const QemuBoard qb = spawn_qemu_board(q);
         children_.push_back({qb.pid, -1});
         addr_.push_back(qb.address);
@@ -142,6 +143,8 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
       if (b.address != "local") {
         if (i < opt.board_args.size() && !opt.board_args[i].empty())
           throw Error("board " + std::to_string(b.id) + ": injected faults need a local board, not " + b.address);
+        if (opt.flip_board == int(i))
+          throw Error("board " + std::to_string(b.id) + ": --inject-fault flip needs a local or QEMU board, not " + b.address);
         addr_.push_back(b.address);
         continue;
       }
@@ -184,6 +187,7 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
       hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
       hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
       if (i < opt.board_args.size()) args.insert(args.end(), opt.board_args[i].begin(), opt.board_args[i].end());
+      hook(opt.flip_board, opt.flip_layer, "--flip-at-layer");
       int pipefd[2];
       if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
       const pid_t pid = fork();

@@ -35,6 +35,9 @@ struct SpawnOptions {
   // Extra `tinysplit worker` arguments per board index (e.g. an injected
   // fault, net/fault.h); only for local boards.
   std::vector<std::vector<std::string>> board_args;
+  // Changes one output value of this layer after computing it (local and
+  // QEMU boards; `run --inject-fault flip:BOARD:LAYER`).
+  int flip_board = -1, flip_layer = -1;
 };
 
 class BoardSet {

@@ -317,6 +317,8 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     res.boards[i].planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
     res.boards[i].flash_bytes = plan().workers[i].flash_bytes;
     res.boards[i].layer_peak.assign(q_.nodes.size(), 0);
+    res.boards[i].layer_outputs.assign(q_.nodes.size(), 0);
+    res.boards[i].layer_digest.assign(q_.nodes.size(), 0);
   }
   const auto t_start = Clock::now();
   for (size_t node = 0; node < q_.nodes.size(); ++node) {
@@ -385,6 +387,8 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
             compute_us[w] = d.elapsed_us;
             frames[w] = d.frames_sent;
             res.boards[w].layer_peak[node] = d.peak_ram_bytes;
+            res.boards[w].layer_outputs[node] = d.outputs;
+            res.boards[w].layer_digest[node] = d.output_digest;
             res.boards[w].peak_ram_bytes = std::max(res.boards[w].peak_ram_bytes, d.peak_ram_bytes);
             res.boards[w].compute_s += d.elapsed_us * 1e-6;
             break;

@@ -61,6 +61,10 @@ struct BoardRunStats {
   double compute_s = 0;
   int64_t bytes_in = 0, bytes_out = 0;  // activation payload to / from the board
   std::vector<uint32_t> layer_peak;     // measured per node (0 = no share)
+  // Per node, from DONE: outputs the board computed and their digest
+  // (core/digest.h); compared with the reference by coord/verify.h.
+  std::vector<uint32_t> layer_outputs;
+  std::vector<uint64_t> layer_digest;
 };
 
 struct InferenceResult {

@@ -319,6 +319,9 @@ size_t DonePayload::encode(uint8_t* out, size_t cap) const {
   put_u32(out + 4, elapsed_us);
   put_u32(out + 8, peak_ram_bytes);
   put_u32(out + 12, frames_sent);
+  put_u32(out + 16, outputs);
+  put_u32(out + 20, uint32_t(output_digest));
+  put_u32(out + 24, uint32_t(output_digest >> 32));
   return kSize;
 }
 
@@ -328,6 +331,8 @@ bool DonePayload::decode(const uint8_t* in, size_t len) {
   elapsed_us = get_u32(in + 4);
   peak_ram_bytes = get_u32(in + 8);
   frames_sent = get_u32(in + 12);
+  outputs = get_u32(in + 16);
+  output_digest = uint64_t(get_u32(in + 20)) | (uint64_t(get_u32(in + 24)) << 32);
   return true;
 }
 

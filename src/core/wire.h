@@ -298,19 +298,26 @@ struct AckPayload {
   bool decode(const uint8_t* in, size_t len);
 };
 
-// DONE, 12 bytes: the request with sequence number request_seq (a RUN after
+// DONE, 28 bytes: the request with sequence number request_seq (a RUN after
 // its OUTPUT messages, or a COMMIT) completed. Metrics are 0 if not measured.
 //   0 u32 request_seq
 //   4 u32 elapsed_us      compute time on the board
 //   8 u32 peak_ram_bytes  arena high-water mark during the request
 //  12 u32 frames_sent     frames the request's results took (OUTPUT, INPUT,
 //                         INPUTS, to the coordinator and to other boards)
+//  16 u32 outputs         outputs of the layer this board computed (0 for a
+//                         COMMIT)
+//  20 u64 output_digest   core::digest64 of those outputs, region after region
+//                         in the board's fragment order, each region in flat
+//                         C-H-W order (core/digest.h); 0 for a COMMIT
 struct DonePayload {
-  static constexpr size_t kSize = 16;
+  static constexpr size_t kSize = 28;
   uint32_t request_seq = 0;
   uint32_t elapsed_us = 0;
   uint32_t peak_ram_bytes = 0;
   uint32_t frames_sent = 0;
+  uint32_t outputs = 0;
+  uint64_t output_digest = 0;
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };

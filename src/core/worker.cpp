@@ -2,6 +2,7 @@
 
 #include "core/crc32.h"
 #include "core/sha256.h"
+#include "core/digest.h"
 
 namespace ts {
 namespace core {
@@ -706,6 +707,16 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     return false;
   }
   us = port_->after_compute(e.node, share_macs(e), us);
+  if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node) out[0] = int8_t(out[0] ^ 1);  // test hook
+  // What this board hands on, in flat C-H-W order, checked by the coordinator.
+  if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
+    Digest64 dg;
+    for (int32_t c = c0; c < c1; ++c)
+      dg.update(out + size_t(c - c0) * e.out_pitch, size_t(y1 - y0) * size_t(e.desc.out.w));
+    run_digest_ = dg.finish();
+  } else {
+    run_digest_ = digest64(out, e.out_elems);
+  }
   stats_.layers_run++;
   run_peak_ = fixed_mark_ + touched_;
   if (run_peak_ > stats_.peak_arena) stats_.peak_arena = run_peak_;
@@ -878,6 +889,8 @@ bool Worker::pump() {
         d.elapsed_us = run_us_;
         d.peak_ram_bytes = run_peak_;
         d.frames_sent = run_frames_;
+        d.outputs = fl_.out_elems;
+        d.output_digest = run_digest_;
         uint8_t buf[wire::DonePayload::kSize];
         d.encode(buf, sizeof buf);
         if (!send_frame(coord_link_, MsgType::Done, layer_, 0, buf, uint16_t(sizeof buf),

@@ -18,7 +18,9 @@
 //               and INPUTS* to the boards that consume the outputs (all the
 //               runs for one peer, layer and operand gathered into as few
 //               frames as their bytes need, as strided blocks)
-//   B->C DONE   (elapsed compute microseconds, arena high-water mark)
+//   B->C DONE   (elapsed compute microseconds, arena high-water mark, frames
+//               the results took, the number of outputs and their digest:
+//               core/digest.h)
 // Layers run in order. A board takes inputs for a later layer once it has
 // reached the layer that produces them (their buffers are then free in the
 // planned arena); until then it holds the frame and does not acknowledge it,
@@ -146,6 +148,10 @@ struct WorkerConfig {
   // is authenticated both ways; without one it refuses AUTH.
   bool has_key = false;
   uint8_t key[auth::kKeyBytes] = {};
+  // Test hook (`run --inject-fault flip:BOARD:LAYER`): after computing this
+  // layer (node index), change one output value before the digest and the
+  // sends, as a faulty board would. -1 = off.
+  int32_t flip_layer = -1;
 };
 
 struct WorkerStats {
@@ -286,6 +292,7 @@ class Worker {
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;
   uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0, run_frames_ = 0;
+  uint64_t run_digest_ = 0;  // digest of the last computed layer's outputs (DONE)
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 
   WorkerStats stats_;
