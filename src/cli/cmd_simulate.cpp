@@ -17,6 +17,7 @@ struct SimulateOptions {
   int size = 0;
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12", prefix;
+  std::string strategy = "auto", route = "direct", op_cycles;
   double clock_mhz = 0;
   sim::TimingModel tm;
   double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0;
@@ -63,6 +64,9 @@ int cmd_simulate(const SimulateOptions& o) {
     sim::Scenario sc;
     sc.testbed = o.testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
     sc.alloc = alloc;
+    sc.strategy = o.strategy;
+    sc.route = plan::parse_route(o.route);
+    sc.op_cycles = o.op_cycles;
     sc.timing = tm;
     // Board details: kept for the figure-8 run (the smallest count >= 3,
     // else the smallest) and for JSON per-board output.
@@ -102,6 +106,8 @@ int cmd_simulate(const SimulateOptions& o) {
                         {"size", in_size},
                         {"board", board_label},
                         {"allocation", plan::to_string(alloc)},
+                        {"strategy", o.strategy},
+                        {"route", o.route},
                         {"timing", sim::to_json(tm)},
                         {"runs", jruns}};
     if (runs.size() > 1) j["ram_flattens_at"] = sim::flattening_point(nlist, peaks);
@@ -109,8 +115,9 @@ int cmd_simulate(const SimulateOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, window %d, %.3g cycles/MAC%s\n", o.model.c_str(),
-              in_size, in_size, board_label.c_str(), plan::to_string(alloc), tm.window, tm.cycles_per_mac,
+  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, strategy %s, route %s, window %d, %.3g cycles/MAC%s\n",
+              o.model.c_str(), in_size, in_size, board_label.c_str(), plan::to_string(alloc), o.strategy.c_str(),
+              o.route.c_str(), tm.window, tm.cycles_per_mac,
               tm.board_op_delay_s > 0 ? ", injected board delays" : "");
   sim::print_summary(stdout, view);
   for (const auto& r : runs)
@@ -135,6 +142,11 @@ void register_simulate(CLI::App& app) {
   auto* topt = sub.add_option("--testbed,-t", o->testbed, "testbed JSON: boards with their clock, RAM, link")
                    ->excludes(wopt)->excludes(sopt);
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
+  sub.add_option("--strategy", o->strategy, "split strategy: auto (by the cost model) | neuron (the paper) | spatial | channel")
+      ->capture_default_str();
+  sub.add_option("--route", o->route, "direct (boards send to boards) | relay (every activation via the coordinator, the paper)")
+      ->capture_default_str();
+  sub.add_option("--op-cycles", o->op_cycles, "per-op cycles per MAC for auto's cost model, e.g. Conv=1.5,depthwise=3");
   sub.add_option("--board", o->board, "board type for --workers/--sweep (teensy41)")->capture_default_str()
       ->excludes(topt);
   sub.add_option("--clock-mhz", o->clock_mhz, "override the board type's clock (MHz)")->check(CLI::PositiveNumber)

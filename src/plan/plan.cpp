@@ -676,6 +676,8 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   if (q.nodes.size() > 0xFFFF) throw Error("plan: the model has more layers than the fragment format can number");
   Plan p;
   p.strategy = strategy.name();
+  p.layer_strategy.resize(q.nodes.size());
+  for (size_t n = 0; n < q.nodes.size(); ++n) p.layer_strategy[n] = strategy.layer_name(q, int(n));
   p.route = route;
   p.model_bytes = q.weight_bytes();
   p.ratings = shares;
@@ -839,7 +841,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
     }
   }
   if (routing) p.routes = build_routing(q, p);
-  p.plan_id = hash_plan(mcrc, shares, strategy.name(), route);
+  p.plan_id = hash_plan(mcrc, shares, strategy.signature(), route);
   return p;
 }
 
@@ -900,9 +902,12 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (t.boards.empty()) throw Error("plan: the testbed has no boards");
   validate_testbed(t, "testbed");
   if (q.nodes.empty()) throw Error("plan: the model has no layers");
-  const std::unique_ptr<SplitStrategy> strategy = make_strategy(opt.strategy);
   const size_t N = t.boards.size();
   const uint32_t mcrc = model_crc(q);
+  const bool is_auto = opt.strategy == "auto";
+  // For `auto`, the rating pass below splits evenly by spatial bands (the
+  // usual winner); the strategies themselves are chosen once the ratings are known.
+  std::unique_ptr<SplitStrategy> strategy = make_strategy(is_auto ? "spatial" : opt.strategy);
 
   // 1. Ratings.
   std::vector<double> ratings;
@@ -911,14 +916,27 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
     // traffic per byte of output, then rate with eq. 5.
     const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc, opt.route);
     std::vector<double> kc(N, kDefaultKc);
-    for (size_t w = 0; w < N; ++w)
+    for (size_t w = 0; w < N; ++w) {
+      if (opt.route == Route::Direct) {
+        // Direct: what the board moves (received + sent to anyone) per byte
+        // of output it computes; most outputs never leave the board.
+        int64_t produced = 0, sent = 0;
+        for (const LayerShare& ls : pre.workers[w].layers) {
+          produced += ls.out_elems;
+          for (const core::Send& s : ls.sends) sent += s.count;
+        }
+        if (produced > 0) kc[w] = kc_from_traffic(double(pre.workers[w].bytes_in + sent), double(produced));
+        continue;
+      }
       if (pre.workers[w].bytes_out > 0)
         kc[w] = kc_from_traffic(double(pre.workers[w].bytes_in + pre.workers[w].bytes_out),
                                 double(pre.workers[w].bytes_out));
+    }
     ratings = compute_ratings(t, Allocation::Rating, opt.k1, kc);
   } else {
     ratings = compute_ratings(t, opt.alloc, opt.k1);
   }
+  if (is_auto) strategy = std::make_unique<MixedStrategy>(choose_strategies(q, t, ratings, opt.route, opt.cost).per_node);
 
   // 2-3. Storage-aware allocation against flash, refined by real fragment sizes.
   const int64_t model_bytes = std::max<int64_t>(1, q.weight_bytes());
@@ -950,6 +968,10 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   p.flash_rounds = fit.measurements - 1;
   p.ratings = ratings;
   for (size_t w = 0; w < N; ++w) p.workers[w].rating = ratings[w];
+
+  p.est_layer_s = estimate_layer_seconds(q, p, t, opt.cost);
+  p.est_latency_s = 0;
+  for (double v : p.est_layer_s) p.est_latency_s += v;
 
   // 4. Budgets, then the routing map of the accepted plan.
   if (opt.check_budgets) check_budgets(q, p, t);

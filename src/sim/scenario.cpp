@@ -96,6 +96,13 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   r.workers = int(s.testbed.boards.size());
   plan::PlanOptions po;
   po.alloc = s.alloc;
+  po.strategy = s.strategy;
+  po.route = s.route;
+  po.cost.default_cycles_per_mac = s.timing.cycles_per_mac;
+  po.cost.frame_latency_s = s.timing.frame_latency_s;
+  po.cost.coord_bandwidth_kbps = s.timing.coord_bandwidth_kbps;
+  po.cost.layer_overhead_s = s.timing.layer_overhead_s;
+  if (!s.op_cycles.empty()) plan::parse_op_cycles(s.op_cycles, &po.cost);
   po.routing = false;
   po.check_budgets = false;
   const auto t0 = Clock::now();
@@ -108,6 +115,9 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
     r.budget_error = e.what();
   }
   r.ram_budget_bytes = s.testbed.boards[0].ram_bytes;
+  r.plan_wire_bytes = p.total_wire_bytes;
+  r.est_latency_s = p.est_latency_s;
+  r.layer_strategy = p.layer_strategy;
   r.min_peak_ram_bytes = p.workers[0].peak_ram_bytes;
   double sum = 0;
   for (size_t w = 0; w < p.workers.size(); ++w) {

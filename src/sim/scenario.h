@@ -46,7 +46,10 @@ std::vector<int> parse_sweep(const std::string& spec);
 struct Scenario {
   plan::Testbed testbed;
   plan::Allocation alloc = plan::Allocation::Rating;
+  std::string strategy = "neuron";   // plan::make_strategy names, or "auto"
+  plan::Route route = plan::Route::Relay;
   TimingModel timing;
+  std::string op_cycles;             // per-op cycles per MAC for auto's cost model (plan::parse_op_cycles)
 };
 
 struct RunRecord {
@@ -64,6 +67,9 @@ struct RunRecord {
   int64_t max_exact_need_bytes = 0;
   int64_t max_flash_bytes = 0;
   int64_t total_macs = 0;
+  int64_t plan_wire_bytes = 0;       // the plan's total_wire_bytes
+  double est_latency_s = 0;          // the planner's cost-model estimate
+  std::vector<std::string> layer_strategy;
   SimResult result;          // board details dropped unless keep_boards
 };
 

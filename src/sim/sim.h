@@ -164,6 +164,25 @@ struct TraceEvent {
   uint32_t in_flight = 0;    // CoordSend/BoardSend: frames unacknowledged after this one
 };
 
+// Direct route (plans made with --route direct; sim_direct.cpp): there is no
+// per-layer barrier. Every board runs its layers in order; a layer starts
+// when the board is free and every element it receives for the layer has
+// arrived (its local runs are on the board already); it computes, then hands
+// every send of the layer (one message per send record, cut into frames) to
+// its link in order, then a DONE to the coordinator. Each board's link is a
+// FIFO server each way (its bandwidth and delay per KB), frames cross a
+// switch with the one-way latency, and a board's incoming link serves frames
+// from all senders in arrival order; the coordinator sends the graph's input
+// over its own link at time 0 and receives the output. The inference ends
+// when the coordinator has handled the last output and DONE frame. ACK
+// frames are counted (every board_ack_every frames per link and direction,
+// and one per DONE) but their link time is not modelled, and neither are the
+// send windows: with 1.4 KB frames and 32 in flight they bind only when a
+// round trip exceeds ~3.6 ms at 100 Mbit/s. Per layer: wall = when the last
+// board finished the layer (compute done, frames handed over) minus the same
+// for the previous layer (0 if earlier), compute = the slowest board's.
+SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m);
+
 // Simulates one inference. The testbed gives each board's clock, link and RAM
 // budget and must match the plan (same number of boards, in order). Throws
 // ts::Error on a mismatch or a bad model.

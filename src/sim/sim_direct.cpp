@@ -1,0 +1,288 @@
+// The direct route's timing model (sim.h, simulate_direct): boards send to
+// boards through a switch; see sim.h for what is and is not modelled.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "core/fragment.h"
+#include "core/wire.h"
+#include "sim/sim.h"
+
+namespace ts::sim {
+
+namespace {
+
+constexpr int64_t kHeader = int64_t(wire::kHeaderSize);
+constexpr int64_t kMaxPayload = int64_t(wire::kMaxPayload);
+constexpr int64_t kAckBytes = kHeader + int64_t(wire::AckPayload::kSize);
+constexpr int64_t kDoneBytes = kHeader + int64_t(wire::DonePayload::kSize);
+constexpr int kCoord = -1;
+
+struct Event {
+  double t;
+  uint64_t order;
+  int dest;       // board, or kCoord
+  int layer;      // consumer layer the payload is for (-1: DONE / output)
+  int64_t payload;
+  int64_t bytes;
+  bool delivered;  // false: reaches the destination's link; true: handled
+};
+
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.t > b.t || (a.t == b.t && a.order > b.order);
+  }
+};
+
+class DirectSim {
+ public:
+  DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
+      : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())) {
+    spb_.resize(size_t(n_));
+    clock_hz_.resize(size_t(n_));
+    for (int b = 0; b < n_; ++b) {
+      const plan::Board& bd = t.boards[size_t(b)];
+      const double bw = m.board_bandwidth_kbps > 0 ? m.board_bandwidth_kbps : bd.bandwidth_kbps;
+      const double d = m.board_delay_s_per_kb >= 0 ? m.board_delay_s_per_kb : bd.delay_s_per_kb;
+      spb_[size_t(b)] = (d + 1.0 / bw) / plan::kBytesPerKB;
+      clock_hz_[size_t(b)] = bd.clock_mhz * 1e6;
+    }
+    coord_spb_ = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
+    op_delay_ = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;
+    expected_.assign(size_t(n_), std::vector<int64_t>(size_t(L_), 0));
+    arrived_.assign(size_t(n_), std::vector<int64_t>(size_t(L_), 0));
+    for (int b = 0; b < n_; ++b)
+      for (int n = 0; n < L_; ++n) {
+        const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
+        if (ls.active())
+          for (const plan::InputNeed& in : ls.inputs) expected_[size_t(b)][size_t(n)] += in.recv_elems;
+      }
+    cursor_.assign(size_t(n_), 0);
+    free_at_.assign(size_t(n_), 0.0);
+    busy_.assign(size_t(n_), false);
+    tx_free_.assign(size_t(n_), 0.0);
+    rx_free_.assign(size_t(n_), 0.0);
+    link_frames_.assign(size_t(n_ + 1) * size_t(n_ + 1), 0);
+    layer_end_.assign(size_t(L_), 0.0);
+    res_.workers = n_;
+    res_.layers.resize(size_t(L_));
+    res_.board_layers.assign(size_t(n_), std::vector<BoardLayer>(size_t(L_)));
+  }
+
+  SimResult run() {
+    // The coordinator sends the graph's input over its link at time 0.
+    double ctx = 0;
+    for (int b = 0; b < n_; ++b)
+      for (int n = 0; n < L_; ++n) {
+        const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+        if (!ls.active()) continue;
+        for (const plan::InputNeed& in : ls.inputs)
+          for (const core::InputRun& r : in.coord_runs)
+            for (int64_t off = 0; off < int64_t(r.count); off += kMaxPayload) {
+              const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(r.count) - off);
+              const int64_t bytes = kHeader + pay;
+              ctx += double(bytes) * coord_spb_;
+              count(b, n, bytes, pay, false);
+              ack(kCoord, b, n);
+              push(ctx + m_.frame_latency_s, b, n, pay, bytes, false);
+            }
+      }
+    for (int b = 0; b < n_; ++b) try_start(b, 0.0);
+    while (!ev_.empty()) {
+      const Event e = ev_.top();
+      ev_.pop();
+      ++res_.events;
+      if (!e.delivered) {
+        // The destination's link serves frames in arrival order.
+        double& rx = e.dest == kCoord ? crx_free_ : rx_free_[size_t(e.dest)];
+        const double spb = e.dest == kCoord ? coord_spb_ : spb_[size_t(e.dest)];
+        rx = std::max(e.t, rx) + double(e.bytes) * spb;
+        Event d = e;
+        d.t = rx;
+        d.delivered = true;
+        d.order = order_++;
+        ev_.push(d);
+        continue;
+      }
+      if (e.dest == kCoord) {
+        end_ = std::max(end_, e.t);
+        continue;
+      }
+      if (e.layer >= 0) arrived_[size_t(e.dest)][size_t(e.layer)] += e.payload;
+      else if (e.layer == kWake) busy_[size_t(e.dest)] = false;
+      try_start(e.dest, e.t);
+    }
+    for (int b = 0; b < n_; ++b)
+      if (cursor_[size_t(b)] < L_)
+        throw Error("simulator: internal: board " + std::to_string(b) + " never received every input of layer '" +
+                    q_.nodes[size_t(cursor_[size_t(b)])].name + "'");
+    finish();
+    return std::move(res_);
+  }
+
+ private:
+  static constexpr int kWake = -2;
+
+  void push(double t, int dest, int layer, int64_t payload, int64_t bytes, bool delivered) {
+    ev_.push(Event{t, order_++, dest, layer, payload, bytes, delivered});
+  }
+
+  // Frame bookkeeping on the board-layer that sends or receives it.
+  void count(int b, int n, int64_t bytes, int64_t payload, bool out) {
+    BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+    r.wire_bytes += bytes;
+    r.frames += 1;
+    if (out) r.bytes_out += payload;
+    else r.bytes_in += payload;
+  }
+
+  // One more data frame from `from` to `to` (kCoord = the coordinator): the
+  // receiver acknowledges every board_ack_every frames (counted, on board b's
+  // layer n).
+  void ack(int from, int to, int n) {
+    int64_t& c = link_frames_[size_t(from + 1) * size_t(n_ + 1) + size_t(to + 1)];
+    if (++c % m_.board_ack_every == 0) {
+      const int b = to >= 0 ? to : from;
+      BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+      r.wire_bytes += kAckBytes;
+      r.frames += 1;
+    }
+  }
+
+  void try_start(int b, double t) {
+    if (busy_[size_t(b)]) return;
+    int& n = cursor_[size_t(b)];
+    while (n < L_ && !p_.workers[size_t(b)].layers[size_t(n)].active()) ++n;
+    if (n >= L_) return;
+    if (arrived_[size_t(b)][size_t(n)] < expected_[size_t(b)][size_t(n)]) return;
+    const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+    BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+    r.active = true;
+    r.peak_ram_bytes = int64_t(core::kWorkerFixedArena) + ls.ram_bytes;
+    double c = std::max(t, free_at_[size_t(b)]);
+    if (expected_[size_t(b)][size_t(n)] > 0) c += op_delay_;
+    r.run_at_s = c;
+    const double compute = double(ls.macs) * m_.cycles_per_mac / clock_hz_[size_t(b)] + m_.layer_overhead_s;
+    r.compute_s = compute;
+    c += compute + (compute > 0 ? m_.sleep_overshoot_s : 0.0);
+    for (const core::Send& s : ls.sends) {
+      const bool to_coord = s.peer == core::kPeerCoordinator;
+      const int dest = to_coord ? kCoord : int(s.peer);
+      for (int64_t off = 0; off < int64_t(s.count); off += kMaxPayload) {
+        const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(s.count) - off);
+        const int64_t bytes = kHeader + pay;
+        c += op_delay_;
+        tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(bytes) * spb_[size_t(b)];
+        count(b, n, bytes, pay, true);
+        ack(b, dest, n);
+        push(tx_free_[size_t(b)] + m_.frame_latency_s, dest, to_coord ? -1 : int(s.layer), pay, bytes, false);
+      }
+    }
+    // DONE to the coordinator (ACK_REQ: it acknowledges each one).
+    c += op_delay_;
+    tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kDoneBytes) * spb_[size_t(b)];
+    count(b, n, kDoneBytes, 0, true);
+    r.wire_bytes += kAckBytes;
+    r.frames += 1;
+    push(tx_free_[size_t(b)] + m_.frame_latency_s, kCoord, -1, 0, kDoneBytes, false);
+    r.done_s = c;
+    layer_end_[size_t(n)] = std::max(layer_end_[size_t(n)], c);
+    free_at_[size_t(b)] = c;
+    ++n;
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+    } else {
+      try_start(b, c);
+    }
+  }
+
+  void finish() {
+    res_.total_s = end_;
+    res_.boards.resize(size_t(n_));
+    double prev = 0;
+    for (int n = 0; n < L_; ++n) {
+      LayerResult& lr = res_.layers[size_t(n)];
+      lr.node = n;
+      lr.name = q_.nodes[size_t(n)].name;
+      double slowest = 0;
+      for (int b = 0; b < n_; ++b) {
+        const BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+        lr.payload_bytes += r.bytes_in + r.bytes_out;
+        lr.wire_bytes += r.wire_bytes;
+        lr.frames += r.frames;
+        if (!r.active) continue;
+        lr.active_boards++;
+        slowest = std::max(slowest, r.compute_s);
+        lr.max_peak_ram_bytes = std::max(lr.max_peak_ram_bytes, r.peak_ram_bytes);
+      }
+      // The output reaches the coordinator after the last layer ends.
+      const double end = n + 1 == L_ ? std::max(end_, layer_end_[size_t(n)]) : layer_end_[size_t(n)];
+      lr.start_s = prev;
+      lr.wall_s = std::max(0.0, end - prev);
+      prev = std::max(prev, end);
+      lr.compute_s = std::min(lr.wall_s, slowest);
+      lr.comm_s = lr.wall_s - lr.compute_s;
+      res_.compute_s += lr.compute_s;
+      res_.payload_bytes += lr.payload_bytes;
+      res_.wire_bytes += lr.wire_bytes;
+      res_.frames += lr.frames;
+      res_.max_peak_ram_bytes = std::max(res_.max_peak_ram_bytes, lr.max_peak_ram_bytes);
+    }
+    res_.comm_s = res_.total_s - res_.compute_s;
+    for (int b = 0; b < n_; ++b) {
+      BoardResult& br = res_.boards[size_t(b)];
+      const plan::WorkerPlan& wp = p_.workers[size_t(b)];
+      br.board_id = wp.board;
+      br.clock_mhz = clock_hz_[size_t(b)] / 1e6;
+      br.macs = wp.macs;
+      for (int n = 0; n < L_; ++n) {
+        const BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+        br.bytes_in += r.bytes_in;
+        br.bytes_out += r.bytes_out;
+        br.wire_bytes += r.wire_bytes;
+        br.frames += r.frames;
+        if (!r.active) continue;
+        br.compute_s += r.compute_s;
+        br.peak_ram_bytes = std::max(br.peak_ram_bytes, r.peak_ram_bytes);
+      }
+      br.active_s = free_at_[size_t(b)];
+      br.comm_s = std::max(0.0, br.active_s - br.compute_s);
+      const double mcycles = double(br.macs) * m_.cycles_per_mac / 1e6;
+      br.k1 = mcycles > 0 ? double(br.bytes_out) / plan::kBytesPerKB / mcycles : 0.0;
+      br.kc = br.bytes_out > 0 ? double(br.bytes_in + br.bytes_out) / double(br.bytes_out) : 0.0;
+      br.eq1_s = mcycles / br.clock_mhz + spb_[size_t(b)] * double(br.bytes_in + br.bytes_out);
+    }
+  }
+
+  const QGraph& q_;
+  const plan::Plan& p_;
+  TimingModel m_;
+  int n_, L_;
+  std::vector<double> spb_, clock_hz_;
+  double coord_spb_ = 0, op_delay_ = 0, crx_free_ = 0, end_ = 0;
+  std::vector<std::vector<int64_t>> expected_, arrived_;
+  std::vector<int> cursor_;
+  std::vector<double> free_at_;
+  std::vector<bool> busy_;
+  std::vector<double> tx_free_, rx_free_;
+  std::vector<int64_t> link_frames_;
+  std::vector<double> layer_end_;
+  std::priority_queue<Event, std::vector<Event>, Later> ev_;
+  uint64_t order_ = 0;
+  SimResult res_;
+};
+
+}  // namespace
+
+SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m) {
+  validate(m);
+  if (p.route != plan::Route::Direct) throw Error("simulate_direct: the plan does not use the direct route");
+  if (int(t.boards.size()) != p.n_workers())
+    throw Error("simulate: the plan has " + std::to_string(p.n_workers()) + " boards but the testbed has " +
+                std::to_string(t.boards.size()));
+  DirectSim s(q, p, t, m);
+  return s.run();
+}
+
+}  // namespace ts::sim
