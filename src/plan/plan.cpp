@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/crc32.h"
+#include "core/worker.h"
 #include "model/bytes.h"
 #include "plan/fragment_writer.h"
 
@@ -895,6 +896,24 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
     if (wp.flash_bytes > b.flash_bytes)
       throw Error("board " + std::to_string(b.id) + ": fragment needs " + std::to_string(wp.flash_bytes) +
                   " bytes of flash, budget is " + std::to_string(b.flash_bytes) + " bytes");
+  }
+  // Links: a board holds the coordinator's link, one it opens to each board
+  // it sends to and one from each board that sends to it (core::kMaxLinks).
+  if (p.route == Route::Direct) {
+    const size_t N = size_t(p.n_workers());
+    std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
+    for (size_t w = 0; w < N; ++w)
+      for (const LayerShare& ls : p.workers[w].layers)
+        for (const core::Send& s : ls.sends)
+          if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
+    for (size_t w = 0; w < N; ++w) {
+      int links = 1;
+      for (size_t v = 0; v < N; ++v) links += talks[w][v] + talks[v][w];
+      if (links > core::kMaxLinks)
+        throw Error("board " + std::to_string(t.boards.at(w).id) + ": the direct route needs " + std::to_string(links) +
+                    " links on it (coordinator, boards it sends to, boards that send to it), a board holds at most " +
+                    std::to_string(core::kMaxLinks));
+    }
   }
 }
 
