@@ -98,10 +98,8 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   po.alloc = s.alloc;
   po.strategy = s.strategy;
   po.route = s.route;
-  po.cost.default_cycles_per_mac = s.timing.cycles_per_mac;
-  po.cost.frame_latency_s = s.timing.frame_latency_s;
-  po.cost.coord_bandwidth_kbps = s.timing.coord_bandwidth_kbps;
-  po.cost.layer_overhead_s = s.timing.layer_overhead_s;
+  // The plan is the one `plan` and `run` make (the planner's default cost
+  // model, plus --op-cycles if given), whatever timing it is simulated under.
   if (!s.op_cycles.empty()) plan::parse_op_cycles(s.op_cycles, &po.cost);
   po.routing = false;
   po.check_budgets = false;

@@ -49,7 +49,10 @@ struct Scenario {
   std::string strategy = "neuron";   // plan::make_strategy names, or "auto"
   plan::Route route = plan::Route::Relay;
   TimingModel timing;
-  std::string op_cycles;             // per-op cycles per MAC for auto's cost model (plan::parse_op_cycles)
+  // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);
+  // empty = its defaults (2 cycles/MAC, 30 us per message), as `plan` and
+  // `run` use, so the simulated plan is the one they make.
+  std::string op_cycles;
 };
 
 struct RunRecord {
