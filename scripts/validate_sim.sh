@@ -25,7 +25,7 @@
 #
 # Usage: scripts/validate_sim.sh [tinysplit binary]
 # Environment: NS="3 4 5 6 7 8" WINDOWS="8 1" CPM=20 DELAY_MS=1 REPEATS=3
-#              MODES="neuron/relay auto/direct spatial/direct"
+#              MODES="neuron/relay auto/direct spatial/direct" FRAME_US=30
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +36,7 @@ CPM=${CPM:-20}
 DELAY_MS=${DELAY_MS:-1}
 REPEATS=${REPEATS:-3}
 MODES=${MODES:-"neuron/relay auto/direct spatial/direct"}
+FRAME_US=${FRAME_US:-30}
 [ -x "$bin" ] || { echo "validate_sim: no tinysplit binary at $bin (pass it as the first argument)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "validate_sim: python3 is needed to read JSON" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -69,11 +70,14 @@ for mode in $MODES; do
  mflags="--strategy $strategy --route $route"
  wins=$WINDOWS
  [ "$route" = direct ] && wins=${WINDOWS%% *}
+ # Direct route: host boards spend CPU per frame (syscalls, CRC) that the
+ # loopback link does not; FRAME_US (default 30 us) is that figure.
+ [ "$route" = direct ] && mflags="$mflags --board-frame-us $FRAME_US"
  for w in $wins; do
   for n in $NS; do
     os=$(overshoot_us)
     for r in $(seq 1 "$REPEATS"); do
-      "$bin" run --json --repeat 2 --workers "$n" --window "$w" $common $mflags > "$tmp/run_$r.json"
+      "$bin" run --json --repeat 2 --workers "$n" --window "$w" $common --strategy $strategy --route $route > "$tmp/run_$r.json"
     done
     "$bin" simulate --json --workers "$n" --window "$w" $common $mflags --bandwidth-kbps 1e9 --coord-bandwidth-kbps 0 \
       --sleep-overshoot-us "$os" > "$tmp/sim.json"

@@ -72,9 +72,10 @@ TEST(Strategies, ChannelSpatialAndMixedTileEveryLayer) {
         SCOPED_TRACE(st->name() + " " + plan::route_name(route) + " " + std::to_string(n));
         const plan::Plan p = plan::plan_with_shares(q, tb, shares, *st, false, route);
         expect_tiles_and_reads(q, p);
-        if (st == &mix)
+        if (st == &mix) {
           for (size_t k = 0; k < q.nodes.size(); ++k)
             EXPECT_EQ(p.layer_strategy[k], mixed[k] == "spatial" ? spatial.layer_name(q, int(k)) : mixed[k]);
+        }
       }
   }
 }
@@ -128,7 +129,9 @@ TEST(Cost, BlocksOnlyLetThePreviousNodeCross) {
   ASSERT_EQ(block.size(), q.nodes.size());
   int adds_inside = 0;
   for (size_t n = 0; n < q.nodes.size(); ++n) {
-    if (n > 0) EXPECT_TRUE(block[n] == block[n - 1] || block[n] == block[n - 1] + 1);
+    if (n > 0) {
+      EXPECT_TRUE(block[n] == block[n - 1] || block[n] == block[n - 1] + 1);
+    }
     for (int t : q.nodes[n].inputs) {
       const int m = q.tensors[size_t(t)].producer;
       if (m < 0 || block[size_t(m)] == block[n]) continue;
@@ -267,6 +270,41 @@ TEST(SimDirect, ComputeOnlyEqualsTheCriticalPathOfOneBoard) {
   s.timing.board_bandwidth_kbps = 1e12;
   const sim::RunRecord r = sim::run_scenario(q, s);
   EXPECT_NEAR(r.result.total_s, double(r.total_macs) * 3 / 600e6, 1e-6);
+}
+
+TEST(SimDirect, ImagesBackToBackPipelineAndFrameCpuCosts) {
+  const QGraph& q = mobilenet112();
+  sim::Scenario s;
+  s.testbed = sim::preset_testbed(sim::board_preset("teensy41"), 3);
+  s.alloc = plan::Allocation::Even;
+  s.strategy = "auto";
+  s.route = plan::Route::Direct;
+  s.timing.cycles_per_mac = 2;
+  s.throughput_images = 6;
+  const sim::RunRecord r = sim::run_scenario(q, s);
+  // Later images overlap earlier ones: faster than one after the other, and
+  // no faster than the busiest board's compute allows.
+  EXPECT_GT(r.images_per_s, 1.0 / r.result.total_s);
+  double busiest = 0;
+  for (const auto& b : r.result.boards) busiest = std::max(busiest, b.compute_s);
+  EXPECT_LE(r.images_per_s, 1.0 / busiest + 1e-9);
+  plan::PlanOptions po;
+  po.strategy = "auto";
+  po.route = plan::Route::Direct;
+  po.routing = false;
+  const plan::Plan p = plan::make_plan(q, s.testbed, po);
+  sim::TimingModel tm = s.timing;
+  tm.images = 4;
+  const sim::SimResult many = sim::simulate(q, p, s.testbed, tm);
+  ASSERT_EQ(many.image_done_s.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_GT(many.image_done_s[i], many.image_done_s[i - 1]);
+  // CPU per frame on the boards only adds time.
+  tm.images = 1;
+  const double base = sim::simulate(q, p, s.testbed, tm).total_s;
+  tm.board_frame_s = 20e-6;
+  EXPECT_GT(sim::simulate(q, p, s.testbed, tm).total_s, base);
+  tm.images = 0;
+  EXPECT_THROW(sim::simulate(q, p, s.testbed, tm), Error);
 }
 
 // Real boards: new strategies are bit-exact, both routes.

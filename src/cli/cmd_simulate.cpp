@@ -17,10 +17,11 @@ struct SimulateOptions {
   int size = 0;
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12", prefix;
-  std::string strategy = "auto", route = "direct", op_cycles;
+  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency";
+  int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;
-  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0;
+  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0;
   bool json = false, per_board = false, png = false;
 };
 
@@ -30,8 +31,12 @@ int cmd_simulate(const SimulateOptions& o) {
   tm.frame_latency_s = o.frame_latency_us * 1e-6;
   tm.board_op_delay_s = o.delay_ms * 1e-3;
   tm.coord_frame_s = o.coord_frame_us * 1e-6;
+  tm.board_frame_s = o.board_frame_us * 1e-6;
   tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
   sim::validate(tm);
+  if (o.objective != "latency" && o.objective != "throughput")
+    throw Error("unknown objective '" + o.objective + "' (expected latency, throughput)");
+  if (o.images < 2 || o.images > 1000) throw Error("--images must be between 2 and 1000 (got " + std::to_string(o.images) + ")");
   const plan::Allocation alloc = plan::parse_allocation(o.alloc);
   const std::vector<int> figures = o.plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o.figures);
 
@@ -67,6 +72,7 @@ int cmd_simulate(const SimulateOptions& o) {
     sc.strategy = o.strategy;
     sc.route = plan::parse_route(o.route);
     sc.op_cycles = o.op_cycles;
+    sc.throughput_images = o.objective == "throughput" ? o.images : 0;
     sc.timing = tm;
     // Board details: kept for the figure-8 run (the smallest count >= 3,
     // else the smallest) and for JSON per-board output.
@@ -146,6 +152,10 @@ void register_simulate(CLI::App& app) {
       ->capture_default_str();
   sub.add_option("--route", o->route, "direct (boards send to boards) | relay (every activation via the coordinator, the paper)")
       ->capture_default_str();
+  sub.add_option("--objective", o->objective,
+                 "latency (one inference) | throughput (also --images images back to back: images_per_s)")
+      ->capture_default_str();
+  sub.add_option("--images", o->images, "images back to back for --objective throughput")->capture_default_str();
   sub.add_option("--op-cycles", o->op_cycles, "per-op cycles per MAC for auto's cost model, e.g. Conv=1.5,depthwise=3");
   sub.add_option("--board", o->board, "board type for --workers/--sweep (teensy41)")->capture_default_str()
       ->excludes(topt);
@@ -167,6 +177,9 @@ void register_simulate(CLI::App& app) {
   sub.add_option("--delay-ms", o->delay_ms, "board software delay before each send and each receive, ms (as run --delay-ms)")
       ->capture_default_str();
   sub.add_option("--coord-frame-us", o->coord_frame_us, "coordinator CPU time per frame, us (one CPU for all boards)")
+      ->capture_default_str();
+  sub.add_option("--board-frame-us", o->board_frame_us,
+                 "direct route: board CPU per data frame sent or received, us (host boards: syscalls, CRC)")
       ->capture_default_str();
   sub.add_option("--sleep-overshoot-us", o->overshoot_us,
                  "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();

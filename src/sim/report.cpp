@@ -52,6 +52,7 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
                       {"host_seconds", {{"plan", r.plan_s}, {"simulate", r.sim_s}}},
                       {"per_layer", layers}};
   if (!r.fits) j["budget_error"] = r.budget_error;
+  if (r.images_per_s > 0) j["images_per_s"] = r.images_per_s;
   if (per_board && !s.boards.empty()) {
     nlohmann::json boards = nlohmann::json::array();
     for (size_t b = 0; b < s.boards.size(); ++b) {

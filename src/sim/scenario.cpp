@@ -136,6 +136,17 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   const auto t1 = Clock::now();
   r.result = simulate(q, p, s.testbed, s.timing);
   r.sim_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (s.throughput_images > 1) {
+    if (p.route == plan::Route::Direct) {
+      TimingModel tm = s.timing;
+      tm.images = s.throughput_images;
+      const SimResult many = simulate(q, p, s.testbed, tm);
+      const double span = many.image_done_s.back() - many.image_done_s.front();
+      r.images_per_s = span > 0 ? double(tm.images - 1) / span : 0.0;
+    } else {
+      r.images_per_s = r.result.total_s > 0 ? 1.0 / r.result.total_s : 0.0;
+    }
+  }
   if (!keep_boards) {
     r.result.boards.clear();
     r.result.boards.shrink_to_fit();

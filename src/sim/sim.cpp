@@ -526,11 +526,12 @@ void validate(const TimingModel& m) {
   if (!std::isfinite(m.cycles_per_mac) || m.cycles_per_mac <= 0)
     throw Error("simulate: cycles per MAC must be a positive number");
   if (!finite_nonneg(m.layer_overhead_s) || !finite_nonneg(m.frame_latency_s) || !finite_nonneg(m.board_op_delay_s) ||
-      !finite_nonneg(m.coord_frame_s) || !finite_nonneg(m.sleep_overshoot_s))
+      !finite_nonneg(m.coord_frame_s) || !finite_nonneg(m.board_frame_s) || !finite_nonneg(m.sleep_overshoot_s))
     throw Error("simulate: times must be finite and non-negative");
   if (!finite_nonneg(m.coord_bandwidth_kbps) || !finite_nonneg(m.board_bandwidth_kbps))
     throw Error("simulate: bandwidths must be finite and non-negative (0 = unlimited / from the testbed)");
   if (!std::isfinite(m.board_delay_s_per_kb)) throw Error("simulate: delay per KB must be finite");
+  if (m.images < 1 || m.images > 1000) throw Error("simulate: images must be between 1 and 1000");
 }
 
 SimResult simulate(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,

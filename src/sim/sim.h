@@ -80,12 +80,19 @@ struct TimingModel {
   // Software costs.
   double board_op_delay_s = 0.0;     // before every board send and every board receive
   double coord_frame_s = 0.0;        // coordinator CPU per frame sent or received
+  double board_frame_s = 0.0;        // direct route: board CPU per data frame sent or received
 
   // Emulation only (validating against `tinysplit run` on this host): the
   // emulated boards sleep to inject their delay and to stretch compute to
   // the emulated clock, and every sleep overshoots by the OS's timer slack
   // and wake-up latency. Added to every board delay and every compute.
   double sleep_overshoot_s = 0.0;
+
+  // Direct route only: images run back to back, each board taking the next
+  // image's layers as soon as it has done its last layer of the previous one
+  // (pipelining). 1 = one inference. The relay route has a barrier per
+  // layer and ignores it.
+  int images = 1;
 };
 
 // Throws ts::Error (one line) on a bad model: window outside 1..64, negative
@@ -136,6 +143,7 @@ struct SimResult {
   std::vector<LayerResult> layers;
   std::vector<BoardResult> boards;
   std::vector<std::vector<BoardLayer>> board_layers;  // [board][node]
+  std::vector<double> image_done_s;  // direct route: when the coordinator had each image's output
 };
 
 // One entry per frame event, when a trace is asked for (tests, debugging).

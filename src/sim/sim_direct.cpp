@@ -37,7 +37,7 @@ struct Later {
 class DirectSim {
  public:
   DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
-      : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())) {
+      : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)) {
     spb_.resize(size_t(n_));
     clock_hz_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -49,17 +49,22 @@ class DirectSim {
     }
     coord_spb_ = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
     op_delay_ = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;
-    expected_.assign(size_t(n_), std::vector<int64_t>(size_t(L_), 0));
-    arrived_.assign(size_t(n_), std::vector<int64_t>(size_t(L_), 0));
+    // Layer n of image i is "virtual layer" i * L + n; a board runs them in order.
+    expected_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
+    arrived_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
     for (int b = 0; b < n_; ++b)
       for (int n = 0; n < L_; ++n) {
         const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
         if (ls.active())
-          for (const plan::InputNeed& in : ls.inputs) expected_[size_t(b)][size_t(n)] += in.recv_elems;
+          for (const plan::InputNeed& in : ls.inputs)
+            for (int i = 0; i < K_; ++i) expected_[size_t(b)][size_t(i) * size_t(L_) + size_t(n)] += in.recv_elems;
       }
+    image_end_.assign(size_t(K_), 0.0);
     cursor_.assign(size_t(n_), 0);
     free_at_.assign(size_t(n_), 0.0);
     busy_.assign(size_t(n_), false);
+    pending_.resize(size_t(n_));
+    batch_.resize(size_t(n_));
     tx_free_.assign(size_t(n_), 0.0);
     rx_free_.assign(size_t(n_), 0.0);
     link_frames_.assign(size_t(n_ + 1) * size_t(n_ + 1), 0);
@@ -72,6 +77,7 @@ class DirectSim {
   SimResult run() {
     // The coordinator sends the graph's input over its link at time 0.
     double ctx = 0;
+    for (int i = 0; i < K_; ++i)
     for (int b = 0; b < n_; ++b)
       for (int n = 0; n < L_; ++n) {
         const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
@@ -84,7 +90,7 @@ class DirectSim {
               ctx += double(bytes) * coord_spb_;
               count(b, n, bytes, pay, false);
               ack(kCoord, b, n);
-              push(ctx + m_.frame_latency_s, b, n, pay, bytes, false);
+              push(ctx + m_.frame_latency_s, b, i * L_ + n, pay, bytes, false);
             }
       }
     for (int b = 0; b < n_; ++b) try_start(b, 0.0);
@@ -106,22 +112,52 @@ class DirectSim {
       }
       if (e.dest == kCoord) {
         end_ = std::max(end_, e.t);
+        image_end_[size_t(e.layer)] = std::max(image_end_[size_t(e.layer)], e.t);
         continue;
       }
-      if (e.layer >= 0) arrived_[size_t(e.dest)][size_t(e.layer)] += e.payload;
-      else if (e.layer == kWake) busy_[size_t(e.dest)] = false;
-      try_start(e.dest, e.t);
+      const int b = e.dest;
+      if (e.layer >= 0) {
+        pending_[size_t(b)].emplace_back(e.layer, e.payload);
+        if (!busy_[size_t(b)]) receive(b, e.t);
+        continue;
+      }
+      // Wake: a receive or a layer is over.
+      busy_[size_t(b)] = false;
+      for (const auto& [layer, pay] : batch_[size_t(b)]) arrived_[size_t(b)][size_t(layer)] += pay;
+      batch_[size_t(b)].clear();
+      try_start(b, e.t);
+      if (!busy_[size_t(b)] && !pending_[size_t(b)].empty()) receive(b, e.t);
     }
     for (int b = 0; b < n_; ++b)
-      if (cursor_[size_t(b)] < L_)
+      if (cursor_[size_t(b)] < L_ * K_)
         throw Error("simulator: internal: board " + std::to_string(b) + " never received every input of layer '" +
-                    q_.nodes[size_t(cursor_[size_t(b)])].name + "'");
+                    q_.nodes[size_t(cursor_[size_t(b)] % L_)].name + "'");
     finish();
+    res_.image_done_s = image_end_;
     return std::move(res_);
   }
 
  private:
   static constexpr int kWake = -2;
+
+  // One receive of the worker loop on an idle board: it takes every frame
+  // that has arrived and pays its software delay once (op_delay); frames
+  // arriving meanwhile wait for the next receive. Without a delay the
+  // frames count at once.
+  void receive(int b, double t) {
+    auto& pend = pending_[size_t(b)];
+    if (op_delay_ <= 0 && m_.board_frame_s <= 0) {
+      for (const auto& [layer, pay] : pend) arrived_[size_t(b)][size_t(layer)] += pay;
+      pend.clear();
+      try_start(b, t);
+      return;
+    }
+    const double cpu = op_delay_ + double(pend.size()) * m_.board_frame_s;
+    batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
+    pend.clear();
+    busy_[size_t(b)] = true;
+    push(t + cpu, b, kWake, 0, 0, true);
+  }
 
   void push(double t, int dest, int layer, int64_t payload, int64_t bytes, bool delivered) {
     ev_.push(Event{t, order_++, dest, layer, payload, bytes, delivered});
@@ -151,16 +187,16 @@ class DirectSim {
 
   void try_start(int b, double t) {
     if (busy_[size_t(b)]) return;
-    int& n = cursor_[size_t(b)];
-    while (n < L_ && !p_.workers[size_t(b)].layers[size_t(n)].active()) ++n;
-    if (n >= L_) return;
-    if (arrived_[size_t(b)][size_t(n)] < expected_[size_t(b)][size_t(n)]) return;
+    int& v = cursor_[size_t(b)];
+    while (v < L_ * K_ && !p_.workers[size_t(b)].layers[size_t(v % L_)].active()) ++v;
+    if (v >= L_ * K_) return;
+    if (arrived_[size_t(b)][size_t(v)] < expected_[size_t(b)][size_t(v)]) return;
+    const int n = v % L_, image = v / L_;
     const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
     BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
     r.active = true;
     r.peak_ram_bytes = int64_t(core::kWorkerFixedArena) + ls.ram_bytes;
     double c = std::max(t, free_at_[size_t(b)]);
-    if (expected_[size_t(b)][size_t(n)] > 0) c += op_delay_;
     r.run_at_s = c;
     const double compute = double(ls.macs) * m_.cycles_per_mac / clock_hz_[size_t(b)] + m_.layer_overhead_s;
     r.compute_s = compute;
@@ -171,11 +207,12 @@ class DirectSim {
       for (int64_t off = 0; off < int64_t(s.count); off += kMaxPayload) {
         const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(s.count) - off);
         const int64_t bytes = kHeader + pay;
-        c += op_delay_;
+        c += op_delay_ + m_.board_frame_s;
         tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(bytes) * spb_[size_t(b)];
         count(b, n, bytes, pay, true);
         ack(b, dest, n);
-        push(tx_free_[size_t(b)] + m_.frame_latency_s, dest, to_coord ? -1 : int(s.layer), pay, bytes, false);
+        push(tx_free_[size_t(b)] + m_.frame_latency_s, dest, to_coord ? image : image * L_ + int(s.layer), pay, bytes,
+             false);
       }
     }
     // DONE to the coordinator (ACK_REQ: it acknowledges each one).
@@ -184,11 +221,11 @@ class DirectSim {
     count(b, n, kDoneBytes, 0, true);
     r.wire_bytes += kAckBytes;
     r.frames += 1;
-    push(tx_free_[size_t(b)] + m_.frame_latency_s, kCoord, -1, 0, kDoneBytes, false);
+    push(tx_free_[size_t(b)] + m_.frame_latency_s, kCoord, image, 0, kDoneBytes, false);
     r.done_s = c;
     layer_end_[size_t(n)] = std::max(layer_end_[size_t(n)], c);
     free_at_[size_t(b)] = c;
-    ++n;
+    ++v;
     if (c > t) {
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
@@ -258,13 +295,15 @@ class DirectSim {
   const QGraph& q_;
   const plan::Plan& p_;
   TimingModel m_;
-  int n_, L_;
+  int n_, L_, K_;
+  std::vector<double> image_end_;
   std::vector<double> spb_, clock_hz_;
   double coord_spb_ = 0, op_delay_ = 0, crx_free_ = 0, end_ = 0;
   std::vector<std::vector<int64_t>> expected_, arrived_;
   std::vector<int> cursor_;
   std::vector<double> free_at_;
   std::vector<bool> busy_;
+  std::vector<std::vector<std::pair<int, int64_t>>> pending_, batch_;  // (layer, payload) delivered / being received
   std::vector<double> tx_free_, rx_free_;
   std::vector<int64_t> link_frames_;
   std::vector<double> layer_end_;
