@@ -307,6 +307,29 @@ TEST(SimDirect, ImagesBackToBackPipelineAndFrameCpuCosts) {
   EXPECT_THROW(sim::simulate(q, p, s.testbed, tm), Error);
 }
 
+TEST(SimDirect, ASmallWindowWaitsForAcknowledgements) {
+  // Boards send to boards under the engine's window: with one frame in
+  // flight per link every frame waits for its ACK (a round trip), so a
+  // latency per frame costs more than with 32 in flight.
+  const QGraph& q = mobilenet112();
+  const plan::Testbed tb = sim::preset_testbed(sim::board_preset("teensy41"), 3);
+  plan::PlanOptions po;
+  po.strategy = "spatial";
+  po.route = plan::Route::Direct;
+  po.routing = false;
+  const plan::Plan p = plan::make_plan(q, tb, po);
+  sim::TimingModel tm;
+  tm.cycles_per_mac = 2;
+  tm.frame_latency_s = 200e-6;
+  tm.window = 32;
+  const sim::SimResult wide = sim::simulate(q, p, tb, tm);
+  tm.window = 1;
+  const sim::SimResult narrow = sim::simulate(q, p, tb, tm);
+  EXPECT_GT(narrow.total_s, wide.total_s + 0.01);
+  EXPECT_GT(narrow.frames, wide.frames);  // an ACK for every board-to-board frame
+  EXPECT_EQ(narrow.payload_bytes, wide.payload_bytes);
+}
+
 // Real boards: new strategies are bit-exact, both routes.
 std::vector<int8_t> some_input(const QGraph& q) {
   std::vector<int8_t> x(size_t(q.shape(q.input).size()));

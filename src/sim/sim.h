@@ -182,11 +182,13 @@ struct TraceEvent {
 // switch with the one-way latency, and a board's incoming link serves frames
 // from all senders in arrival order; the coordinator sends the graph's input
 // over its own link at time 0 and receives the output. The inference ends
-// when the coordinator has handled the last output and DONE frame. ACK
-// frames are counted (every board_ack_every frames per link and direction,
-// and one per DONE) but their link time is not modelled, and neither are the
-// send windows: with 1.4 KB frames and 32 in flight they bind only when a
-// round trip exceeds ~3.6 ms at 100 Mbit/s. Per layer: wall = when the last
+// when the coordinator has handled the last output and DONE frame. Between
+// boards the engine's window holds: at most W frames unacknowledged per link,
+// the frame that fills it asks for an ACK, and the receiver ACKs every
+// board_ack_every frames or on that request when it reads its link (a board
+// that is computing does not); a sender whose window is full waits, reading
+// only its own link. Frames to and from the coordinator are not windowed
+// (their ACKs are counted). Per layer: wall = when the last
 // board finished the layer (compute done, frames handed over) minus the same
 // for the previous layer (0 if earlier), compute = the slowest board's.
 SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m);

@@ -26,6 +26,18 @@ struct Event {
   int64_t payload;
   int64_t bytes;
   bool delivered;  // false: reaches the destination's link; true: handled
+  int src = -1;    // sending board (-1: the coordinator)
+  bool ack_req = false;
+  int64_t ack = -1;  // >= 0: an ACK frame, the frames from dest it acknowledges in all
+};
+
+// One pending or batched frame at a board.
+struct Got {
+  int layer;       // virtual layer of a data frame, -1 for an ACK
+  int64_t payload;
+  int src;
+  bool ack_req;
+  int64_t ack;
 };
 
 struct Later {
@@ -65,6 +77,11 @@ class DirectSim {
     busy_.assign(size_t(n_), false);
     pending_.resize(size_t(n_));
     batch_.resize(size_t(n_));
+    sending_.assign(size_t(n_), 0);
+    send_v_.assign(size_t(n_), 0);
+    send_i_.assign(size_t(n_), 0);
+    send_off_.assign(size_t(n_), 0);
+    for (auto* v : {&sent_, &acked_, &got_, &since_ack_}) v->assign(size_t(n_), std::vector<int64_t>(size_t(n_), 0));
     tx_free_.assign(size_t(n_), 0.0);
     rx_free_.assign(size_t(n_), 0.0);
     link_frames_.assign(size_t(n_ + 1) * size_t(n_ + 1), 0);
@@ -116,20 +133,16 @@ class DirectSim {
         continue;
       }
       const int b = e.dest;
-      if (e.layer >= 0) {
-        pending_[size_t(b)].emplace_back(e.layer, e.payload);
+      if (e.layer != kWake) {
+        pending_[size_t(b)].push_back(Got{e.layer, e.payload, e.src, e.ack_req, e.ack});
         if (!busy_[size_t(b)]) receive(b, e.t);
         continue;
       }
-      // Wake: a receive or a layer is over.
       busy_[size_t(b)] = false;
-      for (const auto& [layer, pay] : batch_[size_t(b)]) arrived_[size_t(b)][size_t(layer)] += pay;
-      batch_[size_t(b)].clear();
-      try_start(b, e.t);
-      if (!busy_[size_t(b)] && !pending_[size_t(b)].empty()) receive(b, e.t);
+      wake(b, e.t);
     }
     for (int b = 0; b < n_; ++b)
-      if (cursor_[size_t(b)] < L_ * K_)
+      if (cursor_[size_t(b)] < L_ * K_ || sending_[size_t(b)])
         throw Error("simulator: internal: board " + std::to_string(b) + " never received every input of layer '" +
                     q_.nodes[size_t(cursor_[size_t(b)] % L_)].name + "'");
     finish();
@@ -146,17 +159,55 @@ class DirectSim {
   // frames count at once.
   void receive(int b, double t) {
     auto& pend = pending_[size_t(b)];
-    if (op_delay_ <= 0 && m_.board_frame_s <= 0) {
-      for (const auto& [layer, pay] : pend) arrived_[size_t(b)][size_t(layer)] += pay;
-      pend.clear();
-      try_start(b, t);
-      return;
-    }
     const double cpu = op_delay_ + double(pend.size()) * m_.board_frame_s;
     batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
     pend.clear();
+    if (cpu <= 0) {
+      wake(b, t);
+      return;
+    }
     busy_[size_t(b)] = true;
     push(t + cpu, b, kWake, 0, 0, true);
+  }
+
+  // The board is free again (a receive, a compute or a burst of sends is
+  // over): handle the received frames (ACKing as the AckTracker would), go
+  // on sending, start the next layer, or read the link again.
+  void wake(int b, double t) {
+    double c = t;
+    for (const Got& g : batch_[size_t(b)]) {
+      if (g.ack >= 0) {
+        int64_t& a = acked_[size_t(b)][size_t(g.src)];  // b's frames to g.src
+        a = std::max(a, g.ack);
+        continue;
+      }
+      arrived_[size_t(b)][size_t(g.layer)] += g.payload;
+      if (g.src < 0) continue;  // the coordinator's frames: ACKs counted when sent
+      int64_t& got = got_[size_t(b)][size_t(g.src)];
+      int64_t& since = since_ack_[size_t(b)][size_t(g.src)];
+      ++got;
+      if (++since >= m_.board_ack_every || g.ack_req) {
+        since = 0;
+        c += op_delay_ + m_.board_frame_s;
+        tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kAckBytes) * spb_[size_t(b)];
+        BoardLayer& r = res_.board_layers[size_t(b)][size_t(std::min(cursor_[size_t(b)], L_ * K_ - 1) % L_)];
+        r.wire_bytes += kAckBytes;
+        r.frames += 1;
+        Event a{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, g.src, -1, 0, kAckBytes, false};
+        a.src = b;
+        a.ack = got;
+        ev_.push(a);
+      }
+    }
+    batch_[size_t(b)].clear();
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+      return;
+    }
+    if (sending_[size_t(b)]) pump(b, t);
+    if (!busy_[size_t(b)] && !sending_[size_t(b)]) try_start(b, t);
+    if (!busy_[size_t(b)] && !pending_[size_t(b)].empty()) receive(b, t);
   }
 
   void push(double t, int dest, int layer, int64_t payload, int64_t bytes, bool delivered) {
@@ -186,7 +237,7 @@ class DirectSim {
   }
 
   void try_start(int b, double t) {
-    if (busy_[size_t(b)]) return;
+    if (busy_[size_t(b)] || sending_[size_t(b)]) return;
     int& v = cursor_[size_t(b)];
     while (v < L_ * K_ && !p_.workers[size_t(b)].layers[size_t(v % L_)].active()) ++v;
     if (v >= L_ * K_) return;
@@ -201,20 +252,78 @@ class DirectSim {
     const double compute = double(ls.macs) * m_.cycles_per_mac / clock_hz_[size_t(b)] + m_.layer_overhead_s;
     r.compute_s = compute;
     c += compute + (compute > 0 ? m_.sleep_overshoot_s : 0.0);
-    for (const core::Send& s : ls.sends) {
+    sending_[size_t(b)] = true;
+    send_v_[size_t(b)] = v;
+    send_i_[size_t(b)] = 0;
+    send_off_[size_t(b)] = 0;
+    ++v;
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+    } else {
+      pump(b, c);
+    }
+    (void)image;
+  }
+
+  // Hands the layer's frames to the link in order while the window to each
+  // peer allows (W frames unacknowledged), then DONE. A board whose window is
+  // full waits: it only reads its link (ACKs) until it can go on.
+  void pump(int b, double t) {
+    const int v = send_v_[size_t(b)];
+    const int n = v % L_, image = v / L_;
+    const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+    BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+    double c = t;
+    size_t& i = send_i_[size_t(b)];
+    int64_t& off = send_off_[size_t(b)];
+    bool blocked = false;
+    while (i < ls.sends.size()) {
+      const core::Send& s = ls.sends[i];
       const bool to_coord = s.peer == core::kPeerCoordinator;
       const int dest = to_coord ? kCoord : int(s.peer);
-      for (int64_t off = 0; off < int64_t(s.count); off += kMaxPayload) {
-        const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(s.count) - off);
-        const int64_t bytes = kHeader + pay;
-        c += op_delay_ + m_.board_frame_s;
-        tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(bytes) * spb_[size_t(b)];
-        count(b, n, bytes, pay, true);
-        ack(b, dest, n);
-        push(tx_free_[size_t(b)] + m_.frame_latency_s, dest, to_coord ? image : image * L_ + int(s.layer), pay, bytes,
-             false);
+      bool ack_req = false;
+      if (!to_coord) {
+        const int64_t in_flight = sent_[size_t(b)][size_t(dest)] - acked_[size_t(b)][size_t(dest)];
+        if (in_flight >= m_.window) {
+          blocked = true;
+          break;
+        }
+        ack_req = in_flight + 1 == m_.window;
+        ++sent_[size_t(b)][size_t(dest)];
+      }
+      const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(s.count) - off);
+      const int64_t bytes = kHeader + pay;
+      c += op_delay_ + m_.board_frame_s;
+      tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(bytes) * spb_[size_t(b)];
+      count(b, n, bytes, pay, true);
+      if (to_coord) ack(b, dest, n);
+      Event e{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, dest, to_coord ? image : image * L_ + int(s.layer),
+              pay, bytes, false};
+      e.src = b;
+      e.ack_req = ack_req;
+      ev_.push(e);
+      off += pay;
+      if (off >= int64_t(s.count)) {
+        ++i;
+        off = 0;
       }
     }
+    if (!blocked) {
+      finish_layer(b, c, n, image, r);
+      return;
+    }
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+    } else if (!pending_[size_t(b)].empty()) {
+      receive(b, c);
+    }
+  }
+
+  void finish_layer(int b, double c0, int n, int image, BoardLayer& r) {
+    double c = c0;
+    sending_[size_t(b)] = false;
     // DONE to the coordinator (ACK_REQ: it acknowledges each one).
     c += op_delay_;
     tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kDoneBytes) * spb_[size_t(b)];
@@ -225,12 +334,12 @@ class DirectSim {
     r.done_s = c;
     layer_end_[size_t(n)] = std::max(layer_end_[size_t(n)], c);
     free_at_[size_t(b)] = c;
-    ++v;
-    if (c > t) {
+    if (c > c0) {
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
     } else {
       try_start(b, c);
+      if (!busy_[size_t(b)] && !sending_[size_t(b)] && !pending_[size_t(b)].empty()) receive(b, c);
     }
   }
 
@@ -303,7 +412,13 @@ class DirectSim {
   std::vector<int> cursor_;
   std::vector<double> free_at_;
   std::vector<bool> busy_;
-  std::vector<std::vector<std::pair<int, int64_t>>> pending_, batch_;  // (layer, payload) delivered / being received
+  std::vector<Got> dummy_;
+  std::vector<std::vector<Got>> pending_, batch_;  // frames delivered / being received
+  std::vector<uint8_t> sending_;
+  std::vector<int> send_v_;
+  std::vector<size_t> send_i_;
+  std::vector<int64_t> send_off_;
+  std::vector<std::vector<int64_t>> sent_, acked_, got_, since_ack_;  // [from][to] data frames
   std::vector<double> tx_free_, rx_free_;
   std::vector<int64_t> link_frames_;
   std::vector<double> layer_end_;
