@@ -13,10 +13,9 @@
 //           + max compute + max(all outputs over the coordinator link, max board out)
 //           + latency + the RUN/DONE round trip
 //
-// and the plan's estimate is the sum over layers. It ignores that boards
-// with direct routing run ahead of each other (no barrier between layers),
-// so it is an upper estimate of the simulator's figure (docs/planner.md
-// "Cost model" compares the two).
+// and the plan's estimate is the sum over layers. It knows neither send
+// windows nor that boards with direct routing run ahead of each other; the
+// simulator (src/sim) checks it (docs/planner.md, "Cost model").
 //
 // `auto` (choose_strategies): the graph's nodes are cut into blocks at every
 // point where only the previous node's output crosses (an inverted-residual
