@@ -828,6 +828,16 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   }
   for (size_t w = 0; w < N; ++w) {
     WorkerPlan& wp = p.workers[w];
+    if (route == Route::Direct) {
+      // What the board moves (received + sent to anyone) per byte it computes.
+      int64_t produced = 0, sent = 0;
+      for (const LayerShare& ls : wp.layers) {
+        produced += ls.out_elems;
+        for (const core::Send& sd : ls.sends) sent += sd.count;
+      }
+      wp.kc = produced > 0 ? double(wp.bytes_in + sent) / double(produced) : 0.0;
+      continue;
+    }
     wp.kc = wp.bytes_out > 0 ? double(wp.bytes_in + wp.bytes_out) / double(wp.bytes_out) : 0.0;
   }
   for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));

@@ -107,7 +107,8 @@ struct WorkerPlan {
   int board = 0;            // Board::id
   double rating = 0;        // rating before storage adjustment
   double share = 0;         // final share the split used
-  double kc = 0;            // measured (bytes in + out) / bytes out
+  double kc = 0;            // measured (bytes in + out) / bytes out; direct route:
+                            // (bytes in + bytes sent to anyone) / bytes computed
   std::vector<LayerShare> layers;  // one per QGraph node, in order
   int64_t flash_bytes = 0;  // fragment bytes, exactly
   int64_t data_bytes = 0;   // model data stored (part of flash_bytes)
