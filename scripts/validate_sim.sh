@@ -17,8 +17,15 @@
 # per compute, so the simulator is told that overshoot (--sleep-overshoot-us);
 # the table also shows the simulation without it.
 #
+# MODES lists strategy/route pairs: the paper's mode (neuron/relay) and the
+# direct route with the new strategies (auto/direct, spatial/direct). With the
+# direct route the window column is irrelevant to the simulator (it does not
+# model send windows) and the last column compares the activation payload
+# (the engine's wire_bytes count only the coordinator's links there).
+#
 # Usage: scripts/validate_sim.sh [tinysplit binary]
 # Environment: NS="3 4 5 6 7 8" WINDOWS="8 1" CPM=20 DELAY_MS=1 REPEATS=3
+#              MODES="neuron/relay auto/direct spatial/direct" FRAME_US=30
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +35,8 @@ WINDOWS=${WINDOWS:-"8 1"}
 CPM=${CPM:-20}
 DELAY_MS=${DELAY_MS:-1}
 REPEATS=${REPEATS:-3}
+MODES=${MODES:-"neuron/relay auto/direct spatial/direct"}
+FRAME_US=${FRAME_US:-30}
 [ -x "$bin" ] || { echo "validate_sim: no tinysplit binary at $bin (pass it as the first argument)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "validate_sim: python3 is needed to read JSON" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -53,22 +62,30 @@ EOF
 
 common="--allocation even --cycles-per-mac $CPM --delay-ms $DELAY_MS"
 printf '%s\n' "tinysplit simulate vs tinysplit run: MobileNetV2 112x112, $CPM cycles/MAC at 600 MHz, delay $DELAY_MS ms, median of $REPEATS runs"
-printf '%3s %3s | %9s %9s %9s | %9s %9s %9s %7s | %9s %7s | %8s | %s\n' \
-  W N run_total run_comp run_comm sim_total sim_comp sim_comm err% sim_noos err% sleep_us wire_bytes
+printf '%-15s %3s %3s | %9s %9s %9s | %9s %9s %9s %7s | %9s %7s | %8s | %s\n' \
+  mode W N run_total run_comp run_comm sim_total sim_comp sim_comm err% sim_noos err% sleep_us wire_bytes
 worst=0
-for w in $WINDOWS; do
+for mode in $MODES; do
+ strategy=${mode%/*}; route=${mode#*/}
+ mflags="--strategy $strategy --route $route"
+ wins=$WINDOWS
+ [ "$route" = direct ] && wins=${WINDOWS%% *}
+ # Direct route: host boards spend CPU per frame (syscalls, CRC) that the
+ # loopback link does not; FRAME_US (default 30 us) is that figure.
+ [ "$route" = direct ] && mflags="$mflags --board-frame-us $FRAME_US"
+ for w in $wins; do
   for n in $NS; do
     os=$(overshoot_us)
     for r in $(seq 1 "$REPEATS"); do
-      "$bin" run --json --repeat 2 --workers "$n" --window "$w" $common > "$tmp/run_$r.json"
+      "$bin" run --json --repeat 2 --workers "$n" --window "$w" $common --strategy $strategy --route $route > "$tmp/run_$r.json"
     done
-    "$bin" simulate --json --workers "$n" --window "$w" $common --bandwidth-kbps 1e9 --coord-bandwidth-kbps 0 \
+    "$bin" simulate --json --workers "$n" --window "$w" $common $mflags --bandwidth-kbps 1e9 --coord-bandwidth-kbps 0 \
       --sleep-overshoot-us "$os" > "$tmp/sim.json"
-    "$bin" simulate --json --workers "$n" --window "$w" $common --bandwidth-kbps 1e9 --coord-bandwidth-kbps 0 \
+    "$bin" simulate --json --workers "$n" --window "$w" $common $mflags --bandwidth-kbps 1e9 --coord-bandwidth-kbps 0 \
       > "$tmp/sim0.json"
-    line=$(python3 - "$tmp" "$REPEATS" "$w" "$n" "$os" 2> "$tmp/err" <<'EOF'
+    line=$(python3 - "$tmp" "$REPEATS" "$w" "$n" "$os" "$mode" 2> "$tmp/err" <<'EOF'
 import json, sys, statistics
-tmp, reps, w, n, os_us = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+tmp, reps, w, n, os_us, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 runs = [json.load(open(f"{tmp}/run_{r}.json")) for r in range(1, reps + 1)]
 for r in runs:
     assert r["match_reference"], "a distributed run differs from the int8 reference"
@@ -79,8 +96,12 @@ s0 = json.load(open(f"{tmp}/sim0.json"))["runs"][0]
 ml, sl, s0l = m["latency_s"], s["latency_s"], s0["latency_s"]
 err = 100.0 * (sl["total"] - ml["total"]) / ml["total"]
 err0 = 100.0 * (s0l["total"] - ml["total"]) / ml["total"]
-wire = "equal" if m["wire_bytes"]["total"] == s["wire_bytes"] else f'{m["wire_bytes"]["total"]}!={s["wire_bytes"]}'
-print(f'{w:>3} {n:>3} | {ml["total"]:9.3f} {ml["compute"]:9.3f} {ml["communication"]:9.3f} | '
+if mode.endswith("/direct"):
+    wire = ("payload equal" if m["wire_bytes"]["payload"] == s["payload_bytes"]
+            else f'payload {m["wire_bytes"]["payload"]}!={s["payload_bytes"]}')
+else:
+    wire = "equal" if m["wire_bytes"]["total"] == s["wire_bytes"] else f'{m["wire_bytes"]["total"]}!={s["wire_bytes"]}'
+print(f'{mode:<15} {w:>3} {n:>3} | {ml["total"]:9.3f} {ml["compute"]:9.3f} {ml["communication"]:9.3f} | '
       f'{sl["total"]:9.3f} {sl["compute"]:9.3f} {sl["communication"]:9.3f} {err:+7.1f} | '
       f'{s0l["total"]:9.3f} {err0:+7.1f} | {float(os_us):8.1f} | {wire}')
 print(abs(err), file=sys.stderr)
@@ -89,6 +110,7 @@ EOF
     echo "$line"
     worst=$(python3 -c "print(max($worst, $(cat "$tmp/err")))")
   done
+ done
 done
 printf 'largest |error| on the total: %.1f%%\n' "$worst"
 python3 -c "import sys; sys.exit(0 if $worst <= 15.0 else 1)" || { echo "validate_sim: FAIL (over 15%)" >&2; exit 1; }

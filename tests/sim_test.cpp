@@ -529,7 +529,8 @@ TEST(SimCli, FramesAndBytesEqualTheEngines) {
     const std::string args = "--json --workers 3 --allocation even --window " + std::to_string(w);
     const Cmd run = tinysplit("run " + args);
     ASSERT_EQ(run.code, 0) << run.err;
-    const Cmd sim = tinysplit("simulate " + args);
+    // simulate defaults to auto/direct; run to the paper's mode.
+    const Cmd sim = tinysplit("simulate " + args + " --strategy neuron --route relay");
     ASSERT_EQ(sim.code, 0) << sim.err;
     const auto jr = nlohmann::json::parse(run.out);
     const auto js = nlohmann::json::parse(sim.out).at("runs").at(0);

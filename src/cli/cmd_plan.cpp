@@ -17,7 +17,8 @@ struct PlanCmdOptions {
   std::string testbed, alloc = "even", ram = "512K", flash = "8M";
   bool ram_given = false, flash_given = false;  // override a testbed's budgets
   double k1 = plan::kDefaultK1;
-  std::string strategy = "neuron", route = "relay", out;
+  std::string strategy = "neuron", route = "relay", out, op_cycles;
+  double cycles_per_mac = 2.0, frame_latency_us = 30.0;
   bool json = false;
 };
 
@@ -39,6 +40,9 @@ int cmd_plan(const PlanCmdOptions& o) {
   po.strategy = o.strategy;
   po.route = plan::parse_route(o.route);
   po.routing = false;  // the report needs the traffic totals only
+  po.cost.default_cycles_per_mac = o.cycles_per_mac;
+  po.cost.frame_latency_s = o.frame_latency_us * 1e-6;
+  if (!o.op_cycles.empty()) plan::parse_op_cycles(o.op_cycles, &po.cost);
   const QGraph q = quantized_model(o.model, o.size, QuantizeOptions{});
   const plan::Plan p = plan::make_plan(q, tb, po);
   std::vector<std::string> paths;
@@ -64,6 +68,8 @@ int cmd_plan(const PlanCmdOptions& o) {
     for (const auto& l : p.layers)
       jl.push_back({{"name", l.name}, {"op", core::qop_name(q.nodes[size_t(l.node)].op)},
                     {"bytes_in", l.bytes_in}, {"bytes_out", l.bytes_out}, {"bytes_moved", l.bytes_moved},
+                    {"strategy", p.layer_strategy[size_t(l.node)]},
+                    {"est_latency_s", p.est_layer_s[size_t(l.node)]},
                     {"unique_in", l.unique_in}, {"max_worker_ram_bytes", l.max_worker_ram_bytes},
                     {"max_worker_bytes_moved", l.max_worker_bytes_moved},
                     {"workers_active", l.workers_active}, {"full_input_workers", l.full_input_workers},
@@ -78,6 +84,7 @@ int cmd_plan(const PlanCmdOptions& o) {
                         {"fixed_arena_bytes", core::kWorkerFixedArena},
                         {"workers", jw},
                         {"total_wire_bytes", p.total_wire_bytes},
+                        {"est_latency_s", p.est_latency_s},
                         {"heaviest_layer", p.layers[heavy].name},
                         {"heaviest_layer_max_worker_bytes", p.layers[heavy].max_worker_bytes_moved},
                         {"per_layer", jl},
@@ -98,17 +105,21 @@ int cmd_plan(const PlanCmdOptions& o) {
                 100.0 * w.share / share_sum, (long long)w.flash_bytes, (long long)w.peak_ram_bytes,
                 w.peak_layer >= 0 ? q.nodes[size_t(w.peak_layer)].name.c_str() : "-", double(w.macs) / 1e6,
                 (long long)w.bytes_in, (long long)w.bytes_out, w.kc);
-  std::printf("\n%-28s %-13s %11s %11s %12s %12s %12s %6s\n", "layer", "op", "bytes in", "bytes out",
-              "bytes moved", "max RAM/wkr", "max moved/wkr", "whole");
+  std::printf("\n%-28s %-13s %-8s %11s %11s %12s %12s %12s %6s %9s\n", "layer", "op", "split", "bytes in",
+              "bytes out", "bytes moved", "max RAM/wkr", "max moved/wkr", "whole", "est ms");
   for (const auto& l : p.layers)
-    std::printf("%-28.28s %-13s %11lld %11lld %12lld %12lld %12lld %6d\n", l.name.c_str(),
-                core::qop_name(q.nodes[size_t(l.node)].op), (long long)l.bytes_in, (long long)l.bytes_out,
-                (long long)l.bytes_moved, (long long)l.max_worker_ram_bytes,
-                (long long)l.max_worker_bytes_moved, l.full_input_workers);
+    std::printf("%-28.28s %-13s %-8s %11lld %11lld %12lld %12lld %12lld %6d %9.3f\n", l.name.c_str(),
+                core::qop_name(q.nodes[size_t(l.node)].op), p.layer_strategy[size_t(l.node)].c_str(),
+                (long long)l.bytes_in, (long long)l.bytes_out, (long long)l.bytes_moved,
+                (long long)l.max_worker_ram_bytes, (long long)l.max_worker_bytes_moved, l.full_input_workers,
+                1e3 * p.est_layer_s[size_t(l.node)]);
   std::printf("\n(\"whole\": workers receiving a whole input operand; RAM/wkr excludes the %u fixed frame bytes)\n",
               core::kWorkerFixedArena);
-  std::printf("total wire bytes per inference (every activation via the coordinator): %lld (%.2f MB)\n",
+  std::printf("total wire bytes per inference (%s): %lld (%.2f MB)\n",
+              p.route == plan::Route::Relay ? "every activation via the coordinator" : "board to board",
               (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
+  std::printf("estimated latency (cost model, %.3g cycles/MAC, %.3g us per message): %.4f s\n", o.cycles_per_mac,
+              o.frame_latency_us, p.est_latency_s);
   std::printf("heaviest layer for one worker: %s, %lld bytes in+out\n", p.layers[heavy].name.c_str(),
               (long long)p.layers[heavy].max_worker_bytes_moved);
   if (!paths.empty()) std::printf("wrote %zu fragments to %s\n", paths.size(), o.out.c_str());
@@ -130,8 +141,16 @@ void register_plan(CLI::App& app) {
   sub->add_option("--flash", o->flash, "flash budget per board (e.g. 8M); overrides a testbed's")->capture_default_str()
       ->each([o](const std::string&) { o->flash_given = true; });
   sub->add_option("--k1", o->k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
-  sub->add_option("--strategy", o->strategy, "split strategy: neuron (the paper) | spatial (bands of rows)")
+  sub->add_option("--strategy", o->strategy,
+                  "split strategy: neuron (the paper) | spatial (bands of rows) | channel (blocks of channels) | "
+                  "auto (per block, by the cost model)")
       ->capture_default_str();
+  sub->add_option("--cycles-per-mac", o->cycles_per_mac, "cost model: board cycles per MAC (default for every op)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--op-cycles", o->op_cycles,
+                  "cost model: per-op cycles per MAC, e.g. Conv=1.5,depthwise=3,Gemm=2 (others: --cycles-per-mac)");
+  sub->add_option("--frame-latency-us", o->frame_latency_us, "cost model: one-way latency per message, us")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--route", o->route,
                   "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
       ->capture_default_str();

@@ -17,9 +17,11 @@ struct SimulateOptions {
   int size = 0;
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12", prefix;
+  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency";
+  int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;
-  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0;
+  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0;
   bool json = false, per_board = false, png = false;
 };
 
@@ -29,8 +31,12 @@ int cmd_simulate(const SimulateOptions& o) {
   tm.frame_latency_s = o.frame_latency_us * 1e-6;
   tm.board_op_delay_s = o.delay_ms * 1e-3;
   tm.coord_frame_s = o.coord_frame_us * 1e-6;
+  tm.board_frame_s = o.board_frame_us * 1e-6;
   tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
   sim::validate(tm);
+  if (o.objective != "latency" && o.objective != "throughput")
+    throw Error("unknown objective '" + o.objective + "' (expected latency, throughput)");
+  if (o.images < 2 || o.images > 1000) throw Error("--images must be between 2 and 1000 (got " + std::to_string(o.images) + ")");
   const plan::Allocation alloc = plan::parse_allocation(o.alloc);
   const std::vector<int> figures = o.plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o.figures);
 
@@ -63,6 +69,10 @@ int cmd_simulate(const SimulateOptions& o) {
     sim::Scenario sc;
     sc.testbed = o.testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
     sc.alloc = alloc;
+    sc.strategy = o.strategy;
+    sc.route = plan::parse_route(o.route);
+    sc.op_cycles = o.op_cycles;
+    sc.throughput_images = o.objective == "throughput" ? o.images : 0;
     sc.timing = tm;
     // Board details: kept for the figure-8 run (the smallest count >= 3,
     // else the smallest) and for JSON per-board output.
@@ -102,6 +112,8 @@ int cmd_simulate(const SimulateOptions& o) {
                         {"size", in_size},
                         {"board", board_label},
                         {"allocation", plan::to_string(alloc)},
+                        {"strategy", o.strategy},
+                        {"route", o.route},
                         {"timing", sim::to_json(tm)},
                         {"runs", jruns}};
     if (runs.size() > 1) j["ram_flattens_at"] = sim::flattening_point(nlist, peaks);
@@ -109,8 +121,9 @@ int cmd_simulate(const SimulateOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, window %d, %.3g cycles/MAC%s\n", o.model.c_str(),
-              in_size, in_size, board_label.c_str(), plan::to_string(alloc), tm.window, tm.cycles_per_mac,
+  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, strategy %s, route %s, window %d, %.3g cycles/MAC%s\n",
+              o.model.c_str(), in_size, in_size, board_label.c_str(), plan::to_string(alloc), o.strategy.c_str(),
+              o.route.c_str(), tm.window, tm.cycles_per_mac,
               tm.board_op_delay_s > 0 ? ", injected board delays" : "");
   sim::print_summary(stdout, view);
   for (const auto& r : runs)
@@ -135,6 +148,15 @@ void register_simulate(CLI::App& app) {
   auto* topt = sub.add_option("--testbed,-t", o->testbed, "testbed JSON: boards with their clock, RAM, link")
                    ->excludes(wopt)->excludes(sopt);
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
+  sub.add_option("--strategy", o->strategy, "split strategy: auto (by the cost model) | neuron (the paper) | spatial | channel")
+      ->capture_default_str();
+  sub.add_option("--route", o->route, "direct (boards send to boards) | relay (every activation via the coordinator, the paper)")
+      ->capture_default_str();
+  sub.add_option("--objective", o->objective,
+                 "latency (one inference) | throughput (also --images images back to back: images_per_s)")
+      ->capture_default_str();
+  sub.add_option("--images", o->images, "images back to back for --objective throughput")->capture_default_str();
+  sub.add_option("--op-cycles", o->op_cycles, "per-op cycles per MAC for auto's cost model, e.g. Conv=1.5,depthwise=3");
   sub.add_option("--board", o->board, "board type for --workers/--sweep (teensy41)")->capture_default_str()
       ->excludes(topt);
   sub.add_option("--clock-mhz", o->clock_mhz, "override the board type's clock (MHz)")->check(CLI::PositiveNumber)
@@ -155,6 +177,9 @@ void register_simulate(CLI::App& app) {
   sub.add_option("--delay-ms", o->delay_ms, "board software delay before each send and each receive, ms (as run --delay-ms)")
       ->capture_default_str();
   sub.add_option("--coord-frame-us", o->coord_frame_us, "coordinator CPU time per frame, us (one CPU for all boards)")
+      ->capture_default_str();
+  sub.add_option("--board-frame-us", o->board_frame_us,
+                 "direct route: board CPU per data frame sent or received, us (host boards: syscalls, CRC)")
       ->capture_default_str();
   sub.add_option("--sleep-overshoot-us", o->overshoot_us,
                  "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/crc32.h"
+#include "core/worker.h"
 #include "model/bytes.h"
 #include "plan/fragment_writer.h"
 
@@ -749,6 +750,8 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   if (q.nodes.size() > 0xFFFF) throw Error("plan: the model has more layers than the fragment format can number");
   Plan p;
   p.strategy = strategy.name();
+  p.layer_strategy.resize(q.nodes.size());
+  for (size_t n = 0; n < q.nodes.size(); ++n) p.layer_strategy[n] = strategy.layer_name(q, int(n));
   p.route = route;
   p.model_bytes = q.weight_bytes();
   p.ratings = shares;
@@ -898,6 +901,16 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   }
   for (size_t w = 0; w < N; ++w) {
     WorkerPlan& wp = p.workers[w];
+    if (route == Route::Direct) {
+      // What the board moves (received + sent to anyone) per byte it computes.
+      int64_t produced = 0, sent = 0;
+      for (const LayerShare& ls : wp.layers) {
+        produced += ls.out_elems;
+        for (const core::Send& sd : ls.sends) sent += sd.count;
+      }
+      wp.kc = produced > 0 ? double(wp.bytes_in + sent) / double(produced) : 0.0;
+      continue;
+    }
     wp.kc = wp.bytes_out > 0 ? double(wp.bytes_in + wp.bytes_out) / double(wp.bytes_out) : 0.0;
   }
   for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
@@ -912,7 +925,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
     }
   }
   if (routing) p.routes = build_routing(q, p);
-  p.plan_id = hash_plan(mcrc, shares, strategy.name(), route);
+  p.plan_id = hash_plan(mcrc, shares, strategy.signature(), route);
   return p;
 }
 
@@ -967,15 +980,36 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
       throw Error("board " + std::to_string(b.id) + ": fragment needs " + std::to_string(wp.flash_bytes) +
                   " bytes of flash, budget is " + std::to_string(b.flash_bytes) + " bytes");
   }
+  // Links: a board holds the coordinator's link, one it opens to each board
+  // it sends to and one from each board that sends to it (core::kMaxLinks).
+  if (p.route == Route::Direct) {
+    const size_t N = size_t(p.n_workers());
+    std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
+    for (size_t w = 0; w < N; ++w)
+      for (const LayerShare& ls : p.workers[w].layers)
+        for (const core::Send& s : ls.sends)
+          if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
+    for (size_t w = 0; w < N; ++w) {
+      int links = 1;
+      for (size_t v = 0; v < N; ++v) links += talks[w][v] + talks[v][w];
+      if (links > core::kMaxLinks)
+        throw Error("board " + std::to_string(t.boards.at(w).id) + ": the direct route needs " + std::to_string(links) +
+                    " links on it (coordinator, boards it sends to, boards that send to it), a board holds at most " +
+                    std::to_string(core::kMaxLinks));
+    }
+  }
 }
 
 Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (t.boards.empty()) throw Error("plan: the testbed has no boards");
   validate_testbed(t, "testbed");
   if (q.nodes.empty()) throw Error("plan: the model has no layers");
-  const std::unique_ptr<SplitStrategy> strategy = make_strategy(opt.strategy);
   const size_t N = t.boards.size();
   const uint32_t mcrc = model_crc(q);
+  const bool is_auto = opt.strategy == "auto";
+  // For `auto`, the rating pass below splits evenly by spatial bands (the
+  // usual winner); the strategies themselves are chosen once the ratings are known.
+  std::unique_ptr<SplitStrategy> strategy = make_strategy(is_auto ? "spatial" : opt.strategy);
 
   // 1. Ratings.
   std::vector<double> ratings;
@@ -997,6 +1031,7 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   } else {
     ratings = compute_ratings(t, opt.alloc, opt.k1);
   }
+  if (is_auto) strategy = std::make_unique<MixedStrategy>(choose_strategies(q, t, ratings, opt.route, opt.cost).per_node);
 
   // 2-3. Storage-aware allocation against flash, refined by real fragment sizes.
   const int64_t model_bytes = std::max<int64_t>(1, q.weight_bytes());
@@ -1028,6 +1063,10 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   p.flash_rounds = fit.measurements - 1;
   p.ratings = ratings;
   for (size_t w = 0; w < N; ++w) p.workers[w].rating = ratings[w];
+
+  p.est_layer_s = estimate_layer_seconds(q, p, t, opt.cost);
+  p.est_latency_s = 0;
+  for (double v : p.est_layer_s) p.est_latency_s += v;
 
   // 4. Budgets, then the routing map of the accepted plan.
   if (opt.check_budgets) check_budgets(q, p, t);

@@ -33,6 +33,7 @@
 #include "core/fragment.h"
 #include "model/qgraph.h"
 #include "plan/alloc.h"
+#include "plan/cost.h"
 #include "plan/ratings.h"
 #include "plan/split.h"
 #include "plan/strategy.h"
@@ -54,7 +55,8 @@ struct PlanOptions {
   Allocation alloc = Allocation::Even;
   Route route = Route::Relay;
   double k1 = kDefaultK1;           // K1 for eq. 5 (KB/Mcycle)
-  std::string strategy = "neuron";  // make_strategy()
+  std::string strategy = "neuron";  // make_strategy(), or "auto" (cost.h)
+  CostModel cost;                   // the time estimate and `auto`'s choice
   bool routing = true;              // build Plan::routes (alg. 3)
   bool check_budgets = true;        // refuse plans over a board's RAM/flash
 };
@@ -109,7 +111,8 @@ struct WorkerPlan {
   int board = 0;            // Board::id
   double rating = 0;        // rating before storage adjustment
   double share = 0;         // final share the split used
-  double kc = 0;            // measured (bytes in + out) / bytes out
+  double kc = 0;            // measured (bytes in + out) / bytes out; direct route:
+                            // (bytes in + bytes sent to anyone) / bytes computed
   std::vector<LayerShare> layers;  // one per QGraph node, in order
   int64_t flash_bytes = 0;  // fragment bytes, exactly
   int64_t data_bytes = 0;   // model data stored (part of flash_bytes)
@@ -151,6 +154,9 @@ struct RouteRun {
 
 struct Plan {
   std::string strategy;
+  std::vector<std::string> layer_strategy;  // per node: neuron | spatial | channel
+  std::vector<double> est_layer_s;          // per node: cost model estimate (make_plan)
+  double est_latency_s = 0;                 // their sum
   Route route = Route::Relay;
   Allocation alloc = Allocation::Even;
   uint32_t plan_id = 0;          // plan_hash(): model bytes, shares, workers

@@ -19,6 +19,16 @@ std::vector<std::vector<core::Region>> SplitStrategy::split_regions(const QGraph
   return out;
 }
 
+std::string SplitStrategy::layer_name(const QGraph&, int) const { return name(); }
+
+bool SpatialStrategy::uses_bands(const QGraph& q, int node) {
+  return q.desc(node).out.h >= kMinRows && q.nodes[size_t(node)].op != core::QOp::Gemm;
+}
+
+std::string SpatialStrategy::layer_name(const QGraph& q, int node) const {
+  return uses_bands(q, node) ? "spatial" : "channel";
+}
+
 std::vector<Run> SpatialStrategy::split(const QGraph&, int, const std::vector<double>&) const {
   throw Error("split: the spatial strategy's shares are bands of rows, not runs");
 }
@@ -29,23 +39,113 @@ std::vector<std::vector<core::Region>> SpatialStrategy::split_regions(const QGra
     throw Error("split: node " + std::to_string(node) + " is not in the model");
   const core::Dims d = q.desc(node).out;
   std::vector<std::vector<core::Region>> out(shares.size());
-  const bool bands = d.h >= kMinRows && q.nodes[size_t(node)].op != core::QOp::Gemm;
-  const std::vector<int64_t> counts = proportional_counts(bands ? d.h : d.c, shares);
+  if (!uses_bands(q, node)) {
+    const std::vector<int64_t> counts = proportional_counts(d.c, shares);
+    int32_t at = 0;
+    for (size_t w = 0; w < shares.size(); ++w) {
+      const int32_t n = int32_t(counts[w]);
+      if (n > 0) out[w].push_back(core::Region::run(at * d.h * d.w, (at + n) * d.h * d.w));
+      at += n;
+    }
+    return out;
+  }
+  // Bands of plane positions (row-major) across all channels: whole rows
+  // where the cut falls on a row boundary, else a partial first and last row.
+  const std::vector<int64_t> counts = proportional_counts(int64_t(d.h) * d.w, shares);
+  int32_t at = 0;
+  for (size_t w = 0; w < shares.size(); ++w) {
+    const int32_t a = at, b = at + int32_t(counts[w]);
+    at = b;
+    if (b <= a) continue;
+    int32_t ya = a / d.w, xa = a % d.w;
+    const int32_t yb = b / d.w, xb = b % d.w;
+    if (ya == yb) {  // inside one row
+      out[w].push_back(core::Region::box(0, d.c, ya, ya + 1, xa, xb));
+      continue;
+    }
+    if (xa > 0) {
+      out[w].push_back(core::Region::box(0, d.c, ya, ya + 1, xa, d.w));
+      ++ya;
+    }
+    if (yb > ya) out[w].push_back(core::Region::box(0, d.c, ya, yb, 0, d.w));
+    if (xb > 0) out[w].push_back(core::Region::box(0, d.c, yb, yb + 1, 0, xb));
+  }
+  return out;
+}
+
+std::vector<Run> ChannelStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
+  if (node < 0 || node >= int(q.nodes.size()))
+    throw Error("split: node " + std::to_string(node) + " is not in the model");
+  const core::Dims d = q.desc(node).out;
+  std::vector<Run> runs = split_runs(d.c, shares);
+  const int64_t hw = int64_t(d.h) * d.w;
+  for (Run& r : runs) {
+    r.begin *= hw;
+    r.end *= hw;
+  }
+  return runs;
+}
+
+std::vector<std::vector<core::Region>> ChannelStrategy::split_regions(const QGraph& q, int node,
+                                                                      const std::vector<double>& shares) const {
+  if (node < 0 || node >= int(q.nodes.size()))
+    throw Error("split: node " + std::to_string(node) + " is not in the model");
+  const core::Dims d = q.desc(node).out;
+  std::vector<std::vector<core::Region>> out(shares.size());
+  const std::vector<int64_t> counts = proportional_counts(d.c, shares);
   int32_t at = 0;
   for (size_t w = 0; w < shares.size(); ++w) {
     const int32_t n = int32_t(counts[w]);
     if (n == 0) continue;
-    out[w].push_back(bands ? core::Region::box(0, d.c, at, at + n, 0, d.w) : core::Region::box(at, at + n, 0, d.h, 0, d.w));
+    // Whole planes of consecutive channels are one run of the flat index:
+    // one region segment, so one message per consumer rather than one per channel.
+    const int32_t hw = d.h * d.w;
+    out[w].push_back(core::Region::run(at * hw, (at + n) * hw));
     at += n;
   }
   return out;
 }
 
-std::vector<std::string> strategy_names() { return {"neuron", "spatial"}; }
+MixedStrategy::MixedStrategy(std::vector<std::string> choices) : choices_(std::move(choices)) {
+  for (const auto& c : choices_)
+    if (c != "neuron" && c != "spatial" && c != "channel")
+      throw Error("auto: unknown per-layer strategy '" + c + "' (expected neuron, spatial, channel)");
+  impl_.push_back(std::make_unique<NeuronStrategy>());
+  impl_.push_back(std::make_unique<SpatialStrategy>());
+  impl_.push_back(std::make_unique<ChannelStrategy>());
+}
+
+const SplitStrategy& MixedStrategy::of(const QGraph& q, int node) const {
+  if (node < 0 || node >= int(q.nodes.size()) || size_t(node) >= choices_.size())
+    throw Error("split: node " + std::to_string(node) + " has no strategy in this plan");
+  const std::string& c = choices_[size_t(node)];
+  return c == "neuron" ? *impl_[0] : c == "spatial" ? *impl_[1] : *impl_[2];
+}
+
+std::string MixedStrategy::signature() const {
+  std::string s = "auto:";
+  for (const auto& c : choices_) s += c[0];
+  return s;
+}
+
+std::vector<Run> MixedStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
+  return of(q, node).split(q, node, shares);
+}
+
+std::vector<std::vector<core::Region>> MixedStrategy::split_regions(const QGraph& q, int node,
+                                                                    const std::vector<double>& shares) const {
+  return of(q, node).split_regions(q, node, shares);
+}
+
+std::string MixedStrategy::layer_name(const QGraph& q, int node) const { return of(q, node).layer_name(q, node); }
+
+std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "auto"}; }
 
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name) {
   if (name == "neuron") return std::make_unique<NeuronStrategy>();
   if (name == "spatial") return std::make_unique<SpatialStrategy>();
+  if (name == "channel") return std::make_unique<ChannelStrategy>();
+  if (name == "auto") throw Error("strategy 'auto' is chosen by the planner's cost model (make_plan), not built by name");
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
   throw Error("unknown split strategy '" + name + "' (expected " + known + ")");

@@ -38,6 +38,13 @@ class SplitStrategy {
   // one run per worker.
   virtual std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
                                                                const std::vector<double>& shares) const;
+  // What this strategy does to node `node` as reported per layer ("neuron",
+  // "spatial", "channel"): a strategy that falls back to another split for
+  // some layers names the one it used. Default: name().
+  virtual std::string layer_name(const QGraph& q, int node) const;
+  // What identifies the split in a plan id (plan_hash): name() unless the
+  // regions depend on more than the strategy's name (auto: its choices).
+  virtual std::string signature() const { return name(); }
 };
 
 // The paper's strategy: every layer (Conv, Gemm, and also Add, pools, Concat,
@@ -50,10 +57,12 @@ class NeuronStrategy final : public SplitStrategy {
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
 };
 
-// Bands of output rows across all channels (DeepThings-style spatial
-// partitioning): worker w computes rows [y_w, y_{w+1}) of every channel of a
-// layer, the bands proportional to the shares (largest remainder over rows)
-// and aligned from layer to layer, so an inverted-residual block's 1x1
+// Bands of output positions across all channels (DeepThings-style spatial
+// partitioning): worker w computes plane positions [p_w, p_{w+1}) (row-major:
+// whole rows, plus a partial first and last row where a cut falls inside a
+// row) of every channel of a layer, the bands proportional to the shares
+// (largest remainder over positions, so a 7x7 map splits 17/16/16 over three
+// boards rather than 3/2/2 rows) and aligned from layer to layer, so an inverted-residual block's 1x1
 // convolutions read only the board's own band and a 3x3 one only a halo row
 // or two of its neighbours'. Layers whose maps have fewer than kMinRows rows
 // (GlobalAvgPool, SE vectors) and Gemm are split by output channels instead: each worker a block of
@@ -68,12 +77,53 @@ class SpatialStrategy final : public SplitStrategy {
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
   std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
                                                        const std::vector<double>& shares) const override;
+  // "channel" for the layers it splits by channels (Gemm, maps under kMinRows rows).
+  std::string layer_name(const QGraph& q, int node) const override;
+  static bool uses_bands(const QGraph& q, int node);
+};
+
+// Blocks of whole output channels (for the late layers whose maps are tiny
+// and whose weights are large): worker w computes channels [c_w, c_{w+1}) of
+// every position, the blocks proportional to the shares (largest remainder
+// over channels). A worker stores only its channels' kernels; a 1x1 or dense
+// layer still reads every input channel, a depthwise layer only its own
+// channels, so a chain expand -> depthwise stays on its board.
+class ChannelStrategy final : public SplitStrategy {
+ public:
+  std::string name() const override { return "channel"; }
+  // The same blocks as runs of the flat index (a block of whole channels is
+  // one contiguous run).
+  std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
+  std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
+                                                       const std::vector<double>& shares) const override;
+};
+
+// A strategy per layer (what `--strategy auto` produces, plan/cost.h): node
+// n is split by the strategy named choices[n] ("neuron", "spatial",
+// "channel"). name() is "auto"; the choices are part of the plan id.
+class MixedStrategy final : public SplitStrategy {
+ public:
+  explicit MixedStrategy(std::vector<std::string> choices);
+  std::string name() const override { return "auto"; }
+  std::string signature() const override;
+  std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
+  std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
+                                                       const std::vector<double>& shares) const override;
+  std::string layer_name(const QGraph& q, int node) const override;
+  const std::vector<std::string>& choices() const { return choices_; }
+
+ private:
+  const SplitStrategy& of(const QGraph& q, int node) const;
+  std::vector<std::string> choices_;
+  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // neuron, spatial, channel
 };
 
 // Names accepted by make_strategy, for help texts and errors.
 std::vector<std::string> strategy_names();
 
-// "neuron" -> NeuronStrategy. Anything else throws ts::Error naming the
+// "neuron" -> NeuronStrategy, "spatial", "channel". ("auto" is not a
+// strategy by itself: make_plan turns it into a MixedStrategy by cost.)
+// Anything else throws ts::Error naming the
 // string and the accepted names.
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name);
 

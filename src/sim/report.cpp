@@ -23,6 +23,7 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
   for (const LayerResult& l : s.layers)
     layers.push_back({{"node", l.node},
                       {"name", l.name},
+                      {"strategy", size_t(l.node) < r.layer_strategy.size() ? r.layer_strategy[size_t(l.node)] : ""},
                       {"start_s", l.start_s},
                       {"wall_s", l.wall_s},
                       {"compute_s", l.compute_s},
@@ -37,6 +38,8 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
                       {"latency_s", {{"total", s.total_s}, {"compute", s.compute_s}, {"communication", s.comm_s}}},
                       {"wire_bytes", s.wire_bytes},
                       {"payload_bytes", s.payload_bytes},
+                      {"plan_wire_bytes", r.plan_wire_bytes},
+                      {"est_latency_s", r.est_latency_s},
                       {"frames", s.frames},
                       {"max_peak_ram_bytes", r.max_peak_ram_bytes},
                       {"mean_peak_ram_bytes", r.mean_peak_ram_bytes},
@@ -49,6 +52,7 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
                       {"host_seconds", {{"plan", r.plan_s}, {"simulate", r.sim_s}}},
                       {"per_layer", layers}};
   if (!r.fits) j["budget_error"] = r.budget_error;
+  if (r.images_per_s > 0) j["images_per_s"] = r.images_per_s;
   if (per_board && !s.boards.empty()) {
     nlohmann::json boards = nlohmann::json::array();
     for (size_t b = 0; b < s.boards.size(); ++b) {

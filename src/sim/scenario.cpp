@@ -96,6 +96,11 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   r.workers = int(s.testbed.boards.size());
   plan::PlanOptions po;
   po.alloc = s.alloc;
+  po.strategy = s.strategy;
+  po.route = s.route;
+  // The plan is the one `plan` and `run` make (the planner's default cost
+  // model, plus --op-cycles if given), whatever timing it is simulated under.
+  if (!s.op_cycles.empty()) plan::parse_op_cycles(s.op_cycles, &po.cost);
   po.routing = false;
   po.check_budgets = false;
   const auto t0 = Clock::now();
@@ -108,6 +113,9 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
     r.budget_error = e.what();
   }
   r.ram_budget_bytes = s.testbed.boards[0].ram_bytes;
+  r.plan_wire_bytes = p.total_wire_bytes;
+  r.est_latency_s = p.est_latency_s;
+  r.layer_strategy = p.layer_strategy;
   r.min_peak_ram_bytes = p.workers[0].peak_ram_bytes;
   double sum = 0;
   for (size_t w = 0; w < p.workers.size(); ++w) {
@@ -128,6 +136,17 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   const auto t1 = Clock::now();
   r.result = simulate(q, p, s.testbed, s.timing);
   r.sim_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (s.throughput_images > 1) {
+    if (p.route == plan::Route::Direct) {
+      TimingModel tm = s.timing;
+      tm.images = s.throughput_images;
+      const SimResult many = simulate(q, p, s.testbed, tm);
+      const double span = many.image_done_s.back() - many.image_done_s.front();
+      r.images_per_s = span > 0 ? double(tm.images - 1) / span : 0.0;
+    } else {
+      r.images_per_s = r.result.total_s > 0 ? 1.0 / r.result.total_s : 0.0;
+    }
+  }
   if (!keep_boards) {
     r.result.boards.clear();
     r.result.boards.shrink_to_fit();

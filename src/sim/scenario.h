@@ -46,7 +46,16 @@ std::vector<int> parse_sweep(const std::string& spec);
 struct Scenario {
   plan::Testbed testbed;
   plan::Allocation alloc = plan::Allocation::Rating;
+  std::string strategy = "neuron";   // plan::make_strategy names, or "auto"
+  plan::Route route = plan::Route::Relay;
   TimingModel timing;
+  // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);
+  // empty = its defaults (2 cycles/MAC, 30 us per message), as `plan` and
+  // `run` use, so the simulated plan is the one they make.
+  std::string op_cycles;
+  // > 1: also simulate that many images back to back (direct route:
+  // pipelined) and report images_per_s. 0 or 1: latency only.
+  int throughput_images = 0;
 };
 
 struct RunRecord {
@@ -64,6 +73,12 @@ struct RunRecord {
   int64_t max_exact_need_bytes = 0;
   int64_t max_flash_bytes = 0;
   int64_t total_macs = 0;
+  int64_t plan_wire_bytes = 0;       // the plan's total_wire_bytes
+  double est_latency_s = 0;          // the planner's cost-model estimate
+  // Steady state of throughput_images back to back: (K - 1) images over the
+  // time from the first output to the last (relay: 1 / latency). 0 if not asked.
+  double images_per_s = 0;
+  std::vector<std::string> layer_strategy;
   SimResult result;          // board details dropped unless keep_boards
 };
 

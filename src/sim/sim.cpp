@@ -75,7 +75,9 @@ struct BoardSide {
   bool busy = false;
   // Results being sent.
   bool sending = false, done_pending = false;
-  int64_t out_len = 0, out_sent = 0;
+  const plan::LayerShare* out_share = nullptr;  // its sends, one OUTPUT message each
+  size_t out_send = 0;
+  int64_t out_sent = 0;
   // Links: FIFO servers, one per direction.
   double tx_free = 0, rx_free = 0;
   double s_per_byte = 0;
@@ -87,9 +89,6 @@ class Simulator {
   Simulator(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
             std::vector<TraceEvent>* trace)
       : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()) {
-    if (p.route != plan::Route::Relay)
-      throw Error("simulator: only the relay route is modelled so far (plan uses --route " +
-                  std::string(plan::route_name(p.route)) + ")");
     coord_.resize(size_t(n_));
     boards_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -371,7 +370,8 @@ class Simulator {
         trace(c, TraceKind::ComputeEnd, b);
         s.sending = true;
         s.done_pending = true;
-        s.out_len = ls.out_elems;
+        s.out_share = &ls;
+        s.out_send = 0;
         s.out_sent = 0;
         board_pump(b, c);
       }
@@ -405,12 +405,17 @@ class Simulator {
     BoardSide& s = boards_[size_t(b)];
     while (s.sending && s.win.can_send()) {
       Frame f;
-      if (s.out_sent < s.out_len) {
-        const int64_t n = std::min<int64_t>(s.out_len - s.out_sent, kMaxPayload);
+      if (s.out_send < s.out_share->sends.size()) {
+        const int64_t len = s.out_share->sends[s.out_send].count;
+        const int64_t n = std::min<int64_t>(len - s.out_sent, kMaxPayload);
         f.type = MsgType::Output;
         f.payload = int32_t(n);
         s.out_sent += n;
-        if (s.out_sent == s.out_len) f.flags = wire::kFlagLast;
+        if (s.out_sent == len) {
+          f.flags = wire::kFlagLast;
+          ++s.out_send;
+          s.out_sent = 0;
+        }
       } else {
         f.type = MsgType::Done;
         f.payload = fixed_payload(MsgType::Done);
@@ -521,11 +526,12 @@ void validate(const TimingModel& m) {
   if (!std::isfinite(m.cycles_per_mac) || m.cycles_per_mac <= 0)
     throw Error("simulate: cycles per MAC must be a positive number");
   if (!finite_nonneg(m.layer_overhead_s) || !finite_nonneg(m.frame_latency_s) || !finite_nonneg(m.board_op_delay_s) ||
-      !finite_nonneg(m.coord_frame_s) || !finite_nonneg(m.sleep_overshoot_s))
+      !finite_nonneg(m.coord_frame_s) || !finite_nonneg(m.board_frame_s) || !finite_nonneg(m.sleep_overshoot_s))
     throw Error("simulate: times must be finite and non-negative");
   if (!finite_nonneg(m.coord_bandwidth_kbps) || !finite_nonneg(m.board_bandwidth_kbps))
     throw Error("simulate: bandwidths must be finite and non-negative (0 = unlimited / from the testbed)");
   if (!std::isfinite(m.board_delay_s_per_kb)) throw Error("simulate: delay per KB must be finite");
+  if (m.images < 1 || m.images > 1000) throw Error("simulate: images must be between 1 and 1000");
 }
 
 SimResult simulate(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
@@ -545,6 +551,7 @@ SimResult simulate(const QGraph& q, const plan::Plan& p, const plan::Testbed& t,
     if (m.board_bandwidth_kbps <= 0 && !(b.bandwidth_kbps > 0))
       throw Error("simulate: board " + std::to_string(b.id) + " has no bandwidth");
   }
+  if (p.route == plan::Route::Direct) return simulate_direct(q, p, t, m);
   Simulator s(q, p, t, m, trace);
   return s.run();
 }

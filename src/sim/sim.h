@@ -80,12 +80,19 @@ struct TimingModel {
   // Software costs.
   double board_op_delay_s = 0.0;     // before every board send and every board receive
   double coord_frame_s = 0.0;        // coordinator CPU per frame sent or received
+  double board_frame_s = 0.0;        // direct route: board CPU per data frame sent or received
 
   // Emulation only (validating against `tinysplit run` on this host): the
   // emulated boards sleep to inject their delay and to stretch compute to
   // the emulated clock, and every sleep overshoots by the OS's timer slack
   // and wake-up latency. Added to every board delay and every compute.
   double sleep_overshoot_s = 0.0;
+
+  // Direct route only: images run back to back, each board taking the next
+  // image's layers as soon as it has done its last layer of the previous one
+  // (pipelining). 1 = one inference. The relay route has a barrier per
+  // layer and ignores it.
+  int images = 1;
 };
 
 // Throws ts::Error (one line) on a bad model: window outside 1..64, negative
@@ -136,6 +143,7 @@ struct SimResult {
   std::vector<LayerResult> layers;
   std::vector<BoardResult> boards;
   std::vector<std::vector<BoardLayer>> board_layers;  // [board][node]
+  std::vector<double> image_done_s;  // direct route: when the coordinator had each image's output
 };
 
 // One entry per frame event, when a trace is asked for (tests, debugging).
@@ -163,6 +171,27 @@ struct TraceEvent {
   int32_t payload = 0;       // payload bytes
   uint32_t in_flight = 0;    // CoordSend/BoardSend: frames unacknowledged after this one
 };
+
+// Direct route (plans made with --route direct; sim_direct.cpp): there is no
+// per-layer barrier. Every board runs its layers in order; a layer starts
+// when the board is free and every element it receives for the layer has
+// arrived (its local runs are on the board already); it computes, then hands
+// every send of the layer (one message per send record, cut into frames) to
+// its link in order, then a DONE to the coordinator. Each board's link is a
+// FIFO server each way (its bandwidth and delay per KB), frames cross a
+// switch with the one-way latency, and a board's incoming link serves frames
+// from all senders in arrival order; the coordinator sends the graph's input
+// over its own link at time 0 and receives the output. The inference ends
+// when the coordinator has handled the last output and DONE frame. Between
+// boards the engine's window holds: at most W frames unacknowledged per link,
+// the frame that fills it asks for an ACK, and the receiver ACKs every
+// board_ack_every frames or on that request when it reads its link (a board
+// that is computing does not); a sender whose window is full waits, reading
+// only its own link. Frames to and from the coordinator are not windowed
+// (their ACKs are counted). Per layer: wall = when the last
+// board finished the layer (compute done, frames handed over) minus the same
+// for the previous layer (0 if earlier), compute = the slowest board's.
+SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m);
 
 // Simulates one inference. The testbed gives each board's clock, link and RAM
 // budget and must match the plan (same number of boards, in order). Throws

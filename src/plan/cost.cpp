@@ -1,0 +1,459 @@
+#include "plan/cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "core/op.h"
+#include "plan/plan.h"
+
+namespace ts::plan {
+
+using core::QOp;
+
+double CostModel::cycles_per_mac(const core::LayerDesc& d) const {
+  double c = 0;
+  if (d.op == QOp::Conv && d.groups > 1 && d.groups == d.in[0].c && depthwise_cycles_per_mac > 0)
+    c = depthwise_cycles_per_mac;
+  else if (size_t(d.op) < op_cycles_per_mac.size())
+    c = op_cycles_per_mac[size_t(d.op)];
+  return c > 0 ? c : default_cycles_per_mac;
+}
+
+void parse_op_cycles(const std::string& spec, CostModel* m) {
+  size_t pos = 0;
+  while (pos <= spec.size() && !spec.empty()) {
+    const size_t comma = spec.find(',', pos);
+    const std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw Error("op cycles: '" + item + "' is not op=cycles");
+    const std::string op = item.substr(0, eq), val = item.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(val.c_str(), &end);
+    if (val.empty() || *end != '\0' || !std::isfinite(v) || v <= 0)
+      throw Error("op cycles: '" + item + "' needs a positive number of cycles per MAC");
+    if (op == "default") {
+      m->default_cycles_per_mac = v;
+      continue;
+    }
+    if (op == "depthwise") {
+      m->depthwise_cycles_per_mac = v;
+      continue;
+    }
+    bool found = false;
+    for (int k = 1; k <= 10; ++k)
+      if (op == core::qop_name(QOp(k))) {
+        m->op_cycles_per_mac[size_t(k)] = v;
+        found = true;
+      }
+    if (!found) throw Error("op cycles: unknown op '" + op + "' (expected an op name, depthwise or default)");
+  }
+}
+
+namespace {
+
+double s_per_byte(const Board& b) { return (b.delay_s_per_kb + 1.0 / b.bandwidth_kbps) / kBytesPerKB; }
+
+// Bytes on the wire for `payload` bytes in `msgs` messages.
+double wire(const CostModel& m, double payload, double msgs) {
+  if (payload <= 0) return 0;
+  return payload + m.header_bytes * (msgs + payload / m.max_payload);
+}
+
+double coord_spb(const CostModel& m) {
+  return m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * kBytesPerKB) : 0.0;
+}
+
+double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n) {
+  const double cpm = m.cycles_per_mac(q.desc(n));
+  double worst = 0;
+  for (int w = 0; w < p.n_workers(); ++w) {
+    const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
+    if (!ls.active()) continue;
+    worst = std::max(worst, double(ls.macs) * cpm / (t.boards[size_t(w)].clock_mhz * 1e6) + m.layer_overhead_s);
+  }
+  return worst;
+}
+
+// Traffic of one transfer step: per board bytes and messages in and out,
+// and what crosses the coordinator's link.
+struct Traffic {
+  std::vector<double> in, in_msgs, out, out_msgs;
+  double coord = 0, coord_msgs = 0;
+  explicit Traffic(size_t n) : in(n, 0), in_msgs(n, 0), out(n, 0), out_msgs(n, 0) {}
+  bool any() const {
+    if (coord > 0) return true;
+    for (size_t w = 0; w < in.size(); ++w)
+      if (in[w] > 0 || out[w] > 0) return true;
+    return false;
+  }
+};
+
+// Seconds for a transfer step in which every board receives and sends on
+// its own link at once (full duplex), the coordinator on its own.
+double step_s(const Traffic& tr, const Testbed& t, const CostModel& m) {
+  if (!tr.any()) return 0;
+  double worst = wire(m, tr.coord, tr.coord_msgs) * coord_spb(m);
+  for (size_t w = 0; w < tr.in.size(); ++w) {
+    const double spb = s_per_byte(t.boards[w]);
+    worst = std::max(worst, std::max(wire(m, tr.in[w], tr.in_msgs[w]), wire(m, tr.out[w], tr.out_msgs[w])) * spb);
+  }
+  return worst + m.frame_latency_s;
+}
+
+// Relay: everything in through the coordinator, compute, everything out.
+double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n) {
+  const size_t N = size_t(p.n_workers());
+  Traffic in(N), out(N);
+  bool active = false;
+  for (size_t w = 0; w < N; ++w) {
+    const LayerShare& ls = p.workers[w].layers[size_t(n)];
+    if (!ls.active()) continue;
+    active = true;
+    for (const InputNeed& need : ls.inputs) {
+      in.in[w] += double(need.elems);
+      in.in_msgs[w] += double(need.runs.size());
+    }
+    int64_t segs = 0;
+    for (const core::Region& r : ls.regions)
+      r.segments(q.desc(n).out, [&](int32_t, int32_t) {
+        ++segs;
+        return true;
+      });
+    out.in[w] += double(ls.out_elems);
+    out.in_msgs[w] += double(segs);
+    in.coord += in.in[w];
+    in.coord_msgs += in.in_msgs[w];
+    out.coord += out.in[w];
+    out.coord_msgs += out.in_msgs[w];
+  }
+  if (!active) return 0;
+  return step_s(in, t, m) + compute_s(q, p, t, m, n) + step_s(out, t, m) + 2 * m.frame_latency_s;
+}
+
+}  // namespace
+
+std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
+  const size_t N = size_t(p.n_workers());
+  if (t.boards.size() != N) throw Error("estimate: the plan and the testbed have different board counts");
+  std::vector<double> out(q.nodes.size(), 0.0);
+  if (p.route == Route::Relay) {
+    for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = relay_layer_s(q, p, t, m, int(n));
+    return out;
+  }
+  // Direct: a layer's board-to-board inputs arrive (sent by their producers),
+  // then it computes; the graph's output goes to the coordinator.
+  std::vector<Traffic> xfer(q.nodes.size(), Traffic(N)), result(q.nodes.size(), Traffic(N));
+  for (size_t w = 0; w < N; ++w)
+    for (const LayerShare& ls : p.workers[w].layers) {
+      for (const InputNeed& need : ls.inputs) {
+        int64_t coord = 0;
+        for (const core::InputRun& r : need.coord_runs) coord += r.count;
+        xfer[size_t(ls.node)].in[w] += double(need.recv_elems);
+        xfer[size_t(ls.node)].in_msgs[w] += double(need.recv.size());
+        xfer[size_t(ls.node)].coord += double(coord);
+        xfer[size_t(ls.node)].coord_msgs += double(need.coord_runs.size());
+      }
+      for (const core::Send& s : ls.sends) {
+        if (s.peer == core::kPeerCoordinator) {
+          result[size_t(ls.node)].in[w] += s.count;
+          result[size_t(ls.node)].in_msgs[w] += 1;
+          result[size_t(ls.node)].coord += s.count;
+          result[size_t(ls.node)].coord_msgs += 1;
+        } else {
+          xfer[s.layer].out[w] += s.count;
+          xfer[s.layer].out_msgs[w] += 1;
+        }
+      }
+    }
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    out[n] = step_s(xfer[n], t, m) + compute_s(q, p, t, m, int(n)) + step_s(result[n], t, m);
+  return out;
+}
+
+std::vector<int> graph_blocks(const QGraph& q) {
+  const int N = int(q.nodes.size());
+  // cut[i]: a block may start at node i.
+  std::vector<uint8_t> cut(size_t(N) + 1, 1);
+  for (int n = 0; n < N; ++n)
+    for (int tensor : q.nodes[size_t(n)].inputs) {
+      const int m = q.tensors[size_t(tensor)].producer;
+      if (m < 0) continue;
+      // An edge m -> n crosses every cut i with m < i <= n; allowed only at i = m + 1.
+      for (int i = m + 2; i <= n; ++i) cut[size_t(i)] = 0;
+    }
+  std::vector<int> block(size_t(N), 0);
+  int b = 0;
+  for (int n = 0; n < N; ++n) {
+    if (n > 0 && cut[size_t(n)]) ++b;
+    block[size_t(n)] = b;
+  }
+  return block;
+}
+
+namespace {
+
+constexpr int kS = 3;
+const char* const kNames[kS] = {"neuron", "spatial", "channel"};
+
+// Which worker computes each element of node m's output in plan p, and
+// where each same-worker stretch ends.
+struct OwnerMap {
+  std::vector<int32_t> worker;
+  std::vector<int32_t> stretch_end;
+};
+
+OwnerMap owner_map(const QGraph& q, const Plan& p, int m) {
+  const core::Dims d = q.desc(m).out;
+  OwnerMap o;
+  o.worker.assign(size_t(d.size()), -1);
+  for (int w = 0; w < p.n_workers(); ++w)
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(m)].regions)
+      r.segments(d, [&](int32_t b, int32_t e) {
+        std::fill(o.worker.begin() + b, o.worker.begin() + e, w);
+        return true;
+      });
+  o.stretch_end.assign(o.worker.size(), 0);
+  for (int64_t i = int64_t(o.worker.size()) - 1; i >= 0; --i)
+    o.stretch_end[size_t(i)] =
+        (size_t(i) + 1 < o.worker.size() && o.worker[size_t(i) + 1] == o.worker[size_t(i)]) ? o.stretch_end[size_t(i) + 1]
+                                                                                            : int32_t(i + 1);
+  return o;
+}
+
+class Chooser {
+ public:
+  Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
+      : q_(q), t_(t), route_(route), m_(m), N_(shares.size()) {
+    for (int s = 0; s < kS; ++s) {
+      const std::unique_ptr<SplitStrategy> st = make_strategy(kNames[s]);
+      plans_[s] = plan_with_shares(q, t, shares, *st, false, route);
+    }
+    owners_.resize(kS);
+    for (auto& o : owners_) o.resize(q.nodes.size());
+  }
+
+  const Plan& plan(int s) const { return plans_[size_t(s)]; }
+
+  // Seconds of node n under strategy s, its operands made under the
+  // strategies prod(k) (-1 for operands from the coordinator).
+  template <class ProdStrategy>
+  double node_s(int n, int s, ProdStrategy&& prod) {
+    const Plan& pc = plans_[size_t(s)];
+    double total = compute_s(q_, pc, t_, m_, n);
+    if (route_ == Route::Relay) return relay_layer_s(q_, pc, t_, m_, n);
+    const QNode& node = q_.nodes[size_t(n)];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
+      Traffic tr(N_);
+      for (size_t w = 0; w < N_; ++w) {
+        const LayerShare& ls = pc.workers[w].layers[size_t(n)];
+        if (!ls.active()) continue;
+        if (mnode < 0) {
+          tr.in[w] += double(ls.inputs[k].elems);
+          tr.in_msgs[w] += double(ls.inputs[k].runs.size());
+          tr.coord += double(ls.inputs[k].elems);
+          tr.coord_msgs += double(ls.inputs[k].runs.size());
+          continue;
+        }
+        const OwnerMap& own = owners(prod(int(k)), mnode);
+        for (const core::InputRun& r : ls.inputs[k].runs) {
+          int64_t i = r.offset;
+          const int64_t end = int64_t(r.offset) + r.count;
+          while (i < end) {
+            const int32_t from = own.worker[size_t(i)];
+            const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
+            if (from >= 0 && size_t(from) != w) {
+              tr.in[w] += double(stop - i);
+              tr.in_msgs[w] += 1;
+              tr.out[size_t(from)] += double(stop - i);
+              tr.out_msgs[size_t(from)] += 1;
+            }
+            i = stop;
+          }
+        }
+      }
+      total += step_s(tr, t_, m_);
+    }
+    // The graph's output goes to the coordinator.
+    if (node.output == q_.output) {
+      Traffic tr(N_);
+      for (size_t w = 0; w < N_; ++w) {
+        const LayerShare& ls = pc.workers[w].layers[size_t(n)];
+        tr.in[w] += double(ls.out_elems);
+        tr.in_msgs[w] += double(ls.regions.size());
+        tr.coord += double(ls.out_elems);
+      }
+      total += step_s(tr, t_, m_);
+    }
+    return total;
+  }
+
+  // RAM: true if strategy s keeps every board of node n within its budget.
+  bool fits_ram(int n, int s) const {
+    for (size_t w = 0; w < N_; ++w)
+      if (int64_t(core::kWorkerFixedArena) + plans_[size_t(s)].workers[w].layers[size_t(n)].ram_bytes >
+          t_.boards[w].ram_bytes)
+        return false;
+    return true;
+  }
+  int64_t ram_over(int n, int s) const {
+    int64_t over = 0;
+    for (size_t w = 0; w < N_; ++w)
+      over = std::max(over, int64_t(core::kWorkerFixedArena) + plans_[size_t(s)].workers[w].layers[size_t(n)].ram_bytes -
+                                t_.boards[w].ram_bytes);
+    return over;
+  }
+  int64_t data(int n, int s, size_t w) const { return plans_[size_t(s)].workers[w].layers[size_t(n)].data_bytes; }
+
+ private:
+  const OwnerMap& owners(int s, int m) {
+    auto& slot = owners_[size_t(s)][size_t(m)];
+    if (!slot) slot = std::make_unique<OwnerMap>(owner_map(q_, plans_[size_t(s)], m));
+    return *slot;
+  }
+
+  const QGraph& q_;
+  const Testbed& t_;
+  Route route_;
+  const CostModel& m_;
+  size_t N_;
+  std::array<Plan, kS> plans_;
+  std::vector<std::vector<std::unique_ptr<OwnerMap>>> owners_;
+};
+
+}  // namespace
+
+AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
+                             const CostModel& m) {
+  if (t.boards.size() != shares.size()) throw Error("auto: one share per board is needed");
+  Chooser ch(q, t, shares, route, m);
+  const size_t N = shares.size();
+  AutoChoice res;
+  res.block_of = graph_blocks(q);
+  const int nodes = int(q.nodes.size());
+  const int B = nodes ? res.block_of.back() + 1 : 0;
+  std::vector<int> first(static_cast<size_t>(B), -1), last(static_cast<size_t>(B), -1);
+  for (int n = 0; n < nodes; ++n) {
+    const int b = res.block_of[size_t(n)];
+    if (first[size_t(b)] < 0) first[size_t(b)] = n;
+    last[size_t(b)] = n;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  // cost[b][sp][s]: block b under s after a block under sp (sp ignored for b = 0).
+  std::vector<std::array<std::array<double, kS>, kS>> cost(static_cast<size_t>(B));
+  std::vector<std::array<bool, kS>> allowed(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    int64_t best_over = std::numeric_limits<int64_t>::max();
+    int least_over = 0;
+    for (int s = 0; s < kS; ++s) {
+      bool ok = true;
+      int64_t over = 0;
+      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) {
+        ok = ok && ch.fits_ram(n, s);
+        over = std::max(over, ch.ram_over(n, s));
+      }
+      allowed[size_t(b)][size_t(s)] = ok;
+      if (over < best_over) {
+        best_over = over;
+        least_over = s;
+      }
+    }
+    bool any = false;
+    for (int s = 0; s < kS; ++s) any = any || allowed[size_t(b)][size_t(s)];
+    if (!any) allowed[size_t(b)][size_t(least_over)] = true;  // the final budget check will name the board
+    for (int sp = 0; sp < kS; ++sp)
+      for (int s = 0; s < kS; ++s) {
+        if (b == 0 && sp > 0) {
+          cost[size_t(b)][size_t(sp)][size_t(s)] = cost[size_t(b)][0][size_t(s)];
+          continue;
+        }
+        double c = 0;
+        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n)
+          c += ch.node_s(n, s, [&](int k) {
+            const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
+            return mnode < first[size_t(b)] ? sp : s;
+          });
+        cost[size_t(b)][size_t(sp)][size_t(s)] = c;
+      }
+  }
+  std::vector<int> pick(static_cast<size_t>(B), 0);
+  auto solve = [&]() {
+    std::vector<std::array<double, kS>> best(static_cast<size_t>(B));
+    std::vector<std::array<int, kS>> from(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b)
+      for (int s = 0; s < kS; ++s) {
+        best[size_t(b)][size_t(s)] = inf;
+        from[size_t(b)][size_t(s)] = 0;
+        if (!allowed[size_t(b)][size_t(s)]) continue;
+        if (b == 0) {
+          best[0][size_t(s)] = cost[0][0][size_t(s)];
+          continue;
+        }
+        for (int sp = 0; sp < kS; ++sp) {
+          const double v = best[size_t(b) - 1][size_t(sp)] + cost[size_t(b)][size_t(sp)][size_t(s)];
+          if (v < best[size_t(b)][size_t(s)]) {
+            best[size_t(b)][size_t(s)] = v;
+            from[size_t(b)][size_t(s)] = sp;
+          }
+        }
+      }
+    int s = 0;
+    for (int k = 1; k < kS; ++k)
+      if (best[size_t(B) - 1][size_t(k)] < best[size_t(B) - 1][size_t(s)]) s = k;
+    res.est_s = best[size_t(B) - 1][size_t(s)];
+    for (int b = B - 1; b >= 0; --b) {
+      pick[size_t(b)] = s;
+      s = from[size_t(b)][size_t(s)];
+    }
+  };
+  if (B > 0) solve();
+
+  // Flash: while a board's data would overflow, take away the choice that
+  // costs least per byte saved on that board.
+  const int64_t overhead = fragment_overhead_bytes(q);
+  for (int round = 0; round < 3 * B; ++round) {
+    int over_w = -1;
+    for (size_t w = 0; w < N && over_w < 0; ++w) {
+      int64_t bytes = overhead;
+      for (int n = 0; n < nodes; ++n) bytes += ch.data(n, pick[size_t(res.block_of[size_t(n)])], w);
+      // A margin for the routing runs, regions and alignment.
+      if (double(bytes) > 0.98 * double(t.boards[w].flash_bytes)) over_w = int(w);
+    }
+    if (over_w < 0) break;
+    double best_ratio = inf;
+    int best_b = -1;
+    for (int b = 0; b < B; ++b) {
+      const int s = pick[size_t(b)];
+      int64_t d_now = 0;
+      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) d_now += ch.data(n, s, size_t(over_w));
+      for (int s2 = 0; s2 < kS; ++s2) {
+        if (s2 == s || !allowed[size_t(b)][size_t(s2)]) continue;
+        int64_t d2 = 0;
+        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) d2 += ch.data(n, s2, size_t(over_w));
+        if (d2 >= d_now) continue;
+        const int sp = b > 0 ? pick[size_t(b) - 1] : 0;
+        double delta = cost[size_t(b)][size_t(sp)][size_t(s2)] - cost[size_t(b)][size_t(sp)][size_t(s)];
+        if (b + 1 < B)
+          delta += cost[size_t(b) + 1][size_t(s2)][size_t(pick[size_t(b) + 1])] -
+                   cost[size_t(b) + 1][size_t(s)][size_t(pick[size_t(b) + 1])];
+        const double ratio = std::max(0.0, delta) / double(d_now - d2);
+        if (ratio < best_ratio) {
+          best_ratio = ratio;
+          best_b = b;
+        }
+      }
+    }
+    if (best_b < 0) break;  // nothing saves flash: make_plan's check names the board
+    allowed[size_t(best_b)][size_t(pick[size_t(best_b)])] = false;
+    solve();
+  }
+
+  res.per_node.resize(size_t(nodes));
+  for (int n = 0; n < nodes; ++n) res.per_node[size_t(n)] = kNames[pick[size_t(res.block_of[size_t(n)])]];
+  return res;
+}
+
+}  // namespace ts::plan

@@ -1,0 +1,90 @@
+// The planner's cost model and `--strategy auto`.
+//
+// A plan's time on a testbed is estimated layer by layer from what the plan
+// itself says: each board's MACs for the layer (times the op's cycles per
+// MAC over the board's clock), and each board's bytes in and out on its own
+// link (the testbed's bandwidth and delay per KB, eq. 1's d + 1/B), plus a
+// per-message header and a one-way latency per layer. With the relay route
+// every byte also crosses the coordinator's link. The estimate of a layer is
+//
+//   direct: max over boards of max(in, out) on its link + latency
+//           + max over boards of compute (+ the graph output to the coordinator)
+//   relay:  max(all inputs over the coordinator link, max board in) + latency
+//           + max compute + max(all outputs over the coordinator link, max board out)
+//           + latency + the RUN/DONE round trip
+//
+// and the plan's estimate is the sum over layers. It knows neither send
+// windows nor that boards with direct routing run ahead of each other; the
+// simulator (src/sim) checks it (docs/planner.md, "Cost model").
+//
+// `auto` (choose_strategies): the graph's nodes are cut into blocks at every
+// point where only the previous node's output crosses (an inverted-residual
+// block with its Add is one block, a plain chain is one block per layer).
+// Each block takes one strategy of neuron, spatial, channel; its cost is the
+// compute and the transfers inside it under that strategy plus the re-layout
+// of the block's input from the previous block's strategy (the elements
+// each board needs and does not compute itself). A dynamic programme over
+// the chain of blocks picks the cheapest sequence. RAM is a hard limit (a
+// strategy whose uniform plan puts any board of a block over its budget is
+// not a candidate for the block); flash too (while a board's fragment would
+// exceed its flash, the block whose change saves that board's data at the
+// least cost per byte is made to use another strategy, and the programme
+// runs again). The shares (eq. 5 ratings, eq. 6-7 storage) are the same for
+// every strategy: heterogeneous boards get proportional bands, channel
+// blocks and runs.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/layer.h"
+#include "model/qgraph.h"
+#include "plan/testbed.h"
+
+namespace ts::plan {
+
+struct Plan;
+enum class Route : uint8_t;
+
+struct CostModel {
+  // Cycles per MAC of the boards' kernels: per op (indexed by core::QOp),
+  // <= 0 = the default. Depthwise convolutions (groups == input channels)
+  // have their own entry. Until the Cortex-M7 kernels are measured on a
+  // board, every op uses the default.
+  double default_cycles_per_mac = 2.0;
+  std::array<double, 16> op_cycles_per_mac{};
+  double depthwise_cycles_per_mac = 0;
+  double layer_overhead_s = 0;      // per board per layer it computes
+  double frame_latency_s = 30e-6;   // one-way latency per message (stacks, switch)
+  double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
+  int32_t header_bytes = 32;        // per frame
+  int32_t max_payload = 1368;       // bytes per frame
+
+  double cycles_per_mac(const core::LayerDesc& d) const;
+};
+
+// Reads "op=cycles,op=cycles,..." (op names as core::qop_name, plus
+// "depthwise" and "default") into m. Throws ts::Error naming a bad item.
+void parse_op_cycles(const std::string& spec, CostModel* m);
+
+// Estimated seconds of every layer of p on t (the plan's route). Throws
+// ts::Error if the testbed does not match the plan.
+std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m);
+
+// Blocks of the graph: block_of[n] for every node, numbered from 0 along the
+// node order. A block starts at node i when no node from i on reads a tensor
+// made before node i - 1 (the graph input excepted).
+std::vector<int> graph_blocks(const QGraph& q);
+
+struct AutoChoice {
+  std::vector<std::string> per_node;  // "neuron" | "spatial" | "channel"
+  std::vector<int> block_of;
+  double est_s = 0;                   // the programme's estimate
+};
+
+// Picks a strategy per block (see above) for the given shares and route.
+AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
+                             const CostModel& m);
+
+}  // namespace ts::plan

@@ -1,0 +1,442 @@
+// The direct route's timing model (sim.h, simulate_direct): boards send to
+// boards through a switch; see sim.h for what is and is not modelled.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "core/fragment.h"
+#include "core/wire.h"
+#include "sim/sim.h"
+
+namespace ts::sim {
+
+namespace {
+
+constexpr int64_t kHeader = int64_t(wire::kHeaderSize);
+constexpr int64_t kMaxPayload = int64_t(wire::kMaxPayload);
+constexpr int64_t kAckBytes = kHeader + int64_t(wire::AckPayload::kSize);
+constexpr int64_t kDoneBytes = kHeader + int64_t(wire::DonePayload::kSize);
+constexpr int kCoord = -1;
+
+struct Event {
+  double t;
+  uint64_t order;
+  int dest;       // board, or kCoord
+  int layer;      // consumer layer the payload is for (-1: DONE / output)
+  int64_t payload;
+  int64_t bytes;
+  bool delivered;  // false: reaches the destination's link; true: handled
+  int src = -1;    // sending board (-1: the coordinator)
+  bool ack_req = false;
+  int64_t ack = -1;  // >= 0: an ACK frame, the frames from dest it acknowledges in all
+};
+
+// One pending or batched frame at a board.
+struct Got {
+  int layer;       // virtual layer of a data frame, -1 for an ACK
+  int64_t payload;
+  int src;
+  bool ack_req;
+  int64_t ack;
+};
+
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.t > b.t || (a.t == b.t && a.order > b.order);
+  }
+};
+
+class DirectSim {
+ public:
+  DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
+      : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)) {
+    spb_.resize(size_t(n_));
+    clock_hz_.resize(size_t(n_));
+    for (int b = 0; b < n_; ++b) {
+      const plan::Board& bd = t.boards[size_t(b)];
+      const double bw = m.board_bandwidth_kbps > 0 ? m.board_bandwidth_kbps : bd.bandwidth_kbps;
+      const double d = m.board_delay_s_per_kb >= 0 ? m.board_delay_s_per_kb : bd.delay_s_per_kb;
+      spb_[size_t(b)] = (d + 1.0 / bw) / plan::kBytesPerKB;
+      clock_hz_[size_t(b)] = bd.clock_mhz * 1e6;
+    }
+    coord_spb_ = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
+    op_delay_ = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;
+    // Layer n of image i is "virtual layer" i * L + n; a board runs them in order.
+    expected_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
+    arrived_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
+    for (int b = 0; b < n_; ++b)
+      for (int n = 0; n < L_; ++n) {
+        const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
+        if (ls.active())
+          for (const plan::InputNeed& in : ls.inputs)
+            for (int i = 0; i < K_; ++i) expected_[size_t(b)][size_t(i) * size_t(L_) + size_t(n)] += in.recv_elems;
+      }
+    image_end_.assign(size_t(K_), 0.0);
+    cursor_.assign(size_t(n_), 0);
+    free_at_.assign(size_t(n_), 0.0);
+    busy_.assign(size_t(n_), false);
+    pending_.resize(size_t(n_));
+    batch_.resize(size_t(n_));
+    sending_.assign(size_t(n_), 0);
+    send_v_.assign(size_t(n_), 0);
+    send_i_.assign(size_t(n_), 0);
+    send_off_.assign(size_t(n_), 0);
+    for (auto* v : {&sent_, &acked_, &got_, &since_ack_}) v->assign(size_t(n_), std::vector<int64_t>(size_t(n_), 0));
+    tx_free_.assign(size_t(n_), 0.0);
+    rx_free_.assign(size_t(n_), 0.0);
+    link_frames_.assign(size_t(n_ + 1) * size_t(n_ + 1), 0);
+    layer_end_.assign(size_t(L_), 0.0);
+    res_.workers = n_;
+    res_.layers.resize(size_t(L_));
+    res_.board_layers.assign(size_t(n_), std::vector<BoardLayer>(size_t(L_)));
+  }
+
+  SimResult run() {
+    // The coordinator sends the graph's input over its link at time 0.
+    double ctx = 0;
+    for (int i = 0; i < K_; ++i)
+    for (int b = 0; b < n_; ++b)
+      for (int n = 0; n < L_; ++n) {
+        const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+        if (!ls.active()) continue;
+        for (const plan::InputNeed& in : ls.inputs)
+          for (const core::InputRun& r : in.coord_runs)
+            for (int64_t off = 0; off < int64_t(r.count); off += kMaxPayload) {
+              const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(r.count) - off);
+              const int64_t bytes = kHeader + pay;
+              ctx += double(bytes) * coord_spb_;
+              count(b, n, bytes, pay, false);
+              ack(kCoord, b, n);
+              push(ctx + m_.frame_latency_s, b, i * L_ + n, pay, bytes, false);
+            }
+      }
+    for (int b = 0; b < n_; ++b) try_start(b, 0.0);
+    while (!ev_.empty()) {
+      const Event e = ev_.top();
+      ev_.pop();
+      ++res_.events;
+      if (!e.delivered) {
+        // The destination's link serves frames in arrival order.
+        double& rx = e.dest == kCoord ? crx_free_ : rx_free_[size_t(e.dest)];
+        const double spb = e.dest == kCoord ? coord_spb_ : spb_[size_t(e.dest)];
+        rx = std::max(e.t, rx) + double(e.bytes) * spb;
+        Event d = e;
+        d.t = rx;
+        d.delivered = true;
+        d.order = order_++;
+        ev_.push(d);
+        continue;
+      }
+      if (e.dest == kCoord) {
+        end_ = std::max(end_, e.t);
+        image_end_[size_t(e.layer)] = std::max(image_end_[size_t(e.layer)], e.t);
+        continue;
+      }
+      const int b = e.dest;
+      if (e.layer != kWake) {
+        pending_[size_t(b)].push_back(Got{e.layer, e.payload, e.src, e.ack_req, e.ack});
+        if (!busy_[size_t(b)]) receive(b, e.t);
+        continue;
+      }
+      busy_[size_t(b)] = false;
+      wake(b, e.t);
+    }
+    for (int b = 0; b < n_; ++b)
+      if (cursor_[size_t(b)] < L_ * K_ || sending_[size_t(b)])
+        throw Error("simulator: internal: board " + std::to_string(b) + " never received every input of layer '" +
+                    q_.nodes[size_t(cursor_[size_t(b)] % L_)].name + "'");
+    finish();
+    res_.image_done_s = image_end_;
+    return std::move(res_);
+  }
+
+ private:
+  static constexpr int kWake = -2;
+
+  // One receive of the worker loop on an idle board: it takes every frame
+  // that has arrived and pays its software delay once (op_delay); frames
+  // arriving meanwhile wait for the next receive. Without a delay the
+  // frames count at once.
+  void receive(int b, double t) {
+    auto& pend = pending_[size_t(b)];
+    const double cpu = op_delay_ + double(pend.size()) * m_.board_frame_s;
+    batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
+    pend.clear();
+    if (cpu <= 0) {
+      wake(b, t);
+      return;
+    }
+    busy_[size_t(b)] = true;
+    push(t + cpu, b, kWake, 0, 0, true);
+  }
+
+  // The board is free again (a receive, a compute or a burst of sends is
+  // over): handle the received frames (ACKing as the AckTracker would), go
+  // on sending, start the next layer, or read the link again.
+  void wake(int b, double t) {
+    double c = t;
+    for (const Got& g : batch_[size_t(b)]) {
+      if (g.ack >= 0) {
+        int64_t& a = acked_[size_t(b)][size_t(g.src)];  // b's frames to g.src
+        a = std::max(a, g.ack);
+        continue;
+      }
+      arrived_[size_t(b)][size_t(g.layer)] += g.payload;
+      if (g.src < 0) continue;  // the coordinator's frames: ACKs counted when sent
+      int64_t& got = got_[size_t(b)][size_t(g.src)];
+      int64_t& since = since_ack_[size_t(b)][size_t(g.src)];
+      ++got;
+      if (++since >= m_.board_ack_every || g.ack_req) {
+        since = 0;
+        c += op_delay_ + m_.board_frame_s;
+        tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kAckBytes) * spb_[size_t(b)];
+        BoardLayer& r = res_.board_layers[size_t(b)][size_t(std::min(cursor_[size_t(b)], L_ * K_ - 1) % L_)];
+        r.wire_bytes += kAckBytes;
+        r.frames += 1;
+        Event a{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, g.src, -1, 0, kAckBytes, false};
+        a.src = b;
+        a.ack = got;
+        ev_.push(a);
+      }
+    }
+    batch_[size_t(b)].clear();
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+      return;
+    }
+    if (sending_[size_t(b)]) pump(b, t);
+    if (!busy_[size_t(b)] && !sending_[size_t(b)]) try_start(b, t);
+    if (!busy_[size_t(b)] && !pending_[size_t(b)].empty()) receive(b, t);
+  }
+
+  void push(double t, int dest, int layer, int64_t payload, int64_t bytes, bool delivered) {
+    ev_.push(Event{t, order_++, dest, layer, payload, bytes, delivered});
+  }
+
+  // Frame bookkeeping on the board-layer that sends or receives it.
+  void count(int b, int n, int64_t bytes, int64_t payload, bool out) {
+    BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+    r.wire_bytes += bytes;
+    r.frames += 1;
+    if (out) r.bytes_out += payload;
+    else r.bytes_in += payload;
+  }
+
+  // One more data frame from `from` to `to` (kCoord = the coordinator): the
+  // receiver acknowledges every board_ack_every frames (counted, on board b's
+  // layer n).
+  void ack(int from, int to, int n) {
+    int64_t& c = link_frames_[size_t(from + 1) * size_t(n_ + 1) + size_t(to + 1)];
+    if (++c % m_.board_ack_every == 0) {
+      const int b = to >= 0 ? to : from;
+      BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+      r.wire_bytes += kAckBytes;
+      r.frames += 1;
+    }
+  }
+
+  void try_start(int b, double t) {
+    if (busy_[size_t(b)] || sending_[size_t(b)]) return;
+    int& v = cursor_[size_t(b)];
+    while (v < L_ * K_ && !p_.workers[size_t(b)].layers[size_t(v % L_)].active()) ++v;
+    if (v >= L_ * K_) return;
+    if (arrived_[size_t(b)][size_t(v)] < expected_[size_t(b)][size_t(v)]) return;
+    const int n = v % L_, image = v / L_;
+    const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+    BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+    r.active = true;
+    r.peak_ram_bytes = int64_t(core::kWorkerFixedArena) + ls.ram_bytes;
+    double c = std::max(t, free_at_[size_t(b)]);
+    r.run_at_s = c;
+    const double compute = double(ls.macs) * m_.cycles_per_mac / clock_hz_[size_t(b)] + m_.layer_overhead_s;
+    r.compute_s = compute;
+    c += compute + (compute > 0 ? m_.sleep_overshoot_s : 0.0);
+    sending_[size_t(b)] = true;
+    send_v_[size_t(b)] = v;
+    send_i_[size_t(b)] = 0;
+    send_off_[size_t(b)] = 0;
+    ++v;
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+    } else {
+      pump(b, c);
+    }
+    (void)image;
+  }
+
+  // Hands the layer's frames to the link in order while the window to each
+  // peer allows (W frames unacknowledged), then DONE. A board whose window is
+  // full waits: it only reads its link (ACKs) until it can go on.
+  void pump(int b, double t) {
+    const int v = send_v_[size_t(b)];
+    const int n = v % L_, image = v / L_;
+    const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+    BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+    double c = t;
+    size_t& i = send_i_[size_t(b)];
+    int64_t& off = send_off_[size_t(b)];
+    bool blocked = false;
+    while (i < ls.sends.size()) {
+      const core::Send& s = ls.sends[i];
+      const bool to_coord = s.peer == core::kPeerCoordinator;
+      const int dest = to_coord ? kCoord : int(s.peer);
+      bool ack_req = false;
+      if (!to_coord) {
+        const int64_t in_flight = sent_[size_t(b)][size_t(dest)] - acked_[size_t(b)][size_t(dest)];
+        if (in_flight >= m_.window) {
+          blocked = true;
+          break;
+        }
+        ack_req = in_flight + 1 == m_.window;
+        ++sent_[size_t(b)][size_t(dest)];
+      }
+      const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(s.count) - off);
+      const int64_t bytes = kHeader + pay;
+      c += op_delay_ + m_.board_frame_s;
+      tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(bytes) * spb_[size_t(b)];
+      count(b, n, bytes, pay, true);
+      if (to_coord) ack(b, dest, n);
+      Event e{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, dest, to_coord ? image : image * L_ + int(s.layer),
+              pay, bytes, false};
+      e.src = b;
+      e.ack_req = ack_req;
+      ev_.push(e);
+      off += pay;
+      if (off >= int64_t(s.count)) {
+        ++i;
+        off = 0;
+      }
+    }
+    if (!blocked) {
+      finish_layer(b, c, n, image, r);
+      return;
+    }
+    if (c > t) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+    } else if (!pending_[size_t(b)].empty()) {
+      receive(b, c);
+    }
+  }
+
+  void finish_layer(int b, double c0, int n, int image, BoardLayer& r) {
+    double c = c0;
+    sending_[size_t(b)] = false;
+    // DONE to the coordinator (ACK_REQ: it acknowledges each one).
+    c += op_delay_;
+    tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kDoneBytes) * spb_[size_t(b)];
+    count(b, n, kDoneBytes, 0, true);
+    r.wire_bytes += kAckBytes;
+    r.frames += 1;
+    push(tx_free_[size_t(b)] + m_.frame_latency_s, kCoord, image, 0, kDoneBytes, false);
+    r.done_s = c;
+    layer_end_[size_t(n)] = std::max(layer_end_[size_t(n)], c);
+    free_at_[size_t(b)] = c;
+    if (c > c0) {
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+    } else {
+      try_start(b, c);
+      if (!busy_[size_t(b)] && !sending_[size_t(b)] && !pending_[size_t(b)].empty()) receive(b, c);
+    }
+  }
+
+  void finish() {
+    res_.total_s = end_;
+    res_.boards.resize(size_t(n_));
+    double prev = 0;
+    for (int n = 0; n < L_; ++n) {
+      LayerResult& lr = res_.layers[size_t(n)];
+      lr.node = n;
+      lr.name = q_.nodes[size_t(n)].name;
+      double slowest = 0;
+      for (int b = 0; b < n_; ++b) {
+        const BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+        lr.payload_bytes += r.bytes_in + r.bytes_out;
+        lr.wire_bytes += r.wire_bytes;
+        lr.frames += r.frames;
+        if (!r.active) continue;
+        lr.active_boards++;
+        slowest = std::max(slowest, r.compute_s);
+        lr.max_peak_ram_bytes = std::max(lr.max_peak_ram_bytes, r.peak_ram_bytes);
+      }
+      // The output reaches the coordinator after the last layer ends.
+      const double end = n + 1 == L_ ? std::max(end_, layer_end_[size_t(n)]) : layer_end_[size_t(n)];
+      lr.start_s = prev;
+      lr.wall_s = std::max(0.0, end - prev);
+      prev = std::max(prev, end);
+      lr.compute_s = std::min(lr.wall_s, slowest);
+      lr.comm_s = lr.wall_s - lr.compute_s;
+      res_.compute_s += lr.compute_s;
+      res_.payload_bytes += lr.payload_bytes;
+      res_.wire_bytes += lr.wire_bytes;
+      res_.frames += lr.frames;
+      res_.max_peak_ram_bytes = std::max(res_.max_peak_ram_bytes, lr.max_peak_ram_bytes);
+    }
+    res_.comm_s = res_.total_s - res_.compute_s;
+    for (int b = 0; b < n_; ++b) {
+      BoardResult& br = res_.boards[size_t(b)];
+      const plan::WorkerPlan& wp = p_.workers[size_t(b)];
+      br.board_id = wp.board;
+      br.clock_mhz = clock_hz_[size_t(b)] / 1e6;
+      br.macs = wp.macs;
+      for (int n = 0; n < L_; ++n) {
+        const BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
+        br.bytes_in += r.bytes_in;
+        br.bytes_out += r.bytes_out;
+        br.wire_bytes += r.wire_bytes;
+        br.frames += r.frames;
+        if (!r.active) continue;
+        br.compute_s += r.compute_s;
+        br.peak_ram_bytes = std::max(br.peak_ram_bytes, r.peak_ram_bytes);
+      }
+      br.active_s = free_at_[size_t(b)];
+      br.comm_s = std::max(0.0, br.active_s - br.compute_s);
+      const double mcycles = double(br.macs) * m_.cycles_per_mac / 1e6;
+      br.k1 = mcycles > 0 ? double(br.bytes_out) / plan::kBytesPerKB / mcycles : 0.0;
+      br.kc = br.bytes_out > 0 ? double(br.bytes_in + br.bytes_out) / double(br.bytes_out) : 0.0;
+      br.eq1_s = mcycles / br.clock_mhz + spb_[size_t(b)] * double(br.bytes_in + br.bytes_out);
+    }
+  }
+
+  const QGraph& q_;
+  const plan::Plan& p_;
+  TimingModel m_;
+  int n_, L_, K_;
+  std::vector<double> image_end_;
+  std::vector<double> spb_, clock_hz_;
+  double coord_spb_ = 0, op_delay_ = 0, crx_free_ = 0, end_ = 0;
+  std::vector<std::vector<int64_t>> expected_, arrived_;
+  std::vector<int> cursor_;
+  std::vector<double> free_at_;
+  std::vector<bool> busy_;
+  std::vector<Got> dummy_;
+  std::vector<std::vector<Got>> pending_, batch_;  // frames delivered / being received
+  std::vector<uint8_t> sending_;
+  std::vector<int> send_v_;
+  std::vector<size_t> send_i_;
+  std::vector<int64_t> send_off_;
+  std::vector<std::vector<int64_t>> sent_, acked_, got_, since_ack_;  // [from][to] data frames
+  std::vector<double> tx_free_, rx_free_;
+  std::vector<int64_t> link_frames_;
+  std::vector<double> layer_end_;
+  std::priority_queue<Event, std::vector<Event>, Later> ev_;
+  uint64_t order_ = 0;
+  SimResult res_;
+};
+
+}  // namespace
+
+SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m) {
+  validate(m);
+  if (p.route != plan::Route::Direct) throw Error("simulate_direct: the plan does not use the direct route");
+  if (int(t.boards.size()) != p.n_workers())
+    throw Error("simulate: the plan has " + std::to_string(p.n_workers()) + " boards but the testbed has " +
+                std::to_string(t.boards.size()));
+  DirectSim s(q, p, t, m);
+  return s.run();
+}
+
+}  // namespace ts::sim

@@ -1,0 +1,383 @@
+// The channel strategy, spatial position bands, the cost model, `--strategy
+// auto` and the simulator's direct route. Plan checks need no sockets; a few
+// real runs on host boards check bit-exactness of the new strategies.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "coord/boards.h"
+#include "coord/coordinator.h"
+#include "core/fragment.h"
+#include "model/pipeline.h"
+#include "plan/cost.h"
+#include "plan/fragment_writer.h"
+#include "plan/plan.h"
+#include "sim/scenario.h"
+#include "sim/sim.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ts;
+
+const std::string kOnnx = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
+
+const QGraph& mobilenet112() {
+  static const QGraph q = quantized_model(kOnnx + "mobilenet_v2.onnx", 0, QuantizeOptions{});
+  return q;
+}
+
+// Every output of every layer exactly once, and every fragment accepted by
+// the board's reader.
+void expect_tiles_and_reads(const QGraph& q, const plan::Plan& p) {
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const core::Dims d = q.desc(int(n)).out;
+    std::vector<uint8_t> seen(size_t(d.size()), 0);
+    for (const auto& wp : p.workers)
+      for (const core::Region& r : wp.layers[n].regions) {
+        ASSERT_TRUE(r.valid(d));
+        r.segments(d, [&](int32_t b, int32_t e) {
+          for (int32_t i = b; i < e; ++i) seen[size_t(i)]++;
+          return true;
+        });
+      }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << q.nodes[n].name << " element " << i;
+  }
+  for (int w = 0; w < p.n_workers(); ++w) {
+    const auto bytes = plan::write_fragment(q, p, w);
+    core::FragmentReader r;
+    ASSERT_EQ(r.open(bytes.data(), bytes.size()), core::FragStatus::Ok) << "worker " << w;
+  }
+}
+
+TEST(Strategies, ChannelSpatialAndMixedTileEveryLayer) {
+  const QGraph& q = mobilenet112();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.2, 3.0);
+  const plan::ChannelStrategy channel;
+  const plan::SpatialStrategy spatial;
+  for (int n : {1, 2, 3, 5, 8}) {
+    std::vector<double> shares(static_cast<size_t>(n));
+    for (auto& s : shares) s = u(rng);
+    if (n >= 3) shares[1] = 0;  // an idle board
+    std::vector<std::string> mixed(q.nodes.size());
+    for (auto& c : mixed) c = std::vector<std::string>{"neuron", "spatial", "channel"}[rng() % 3];
+    const plan::MixedStrategy mix(mixed);
+    const plan::Testbed tb = plan::default_testbed(n, "local", 64 << 20, 64 << 20);
+    for (const plan::SplitStrategy* st : std::initializer_list<const plan::SplitStrategy*>{&channel, &spatial, &mix})
+      for (plan::Route route : {plan::Route::Relay, plan::Route::Direct}) {
+        SCOPED_TRACE(st->name() + " " + plan::route_name(route) + " " + std::to_string(n));
+        const plan::Plan p = plan::plan_with_shares(q, tb, shares, *st, false, route);
+        expect_tiles_and_reads(q, p);
+        if (st == &mix) {
+          for (size_t k = 0; k < q.nodes.size(); ++k)
+            EXPECT_EQ(p.layer_strategy[k], mixed[k] == "spatial" ? spatial.layer_name(q, int(k)) : mixed[k]);
+        }
+      }
+  }
+}
+
+TEST(Strategies, SpatialBandsFollowTheSharesToOnePosition) {
+  const QGraph& q = mobilenet112();
+  const std::vector<double> shares{1.0, 2.0, 1.5};
+  const plan::SpatialStrategy spatial;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    if (!plan::SpatialStrategy::uses_bands(q, int(n))) continue;
+    const core::Dims d = q.desc(int(n)).out;
+    const auto regions = spatial.split_regions(q, int(n), shares);
+    const double total = double(d.h) * d.w;
+    for (size_t w = 0; w < shares.size(); ++w) {
+      int64_t elems = 0;
+      for (const auto& r : regions[w]) {
+        ASSERT_EQ(r.kind, core::RegionKind::Box);
+        EXPECT_EQ(r.v[0], 0);  // every channel
+        EXPECT_EQ(r.v[1], d.c);
+        elems += r.elems();
+      }
+      const double positions = double(elems) / d.c;
+      EXPECT_LE(std::abs(positions - total * shares[w] / 4.5), 1.0) << q.nodes[n].name << " worker " << w;
+    }
+  }
+}
+
+TEST(Strategies, ChannelBlocksAreRunsOfWholePlanes) {
+  const QGraph& q = mobilenet112();
+  const plan::ChannelStrategy channel;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const core::Dims d = q.desc(int(n)).out;
+    const auto regions = channel.split_regions(q, int(n), {1.0, 1.0, 1.0});
+    int32_t at = 0;
+    for (const auto& rs : regions) {
+      if (rs.empty()) continue;
+      ASSERT_EQ(rs.size(), 1u);
+      ASSERT_EQ(rs[0].kind, core::RegionKind::Run);
+      EXPECT_EQ(rs[0].v[0], at);
+      EXPECT_EQ(rs[0].v[0] % (d.h * d.w), 0);
+      EXPECT_EQ(rs[0].v[1] % (d.h * d.w), 0);
+      at = rs[0].v[1];
+    }
+    EXPECT_EQ(at, d.size());
+  }
+}
+
+TEST(Cost, BlocksOnlyLetThePreviousNodeCross) {
+  const QGraph& q = mobilenet112();
+  const std::vector<int> block = plan::graph_blocks(q);
+  ASSERT_EQ(block.size(), q.nodes.size());
+  int adds_inside = 0;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    if (n > 0) {
+      EXPECT_TRUE(block[n] == block[n - 1] || block[n] == block[n - 1] + 1);
+    }
+    for (int t : q.nodes[n].inputs) {
+      const int m = q.tensors[size_t(t)].producer;
+      if (m < 0 || block[size_t(m)] == block[n]) continue;
+      // Crossing edges come from the node just before the block.
+      EXPECT_EQ(block[size_t(m)] + 1, block[n]);
+      EXPECT_TRUE(size_t(m) + 1 < q.nodes.size() && block[size_t(m) + 1] == block[n]) << q.nodes[n].name;
+    }
+    if (q.nodes[n].op == core::QOp::Add) ++adds_inside;
+  }
+  EXPECT_GT(adds_inside, 5);
+  EXPECT_GT(block.back(), 10);  // not one block
+}
+
+TEST(Cost, OpCyclesParseAndApply) {
+  plan::CostModel m;
+  plan::parse_op_cycles("Conv=1.5,depthwise=3,default=2.5", &m);
+  core::LayerDesc d{};
+  d.op = core::QOp::Conv;
+  d.groups = 1;
+  d.in[0].c = 8;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d), 1.5);
+  d.groups = 8;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d), 3.0);
+  d.op = core::QOp::Gemm;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d), 2.5);
+  EXPECT_THROW(plan::parse_op_cycles("Conv", &m), Error);
+  EXPECT_THROW(plan::parse_op_cycles("Conv=-1", &m), Error);
+  EXPECT_THROW(plan::parse_op_cycles("Blur=2", &m), Error);
+}
+
+TEST(Cost, EstimateScalesWithCyclesPerMac) {
+  const QGraph& q = mobilenet112();
+  const plan::Testbed tb = plan::default_testbed(3, "local", 512 * 1024, 8 << 20);
+  plan::PlanOptions po;
+  po.strategy = "spatial";
+  po.route = plan::Route::Direct;
+  po.routing = false;
+  po.cost.frame_latency_s = 0;
+  po.cost.coord_bandwidth_kbps = 0;
+  const plan::Plan p = plan::make_plan(q, tb, po);
+  plan::CostModel a = po.cost, b = po.cost;
+  b.default_cycles_per_mac = 2 * a.default_cycles_per_mac;
+  const auto ea = plan::estimate_layer_seconds(q, p, tb, a), eb = plan::estimate_layer_seconds(q, p, tb, b);
+  double sa = 0, sb = 0;
+  for (size_t n = 0; n < ea.size(); ++n) {
+    EXPECT_GE(eb[n], ea[n]);
+    sa += ea[n];
+    sb += eb[n];
+  }
+  // Doubling the cycles adds exactly the compute once more: per layer the
+  // slowest board's MACs x cycles over its clock.
+  double compute = 0;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    int64_t most = 0;
+    for (const auto& wp : p.workers) most = std::max(most, wp.layers[n].macs);
+    compute += double(most) * a.default_cycles_per_mac / 600e6;
+  }
+  EXPECT_GT(compute, 0.01);
+  EXPECT_NEAR(sb - sa, compute, 1e-9);
+  EXPECT_NEAR(sa, p.est_latency_s, 1e-12);
+}
+
+TEST(Auto, NoSlowerThanAnyUniformStrategyByItsOwnEstimate) {
+  const QGraph& q = mobilenet112();
+  for (int n : {2, 3, 8}) {
+    const plan::Testbed tb = plan::default_testbed(n, "local", 512 * 1024, 8 << 20);
+    plan::PlanOptions po;
+    po.route = plan::Route::Direct;
+    po.routing = false;
+    po.strategy = "auto";
+    const plan::Plan a = plan::make_plan(q, tb, po);
+    EXPECT_EQ(a.strategy, "auto");
+    double best = 1e9;
+    for (const char* s : {"neuron", "spatial", "channel"}) {
+      po.strategy = s;
+      po.check_budgets = false;
+      best = std::min(best, plan::make_plan(q, tb, po).est_latency_s);
+    }
+    EXPECT_LE(a.est_latency_s, best * 1.02) << n << " boards";
+    // The choice is visible per layer and is a real mix on these boards.
+    std::set<std::string> used(a.layer_strategy.begin(), a.layer_strategy.end());
+    EXPECT_GE(used.size(), 2u) << n << " boards";
+  }
+}
+
+TEST(Auto, RespectsFlashAndHeterogeneousBoards) {
+  const QGraph& q = mobilenet112();
+  // Data does not fit three times over: spatial (every board stores every
+  // kernel) is not possible everywhere.
+  plan::Testbed tb = plan::default_testbed(3, "local", 512 * 1024, 1300 * 1024);
+  tb.boards[1].clock_mhz = 300;
+  plan::PlanOptions po;
+  po.strategy = "auto";
+  po.route = plan::Route::Direct;
+  po.alloc = plan::Allocation::Frequency;
+  po.routing = false;
+  const plan::Plan p = plan::make_plan(q, tb, po);  // throws if over a budget
+  for (int w = 0; w < 3; ++w) EXPECT_LE(p.workers[size_t(w)].flash_bytes, tb.boards[size_t(w)].flash_bytes);
+  EXPECT_LT(p.workers[1].macs, p.workers[0].macs);  // the slow board computes less
+  expect_tiles_and_reads(q, p);
+}
+
+TEST(SimDirect, PayloadIsThePlansAndMoreBoardsAreFaster) {
+  const QGraph& q = mobilenet112();
+  std::vector<double> lat;
+  for (int n : {1, 2, 3, 4, 8}) {
+    sim::Scenario s;
+    s.testbed = sim::preset_testbed(sim::board_preset("teensy41"), n);
+    s.alloc = plan::Allocation::Even;
+    s.strategy = "auto";
+    s.route = plan::Route::Direct;
+    s.timing.cycles_per_mac = 2;
+    s.timing.frame_latency_s = 30e-6;
+    const sim::RunRecord r = sim::run_scenario(q, s);
+    EXPECT_EQ(r.result.payload_bytes, r.plan_wire_bytes) << n;
+    EXPECT_GT(r.result.total_s, 0);
+    EXPECT_LE(r.result.compute_s, r.result.total_s + 1e-12);
+    lat.push_back(r.result.total_s);
+    // Same inputs, same result.
+    EXPECT_EQ(sim::run_scenario(q, s).result.total_s, r.result.total_s);
+  }
+  for (size_t i = 1; i < lat.size(); ++i) EXPECT_LT(lat[i], lat[i - 1]) << i;
+}
+
+TEST(SimDirect, ComputeOnlyEqualsTheCriticalPathOfOneBoard) {
+  // One board, no link costs: the direct simulation is its compute alone.
+  const QGraph& q = mobilenet112();
+  sim::Scenario s;
+  s.testbed = sim::preset_testbed(sim::board_preset("teensy41"), 1);
+  s.testbed.boards[0].ram_bytes = 64 << 20;
+  s.alloc = plan::Allocation::Even;
+  s.strategy = "spatial";
+  s.route = plan::Route::Direct;
+  s.timing.cycles_per_mac = 3;
+  s.timing.coord_bandwidth_kbps = 0;
+  s.timing.board_bandwidth_kbps = 1e12;
+  const sim::RunRecord r = sim::run_scenario(q, s);
+  EXPECT_NEAR(r.result.total_s, double(r.total_macs) * 3 / 600e6, 1e-6);
+}
+
+TEST(SimDirect, ImagesBackToBackPipelineAndFrameCpuCosts) {
+  const QGraph& q = mobilenet112();
+  sim::Scenario s;
+  s.testbed = sim::preset_testbed(sim::board_preset("teensy41"), 3);
+  s.alloc = plan::Allocation::Even;
+  s.strategy = "auto";
+  s.route = plan::Route::Direct;
+  s.timing.cycles_per_mac = 2;
+  s.throughput_images = 6;
+  const sim::RunRecord r = sim::run_scenario(q, s);
+  // Later images overlap earlier ones: faster than one after the other, and
+  // no faster than the busiest board's compute allows.
+  EXPECT_GT(r.images_per_s, 1.0 / r.result.total_s);
+  double busiest = 0;
+  for (const auto& b : r.result.boards) busiest = std::max(busiest, b.compute_s);
+  EXPECT_LE(r.images_per_s, 1.0 / busiest + 1e-9);
+  plan::PlanOptions po;
+  po.strategy = "auto";
+  po.route = plan::Route::Direct;
+  po.routing = false;
+  const plan::Plan p = plan::make_plan(q, s.testbed, po);
+  sim::TimingModel tm = s.timing;
+  tm.images = 4;
+  const sim::SimResult many = sim::simulate(q, p, s.testbed, tm);
+  ASSERT_EQ(many.image_done_s.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_GT(many.image_done_s[i], many.image_done_s[i - 1]);
+  // CPU per frame on the boards only adds time.
+  tm.images = 1;
+  const double base = sim::simulate(q, p, s.testbed, tm).total_s;
+  tm.board_frame_s = 20e-6;
+  EXPECT_GT(sim::simulate(q, p, s.testbed, tm).total_s, base);
+  tm.images = 0;
+  EXPECT_THROW(sim::simulate(q, p, s.testbed, tm), Error);
+}
+
+TEST(SimDirect, ASmallWindowWaitsForAcknowledgements) {
+  // Boards send to boards under the engine's window: with one frame in
+  // flight per link every frame waits for its ACK (a round trip), so a
+  // latency per frame costs more than with 32 in flight.
+  const QGraph& q = mobilenet112();
+  const plan::Testbed tb = sim::preset_testbed(sim::board_preset("teensy41"), 3);
+  plan::PlanOptions po;
+  po.strategy = "spatial";
+  po.route = plan::Route::Direct;
+  po.routing = false;
+  const plan::Plan p = plan::make_plan(q, tb, po);
+  sim::TimingModel tm;
+  tm.cycles_per_mac = 2;
+  tm.frame_latency_s = 200e-6;
+  tm.window = 32;
+  const sim::SimResult wide = sim::simulate(q, p, tb, tm);
+  tm.window = 1;
+  const sim::SimResult narrow = sim::simulate(q, p, tb, tm);
+  EXPECT_GT(narrow.total_s, wide.total_s + 0.01);
+  EXPECT_GT(narrow.frames, wide.frames);  // an ACK for every board-to-board frame
+  EXPECT_EQ(narrow.payload_bytes, wide.payload_bytes);
+}
+
+// Real boards: new strategies are bit-exact, both routes.
+std::vector<int8_t> some_input(const QGraph& q) {
+  std::vector<int8_t> x(size_t(q.shape(q.input).size()));
+  uint32_t s = 99;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = int8_t(s >> 24);
+  }
+  return x;
+}
+
+std::vector<int8_t> run_on_boards(const QGraph& q, const plan::Plan& p, const plan::Testbed& tb,
+                                  const std::vector<int8_t>& x) {
+  coord::SpawnOptions so;
+  so.exe = TS_TINYSPLIT;
+  coord::BoardSet boards(tb, so);
+  const auto tmo = std::chrono::milliseconds(20000);
+  coord::CoordOptions copt;
+  copt.timeout = tmo;
+  coord::Coordinator c(q, p, boards.links(tmo), copt);
+  c.handshake();
+  c.deploy();
+  std::vector<int8_t> out = c.infer(x).output;
+  c.close();
+  return out;
+}
+
+TEST(RealRuns, AutoAndChannelAreExactOnHostBoards) {
+  // About 10 s: four plans on 3 and 5 host boards, three ONNX models.
+  for (const char* model : {"mobilenet_v2", "mobilenet_v3_small", "resnet_small"}) {
+    const std::string path = kOnnx + model + ".onnx";
+    ASSERT_TRUE(fs::exists(path)) << path;
+    const QGraph q = quantized_model(path, 0, QuantizeOptions{});
+    const auto x = some_input(q);
+    const auto ref = run_int8(q, x);
+    for (const char* strategy : {"auto", "channel"})
+      for (plan::Route route : {plan::Route::Direct, plan::Route::Relay}) {
+        const int n = route == plan::Route::Direct ? 3 : 5;
+        SCOPED_TRACE(std::string(model) + " " + strategy + " " + plan::route_name(route));
+        const plan::Testbed tb = plan::default_testbed(n, "local", 4 << 20, 16 << 20);
+        plan::PlanOptions po;
+        po.strategy = strategy;
+        po.route = route;
+        po.routing = false;
+        const plan::Plan p = plan::make_plan(q, tb, po);
+        EXPECT_EQ(run_on_boards(q, p, tb, x), ref);
+      }
+  }
+}
+
+}  // namespace
