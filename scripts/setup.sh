@@ -40,6 +40,7 @@ APT_PACKAGES=(
   python3-numpy
   clang libclang-rt-14-dev ccache
   zlib1g-dev dataset-fashion-mnist
+  libmbedtls-dev
 )
 
 STEP=0
