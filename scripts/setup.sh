@@ -31,6 +31,8 @@ mkdir -p "$LOGS"
 # dependencies. python3-torch is not needed either (only to regenerate committed test models and
 # to train the Fashion-MNIST model: scripts/fashion_mnist.sh installs it). dataset-fashion-mnist
 # (30 MB) holds the labelled images of tests/fashion_mnist_test.cpp and `eval --dataset`.
+# libmbedtls-dev: Mbed TLS's SHA-256 behind src/core/sha256.h (the firmware builds the same
+# library from Debian's source package, scripts/build_firmware.sh).
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
