@@ -10,8 +10,10 @@
 #      headers, qemu-system-arm, dpkg-dev (to unpack source packages)
 #   2. a deb-src entry for the same Debian archive and suite as the machine's
 #      deb entries (deb822 .sources files or one-line sources.list), if none
-#   3. lwIP's source from Debian's source archive (`apt-get source lwip`)
-#      into firmware/third_party/ (git-ignored; never committed)
+#   3. lwIP's and Mbed TLS's sources from Debian's source archive (`apt-get
+#      source lwip`, `apt-get source mbedtls`: the firmware compiles lwIP's
+#      TCP/IP stack and Mbed TLS's SHA-256) into firmware/third_party/
+#      (git-ignored; never committed)
 #   4. make -C firmware -> firmware/build/tinysplit-board.elf
 #      (teensy41: firmware/build/teensy41/tinysplit-teensy41.elf and .hex)
 #   5. boot check under QEMU (`hello`: prints the memory layout, exit code 0);
@@ -19,7 +21,7 @@
 #      and Debian's teensy_loader_cli parses the .hex)
 #
 # Environment: TS_FW_JOBS (make jobs, default nproc), TS_FW_SKIP_APT=1 (no
-# package installs: the toolchain and lwIP must already be there).
+# package installs: the toolchain, lwIP and Mbed TLS must already be there).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,14 +70,16 @@ fi
 # ---- 2. deb-src entry
 # The source entry must name the same archive and suite as the binary one,
 # so that the source version matches what the machine installs.
-lwip_source_known() { apt-get source --print-uris -q lwip >/dev/null 2>&1; }
+source_known() { apt-get source --print-uris -q "$1" >/dev/null 2>&1; }
+have_lwip() { ls -d "$TP"/lwip-*/src/core >/dev/null 2>&1; }
+have_mbedtls() { ls "$TP"/mbedtls-*/library/sha256.c >/dev/null 2>&1; }
 step "deb-src entry"
-if ls -d "$TP"/lwip-*/src/core >/dev/null 2>&1; then
-  done_step "not needed (lwIP source present)"
-elif lwip_source_known; then
+if have_lwip && have_mbedtls; then
+  done_step "not needed (lwIP and Mbed TLS sources present)"
+elif source_known lwip && source_known mbedtls; then
   done_step "present"
 else
-  [[ "${TS_FW_SKIP_APT:-0}" != 1 ]] || fail "lwIP's source package is unknown to apt and TS_FW_SKIP_APT=1"
+  [[ "${TS_FW_SKIP_APT:-0}" != 1 ]] || fail "lwIP's or Mbed TLS's source package is unknown to apt and TS_FW_SKIP_APT=1"
   [[ $EUID -eq 0 ]] || fail "run as root to add a deb-src entry"
   codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
   out822=/etc/apt/sources.list.d/tinysplit-deb-src.sources
@@ -109,13 +113,15 @@ else
   chmod 644 "$out822" "$outlist" 2>/dev/null || true
   mkdir -p "$TP"
   apt-get update -q >"$TP/apt.log" 2>&1 || { tail -20 "$TP/apt.log" >&2; fail "apt-get update (with deb-src) failed"; }
-  lwip_source_known || fail "apt still knows no lwip source package after adding deb-src entries"
+  for src_pkg in lwip mbedtls; do
+    source_known "$src_pkg" || fail "apt still knows no $src_pkg source package after adding deb-src entries"
+  done
   done_step "added for $codename"
 fi
 
 # ---- 3. lwIP source
 step "lwIP source (apt-get source lwip)"
-if ls -d "$TP"/lwip-*/src/core >/dev/null 2>&1; then
+if have_lwip; then
   done_step "present"
 else
   mkdir -p "$TP"
@@ -124,12 +130,23 @@ else
 fi
 LWIP_DIR="$(ls -d "$TP"/lwip-*/ | head -1)"
 LWIP_DIR="${LWIP_DIR%/}"
+step "Mbed TLS source (apt-get source mbedtls)"
+if have_mbedtls; then
+  done_step "present"
+else
+  mkdir -p "$TP"
+  (cd "$TP" && apt-get source -q mbedtls >"$TP/apt-source-mbedtls.log" 2>&1) || { tail -20 "$TP/apt-source-mbedtls.log" >&2; fail "apt-get source mbedtls failed"; }
+  have_mbedtls || fail "apt-get source mbedtls gave no mbedtls-*/library/sha256.c"
+  done_step "$(cd "$TP" && ls -d mbedtls-*/ | head -1)"
+fi
+MBEDTLS_DIR="$(ls -d "$TP"/mbedtls-*/ | head -1)"
+MBEDTLS_DIR="${MBEDTLS_DIR%/}"
 
 # ---- 4. build
 if [[ "$BOARD" == teensy41 ]]; then
   step "build (make -C firmware BOARD=teensy41)"
   LOG="$FW/build-teensy41.log"
-  make -C "$FW" -j"$JOBS" BOARD=teensy41 LWIP_DIR="$LWIP_DIR" >"$LOG" 2>&1 || { tail -30 "$LOG" >&2; fail "firmware build failed (log: firmware/build-teensy41.log)"; }
+  make -C "$FW" -j"$JOBS" BOARD=teensy41 LWIP_DIR="$LWIP_DIR" MBEDTLS_DIR="$MBEDTLS_DIR" >"$LOG" 2>&1 || { tail -30 "$LOG" >&2; fail "firmware build failed (log: firmware/build-teensy41.log)"; }
   done_step "$(grep -E '^ *(ITCM|DTCM|FLASH):' "$LOG" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
   # ---- 5. image check
   step "image check (scripts/check_teensy_image.py)"
@@ -140,7 +157,7 @@ if [[ "$BOARD" == teensy41 ]]; then
   exit 0
 fi
 step "build (make -C firmware)"
-make -C "$FW" -j"$JOBS" LWIP_DIR="$LWIP_DIR" >"$FW/build.log" 2>&1 || { tail -30 "$FW/build.log" >&2; fail "firmware build failed (log: firmware/build.log)"; }
+make -C "$FW" -j"$JOBS" LWIP_DIR="$LWIP_DIR" MBEDTLS_DIR="$MBEDTLS_DIR" >"$FW/build.log" 2>&1 || { tail -30 "$FW/build.log" >&2; fail "firmware build failed (log: firmware/build.log)"; }
 done_step "$(grep -E '^ *(ITCM|DTCM|FLASH):' "$FW/build.log" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
 
 # ---- 5. boot check

@@ -32,6 +32,8 @@ mkdir -p "$LOGS"
 # to train the Fashion-MNIST model: scripts/fashion_mnist.sh installs it). dataset-fashion-mnist
 # (30 MB) holds the labelled images of tests/fashion_mnist_test.cpp and `eval --dataset`.
 # iproute2 (ip, tc) builds the network namespaces and impaired links of scripts/netem_run.sh.
+# libmbedtls-dev: Mbed TLS's SHA-256 behind src/core/sha256.h (the firmware builds the same
+# library from Debian's source package, scripts/build_firmware.sh).
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -42,6 +44,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev ccache
   zlib1g-dev dataset-fashion-mnist
   iproute2
+  libmbedtls-dev
 )
 
 STEP=0

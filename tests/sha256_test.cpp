@@ -1,7 +1,12 @@
 // SHA-256 and HMAC-SHA-256 (src/core/sha256.h) against published vectors:
-// FIPS 180-4's examples (via NIST's example documents) and RFC 4231.
+// FIPS 180-4's examples (via NIST's example documents) and RFC 4231; and our
+// RFC 2104 composition of HMAC against Mbed TLS's own HMAC (mbedtls_md_hmac,
+// which the firmware cannot use because it allocates) on random inputs.
 #include <gtest/gtest.h>
+#include <mbedtls/md.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -107,6 +112,69 @@ TEST(HmacSha256, Rfc4231) {
       EXPECT_EQ(hex(out, 32), c.mac_hex);
     }
   }
+}
+
+// Random keys of every length from 0 to 200 bytes (below, at and above the
+// 64-byte block, where the key is hashed first) with random messages of
+// lengths around the block and padding boundaries, one-shot and streamed in
+// random pieces through one keyed HmacSha256 reused for several messages.
+TEST(HmacSha256, AgreesWithMbedtlsHmacOnRandomInputs) {
+  const mbedtls_md_info_t* md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
+  ASSERT_NE(md, nullptr);
+  std::mt19937 rng(20261201);
+  auto bytes = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = uint8_t(rng());
+    return v;
+  };
+  const size_t msg_lens[] = {0, 1, 31, 32, 55, 56, 63, 64, 65, 119, 120, 127, 128, 129, 1000, 1416};
+  int compared = 0;
+  for (size_t key_len = 0; key_len <= 200; ++key_len) {
+    const auto key = bytes(key_len);
+    ts::HmacSha256 keyed(key.data(), key.size());
+    for (size_t len : msg_lens) {
+      const auto msg = bytes(len + rng() % 3);  // some lengths one or two past the boundary
+      uint8_t want[32], one_shot[32], streamed[32];
+      ASSERT_EQ(mbedtls_md_hmac(md, key.data(), key.size(), msg.data(), msg.size(), want), 0);
+      ts::hmac_sha256(key.data(), key.size(), msg.data(), msg.size(), one_shot);
+      ASSERT_EQ(hex(one_shot, 32), hex(want, 32)) << "key " << key_len << " bytes, message " << msg.size();
+      keyed.begin();
+      for (size_t at = 0; at < msg.size();) {
+        const size_t n = std::min<size_t>(msg.size() - at, 1 + rng() % 97);
+        keyed.update(msg.data() + at, n);
+        at += n;
+      }
+      keyed.finish(streamed);
+      ASSERT_EQ(hex(streamed, 32), hex(want, 32)) << "streamed, key " << key_len << " bytes, message " << msg.size();
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 201 * 16);
+  // A different key gives a different tag (the comparison above is not vacuous).
+  uint8_t a[32], b[32];
+  const uint8_t k1[1] = {1}, k2[1] = {2};
+  ts::hmac_sha256(k1, 1, "m", 1, a);
+  ts::hmac_sha256(k2, 1, "m", 1, b);
+  EXPECT_NE(hex(a, 32), hex(b, 32));
+}
+
+TEST(HmacSha256, WipeForgetsTheKey) {
+  const uint8_t key[32] = {7, 7, 7};
+  uint8_t before[32], after[32], unkeyed[32];
+  ts::HmacSha256 m(key, sizeof key);
+  m.begin();
+  m.update("x", 1);
+  m.finish(before);
+  m.wipe();
+  m.begin();
+  m.update("x", 1);
+  m.finish(after);
+  EXPECT_NE(hex(before, 32), hex(after, 32));
+  // After wipe() the states are plain SHA-256 starts: the result is
+  // SHA-256(SHA-256("x")), no key involved.
+  ts::sha256("x", 1, unkeyed);
+  ts::sha256(unkeyed, 32, unkeyed);
+  EXPECT_EQ(hex(after, 32), hex(unkeyed, 32));
 }
 
 TEST(HmacSha256, ConstantTimeCompare) {

@@ -1,6 +1,13 @@
-// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104 / FIPS 198-1), written for
-// this project in portable C++17: no heap, no exceptions, no OS calls, so the
-// same code runs on the host and on the Cortex-M7 boards.
+// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104 / FIPS 198-1) for the host
+// and the Cortex-M7 boards: no heap, no exceptions, no OS calls.
+//
+// The SHA-256 itself is Mbed TLS's (mbedtls/sha256.h, 2.28 from Debian: the
+// host links Debian's libmbedcrypto, the firmware compiles library/sha256.c
+// from `apt-get source mbedtls` with firmware/src/port/mbedtls_config.h).
+// HMAC is composed here per RFC 2104 over that SHA-256, because the
+// library's HMAC (mbedtls_md_hmac_*) allocates its contexts with calloc,
+// which the firmware must not do after init; tests/sha256_test.cpp checks
+// it against mbedtls_md_hmac on random keys and messages.
 //
 // Uses: the deploy cache's fragment identity (a board keeps the digest of its
 // committed fragment and the coordinator's COMMIT names the digest it wants),
@@ -13,11 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mbedtls/sha256.h>
+
 namespace ts {
 
 constexpr size_t kSha256Bytes = 32;
 constexpr size_t kSha256Block = 64;
 
+// A running digest. Copyable (the library's context is a plain struct with
+// no pointers), which HmacSha256 uses to restart from the keyed states.
 class Sha256 {
  public:
   Sha256() { reset(); }
@@ -25,13 +36,11 @@ class Sha256 {
   void update(const void* data, size_t len);
   // Writes the 32-byte digest. The object must be reset() before reuse.
   void finish(uint8_t out[kSha256Bytes]);
+  // Overwrites the state (zeroes that the compiler keeps), then reset().
+  void wipe();
 
  private:
-  void compress(const uint8_t* block);
-  uint32_t h_[8];
-  uint8_t buf_[kSha256Block];
-  size_t fill_ = 0;       // bytes waiting in buf_
-  uint64_t total_ = 0;    // message bytes so far
+  mbedtls_sha256_context ctx_;
 };
 
 // One-shot digest.
