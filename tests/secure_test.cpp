@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "core/worker.h"
 #include "net/tcp.h"
 #include "support/shell.h"
 
@@ -318,13 +319,13 @@ ts::wire::MsgType first_frame(uint16_t port, std::string* text) {
 
 TEST(BoundedResources, IdleConnectionsDoNotBlockABoard) {
   ASSERT_TRUE(have_model());
-  // 20 silent connections take every link slot of a board. Another
+  // kMaxLinks silent connections take every link slot of a board. Another
   // connection hears at once that the board is busy (an ERROR saying so, not
   // silence); once the idle timeout has closed them, a coordinator is served.
   WorkerProcess w0("--id 0 --idle-timeout 2");
   std::vector<std::unique_ptr<ts::net::TcpTransport>> idle;
   std::vector<uint8_t> buf(256);
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < ts::core::kMaxLinks; ++i) {
     // One at a time, each until its HELLO is in: all accepted, none queued.
     idle.push_back(ts::net::tcp_connect("127.0.0.1", w0.port(), Millis(5000)));
     EXPECT_EQ(idle.back()->recv(buf.data(), buf.size(), Millis(5000)).status, ts::net::RecvStatus::Data);

@@ -455,6 +455,8 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
     res.boards[i].planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
     res.boards[i].flash_bytes = plan().workers[i].flash_bytes;
     res.boards[i].layer_peak.assign(L, 0);
+    res.boards[i].layer_outputs.assign(L, 0);
+    res.boards[i].layer_digest.assign(L, 0);
     all.push_back(int(i));
   }
   for (size_t node = 0; node < L; ++node) {
@@ -532,6 +534,8 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
             wire0 = wn;
             BoardRunStats& bs = res.boards[size_t(w)];
             bs.layer_peak[node] = d.peak_ram_bytes;
+            bs.layer_outputs[node] = d.outputs;
+            bs.layer_digest[node] = d.output_digest;
             bs.peak_ram_bytes = std::max(bs.peak_ram_bytes, d.peak_ram_bytes);
             bs.compute_s += d.elapsed_us * 1e-6;
             break;

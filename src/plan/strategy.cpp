@@ -25,6 +25,12 @@ bool SpatialStrategy::uses_bands(const QGraph& q, int node) {
   return q.desc(node).out.h >= kMinRows && q.nodes[size_t(node)].op != core::QOp::Gemm;
 }
 
+bool SpatialStrategy::whole_rows(const QGraph& q, int node, const std::vector<double>& shares) {
+  int boards = 0;
+  for (double x : shares) boards += x > 0;
+  return uses_bands(q, node) && q.desc(node).out.h >= kRowsPerBoardForRowBands * std::max(boards, 1);
+}
+
 std::string SpatialStrategy::layer_name(const QGraph& q, int node) const {
   return uses_bands(q, node) ? "spatial" : "channel";
 }
@@ -46,6 +52,16 @@ std::vector<std::vector<core::Region>> SpatialStrategy::split_regions(const QGra
       const int32_t n = int32_t(counts[w]);
       if (n > 0) out[w].push_back(core::Region::run(at * d.h * d.w, (at + n) * d.h * d.w));
       at += n;
+    }
+    return out;
+  }
+  if (whole_rows(q, node, shares)) {
+    const std::vector<int64_t> rows = proportional_counts(d.h, shares);
+    int32_t y = 0;
+    for (size_t w = 0; w < shares.size(); ++w) {
+      const int32_t n = int32_t(rows[w]);
+      if (n > 0) out[w].push_back(core::Region::box(0, d.c, y, y + n, 0, d.w));
+      y += n;
     }
     return out;
   }

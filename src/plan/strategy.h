@@ -72,6 +72,13 @@ class NeuronStrategy final : public SplitStrategy {
 class SpatialStrategy final : public SplitStrategy {
  public:
   static constexpr int kMinRows = 2;
+  // Maps with at least this many rows per board get bands of whole rows
+  // (a board can compute them in place into the next layer's window, which
+  // is what lets 224x224 fit 3 boards); shorter maps get bands of plane
+  // positions, so 7x7 on 3 boards splits 17/16/16 positions, not 3/2/2 rows.
+  static constexpr int kRowsPerBoardForRowBands = 8;
+  // Whether the node is split in whole rows for these shares.
+  static bool whole_rows(const QGraph& q, int node, const std::vector<double>& shares);
   std::string name() const override { return "spatial"; }
   // Runs cannot express bands; this throws (use split_regions).
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
