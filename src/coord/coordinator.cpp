@@ -543,9 +543,12 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
           throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
         }
       } catch (const BoardError& e) {
+        // Which board and layer, for the message and for failover.
+        const int board = e.board >= 0 ? e.board : l.index();
+        const int layer = e.layer >= 0 ? e.layer : int(node);
         const std::string m = e.what();
-        if (m.find(" at layer ") != std::string::npos) throw;
-        throw BoardError(m + where());
+        if (m.find(" at layer ") != std::string::npos) throw BoardError(m, board, layer);
+        throw BoardError(m + where(), board, layer);
       }
     }
   });

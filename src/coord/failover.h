@@ -86,6 +86,7 @@ class Swarm {
   // With SwarmOptions::auth, makes the link's session authenticated under a
   // fresh nonce (every connection, the first and those after a failover).
   void secure(BoardLink& l) const;
+  bool failover_applies() const;
   plan::Testbed sub_testbed() const;
   void recover(const BoardError& first, int inference);
   void note(const std::string& line);

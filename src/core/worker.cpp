@@ -115,6 +115,7 @@ bool Worker::on_connect(int link) {
     abort_layer();
   }
   reset_link(link);
+  links_[link].worker = connecting_peer_;
   wire::HelloPayload hello;
   hello.board_id = cfg_.id;
   hello.clock_mhz = cfg_.clock_mhz;
@@ -152,8 +153,12 @@ int Worker::link_to(uint16_t worker) {
     if (links_[i].open && links_[i].worker == int32_t(worker)) return i;
   const int l = port_->open_link(worker);
   if (l < 0 || l >= kMaxLinks) return -1;
-  if (!on_connect(l)) return -1;
+  connecting_peer_ = int32_t(worker);  // so our HELLO names us by plan index
+  const bool ok = on_connect(l);
+  connecting_peer_ = -1;
+  if (!ok) return -1;
   links_[l].worker = worker;
+  links_[l].deployment = plan_id_;
   return l;
 }
 
@@ -163,7 +168,10 @@ bool Worker::send_frame(int link, MsgType t, uint16_t layer, uint32_t offset, co
   Link& l = links_[link];
   FrameHeader h;
   h.type = t;
-  h.src = cfg_.id;
+  // To the coordinator a board is its board id (HELLO, the coordinator's
+  // checks); to a peer board it is its index in the deployed plan, the
+  // numbering PEERS and the routing use (after a failover re-plan they differ).
+  h.src = link != coord_link_ && l.worker >= 0 && have_frag_ ? frag_.header().worker : cfg_.id;
   h.dst = link == coord_link_ || l.worker < 0 ? wire::kCoordinatorId : uint16_t(l.worker);
   h.deployment = plan_id_;
   h.layer = layer;
@@ -355,14 +363,17 @@ Worker::Verdict Worker::handle(int link) {
         send_error(link, ErrorCode::BadFrame, h.seq, "unexpected message type");
         return Verdict::Fail;
       }
-      if (h.src == cfg_.id || (have_frag_ && h.src >= frag_.header().n_workers)) {
+      if (!have_frag_ || h.src == frag_.header().worker || h.src >= frag_.header().n_workers) {
         send_error(link, ErrorCode::OutOfBounds, h.seq, "hello from a board outside the plan");
         return Verdict::Fail;
       }
       // A board that connected to us: our sends to it use this link too
       // (each direction has its own sequence numbers and window), so a pair
       // of boards needs one link, not one each way.
-      if (l.worker < 0) l.worker = int32_t(h.src);
+      if (l.worker < 0) {
+        l.worker = int32_t(h.src);
+        l.deployment = h.deployment;
+      }
       break;
     case MsgType::Store: ok = on_store(link, h, payload); break;
     case MsgType::Commit: ok = on_commit(link, h, payload); break;
@@ -384,10 +395,13 @@ Worker::Verdict Worker::handle(int link) {
       break;
     case MsgType::Peers: {
       // A new peer table (a new deployment, e.g. after a failover re-plan):
-      // links this board opened under the old numbering may now lead to the
-      // wrong board. Close them; they reopen on demand.
+      // peer links learnt under another deployment may lead to the wrong
+      // board under the new numbering. Close them; they reopen on demand. A
+      // peer of the new deployment may already have connected (its HELLO
+      // names this deployment): that link stays.
       for (int i = 0; i < kMaxLinks; ++i)
-        if (i != link && links_[i].open && links_[i].worker >= 0) on_disconnect(i);
+        if (i != link && links_[i].open && links_[i].worker >= 0 && links_[i].deployment != h.deployment)
+          on_disconnect(i);
       wire::PeerEntry e;
       for (size_t i = 0; wire::decode_peer(payload, h.payload_len, i, &e); ++i) {
         if (have_frag_ && e.worker >= frag_.header().n_workers) {

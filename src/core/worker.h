@@ -221,7 +221,8 @@ class Worker {
   enum class Verdict : uint8_t { Ok, Hold, Fail };
   struct Link {
     bool open = false, held = false;
-    int32_t worker = -1;  // plan index of the board at the other end, if we opened it
+    int32_t worker = -1;  // plan index of the board at the other end (a peer link), else -1
+    uint32_t deployment = 0;  // the deployment (plan id) under which `worker` was learnt
     wire::FrameReader reader;
     wire::SendWindow window;
     wire::AckTracker acks;
@@ -292,6 +293,7 @@ class Worker {
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;
   uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0, run_frames_ = 0;
+  int32_t connecting_peer_ = -1;  // plan index of the peer link_to() is opening, else -1
   uint64_t run_digest_ = 0;  // digest of the last computed layer's outputs (DONE)
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 
