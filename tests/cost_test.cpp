@@ -10,6 +10,7 @@
 
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "support/boards.h"
 #include "core/fragment.h"
 #include "model/pipeline.h"
 #include "plan/cost.h"
@@ -337,30 +338,11 @@ TEST(SimDirect, ASmallWindowWaitsForAcknowledgements) {
 }
 
 // Real boards: new strategies are bit-exact, both routes.
-std::vector<int8_t> some_input(const QGraph& q) {
-  std::vector<int8_t> x(size_t(q.shape(q.input).size()));
-  uint32_t s = 99;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = int8_t(s >> 24);
-  }
-  return x;
-}
+std::vector<int8_t> some_input(const QGraph& q) { return ts::testing::random_int8_input(q, 99); }
 
 std::vector<int8_t> run_on_boards(const QGraph& q, const plan::Plan& p, const plan::Testbed& tb,
                                   const std::vector<int8_t>& x) {
-  coord::SpawnOptions so;
-  so.exe = TS_TINYSPLIT;
-  coord::BoardSet boards(tb, so);
-  const auto tmo = std::chrono::milliseconds(20000);
-  coord::CoordOptions copt;
-  copt.timeout = tmo;
-  coord::Coordinator c(q, p, boards.links(tmo), copt);
-  c.handshake();
-  c.deploy();
-  std::vector<int8_t> out = c.infer(x).output;
-  c.close();
-  return out;
+  return ts::testing::infer_on_host_boards(q, p, tb, x).output;
 }
 
 TEST(RealRuns, AutoAndChannelAreExactOnHostBoards) {

@@ -12,6 +12,7 @@
 
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "support/boards.h"
 #include "core/crc32.h"
 #include "core/fragment.h"
 #include "core/wire.h"
@@ -27,30 +28,11 @@ using namespace ts;
 
 const std::string kModel = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/mobilenet_v2.onnx";
 
-std::vector<int8_t> some_input(const QGraph& q) {
-  std::vector<int8_t> x(size_t(q.shape(q.input).size()));
-  uint32_t s = 777;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = int8_t(s >> 24);
-  }
-  return x;
-}
+std::vector<int8_t> some_input(const QGraph& q) { return ts::testing::random_int8_input(q, 777); }
 
 coord::InferenceResult run_on_boards(const QGraph& q, const plan::Plan& p, const plan::Testbed& tb,
                                      const std::vector<int8_t>& x) {
-  coord::SpawnOptions so;
-  so.exe = TS_TINYSPLIT;
-  coord::BoardSet boards(tb, so);
-  const auto tmo = std::chrono::milliseconds(20000);
-  coord::CoordOptions copt;
-  copt.timeout = tmo;
-  coord::Coordinator c(q, p, boards.links(tmo), copt);
-  c.handshake();
-  c.deploy();
-  coord::InferenceResult r = c.infer(x);
-  c.close();
-  return r;
+  return ts::testing::infer_on_host_boards(q, p, tb, x);
 }
 
 class DirectTest : public ::testing::Test {

@@ -14,6 +14,7 @@
 
 #include "coord/boards.h"
 #include "coord/coordinator.h"
+#include "support/boards.h"
 #include "coord/verify.h"
 #include "core/fragment.h"
 #include "model/pipeline.h"
@@ -61,40 +62,19 @@ const std::string kModel = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/mobile
 
 QGraph model() { return quantized_model(kModel, 0, QuantizeOptions{}); }
 
-std::vector<int8_t> some_input(const QGraph& q) {
-  std::vector<int8_t> x(size_t(q.shape(q.input).size()));
-  uint32_t s = 12345;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = int8_t(s >> 24);
-  }
-  return x;
-}
+std::vector<int8_t> some_input(const QGraph& q) { return ts::testing::random_int8_input(q, 12345); }
 
 std::vector<int8_t> run_on_boards(const QGraph& q, const plan::Plan& p, const plan::Testbed& tb,
                                   const std::vector<int8_t>& x) {
-  coord::SpawnOptions so;
-  so.exe = TS_TINYSPLIT;
-  coord::BoardSet boards(tb, so);
-  const auto tmo = std::chrono::milliseconds(20000);
-  coord::CoordOptions copt;
-  copt.timeout = tmo;
-  coord::Coordinator c(q, p, boards.links(tmo), copt);
-  c.handshake();
-  c.deploy();
-  std::vector<int8_t> last;
   // Each board's digest of its regions (several per board here, in fragment
-  // order) equals the reference's, in every layer.
+  // order) equals the reference's, in every layer; a second inference
+  // reuses the deployment.
   const auto expected = coord::reference_digests(q, p, run_int8_all(q, x));
-  for (int i = 0; i < 2; ++i) {  // a second inference reuses the deployment
-    const coord::InferenceResult r = c.infer(x);
-    const coord::Verification v = coord::verify_layers(expected, r);
-    EXPECT_TRUE(v.ok()) << "board " << v.board << " layer " << v.node;
-    EXPECT_EQ(v.verified_layers, int(q.nodes.size()));
-    last = r.output;
-  }
-  c.close();
-  return last;
+  return ts::testing::infer_on_host_boards(q, p, tb, x, 2, [&](const coord::InferenceResult& r) {
+           const coord::Verification v = coord::verify_layers(expected, r);
+           EXPECT_TRUE(v.ok()) << "board " << v.board << " layer " << v.node;
+           EXPECT_EQ(v.verified_layers, int(q.nodes.size()));
+         }).output;
 }
 
 class RegionsTest : public ::testing::Test {
