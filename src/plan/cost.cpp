@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/op.h"
+#include "plan/frames.h"
 #include "plan/plan.h"
 
 namespace ts::plan {
@@ -56,12 +57,6 @@ namespace {
 
 double s_per_byte(const Board& b) { return (b.delay_s_per_kb + 1.0 / b.bandwidth_kbps) / kBytesPerKB; }
 
-// Bytes on the wire for `payload` bytes in `msgs` messages.
-double wire(const CostModel& m, double payload, double msgs) {
-  if (payload <= 0) return 0;
-  return payload + m.header_bytes * (msgs + payload / m.max_payload);
-}
-
 double coord_spb(const CostModel& m) {
   return m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * kBytesPerKB) : 0.0;
 }
@@ -77,17 +72,26 @@ double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostMod
   return worst;
 }
 
-// Traffic of one transfer step: per board bytes and messages in and out,
-// and what crosses the coordinator's link.
+// Traffic of one transfer step: per board the wire bytes (frame headers
+// included, as plan/frames.h counts them) it receives and sends, and what
+// crosses the coordinator's link.
 struct Traffic {
-  std::vector<double> in, in_msgs, out, out_msgs;
-  double coord = 0, coord_msgs = 0;
-  explicit Traffic(size_t n) : in(n, 0), in_msgs(n, 0), out(n, 0), out_msgs(n, 0) {}
+  std::vector<double> in, out;
+  double coord = 0;
+  explicit Traffic(size_t n) : in(n, 0), out(n, 0) {}
   bool any() const {
     if (coord > 0) return true;
     for (size_t w = 0; w < in.size(); ++w)
       if (in[w] > 0 || out[w] > 0) return true;
     return false;
+  }
+  // One gathered group (or message) of `wire` bytes from board `from` to
+  // board `to` (-1: the coordinator).
+  void add(int from, int to, double wire) {
+    if (from >= 0) out[size_t(from)] += wire;
+    else coord += wire;
+    if (to >= 0) in[size_t(to)] += wire;
+    else coord += wire;
   }
 };
 
@@ -95,12 +99,22 @@ struct Traffic {
 // its own link at once (full duplex), the coordinator on its own.
 double step_s(const Traffic& tr, const Testbed& t, const CostModel& m) {
   if (!tr.any()) return 0;
-  double worst = wire(m, tr.coord, tr.coord_msgs) * coord_spb(m);
-  for (size_t w = 0; w < tr.in.size(); ++w) {
-    const double spb = s_per_byte(t.boards[w]);
-    worst = std::max(worst, std::max(wire(m, tr.in[w], tr.in_msgs[w]), wire(m, tr.out[w], tr.out_msgs[w])) * spb);
-  }
+  double worst = tr.coord * coord_spb(m);
+  for (size_t w = 0; w < tr.in.size(); ++w)
+    worst = std::max(worst, std::max(tr.in[w], tr.out[w]) * s_per_byte(t.boards[w]));
   return worst + m.frame_latency_s;
+}
+
+// Wire bytes of the messages that carry a share's outputs to the
+// coordinator: one message per region segment.
+double outputs_to_coordinator(const QGraph& q, const LayerShare& ls) {
+  double wire = 0;
+  for (const core::Region& r : ls.regions)
+    r.segments(q.desc(ls.node).out, [&](int32_t b, int32_t e) {
+      wire += double(count_message(e - b).wire_bytes);
+      return true;
+    });
+  return wire;
 }
 
 // Relay: everything in through the coordinator, compute, everything out.
@@ -112,22 +126,9 @@ double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const Cos
     const LayerShare& ls = p.workers[w].layers[size_t(n)];
     if (!ls.active()) continue;
     active = true;
-    for (const InputNeed& need : ls.inputs) {
-      in.in[w] += double(need.elems);
-      in.in_msgs[w] += double(need.runs.size());
-    }
-    int64_t segs = 0;
-    for (const core::Region& r : ls.regions)
-      r.segments(q.desc(n).out, [&](int32_t, int32_t) {
-        ++segs;
-        return true;
-      });
-    out.in[w] += double(ls.out_elems);
-    out.in_msgs[w] += double(segs);
-    in.coord += in.in[w];
-    in.coord_msgs += in.in_msgs[w];
-    out.coord += out.in[w];
-    out.coord_msgs += out.in_msgs[w];
+    for (const InputNeed& need : ls.inputs)
+      for (const core::InputRun& r : need.runs) in.add(-1, int(w), double(count_message(r.count).wire_bytes));
+    out.add(int(w), -1, outputs_to_coordinator(q, ls));
   }
   if (!active) return 0;
   return step_s(in, t, m) + compute_s(q, p, t, m, n) + step_s(out, t, m) + 2 * m.frame_latency_s;
@@ -143,30 +144,23 @@ std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const
     for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = relay_layer_s(q, p, t, m, int(n));
     return out;
   }
-  // Direct: a layer's board-to-board inputs arrive (sent by their producers),
-  // then it computes; the graph's output goes to the coordinator.
+  // Direct: a layer's board-to-board inputs arrive (sent by their producers,
+  // gathered into frames as the workers do), then it computes; the graph's
+  // output goes to the coordinator.
   std::vector<Traffic> xfer(q.nodes.size(), Traffic(N)), result(q.nodes.size(), Traffic(N));
   for (size_t w = 0; w < N; ++w)
     for (const LayerShare& ls : p.workers[w].layers) {
-      for (const InputNeed& need : ls.inputs) {
-        int64_t coord = 0;
-        for (const core::InputRun& r : need.coord_runs) coord += r.count;
-        xfer[size_t(ls.node)].in[w] += double(need.recv_elems);
-        xfer[size_t(ls.node)].in_msgs[w] += double(need.recv.size());
-        xfer[size_t(ls.node)].coord += double(coord);
-        xfer[size_t(ls.node)].coord_msgs += double(need.coord_runs.size());
-      }
-      for (const core::Send& s : ls.sends) {
-        if (s.peer == core::kPeerCoordinator) {
-          result[size_t(ls.node)].in[w] += s.count;
-          result[size_t(ls.node)].in_msgs[w] += 1;
-          result[size_t(ls.node)].coord += s.count;
-          result[size_t(ls.node)].coord_msgs += 1;
-        } else {
-          xfer[s.layer].out[w] += s.count;
-          xfer[s.layer].out_msgs[w] += 1;
-        }
-      }
+      for (const InputNeed& need : ls.inputs)
+        for (const core::InputRun& r : need.coord_runs)
+          xfer[size_t(ls.node)].add(-1, int(w), double(count_message(r.count).wire_bytes));
+      for (const core::Send& s : ls.sends)
+        if (s.peer == core::kPeerCoordinator)
+          result[size_t(ls.node)].add(int(w), -1, double(count_message(s.count).wire_bytes));
+      for_each_send_group(ls.sends, [&](size_t first, size_t k) {
+        const core::Send& s = ls.sends[first];
+        const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);
+        xfer[s.layer].add(int(w), int(s.peer), double(count_gathered(pcs.data(), pcs.size()).wire_bytes));
+      });
     }
   for (size_t n = 0; n < q.nodes.size(); ++n)
     out[n] = step_s(xfer[n], t, m) + compute_s(q, p, t, m, int(n)) + step_s(result[n], t, m);
@@ -199,7 +193,7 @@ constexpr int kS = 3;
 const char* const kNames[kS] = {"neuron", "spatial", "channel"};
 
 // Which worker computes each element of node m's output in plan p, and
-// where each same-worker stretch ends.
+// where its region segment ends.
 struct OwnerMap {
   std::vector<int32_t> worker;
   std::vector<int32_t> stretch_end;
@@ -209,17 +203,16 @@ OwnerMap owner_map(const QGraph& q, const Plan& p, int m) {
   const core::Dims d = q.desc(m).out;
   OwnerMap o;
   o.worker.assign(size_t(d.size()), -1);
+  o.stretch_end.assign(size_t(d.size()), 0);
+  // A stretch is one segment of the producer's regions, as the route pass
+  // cuts sends (a send is contiguous in the producer's output buffer).
   for (int w = 0; w < p.n_workers(); ++w)
     for (const core::Region& r : p.workers[size_t(w)].layers[size_t(m)].regions)
       r.segments(d, [&](int32_t b, int32_t e) {
         std::fill(o.worker.begin() + b, o.worker.begin() + e, w);
+        std::fill(o.stretch_end.begin() + b, o.stretch_end.begin() + e, e);
         return true;
       });
-  o.stretch_end.assign(o.worker.size(), 0);
-  for (int64_t i = int64_t(o.worker.size()) - 1; i >= 0; --i)
-    o.stretch_end[size_t(i)] =
-        (size_t(i) + 1 < o.worker.size() && o.worker[size_t(i) + 1] == o.worker[size_t(i)]) ? o.stretch_end[size_t(i) + 1]
-                                                                                            : int32_t(i + 1);
   return o;
 }
 
@@ -248,16 +241,18 @@ class Chooser {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
       Traffic tr(N_);
+      std::vector<std::vector<Piece>> from_board(N_);
       for (size_t w = 0; w < N_; ++w) {
         const LayerShare& ls = pc.workers[w].layers[size_t(n)];
         if (!ls.active()) continue;
         if (mnode < 0) {
-          tr.in[w] += double(ls.inputs[k].elems);
-          tr.in_msgs[w] += double(ls.inputs[k].runs.size());
-          tr.coord += double(ls.inputs[k].elems);
-          tr.coord_msgs += double(ls.inputs[k].runs.size());
+          for (const core::InputRun& r : ls.inputs[k].runs)
+            tr.add(-1, int(w), double(count_message(r.count).wire_bytes));
           continue;
         }
+        // What w receives, from each producer board, in the order the
+        // route pass emits the sends: gathered into frames per producer.
+        for (auto& v : from_board) v.clear();
         const OwnerMap& own = owners(prod(int(k)), mnode);
         for (const core::InputRun& r : ls.inputs[k].runs) {
           int64_t i = r.offset;
@@ -265,15 +260,18 @@ class Chooser {
           while (i < end) {
             const int32_t from = own.worker[size_t(i)];
             const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
-            if (from >= 0 && size_t(from) != w) {
-              tr.in[w] += double(stop - i);
-              tr.in_msgs[w] += 1;
-              tr.out[size_t(from)] += double(stop - i);
-              tr.out_msgs[size_t(from)] += 1;
-            }
+            if (from >= 0 && size_t(from) != w) from_board[size_t(from)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
             i = stop;
           }
         }
+        for (size_t f = 0; f < N_; ++f)
+          if (!from_board[f].empty()) {
+            // The route pass orders a group by length, then offset.
+            std::sort(from_board[f].begin(), from_board[f].end(), [](const Piece& a, const Piece& b) {
+              return a.count != b.count ? a.count < b.count : a.offset < b.offset;
+            });
+            tr.add(int(f), int(w), double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes));
+          }
       }
       total += step_s(tr, t_, m_);
     }
@@ -282,9 +280,7 @@ class Chooser {
       Traffic tr(N_);
       for (size_t w = 0; w < N_; ++w) {
         const LayerShare& ls = pc.workers[w].layers[size_t(n)];
-        tr.in[w] += double(ls.out_elems);
-        tr.in_msgs[w] += double(ls.regions.size());
-        tr.coord += double(ls.out_elems);
+        if (ls.active()) tr.add(int(w), -1, outputs_to_coordinator(q_, ls));
       }
       total += step_s(tr, t_, m_);
     }

@@ -601,6 +601,26 @@ void route_plan(const QGraph& q, Plan& p, Route route) {
       }
     }
   }
+  // Within each group of sends to one peer, layer and operand (the worker
+  // gathers a group into INPUTS frames, core/worker.cpp), equal lengths go
+  // together in offset order: a halo of a band of plane positions is a
+  // partial row, whole rows and a partial row in every channel, and sorted
+  // this way each kind becomes one strided block per frame instead of one
+  // 12-byte block header per channel and row piece. The receiver places
+  // blocks by offset, so the order within a group is free.
+  for (size_t w = 0; w < N; ++w)
+    for (LayerShare& ls : p.workers[w].layers) {
+      std::vector<core::Send>& v = ls.sends;
+      size_t i = 0;
+      while (i < v.size()) {
+        size_t j = i + 1;
+        while (j < v.size() && v[j].peer == v[i].peer && v[j].layer == v[i].layer && v[j].operand == v[i].operand) ++j;
+        std::stable_sort(v.begin() + long(i), v.begin() + long(j), [](const core::Send& a, const core::Send& b) {
+          return a.count != b.count ? a.count < b.count : a.offset < b.offset;
+        });
+        i = j;
+      }
+    }
   // The graph's output goes to the coordinator.
   const int last = q.tensors[size_t(q.output)].producer;
   if (last >= 0)

@@ -6,6 +6,7 @@
 
 #include "core/fragment.h"
 #include "core/wire.h"
+#include "plan/frames.h"
 #include "sim/sim.h"
 
 namespace ts::sim {
@@ -40,6 +41,15 @@ struct Got {
   int64_t ack;
 };
 
+// One frame a board sends for a layer: to a board (INPUTS, gathered as the
+// worker packs them, plan/frames.h) or to the coordinator (OUTPUT).
+struct OutFrame {
+  int dest;        // board, or kCoord
+  int layer;       // consumer layer (to a board)
+  int64_t data;    // activation bytes it carries
+  int64_t bytes;   // on the wire, header included
+};
+
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
     return a.t > b.t || (a.t == b.t && a.order > b.order);
@@ -70,6 +80,31 @@ class DirectSim {
         if (ls.active())
           for (const plan::InputNeed& in : ls.inputs)
             for (int i = 0; i < K_; ++i) expected_[size_t(b)][size_t(i) * size_t(L_) + size_t(n)] += in.recv_elems;
+      }
+    out_frames_.assign(size_t(n_), std::vector<std::vector<OutFrame>>(size_t(L_)));
+    for (int b = 0; b < n_; ++b)
+      for (int n = 0; n < L_; ++n) {
+        const std::vector<core::Send>& sends = p.workers[size_t(b)].layers[size_t(n)].sends;
+        std::vector<OutFrame>& fr = out_frames_[size_t(b)][size_t(n)];
+        size_t i = 0;
+        while (i < sends.size()) {
+          size_t j = i + 1;
+          while (j < sends.size() && sends[j].peer == sends[i].peer && sends[j].layer == sends[i].layer &&
+                 sends[j].operand == sends[i].operand)
+            ++j;
+          if (sends[i].peer == core::kPeerCoordinator) {
+            for (size_t k = i; k < j; ++k)
+              for (int64_t off = 0; off < int64_t(sends[k].count); off += kMaxPayload) {
+                const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(sends[k].count) - off);
+                fr.push_back(OutFrame{kCoord, n, pay, kHeader + pay});
+              }
+          } else {
+            const std::vector<plan::Piece> pcs = plan::pieces_of(sends, i, j - i);
+            for (const plan::GatheredFrame& g : plan::gather_frames(pcs))
+              fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload});
+          }
+          i = j;
+        }
       }
     image_end_.assign(size_t(K_), 0.0);
     cursor_.assign(size_t(n_), 0);
@@ -272,16 +307,15 @@ class DirectSim {
   void pump(int b, double t) {
     const int v = send_v_[size_t(b)];
     const int n = v % L_, image = v / L_;
-    const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
     BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
     double c = t;
     size_t& i = send_i_[size_t(b)];
-    int64_t& off = send_off_[size_t(b)];
     bool blocked = false;
-    while (i < ls.sends.size()) {
-      const core::Send& s = ls.sends[i];
-      const bool to_coord = s.peer == core::kPeerCoordinator;
-      const int dest = to_coord ? kCoord : int(s.peer);
+    const std::vector<OutFrame>& frames = out_frames_[size_t(b)][size_t(n)];
+    while (i < frames.size()) {
+      const OutFrame& f = frames[i];
+      const bool to_coord = f.dest == kCoord;
+      const int dest = f.dest;
       bool ack_req = false;
       if (!to_coord) {
         const int64_t in_flight = sent_[size_t(b)][size_t(dest)] - acked_[size_t(b)][size_t(dest)];
@@ -292,22 +326,16 @@ class DirectSim {
         ack_req = in_flight + 1 == m_.window;
         ++sent_[size_t(b)][size_t(dest)];
       }
-      const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(s.count) - off);
-      const int64_t bytes = kHeader + pay;
       c += op_delay_ + m_.board_frame_s;
-      tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(bytes) * spb_[size_t(b)];
-      count(b, n, bytes, pay, true);
+      tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(f.bytes) * spb_[size_t(b)];
+      count(b, n, f.bytes, f.data, true);
       if (to_coord) ack(b, dest, n);
-      Event e{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, dest, to_coord ? image : image * L_ + int(s.layer),
-              pay, bytes, false};
+      Event e{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, dest, to_coord ? image : image * L_ + f.layer,
+              f.data, f.bytes, false};
       e.src = b;
       e.ack_req = ack_req;
       ev_.push(e);
-      off += pay;
-      if (off >= int64_t(s.count)) {
-        ++i;
-        off = 0;
-      }
+      ++i;
     }
     if (!blocked) {
       finish_layer(b, c, n, image, r);
@@ -422,6 +450,7 @@ class DirectSim {
   std::vector<double> tx_free_, rx_free_;
   std::vector<int64_t> link_frames_;
   std::vector<double> layer_end_;
+  std::vector<std::vector<std::vector<OutFrame>>> out_frames_;  // [board][layer]
   std::priority_queue<Event, std::vector<Event>, Later> ev_;
   uint64_t order_ = 0;
   SimResult res_;

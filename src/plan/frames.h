@@ -1,0 +1,73 @@
+// How many frames and wire bytes the runtime really sends, computed from a
+// plan's send records. Used by the cost model (plan/cost.cpp) and the
+// simulator (src/sim) so that both count what `tinysplit run` puts on the
+// wire instead of one message per send record.
+//
+// Board to board (the direct route), a worker packs the sends of one layer
+// that go to the same peer, consumer layer and operand into INPUTS frames
+// (core/worker.cpp, Worker::gather): each frame carries blocks with a
+// 12-byte header (wire::kInputBlockHeader); consecutive sends of equal
+// length at a constant distance share one strided block; a long send is cut
+// into pieces that fill the frame. gather_frames() replays exactly that
+// packing. Messages to and from the coordinator are not gathered: one
+// message per run or send, cut into frames of at most 1368 payload bytes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/fragment.h"
+
+namespace ts::plan {
+
+// One piece of data a worker sends in a group: an offset in the consumer's
+// operand and a count of bytes (the order is the send order).
+struct Piece {
+  uint32_t offset = 0, count = 0;
+};
+
+// One INPUTS frame of a group: data bytes carried and its payload (data plus
+// block headers); the frame on the wire is payload + the 32-byte header.
+struct GatheredFrame {
+  int32_t data = 0;
+  int32_t payload = 0;
+};
+
+// The frames Worker::gather packs for one group of pieces, in order.
+std::vector<GatheredFrame> gather_frames(const Piece* pieces, size_t n);
+inline std::vector<GatheredFrame> gather_frames(const std::vector<Piece>& pieces) {
+  return gather_frames(pieces.data(), pieces.size());
+}
+
+// Frames and wire bytes (headers included) of one group.
+struct FrameCount {
+  int64_t frames = 0;
+  int64_t wire_bytes = 0;
+  int64_t data = 0;
+};
+FrameCount count_gathered(const Piece* pieces, size_t n);
+
+// Frames and wire bytes of one ungathered message of `count` bytes (to or
+// from the coordinator): ceil(count / 1368) frames of 32 + payload bytes.
+FrameCount count_message(int64_t count);
+
+// The groups of a layer's send list (consecutive sends with the same peer,
+// layer and operand): calls f(first, n) for every group of peer sends
+// (sends to the coordinator are skipped).
+template <class F>
+void for_each_send_group(const std::vector<core::Send>& sends, F&& f) {
+  size_t i = 0;
+  while (i < sends.size()) {
+    size_t j = i + 1;
+    while (j < sends.size() && sends[j].peer == sends[i].peer && sends[j].layer == sends[i].layer &&
+           sends[j].operand == sends[i].operand)
+      ++j;
+    if (sends[i].peer != core::kPeerCoordinator) f(i, j - i);
+    i = j;
+  }
+}
+
+// Pieces of sends[first, first + n).
+std::vector<Piece> pieces_of(const std::vector<core::Send>& sends, size_t first, size_t n);
+
+}  // namespace ts::plan
