@@ -332,7 +332,9 @@ TEST(SimDirect, ASmallWindowWaitsForAcknowledgements) {
   const sim::SimResult wide = sim::simulate(q, p, tb, tm);
   tm.window = 1;
   const sim::SimResult narrow = sim::simulate(q, p, tb, tm);
-  EXPECT_GT(narrow.total_s, wide.total_s + 0.01);
+  // (Halos are gathered into few frames per neighbour, plan/frames.h, so
+  // the difference is a few round trips, not one per send.)
+  EXPECT_GT(narrow.total_s, wide.total_s);
   EXPECT_GT(narrow.frames, wide.frames);  // an ACK for every board-to-board frame
   EXPECT_EQ(narrow.payload_bytes, wide.payload_bytes);
 }
