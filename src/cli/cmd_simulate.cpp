@@ -126,8 +126,17 @@ int cmd_simulate(const SimulateOptions& o) {
               o.route.c_str(), tm.window, tm.cycles_per_mac,
               tm.board_op_delay_s > 0 ? ", injected board delays" : "");
   sim::print_summary(stdout, view);
-  for (const auto& r : runs)
+  for (const auto& r : runs) {
     if (!r->fits) std::printf("  %d boards do not fit: %s\n", r->workers, r->budget_error.c_str());
+    if (!r->throughput_mode.empty())
+      std::printf("  %d boards, objective throughput: %s, %d group%s of %d board%s%s: %.1f images/s (planner's estimate %.1f)\n",
+                  r->workers, r->throughput_mode.c_str(), r->groups, r->groups == 1 ? "" : "s", r->group_boards,
+                  r->group_boards == 1 ? "" : "s",
+                  r->idle_boards ? (", " + std::to_string(r->idle_boards) + " idle").c_str() : "", r->images_per_s,
+                  r->est_images_per_s);
+    if (!r->throughput_error.empty())
+      std::printf("  %d boards, objective throughput: %s\n", r->workers, r->throughput_error.c_str());
+  }
   if (runs.size() == 1) sim::print_details(stdout, *runs.front());
   else std::printf("peak RAM per board stops falling (within 5%% of its floor) at %d boards\n",
                    sim::flattening_point(nlist, peaks));

@@ -53,6 +53,14 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
                       {"per_layer", layers}};
   if (!r.fits) j["budget_error"] = r.budget_error;
   if (r.images_per_s > 0) j["images_per_s"] = r.images_per_s;
+  if (!r.throughput_mode.empty()) {
+    j["throughput"] = {{"mode", r.throughput_mode},
+                       {"group_boards", r.group_boards},
+                       {"groups", r.groups},
+                       {"idle_boards", r.idle_boards},
+                       {"est_images_per_s", r.est_images_per_s}};
+  }
+  if (!r.throughput_error.empty()) j["throughput_error"] = r.throughput_error;
   if (per_board && !s.boards.empty()) {
     nlohmann::json boards = nlohmann::json::array();
     for (size_t b = 0; b < s.boards.size(); ++b) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/fragment.h"
+#include "plan/replicate.h"
 
 namespace ts::sim {
 
@@ -137,14 +138,44 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   r.result = simulate(q, p, s.testbed, s.timing);
   r.sim_s = std::chrono::duration<double>(Clock::now() - t1).count();
   if (s.throughput_images > 1) {
-    if (p.route == plan::Route::Direct) {
-      TimingModel tm = s.timing;
-      tm.images = s.throughput_images;
-      const SimResult many = simulate(q, p, s.testbed, tm);
-      const double span = many.image_done_s.back() - many.image_done_s.front();
-      r.images_per_s = span > 0 ? double(tm.images - 1) / span : 0.0;
-    } else {
-      r.images_per_s = r.result.total_s > 0 ? 1.0 / r.result.total_s : 0.0;
+    try {
+      plan::PlanOptions gpo = po;
+      gpo.check_budgets = true;
+      const plan::GroupChoice gc = plan::choose_groups(q, s.testbed, gpo, plan::Objective::Throughput);
+      r.throughput_mode = gc.mode;
+      r.group_boards = gc.group_boards;
+      r.groups = gc.groups;
+      r.idle_boards = gc.idle_boards;
+      r.est_images_per_s = gc.est_images_per_s;
+      double rate = 0, coord_bytes = 0;
+      const bool same = plan::identical_boards(s.testbed);
+      for (int i = 0; i < gc.groups; ++i) {
+        const plan::Testbed tg = plan::group_testbed(s.testbed, gc.group_boards, i);
+        const plan::Plan gp = plan::make_plan(q, tg, po);
+        coord_bytes = plan::coordinator_bytes_per_image(gp);
+        double group_rate = 0;
+        if (gp.route == plan::Route::Direct) {
+          TimingModel tm = s.timing;
+          tm.images = s.throughput_images;
+          const SimResult many = simulate(q, gp, tg, tm);
+          const double span = many.image_done_s.back() - many.image_done_s.front();
+          group_rate = span > 0 ? double(tm.images - 1) / span : 0.0;
+        } else {
+          const SimResult one = simulate(q, gp, tg, s.timing);
+          group_rate = one.total_s > 0 ? 1.0 / one.total_s : 0.0;
+        }
+        if (same) {
+          rate = group_rate * gc.groups;
+          break;
+        }
+        rate += group_rate;
+      }
+      // Every group's images cross the coordinator's one link.
+      if (s.timing.coord_bandwidth_kbps > 0 && coord_bytes > 0)
+        rate = std::min(rate, s.timing.coord_bandwidth_kbps * plan::kBytesPerKB / coord_bytes);
+      r.images_per_s = rate;
+    } catch (const Error& e) {
+      r.throughput_error = e.what();
     }
   }
   if (!keep_boards) {

@@ -53,8 +53,11 @@ struct Scenario {
   // empty = its defaults (2 cycles/MAC, 30 us per message), as `plan` and
   // `run` use, so the simulated plan is the one they make.
   std::string op_cycles;
-  // > 1: also simulate that many images back to back (direct route:
-  // pipelined) and report images_per_s. 0 or 1: latency only.
+  // > 1: objective throughput: the planner groups the boards
+  // (plan::choose_groups: replicate when one board holds the model, groups,
+  // or all boards on every image), each group simulated with that many
+  // images back to back (direct route: pipelined); reports images_per_s.
+  // 0 or 1: latency only.
   int throughput_images = 0;
 };
 
@@ -78,6 +81,14 @@ struct RunRecord {
   // Steady state of throughput_images back to back: (K - 1) images over the
   // time from the first output to the last (relay: 1 / latency). 0 if not asked.
   double images_per_s = 0;
+  // Throughput: how the boards are used (plan/replicate.h): "split" (all
+  // boards on every image, pipelined), "replicate" (one board per image,
+  // side by side) or "groups"; boards per group, groups, boards left idle,
+  // and the planner's own estimate of images_per_s.
+  std::string throughput_mode;
+  int group_boards = 0, groups = 0, idle_boards = 0;
+  double est_images_per_s = 0;
+  std::string throughput_error;      // no grouping fits (images_per_s stays 0)
   std::vector<std::string> layer_strategy;
   SimResult result;          // board details dropped unless keep_boards
 };
