@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/fault_flip.h"
+#include "cli/run_throughput.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "coord/failover.h"
@@ -18,6 +19,7 @@
 #include "model/pipeline.h"
 #include "net/fault.h"
 #include "plan/plan.h"
+#include "plan/replicate.h"
 
 namespace ts::cli {
 
@@ -48,6 +50,7 @@ struct RunOptions {
   std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
   std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER] (kill | stall | corrupt | flip)
   bool no_failover = false;
+  std::string objective = "latency";  // | throughput (cli/run_throughput.h)
 };
 
 // --inject-fault: checked against the testbed and the first plan, and
@@ -86,6 +89,7 @@ static std::vector<std::vector<std::string>> fault_args(const std::vector<std::s
 
 int cmd_run(const RunOptions& o) {
   using Clock = std::chrono::steady_clock;
+  const plan::Objective objective = plan::parse_objective(o.objective);
   // Testbed.
   plan::Testbed tb;
   if (!o.testbed.empty()) {
@@ -174,6 +178,29 @@ int cmd_run(const RunOptions& o) {
   }
   std::sort(ref_times.begin(), ref_times.end());
   const double ref_s = ref_times[ref_times.size() / 2];
+  if (objective == plan::Objective::Throughput) {
+    if (!o.faults.empty() || o.probe || std::any_of(o.hooks.begin(), o.hooks.end(), [](int h) { return h >= 0; }))
+      throw Error("run: --objective throughput does not combine with --inject-fault, --probe or test hooks");
+    ThroughputRunOptions to;
+    to.testbed = tb;
+    to.plan = popt;
+    to.spawn.store_root = o.store;
+    to.spawn.key_file = !o.key_file.empty() ? o.key_file : tb.key_file;
+    if (!to.spawn.key_file.empty()) to.spawn.key = net::load_key_file(to.spawn.key_file);
+    to.spawn.cycles_per_mac = o.cpm;
+    to.spawn.delay_ms = o.delay;
+    to.spawn.window = uint16_t(o.window);
+    to.swarm.timeout = std::chrono::milliseconds(int64_t(o.timeout * 1000));
+    to.swarm.window = uint16_t(o.window);
+    to.swarm.failover = false;
+    to.swarm.auth = !to.spawn.key_file.empty();
+    to.swarm.key = to.spawn.key;
+    to.repeat = o.repeat;
+    to.json = o.json;
+    to.model = o.dataset.empty() ? o.model : model;
+    to.reference_s = ref_s;
+    return run_throughput(q, xs, refs, to);
+  }
   plan::Plan p = plan::make_plan(q, tb, popt);
   check_flip_fault(flip, q, p);
 
@@ -459,6 +486,10 @@ void register_run(CLI::App& app) {
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject a delay before each board send and receive (0 = off)")
       ->check(finite_range(0.0, 1e6));
+  sub.add_option("--objective", o->objective,
+                 "latency (inferences one after another) | throughput (images side by side: the planner groups the "
+                 "boards, e.g. one board per image when one holds the model; reports images_per_s)")
+      ->capture_default_str();
   sub.add_option("--repeat", o->repeat, "inferences to run; latency_s and reference_s are medians over them")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub.add_option("--key-file,--key", o->key_file,
