@@ -1,5 +1,6 @@
 // tinysplit simulate: the same plans `tinysplit run` executes, run against a
 // timing model instead of boards (src/sim), for 1 to thousands of boards.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,7 +17,7 @@ struct SimulateOptions {
   std::string model = "mobilenetv2";
   int size = 0;
   int workers = 3;
-  std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12", prefix;
+  std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12,20,21,22", prefix;
   std::string strategy = "auto", route = "direct", op_cycles, objective = "latency";
   int images = 10;
   double clock_mhz = 0;
@@ -72,7 +73,8 @@ int cmd_simulate(const SimulateOptions& o) {
     sc.strategy = o.strategy;
     sc.route = plan::parse_route(o.route);
     sc.op_cycles = o.op_cycles;
-    sc.throughput_images = o.objective == "throughput" ? o.images : 0;
+    sc.throughput_images =
+        o.objective == "throughput" || std::find(figures.begin(), figures.end(), 22) != figures.end() ? o.images : 0;
     sc.timing = tm;
     // Board details: kept for the figure-8 run (the smallest count >= 3,
     // else the smallest) and for JSON per-board output.
@@ -85,6 +87,20 @@ int cmd_simulate(const SimulateOptions& o) {
     progress.step(std::to_string(n) + " boards");
   }
   if (!detail) detail = runs.front().get();
+  // Figures 20-21 draw the paper's mode (neuron, relay) beside these runs.
+  std::vector<std::unique_ptr<sim::RunRecord>> paper;
+  const bool want_paper = std::any_of(figures.begin(), figures.end(), [](int f) { return f == 20 || f == 21; }) &&
+                          !(o.strategy == "neuron" && o.route == "relay");
+  if (want_paper)
+    for (int n : counts) {
+      sim::Scenario sc;
+      sc.testbed = o.testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
+      sc.alloc = alloc;
+      sc.strategy = "neuron";
+      sc.route = plan::Route::Relay;
+      sc.timing = tm;
+      paper.push_back(std::make_unique<sim::RunRecord>(sim::run_scenario(q, sc, false)));
+    }
   std::vector<const sim::RunRecord*> view;
   std::vector<int> nlist;
   std::vector<int64_t> peaks;
@@ -101,6 +117,8 @@ int cmd_simulate(const SimulateOptions& o) {
                 std::to_string(tm.window) + ", " + plan::to_string(alloc);
     fs.runs = view;
     fs.detail = detail;
+    for (const auto& r : paper) fs.paper_runs.push_back(r.get());
+    fs.run_label = o.strategy + ", " + o.route;
     fs.figures = figures;
     fs.png = o.png;
     fs.prefix = o.prefix;
@@ -195,7 +213,8 @@ void register_simulate(CLI::App& app) {
   add_json_flag(sub, o->json);
   sub.add_flag("--per-board", o->per_board, "per-board details in --json for every count (default: up to 64 boards)");
   sub.add_option("--plot", o->plot_dir, "write figures (SVG, gnuplot) into this folder");
-  sub.add_option("--figures", o->figures, "which figures --plot draws: 8,9,10,12")->capture_default_str();
+  sub.add_option("--figures", o->figures, "which figures --plot draws: 8,9,10,12 (the paper's), 20 latency, 21 wire bytes (paper mode against "
+                 "these runs) and 22 throughput vs boards")->capture_default_str();
   sub.add_flag("--png", o->png, "with --plot, also write PNG files");
   sub.add_option("--plot-prefix", o->prefix, "with --plot, prepend this to every figure's file name");
 }

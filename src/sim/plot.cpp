@@ -262,6 +262,36 @@ std::vector<std::string> fig12(const std::string& dir, const FigureSet& set) {
   return render(dir, set.prefix + "fig12_peak_ram", g.str(), set.png);
 }
 
+
+// Figures 20-22: a quantity per board count, the runs against the paper's mode.
+std::vector<std::string> vs_boards(const std::string& dir, const FigureSet& set, const std::string& file,
+                                   const std::string& title, const std::string& ylabel, bool logy,
+                                   double (*value)(const RunRecord&)) {
+  std::ostringstream d;
+  d << "$D << EOD\n";
+  for (size_t i = 0; i < set.runs.size(); ++i) {
+    d << set.runs[i]->workers << " " << num(value(*set.runs[i]));
+    const RunRecord* p = i < set.paper_runs.size() ? set.paper_runs[i] : nullptr;
+    d << " " << (p ? num(value(*p)) : std::string("NaN")) << "\n";
+  }
+  d << "EOD\n";
+  std::ostringstream g;
+  g << d.str() << style_common("inside right top");
+  g << "set title " << quoted(title + " (" + set.title + ")") << "\n";
+  g << "set ylabel " << quoted(ylabel) << "\nset xlabel 'boards'\n";
+  if (logy) g << "set logscale y\n";
+  else g << "set yrange [0:*]\n";
+  g << "plot $D using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#4477aa' title " << quoted(set.run_label);
+  if (!set.paper_runs.empty())
+    g << ", '' using 1:3 with linespoints pt 5 ps 0.7 lw 2 dt 2 lc rgb '#cc6677' title 'paper mode (neuron, relay)'";
+  g << "\n";
+  return render(dir, set.prefix + file, g.str(), set.png);
+}
+
+double run_latency(const RunRecord& r) { return r.result.total_s; }
+double run_wire_mb(const RunRecord& r) { return double(r.plan_wire_bytes) / 1e6; }
+double run_images_per_s(const RunRecord& r) { return r.images_per_s > 0 ? r.images_per_s : 0.0 / 0.0; }
+
 }  // namespace
 
 std::vector<int> parse_figures(const std::string& spec) {
@@ -269,8 +299,9 @@ std::vector<int> parse_figures(const std::string& spec) {
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item == "8" || item == "9" || item == "10" || item == "12") out.push_back(std::stoi(item));
-    else throw Error("figures: '" + item + "' is not one of 8, 9, 10, 12");
+    if (item == "8" || item == "9" || item == "10" || item == "12" || item == "20" || item == "21" || item == "22")
+      out.push_back(std::stoi(item));
+    else throw Error("figures: '" + item + "' is not one of 8, 9, 10, 12, 20, 21, 22");
   }
   if (out.empty()) throw Error("figures: none given (use e.g. 8,9,10,12)");
   return out;
@@ -291,6 +322,18 @@ std::vector<std::string> write_figures(const std::string& dir, const FigureSet& 
       case 9: w = fig9(dir, set); break;
       case 10: w = fig10(dir, set); break;
       case 12: w = fig12(dir, set); break;
+      case 20:
+        w = vs_boards(dir, set, "fig20_latency_vs_boards", "Latency of one inference vs boards", "seconds", false,
+                      run_latency);
+        break;
+      case 21:
+        w = vs_boards(dir, set, "fig21_wire_vs_boards", "Activation bytes on the wire per inference vs boards",
+                      "MB per inference (log scale)", true, run_wire_mb);
+        break;
+      case 22:
+        w = vs_boards(dir, set, "fig22_throughput_vs_boards", "Throughput vs boards (objective throughput)",
+                      "images per second", false, run_images_per_s);
+        break;
       default: throw Error("plot: unknown figure " + std::to_string(f));
     }
     files.insert(files.end(), w.begin(), w.end());
