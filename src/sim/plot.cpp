@@ -266,7 +266,7 @@ std::vector<std::string> fig12(const std::string& dir, const FigureSet& set) {
 // Figures 20-22: a quantity per board count, the runs against the paper's mode.
 std::vector<std::string> vs_boards(const std::string& dir, const FigureSet& set, const std::string& file,
                                    const std::string& title, const std::string& ylabel, bool logy,
-                                   double (*value)(const RunRecord&)) {
+                                   double (*value)(const RunRecord&), bool with_paper = true) {
   std::ostringstream d;
   d << "$D << EOD\n";
   for (size_t i = 0; i < set.runs.size(); ++i) {
@@ -276,13 +276,13 @@ std::vector<std::string> vs_boards(const std::string& dir, const FigureSet& set,
   }
   d << "EOD\n";
   std::ostringstream g;
-  g << d.str() << style_common("inside right top");
+  g << d.str() << style_common("below");
   g << "set title " << quoted(title + " (" + set.title + ")") << "\n";
   g << "set ylabel " << quoted(ylabel) << "\nset xlabel 'boards'\n";
   if (logy) g << "set logscale y\n";
   else g << "set yrange [0:*]\n";
   g << "plot $D using 1:2 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#4477aa' title " << quoted(set.run_label);
-  if (!set.paper_runs.empty())
+  if (with_paper && !set.paper_runs.empty())
     g << ", '' using 1:3 with linespoints pt 5 ps 0.7 lw 2 dt 2 lc rgb '#cc6677' title 'paper mode (neuron, relay)'";
   g << "\n";
   return render(dir, set.prefix + file, g.str(), set.png);
@@ -332,7 +332,7 @@ std::vector<std::string> write_figures(const std::string& dir, const FigureSet& 
         break;
       case 22:
         w = vs_boards(dir, set, "fig22_throughput_vs_boards", "Throughput vs boards (objective throughput)",
-                      "images per second", false, run_images_per_s);
+                      "images per second", false, run_images_per_s, false);
         break;
       default: throw Error("plot: unknown figure " + std::to_string(f));
     }
