@@ -3,12 +3,14 @@
 // latency falls with more boards, throughput replicates when one board holds
 // the model (and refuses to when it does not), and the frames the cost
 // model and the simulator count are the frames the workers really send.
-// Runtime: about 40 s (MobileNetV2 at 112 planned with auto for 1-16 boards,
-// one host-board run of a small model).
+// Runtime: about 25 s of CPU (MobileNetV2 at 112 planned with auto for 1-16
+// boards, one host-board run of a small model, one `run --objective
+// throughput` of 6 images on 3 host boards).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "model/pipeline.h"
 #include "plan/frames.h"
@@ -16,6 +18,7 @@
 #include "plan/replicate.h"
 #include "sim/scenario.h"
 #include "support/boards.h"
+#include "support/shell.h"
 
 using namespace ts;
 
@@ -169,4 +172,28 @@ TEST(Bars, NoReplicateWhenOneBoardCannotHoldTheModel) {
   for (auto& b : tb.boards) b.ram_bytes = 20 * 1024;
   EXPECT_THROW(plan::choose_groups(mobilenet(), tb, po, plan::Objective::Throughput), Error);
   EXPECT_THROW(plan::parse_objective("fastest"), Error);
+}
+
+TEST(RunThroughput, ReplicatesOnHostBoardsBitExactAndReportsImagesPerSecond) {
+  // `run --objective throughput` on 3 host boards: a board holds the model,
+  // so three one-board deployments run images side by side; every output
+  // bit-exact; images_per_s reported (its value is not asserted: wall clock).
+  const std::string base = "timeout 300 " + std::string(TS_TINYSPLIT) +
+                           " run --json --timeout 20 --workers 3 --strategy auto --route direct --repeat 6";
+  const ts::testing::Shell r = ts::testing::shell(base + " --objective throughput");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["mode"], "replicate");
+  EXPECT_EQ(j["groups"], 3);
+  EXPECT_EQ(j["inferences"], 6);
+  EXPECT_EQ(j["bit_exact_inferences"], 6);
+  EXPECT_EQ(j["match_reference"], true);
+  EXPECT_GT(j["images_per_s"].get<double>(), 0.0);
+  int sum = 0;
+  for (const auto& g : j["per_group"]) sum += g["inferences"].get<int>();
+  EXPECT_EQ(sum, 6);
+  // A bad objective: one line, non-zero exit, before any board starts.
+  const ts::testing::Shell bad = ts::testing::shell(base + " --objective fastest");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("unknown objective 'fastest'"), std::string::npos) << bad.err;
 }
