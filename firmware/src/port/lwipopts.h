@@ -1,10 +1,13 @@
 // lwIP configuration: raw API only, no OS (NO_SYS), IPv4 + TCP + ICMP, all
-// memory in static pools sized for one coordinator connection.
+// memory in static pools sized for TS_MAX_LINKS connections (the coordinator
+// and peer boards, firmware/Makefile MAX_LINKS).
 //
 // Sizing: the LAN9118 RX FIFO holds about 10 KB, so the TCP receive window
 // (6 segments) is kept below it; received segments stay queued (as pbufs)
-// until the worker has consumed them, so the pbuf pool covers one window
-// plus headroom. The send buffer holds more than the protocol's OUTPUT
+// until the worker has consumed them, so the pbuf pool covers the receive
+// windows of the connections that carry data at once (the coordinator's and
+// up to two peers' in a band-of-rows plan: 3 x 6) plus headroom for ACKs
+// and the peers' halo bursts. The send buffer holds more than the protocol's OUTPUT
 // window (8 frames of 1400 bytes).
 #pragma once
 
@@ -31,13 +34,18 @@
 #define IP_FRAG 0
 
 #define MEM_ALIGNMENT 4
-#define MEM_SIZE (32 * 1024)
+#define MEM_SIZE (48 * 1024)
 #define MEMP_NUM_PBUF 16
-#define MEMP_NUM_TCP_PCB 2
+#ifndef TS_MAX_LINKS
+#define TS_MAX_LINKS 8
+#endif
+// One pcb per link, plus one for a connection turned away busy and one in
+// TIME_WAIT (lwIP reuses those when it runs out).
+#define MEMP_NUM_TCP_PCB (TS_MAX_LINKS + 2)
 #define MEMP_NUM_TCP_PCB_LISTEN 1
-#define MEMP_NUM_TCP_SEG 48
+#define MEMP_NUM_TCP_SEG 96
 #define MEMP_NUM_SYS_TIMEOUT 8
-#define PBUF_POOL_SIZE 24
+#define PBUF_POOL_SIZE 40
 #define PBUF_POOL_BUFSIZE 1536
 #define ETH_PAD_SIZE 2
 
