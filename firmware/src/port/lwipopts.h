@@ -50,7 +50,7 @@
 #define ETH_PAD_SIZE 2
 
 #define TCP_MSS 1460
-#define TCP_WND (4 * TCP_MSS)
+#define TCP_WND (2 * TCP_MSS)
 #define TCP_SND_BUF (12 * TCP_MSS)
 #define TCP_SND_QUEUELEN (4 * TCP_SND_BUF / TCP_MSS)
 #define TCP_QUEUE_OOSEQ 0
