@@ -3,6 +3,7 @@
 # boards under QEMU (docs/firmware.md, "Board to board under QEMU").
 #
 #   bash scripts/qemu_route_bench.sh [--rounds R] [--repeat N] [--workers K]
+#   bash scripts/qemu_route_bench.sh --instructions [--workers K]
 #
 # Per round, in turn: neuron+relay (the paper's mode), spatial+relay,
 # spatial+direct, auto+direct, each `tinysplit run --workers qemu:K --repeat N
@@ -12,11 +13,19 @@
 # whether every run was bit-exact with every layer verified, and how many
 # frames QEMU dropped at the boards' NICs ("Slirp: Failed to send packet").
 # Wall times are the emulator's speed on a shared machine, not the boards'.
+#
+# --instructions: what the boards execute per inference instead, which does
+# not depend on the machine's load (QEMU -icount shift=0: 1 instruction per
+# virtual ns): per mode one run with --repeat 1 and one with --repeat 3; the
+# difference of each board's busy instructions (its log line "connection 1
+# busy instructions", everything but WFI sleep over the coordinator's
+# session), halved, summed over the boards, and the kernels' share of it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ROUNDS=3 REPEAT=5 WORKERS=3
+ROUNDS=3 REPEAT=5 WORKERS=3 INSTR=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --instructions) INSTR=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --repeat) REPEAT="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
@@ -30,6 +39,26 @@ export TS_FIRMWARE="${TS_FIRMWARE:-$ROOT/firmware/build/tinysplit-board.elf}"
 OUT="$(mktemp -d /tmp/ts_qemu_route.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto")
+if [[ $INSTR == 1 ]]; then
+  echo "| mode | busy instructions per inference (all boards) | of which kernels | of which protocol + network |"
+  echo "|---|---|---|---|"
+  for m in "${MODES[@]}"; do
+    set -- $m
+    declare -A busy=() comp=()
+    for n in 1 3; do
+      rm -rf "$OUT/store"
+      "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat $n --json --timeout 60 \
+        --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" || { echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
+      read -r b c < <(cat "$OUT"/store/board-*/qemu.log | sed -n 's/^connection 1 busy instructions \([0-9]*\): compute \([0-9]*\),.*/\1 \2/p' |
+                      awk '{b += $1; c += $2} END {print b, c}')
+      busy[$n]=$b comp[$n]=$c
+    done
+    /usr/bin/python3 -c "
+b = (${busy[3]} - ${busy[1]}) / 2; c = (${comp[3]} - ${comp[1]}) / 2
+print(f'| $2, $1 | {b/1e6:.1f} M | {c/1e6:.1f} M | {(b-c)/1e6:.1f} M |')"
+  done
+  exit 0
+fi
 for ((r = 1; r <= ROUNDS; ++r)); do
   for m in "${MODES[@]}"; do
     set -- $m
