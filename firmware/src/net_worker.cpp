@@ -76,6 +76,8 @@ uint64_t g_compute_instr = 0;      // instructions inside compute_range, all lay
 uint32_t g_refused_busy = 0;   // connections turned away while every slot was in use
 uint32_t g_peer_links_opened = 0, g_peer_connect_failures = 0;
 uint8_t g_seed[16] = {};       // provisioned per-boot entropy (nonces)
+uint64_t g_isr_total = 0;      // ticks in the Ethernet interrupt, 64 bits
+uint32_t g_isr_seen = 0;       // eth_isr_ticks() at the last reading
 
 // lwIP callbacks get the slot index + 1 as their argument (0 = none).
 void* slot_arg(int i) { return reinterpret_cast<void*>(uintptr_t(i) + 1u); }
@@ -106,7 +108,8 @@ int has_work() {
   for (int i = 0; i < kMaxLinks; ++i) {
     const FwLink& l = g_links[i];
     if (!l.used) continue;
-    if (l.fresh || l.closed || (l.rxq && !g_worker.holding(i))) return 1;
+    // A closed connection whose bytes the worker still holds waits for them.
+    if (l.fresh || (l.closed && !l.rxq) || (l.rxq && !g_worker.holding(i))) return 1;
   }
   return 0;
 }
@@ -293,16 +296,18 @@ class LwipPort final : public ts::core::Port {
 
   uint32_t now_us() override {
     prev_tick_ = last_tick_;
-    prev_isr_ = last_isr_;
-    last_isr_ = eth_isr_ticks();
-    last_tick_ = board_ticks();
-    return uint32_t(last_tick_ / (BOARD_TICK_HZ / 1000000u));
+    // The kernel's bracket leaves out the ticks the Ethernet interrupt took
+    // meanwhile (frames arriving during a layer are not the kernel's work).
+    const uint32_t isr = eth_isr_ticks();
+    g_isr_total += uint32_t(isr - g_isr_seen);
+    g_isr_seen = isr;
+    const uint64_t t = board_ticks();
+    last_tick_ = t - g_isr_total;
+    return uint32_t(t / (BOARD_TICK_HZ / 1000000u));
   }
 
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
-    // Frames the Ethernet interrupt took in meanwhile are not the kernel's.
-    const uint64_t ticks = last_tick_ - prev_tick_, isr = uint32_t(last_isr_ - prev_isr_);
-    const uint64_t instr = (ticks > isr ? ticks - isr : 0) * BOARD_NS_PER_TICK;
+    const uint64_t instr = (last_tick_ - prev_tick_) * BOARD_NS_PER_TICK;
     g_compute_instr += instr;
     const uint64_t mpi = macs ? (instr * 1000u + macs / 2u) / macs : 0;
     ts::core::FragLayer fl;
@@ -365,7 +370,6 @@ class LwipPort final : public ts::core::Port {
     ts_log("sent ERROR %s: %s\n", ts::wire::error_code_name(e.code), e.text);
   }
   uint64_t prev_tick_ = 0, last_tick_ = 0;
-  uint32_t prev_isr_ = 0, last_isr_ = 0;
 };
 
 LwipPort g_port;
@@ -540,9 +544,10 @@ int fw_serve(const ServeOptions& o) {
   ts_log("board %u listening on %u.%u.%u.%u:%u (arena %u B%s, flash store %u B, clock %u MHz%s)\n", (unsigned)o.id,
          o.ip[0], o.ip[1], o.ip[2], o.ip[3], (unsigned)o.port, (unsigned)o.ram_bytes, o.advertise_ram ? ", advertised differently (test hook)" : "",
          (unsigned)g_flash.capacity(), (unsigned)o.clock_mhz, o.icount ? ", times from instruction counts" : "");
-  ts_log("links: %s; up to %d connections (coordinator and peer boards); idle connections closed after %u ms\n",
+  ts_log("links: %s; idle connections closed after %u ms\n",
          cfg.has_key ? "authenticated (provisioned key; coordinators must prove it)" : "unauthenticated (no provisioned key)",
-         kMaxLinks, (unsigned)o.idle_ms);
+         (unsigned)o.idle_ms);
+  ts_log("links: up to %d connections at once (the coordinator and peer boards)\n", kMaxLinks);
 
   for (;;) {
     service_network();
