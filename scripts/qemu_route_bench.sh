@@ -16,10 +16,10 @@
 #
 # --instructions: what the boards execute per inference instead, which does
 # not depend on the machine's load (QEMU -icount shift=0: 1 instruction per
-# virtual ns): per mode one run with --repeat 1 and one with --repeat 3; the
-# difference of each board's busy instructions (its log line "connection 1
-# busy instructions", everything but WFI sleep over the coordinator's
-# session), halved, summed over the boards, and the kernels' share of it.
+# virtual ns): per mode one run with --repeat 3; each board logs its busy
+# instructions (everything but WFI sleep) and its kernels' instructions at
+# the end of its last layer of every inference ("inference done: ..."); the
+# difference between the first and the third, halved, summed over the boards.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS=3 REPEAT=5 WORKERS=3 INSTR=0
@@ -44,18 +44,21 @@ if [[ $INSTR == 1 ]]; then
   echo "|---|---|---|---|"
   for m in "${MODES[@]}"; do
     set -- $m
-    declare -A busy=() comp=()
-    for n in 1 3; do
-      rm -rf "$OUT/store"
-      "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat $n --json --timeout 60 \
-        --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" || { echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
-      read -r b c < <(cat "$OUT"/store/board-*/qemu.log | sed -n 's/^connection 1 busy instructions \([0-9]*\): compute \([0-9]*\),.*/\1 \2/p' |
-                      awk '{b += $1; c += $2} END {print b, c}')
-      busy[$n]=$b comp[$n]=$c
-    done
-    /usr/bin/python3 -c "
-b = (${busy[3]} - ${busy[1]}) / 2; c = (${comp[3]} - ${comp[1]}) / 2
-print(f'| $2, $1 | {b/1e6:.1f} M | {c/1e6:.1f} M | {(b-c)/1e6:.1f} M |')"
+    rm -rf "$OUT/store"
+    "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat 3 --json --timeout 60 \
+      --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" || { echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
+    /usr/bin/python3 - "$OUT/store" "$1" "$2" <<'EOF'
+import glob, re, sys
+store, route, strat = sys.argv[1:4]
+busy = comp = 0
+for log in sorted(glob.glob(store + "/board-*/qemu.log")):
+    rows = [(int(a), int(b)) for a, b in re.findall(r"inference done: busy instructions (\d+), compute (\d+)", open(log).read())]
+    if len(rows) != 3:
+        sys.exit(f"qemu_route_bench: {log} has {len(rows)} 'inference done' lines, expected 3")
+    busy += (rows[2][0] - rows[0][0]) / 2
+    comp += (rows[2][1] - rows[0][1]) / 2
+print(f"| {strat}, {route} | {busy/1e6:.1f} M | {comp/1e6:.1f} M | {(busy-comp)/1e6:.1f} M |")
+EOF
   done
   exit 0
 fi

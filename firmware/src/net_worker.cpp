@@ -317,6 +317,14 @@ class LwipPort final : public ts::core::Port {
            (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
            (unsigned long long)macs, (unsigned long long)instr, (unsigned long long)(mpi / 1000u),
            (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned)board_stack_used());
+    if (known && layer == last_active_) {
+      // The board's last layer of an inference: its busy time so far (under
+      // -icount, instructions; the difference between two inferences is what
+      // one costs the board, scripts/qemu_route_bench.sh --instructions).
+      const uint64_t busy = (board_ticks() - board_idle_ticks()) * BOARD_NS_PER_TICK;
+      ts_log("inference done: busy instructions %llu, compute %llu (since boot)\n", (unsigned long long)busy,
+             (unsigned long long)g_compute_instr);
+    }
     if (!g_opt.icount) return elapsed_us;
     // Under -icount the virtual clock runs at one instruction per ns; report
     // what the board's clock would take at one cycle per instruction.
@@ -354,11 +362,16 @@ class LwipPort final : public ts::core::Port {
     if (g_flash.generation() != frag_gen_) {
       frag_ok_ = reader_.open(p, size) == ts::core::FragStatus::Ok;
       frag_gen_ = g_flash.generation();
+      last_active_ = ~0u;
+      ts::core::FragLayer e;
+      for (uint32_t i = 0; frag_ok_ && i < reader_.layer_count(); ++i)
+        if (reader_.layer(i, &e) == ts::core::FragStatus::Ok && e.active()) last_active_ = i;
     }
     return frag_ok_ && reader_.layer(layer, out) == ts::core::FragStatus::Ok;
   }
   ts::core::FragmentReader reader_;
   uint32_t frag_gen_ = 0;
+  uint32_t last_active_ = ~0u;  // the fragment's last layer with a share
   bool frag_ok_ = false;
   // The worker sends whole frames; an ERROR frame is logged with its reason.
   static void log_if_error(const uint8_t* data, size_t len) {
