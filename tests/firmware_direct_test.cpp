@@ -6,8 +6,8 @@
 // both are required and the tests FAIL without them; without it and without
 // an image they are skipped with a message.
 //
-//  - one board holds several links at once: eight connections each get the
-//    board's HELLO, a ninth is turned away with one ERROR saying so
+//  - one board holds several links at once: sixteen connections each get the
+//    board's HELLO, a seventeenth is turned away with one ERROR saying so
 //  - `run --workers qemu:3 --route direct` with bands of rows and with the
 //    cost-model planner: bit-exact, every layer's digest verified, the
 //    activations go board to board (each board dialled its peers through
@@ -134,9 +134,11 @@ class FirmwareDirectTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// Eight connections at once (coordinator and peers share the board's
-// kMaxLinks = 8 slots): each gets HELLO; the ninth gets ERROR "board busy".
-TEST_F(FirmwareDirectTest, ABoardHoldsEightLinksAndTurnsAwayTheNinth) {
+// Sixteen connections at once (coordinator and peers share the board's
+// kMaxLinks = 16 slots, firmware/Makefile MAX_LINKS): each gets HELLO; the
+// seventeenth gets ERROR "board busy".
+constexpr int kFirmwareLinks = 16;
+TEST_F(FirmwareDirectTest, ABoardHoldsSixteenLinksAndTurnsAwayTheNext) {
   ts::coord::QemuBoardOptions o;
   o.id = 5;
   o.icount = false;
@@ -174,7 +176,7 @@ TEST_F(FirmwareDirectTest, ABoardHoldsEightLinksAndTurnsAwayTheNinth) {
     return false;
   };
   std::vector<std::unique_ptr<ts::net::TcpTransport>> links;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kFirmwareLinks; ++i) {
     links.push_back(ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000)));
     ts::wire::FrameHeader h;
     std::string text;
@@ -182,10 +184,10 @@ TEST_F(FirmwareDirectTest, ABoardHoldsEightLinksAndTurnsAwayTheNinth) {
     EXPECT_EQ(h.type, ts::wire::MsgType::Hello) << "connection " << i;
     EXPECT_EQ(h.src, 5);
   }
-  auto ninth = ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000));
+  auto extra = ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000));
   ts::wire::FrameHeader h;
   std::string text;
-  ASSERT_TRUE(first_frame(*ninth, &h, &text)) << read_text(o.log_path);
+  ASSERT_TRUE(first_frame(*extra, &h, &text)) << read_text(o.log_path);
   EXPECT_EQ(h.type, ts::wire::MsgType::Error);
   EXPECT_NE(text.find("board busy: every connection slot in use"), std::string::npos) << text;
   // A slot freed by a closed connection is taken again.

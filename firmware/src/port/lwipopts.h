@@ -2,13 +2,17 @@
 // memory in static pools sized for TS_MAX_LINKS connections (the coordinator
 // and peer boards, firmware/Makefile MAX_LINKS).
 //
-// Sizing: the LAN9118 RX FIFO holds about 10 KB, so the TCP receive window
-// (6 segments) is kept below it; received segments stay queued (as pbufs)
-// until the worker has consumed them, so the pbuf pool covers the receive
-// windows of the connections that carry data at once (the coordinator's and
-// up to two peers' in a band-of-rows plan: 3 x 6) plus headroom for ACKs
-// and the peers' halo bursts. The send buffer holds more than the protocol's OUTPUT
-// window (8 frames of 1400 bytes).
+// Sizing: QEMU's LAN9118 RX FIFO holds 10,560 bytes and drops a frame that
+// does not fit (the driver's interrupt empties it into a ring, but QEMU may
+// deliver several connections' bursts back to back first). The TCP receive
+// window is therefore 2 segments: the bursts of three connections that
+// deliver at once (the coordinator and two peers) fit the FIFO; with 6 (one
+// coordinator only, before direct routing) and 4 segments, frames were
+// dropped (docs/firmware.md, "Board to board under QEMU"). Received
+// segments stay queued (as pbufs) until the worker has consumed them, so the
+// pbuf pool covers the windows of the links that carry data at once plus
+// headroom. The send buffer holds more than the protocol's OUTPUT window
+// (8 frames of 1400 bytes).
 #pragma once
 
 #define NO_SYS 1
@@ -37,7 +41,7 @@
 #define MEM_SIZE (48 * 1024)
 #define MEMP_NUM_PBUF 16
 #ifndef TS_MAX_LINKS
-#define TS_MAX_LINKS 8
+#define TS_MAX_LINKS 16
 #endif
 // One pcb per link, plus one for a connection turned away busy and one in
 // TIME_WAIT (lwIP reuses those when it runs out).
