@@ -88,13 +88,14 @@ static void phy_write(uint32_t reg, uint32_t v) {
 
 // Received frames are moved out of the controller in its interrupt, into a
 // ring of frame buffers that eth_poll hands to lwIP from the main loop. The
-// controller's RX FIFO holds about 10.5 KB, less than the TCP windows of
-// three connections that deliver at once (the coordinator and two peers in a
-// band-of-rows plan), and the main loop does not poll while a kernel runs:
-// without the ring, a burst during a long layer overflowed the FIFO and QEMU
-// dropped frames ("Slirp: Failed to send packet"), which cost a TCP
-// retransmission timeout each. The ring is written only by the handler
-// (head) and read only by the main loop (tail).
+// controller's RX FIFO holds 10,560 bytes, and the main loop does not poll
+// while a kernel runs: with several connections delivering at once (the
+// coordinator and peer boards), frames that arrived during a long layer
+// overflowed the FIFO and QEMU dropped them ("Slirp: Failed to send
+// packet"), each costing a TCP retransmission timeout. The ring is written
+// only by the handler (head) and read only by the main loop (tail). The
+// TCP window (port/lwipopts.h) covers what the ring cannot: bursts QEMU
+// delivers back to back before the handler runs.
 #define RX_RING 32u
 static uint32_t g_ring[RX_RING][(1536 + 3) / 4];
 static uint16_t g_ring_len[RX_RING];
