@@ -16,9 +16,9 @@
 //  - a board that changes one output of layer 20 is named on one line
 //    (exit 2) with direct routing too
 //
-// Runtime: about 45 s on the 2-core development machine under load (three
-// `tinysplit run` commands of 11-16 s each, mostly QEMU boot and deploy, and
-// a 2 s link test).
+// Runtime: 35 to 55 s on the 2-core development machine under load (three
+// `tinysplit run` commands of 8-21 s each, mostly QEMU boot and deploy, and
+// a link test under 1 s).
 #include <gtest/gtest.h>
 
 #include <algorithm>
