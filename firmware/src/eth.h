@@ -21,6 +21,10 @@ int eth_poll(struct netif* nif);
 int eth_rx_pending(void);
 // 1 when the PHY reports a link (QEMU's model: always).
 int eth_link_up(void);
+// Ticks spent in the driver's receive interrupt since reset, low 32 bits
+// (the QEMU driver copies frames there; a board whose handler does no work
+// returns 0). Subtracted from a layer's compute time.
+uint32_t eth_isr_ticks(void);
 // Counters for the logs.
 typedef struct {
   uint32_t rx_frames, tx_frames, rx_dropped, tx_busy_waits, irqs;

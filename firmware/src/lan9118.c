@@ -86,16 +86,55 @@ static void phy_write(uint32_t reg, uint32_t v) {
   mac_write(MAC_MII_ACC, (1u << 11) /* PHY address 1 */ | (reg << 6) | 2u /* write */ | 1u /* busy */);
 }
 
-// The interrupt only wakes the core from WFI: the handler acknowledges the
-// "RX status FIFO level" event at the controller (so the level-triggered
-// line drops) and the main loop drains the FIFO by polling. Masking the NVIC
-// line here instead would race with the poll re-enabling it.
-static void eth_isr(void) {
-  g_stats.irqs++;
-  REG(INT_STS) = INT_RSFL;
+// Received frames are moved out of the controller in its interrupt, into a
+// ring of frame buffers that eth_poll hands to lwIP from the main loop. The
+// controller's RX FIFO holds 10,560 bytes, and the main loop does not poll
+// while a kernel runs: with several connections delivering at once (the
+// coordinator and peer boards), frames that arrived during a long layer
+// overflowed the FIFO and QEMU dropped them ("Slirp: Failed to send
+// packet"), each costing a TCP retransmission timeout. The ring is written
+// only by the handler (head) and read only by the main loop (tail). The
+// TCP window (port/lwipopts.h) covers what the ring cannot: bursts QEMU
+// delivers back to back before the handler runs.
+#define RX_RING 32u
+static uint32_t g_ring[RX_RING][(1536 + 3) / 4];
+static uint16_t g_ring_len[RX_RING];
+static volatile uint32_t g_ring_head, g_ring_tail;
+static volatile uint32_t g_isr_ticks;  // low 32 bits of the ticks spent in the handler
+
+static void drain_fifo(void) {
+  while ((REG(RX_FIFO_INF) >> 16) & 0xFFu) {
+    const uint32_t status = REG(RX_STATUS_FIFO);
+    const uint32_t bytes = (status >> 16) & 0x3FFFu;  // frame + 4 CRC bytes
+    const uint32_t words = (bytes + 3u) / 4u;
+    const uint32_t head = g_ring_head;
+    if ((status & RX_STS_ERROR) || bytes < 18u || bytes - 4u > sizeof g_ring[0] || head - g_ring_tail >= RX_RING) {
+      for (uint32_t i = 0; i < words; ++i) (void)REG(RX_DATA_FIFO);
+      g_stats.rx_dropped++;  // TCP will retransmit
+      continue;
+    }
+    uint32_t* dst = g_ring[head % RX_RING];
+    for (uint32_t i = 0; i < words; ++i) {
+      const uint32_t w = REG(RX_DATA_FIFO);
+      if (i < sizeof g_ring[0] / 4u) dst[i] = w;
+    }
+    g_ring_len[head % RX_RING] = (uint16_t)(bytes - 4u);
+    __asm__ volatile("dmb" ::: "memory");
+    g_ring_head = head + 1u;
+  }
 }
 
-int eth_rx_pending(void) { return (REG(RX_FIFO_INF) >> 16) & 0xFFu; }
+static void eth_isr(void) {
+  const uint32_t t0 = (uint32_t)board_ticks();
+  g_stats.irqs++;
+  REG(INT_STS) = INT_RSFL;  // acknowledge first: a frame arriving later raises it again
+  drain_fifo();
+  g_isr_ticks += (uint32_t)board_ticks() - t0;
+}
+
+uint32_t eth_isr_ticks(void) { return g_isr_ticks; }
+
+int eth_rx_pending(void) { return g_ring_head != g_ring_tail || ((REG(RX_FIFO_INF) >> 16) & 0xFFu); }
 
 const EthStats* eth_stats(void) { return &g_stats; }
 
@@ -165,26 +204,25 @@ err_t eth_netif_init(struct netif* nif) {
 
 int eth_poll(struct netif* nif) {
   int n = 0;
-  while (eth_rx_pending()) {
-    const uint32_t status = REG(RX_STATUS_FIFO);
-    const uint32_t bytes = (status >> 16) & 0x3FFFu;  // frame + 4 CRC bytes
-    const uint32_t words = (bytes + 3u) / 4u;
-    if ((status & RX_STS_ERROR) || bytes < 18u || bytes - 4u > sizeof g_frame) {
-      for (uint32_t i = 0; i < words; ++i) (void)REG(RX_DATA_FIFO);
-      g_stats.rx_dropped++;
-      continue;
-    }
-    for (uint32_t i = 0; i < words; ++i) {
-      const uint32_t w = REG(RX_DATA_FIFO);
-      if (i < sizeof g_frame / 4u) g_frame[i] = w;
-    }
-    const uint16_t len = (uint16_t)(bytes - 4u);
+  // Frames the handler has not taken yet (it runs on every frame; this only
+  // matters if the line was masked): move them with interrupts off.
+  if ((REG(RX_FIFO_INF) >> 16) & 0xFFu) {
+    __asm__ volatile("cpsid i" ::: "memory");
+    drain_fifo();
+    __asm__ volatile("cpsie i" ::: "memory");
+  }
+  while (g_ring_tail != g_ring_head) {
+    const uint32_t tail = g_ring_tail;
+    const uint16_t len = g_ring_len[tail % RX_RING];
     struct pbuf* p = pbuf_alloc(PBUF_RAW, (uint16_t)(len + ETH_PAD_SIZE), PBUF_POOL);
     if (!p) {
       g_stats.rx_dropped++;  // pool full: TCP will retransmit
+      g_ring_tail = tail + 1u;
       continue;
     }
-    pbuf_take_at(p, g_frame, len, ETH_PAD_SIZE);
+    pbuf_take_at(p, g_ring[tail % RX_RING], len, ETH_PAD_SIZE);
+    __asm__ volatile("dmb" ::: "memory");
+    g_ring_tail = tail + 1u;
     g_stats.rx_frames++;
     if (nif->input(p, nif) != ERR_OK) pbuf_free(p);
     n++;

@@ -3,12 +3,21 @@
 // ServeOptions address (QEMU: 10.0.2.15:7000; user-mode networking forwards
 // a host port there).
 //
+// Links: the board holds up to kMaxLinks TCP connections at once, each a
+// worker link: the coordinator's, the ones peer boards opened to it, and the
+// ones it opens itself (tcp_connect) to the peers it sends activations to,
+// at the addresses of the coordinator's PEERS message (docs/firmware.md,
+// "Board to board under QEMU"). Each slot is static: a pcb, a queue of
+// received pbufs and a few flags; the worker's per-link state (frame reader,
+// windows) is in the worker. No heap after init.
+//
 // Event loop without an OS: poll the controller, run lwIP's timers, hand
-// received bytes to the worker, then sleep in WFI until an interrupt (a
-// frame, or the 20 Hz tick for lwIP's timers). Received segments are queued
-// by lwIP's receive callback and fed to the worker only from the main loop,
-// so the worker is never re-entered while it is sending (Port::send may have
-// to wait for ACKs, and waiting means polling the network).
+// received bytes to the worker link by link, then sleep in WFI until an
+// interrupt (a frame, or the 20 Hz tick for lwIP's timers). Received
+// segments are queued by lwIP's receive callback and fed to the worker only
+// from the main loop, so the worker is never re-entered while it is sending
+// (Port::send may have to wait for ACKs, and waiting means polling the
+// network) or connecting (Port::open_link waits for the handshake).
 #include <string.h>
 
 #include "board.h"
@@ -28,23 +37,52 @@
 
 namespace {
 
+using ts::core::kMaxLinks;
+
 constexpr uint32_t kSendTimeoutMs = 30000;
+// A peer listens before the coordinator sends PEERS, so a handshake that
+// does not complete in this time means the peer is gone.
+constexpr uint32_t kConnectTimeoutMs = 5000;
+// Peer addresses the board keeps from PEERS (plan indices 0..kMaxPeers-1).
+constexpr int kMaxPeers = 32;
+
+// One TCP connection = one worker link (same index).
+struct FwLink {
+  struct tcp_pcb* pcb = nullptr;
+  struct pbuf* rxq = nullptr;  // received, not yet given to the worker
+  uint16_t rx_off = 0;         // bytes of rxq's first pbuf already given
+  bool used = false;           // the slot is taken
+  bool fresh = false;          // accepted; the worker has not seen it yet
+  bool closed = false;         // the other end closed, or the connection failed
+  bool outgoing = false;       // this board opened it (to a peer)
+  bool connected = false;      // outgoing: handshake done
+  uint32_t number = 0;         // connection count, for the logs
+  uint32_t last_rx_ms = 0;     // when the connection last brought bytes
+  uint64_t start_ticks = 0, start_idle = 0, start_compute = 0;
+};
 
 struct netif g_netif;
 FlashRegionStore g_flash;
 ts::core::Worker g_worker;
 ServeOptions g_opt;
 struct tcp_pcb* g_listen = nullptr;
-struct tcp_pcb* g_conn = nullptr;
-struct pbuf* g_rxq = nullptr;  // received, not yet given to the worker
-bool g_new_conn = false, g_peer_closed = false;
+FwLink g_links[kMaxLinks];
+ts::wire::PeerEntry g_peers[kMaxPeers];
+bool g_peer_known[kMaxPeers] = {};
 uint32_t g_connections = 0;
+uint32_t g_once_link = 0;          // --once: the connection whose end ends the run (the first accepted)
 uint32_t g_errors_sent[16] = {};  // by ErrorCode
 uint64_t g_compute_instr = 0;      // instructions inside compute_range, all layers
-uint64_t g_conn_start_ticks = 0, g_conn_start_idle = 0, g_conn_start_compute = 0;
-uint32_t g_last_rx_ms = 0;     // when the connection last brought bytes
-uint32_t g_refused_busy = 0;   // connections turned away while one was served
+uint32_t g_refused_busy = 0;   // connections turned away while every slot was in use
+uint32_t g_peer_links_opened = 0, g_peer_connect_failures = 0;
 uint8_t g_seed[16] = {};       // provisioned per-boot entropy (nonces)
+uint64_t g_isr_total = 0;      // ticks in the Ethernet interrupt, 64 bits
+uint32_t g_isr_seen = 0;       // eth_isr_ticks() at the last reading
+
+// lwIP callbacks get the slot index + 1 as their argument (0 = none).
+void* slot_arg(int i) { return reinterpret_cast<void*>(uintptr_t(i) + 1u); }
+int slot_of(void* arg) { return int(reinterpret_cast<uintptr_t>(arg)) - 1; }
+bool valid_slot(int i) { return i >= 0 && i < kMaxLinks && g_links[i].used; }
 
 // Reads the provisioning record (firmware.h). Returns 1 with a key, 0 without
 // one, -1 if the record is damaged.
@@ -66,20 +104,105 @@ void service_network() {
 int rx_or_tick() { return g_tick_flag || eth_rx_pending(); }
 
 int has_work() {
-  return g_tick_flag || eth_rx_pending() || g_rxq != nullptr || g_new_conn || g_peer_closed;
+  if (g_tick_flag || eth_rx_pending()) return 1;
+  for (int i = 0; i < kMaxLinks; ++i) {
+    const FwLink& l = g_links[i];
+    if (!l.used) continue;
+    // A closed connection whose bytes the worker still holds waits for them.
+    if (l.fresh || (l.closed && !l.rxq) || (l.rxq && !g_worker.holding(i))) return 1;
+  }
+  return 0;
+}
+
+// Where a peer listens, as this board must dial it. Under QEMU's user-mode
+// networking each board sits behind its own NAT and the coordinator knows the
+// boards by their host port forwards on 127.0.0.1; the host's loopback is
+// the guest's gateway address (10.0.2.2), so a loopback address in PEERS is
+// dialled through the gateway, which reaches the peer's forwarded port.
+void dial_address(const ts::wire::PeerEntry& e, ip4_addr_t* ip) {
+#ifdef BOARD_LOOPBACK_VIA_GATEWAY
+  if ((e.ipv4 >> 24) == 127) {
+    IP4_ADDR(ip, g_opt.gw[0], g_opt.gw[1], g_opt.gw[2], g_opt.gw[3]);
+    return;
+  }
+#endif
+  IP4_ADDR(ip, uint8_t(e.ipv4 >> 24), uint8_t(e.ipv4 >> 16), uint8_t(e.ipv4 >> 8), uint8_t(e.ipv4));
+}
+
+err_t on_recv(void* arg, struct tcp_pcb* pcb, struct pbuf* p, err_t err) {
+  const int i = slot_of(arg);
+  if (!valid_slot(i) || g_links[i].pcb != pcb) {
+    if (p) pbuf_free(p);
+    return ERR_OK;
+  }
+  FwLink& l = g_links[i];
+  if (!p) {
+    l.closed = true;
+    return ERR_OK;
+  }
+  if (err != ERR_OK) {
+    pbuf_free(p);
+    return err;
+  }
+  if (l.rxq) pbuf_cat(l.rxq, p);
+  else l.rxq = p;
+  tcp_ack_now(pcb);  // no delayed ACK: the peer may be waiting on it (Nagle)
+  return ERR_OK;
+}
+
+void on_error(void* arg, err_t err) {
+  // lwIP has already freed the pcb.
+  const int i = slot_of(arg);
+  if (!valid_slot(i)) return;
+  g_links[i].pcb = nullptr;
+  g_links[i].closed = true;
+  ts_log("tcp: connection %u error %d\n", (unsigned)g_links[i].number, (int)err);
+}
+
+err_t on_connected(void* arg, struct tcp_pcb*, err_t err) {
+  const int i = slot_of(arg);
+  if (valid_slot(i) && err == ERR_OK) g_links[i].connected = true;
+  return ERR_OK;
+}
+
+void watch(int i, struct tcp_pcb* pcb) {
+  tcp_arg(pcb, slot_arg(i));
+  tcp_recv(pcb, on_recv);
+  tcp_err(pcb, on_error);
+  tcp_nagle_disable(pcb);
+}
+
+// Takes a free slot, or -1.
+int claim_slot(bool outgoing) {
+  for (int i = 0; i < kMaxLinks; ++i)
+    if (!g_links[i].used) {
+      FwLink& l = g_links[i];
+      l = FwLink();
+      l.used = true;
+      l.outgoing = outgoing;
+      l.number = ++g_connections;
+      l.last_rx_ms = board_ms();
+      l.start_ticks = board_ticks();
+      l.start_idle = board_idle_ticks();
+      l.start_compute = g_compute_instr;
+      return i;
+    }
+  return -1;
 }
 
 class LwipPort final : public ts::core::Port {
  public:
-  bool send(const uint8_t* data, size_t len) override {
+  bool send(int link, const uint8_t* data, size_t len) override {
+    if (link < 0 || link >= kMaxLinks) return false;
+    FwLink& l = g_links[link];
     log_if_error(data, len);
     const uint32_t start = board_ms();
     while (len > 0) {
-      if (!g_conn) return false;
-      const uint16_t room = tcp_sndbuf(g_conn);
-      if (room > 0 && tcp_sndqueuelen(g_conn) + 2u < TCP_SND_QUEUELEN) {
+      if (!l.used || !l.pcb) return false;
+      const uint16_t room = tcp_sndbuf(l.pcb);
+      if (room > 0 && tcp_sndqueuelen(l.pcb) + 2u < TCP_SND_QUEUELEN) {
         const uint16_t n = uint16_t(len < room ? len : room);
-        const err_t e = tcp_write(g_conn, data, n, TCP_WRITE_FLAG_COPY);
+        const err_t e = tcp_write(l.pcb, data, n, TCP_WRITE_FLAG_COPY);
         if (e == ERR_OK) {
           data += n;
           len -= n;
@@ -88,18 +211,73 @@ class LwipPort final : public ts::core::Port {
         if (e != ERR_MEM) return false;
       }
       // Full: push what is queued and wait for ACKs (sleeping until a frame
-      // arrives or the tick, so that idle boards leave the host's cores alone).
-      tcp_output(g_conn);
+      // arrives or the tick, so that idle boards leave the host's cores
+      // alone). Other links' bytes are only queued meanwhile.
+      tcp_output(l.pcb);
       service_network();
-      if (!g_conn) return false;
+      if (!l.pcb) return false;
       board_idle(rx_or_tick);
       g_tick_flag = 0;
       if (board_ms() - start > kSendTimeoutMs) {
-        ts_log("send: no progress for %u ms, dropping the connection\n", (unsigned)kSendTimeoutMs);
+        ts_log("send: no progress for %u ms on connection %u, dropping it\n", (unsigned)kSendTimeoutMs,
+               (unsigned)l.number);
         return false;
       }
     }
     return true;
+  }
+
+  void peer_address(const ts::wire::PeerEntry& e) override {
+    if (e.worker >= kMaxPeers) return;  // open_link then fails: "cannot reach a peer board"
+    g_peers[e.worker] = e;
+    g_peer_known[e.worker] = true;
+    ip4_addr_t ip;
+    dial_address(e, &ip);
+    ts_log("peer %u at %u.%u.%u.%u:%u, dialled as %s:%u\n", (unsigned)e.worker, (unsigned)(e.ipv4 >> 24),
+           (unsigned)((e.ipv4 >> 16) & 255), (unsigned)((e.ipv4 >> 8) & 255), (unsigned)(e.ipv4 & 255),
+           (unsigned)e.port, ip4addr_ntoa(&ip), (unsigned)e.port);
+  }
+
+  // Connects to a peer and waits for the handshake (polling the network; the
+  // worker is not re-entered meanwhile). Returns the link, or -1.
+  int open_link(uint16_t worker) override {
+    if (worker >= kMaxPeers || !g_peer_known[worker]) return -1;
+    const int i = claim_slot(true);
+    if (i < 0) {
+      ts_log("peer %u: every connection slot in use (%d)\n", (unsigned)worker, kMaxLinks);
+      return -1;
+    }
+    FwLink& l = g_links[i];
+    ip4_addr_t ip;
+    dial_address(g_peers[worker], &ip);
+    struct tcp_pcb* pcb = tcp_new();
+    if (!pcb) {
+      l = FwLink();
+      return -1;
+    }
+    l.pcb = pcb;
+    watch(i, pcb);
+    if (tcp_connect(pcb, &ip, g_peers[worker].port, on_connected) != ERR_OK) {
+      drop(i);
+      return -1;
+    }
+    const uint32_t start = board_ms();
+    while (!l.connected && l.pcb && !l.closed && board_ms() - start < kConnectTimeoutMs) {
+      service_network();
+      if (l.connected || !l.pcb || l.closed) break;
+      board_idle(rx_or_tick);
+      g_tick_flag = 0;
+    }
+    if (!l.connected || !l.pcb || l.closed) {
+      g_peer_connect_failures++;
+      ts_log("peer %u: cannot connect to %s:%u\n", (unsigned)worker, ip4addr_ntoa(&ip), (unsigned)g_peers[worker].port);
+      drop(i);
+      return -1;
+    }
+    g_peer_links_opened++;
+    ts_log("connection %u: to peer %u (%s:%u)\n", (unsigned)l.number, (unsigned)worker, ip4addr_ntoa(&ip),
+           (unsigned)g_peers[worker].port);
+    return i;
   }
 
   // The worker reads the clock right before and right after a layer's
@@ -118,8 +296,14 @@ class LwipPort final : public ts::core::Port {
 
   uint32_t now_us() override {
     prev_tick_ = last_tick_;
-    last_tick_ = board_ticks();
-    return uint32_t(last_tick_ / (BOARD_TICK_HZ / 1000000u));
+    // The kernel's bracket leaves out the ticks the Ethernet interrupt took
+    // meanwhile (frames arriving during a layer are not the kernel's work).
+    const uint32_t isr = eth_isr_ticks();
+    g_isr_total += uint32_t(isr - g_isr_seen);
+    g_isr_seen = isr;
+    const uint64_t t = board_ticks();
+    last_tick_ = t - g_isr_total;
+    return uint32_t(t / (BOARD_TICK_HZ / 1000000u));
   }
 
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
@@ -133,10 +317,31 @@ class LwipPort final : public ts::core::Port {
            (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
            (unsigned long long)macs, (unsigned long long)instr, (unsigned long long)(mpi / 1000u),
            (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned)board_stack_used());
+    if (known && layer == last_active_) {
+      // The board's last layer of an inference: its busy time so far (under
+      // -icount, instructions; the difference between two inferences is what
+      // one costs the board, scripts/qemu_route_bench.sh --instructions).
+      const uint64_t busy = (board_ticks() - board_idle_ticks()) * BOARD_NS_PER_TICK;
+      ts_log("inference done: busy instructions %llu, compute %llu (since boot)\n", (unsigned long long)busy,
+             (unsigned long long)g_compute_instr);
+    }
     if (!g_opt.icount) return elapsed_us;
     // Under -icount the virtual clock runs at one instruction per ns; report
     // what the board's clock would take at one cycle per instruction.
     return uint32_t(instr / g_opt.clock_mhz);
+  }
+
+  // Frees slot i without telling the worker (it never saw the link).
+  static void drop(int i) {
+    FwLink& l = g_links[i];
+    if (l.pcb) {
+      tcp_arg(l.pcb, nullptr);
+      tcp_recv(l.pcb, nullptr);
+      tcp_err(l.pcb, nullptr);
+      tcp_abort(l.pcb);
+    }
+    if (l.rxq) pbuf_free(l.rxq);
+    l = FwLink();
   }
 
  private:
@@ -157,11 +362,16 @@ class LwipPort final : public ts::core::Port {
     if (g_flash.generation() != frag_gen_) {
       frag_ok_ = reader_.open(p, size) == ts::core::FragStatus::Ok;
       frag_gen_ = g_flash.generation();
+      last_active_ = ~0u;
+      ts::core::FragLayer e;
+      for (uint32_t i = 0; frag_ok_ && i < reader_.layer_count(); ++i)
+        if (reader_.layer(i, &e) == ts::core::FragStatus::Ok && e.active()) last_active_ = i;
     }
     return frag_ok_ && reader_.layer(layer, out) == ts::core::FragStatus::Ok;
   }
   ts::core::FragmentReader reader_;
   uint32_t frag_gen_ = 0;
+  uint32_t last_active_ = ~0u;  // the fragment's last layer with a share
   bool frag_ok_ = false;
   // The worker sends whole frames; an ERROR frame is logged with its reason.
   static void log_if_error(const uint8_t* data, size_t len) {
@@ -177,77 +387,61 @@ class LwipPort final : public ts::core::Port {
 
 LwipPort g_port;
 
-void log_connection_end(const char* why) {
+void log_connection_end(const FwLink& l, const char* why) {
   // Busy time: everything but WFI sleep. Under -icount shift=0 these are
   // instruction counts (1 tick = 40 instructions).
-  const uint64_t all = (board_ticks() - g_conn_start_ticks) * BOARD_NS_PER_TICK;
-  const uint64_t idle = (board_idle_ticks() - g_conn_start_idle) * BOARD_NS_PER_TICK;
-  const uint64_t compute = g_compute_instr - g_conn_start_compute;
-  ts_log("connection %u busy instructions %llu: compute %llu, protocol+network %llu (idle %llu)\n",
-         (unsigned)g_connections, (unsigned long long)(all - idle), (unsigned long long)compute,
-         (unsigned long long)(all - idle - compute), (unsigned long long)idle);
+  const uint64_t all = (board_ticks() - l.start_ticks) * BOARD_NS_PER_TICK;
+  const uint64_t idle = (board_idle_ticks() - l.start_idle) * BOARD_NS_PER_TICK;
+  const uint64_t compute = g_compute_instr - l.start_compute;
+  const unsigned n = (unsigned)l.number;
+  ts_log("connection %u busy instructions %llu: compute %llu, protocol+network %llu (idle %llu)\n", n,
+         (unsigned long long)(all - idle), (unsigned long long)compute, (unsigned long long)(all - idle - compute),
+         (unsigned long long)idle);
   const ts::core::WorkerStats& s = g_worker.stats();
   const EthStats* e = eth_stats();
-  ts_log("connection %u closed (%s): frames in %u out %u, bytes in %u out %u, layers %u, errors sent %u, "
+  ts_log("connection %u closed (%s%s): frames in %u out %u, bytes in %u out %u, layers %u, errors sent %u, "
          "arena peak %u of %u, stack %u of %u, eth rx %u tx %u dropped %u irqs %u\n",
-         (unsigned)g_connections, why, (unsigned)s.frames_in, (unsigned)s.frames_out, (unsigned)s.bytes_in,
+         n, why, l.outgoing ? ", to a peer" : "", (unsigned)s.frames_in, (unsigned)s.frames_out, (unsigned)s.bytes_in,
          (unsigned)s.bytes_out, (unsigned)s.layers_run, (unsigned)s.errors_sent, (unsigned)s.peak_arena,
          (unsigned)g_worker.arena().capacity(), (unsigned)board_stack_used(), (unsigned)board_stack_size(),
          (unsigned)e->rx_frames, (unsigned)e->tx_frames, (unsigned)e->rx_dropped, (unsigned)e->irqs);
-  ts_log("connection %u security: frames refused by authentication %u, connections turned away busy %u\n",
-         (unsigned)g_connections, (unsigned)s.auth_failures, (unsigned)g_refused_busy);
+  ts_log("connection %u security: frames refused by authentication %u, connections turned away busy %u; "
+         "peer links opened %u, failed %u\n",
+         n, (unsigned)s.auth_failures, (unsigned)g_refused_busy, (unsigned)g_peer_links_opened,
+         (unsigned)g_peer_connect_failures);
 }
 
-void close_connection(const char* why) {
-  if (g_conn) {
-    tcp_arg(g_conn, nullptr);
-    tcp_recv(g_conn, nullptr);
-    tcp_err(g_conn, nullptr);
-    tcp_output(g_conn);
-    if (tcp_close(g_conn) != ERR_OK) tcp_abort(g_conn);
-    g_conn = nullptr;
+void close_link(int i, const char* why) {
+  FwLink& l = g_links[i];
+  if (!l.used) return;
+  if (l.pcb) {
+    tcp_arg(l.pcb, nullptr);
+    tcp_recv(l.pcb, nullptr);
+    tcp_err(l.pcb, nullptr);
+    tcp_output(l.pcb);
+    if (tcp_close(l.pcb) != ERR_OK) tcp_abort(l.pcb);
+    l.pcb = nullptr;
   }
-  if (g_rxq) {
-    pbuf_free(g_rxq);
-    g_rxq = nullptr;
+  if (l.rxq) {
+    pbuf_free(l.rxq);
+    l.rxq = nullptr;
   }
-  g_peer_closed = false;
-  g_worker.abort_layer();
-  log_connection_end(why);
+  if (!l.fresh) g_worker.on_disconnect(i);
+  log_connection_end(l, why);
+  const uint32_t number = l.number;
+  l = FwLink();
   // With --once the exit code tells a test whether the board refused work
   // for lack of memory (1) or not (0); the expected HashMismatch of a first
   // deploy does not count.
-  if (g_opt.once) sh_exit(g_errors_sent[uint16_t(ts::wire::ErrorCode::OutOfMemory)] ? 1 : 0);
+  if (g_opt.once && number == g_once_link) sh_exit(g_errors_sent[uint16_t(ts::wire::ErrorCode::OutOfMemory)] ? 1 : 0);
 }
 
-err_t on_recv(void*, struct tcp_pcb* pcb, struct pbuf* p, err_t err) {
-  if (!p) {
-    g_peer_closed = true;
-    return ERR_OK;
-  }
-  if (err != ERR_OK) {
-    pbuf_free(p);
-    return err;
-  }
-  if (g_rxq) pbuf_cat(g_rxq, p);
-  else g_rxq = p;
-  tcp_ack_now(pcb);  // no delayed ACK: the peer may be waiting on it (Nagle)
-  return ERR_OK;
-}
-
-void on_error(void*, err_t err) {
-  // lwIP has already freed the pcb.
-  g_conn = nullptr;
-  g_peer_closed = true;
-  ts_log("tcp: connection error %d\n", (int)err);
-}
-
-// Turns a connection away while another is served: one ERROR frame saying
-// so (a coordinator reports "busy", not "no answer"), then close.
+// Turns a connection away while every slot is in use: one ERROR frame
+// saying so (a coordinator reports "busy", not "no answer"), then close.
 err_t refuse_busy(struct tcp_pcb* pcb) {
   g_refused_busy++;
   const ts::wire::ErrorPayload e =
-      ts::wire::ErrorPayload::make(ts::wire::ErrorCode::NotReady, 0, "board busy: serving another connection");
+      ts::wire::ErrorPayload::make(ts::wire::ErrorCode::NotReady, 0, "board busy: every connection slot in use");
   uint8_t p[ts::wire::ErrorPayload::kMaxSize], f[ts::wire::kHeaderSize + ts::wire::ErrorPayload::kMaxSize];
   ts::wire::FrameHeader h;
   h.type = ts::wire::MsgType::Error;
@@ -266,14 +460,45 @@ err_t refuse_busy(struct tcp_pcb* pcb) {
 
 err_t on_accept(void*, struct tcp_pcb* pcb, err_t err) {
   if (err != ERR_OK || !pcb) return ERR_VAL;
-  if (g_conn) return refuse_busy(pcb);  // one coordinator at a time
-  g_conn = pcb;
-  tcp_arg(pcb, nullptr);
-  tcp_recv(pcb, on_recv);
-  tcp_err(pcb, on_error);
-  tcp_nagle_disable(pcb);
-  g_new_conn = true;
+  const int i = claim_slot(false);
+  if (i < 0) return refuse_busy(pcb);
+  FwLink& l = g_links[i];
+  l.pcb = pcb;
+  l.fresh = true;  // the main loop tells the worker (never from a callback)
+  if (g_once_link == 0) g_once_link = l.number;
+  watch(i, pcb);
   return ERR_OK;
+}
+
+// Gives link i's queued bytes to the worker until they run out or the worker
+// holds a frame of it (then the rest waits for resume()). Returns true if
+// any byte was taken.
+bool feed(int i) {
+  FwLink& l = g_links[i];
+  bool took = false;
+  while (l.used && l.rxq && !g_worker.holding(i)) {
+    struct pbuf* q = l.rxq;
+    const uint16_t n = uint16_t(q->len - l.rx_off);
+    const int32_t r = g_worker.on_bytes(i, static_cast<const uint8_t*>(q->payload) + l.rx_off, n);
+    if (r < 0) {
+      close_link(i, "closed by the protocol");
+      return true;
+    }
+    if (r > 0) took = true;
+    l.rx_off = uint16_t(l.rx_off + r);
+    if (l.rx_off < q->len) break;  // held
+    // Done with the first pbuf of the chain: free it alone.
+    struct pbuf* rest = q->next;
+    if (rest) pbuf_ref(rest);
+    const uint16_t len = q->len;
+    pbuf_free(q);
+    l.rxq = rest;
+    l.rx_off = 0;
+    if (l.pcb) tcp_recved(l.pcb, len);
+    took = true;
+  }
+  if (took) l.last_rx_ms = board_ms();
+  return took;
 }
 
 }  // namespace
@@ -335,35 +560,44 @@ int fw_serve(const ServeOptions& o) {
   ts_log("links: %s; idle connections closed after %u ms\n",
          cfg.has_key ? "authenticated (provisioned key; coordinators must prove it)" : "unauthenticated (no provisioned key)",
          (unsigned)o.idle_ms);
+  ts_log("links: up to %d connections at once (the coordinator and peer boards)\n", kMaxLinks);
 
   for (;;) {
     service_network();
     g_tick_flag = 0;
-    if (g_new_conn) {
-      g_new_conn = false;
-      g_connections++;
-      g_conn_start_ticks = board_ticks();
-      g_conn_start_idle = board_idle_ticks();
-      g_conn_start_compute = g_compute_instr;
-      g_last_rx_ms = board_ms();
-      if (!g_worker.on_connect()) close_connection("hello failed");
-      else if (g_conn) tcp_output(g_conn);
+    // New connections first: the worker says HELLO before it reads a byte.
+    for (int i = 0; i < kMaxLinks; ++i) {
+      FwLink& l = g_links[i];
+      if (!l.used || !l.fresh) continue;
+      l.fresh = false;
+      l.last_rx_ms = board_ms();
+      if (!g_worker.on_connect(i)) close_link(i, "hello failed");
     }
-    if (g_rxq && g_conn) {
-      g_last_rx_ms = board_ms();
-      struct pbuf* p = g_rxq;
-      g_rxq = nullptr;
-      bool ok = true;
-      for (struct pbuf* q = p; q && ok; q = q->next)
-        ok = g_worker.on_bytes(static_cast<const uint8_t*>(q->payload), q->len);
-      if (g_conn) tcp_recved(g_conn, p->tot_len);
-      pbuf_free(p);
-      if (!ok) close_connection("closed by the protocol");
-      else if (g_conn) tcp_output(g_conn);
+    // Received bytes, link by link, until no link makes progress (a frame
+    // one link held may be taken after another link's frames moved the
+    // worker on).
+    for (int round = 0; round < 4 * kMaxLinks; ++round) {
+      bool progress = false;
+      for (int i = 0; i < kMaxLinks; ++i)
+        if (g_links[i].used && !g_links[i].fresh && g_links[i].rxq) progress = feed(i) || progress;
+      int held = 0;
+      for (int i = 0; i < kMaxLinks; ++i) held += g_links[i].used && g_worker.holding(i);
+      if (held) {
+        g_worker.resume();
+        int still = 0;
+        for (int i = 0; i < kMaxLinks; ++i) still += g_links[i].used && g_worker.holding(i);
+        progress = progress || still < held;
+      }
+      if (!progress) break;
     }
-    if (g_peer_closed && !g_rxq) close_connection("peer closed");
-    if (g_conn && g_opt.idle_ms && !g_rxq && board_ms() - g_last_rx_ms > g_opt.idle_ms)
-      close_connection("idle timeout");
+    for (int i = 0; i < kMaxLinks; ++i) {
+      FwLink& l = g_links[i];
+      if (!l.used || l.fresh) continue;  // fresh: accepted while the worker ran; next turn
+      if (!g_worker.link_open(i)) close_link(i, "closed by the protocol");
+      else if (l.closed && !l.rxq) close_link(i, "peer closed");
+      else if (g_opt.idle_ms && !l.rxq && board_ms() - l.last_rx_ms > g_opt.idle_ms) close_link(i, "idle timeout");
+      else if (l.pcb) tcp_output(l.pcb);
+    }
     board_idle(has_work);
   }
 }

@@ -167,7 +167,7 @@ struct WorkerStats {
 // boards it sends to; a link a board opened to us also carries our sends to
 // it). Each costs one frame buffer of static RAM. 40 covers 16 boards that
 // all exchange with each other (1 + 2 x 15 when every pair opens its own);
-// the firmware, relay only, builds with 1.
+// the firmware builds with 16 (firmware/Makefile MAX_LINKS: 8 boards).
 #ifndef TS_MAX_LINKS
 #define TS_MAX_LINKS 40
 #endif

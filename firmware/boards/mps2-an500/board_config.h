@@ -14,3 +14,9 @@
 #define IRQ_TIMER0 8
 #define IRQ_TIMER1 9
 #define IRQ_ETHERNET 13
+
+// QEMU user-mode networking: every board is 10.0.2.15 behind its own NAT and
+// reaches the host's loopback through its gateway (10.0.2.2). Peer addresses
+// in PEERS are the boards' host port forwards on 127.0.0.1, so the firmware
+// dials a loopback peer address through the gateway (net_worker.cpp).
+#define BOARD_LOOPBACK_VIA_GATEWAY 1

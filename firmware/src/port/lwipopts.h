@@ -1,11 +1,18 @@
 // lwIP configuration: raw API only, no OS (NO_SYS), IPv4 + TCP + ICMP, all
-// memory in static pools sized for one coordinator connection.
+// memory in static pools sized for TS_MAX_LINKS connections (the coordinator
+// and peer boards, firmware/Makefile MAX_LINKS).
 //
-// Sizing: the LAN9118 RX FIFO holds about 10 KB, so the TCP receive window
-// (6 segments) is kept below it; received segments stay queued (as pbufs)
-// until the worker has consumed them, so the pbuf pool covers one window
-// plus headroom. The send buffer holds more than the protocol's OUTPUT
-// window (8 frames of 1400 bytes).
+// Sizing: QEMU's LAN9118 RX FIFO holds 10,560 bytes and drops a frame that
+// does not fit (the driver's interrupt empties it into a ring, but QEMU may
+// deliver several connections' bursts back to back first). The TCP receive
+// window is therefore 2 segments: the bursts of three connections that
+// deliver at once (the coordinator and two peers) fit the FIFO; with 6 (one
+// coordinator only, before direct routing) and 4 segments, frames were
+// dropped (docs/firmware.md, "Board to board under QEMU"). Received
+// segments stay queued (as pbufs) until the worker has consumed them, so the
+// pbuf pool covers the windows of the links that carry data at once plus
+// headroom. The send buffer holds more than the protocol's OUTPUT window
+// (8 frames of 1400 bytes).
 #pragma once
 
 #define NO_SYS 1
@@ -31,18 +38,23 @@
 #define IP_FRAG 0
 
 #define MEM_ALIGNMENT 4
-#define MEM_SIZE (32 * 1024)
+#define MEM_SIZE (48 * 1024)
 #define MEMP_NUM_PBUF 16
-#define MEMP_NUM_TCP_PCB 2
+#ifndef TS_MAX_LINKS
+#define TS_MAX_LINKS 16
+#endif
+// One pcb per link, plus one for a connection turned away busy and one in
+// TIME_WAIT (lwIP reuses those when it runs out).
+#define MEMP_NUM_TCP_PCB (TS_MAX_LINKS + 2)
 #define MEMP_NUM_TCP_PCB_LISTEN 1
-#define MEMP_NUM_TCP_SEG 48
+#define MEMP_NUM_TCP_SEG 96
 #define MEMP_NUM_SYS_TIMEOUT 8
-#define PBUF_POOL_SIZE 24
+#define PBUF_POOL_SIZE 40
 #define PBUF_POOL_BUFSIZE 1536
 #define ETH_PAD_SIZE 2
 
 #define TCP_MSS 1460
-#define TCP_WND (6 * TCP_MSS)
+#define TCP_WND (2 * TCP_MSS)
 #define TCP_SND_BUF (12 * TCP_MSS)
 #define TCP_SND_QUEUELEN (4 * TCP_SND_BUF / TCP_MSS)
 #define TCP_QUEUE_OOSEQ 0

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The relay and the direct route side by side on three Cortex-M7 firmware
+# boards under QEMU (docs/firmware.md, "Board to board under QEMU").
+#
+#   bash scripts/qemu_route_bench.sh [--rounds R] [--repeat N] [--workers K]
+#   bash scripts/qemu_route_bench.sh --instructions [--workers K]
+#
+# Per round, in turn: neuron+relay (the paper's mode), spatial+relay,
+# spatial+direct, auto+direct, each `tinysplit run --workers qemu:K --repeat N
+# --json` (fresh boards every run). Prints per mode the median over the
+# rounds of latency_s.total (itself the median of the N inferences), the
+# coordinator's wire bytes, the board-to-board payload bytes, result frames,
+# whether every run was bit-exact with every layer verified, and how many
+# frames QEMU dropped at the boards' NICs ("Slirp: Failed to send packet").
+# Wall times are the emulator's speed on a shared machine, not the boards'.
+#
+# --instructions: what the boards execute per inference instead, which does
+# not depend on the machine's load (QEMU -icount shift=0: 1 instruction per
+# virtual ns): per mode one run with --repeat 3; each board logs its busy
+# instructions (everything but WFI sleep) and its kernels' instructions at
+# the end of its last layer of every inference ("inference done: ..."); the
+# difference between the first and the third, halved, summed over the boards.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROUNDS=3 REPEAT=5 WORKERS=3 INSTR=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --instructions) INSTR=1; shift ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --repeat) REPEAT="$2"; shift 2 ;;
+    --workers) WORKERS="$2"; shift 2 ;;
+    *) echo "usage: $0 [--rounds R] [--repeat N] [--workers K]" >&2; exit 2 ;;
+  esac
+done
+BIN="$ROOT/build/tinysplit"
+[[ -x "$BIN" ]] || { echo "qemu_route_bench: build tinysplit first (cmake --build build --target tinysplit)" >&2; exit 2; }
+export TS_FIRMWARE="${TS_FIRMWARE:-$ROOT/firmware/build/tinysplit-board.elf}"
+[[ -f "$TS_FIRMWARE" ]] || { echo "qemu_route_bench: no firmware at $TS_FIRMWARE (bash scripts/build_firmware.sh)" >&2; exit 2; }
+OUT="$(mktemp -d /tmp/ts_qemu_route.XXXXXX)"
+trap 'rm -rf "$OUT"' EXIT
+MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto")
+if [[ $INSTR == 1 ]]; then
+  echo "| mode | busy instructions per inference (all boards) | of which kernels | of which protocol + network |"
+  echo "|---|---|---|---|"
+  for m in "${MODES[@]}"; do
+    set -- $m
+    rm -rf "$OUT/store"
+    "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat 3 --json --timeout 60 \
+      --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" || { echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
+    /usr/bin/python3 - "$OUT/store" "$1" "$2" <<'EOF'
+import glob, re, sys
+store, route, strat = sys.argv[1:4]
+busy = comp = 0
+for log in sorted(glob.glob(store + "/board-*/qemu.log")):
+    rows = [(int(a), int(b)) for a, b in re.findall(r"inference done: busy instructions (\d+), compute (\d+)", open(log).read())]
+    if len(rows) != 3:
+        sys.exit(f"qemu_route_bench: {log} has {len(rows)} 'inference done' lines, expected 3")
+    busy += (rows[2][0] - rows[0][0]) / 2
+    comp += (rows[2][1] - rows[0][1]) / 2
+print(f"| {strat}, {route} | {busy/1e6:.1f} M | {comp/1e6:.1f} M | {(busy-comp)/1e6:.1f} M |")
+EOF
+  done
+  exit 0
+fi
+for ((r = 1; r <= ROUNDS; ++r)); do
+  for m in "${MODES[@]}"; do
+    set -- $m
+    tag="$1_$2_$r"
+    rm -rf "$OUT/store"
+    if ! "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat "$REPEAT" --json --timeout 60 \
+        --store "$OUT/store" > "$OUT/$tag.json" 2> "$OUT/$tag.err"; then
+      echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/$tag.err")" >&2
+      exit 1
+    fi
+    cat "$OUT"/store/board-*/qemu.log | grep -c "Failed to send packet" > "$OUT/$tag.drops" || true
+    echo "round $r: $m done" >&2
+  done
+done
+/usr/bin/python3 - "$OUT" "$ROUNDS" <<'EOF'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+print("| mode | latency s (median) | each round | coordinator wire bytes | board-to-board payload | result frames | bit-exact, all layers verified | NIC drops |")
+print("|---|---|---|---|---|---|---|---|")
+for route, strat in [("relay", "neuron"), ("relay", "spatial"), ("direct", "spatial"), ("direct", "auto")]:
+    lat, ok, drops = [], True, 0
+    for r in range(1, rounds + 1):
+        tag = f"{out}/{route}_{strat}_{r}"
+        d = json.load(open(tag + ".json"))
+        lat.append(d["latency_s"]["total"])
+        ok = ok and d["match_reference"] and d["verified_layers"] == d["layers"]
+        drops += int(open(tag + ".drops").read().strip() or 0)
+    w = d["wire_bytes"]
+    print(f"| {strat}, {route} | {statistics.median(lat):.3f} | {' '.join(f'{x:.2f}' for x in lat)} | "
+          f"{w['total']:,} | {w.get('board_to_board_payload', 0):,} | {d.get('result_frames')} | {'yes' if ok else 'NO'} | {drops} |")
+EOF

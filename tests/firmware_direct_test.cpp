@@ -1,0 +1,229 @@
+// Board-to-board routing between Cortex-M7 firmware boards under QEMU
+// (docs/firmware.md, "Board to board under QEMU").
+//
+// Needs firmware/build/tinysplit-board.elf (scripts/build_firmware.sh) and
+// qemu-system-arm, like tests/firmware_test.cpp: with TS_FIRMWARE set (CI)
+// both are required and the tests FAIL without them; without it and without
+// an image they are skipped with a message.
+//
+//  - one board holds several links at once: sixteen connections each get the
+//    board's HELLO, a seventeenth is turned away with one ERROR saying so
+//  - `run --workers qemu:3 --route direct` with bands of rows and with the
+//    cost-model planner: bit-exact, every layer's digest verified, the
+//    activations go board to board (each board dialled its peers through
+//    QEMU's gateway), the coordinator's link carries only the graph input,
+//    the logits and telemetry, and no frame was dropped at a board's NIC
+//  - a board that changes one output of layer 20 is named on one line
+//    (exit 2) with direct routing too
+//
+// Runtime: 35 to 55 s on the 2-core development machine under load (three
+// `tinysplit run` commands of 8-21 s each, mostly QEMU boot and deploy, and
+// a link test under 1 s).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "coord/qemu.h"
+#include "core/wire.h"
+#include "net/tcp.h"
+#include "support/shell.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ts::testing::shell;
+
+std::string firmware_path() {
+  if (const char* e = std::getenv("TS_FIRMWARE"); e && *e) return e;
+  return (fs::path(TS_SOURCE_DIR) / "firmware" / "build" / "tinysplit-board.elf").string();
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class FirmwareDirectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    elf_ = firmware_path();
+    const bool have_elf = fs::is_regular_file(elf_);
+    const bool have_qemu = shell("command -v qemu-system-arm").code == 0;
+    const char* e = std::getenv("TS_FIRMWARE");
+    if (e && *e) {
+      ASSERT_TRUE(have_elf) << "TS_FIRMWARE=" << elf_ << " does not exist: run scripts/build_firmware.sh";
+      ASSERT_TRUE(have_qemu) << "qemu-system-arm is not installed: run scripts/build_firmware.sh";
+    } else if (!have_elf || !have_qemu) {
+      GTEST_SKIP() << "firmware not built or QEMU missing (run scripts/build_firmware.sh; set TS_FIRMWARE=<elf> "
+                      "to make these tests mandatory)";
+    }
+    ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+        << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+    dir_ = fs::temp_directory_path() / ("ts_fw_direct_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_);  // kept on failure: the board logs
+  }
+  // `tinysplit run --workers qemu:3 --route direct ARGS --json`, board logs
+  // in dir_/store/board-N/qemu.log.
+  ts::testing::Shell run(const std::string& args) {
+    return shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
+                 " run --json --timeout 60 --workers qemu:3 --route direct " + args + " --store " +
+                 (dir_ / "store").string());
+  }
+  std::string board_log(int b) { return read_text(dir_ / "store" / ("board-" + std::to_string(b)) / "qemu.log"); }
+
+  // A bit-exact direct run: every layer verified, activations board to board.
+  void expect_direct_run(const std::string& args) {
+    const auto r = run(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    EXPECT_EQ(j.at("layers").get<size_t>(), j.at("per_layer").size());
+    EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+    EXPECT_TRUE(j.at("first_mismatch").is_null());
+    // Board to board: activations between the boards; the coordinator's link
+    // carries the graph input (112x112x3 = 37,632 bytes of payload), the
+    // logits and the DONE telemetry, far below the relay's megabytes.
+    const auto& w = j.at("wire_bytes");
+    EXPECT_GT(w.at("board_to_board_payload").get<int64_t>(), 100000);
+    EXPECT_LT(w.at("total").get<int64_t>(), 200000);
+    for (int b = 0; b < 3; ++b) {
+      const std::string log = board_log(b);
+      // Each board learnt its peers' forwarded ports on 127.0.0.1 and dialled
+      // them through its QEMU gateway.
+      EXPECT_GE(count_of(log, ", dialled as 10.0.2.2:"), 3u) << log;
+      EXPECT_GE(count_of(log, ": to peer "), 1u) << log;
+      EXPECT_EQ(log.find("cannot connect"), std::string::npos) << log;
+      EXPECT_EQ(count_of(log, "sent ERROR"), 1u) << log;  // only the first deploy's expected "not stored"
+      EXPECT_EQ(log.find("FATAL"), std::string::npos) << log;
+      // The TCP windows of three senders fit the LAN9118's receive FIFO, so
+      // QEMU never dropped a frame at the NIC (each drop costs a TCP
+      // retransmission timeout).
+      EXPECT_EQ(log.find("Failed to send packet"), std::string::npos) << log;
+      EXPECT_NE(log.find("layer "), std::string::npos) << log;
+    }
+    std::printf("qemu:3 direct %s: latency %.3f s, coordinator link %lld bytes, board to board %lld payload bytes\n",
+                args.c_str(), j.at("latency_s").at("total").get<double>(), (long long)w.at("total").get<int64_t>(),
+                (long long)w.at("board_to_board_payload").get<int64_t>());
+  }
+
+  std::string elf_;
+  fs::path dir_;
+};
+
+// Sixteen connections at once (coordinator and peers share the board's
+// kMaxLinks = 16 slots, firmware/Makefile MAX_LINKS): each gets HELLO; the
+// seventeenth gets ERROR "board busy".
+constexpr int kFirmwareLinks = 16;
+TEST_F(FirmwareDirectTest, ABoardHoldsSixteenLinksAndTurnsAwayTheNext) {
+  ts::coord::QemuBoardOptions o;
+  o.id = 5;
+  o.icount = false;
+  o.log_path = (dir_ / "board" / "qemu.log").string();
+  const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
+  struct Kill {
+    pid_t pid;
+    ~Kill() {
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  } kill_board{b.pid};
+  const uint16_t port = uint16_t(std::stoi(b.address.substr(b.address.rfind(':') + 1)));
+
+  // The first frame on a connection, within 10 s.
+  auto first_frame = [](ts::net::Transport& t, ts::wire::FrameHeader* h, std::string* text) {
+    ts::wire::FrameReader reader;
+    uint8_t buf[2048];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+      const auto r = t.recv(buf, sizeof buf, ts::net::Millis(200));
+      if (r.status == ts::net::RecvStatus::Closed) return false;
+      if (r.status != ts::net::RecvStatus::Data) continue;
+      const auto f = reader.feed(buf, r.bytes);
+      if (f.status == ts::wire::FrameReader::Status::Error) return false;
+      if (f.status != ts::wire::FrameReader::Status::Frame) continue;
+      *h = reader.header();
+      if (h->type == ts::wire::MsgType::Error) {
+        ts::wire::ErrorPayload e;
+        if (e.decode(reader.payload(), h->payload_len)) *text = e.text;
+      }
+      return true;
+    }
+    return false;
+  };
+  std::vector<std::unique_ptr<ts::net::TcpTransport>> links;
+  for (int i = 0; i < kFirmwareLinks; ++i) {
+    links.push_back(ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000)));
+    ts::wire::FrameHeader h;
+    std::string text;
+    ASSERT_TRUE(first_frame(*links.back(), &h, &text)) << "connection " << i << "\n" << read_text(o.log_path);
+    EXPECT_EQ(h.type, ts::wire::MsgType::Hello) << "connection " << i;
+    EXPECT_EQ(h.src, 5);
+  }
+  auto extra = ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000));
+  ts::wire::FrameHeader h;
+  std::string text;
+  ASSERT_TRUE(first_frame(*extra, &h, &text)) << read_text(o.log_path);
+  EXPECT_EQ(h.type, ts::wire::MsgType::Error);
+  EXPECT_NE(text.find("board busy: every connection slot in use"), std::string::npos) << text;
+  // A slot freed by a closed connection is taken again.
+  links[3]->close();
+  links[3].reset();
+  bool hello = false;
+  for (int attempt = 0; attempt < 20 && !hello; ++attempt) {
+    auto again = ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000));
+    ASSERT_TRUE(first_frame(*again, &h, &text));
+    hello = h.type == ts::wire::MsgType::Hello;
+    if (!hello) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the close still on its way
+    else links[3] = std::move(again);
+  }
+  EXPECT_TRUE(hello) << read_text(o.log_path);
+}
+
+TEST_F(FirmwareDirectTest, BandsOfRowsBoardToBoardAreBitExact) { expect_direct_run("--strategy spatial"); }
+
+TEST_F(FirmwareDirectTest, PlannerChoiceBoardToBoardIsBitExact) { expect_direct_run("--strategy auto"); }
+
+// `run --inject-fault flip:1:20`: board 1 changes one output of layer 20
+// after computing it; with direct routing the coordinator never sees that
+// tensor, only board 1's digest in DONE, and names board and layer.
+TEST_F(FirmwareDirectTest, AFlippedOutputIsNamedWithDirectRouting) {
+  const auto r = run("--strategy spatial --inject-fault flip:1:20");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  ASSERT_FALSE(r.out.empty()) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::string name = j.at("per_layer").at(20).at("name").get<std::string>();
+  EXPECT_NE(r.err.find("tinysplit: error: board 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at layer 20 '" + name + "'"), std::string::npos) << r.err;
+  EXPECT_EQ(j.at("first_mismatch").at("board").get<int>(), 1);
+  EXPECT_EQ(j.at("first_mismatch").at("layer").get<int>(), 20);
+  EXPECT_LT(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  EXPECT_GE(count_of(board_log(1), ": to peer "), 1u);
+}
+
+}  // namespace
