@@ -47,6 +47,7 @@ class MemFlash final : public core::FlashStore {
     std::memcpy(staging_.data() + off, d, n);
     return true;
   }
+  const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override {
     if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
     current_.assign(staging_.begin(), staging_.begin() + size);
