@@ -402,6 +402,35 @@ TEST(Worker, StagedBytesWithAnotherDigestAreNotCommitted) {
   EXPECT_TRUE(d.flash.committed().empty());
 }
 
+TEST(Worker, DigestCorrectBytesThatAreNoFragmentOfThisDeploymentAreNotCommitted) {
+  // The digest, size and CRC vouch for the staged bytes, but they are no
+  // fragment, or a fragment of another deployment than the COMMIT's: the
+  // board refuses them before committing, so the fragment it holds stays
+  // (committing first replaced it and left the board with none).
+  const auto& f = fixture();
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  ASSERT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  std::vector<uint8_t> junk(f.frags[0].size() / 2);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t(i * 131u + 7u);
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(junk));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_EQ(d.last_error(), "fragment invalid");
+  EXPECT_EQ(d.flash.committed(), f.frags[0]);
+  uint32_t other_id = 0;
+  const std::vector<uint8_t> other = fragment_of_other_plan(0, &other_id);
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(other, f.p.plan_id));  // COMMIT under this plan's id
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_EQ(d.last_error(), "fragment invalid");
+  EXPECT_EQ(d.flash.committed(), f.frags[0]);
+  // The held fragment is still the cached one.
+  d.got.clear();
+  ASSERT_TRUE(d.commit(f.frags[0]));
+  EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+}
+
 // ---- authenticated sessions (core/auth.h) ----
 
 const uint8_t kKeyA[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
