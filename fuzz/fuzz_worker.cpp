@@ -77,6 +77,7 @@ class MemFlash final : public core::FlashStore {
     if (n) std::memcpy(staging.data() + off, d, n);
     return true;
   }
+  const uint8_t* staged(uint32_t size) const override { return size <= staging.size() ? staging.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override {
     if (size > staging.size() || crc32(staging.data(), size) != crc) return false;
     cur.assign(staging.begin(), staging.begin() + size);

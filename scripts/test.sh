@@ -3,7 +3,7 @@
 # packages, model, photos, build), build the Cortex-M7 firmware (cross
 # toolchain, QEMU and lwIP's source from Debian) for QEMU and for a real
 # Teensy 4.1 (checked by scripts/check_teensy_image.py), then every test with CTest,
-# then a fast subset again under ASan + UBSan (scripts/sanitize.sh, its own
+# then the whole suite again under ASan + UBSan (scripts/sanitize.sh, its own
 # build folder; TS_SKIP_SANITIZE=1 leaves it out).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

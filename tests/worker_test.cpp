@@ -47,6 +47,7 @@ class MemFlash final : public core::FlashStore {
     std::memcpy(staging_.data() + off, d, n);
     return true;
   }
+  const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override {
     if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
     current_.assign(staging_.begin(), staging_.begin() + size);
@@ -399,6 +400,35 @@ TEST(Worker, StagedBytesWithAnotherDigestAreNotCommitted) {
   EXPECT_FALSE(d.saw(MsgType::Done));
   EXPECT_NE(d.last_error().find("digest"), std::string::npos) << d.last_error();
   EXPECT_TRUE(d.flash.committed().empty());
+}
+
+TEST(Worker, DigestCorrectBytesThatAreNoFragmentOfThisDeploymentAreNotCommitted) {
+  // The digest, size and CRC vouch for the staged bytes, but they are no
+  // fragment, or a fragment of another deployment than the COMMIT's: the
+  // board refuses them before committing, so the fragment it holds stays
+  // (committing first replaced it and left the board with none).
+  const auto& f = fixture();
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  ASSERT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  std::vector<uint8_t> junk(f.frags[0].size() / 2);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t(i * 131u + 7u);
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(junk));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_EQ(d.last_error(), "fragment invalid");
+  EXPECT_EQ(d.flash.committed(), f.frags[0]);
+  uint32_t other_id = 0;
+  const std::vector<uint8_t> other = fragment_of_other_plan(0, &other_id);
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(other, f.p.plan_id));  // COMMIT under this plan's id
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_EQ(d.last_error(), "fragment invalid");
+  EXPECT_EQ(d.flash.committed(), f.frags[0]);
+  // The held fragment is still the cached one.
+  d.got.clear();
+  ASSERT_TRUE(d.commit(f.frags[0]));
+  EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
 }
 
 // ---- authenticated sessions (core/auth.h) ----

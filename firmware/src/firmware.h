@@ -22,6 +22,14 @@ struct ServeOptions {
   // or half-open connection cannot hold the board (it serves one at a time).
   uint32_t idle_ms = 60000;
   int32_t flip_layer = -1;     // test hook: change one output value of this layer
+  // Fragment store budget (the flash after the image, split into the two
+  // A/B slots); 0 = the whole store region. Smaller values model a board
+  // with less flash (the full-flash tests).
+  uint32_t flash_bytes = 0;
+  uint32_t advertise_flash = 0;  // test hook: claim this much flash in HELLO (0 = the real slot size)
+  // Test hook: a power cut during a deploy. The board stops at once (exit
+  // code 5, no clean-up) once this many fragment bytes were staged since boot.
+  uint32_t cut_after_store = 0;
 };
 
 // Provisioning record (the board's shared key for authenticated links,

@@ -25,6 +25,9 @@ class FlashRegionStore final : public ts::core::FlashStore {
   void init(uint8_t* base, uint32_t size);
   uint32_t capacity() const override { return slot_data_; }
   bool stage(uint32_t offset, const uint8_t* data, uint32_t len) override;
+  const uint8_t* staged(uint32_t size) const override {
+    return staging_ >= 0 && size <= slot_data_ ? slot(staging_) + kSector : nullptr;
+  }
   bool commit(uint32_t size, uint32_t crc) override;
   const uint8_t* current(uint32_t* size) const override;
   uint32_t sectors_erased() const { return erased_total_; }

@@ -28,6 +28,13 @@
 //     --advertise-ram N   test hook: claim N bytes of RAM in HELLO while the
 //                         arena stays at --ram (to show an over-budget plan
 //                         being refused by the board itself)
+//     --flash BYTES       fragment store budget (both A/B slots), at most the
+//                         store region after the image (default: all of it)
+//     --advertise-flash N test hook: claim N bytes of flash in HELLO while the
+//                         slots stay as they are (to show a fragment too large
+//                         for the flash being refused by the board itself)
+//     --cut-after-store N test hook: a power cut in a deploy: stop at once
+//                         (exit code 5) once N fragment bytes were staged
 //     --flip-layer N      test hook: change one output value of layer N after
 //                         computing it (`run --inject-fault flip:B:N`; the
 //                         coordinator's per-layer digests must catch it)
@@ -163,6 +170,9 @@ int main(void) {
       else if (strcmp(a, "--idle-ms") == 0) o.idle_ms = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--kernels") == 0) ok = use_kernels(v), ++i;
       else if (strcmp(a, "--flip-layer") == 0) o.flip_layer = int32_t(parse_u32(v, &ok) & 0x7FFFFFFFu), ++i;
+      else if (strcmp(a, "--flash") == 0) o.flash_bytes = parse_u32(v, &ok), ++i;
+      else if (strcmp(a, "--advertise-flash") == 0) o.advertise_flash = parse_u32(v, &ok), ++i;
+      else if (strcmp(a, "--cut-after-store") == 0) o.cut_after_store = parse_u32(v, &ok), ++i;
       else ok = false;
       if (!ok) {
         ts_log("error: bad option '%s'\n", a);

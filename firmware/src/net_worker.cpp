@@ -387,6 +387,30 @@ class LwipPort final : public ts::core::Port {
 
 LwipPort g_port;
 
+// The worker's flash: the A/B store, plus the --cut-after-store test hook
+// (a power cut in the middle of a deploy: the board stops right after a
+// STORE was programmed, leaving a half-staged slot behind).
+class ServeStore final : public ts::core::FlashStore {
+ public:
+  uint32_t capacity() const override { return g_flash.capacity(); }
+  bool stage(uint32_t offset, const uint8_t* data, uint32_t len) override {
+    const bool ok = g_flash.stage(offset, data, len);
+    staged_ += len;
+    if (g_opt.cut_after_store && staged_ >= g_opt.cut_after_store) {
+      ts_log("power cut (test hook --cut-after-store): stopping after %u staged bytes\n", (unsigned)staged_);
+      sh_exit(5);
+    }
+    return ok;
+  }
+  const uint8_t* staged(uint32_t size) const override { return g_flash.staged(size); }
+  bool commit(uint32_t size, uint32_t crc) override { return g_flash.commit(size, crc); }
+  const uint8_t* current(uint32_t* size) const override { return g_flash.current(size); }
+
+ private:
+  uint32_t staged_ = 0;
+};
+ServeStore g_store;
+
 void log_connection_end(const FwLink& l, const char* why) {
   // Busy time: everything but WFI sleep. Under -icount shift=0 these are
   // instruction counts (1 tick = 40 instructions).
@@ -515,13 +539,19 @@ int fw_serve(const ServeOptions& o) {
     ts_log("error: bad --clock-mhz, --window or --id\n");
     return 2;
   }
+  const uint32_t region = uint32_t(__store_end - __store_start);
+  if (o.flash_bytes > region || (o.flash_bytes && o.flash_bytes < 4u * FlashRegionStore::kSector)) {
+    ts_log("error: --flash %u: the fragment store must be %u..%u bytes (the flash after the image)\n",
+           (unsigned)o.flash_bytes, (unsigned)(4u * FlashRegionStore::kSector), (unsigned)region);
+    return 2;
+  }
   board_guards(o.ram_bytes);
-  g_flash.init(__store_start, uint32_t(__store_end - __store_start));
+  g_flash.init(__store_start, o.flash_bytes ? o.flash_bytes : region);
   ts::core::WorkerConfig cfg;
   cfg.id = uint16_t(o.id);
   cfg.clock_mhz = uint16_t(o.clock_mhz);
   cfg.ram_bytes = o.advertise_ram ? o.advertise_ram : o.ram_bytes;
-  cfg.flash_bytes = g_flash.capacity();
+  cfg.flash_bytes = o.advertise_flash ? o.advertise_flash : g_flash.capacity();
   cfg.window = uint16_t(o.window);
   const int prov = read_provisioning(cfg.key);
   if (prov < 0) {
@@ -531,7 +561,7 @@ int fw_serve(const ServeOptions& o) {
   }
   cfg.has_key = prov > 0;
   cfg.flip_layer = o.flip_layer;
-  if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_flash, &g_port)) {
+  if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_store, &g_port)) {
     ts_log("error: worker init failed\n");
     return 2;
   }
@@ -554,9 +584,19 @@ int fw_serve(const ServeOptions& o) {
     return 3;
   }
   tcp_accept(g_listen, on_accept);
-  ts_log("board %u listening on %u.%u.%u.%u:%u (arena %u B%s, flash store %u B, clock %u MHz%s)\n", (unsigned)o.id,
+  // The fragment the board holds from before this boot (QEMU: a kept flash
+  // file; a Teensy: its flash), read in place. Logged before "listening", so
+  // the line is there once a launcher sees the board ready.
+  {
+    uint32_t size = 0;
+    if (g_flash.current(&size)) ts_log("flash: committed fragment of %u bytes, generation %u\n", (unsigned)size,
+                                       (unsigned)g_flash.generation());
+    else ts_log("flash: no committed fragment\n");
+  }
+  ts_log("board %u listening on %u.%u.%u.%u:%u (arena %u B%s, flash store %u B%s, window %u, clock %u MHz%s)\n", (unsigned)o.id,
          o.ip[0], o.ip[1], o.ip[2], o.ip[3], (unsigned)o.port, (unsigned)o.ram_bytes, o.advertise_ram ? ", advertised differently (test hook)" : "",
-         (unsigned)g_flash.capacity(), (unsigned)o.clock_mhz, o.icount ? ", times from instruction counts" : "");
+         (unsigned)g_flash.capacity(), o.advertise_flash ? ", advertised differently (test hook)" : "",
+         (unsigned)o.window, (unsigned)o.clock_mhz, o.icount ? ", times from instruction counts" : "");
   ts_log("links: %s; idle connections closed after %u ms\n",
          cfg.has_key ? "authenticated (provisioned key; coordinators must prove it)" : "unauthenticated (no provisioned key)",
          (unsigned)o.idle_ms);

@@ -134,6 +134,9 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
         if (auth_) q.key = key_;
         q.auth = auth_;
         q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
+        // With --store the board's flash is kept there, so a later run with
+        // the same plan finds its fragment committed (deploy cache).
+        if (!opt.store_root.empty()) q.flash_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "flash.img").string();
         if (opt.flip_board == int(i) && opt.flip_layer >= 0) q.extra_args = "--flip-layer " + std::to_string(opt.flip_layer);
         const QemuBoard qb = spawn_qemu_board(q);
         children_.push_back({qb.pid, -1});

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -58,6 +59,23 @@ std::string last_line(const std::string& text) {
   return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
+constexpr uint64_t kFlashFileBytes = 16u << 20;  // mps2-an500's PSRAM (the machine's RAM)
+constexpr off_t kProvisionOffset = 0x7C0000;       // 0x607C0000 (firmware/src/firmware.h)
+
+// Creates the flash file (0600, 16 MiB) if needed and clears the
+// provisioning record in it.
+void prepare_flash_file(const std::string& path, const std::string& who) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(who + ": cannot open its flash file " + path);
+  struct stat st {};
+  bool ok = fstat(fd, &st) == 0;
+  if (ok && uint64_t(st.st_size) != kFlashFileBytes) ok = ftruncate(fd, off_t(kFlashFileBytes)) == 0;
+  static const uint8_t zero[64] = {};
+  ok = ok && pwrite(fd, zero, sizeof zero, kProvisionOffset) == ssize_t(sizeof zero);
+  ::close(fd);
+  if (!ok) throw Error(who + ": cannot prepare its flash file " + path);
+}
+
 }  // namespace
 
 std::string find_firmware() {
@@ -102,6 +120,11 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
     if (!ok) throw Error(who + ": cannot write its provisioning record " + provision);
   }
 
+  if (!o.flash_path.empty()) {
+    fs::create_directories(fs::path(o.flash_path).parent_path(), ec);
+    prepare_flash_file(o.flash_path, who);
+  }
+
   // A port picked here may be taken before QEMU binds it: try a few.
   for (int attempt = 0;; ++attempt) {
     const uint16_t port = free_port();
@@ -111,6 +134,12 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
     if (!o.extra_args.empty()) app += " " + o.extra_args;
     std::vector<std::string> args = {qemu, "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "null",
                                      "-semihosting"};
+    if (!o.flash_path.empty()) {
+      // The machine's RAM is the PSRAM at 0x60000000, the board's flash.
+      args[2] = "mps2-an500,memory-backend=tsflash";
+      args.push_back("-object");
+      args.push_back("memory-backend-file,id=tsflash,size=16M,share=on,mem-path=" + o.flash_path);
+    }
     if (icount) {
       args.push_back("-icount");
       args.push_back("shift=0");
@@ -149,6 +178,7 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
       const std::string log = read_file(o.log_path);
       if (log.find(" listening on ") != std::string::npos) {
         if (!provision.empty()) fs::remove(provision, ec);  // loaded: the key stays only in the board
+        if (!provision.empty() && !o.flash_path.empty()) prepare_flash_file(o.flash_path, who);  // read at boot
         return QemuBoard{pid, "127.0.0.1:" + std::to_string(port), o.log_path};
       }
       int status = 0;

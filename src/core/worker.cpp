@@ -474,9 +474,24 @@ bool Worker::on_commit(int link, const FrameHeader& h, const uint8_t* payload) {
     const bool match = complete && equal_ct(staged, c.digest, kSha256Bytes);
     stage_hashed_ = 0;
     stage_in_order_ = false;
-    if (!match || !flash_->commit(c.fragment_size, c.fragment_crc)) {
+    if (!match) {
       send_error(link, ErrorCode::HashMismatch, h.seq, complete ? "staged fragment has another digest" : "not stored");
       return true;  // "not stored" is expected on a first deploy: the coordinator then stores it
+    }
+    // Bytes with the right digest that are no fragment of this deployment
+    // are refused before the commit: committing them would replace the
+    // fragment held now (A/B keeps only the newest valid slot), leaving
+    // the board with none.
+    const uint8_t* staged_bytes = flash_->staged(c.fragment_size);
+    FragmentReader check;
+    if (!staged_bytes || check.open(staged_bytes, c.fragment_size) != FragStatus::Ok ||
+        check.header().plan_id != h.deployment) {
+      send_error(link, ErrorCode::HashMismatch, h.seq, "fragment invalid");
+      return true;
+    }
+    if (!flash_->commit(c.fragment_size, c.fragment_crc)) {
+      send_error(link, ErrorCode::HashMismatch, h.seq, "not stored");
+      return true;
     }
     if (!open_fragment() || plan_id_ != h.deployment) {
       send_error(link, ErrorCode::HashMismatch, h.seq, "fragment invalid");

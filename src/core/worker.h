@@ -126,6 +126,10 @@ class FlashStore {
   virtual uint32_t capacity() const = 0;
   // Writes into the staging area (not yet visible). False if out of bounds.
   virtual bool stage(uint32_t offset, const uint8_t* data, uint32_t len) = 0;
+  // The first `size` staged bytes, read in place (the worker checks that
+  // they are a fragment before committing them), or nullptr if fewer are
+  // staged.
+  virtual const uint8_t* staged(uint32_t size) const = 0;
   // Verifies that the first `size` staged bytes have CRC32 `crc` and makes
   // them the current fragment atomically. False leaves the current one.
   virtual bool commit(uint32_t size, uint32_t crc) = 0;

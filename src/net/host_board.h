@@ -49,6 +49,7 @@ class FileFlash final : public core::FlashStore {
   FileFlash(uint32_t capacity, std::string dir);
   uint32_t capacity() const override { return capacity_; }
   bool stage(uint32_t offset, const uint8_t* data, uint32_t len) override;
+  const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override;
   const uint8_t* current(uint32_t* size) const override;
 
