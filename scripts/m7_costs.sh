@@ -54,11 +54,10 @@ timeout 300 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null 
   -kernel "$DSP_ELF" -append "selftest --split 3" >"$TMP/selftest.log" 2>&1 \
   || { cat "$TMP/selftest.log" >&2; echo "m7_costs: selftest failed" >&2; exit 1; }
 
-echo '{"boards":[{"id":0,"address":"qemu"},{"id":1,"address":"qemu"},{"id":2,"address":"qemu"}]}' >"$TMP/q3.json"
 for v in dsp portable; do
   elf="$DSP_ELF"; [[ $v == portable ]] && elf="$PORTABLE_ELF"
   echo "[m7_costs] MobileNetV2 112 on 3 QEMU boards, $v kernels"
-  (cd "$ROOT" && TS_FIRMWARE="$elf" timeout 600 "$TS" run -t "$TMP/q3.json" --timeout 120 --store "$TMP/store-$v" \
+  (cd "$ROOT" && TS_FIRMWARE="$elf" timeout 600 "$TS" run --workers qemu:3 --timeout 120 --store "$TMP/store-$v" \
      --json >"$TMP/run-$v.json" 2>"$TMP/run-$v.err") || { tail -20 "$TMP/run-$v.err" >&2; exit 1; }
   cat "$TMP"/store-$v/board-*/qemu.log >"$TMP/boards-$v.log"
 done
@@ -143,19 +142,42 @@ def crc_ipb():
     return None
 
 st = selftest()
-res = {}
+res, aggs = {}, {}
 for v in ("dsp", "portable"):
-    res[v] = figures(per_kind(v), st, v)
+    aggs[v] = per_kind(v)
+    res[v] = figures(aggs[v], st, v)
+
+def kernel_instructions(variant):
+    # run --json's per_worker: DONE's exact instruction counts and the plan's MACs.
+    run = json.load(open(f"{tmp}/run-{variant}.json"))
+    ws = run["per_worker"]
+    if any(w.get("kernel_instructions") is None for w in ws):
+        sys.exit(f"m7_costs: the {variant} run's per_worker lacks kernel_instructions")
+    ki, macs = sum(w["kernel_instructions"] for w in ws), sum(w["macs"] for w in ws)
+    return {"kernel_instructions": ki, "macs": macs, "ratio": round(ki / macs, 3)}
+
+# What the planner reads (src/plan/cost.cpp): cycles per MAC per kernel kind
+# and per op (MACs as src/core/op.h counts them: Add one per output), from
+# the DSP run, at cycles_per_instruction.
+CPI = 1.0
+planner = {k: round(aggs["dsp"][k]["instructions"] / aggs["dsp"][k]["macs"] * CPI, 3)
+           for k in ("conv", "pointwise", "depthwise", "linear", "Add", "GlobalAvgPool", "AvgPool", "MaxPool")
+           if k in aggs["dsp"] and aggs["dsp"][k]["macs"]}
 ipm, ipo, src, whole = res["dsp"]
 doc = {
     "target": "cortex-m7",
     "source": "bash scripts/m7_costs.sh: MobileNetV2 at 112 on 3 QEMU mps2-an500 boards (tinysplit run), "
               "qemu-system-arm -icount shift=0, instructions per layer from the boards' logs summed per kind; "
               "DSP kernels (firmware KERNELS=dsp)",
+    "cycles_per_mac": planner,
+    "cycles_per_mac_source": "instructions per MAC of the DSP run per kernel kind (conv, pointwise, depthwise, "
+                             "linear) and per op (Add, GlobalAvgPool: MACs as src/core/op.h counts them) "
+                             "x cycles_per_instruction; read by the planner's cost model for QEMU boards",
     "instructions_per_mac": ipm,
     "instructions_per_output": ipo,
     "kernels": "dsp",
-    "cycles_per_instruction": 1.0,
+    "cycles_per_instruction": CPI,
+    "run_json": {v: kernel_instructions(v) for v in ("dsp", "portable")},
     "instructions_per_output_source": src,
     "whole_model": whole,
     "portable": {
@@ -185,4 +207,10 @@ for k in ("add", "pool", "other"):
     print(f"{k + ' /out':<12}{res['portable'][1].get(k, float('nan')):>12.3f}{ipo.get(k, float('nan')):>10.3f}")
 print(f"crc32: {crc_ipb()} instructions per byte (selftest, 64 KiB)")
 print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{whole['instructions_per_mac']:>10.3f}")
+rj = doc["run_json"]
+print(f"run --workers qemu:3 --json: sum(kernel_instructions)/sum(macs) = {rj['portable']['ratio']:.3f} portable, "
+      f"{rj['dsp']['ratio']:.3f} dsp ({rj['dsp']['kernel_instructions']} / {rj['dsp']['macs']})")
+print("selftest instructions per MAC (dsp, portable):")
+for n in st["dsp"]:
+    print(f"  {n:<20}{doc['selftest']['instructions_per_mac']['dsp'][n]:>8.3f}{doc['selftest']['instructions_per_mac']['portable'].get(n, float('nan')):>10.3f}")
 EOF
