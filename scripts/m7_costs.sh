@@ -5,6 +5,7 @@
 # (docs/firmware.md, "Measurements"; docs/kernels.md, "Cortex-M7 kernels").
 #
 #   bash scripts/m7_costs.sh [--build-dir build] [--out data/costs/cortex-m7.json]
+#   TS_M7_LAYERS=layers.md bash scripts/m7_costs.sh   # also the per-layer table (docs/firmware.md)
 #
 # Needs the firmware toolchain and lwIP source (bash scripts/build_firmware.sh
 # once) and a host build with the tinysplit binary. Steps:
@@ -64,11 +65,24 @@ done
 
 mkdir -p "$(dirname "$OUT")"
 /usr/bin/python3 - "$TMP" "$OUT" <<'EOF'
-import json, re, sys
+import json, os, re, sys
 tmp, out = sys.argv[1], sys.argv[2]
 
 def fields(line):
     return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+def per_layer(variant):
+    # Layer number -> [kind, macs, instructions] summed over the boards.
+    lay = {}
+    for line in open(f"{tmp}/boards-{variant}.log"):
+        if not line.startswith("layer "):
+            continue
+        f = fields(line)
+        n = int(line.split()[1])
+        a = lay.setdefault(n, [f["kind"], 0, 0])
+        a[1] += int(f["macs"])
+        a[2] += int(f["instructions"])
+    return lay
 
 def per_kind(variant):
     run = json.load(open(f"{tmp}/run-{variant}.json"))
@@ -210,6 +224,20 @@ print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{wh
 rj = doc["run_json"]
 print(f"run --workers qemu:3 --json: sum(kernel_instructions)/sum(macs) = {rj['portable']['ratio']:.3f} portable, "
       f"{rj['dsp']['ratio']:.3f} dsp ({rj['dsp']['kernel_instructions']} / {rj['dsp']['macs']})")
+layers = {v: per_layer(v) for v in ("dsp", "portable")}
+names = [l.get("name", "") for l in json.load(open(f"{tmp}/run-dsp.json")).get("per_layer", [])]
+with open(f"{tmp}/layers.md", "w") as fh:
+    fh.write("| # | layer | kind | MACs (3 boards) | portable instructions | DSP instructions | portable instr/MAC | DSP instr/MAC |\n")
+    fh.write("|---|---|---|---:|---:|---:|---:|---:|\n")
+    for n in sorted(layers["dsp"]):
+        k, m, i = layers["dsp"][n]
+        pi = layers["portable"].get(n, [k, m, 0])[2]
+        nm = names[n] if n < len(names) else ""
+        fh.write(f"| {n} | {nm} | {k} | {m:,} | {pi:,} | {i:,} | {pi / m if m else 0:.2f} | {i / m if m else 0:.2f} |\n")
+if os.environ.get("TS_M7_LAYERS"):
+    import shutil
+    shutil.copy(f"{tmp}/layers.md", os.environ["TS_M7_LAYERS"])
+    print(f"[m7_costs] per-layer table (markdown) in {os.environ['TS_M7_LAYERS']}")
 print("selftest instructions per MAC (dsp, portable):")
 for n in st["dsp"]:
     print(f"  {n:<20}{doc['selftest']['instructions_per_mac']['dsp'][n]:>8.3f}{doc['selftest']['instructions_per_mac']['portable'].get(n, float('nan')):>10.3f}")

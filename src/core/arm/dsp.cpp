@@ -473,7 +473,18 @@ TS_DSP_INLINE void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
   for (; k < n; ++k) d[k] = int8_t(word);
 }
 
-void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+// The padded rows and the sums, kept across the channels of one call: the
+// padding (rows above and below the image, columns left and right) is the
+// same for every channel of a layer, so when a channel's block has the same
+// rows as the previous one only the image bytes are copied again.
+struct DwScratch {
+  int8_t pad[kDwPadBuf];
+  int32_t acc[kDwAcc + 2];
+  int32_t framed_iy0 = 0, framed_rows = -1;  // rows of the last full fill
+};
+
+void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
+                   DwScratch& sc) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w, Win = X.w, sw = L.sw, sh = L.sh;
   const int32_t local = o - L.oc_base;
@@ -492,24 +503,32 @@ void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int
   const int32_t Wp = dw_pad_width(L);
   const int32_t max_rows = kDwPadBuf / Wp;                 // padded rows the buffer holds
   const int32_t rows_per_block = mini((max_rows - 3) / sh + 1, kDwAcc / W);  // output rows per block
-  int8_t pad[kDwPadBuf];
-  int32_t acc[kDwAcc + 2];
+  int8_t* const pad = sc.pad;
+  int32_t* const acc = sc.acc;
   const int32_t oy_first = p0 / W, oy_last = (p1 - 1) / W;
   for (int32_t by = oy_first; by <= oy_last; by += rows_per_block) {
     const int32_t ey = mini(oy_last + 1, by + rows_per_block);
     // Input rows [iy0, iy0 + nrows) into padded rows 0..nrows-1.
     const int32_t iy0 = by * sh - L.pad_t;
     const int32_t nrows = (ey - 1 - by) * sh + 3;
-    for (int32_t i = 0; i < nrows; ++i) {
-      int8_t* d = pad + i * Wp;
-      const int32_t iy = iy0 + i;
-      if (iy < 0 || iy >= X.h) {
-        fill_bytes(d, zz, Wp);
-        continue;
+    if (sc.framed_rows == nrows && sc.framed_iy0 == iy0) {
+      // Same frame as the last channel: the padding is in place.
+      const int32_t i0 = maxi(0, -iy0), i1 = mini(nrows, X.h - iy0);
+      for (int32_t i = i0; i < i1; ++i) copy_bytes(pad + i * Wp + L.pad_l, row_ptr(v, Win, o, iy0 + i), Win);
+    } else {
+      for (int32_t i = 0; i < nrows; ++i) {
+        int8_t* d = pad + i * Wp;
+        const int32_t iy = iy0 + i;
+        if (iy < 0 || iy >= X.h) {
+          fill_bytes(d, zz, Wp);
+          continue;
+        }
+        fill_bytes(d, zz, L.pad_l);
+        copy_bytes(d + L.pad_l, row_ptr(v, Win, o, iy), Win);
+        fill_bytes(d + L.pad_l + Win, zz, Wp - L.pad_l - Win);
       }
-      fill_bytes(d, zz, L.pad_l);
-      copy_bytes(d + L.pad_l, row_ptr(v, Win, o, iy), Win);
-      fill_bytes(d + L.pad_l + Win, zz, Wp - L.pad_l - Win);
+      sc.framed_iy0 = iy0;
+      sc.framed_rows = nrows;
     }
     // The block's outputs are the contiguous positions [q0, q1): their sums
     // go to acc[pos - q0] row after row (a row's last pair may write one
@@ -532,13 +551,23 @@ void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int
   }
 }
 
+// Channels [c0, c1) of a depthwise 3x3 layer, one scratch for all of them.
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void dw3x3_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                 int64_t cstride) {
+  DwScratch sc;
+  for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc);
+}
+
 void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
-  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  if (dw3x3_ok(L)) return dw3x3_block(L, v, o, o + 1, p0, p1, out, 0);
   portable_kernels().conv_channel(L, v, o, p0, p1, out);
 }
 
 void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
-  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  if (dw3x3_ok(L)) return dw3x3_block(L, v, o, o + 1, p0, p1, out, 0);
   portable_kernels().conv_channel_flat(L, v, o, p0, p1, out);
 }
 
@@ -610,6 +639,10 @@ void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_
 
 bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                 int64_t cstride) {
+  if (dw3x3_ok(L)) {
+    dw3x3_block(L, v, c0, c1, p0, p1, out, cstride);
+    return true;
+  }
   if (!patch_ok(L)) return false;
   const int32_t taps = L.in[0].c * L.kh * L.kw;
   const int32_t kp = (taps + 3) & ~3;
