@@ -5,6 +5,7 @@
 # (docs/firmware.md, "Measurements"; docs/kernels.md, "Cortex-M7 kernels").
 #
 #   bash scripts/m7_costs.sh [--build-dir build] [--out data/costs/cortex-m7.json]
+#   TS_M7_LAYERS=layers.md bash scripts/m7_costs.sh   # also the per-layer table (docs/firmware.md)
 #
 # Needs the firmware toolchain and lwIP source (bash scripts/build_firmware.sh
 # once) and a host build with the tinysplit binary. Steps:
@@ -54,22 +55,34 @@ timeout 300 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null 
   -kernel "$DSP_ELF" -append "selftest --split 3" >"$TMP/selftest.log" 2>&1 \
   || { cat "$TMP/selftest.log" >&2; echo "m7_costs: selftest failed" >&2; exit 1; }
 
-echo '{"boards":[{"id":0,"address":"qemu"},{"id":1,"address":"qemu"},{"id":2,"address":"qemu"}]}' >"$TMP/q3.json"
 for v in dsp portable; do
   elf="$DSP_ELF"; [[ $v == portable ]] && elf="$PORTABLE_ELF"
   echo "[m7_costs] MobileNetV2 112 on 3 QEMU boards, $v kernels"
-  (cd "$ROOT" && TS_FIRMWARE="$elf" timeout 600 "$TS" run -t "$TMP/q3.json" --timeout 120 --store "$TMP/store-$v" \
+  (cd "$ROOT" && TS_FIRMWARE="$elf" timeout 600 "$TS" run --workers qemu:3 --timeout 120 --store "$TMP/store-$v" \
      --json >"$TMP/run-$v.json" 2>"$TMP/run-$v.err") || { tail -20 "$TMP/run-$v.err" >&2; exit 1; }
   cat "$TMP"/store-$v/board-*/qemu.log >"$TMP/boards-$v.log"
 done
 
 mkdir -p "$(dirname "$OUT")"
 /usr/bin/python3 - "$TMP" "$OUT" <<'EOF'
-import json, re, sys
+import json, os, re, sys
 tmp, out = sys.argv[1], sys.argv[2]
 
 def fields(line):
     return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+def per_layer(variant):
+    # Layer number -> [kind, macs, instructions] summed over the boards.
+    lay = {}
+    for line in open(f"{tmp}/boards-{variant}.log"):
+        if not line.startswith("layer "):
+            continue
+        f = fields(line)
+        n = int(line.split()[1])
+        a = lay.setdefault(n, [f["kind"], 0, 0])
+        a[1] += int(f["macs"])
+        a[2] += int(f["instructions"])
+    return lay
 
 def per_kind(variant):
     run = json.load(open(f"{tmp}/run-{variant}.json"))
@@ -143,19 +156,42 @@ def crc_ipb():
     return None
 
 st = selftest()
-res = {}
+res, aggs = {}, {}
 for v in ("dsp", "portable"):
-    res[v] = figures(per_kind(v), st, v)
+    aggs[v] = per_kind(v)
+    res[v] = figures(aggs[v], st, v)
+
+def kernel_instructions(variant):
+    # run --json's per_worker: DONE's exact instruction counts and the plan's MACs.
+    run = json.load(open(f"{tmp}/run-{variant}.json"))
+    ws = run["per_worker"]
+    if any(w.get("kernel_instructions") is None for w in ws):
+        sys.exit(f"m7_costs: the {variant} run's per_worker lacks kernel_instructions")
+    ki, macs = sum(w["kernel_instructions"] for w in ws), sum(w["macs"] for w in ws)
+    return {"kernel_instructions": ki, "macs": macs, "ratio": round(ki / macs, 3)}
+
+# What the planner reads (src/plan/cost.cpp): cycles per MAC per kernel kind
+# and per op (MACs as src/core/op.h counts them: Add one per output), from
+# the DSP run, at cycles_per_instruction.
+CPI = 1.0
+planner = {k: round(aggs["dsp"][k]["instructions"] / aggs["dsp"][k]["macs"] * CPI, 3)
+           for k in ("conv", "pointwise", "depthwise", "linear", "Add", "GlobalAvgPool", "AvgPool", "MaxPool")
+           if k in aggs["dsp"] and aggs["dsp"][k]["macs"]}
 ipm, ipo, src, whole = res["dsp"]
 doc = {
     "target": "cortex-m7",
     "source": "bash scripts/m7_costs.sh: MobileNetV2 at 112 on 3 QEMU mps2-an500 boards (tinysplit run), "
               "qemu-system-arm -icount shift=0, instructions per layer from the boards' logs summed per kind; "
               "DSP kernels (firmware KERNELS=dsp)",
+    "cycles_per_mac": planner,
+    "cycles_per_mac_source": "instructions per MAC of the DSP run per kernel kind (conv, pointwise, depthwise, "
+                             "linear) and per op (Add, GlobalAvgPool: MACs as src/core/op.h counts them) "
+                             "x cycles_per_instruction; read by the planner's cost model for QEMU boards",
     "instructions_per_mac": ipm,
     "instructions_per_output": ipo,
     "kernels": "dsp",
-    "cycles_per_instruction": 1.0,
+    "cycles_per_instruction": CPI,
+    "run_json": {v: kernel_instructions(v) for v in ("dsp", "portable")},
     "instructions_per_output_source": src,
     "whole_model": whole,
     "portable": {
@@ -185,4 +221,24 @@ for k in ("add", "pool", "other"):
     print(f"{k + ' /out':<12}{res['portable'][1].get(k, float('nan')):>12.3f}{ipo.get(k, float('nan')):>10.3f}")
 print(f"crc32: {crc_ipb()} instructions per byte (selftest, 64 KiB)")
 print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{whole['instructions_per_mac']:>10.3f}")
+rj = doc["run_json"]
+print(f"run --workers qemu:3 --json: sum(kernel_instructions)/sum(macs) = {rj['portable']['ratio']:.3f} portable, "
+      f"{rj['dsp']['ratio']:.3f} dsp ({rj['dsp']['kernel_instructions']} / {rj['dsp']['macs']})")
+layers = {v: per_layer(v) for v in ("dsp", "portable")}
+names = [l.get("name", "") for l in json.load(open(f"{tmp}/run-dsp.json")).get("per_layer", [])]
+with open(f"{tmp}/layers.md", "w") as fh:
+    fh.write("| # | layer | kind | MACs (3 boards) | portable instructions | DSP instructions | portable instr/MAC | DSP instr/MAC |\n")
+    fh.write("|---|---|---|---:|---:|---:|---:|---:|\n")
+    for n in sorted(layers["dsp"]):
+        k, m, i = layers["dsp"][n]
+        pi = layers["portable"].get(n, [k, m, 0])[2]
+        nm = names[n] if n < len(names) else ""
+        fh.write(f"| {n} | {nm} | {k} | {m:,} | {pi:,} | {i:,} | {pi / m if m else 0:.2f} | {i / m if m else 0:.2f} |\n")
+if os.environ.get("TS_M7_LAYERS"):
+    import shutil
+    shutil.copy(f"{tmp}/layers.md", os.environ["TS_M7_LAYERS"])
+    print(f"[m7_costs] per-layer table (markdown) in {os.environ['TS_M7_LAYERS']}")
+print("selftest instructions per MAC (dsp, portable):")
+for n in st["dsp"]:
+    print(f"  {n:<20}{doc['selftest']['instructions_per_mac']['dsp'][n]:>8.3f}{doc['selftest']['instructions_per_mac']['portable'].get(n, float('nan')):>10.3f}")
 EOF

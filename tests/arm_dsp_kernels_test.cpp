@@ -195,7 +195,7 @@ void expect_same(const Layer& L, Rng& r, const std::string& what) {
   const KernelTable* t = dsp_table();
   ASSERT_NE(t, nullptr);
   const std::vector<int8_t> want = L.run(&portable_kernels(), r, 1);
-  for (int parts : {1, 3}) {
+  for (int parts : {1, 3, 7}) {
     const std::vector<int8_t> got = L.run(t, r, parts);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
@@ -261,7 +261,13 @@ TEST(ArmDsp, MobileNetShapesMatchPortable) {
   Rng r(4);
   struct S { int cin, cout, H, k, s, groups; };
   for (const S& s : {S{3, 32, 40, 3, 2, 1}, S{32, 32, 20, 3, 1, 32}, S{96, 96, 20, 3, 2, 96}, S{144, 32, 14, 1, 1, 1},
-                     S{16, 96, 14, 1, 1, 1}, S{960, 24, 7, 1, 1, 1}, S{576, 576, 7, 3, 1, 576}}) {
+                     S{16, 96, 14, 1, 1, 1}, S{960, 24, 7, 1, 1, 1}, S{576, 576, 7, 3, 1, 576},
+                     // The 112 model's small late maps (depthwise channels
+                     // sharing one padded frame), a 16-channel expansion over
+                     // several chunks of positions (256 each), and inputs whose
+                     // chunk is 1 or 2 tiles (1024 and 512 channels).
+                     S{960, 960, 4, 3, 1, 960}, S{160, 160, 4, 3, 2, 160}, S{16, 96, 28, 1, 1, 1},
+                     S{1024, 8, 5, 1, 1, 1}, S{512, 12, 6, 1, 1, 1}}) {
     Layer L;
     LayerDesc& d = L.d;
     d.op = QOp::Conv;

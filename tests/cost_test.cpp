@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <unistd.h>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -13,6 +15,7 @@
 #include "support/boards.h"
 #include "core/fragment.h"
 #include "model/pipeline.h"
+#include <nlohmann/json.hpp>
 #include "plan/cost.h"
 #include "plan/fragment_writer.h"
 #include "plan/plan.h"
@@ -167,6 +170,65 @@ TEST(Cost, OpCyclesParseAndApply) {
   EXPECT_THROW(plan::parse_op_cycles("Conv", &m), Error);
   EXPECT_THROW(plan::parse_op_cycles("Conv=-1", &m), Error);
   EXPECT_THROW(plan::parse_op_cycles("Blur=2", &m), Error);
+}
+
+// The measured per-type figures (data/costs/<type>.json) apply to the boards
+// of that type, under explicit --op-cycles entries; other boards keep the
+// default. Runtime: a few ms.
+TEST(Cost, MeasuredCostsPerBoardType) {
+  const std::string dir = std::string(TS_SOURCE_DIR) + "/data/costs";
+  std::ifstream f(dir + "/cortex-m7.json");
+  ASSERT_TRUE(f.good());
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_TRUE(j.contains("cycles_per_mac"));
+  const auto& t = j["cycles_per_mac"];
+  const plan::MeasuredCosts mc = plan::load_measured_costs(dir + "/cortex-m7.json");
+  EXPECT_DOUBLE_EQ(mc.depthwise, t["depthwise"].get<double>());
+  EXPECT_DOUBLE_EQ(mc.pointwise, t["pointwise"].get<double>());
+  EXPECT_DOUBLE_EQ(mc.conv, t["conv"].get<double>());
+  EXPECT_DOUBLE_EQ(mc.op[size_t(core::QOp::Gemm)], t["linear"].get<double>());
+  EXPECT_FALSE(mc.source.empty());
+
+  plan::CostModel m;
+  m.costs_dir = dir;
+  plan::Board qemu, host;
+  qemu.address = "qemu";
+  host.address = "local";
+  EXPECT_EQ(plan::board_type(qemu), "cortex-m7");
+  EXPECT_EQ(plan::board_type(host), "");
+  core::LayerDesc d{};
+  d.op = core::QOp::Conv;
+  d.in[0].c = 8;
+  d.groups = 8;
+  d.kh = d.kw = 3;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), mc.depthwise);
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, host), m.default_cycles_per_mac);
+  d.groups = 1;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), mc.conv);
+  d.kh = d.kw = 1;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), mc.pointwise);
+  plan::parse_op_cycles("Conv=7", &m);  // explicit entries win
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), 7.0);
+  m.costs_dir = "none";
+  d.op = core::QOp::Gemm;
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), m.default_cycles_per_mac);
+
+  // Bad files: one clear error.
+  const fs::path tmp = fs::temp_directory_path() / ("ts_cost_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  auto write = [&](const std::string& text) {
+    std::ofstream(tmp / "x.json") << text;
+    return (tmp / "x.json").string();
+  };
+  EXPECT_THROW(plan::load_measured_costs(write("{")), Error);
+  EXPECT_THROW(plan::load_measured_costs(write("{\"cycles_per_mac\": {\"conv\": -1}}")), Error);
+  EXPECT_THROW(plan::load_measured_costs(write("{\"cycles_per_mac\": {\"blur\": 2}}")), Error);
+  EXPECT_THROW(plan::load_measured_costs(write("{\"target\": \"x\"}")), Error);
+  EXPECT_THROW(plan::load_measured_costs((tmp / "missing.json").string()), Error);
+  const plan::MeasuredCosts two =
+      plan::load_measured_costs(write("{\"instructions_per_mac\": {\"depthwise\": 3}, \"cycles_per_instruction\": 1.5}"));
+  EXPECT_DOUBLE_EQ(two.depthwise, 4.5);
+  fs::remove_all(tmp);
 }
 
 TEST(Cost, EstimateScalesWithCyclesPerMac) {

@@ -323,6 +323,15 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   EXPECT_EQ(d2.peak_ram_bytes, 300000u);
   EXPECT_EQ(d2.outputs, 40960u);
   EXPECT_EQ(d2.output_digest, 0xF1E2D3C4B5A69788ull);
+  EXPECT_EQ(d2.compute_instructions, 0u);  // not counted unless set
+  d.compute_instructions = 0x89ABCDEFu;
+  ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
+  EXPECT_EQ(DonePayload::kSize, 32u);
+  EXPECT_EQ(buf[28], 0xEF);  // little-endian at 28..31
+  EXPECT_EQ(buf[31], 0x89);
+  ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
+  EXPECT_EQ(d2.compute_instructions, 0x89ABCDEFu);
+  EXPECT_FALSE(d2.decode(buf, 28));  // the 28-byte DONE before the count is refused
   EXPECT_FALSE(d2.decode(buf, 12)) << "a DONE of the old 12-byte size is refused, not misread";
   EXPECT_FALSE(d2.decode(buf, 24)) << "nor one of 24 bytes";
 

@@ -38,6 +38,12 @@ constexpr Spec kSpecs[] = {
     {"add_32x28x28", "add", core::QOp::Add, {32, 28, 28}, {32, 28, 28}, 1, 1, 0, 1, -19},
     {"gap_1280x7x7", "pool", core::QOp::GlobalAvgPool, {1280, 7, 7}, {1280, 1, 1}, 1, 1, 0, 1, -6},
     {"pad_32x28x28", "other", core::QOp::Pad, {32, 28, 28}, {32, 30, 30}, 1, 1, 1, 1, 0},
+    // Added with the second round of M7 work: MobileNetV2's small late maps
+    // (at 112: 7x7 and 4x4), where per-channel costs dominate, and the
+    // 16-channel pointwise expansion of its first block.
+    {"dw3x3_s1_576_7x7", "depthwise", core::QOp::Conv, {576, 7, 7}, {576, 7, 7}, 3, 1, 1, 576, -8},
+    {"dw3x3_s1_960_4x4", "depthwise", core::QOp::Conv, {960, 4, 4}, {960, 4, 4}, 3, 1, 1, 960, -8},
+    {"pw1x1_16to96", "pointwise", core::QOp::Conv, {16, 28, 28}, {96, 28, 28}, 1, 1, 0, 1, -9},
 };
 constexpr int kCount = int(sizeof kSpecs / sizeof kSpecs[0]);
 

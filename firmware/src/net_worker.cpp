@@ -309,6 +309,8 @@ class LwipPort final : public ts::core::Port {
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
     const uint64_t instr = (last_tick_ - prev_tick_) * BOARD_NS_PER_TICK;
     g_compute_instr += instr;
+    // Exact only under -icount shift=0 (one instruction per virtual ns).
+    last_instr_ = !g_opt.icount ? 0u : instr > 0xFFFFFFFFu ? 0xFFFFFFFFu : instr == 0 ? 1u : uint32_t(instr);
     const uint64_t mpi = macs ? (instr * 1000u + macs / 2u) / macs : 0;
     ts::core::FragLayer fl;
     const bool known = layer_info(layer, &fl);
@@ -330,6 +332,7 @@ class LwipPort final : public ts::core::Port {
     // what the board's clock would take at one cycle per instruction.
     return uint32_t(instr / g_opt.clock_mhz);
   }
+  uint32_t compute_instructions() override { return last_instr_; }
 
   // Frees slot i without telling the worker (it never saw the link).
   static void drop(int i) {
@@ -383,6 +386,7 @@ class LwipPort final : public ts::core::Port {
     ts_log("sent ERROR %s: %s\n", ts::wire::error_code_name(e.code), e.text);
   }
   uint64_t prev_tick_ = 0, last_tick_ = 0;
+  uint32_t last_instr_ = 0;
 };
 
 LwipPort g_port;

@@ -334,7 +334,11 @@ int cmd_run(const RunOptions& o) {
                           {"planned_peak_ram_bytes", b.planned_peak_ram_bytes}, {"ram_budget_bytes", tb.boards[size_t(used[i])].ram_bytes},
                           {"flash_bytes", b.flash_bytes}, {"compute_s", b.compute_s}, {"bytes_in", b.bytes_in},
                           {"bytes_out", b.bytes_out}, {"rating", p.ratings[i]}, {"share", p.shares[i]},
-                          {"macs", p.workers[i].macs}};
+                          {"macs", p.workers[i].macs},
+                          // Exact under QEMU -icount (DONE's compute_instructions),
+                          // null for boards that do not count them.
+                          {"kernel_instructions", b.kernel_instructions >= 0 ? nlohmann::json(b.kernel_instructions)
+                                                                             : nlohmann::json(nullptr)}};
       std::vector<int64_t> planned, measured;
       for (size_t n = 0; n < q.nodes.size(); ++n) {
         const auto& ls = p.workers[i].layers[n];

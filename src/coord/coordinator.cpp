@@ -391,6 +391,7 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
             res.boards[w].layer_digest[node] = d.output_digest;
             res.boards[w].peak_ram_bytes = std::max(res.boards[w].peak_ram_bytes, d.peak_ram_bytes);
             res.boards[w].compute_s += d.elapsed_us * 1e-6;
+            res.boards[w].add_instructions(d.compute_instructions);
             break;
           }
           throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
@@ -538,6 +539,7 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
             bs.layer_digest[node] = d.output_digest;
             bs.peak_ram_bytes = std::max(bs.peak_ram_bytes, d.peak_ram_bytes);
             bs.compute_s += d.elapsed_us * 1e-6;
+            bs.add_instructions(d.compute_instructions);
             break;
           }
           throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());

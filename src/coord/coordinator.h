@@ -59,6 +59,15 @@ struct BoardRunStats {
   int64_t planned_peak_ram_bytes = 0;
   int64_t flash_bytes = 0;
   double compute_s = 0;
+  // Instructions the board's kernels took over the inference (sum of DONE's
+  // compute_instructions); -1 once any DONE did not count them (host boards).
+  int64_t kernel_instructions = 0;
+  void add_instructions(uint32_t n) {
+    if (n == 0 || kernel_instructions < 0)
+      kernel_instructions = -1;
+    else
+      kernel_instructions += n;
+  }
   int64_t bytes_in = 0, bytes_out = 0;  // activation payload to / from the board
   std::vector<uint32_t> layer_peak;     // measured per node (0 = no share)
   // Per node, from DONE: outputs the board computed and their digest

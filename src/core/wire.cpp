@@ -322,6 +322,7 @@ size_t DonePayload::encode(uint8_t* out, size_t cap) const {
   put_u32(out + 16, outputs);
   put_u32(out + 20, uint32_t(output_digest));
   put_u32(out + 24, uint32_t(output_digest >> 32));
+  put_u32(out + 28, compute_instructions);
   return kSize;
 }
 
@@ -333,6 +334,7 @@ bool DonePayload::decode(const uint8_t* in, size_t len) {
   frames_sent = get_u32(in + 12);
   outputs = get_u32(in + 16);
   output_digest = uint64_t(get_u32(in + 20)) | (uint64_t(get_u32(in + 24)) << 32);
+  compute_instructions = get_u32(in + 28);
   return true;
 }
 

@@ -298,7 +298,7 @@ struct AckPayload {
   bool decode(const uint8_t* in, size_t len);
 };
 
-// DONE, 28 bytes: the request with sequence number request_seq (a RUN after
+// DONE, 32 bytes: the request with sequence number request_seq (a RUN after
 // its OUTPUT messages, or a COMMIT) completed. Metrics are 0 if not measured.
 //   0 u32 request_seq
 //   4 u32 elapsed_us      compute time on the board
@@ -310,14 +310,19 @@ struct AckPayload {
 //  20 u64 output_digest   core::digest64 of those outputs, region after region
 //                         in the board's fragment order, each region in flat
 //                         C-H-W order (core/digest.h); 0 for a COMMIT
+//  28 u32 compute_instructions  guest instructions the layer's kernels took,
+//                         counted exactly (the firmware under QEMU -icount:
+//                         its 25 MHz timer ticks x 40); 0 = not counted (host
+//                         boards, QEMU without -icount, a COMMIT)
 struct DonePayload {
-  static constexpr size_t kSize = 28;
+  static constexpr size_t kSize = 32;
   uint32_t request_seq = 0;
   uint32_t elapsed_us = 0;
   uint32_t peak_ram_bytes = 0;
   uint32_t frames_sent = 0;
   uint32_t outputs = 0;
   uint64_t output_digest = 0;
+  uint32_t compute_instructions = 0;  // exact instruction count of the compute, 0 = not counted
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };

@@ -751,6 +751,7 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   if (run_peak_ > stats_.peak_arena) stats_.peak_arena = run_peak_;
   run_seq_ = slot ? slot->run_seq : 0;
   run_us_ = us;
+  run_instr_ = port_->compute_instructions();
   if (slot) *slot = Open();
   fl_ = e;
   layer_ = uint16_t(e.node);
@@ -916,6 +917,7 @@ bool Worker::pump() {
         wire::DonePayload d;
         d.request_seq = run_seq_;
         d.elapsed_us = run_us_;
+        d.compute_instructions = run_instr_;
         d.peak_ram_bytes = run_peak_;
         d.frames_sent = run_frames_;
         d.outputs = fl_.out_elems;

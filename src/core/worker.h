@@ -99,6 +99,10 @@ class Port {
     (void)macs;
     return elapsed_us;
   }
+  // Guest instructions the last layer's compute took (the same bracket as
+  // after_compute's time), if the port counts them exactly (the firmware
+  // under QEMU -icount); 0 = not counted. Reported in DONE.
+  virtual uint32_t compute_instructions() { return 0; }
   // Where board `e.worker` (plan index) listens, from a PEERS message.
   virtual void peer_address(const wire::PeerEntry& e) { (void)e; }
   // Opens a connection to board `worker` (plan index) and returns its link
@@ -296,7 +300,7 @@ class Worker {
   uint16_t layer_ = 0;
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;
-  uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0, run_frames_ = 0;
+  uint32_t run_seq_ = 0, run_us_ = 0, run_peak_ = 0, run_frames_ = 0, run_instr_ = 0;
   int32_t connecting_peer_ = -1;  // plan index of the peer link_to() is opening, else -1
   uint64_t run_digest_ = 0;  // digest of the last computed layer's outputs (DONE)
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE

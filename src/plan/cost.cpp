@@ -2,24 +2,117 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
 
 #include "core/op.h"
 #include "plan/frames.h"
 #include "plan/plan.h"
+#include "util/paths.h"
 
 namespace ts::plan {
 
 using core::QOp;
 
+namespace {
+
+bool is_depthwise(const core::LayerDesc& d) { return d.op == QOp::Conv && d.groups > 1 && d.groups == d.in[0].c; }
+
+// The explicit entry for d, 0 if none.
+double explicit_cpm(const CostModel& m, const core::LayerDesc& d) {
+  if (is_depthwise(d) && m.depthwise_cycles_per_mac > 0) return m.depthwise_cycles_per_mac;
+  return size_t(d.op) < m.op_cycles_per_mac.size() ? m.op_cycles_per_mac[size_t(d.op)] : 0;
+}
+
+// Measured costs of `type` from `dir`, read once per process (nullptr if
+// the type has no file there).
+const MeasuredCosts* measured_for(const std::string& dir, const std::string& type) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<MeasuredCosts>> cache;
+  const std::string path = (dir.empty() ? project_home() + "/data/costs" : dir) + "/" + type + ".json";
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(path);
+  if (it == cache.end()) {
+    std::unique_ptr<MeasuredCosts> c;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) c = std::make_unique<MeasuredCosts>(load_measured_costs(path));
+    it = cache.emplace(path, std::move(c)).first;
+  }
+  return it->second.get();
+}
+
+}  // namespace
+
+double MeasuredCosts::of(const core::LayerDesc& d) const {
+  if (d.op == QOp::Conv) {
+    if (is_depthwise(d)) return depthwise;
+    return d.kh == 1 && d.kw == 1 ? pointwise : conv;
+  }
+  return size_t(d.op) < op.size() ? op[size_t(d.op)] : 0;
+}
+
+MeasuredCosts load_measured_costs(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error("cost file " + path + ": cannot read it");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    throw Error("cost file " + path + ": not JSON (" + e.what() + ")");
+  }
+  MeasuredCosts c;
+  double scale = 1.0;
+  const nlohmann::json* table = nullptr;
+  if (j.is_object() && j.contains("cycles_per_mac") && j["cycles_per_mac"].is_object()) {
+    table = &j["cycles_per_mac"];
+  } else if (j.is_object() && j.contains("instructions_per_mac") && j["instructions_per_mac"].is_object()) {
+    table = &j["instructions_per_mac"];
+    if (j.contains("cycles_per_instruction")) {
+      if (!j["cycles_per_instruction"].is_number() || !(j["cycles_per_instruction"].get<double>() > 0))
+        throw Error("cost file " + path + ": cycles_per_instruction must be a positive number");
+      scale = j["cycles_per_instruction"].get<double>();
+    }
+  } else {
+    throw Error("cost file " + path + ": no \"cycles_per_mac\" or \"instructions_per_mac\" object");
+  }
+  for (const auto& [key, val] : table->items()) {
+    if (!val.is_number() || !(val.get<double>() > 0) || !std::isfinite(val.get<double>()))
+      throw Error("cost file " + path + ": \"" + key + "\" must be a positive number");
+    const double v = val.get<double>() * scale;
+    if (key == "conv") c.conv = v;
+    else if (key == "pointwise") c.pointwise = v;
+    else if (key == "depthwise") c.depthwise = v;
+    else if (key == "linear") c.op[size_t(QOp::Gemm)] = v;
+    else {
+      bool found = false;
+      for (int k = 1; k <= 10; ++k)
+        if (key == core::qop_name(QOp(k))) c.op[size_t(k)] = v, found = true;
+      if (!found) throw Error("cost file " + path + ": unknown kind \"" + key + "\"");
+    }
+  }
+  if (j.contains("source") && j["source"].is_string()) c.source = j["source"].get<std::string>();
+  return c;
+}
+
+std::string board_type(const Board& b) { return b.address == "qemu" ? "cortex-m7" : ""; }
+
 double CostModel::cycles_per_mac(const core::LayerDesc& d) const {
-  double c = 0;
-  if (d.op == QOp::Conv && d.groups > 1 && d.groups == d.in[0].c && depthwise_cycles_per_mac > 0)
-    c = depthwise_cycles_per_mac;
-  else if (size_t(d.op) < op_cycles_per_mac.size())
-    c = op_cycles_per_mac[size_t(d.op)];
+  const double c = explicit_cpm(*this, d);
   return c > 0 ? c : default_cycles_per_mac;
+}
+
+double CostModel::cycles_per_mac(const core::LayerDesc& d, const Board& b) const {
+  if (const double c = explicit_cpm(*this, d); c > 0) return c;
+  const std::string type = board_type(b);
+  if (!type.empty() && costs_dir != "none")
+    if (const MeasuredCosts* mc = measured_for(costs_dir, type))
+      if (const double c = mc->of(d); c > 0) return c;
+  return default_cycles_per_mac;
 }
 
 void parse_op_cycles(const std::string& spec, CostModel* m) {
@@ -62,11 +155,11 @@ double coord_spb(const CostModel& m) {
 }
 
 double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n) {
-  const double cpm = m.cycles_per_mac(q.desc(n));
   double worst = 0;
   for (int w = 0; w < p.n_workers(); ++w) {
     const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
     if (!ls.active()) continue;
+    const double cpm = m.cycles_per_mac(q.desc(n), t.boards[size_t(w)]);
     worst = std::max(worst, double(ls.macs) * cpm / (t.boards[size_t(w)].clock_mhz * 1e6) + m.layer_overhead_s);
   }
   return worst;

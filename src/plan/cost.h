@@ -35,6 +35,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,11 +48,30 @@ namespace ts::plan {
 struct Plan;
 enum class Route : uint8_t;
 
+// Measured cycles per MAC of one board type's kernels, per kernel kind
+// (data/costs/<type>.json, written by scripts/m7_costs.sh for cortex-m7):
+// <= 0 = not measured.
+struct MeasuredCosts {
+  double conv = 0, pointwise = 0, depthwise = 0;  // Conv by kind
+  std::array<double, 16> op{};                    // other ops, by core::QOp (Gemm = "linear")
+  std::string source;                             // the file's "source"
+  double of(const core::LayerDesc& d) const;
+};
+
+// Reads a cost file: its "cycles_per_mac" object (keys conv, pointwise,
+// depthwise, linear, or op names such as Add), else "instructions_per_mac"
+// times "cycles_per_instruction". Throws ts::Error naming the file.
+MeasuredCosts load_measured_costs(const std::string& path);
+
+// The cost file type of a board: "cortex-m7" for QEMU boards (the firmware
+// at one cycle per instruction), "" for the others (no measured file).
+std::string board_type(const Board& b);
+
 struct CostModel {
   // Cycles per MAC of the boards' kernels: per op (indexed by core::QOp),
-  // <= 0 = the default. Depthwise convolutions (groups == input channels)
-  // have their own entry. Until the Cortex-M7 kernels are measured on a
-  // board, every op uses the default.
+  // <= 0 = not set. Depthwise convolutions (groups == input channels) have
+  // their own entry. An op not set here takes the board type's measured
+  // figure (costs_dir/<type>.json, see board_type), else the default.
   double default_cycles_per_mac = 2.0;
   std::array<double, 16> op_cycles_per_mac{};
   double depthwise_cycles_per_mac = 0;
@@ -60,8 +80,14 @@ struct CostModel {
   double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
   int32_t header_bytes = 32;        // per frame
   int32_t max_payload = 1368;       // bytes per frame
+  // Where the measured per-type cost files are: "" = <project home>/data/costs;
+  // "none" = do not read any (every op at the figures above).
+  std::string costs_dir;
 
+  // Without a board: the explicit entries and the default only.
   double cycles_per_mac(const core::LayerDesc& d) const;
+  // For a board: explicit entry, else its type's measured figure, else the default.
+  double cycles_per_mac(const core::LayerDesc& d, const Board& b) const;
 };
 
 // Reads "op=cycles,op=cycles,..." (op names as core::qop_name, plus

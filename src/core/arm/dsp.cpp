@@ -292,15 +292,80 @@ void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_
   }
 }
 
-void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
-               int64_t cstride) {
+// One output channel over `nt` whole tiles of widened positions (tile k at
+// xt + k * tw): bias, dot product and requantisation per tile with the
+// channel's requantiser, weights pointer and bias held across the tiles.
+template <bool Z>
+void pw_channel_tiles(const uint32_t* xt, int32_t tw, int32_t nt, const int8_t* w, int32_t ng, int32_t bias,
+                      const FastRq& rq, int8_t* out) {
+  for (int32_t k = 0; k < nt; ++k, xt += tw, out += kTile) {
+    int32_t a[kTile] = {bias, bias, bias, bias};
+    dotn<4>(xt, w, ng, a);
+    requant4<Z>(a, kTile, rq, out);
+  }
+}
+
+// Inputs of at most kXtWords / 2 channels: positions are taken in chunks of
+// as many tiles as xt holds (256 positions at 16 channels, 4 at 1024), the
+// chunk widened once, then every output channel runs over all its tiles.
+// Per channel and chunk the requantiser is built once; per tile what is
+// left besides the dot product is the requantisation of 4 values into one
+// word (about 7 instructions per output).
+constexpr int32_t kXtWords = 2 * kCinChunk;
+
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void pointwise_chunks(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1,
+                      int8_t* out, int64_t cstride) {
   const int32_t cin = L.in[0].c / L.groups;
-  if (cin % 4 != 0) return portable_kernels().pointwise(L, v, o0, no, p0, p1, out, cstride);
   const int32_t W = L.out.w;
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
   const int32_t zp = L.in_zp[0];
   const int32_t n = p1 - p0;
-  const bool one_chunk = cin <= kCinChunk;
+  const int32_t tw = 2 * cin;  // words of xt per tile
+  const int32_t chunk = (kXtWords / tw) * kTile;
+  uint32_t xt[kXtWords];
+  for (int32_t c0 = 0; c0 < n; c0 += chunk) {
+    const int32_t nc = mini(chunk, n - c0);
+    const int32_t nt = nc / kTile, rest = nc % kTile;
+    for (int32_t k = 0; k < nt; ++k) pw_widen(v, W, ci0, cin, p0 + c0 + k * kTile, kTile, zp, xt + k * tw);
+    if (rest) pw_widen(v, W, ci0, cin, p0 + c0 + nt * kTile, rest, zp, xt + nt * tw);
+    const int8_t* wj = L.weights + int64_t(o0 - L.oc_base) * cin;
+    int8_t* oj = out + c0;
+    for (int32_t j = 0; j < no; ++j, wj += cin, oj += cstride) {
+      const int32_t local = o0 + j - L.oc_base;
+      const int32_t bias = L.bias ? L.bias[local] : 0;
+      const FastRq rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+      if (rq.zfold) {
+        pw_channel_tiles<true>(xt, tw, nt, wj, cin / 4, bias, rq, oj);
+      } else if (rq.ok) {
+        pw_channel_tiles<false>(xt, tw, nt, wj, cin / 4, bias, rq, oj);
+      } else {
+        for (int32_t k = 0; k < nt; ++k) {
+          int32_t a[kTile] = {bias, bias, bias, bias};
+          dotn<4>(xt + k * tw, wj, cin / 4, a);
+          requant_n(a, kTile, rq, oj + k * kTile);
+        }
+      }
+      if (rest) {
+        int32_t a[kTile] = {bias, bias, bias, bias};
+        dot_np(rest, xt + nt * tw, wj, cin / 4, a);
+        requant_n(a, rest, rq, oj + nt * kTile);
+      }
+    }
+  }
+}
+
+void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const int32_t cin = L.in[0].c / L.groups;
+  if (cin % 4 != 0) return portable_kernels().pointwise(L, v, o0, no, p0, p1, out, cstride);
+  if (cin <= kXtWords / 2) return pointwise_chunks(L, v, o0, no, p0, p1, out, cstride);
+  const int32_t W = L.out.w;
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t zp = L.in_zp[0];
+  const int32_t n = p1 - p0;
   uint32_t xt[kCinChunk * 2];
   FastRq rq[kOcBlock];
   int32_t bias[kOcBlock];
@@ -310,31 +375,6 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
     for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, o0 + ob + j);
     const int8_t* wb = L.weights + int64_t(o0 + ob - L.oc_base) * cin;
     for (int32_t j = 0; j < nb; ++j) bias[j] = L.bias ? L.bias[o0 + ob + j - L.oc_base] : 0;
-    if (one_chunk) {
-      // Whole tiles: accumulators stay in registers from the bias through
-      // the dot product to the requantised word.
-      int32_t t = 0;
-      for (; t + kTile <= n; t += kTile) {
-        pw_widen(v, W, ci0, cin, p0 + t, kTile, zp, xt);
-        const int8_t* wj = wb;
-        int8_t* oj = out + int64_t(ob) * cstride + t;
-        for (int32_t j = 0; j < nb; ++j, wj += cin, oj += cstride) {
-          int32_t a[kTile] = {bias[j], bias[j], bias[j], bias[j]};
-          dotn<4>(xt, wj, cin / 4, a);
-          requant_n(a, kTile, rq[j], oj);
-        }
-      }
-      if (t < n) {
-        const int32_t np = n - t;
-        pw_widen(v, W, ci0, cin, p0 + t, np, zp, xt);
-        for (int32_t j = 0; j < nb; ++j) {
-          int32_t a[kTile] = {bias[j], bias[j], bias[j], bias[j]};
-          dot_np(np, xt, wb + int64_t(j) * cin, cin / 4, a);
-          requant_n(a, np, rq[j], out + int64_t(ob + j) * cstride + t);
-        }
-      }
-      continue;
-    }
     for (int32_t t = 0; t < n; t += kTile) {
       const int32_t np = mini(kTile, n - t);
       for (int32_t j = 0; j < nb; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = bias[j];
@@ -405,7 +445,7 @@ void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02,
 }
 
 constexpr int32_t kDwPadBuf = 6144;  // bytes of padded input rows (stack)
-constexpr int32_t kDwChunk = 256;    // output columns per pass
+constexpr int32_t kDwAcc = 1024;     // sums of a block of output rows (stack)
 
 // Width of a padded row: the pairs read up to column SW * (W - 1) + 4 of it
 // (a last odd output is computed as a pair), and the input row sits at
@@ -418,7 +458,7 @@ int32_t dw_pad_width(const LayerDesc& L) {
 bool dw3x3_ok(const LayerDesc& L) {
   return L.groups == L.in[0].c && L.out.c == L.in[0].c && L.kh == 3 && L.kw == 3 && L.dh == 1 && L.dw == 1 &&
          (L.sw == 1 || L.sw == 2) && L.sh >= 1 && L.sh <= 2 && L.pad_l >= 0 && L.pad_t >= 0 &&
-         dw_pad_width(L) * 4 <= kDwPadBuf;
+         dw_pad_width(L) * 4 <= kDwPadBuf && L.out.w <= kDwAcc;
 }
 
 // n bytes (any alignment), words first.
@@ -433,7 +473,18 @@ TS_DSP_INLINE void fill_bytes(int8_t* d, uint32_t word, int32_t n) {
   for (; k < n; ++k) d[k] = int8_t(word);
 }
 
-void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
+// The padded rows and the sums, kept across the channels of one call: the
+// padding (rows above and below the image, columns left and right) is the
+// same for every channel of a layer, so when a channel's block has the same
+// rows as the previous one only the image bytes are copied again.
+struct DwScratch {
+  int8_t pad[kDwPadBuf];
+  int32_t acc[kDwAcc + 2];
+  int32_t framed_iy0 = 0, framed_rows = -1;  // rows of the last full fill
+};
+
+void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
+                   DwScratch& sc) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w, Win = X.w, sw = L.sw, sh = L.sh;
   const int32_t local = o - L.oc_base;
@@ -450,51 +501,73 @@ void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int
   const int32_t base = (L.bias ? L.bias[local] : 0) - zp * wsum;
   const uint32_t zz = splat8(zp);
   const int32_t Wp = dw_pad_width(L);
-  const int32_t max_rows = kDwPadBuf / Wp;          // padded rows the buffer holds
-  const int32_t rows_per_block = (max_rows - 3) / sh + 1;  // output rows per block
-  int8_t pad[kDwPadBuf];
-  int32_t acc[kDwChunk + 2];
+  const int32_t max_rows = kDwPadBuf / Wp;                 // padded rows the buffer holds
+  const int32_t rows_per_block = mini((max_rows - 3) / sh + 1, kDwAcc / W);  // output rows per block
+  int8_t* const pad = sc.pad;
+  int32_t* const acc = sc.acc;
   const int32_t oy_first = p0 / W, oy_last = (p1 - 1) / W;
   for (int32_t by = oy_first; by <= oy_last; by += rows_per_block) {
     const int32_t ey = mini(oy_last + 1, by + rows_per_block);
     // Input rows [iy0, iy0 + nrows) into padded rows 0..nrows-1.
     const int32_t iy0 = by * sh - L.pad_t;
     const int32_t nrows = (ey - 1 - by) * sh + 3;
-    for (int32_t i = 0; i < nrows; ++i) {
-      int8_t* d = pad + i * Wp;
-      const int32_t iy = iy0 + i;
-      if (iy < 0 || iy >= X.h) {
-        fill_bytes(d, zz, Wp);
-        continue;
+    if (sc.framed_rows == nrows && sc.framed_iy0 == iy0) {
+      // Same frame as the last channel: the padding is in place.
+      const int32_t i0 = maxi(0, -iy0), i1 = mini(nrows, X.h - iy0);
+      for (int32_t i = i0; i < i1; ++i) copy_bytes(pad + i * Wp + L.pad_l, row_ptr(v, Win, o, iy0 + i), Win);
+    } else {
+      for (int32_t i = 0; i < nrows; ++i) {
+        int8_t* d = pad + i * Wp;
+        const int32_t iy = iy0 + i;
+        if (iy < 0 || iy >= X.h) {
+          fill_bytes(d, zz, Wp);
+          continue;
+        }
+        fill_bytes(d, zz, L.pad_l);
+        copy_bytes(d + L.pad_l, row_ptr(v, Win, o, iy), Win);
+        fill_bytes(d + L.pad_l + Win, zz, Wp - L.pad_l - Win);
       }
-      fill_bytes(d, zz, L.pad_l);
-      copy_bytes(d + L.pad_l, row_ptr(v, Win, o, iy), Win);
-      fill_bytes(d + L.pad_l + Win, zz, Wp - L.pad_l - Win);
+      sc.framed_iy0 = iy0;
+      sc.framed_rows = nrows;
     }
+    // The block's outputs are the contiguous positions [q0, q1): their sums
+    // go to acc[pos - q0] row after row (a row's last pair may write one
+    // past the row: the next row's first slot, computed after it, or
+    // acc's spare slots), then one requantisation for the block.
+    const int32_t q0 = by == oy_first ? p0 : by * W;
+    const int32_t q1 = ey - 1 == oy_last ? p1 : ey * W;
     for (int32_t oy = by; oy < ey; ++oy) {
       const int32_t xa = oy == oy_first ? p0 % W : 0;
       const int32_t xb = oy == oy_last ? (p1 - 1) % W + 1 : W;
       const int8_t* r = pad + (oy - by) * sh * Wp;
-      for (int32_t x0 = xa; x0 < xb; x0 += kDwChunk) {
-        const int32_t n = mini(kDwChunk, xb - x0);
-        const int32_t np = (n + 1) / 2;
-        if (sw == 1)
-          dw_pairs3<1>(r + x0, Wp, np, w02, b01, b2, base, acc);
-        else
-          dw_pairs3<2>(r + 2 * x0, Wp, np, w02, b01, b2, base, acc);
-        requant_n(acc, n, rq, out + (oy * W + x0 - p0));
-      }
+      const int32_t np = (xb - xa + 1) / 2;
+      int32_t* a = acc + (oy * W + xa - q0);
+      if (sw == 1)
+        dw_pairs3<1>(r + xa, Wp, np, w02, b01, b2, base, a);
+      else
+        dw_pairs3<2>(r + 2 * xa, Wp, np, w02, b01, b2, base, a);
     }
+    requant_n(acc, q1 - q0, rq, out + (q0 - p0));
   }
 }
 
+// Channels [c0, c1) of a depthwise 3x3 layer, one scratch for all of them.
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void dw3x3_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                 int64_t cstride) {
+  DwScratch sc;
+  for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc);
+}
+
 void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
-  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  if (dw3x3_ok(L)) return dw3x3_block(L, v, o, o + 1, p0, p1, out, 0);
   portable_kernels().conv_channel(L, v, o, p0, p1, out);
 }
 
 void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
-  if (dw3x3_ok(L)) return dw3x3_channel(L, v, o, p0, p1, out);
+  if (dw3x3_ok(L)) return dw3x3_block(L, v, o, o + 1, p0, p1, out, 0);
   portable_kernels().conv_channel_flat(L, v, o, p0, p1, out);
 }
 
@@ -564,8 +637,110 @@ void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_
   for (int32_t i = int32_t(d - pk); i < kp; ++i) pk[i] = 0;
 }
 
+// Kernels 3 wide (dilation 1, one group), e.g. MobileNetV2's first layer:
+// each (input channel, kernel row) of a patch is one group of 4 taps, the
+// 3 kernel columns and a fourth with weight 0, so a position's group is the
+// word at its row's first column, widened with two SXTB16 straight into
+// dotn's layout (no per-tap gather, no transpose). Raw inputs, the zero
+// point taken out through the accumulator's start (bias - zp * sum of the
+// weights), taps outside the image read as the zero point. A third more
+// MACs in the dot product than the packed patch (9 groups instead of 7 for
+// 3 channels), against a patch about 5 times cheaper to build, which counts
+// when a board computes few output channels of the layer.
+bool rows3_ok(const LayerDesc& L) {
+  return L.groups == 1 && L.kw == 3 && L.dw == 1 && L.in[0].c * L.kh * 4 <= kPatchMax;
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void conv_rows3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t ng = X.c * L.kh;  // groups of 4 taps
+  const int32_t kp = 4 * ng;
+  const int32_t W = L.out.w;
+  const int32_t zp = L.in_zp[0];
+  const uint32_t zz = splat8(zp), zpair = pack16(zp, zp);
+  const int32_t plane = v.nh * X.w;
+  const int32_t block = mini(kWeightBuf / kp, kOcBlock);
+  uint32_t xt[kPatchMax * 2];
+  int8_t wbuf[kWeightBuf];
+  int32_t base[kOcBlock];
+  FastRq rq[kOcBlock];
+  for (int32_t cb = c0; cb < c1; cb += block) {
+    const int32_t nb = mini(block, c1 - cb);
+    for (int32_t j = 0; j < nb; ++j) {
+      const int32_t local = cb + j - L.oc_base;
+      rq[j] = channel_rq(L, cb + j);
+      const int8_t* src = L.weights + int64_t(local) * X.c * L.kh * 3;
+      int8_t* dst = wbuf + j * kp;
+      int32_t sum = 0;
+      for (int32_t g = 0; g < ng; ++g, src += 3, dst += 4) {
+        dst[0] = src[0];
+        dst[1] = src[1];
+        dst[2] = src[2];
+        dst[3] = 0;
+        sum += src[0] + src[1] + src[2];
+      }
+      base[j] = (L.bias ? L.bias[local] : 0) - zp * sum;
+    }
+    int32_t oy = p0 / W, ox = p0 % W;
+    for (int32_t t = p0; t < p1; t += kTile) {
+      const int32_t np = mini(kTile, p1 - t);
+      for (int32_t k = 0; k < kTile; ++k) {
+        uint32_t* x = xt + 2 * k;
+        if (k >= np) {  // lanes dotn<np> never reads; keep them defined
+          for (int32_t g = 0; g < ng; ++g, x += 8) x[0] = x[1] = 0;
+          continue;
+        }
+        const int32_t ix0 = ox * L.sw - L.pad_l;
+        const bool whole = ix0 >= 0 && ix0 + 4 <= X.w;  // 4 bytes inside the row
+        for (int32_t ci = 0; ci < X.c; ++ci) {
+          const int8_t* chan = v.data + int64_t(ci - v.c0) * plane;
+          int32_t iy = oy * L.sh - L.pad_t;
+          for (int32_t ky = 0; ky < L.kh; ++ky, iy += L.dh, x += 8) {
+            if (iy < 0 || iy >= X.h) {
+              x[0] = x[1] = zpair;
+              continue;
+            }
+            const int8_t* row = chan + (iy - v.h0) * X.w;
+            uint32_t q;
+            if (whole) {
+              q = ld32(row + ix0);
+            } else {
+              q = zz & 0xFF000000u;  // the fourth tap (weight 0): anything
+              for (int32_t kx = 0; kx < 3; ++kx) {
+                const int32_t ix = ix0 + kx;
+                const uint32_t b = ix >= 0 && ix < X.w ? uint8_t(row[ix]) : (zz & 0xFFu);
+                q |= b << (8 * kx);
+              }
+            }
+            x[0] = sxtb16(q);
+            x[1] = sxtb16_ror8(q);
+          }
+        }
+        if (++ox == W) ox = 0, ++oy;
+      }
+      for (int32_t j = 0; j < nb; ++j) {
+        int32_t a[kTile] = {base[j], base[j], base[j], base[j]};
+        dot_np(np, xt, wbuf + j * kp, ng, a);
+        requant_n(a, np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
+      }
+    }
+  }
+}
+
 bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                 int64_t cstride) {
+  if (dw3x3_ok(L)) {
+    dw3x3_block(L, v, c0, c1, p0, p1, out, cstride);
+    return true;
+  }
+  if (rows3_ok(L)) {
+    conv_rows3(L, v, c0, c1, p0, p1, out, cstride);
+    return true;
+  }
   if (!patch_ok(L)) return false;
   const int32_t taps = L.in[0].c * L.kh * L.kw;
   const int32_t kp = (taps + 3) & ~3;
