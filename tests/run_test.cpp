@@ -24,7 +24,27 @@ using ts::testing::tinysplit;
 
 bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
 
-nlohmann::json run_json(const std::string& args) {
+// The tests here were written for the paper's mode (runs of neurons, every
+// activation through the coordinator), the default until issue 10 made
+// --strategy auto --route direct the defaults. They keep it unless they name
+// a strategy or a route themselves; the defaults have their own tests
+// (DefaultMainJob..., ExactForEveryStrategyAndRoute with auto).
+std::string paper_unless_named(const std::string& args) {
+  std::string a = args;
+  if (a.find("--strategy") == std::string::npos) a += " --strategy neuron";
+  if (a.find("--route") == std::string::npos) a += " --route relay";
+  return a;
+}
+
+nlohmann::json run_json_as_given(const std::string& args) {
+  Result r = tinysplit("run --json " + args);
+  EXPECT_EQ(r.code, 0) << "tinysplit run " << args << "\n" << r.err;
+  if (r.code != 0) return {};
+  return nlohmann::json::parse(r.out);
+}
+
+nlohmann::json run_json(const std::string& args_in) {
+  const std::string args = paper_unless_named(args_in);
   Result r = tinysplit("run --json " + args);
   EXPECT_EQ(r.code, 0) << "tinysplit run " << args << "\n" << r.err;
   if (r.code != 0) return {};
@@ -73,8 +93,18 @@ class RunTest : public ::testing::Test {
 };
 
 TEST_F(RunTest, DefaultMainJobIsExactOnThreeBoards) {
+  // The defaults: the cost model's strategy per block, boards sending to boards.
+  const auto d = run_json_as_given("");
+  expect_exact_and_planned(d, 3);
+  ASSERT_FALSE(d.is_null());
+  EXPECT_EQ(d.at("route").get<std::string>(), "direct");
+  EXPECT_EQ(d.at("strategy").get<std::string>().rfind("auto", 0), 0u) << d.at("strategy");
+  EXPECT_EQ(d.at("size").get<int>(), 112);
+  EXPECT_GT(d.at("wire_bytes").at("board_to_board_payload").get<int64_t>(), 0);
+  // The paper's mode, named.
   const auto j = run_json("");
   expect_exact_and_planned(j, 3);
+  EXPECT_EQ(j.at("route").get<std::string>(), "relay");
   EXPECT_EQ(j.at("size").get<int>(), 112);
   EXPECT_EQ(j.at("top1").at("label").get<std::string>().empty(), false);
   // The wire carries what the plan says. wire_bytes.payload is the plan's own
@@ -142,6 +172,18 @@ TEST_F(RunTest, ExactForEveryStrategyAndRoute) {
   // Activation bytes of the plan (board-to-board ones included: the coordinator
   // sees only its own links).
   EXPECT_LT(direct.at("wire_bytes").at("payload").get<int64_t>(), relay.at("wire_bytes").at("payload").get<int64_t>() / 5);
+}
+
+// The default strategy (the cost model's choice per block) on the default
+// route, on 1, 3 and 8 boards: the same contract.
+TEST_F(RunTest, ExactWithTheDefaultAutoStrategyAndDirectRoute) {
+  for (int n : {1, 3, 8}) {
+    SCOPED_TRACE("workers " + std::to_string(n));
+    const auto j = run_json_as_given("--workers " + std::to_string(n));
+    expect_exact_and_planned(j, n);
+    if (j.is_null()) continue;
+    EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+  }
 }
 
 // Bands of rows with boards sending to boards: 1 to 16 boards at 112, 2 and

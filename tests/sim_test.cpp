@@ -527,9 +527,9 @@ TEST(SimCli, FramesAndBytesEqualTheEngines) {
   if (!mobilenet()) FAIL() << "models/mobilenetv2 is absent (run scripts/setup.sh first)";
   for (int w : {1, 8}) {
     const std::string args = "--json --workers 3 --allocation even --window " + std::to_string(w);
-    const Cmd run = tinysplit("run " + args);
+    const Cmd run = tinysplit("run " + args + " --strategy neuron --route relay");
     ASSERT_EQ(run.code, 0) << run.err;
-    // simulate defaults to auto/direct; run to the paper's mode.
+    // Both default to auto/direct; compared here in the paper's mode.
     const Cmd sim = tinysplit("simulate " + args + " --strategy neuron --route relay");
     ASSERT_EQ(sim.code, 0) << sim.err;
     const auto jr = nlohmann::json::parse(run.out);

@@ -27,8 +27,14 @@ using wire::MsgType;
 class MemPort final : public core::Port {
  public:
   std::vector<uint8_t> sent;
+  std::vector<uint8_t> other;  // what went to links other than 0 (peer boards)
   bool send(const uint8_t* d, size_t n) override {
     sent.insert(sent.end(), d, d + n);
+    return true;
+  }
+  bool send(int link, const uint8_t* d, size_t n) override {
+    if (link == 0) return send(d, n);
+    other.insert(other.end(), d, d + n);
     return true;
   }
   uint32_t now_us() override { return t_ += 10; }
@@ -569,6 +575,94 @@ TEST(WorkerAuth, SessionReplayedOnANewConnectionIsRefused) {
   EXPECT_FALSE(d.saw(MsgType::Done));
   EXPECT_TRUE(d.flash.committed().empty());
   EXPECT_EQ(d.w.stats().auth_failures, 1u);
+}
+
+// ---- board-to-board links ----
+
+// A peer board (plan index 1) connects on link 1 and greets with its HELLO.
+void peer_hello(Driver& d, uint32_t deployment) {
+  EXPECT_TRUE(d.w.on_connect(1));
+  wire::HelloPayload hp;
+  hp.board_id = 1;
+  uint8_t pay[32], frame[128];
+  wire::FrameHeader h;
+  h.type = MsgType::Hello;
+  h.src = 1;
+  h.dst = 0;
+  h.deployment = deployment;
+  h.seq = 1;
+  h.flags = wire::kFlagLast;
+  const size_t n = wire::encode_frame(h, pay, hp.encode(pay, sizeof pay), frame, sizeof frame);
+  EXPECT_EQ(d.w.on_bytes(1, frame, n), int32_t(n));
+  d.collect();
+}
+
+// A board that loses the link to a peer of its deployment says so to the
+// coordinator at once (an ERROR naming the peer), so the coordinator can
+// decide instead of waiting for its deadline; a link of an older deployment
+// closing is no news.
+TEST(WorkerPeers, LostPeerLinkIsReportedToTheCoordinator) {
+  const auto& f = fixture();
+  Driver d(8);
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  peer_hello(d, f.p.plan_id);
+  ASSERT_TRUE(d.w.link_open(1));
+  d.got.clear();
+  d.w.on_disconnect(1);
+  d.collect();
+  EXPECT_NE(d.last_error().find("lost the link to peer board 1"), std::string::npos) << d.last_error();
+  EXPECT_EQ(d.w.stats().peers_lost, 1u);
+
+  peer_hello(d, f.p.plan_id + 1);  // a link learnt under another deployment
+  d.got.clear();
+  d.w.on_disconnect(1);
+  d.collect();
+  EXPECT_FALSE(d.saw(MsgType::Error)) << d.last_error();
+  EXPECT_EQ(d.w.stats().peers_lost, 1u);
+}
+
+// On a keyed board a peer's first frame must be its 32-byte HELLO; an
+// untagged frame after it, a tag made without the key, or a peer without a
+// key is refused (AuthFailed) and counted as a board-to-board failure.
+TEST(WorkerPeers, KeyedBoardRefusesForgedPeerFrames) {
+  const auto& f = fixture();
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE("kind " + std::to_string(kind));
+    Driver d(8, kKeyA);
+    ASSERT_TRUE(d.authenticate(kKeyA));
+    ASSERT_TRUE(d.deploy(f.frags[0]));
+    ASSERT_TRUE(d.w.on_connect(1));
+    wire::HelloPayload hp;
+    hp.board_id = 1;
+    hp.auth = kind != 2;  // kind 2: a peer without a key (16-byte HELLO)
+    for (auto& b : hp.nonce) b = 9;
+    uint8_t pay[32], frame[256];
+    wire::FrameHeader h;
+    h.type = MsgType::Hello;
+    h.src = 1;
+    h.deployment = f.p.plan_id;
+    h.seq = 1;
+    h.flags = wire::kFlagLast;
+    size_t n = wire::encode_frame(h, pay, hp.encode(pay, sizeof pay), frame, sizeof frame);
+    const int32_t r = d.w.on_bytes(1, frame, n);
+    if (kind == 2) {
+      EXPECT_EQ(r, -1);
+    } else {
+      ASSERT_EQ(r, int32_t(n));
+      h.type = MsgType::Probe;  // any frame; refused before it is looked at
+      h.seq = 2;
+      h.flags = uint16_t(kind == 0 ? wire::kFlagMac : 0);
+      const uint8_t p8[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+      n = wire::encode_frame(h, p8, sizeof p8, frame, sizeof frame);
+      if (kind == 0)
+        for (size_t i = n - wire::kTagSize; i < n; ++i) frame[i] = uint8_t(i);
+      EXPECT_EQ(d.w.on_bytes(1, frame, n), -1);
+    }
+    EXPECT_FALSE(d.w.link_open(1));
+    EXPECT_EQ(d.w.stats().peer_auth_failures, 1u);
+    EXPECT_EQ(d.w.stats().auth_failures, 1u);
+    EXPECT_TRUE(d.w.link_open(0));  // the coordinator's session goes on
+  }
 }
 
 // First layer with a non-empty share on board 0.

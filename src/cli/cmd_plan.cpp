@@ -17,7 +17,7 @@ struct PlanCmdOptions {
   std::string testbed, alloc = "even", ram = "512K", flash = "8M";
   bool ram_given = false, flash_given = false;  // override a testbed's budgets
   double k1 = plan::kDefaultK1;
-  std::string strategy = "neuron", route = "relay", out, op_cycles;
+  std::string strategy = "auto", route = "direct", out, op_cycles;  // defaults of run (issue 10)
   double cycles_per_mac = 2.0, frame_latency_us = 30.0;
   bool json = false;
 };

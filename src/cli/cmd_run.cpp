@@ -39,7 +39,10 @@ struct RunOptions {
   std::string model = "mobilenetv2";
   int size = 0;
   std::string workers = "3", testbed, image, alloc = "rating", ram = "512K", flash = "8M";
-  std::string strategy = "neuron", route = "relay";
+  // Defaults (issue 10): the cost model's choice per block, boards sending
+  // to boards. `--strategy neuron --route relay` is the paper's mode.
+  std::string strategy = "auto", route = "direct";
+  bool route_given = false;  // --route on the command line
   int window = 32;
   double timeout = 10.0, cpm = 0.0, delay = 0.0;
   int repeat = 1;
@@ -87,6 +90,11 @@ static std::vector<std::vector<std::string>> fault_args(const std::vector<std::s
   return args;
 }
 
+// Whether the QEMU firmware boards can take part in the direct route
+// (board-to-board links). Not yet: the firmware holds one connection
+// (TS_MAX_LINKS=1, docs/firmware.md); flip this when it holds more.
+static bool qemu_boards_route_direct() { return false; }
+
 int cmd_run(const RunOptions& o) {
   using Clock = std::chrono::steady_clock;
   const plan::Objective objective = plan::parse_objective(o.objective);
@@ -124,6 +132,22 @@ int cmd_run(const RunOptions& o) {
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.strategy = o.strategy;
   popt.route = plan::parse_route(o.route);
+  // Cortex-M7 boards under QEMU hold one connection (firmware TS_MAX_LINKS=1):
+  // no board-to-board links yet. The default route falls back to the relay
+  // with a note; an explicit --route direct is refused with one line.
+  if (popt.route == plan::Route::Direct && !qemu_boards_route_direct()) {
+    int qemu = 0;
+    for (const auto& b : tb.boards) qemu += b.address == "qemu";
+    if (qemu > 0) {
+      if (o.route_given)
+        throw Error("--route direct: the QEMU firmware boards cannot open board-to-board links yet (one connection "
+                    "each); use --route relay");
+      popt.route = plan::Route::Relay;
+      std::fprintf(stderr, "note: %d QEMU board%s: the firmware has no board-to-board links yet, so this run "
+                             "relays every activation through the coordinator (--route relay)\n",
+                     qemu, qemu == 1 ? "" : "s");
+    }
+  }
   popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
   // Model, inputs, references and plan. The inputs are one photo, one
   // prepared tensor, or the first --limit test images of a data set.
@@ -211,8 +235,6 @@ int cmd_run(const RunOptions& o) {
   so.key_file = !o.key_file.empty() ? o.key_file : tb.key_file;
   if (!so.key_file.empty()) {
     so.key = net::load_key_file(so.key_file);
-    if (p.route == plan::Route::Direct)
-      throw Error("--route direct with a key: board-to-board links are not authenticated yet; use --route relay");
   }
   so.cycles_per_mac = o.cpm;
   so.delay_ms = o.delay;
@@ -264,7 +286,7 @@ int cmd_run(const RunOptions& o) {
   for (size_t i = 0; i < xs.size(); ++i) {
     const auto tensors = run_int8_all(q, xs[i]);
     std::vector<std::vector<coord::ExpectedDigest>> expected;
-    size_t expected_for = size_t(-1);  // failovers seen when `expected` was computed
+    int expected_for = -1;  // the swarm's plan generation `expected` was computed for
     bool same = true;
     for (int k = 0; k < o.repeat; ++k) {
       r = c.infer(xs[i]);
@@ -274,9 +296,9 @@ int cmd_run(const RunOptions& o) {
       exact_inferences += r.output == refs[i];
       // The boards' digests against the reference's over the regions of the
       // plan that ran (after a failover, the new plan).
-      if (c.failovers().size() != expected_for) {
+      if (c.plan_generation() != expected_for) {  // after a failover or a rejoin, the new plan
         expected = coord::reference_digests(q, c.plan(), tensors);
-        expected_for = c.failovers().size();
+        expected_for = c.plan_generation();
       }
       const coord::Verification v = coord::verify_layers(expected, r);
       for (size_t n = 0; n < layer_ok.size(); ++n) layer_ok[n] = layer_ok[n] && v.layer_ok[n];
@@ -362,6 +384,10 @@ int cmd_run(const RunOptions& o) {
       jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
                     {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
                     {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeploy_bytes", f.redeploy_bytes}});
+    nlohmann::json jr = nlohmann::json::array();
+    for (const auto& e : c.rejoins())
+      jr.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
+                    {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeploy_bytes", e.redeploy_bytes}});
     int64_t board_to_board = 0;
     for (const auto& wp : p.workers)
       for (const auto& ls : wp.layers)
@@ -394,7 +420,7 @@ int cmd_run(const RunOptions& o) {
         {"deploy", {{"sent", dep.sent}, {"cached", dep.cached}, {"bytes", dep.bytes}, {"seconds", dep.seconds}}},
         {"authenticated", !so.key_file.empty()},
         {"emulation", {{"cycles_per_mac", o.cpm}, {"delay_ms", o.delay}}},
-        {"boards_started", tb.boards.size()}, {"failover", !o.no_failover}, {"failovers", jf},
+        {"boards_started", tb.boards.size()}, {"failover", !o.no_failover}, {"failovers", jf}, {"rejoins", jr},
         {"per_worker", jw}, {"per_layer", jl}};
     if (!o.dataset.empty())
       j["dataset"] = {{"name", o.dataset}, {"split", "test"}, {"images", xs.size()}, {"bit_exact_images", exact},
@@ -425,6 +451,9 @@ int cmd_run(const RunOptions& o) {
                   f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
                   f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
                   f.reason.c_str(), f.boards_left, f.recover_s);
+    for (const auto& e : c.rejoins())
+      std::printf("rejoin: board %d (%s) back before inference %d; re-planned on %d boards in %.2f s\n", e.board_id,
+                  e.address.c_str(), e.inference, e.boards, e.rejoin_s);
     std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", dep.sent, human_bytes(dep.bytes).c_str(), dep.cached,
                 dep.seconds);
     if (!so.key_file.empty()) std::printf("links: authenticated (HMAC-SHA-256 tag on every frame, key %s)\n", so.key_file.c_str());
@@ -475,11 +504,15 @@ void register_run(CLI::App& app) {
   sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist; default model models/fashion-mnist/model.onnx)");
   sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
-  sub.add_option("--strategy", o->strategy, "split strategy: neuron (the paper) | spatial (bands of rows)")
+  sub.add_option("--strategy", o->strategy,
+                 "split strategy: auto (per block, by the cost model) | neuron (the paper) | spatial (bands of rows) | "
+                 "channel (blocks of channels)")
       ->capture_default_str();
   sub.add_option("--route", o->route,
-                 "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
-      ->capture_default_str();
+                 "direct (boards send to boards) | relay (every activation through the coordinator, the paper; "
+                 "QEMU boards fall back to it)")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->route_given = true; });
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();

@@ -304,6 +304,93 @@ ProbeResult Coordinator::probe(int board) {
   return r;
 }
 
+// The coordinator's inputs of one layer for one board: its runs of the
+// tensors the coordinator holds (relay: every input; direct: the graph's).
+void Coordinator::send_inputs(BoardLink& l, const plan::LayerShare& s, size_t node,
+                              const std::vector<std::vector<int8_t>>& t, BoardRunStats& bs) const {
+  for (size_t k = 0; k < s.inputs.size(); ++k) {
+    const auto& need = s.inputs[k];
+    const auto& src = t[need.tensor];
+    for (const auto& run : need.coord_runs) {
+      l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
+                     reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
+      bs.bytes_in += run.count;
+    }
+  }
+}
+
+// One board's answer for one layer, on both routes: OUTPUT frames (its sends
+// to the coordinator: each must lie inside them, continue where the last
+// ended, and all of them must be in before DONE), copied into `out`; then
+// DONE, whose telemetry and digest go to `bs`. Returns the DONE.
+wire::DonePayload Coordinator::collect_layer(BoardLink& l, const plan::LayerShare& s, size_t node,
+                                             std::vector<int8_t>& out, BoardRunStats& bs) const {
+  const std::string& name = q_.nodes[node].name;
+  auto where = [&] { return " at layer " + std::to_string(node) + " '" + name + "'"; };
+  // What this board returns to the coordinator: its sends to peer
+  // kPeerCoordinator, sorted by offset; each element exactly once.
+  std::vector<std::pair<int64_t, int64_t>> mine;
+  int64_t expect = 0;
+  for (const core::Send& sd : s.sends)
+    if (sd.peer == core::kPeerCoordinator) {
+      mine.emplace_back(sd.offset, int64_t(sd.offset) + sd.count);
+      expect += sd.count;
+    }
+  std::sort(mine.begin(), mine.end());
+  std::vector<int64_t> filled(mine.size(), 0);
+  int64_t got = 0;
+  for (;;) {
+    Frame f = l.recv();
+    if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
+    if (f.h.type == MsgType::Output) {
+      const int64_t off = f.h.offset, len = int64_t(f.payload.size());
+      auto it = std::upper_bound(mine.begin(), mine.end(), std::make_pair(off, std::numeric_limits<int64_t>::max()));
+      if (it == mine.begin() || off + len > std::prev(it)->second)
+        throw BoardError(l.who() + ": sent outputs outside its share" + where());
+      const size_t i = size_t(std::prev(it) - mine.begin());
+      // Frames of a run arrive in order: each continues where the last ended.
+      if (off != mine[i].first + filled[i]) throw BoardError(l.who() + ": sent outputs out of order or twice" + where());
+      filled[i] += len;
+      std::copy(f.payload.begin(), f.payload.end(), reinterpret_cast<uint8_t*>(out.data()) + off);
+      got += len;
+      bs.bytes_out += len;
+      continue;
+    }
+    if (f.h.type == MsgType::Done) {
+      wire::DonePayload d;
+      if (!d.decode(f.payload.data(), f.payload.size())) throw BoardError(l.who() + ": malformed DONE" + where());
+      if (got != expect)
+        throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(expect) + " outputs" +
+                         where());
+      bs.layer_peak[node] = d.peak_ram_bytes;
+      bs.layer_outputs[node] = d.outputs;
+      bs.layer_digest[node] = d.output_digest;
+      bs.peak_ram_bytes = std::max(bs.peak_ram_bytes, d.peak_ram_bytes);
+      bs.compute_s += d.elapsed_us * 1e-6;
+      bs.add_instructions(d.compute_instructions);
+      return d;
+    }
+    throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
+  }
+}
+
+// A board's failure, named with the board and the layer (for the message and
+// for failover).
+void Coordinator::rethrow_at(const BoardError& e, const BoardLink& l, size_t node) const {
+  int board = e.board >= 0 ? e.board : l.index();
+  const int layer = e.layer >= 0 ? e.layer : int(node);
+  std::string m = e.what();
+  if (e.lost_peer >= 0 && size_t(e.lost_peer) < links_.size()) {
+    // A board lost its link to a peer: name the peer first (the suspect; the
+    // coordinator's health check decides), then who reported it.
+    const BoardLink& p = *links_[size_t(e.lost_peer)];
+    board = p.index();
+    m = p.who() + ": its link to " + l.who() + " closed (reported by that board)";
+  }
+  if (m.find(" at layer ") != std::string::npos) throw BoardError(m, board, layer);
+  throw BoardError(m + " at layer " + std::to_string(node) + " '" + q_.nodes[node].name + "'", board, layer);
+}
+
 InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
   if (plan().route == plan::Route::Direct) return infer_direct(input);
   InferenceResult res;
@@ -336,73 +423,14 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
     parallel(active, [&](int w) {
       BoardLink& l = *links_[w];
       const plan::LayerShare& s = plan().workers[w].layers[node];
-      auto where = [&] { return " at layer " + std::to_string(node) + " '" + n.name + "'"; };
       try {
-        for (size_t k = 0; k < s.inputs.size(); ++k) {
-          const auto& need = s.inputs[k];
-          const auto& src = t[need.tensor];
-          for (const auto& run : need.coord_runs) {
-            l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
-                           reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
-            res.boards[w].bytes_in += run.count;
-          }
-        }
+        send_inputs(l, s, node, t, res.boards[size_t(w)]);
         if (s.run_trigger) l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
-        // What this board returns to the coordinator: its sends to peer
-        // kPeerCoordinator, sorted by offset; each element exactly once.
-        std::vector<std::pair<int64_t, int64_t>> mine;
-        int64_t expect = 0;
-        for (const core::Send& sd : s.sends)
-          if (sd.peer == core::kPeerCoordinator) {
-            mine.emplace_back(sd.offset, int64_t(sd.offset) + sd.count);
-            expect += sd.count;
-          }
-        std::sort(mine.begin(), mine.end());
-        std::vector<int64_t> filled(mine.size(), 0);
-        int64_t got = 0;
-        for (;;) {
-          Frame f = l.recv();
-          if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
-          if (f.h.type == MsgType::Output) {
-            const int64_t off = f.h.offset, len = int64_t(f.payload.size());
-            auto it = std::upper_bound(mine.begin(), mine.end(), std::make_pair(off, std::numeric_limits<int64_t>::max()));
-            if (it == mine.begin() || off + len > std::prev(it)->second)
-              throw BoardError(l.who() + ": sent outputs outside its share" + where());
-            const size_t i = size_t(std::prev(it) - mine.begin());
-            // Frames of a run arrive in order: each continues where the last ended.
-            if (off != mine[i].first + filled[i])
-              throw BoardError(l.who() + ": sent outputs out of order or twice" + where());
-            filled[i] += len;
-            std::copy(f.payload.begin(), f.payload.end(), reinterpret_cast<uint8_t*>(out.data()) + off);
-            got += len;
-            res.boards[w].bytes_out += len;
-            continue;
-          }
-          if (f.h.type == MsgType::Done) {
-            wire::DonePayload d;
-            if (!d.decode(f.payload.data(), f.payload.size())) throw BoardError(l.who() + ": malformed DONE" + where());
-            if (got != expect)
-              throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(expect) +
-                               " outputs" + where());
-            compute_us[w] = d.elapsed_us;
-            frames[w] = d.frames_sent;
-            res.boards[w].layer_peak[node] = d.peak_ram_bytes;
-            res.boards[w].layer_outputs[node] = d.outputs;
-            res.boards[w].layer_digest[node] = d.output_digest;
-            res.boards[w].peak_ram_bytes = std::max(res.boards[w].peak_ram_bytes, d.peak_ram_bytes);
-            res.boards[w].compute_s += d.elapsed_us * 1e-6;
-            res.boards[w].add_instructions(d.compute_instructions);
-            break;
-          }
-          throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
-        }
+        const wire::DonePayload d = collect_layer(l, s, node, out, res.boards[size_t(w)]);
+        compute_us[w] = d.elapsed_us;
+        frames[w] = d.frames_sent;
       } catch (const BoardError& e) {
-        // Which board and layer, for the message and for failover.
-        const int board = e.board >= 0 ? e.board : l.index();
-        const int layer = e.layer >= 0 ? e.layer : int(node);
-        const std::string m = e.what();
-        if (m.find(" at layer ") != std::string::npos) throw BoardError(m, board, layer);
-        throw BoardError(m + where(), board, layer);
+        rethrow_at(e, l, node);
       }
     });
     LayerTiming lt;
@@ -482,75 +510,17 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
       const plan::LayerShare& s = plan().workers[size_t(w)].layers[node];
       if (!s.active()) continue;
       const QNode& n = q_.nodes[node];
-      auto where = [&] { return " at layer " + std::to_string(node) + " '" + n.name + "'"; };
       try {
-        for (size_t k = 0; k < s.inputs.size(); ++k) {
-          const auto& need = s.inputs[k];
-          const auto& src = t[need.tensor];
-          for (const auto& run : need.coord_runs) {
-            l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
-                           reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
-            res.boards[size_t(w)].bytes_in += run.count;
-          }
-        }
-        std::vector<std::pair<int64_t, int64_t>> mine;
-        int64_t expect = 0;
-        for (const core::Send& sd : s.sends)
-          if (sd.peer == core::kPeerCoordinator) {
-            mine.emplace_back(sd.offset, int64_t(sd.offset) + sd.count);
-            expect += sd.count;
-          }
-        std::sort(mine.begin(), mine.end());
-        std::vector<int64_t> filled(mine.size(), 0);
-        int64_t got = 0;
-        auto& out = t[n.output];
-        for (;;) {
-          Frame f = l.recv();
-          if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
-          if (f.h.type == MsgType::Output) {
-            const int64_t off = f.h.offset, len = int64_t(f.payload.size());
-            auto it = std::upper_bound(mine.begin(), mine.end(), std::make_pair(off, std::numeric_limits<int64_t>::max()));
-            if (it == mine.begin() || off + len > std::prev(it)->second)
-              throw BoardError(l.who() + ": sent outputs outside its share" + where());
-            const size_t i = size_t(std::prev(it) - mine.begin());
-            if (off != mine[i].first + filled[i])
-              throw BoardError(l.who() + ": sent outputs out of order or twice" + where());
-            filled[i] += len;
-            std::copy(f.payload.begin(), f.payload.end(), reinterpret_cast<uint8_t*>(out.data()) + off);
-            got += len;
-            res.boards[size_t(w)].bytes_out += len;
-            continue;
-          }
-          if (f.h.type == MsgType::Done) {
-            wire::DonePayload d;
-            if (!d.decode(f.payload.data(), f.payload.size())) throw BoardError(l.who() + ": malformed DONE" + where());
-            if (got != expect)
-              throw BoardError(l.who() + ": returned " + std::to_string(got) + " of " + std::to_string(expect) +
-                               " outputs" + where());
-            done_at[size_t(w)][node] = seconds_since(t_start);
-            compute_us[size_t(w)][node] = d.elapsed_us;
-            frames[size_t(w)][node] = d.frames_sent;
-            const int64_t wn = int64_t(l.stats().wire_out + l.stats().wire_in);
-            wire[size_t(w)][node] = wn - wire0;
-            wire0 = wn;
-            BoardRunStats& bs = res.boards[size_t(w)];
-            bs.layer_peak[node] = d.peak_ram_bytes;
-            bs.layer_outputs[node] = d.outputs;
-            bs.layer_digest[node] = d.output_digest;
-            bs.peak_ram_bytes = std::max(bs.peak_ram_bytes, d.peak_ram_bytes);
-            bs.compute_s += d.elapsed_us * 1e-6;
-            bs.add_instructions(d.compute_instructions);
-            break;
-          }
-          throw BoardError(l.who() + ": sent " + wire::msg_type_name(f.h.type) + where());
-        }
+        send_inputs(l, s, node, t, res.boards[size_t(w)]);
+        const wire::DonePayload d = collect_layer(l, s, node, t[n.output], res.boards[size_t(w)]);
+        done_at[size_t(w)][node] = seconds_since(t_start);
+        compute_us[size_t(w)][node] = d.elapsed_us;
+        frames[size_t(w)][node] = d.frames_sent;
+        const int64_t wn = int64_t(l.stats().wire_out + l.stats().wire_in);
+        wire[size_t(w)][node] = wn - wire0;
+        wire0 = wn;
       } catch (const BoardError& e) {
-        // Which board and layer, for the message and for failover.
-        const int board = e.board >= 0 ? e.board : l.index();
-        const int layer = e.layer >= 0 ? e.layer : int(node);
-        const std::string m = e.what();
-        if (m.find(" at layer ") != std::string::npos) throw BoardError(m, board, layer);
-        throw BoardError(m + where(), board, layer);
+        rethrow_at(e, l, node);
       }
     }
   });

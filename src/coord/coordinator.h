@@ -111,6 +111,12 @@ class Coordinator {
 
  private:
   InferenceResult infer_direct(const std::vector<int8_t>& input);
+  // Shared by both routes (one board, one layer).
+  void send_inputs(BoardLink& l, const plan::LayerShare& s, size_t node, const std::vector<std::vector<int8_t>>& t,
+                   BoardRunStats& bs) const;
+  wire::DonePayload collect_layer(BoardLink& l, const plan::LayerShare& s, size_t node, std::vector<int8_t>& out,
+                                  BoardRunStats& bs) const;
+  [[noreturn]] void rethrow_at(const BoardError& e, const BoardLink& l, size_t node) const;
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
   struct Pool;
   void start_pool();

@@ -86,12 +86,12 @@ std::vector<std::unique_ptr<BoardLink>> Swarm::connect(const std::vector<int>& b
   return links;
 }
 
-// Failover re-plans and reruns in the relay route. With --route direct the
-// boards also hold links to each other, and a rerun after a re-plan has
-// stalled on them since INPUTS links are reused both ways (a known defect,
-// docs/reliability.md): the run ends at the first failure with its one line,
-// as with --no-failover, rather than risk a hang or a long wait.
-bool Swarm::failover_applies() const { return opt_.failover && plan_->route != plan::Route::Direct; }
+// Failover re-plans and reruns on both routes. With --route direct the
+// boards also hold links to each other: a new PEERS table closes the links
+// of the old plan, and a board that loses a peer link mid-inference reports
+// it to the coordinator (an ERROR naming the peer), which then decides here
+// like for any other failure.
+bool Swarm::failover_applies() const { return opt_.failover; }
 
 void Swarm::secure(BoardLink& l) const {
   if (!opt_.auth) return;
@@ -127,14 +127,16 @@ void Swarm::replan(const plan::Testbed& tb) {
 // A board is healthy when a fresh connection gets its HELLO and a PROBE is
 // echoed, each within the timeout. A new coordinator connection also starts
 // a new session on the board (work in progress dropped).
-bool Swarm::healthy(int board, std::string* why) {
+bool Swarm::healthy(int board, std::string* why, std::chrono::milliseconds limit, bool* timed_out) {
+  if (timed_out) *timed_out = false;
+  const auto wait = std::min(opt_.timeout, limit);
   try {
     // A board whose process is gone is refused at once, and that is final
     // (one attempt); a lost SYN on a lossy link is retransmitted by the
     // kernel within min(timeout, 3 s).
     std::unique_ptr<net::Transport> t;
     try {
-      t = connect_address(addr_[size_t(board)], std::min(opt_.timeout, std::chrono::milliseconds(3000)), true);
+      t = connect_address(addr_[size_t(board)], wait, true);
     } catch (const std::exception& e) {
       *why = "board " + std::to_string(board) + " (" + addr_[size_t(board)] + "): " + e.what();
       return false;
@@ -142,7 +144,7 @@ bool Swarm::healthy(int board, std::string* why) {
     // A live board answers in milliseconds; 3 s also covers a few TCP
     // retransmissions on a lossy link, and keeps a hung board from costing
     // a whole --timeout a second time.
-    BoardLink l(std::move(t), board, opt_.window, std::min(opt_.timeout, std::chrono::milliseconds(3000)));
+    BoardLink l(std::move(t), board, opt_.window, wait);
     secure(l);
     l.handshake();
     const uint8_t ping[8] = {'a', 'l', 'i', 'v', 'e', '?', 0, uint8_t(board)};
@@ -156,6 +158,7 @@ bool Swarm::healthy(int board, std::string* why) {
     return true;
   } catch (const std::exception& e) {
     *why = e.what();
+    if (timed_out) *timed_out = std::string(e.what()).find("within") != std::string::npos;
     return false;
   }
 }
@@ -216,6 +219,7 @@ void Swarm::recover(const BoardError& first, int inference) {
                   " left (" + board_list(alive_) + ") cannot run the model: " + e.what() + "; after " + cause);
     }
     plan_ = std::move(next);
+    ++generation_;
     DeployResult dep;
     try {
       CoordOptions copt;
@@ -255,8 +259,76 @@ DeployResult Swarm::deploy() {
   }
 }
 
+void Swarm::try_rejoin(int inference) {
+  if (retry_at_.size() != tb_.boards.size()) {
+    retry_at_.assign(tb_.boards.size(), 0);
+    retry_step_.assign(tb_.boards.size(), 1);
+  }
+  std::vector<int> back;
+  for (size_t b = 0; b < tb_.boards.size(); ++b) {
+    if (std::find(alive_.begin(), alive_.end(), int(b)) != alive_.end() || inference < retry_at_[b]) continue;
+    // An idle live board answers in milliseconds: a short limit keeps a board
+    // that hangs from costing much (and its step doubles).
+    std::string why;
+    bool slow = false;
+    if (healthy(int(b), &why, std::chrono::milliseconds(500), &slow)) {
+      back.push_back(int(b));
+      retry_step_[b] = 1;
+    } else if (slow) {
+      retry_step_[b] = std::min(retry_step_[b] * 2, 64);
+      retry_at_[b] = inference + retry_step_[b];
+    }
+  }
+  if (back.empty()) return;
+  const auto t0 = Clock::now();
+  std::vector<int> next_alive = alive_;
+  next_alive.insert(next_alive.end(), back.begin(), back.end());
+  std::sort(next_alive.begin(), next_alive.end());
+  const std::vector<int> before = alive_;
+  alive_ = next_alive;
+  std::unique_ptr<plan::Plan> next;
+  try {
+    next = std::make_unique<plan::Plan>(plan::make_plan(q_, sub_testbed(), popt_));
+  } catch (const Error&) {
+    alive_ = before;  // cannot plan with it (should not happen: more boards): carry on without
+    return;
+  }
+  if (coord_) coord_->close();
+  coord_.reset();
+  plan_ = std::move(next);
+  ++generation_;
+  DeployResult dep;
+  try {
+    CoordOptions copt;
+    copt.timeout = opt_.timeout;
+    copt.progress = opt_.progress;
+    coord_ = std::make_unique<Coordinator>(q_, *plan_, connect(alive_), copt);
+    coord_->handshake();
+    dep = coord_->deploy();
+  } catch (const BoardError& e) {
+    // A board failed while the swarm was being rebuilt: the usual recovery.
+    recover(e, inference);
+    return;
+  }
+  for (int b : back) {
+    RejoinEvent ev;
+    ev.board = b;
+    ev.board_id = tb_.boards[size_t(b)].id;
+    ev.address = addr_[size_t(b)];
+    ev.inference = inference;
+    ev.boards = int(alive_.size());
+    ev.rejoin_s = seconds_since(t0);
+    ev.redeploy_bytes = dep.bytes;
+    rejoins_.push_back(ev);
+    note("board " + std::to_string(b) + " (" + addr_[size_t(b)] + ") answers again: rejoined before inference " +
+         std::to_string(inference) + "; " + std::to_string(alive_.size()) + " boards");
+  }
+  flush_notes();
+}
+
 InferenceResult Swarm::infer(const std::vector<int8_t>& input) {
   const int k = inferences_++;
+  if (failover_applies() && alive_.size() < tb_.boards.size()) try_rejoin(k);
   for (;;) {
     try {
       return coord_->infer(input);

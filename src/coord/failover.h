@@ -11,6 +11,9 @@
 //   4. re-plans the whole model on the boards left (the same planner, cost
 //      model and RAM/flash limits), connects, deploys, and
 //   5. runs the failed inference again from its first layer.
+// Before each later inference, a dropped board that answers again at its
+// address (a fresh connection, HELLO and a PROBE echo) rejoins: the model is
+// re-planned on the boards in use plus it and deployed (try_rejoin).
 // Every step waits with a deadline, and every round drops at least one
 // board, so it ends: with a result that the caller still checks against the
 // reference, or with one ts::Error line saying why the boards left cannot
@@ -53,6 +56,17 @@ struct FailoverEvent {
   int64_t redeploy_bytes = 0;  // fragment bytes sent by that re-deploy
 };
 
+// A dropped board taken back (it answered again at its address).
+struct RejoinEvent {
+  int board = -1;           // testbed index
+  int board_id = -1;
+  std::string address;
+  int inference = -1;       // the inference it was back for (0-based count)
+  int boards = 0;           // boards in use after the re-plan
+  double rejoin_s = 0;      // check, re-plan and deploy
+  int64_t redeploy_bytes = 0;
+};
+
 class Swarm {
  public:
   // `addresses` are host:port of every testbed board (BoardSet::addresses);
@@ -79,10 +93,17 @@ class Swarm {
   // Testbed index of each plan worker (plan worker w is board boards()[w]).
   const std::vector<int>& boards() const { return alive_; }
   const std::vector<FailoverEvent>& failovers() const { return events_; }
+  const std::vector<RejoinEvent>& rejoins() const { return rejoins_; }
+  // Counts the plans the swarm has run (a failover or a rejoin re-plans).
+  int plan_generation() const { return generation_; }
 
  private:
   std::vector<std::unique_ptr<BoardLink>> connect(const std::vector<int>& boards);
-  bool healthy(int board, std::string* why);
+  bool healthy(int board, std::string* why, std::chrono::milliseconds limit = std::chrono::milliseconds(3000),
+               bool* timed_out = nullptr);
+  // Before an inference: boards dropped earlier that answer again at their
+  // address are taken back (re-plan on all boards in use, deploy).
+  void try_rejoin(int inference);
   // With SwarmOptions::auth, makes the link's session authenticated under a
   // fresh nonce (every connection, the first and those after a failover).
   void secure(BoardLink& l) const;
@@ -102,6 +123,12 @@ class Swarm {
   std::unique_ptr<plan::Plan> plan_;
   std::unique_ptr<Coordinator> coord_;
   std::vector<FailoverEvent> events_;
+  std::vector<RejoinEvent> rejoins_;
+  // Per testbed board: the inference from which a dropped board is checked
+  // again, and the step (doubled after each check that timed out: a board
+  // that hangs costs a short wait now and then, not one per inference).
+  std::vector<int> retry_at_, retry_step_;
+  int generation_ = 0;
   DeployResult last_deploy_;
   int inferences_ = 0;
 };

@@ -69,6 +69,12 @@ uint32_t BoardLink::now_ms() const {
   return uint32_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count());
 }
 
+void BoardLink::set_timeout(std::chrono::milliseconds t) {
+  timeout_ms_.store(t.count());
+  const long long at = std::chrono::duration_cast<std::chrono::nanoseconds>((Clock::now() + t).time_since_epoch()).count();
+  if (at < cut_at_ns_.load()) cut_at_ns_.store(at);
+}
+
 bool BoardLink::read_frame(Frame* out, Clock::time_point deadline) {
   for (;;) {
     while (rx_pos_ < rx_have_) {
@@ -111,8 +117,13 @@ bool BoardLink::read_frame(Frame* out, Clock::time_point deadline) {
     rx_pos_ = rx_have_ = 0;
     flush();  // never wait for the board while frames it needs sit in our buffer
     const auto now = Clock::now();
+    // A deadline cut short from another thread (set_timeout) also ends a
+    // wait under way: waits go in slices of at most 100 ms to notice it.
+    const auto cut = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(cut_at_ns_.load())));
+    if (cut < deadline) deadline = cut;
     if (now >= deadline) return false;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1);
+    const auto left = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1),
+                               std::chrono::milliseconds(100));
     net::RecvResult r;
     try {
       r = t_->recv(rx_.data(), rx_.size(), left);
@@ -153,6 +164,11 @@ void BoardLink::send_ack_if_due() {
 void BoardLink::fail_with(const Frame& f) const {
   wire::ErrorPayload e;
   if (!e.decode(f.payload.data(), f.payload.size())) fail("sent a malformed ERROR");
+  if (e.code == wire::ErrorCode::PeerLost) {
+    BoardError b(who() + ": " + e.text, index_);
+    b.lost_peer = int(e.request_seq);
+    throw b;
+  }
   fail(std::string("reported error ") + wire::error_code_name(e.code) + ": " + e.text);
 }
 

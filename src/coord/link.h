@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,9 @@ struct BoardError : std::runtime_error {
       : std::runtime_error(what), board(board_index), layer(layer_index) {}
   int board = -1;
   int layer = -1;
+  // The board reported that its link to this peer (plan index) closed
+  // (ERROR PeerLost): the peer is the one suspected, not the reporter.
+  int lost_peer = -1;
 };
 
 struct Frame {
@@ -74,7 +78,9 @@ class BoardLink {
   const std::string& peer() const { return peer_; }
   int index() const { return index_; }
   const LinkStats& stats() const { return stats_; }
-  void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
+  // Later waits take at most `t`; a wait already under way (another thread)
+  // ends at most `t` from now.
+  void set_timeout(std::chrono::milliseconds t);
   std::string who() const;
 
  private:
@@ -92,6 +98,7 @@ class BoardLink {
   int index_;
   std::string peer_;
   std::atomic<long long> timeout_ms_;  // may be shortened from another thread
+  std::atomic<long long> cut_at_ns_{std::numeric_limits<long long>::max()};  // steady clock; set_timeout
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
   wire::FrameReader reader_;
   bool use_auth_ = false;

@@ -39,6 +39,33 @@ void derive_session(const uint8_t key[kKeyBytes], const uint8_t coord_nonce[kNon
   derive_one(key, "tinysplit/1 b2c", coord_nonce, hello, hello_len, out->b2c);
 }
 
+void derive_peer(const uint8_t key[kKeyBytes], uint32_t deployment, uint16_t opener, uint16_t acceptor,
+                 const uint8_t* hello_opener, size_t opener_len, const uint8_t* hello_acceptor, size_t acceptor_len,
+                 PeerKeys* out) {
+  uint8_t ctx[8];
+  for (int i = 0; i < 4; ++i) ctx[i] = uint8_t(deployment >> (8 * i));
+  ctx[4] = uint8_t(opener);
+  ctx[5] = uint8_t(opener >> 8);
+  ctx[6] = uint8_t(acceptor);
+  ctx[7] = uint8_t(acceptor >> 8);
+  const uint8_t lens[2] = {uint8_t(opener_len), uint8_t(acceptor_len)};
+  const char* labels[2] = {"tinysplit/1 peer o2a", "tinysplit/1 peer a2o"};
+  uint8_t* outs[2] = {out->o2a, out->a2o};
+  for (int d = 0; d < 2; ++d) {
+    HmacSha256 m(key, kKeyBytes);
+    size_t n = 0;
+    while (labels[d][n]) ++n;
+    const uint8_t zero = 0;
+    m.update(labels[d], n);
+    m.update(&zero, 1);
+    m.update(ctx, sizeof ctx);
+    m.update(lens, sizeof lens);  // the HELLO lengths, so the two cannot shift into each other
+    m.update(hello_opener, opener_len);
+    m.update(hello_acceptor, acceptor_len);
+    m.finish(outs[d]);
+  }
+}
+
 void make_nonce(const uint8_t key[kKeyBytes], const uint8_t* entropy, size_t entropy_len, uint64_t counter,
                 uint8_t out[kNonceBytes]) {
   HmacSha256 m(key, kKeyBytes);

@@ -48,6 +48,23 @@ struct SessionKeys {
 void derive_session(const uint8_t key[kKeyBytes], const uint8_t coord_nonce[kNonceBytes], const uint8_t* hello,
                     size_t hello_len, SessionKeys* out);
 
+// The two directional keys of one board-to-board link (docs/protocol.md,
+// "Board-to-board links"). The board that opened the connection is the
+// opener, the one that accepted it the acceptor; each sent a 32-byte HELLO
+// with a fresh nonce. Both derive
+//   K_o2a = HMAC(K, "tinysplit/1 peer o2a" || 0 || deployment || opener ||
+//                acceptor || HELLO_opener || HELLO_acceptor)
+// and K_a2o with "a2o", where deployment is the plan id (u32 LE) and opener,
+// acceptor the two boards' plan indices (u16 LE). A link of another plan,
+// between other boards, or with a nonce of another connection has other keys.
+struct PeerKeys {
+  uint8_t o2a[kKeyBytes];
+  uint8_t a2o[kKeyBytes];
+};
+void derive_peer(const uint8_t key[kKeyBytes], uint32_t deployment, uint16_t opener, uint16_t acceptor,
+                 const uint8_t* hello_opener, size_t opener_len, const uint8_t* hello_acceptor, size_t acceptor_len,
+                 PeerKeys* out);
+
 // A fresh nonce: HMAC(K, "tinysplit/1 nonce" || entropy || counter). Unique as
 // long as (entropy, counter) never repeats under one key.
 void make_nonce(const uint8_t key[kKeyBytes], const uint8_t* entropy, size_t entropy_len, uint64_t counter,

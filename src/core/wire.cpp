@@ -91,6 +91,7 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::VersionMismatch: return "version mismatch";
     case ErrorCode::Internal: return "internal error";
     case ErrorCode::AuthFailed: return "authentication failed";
+    case ErrorCode::PeerLost: return "peer link lost";
   }
   return "unknown error code";
 }

@@ -389,6 +389,7 @@ enum class ErrorCode : uint16_t {
   VersionMismatch = 10, // peer speaks another protocol version
   Internal = 11,
   AuthFailed = 12,      // a frame failed authentication, or a key is missing
+  PeerLost = 13,        // direct route: the link to peer board `request_seq` (plan index) closed
 };
 const char* error_code_name(ErrorCode c);
 

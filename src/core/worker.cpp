@@ -106,6 +106,9 @@ void Worker::reset_link(int link) {
   l.rx.stop();
   l.tx.stop();
   l.hello_len = 0;
+  l.dialled = false;
+  l.claimed = -1;
+  l.claimed_deployment = 0;
 }
 
 bool Worker::on_connect(int link) {
@@ -140,6 +143,29 @@ bool Worker::on_connect(int link) {
 
 void Worker::on_disconnect(int link) {
   if (link < 0 || link >= kMaxLinks) return;
+  // A link to a board of the current deployment closed: that board may be
+  // gone, and what it owed us (or we owed it) will not arrive. Say so to the
+  // coordinator at once, so it decides (docs/reliability.md) instead of
+  // waiting for its deadline.
+  const Link& was = links_[link];
+  if (was.open && link != coord_link_ && was.worker >= 0 && have_frag_ && was.deployment == plan_id_ &&
+      coord_link_ >= 0 && links_[coord_link_].open) {
+    stats_.peers_lost++;
+    char text[48] = "lost the link to peer board ";
+    size_t n = 0;
+    while (text[n]) ++n;
+    char digits[8];
+    int nd = 0;
+    uint32_t v = uint32_t(was.worker);
+    do {
+      digits[nd++] = char('0' + v % 10);
+      v /= 10;
+    } while (v && nd < 7);
+    while (nd > 0) text[n++] = digits[--nd];
+    text[n] = 0;
+    links_[link].open = false;
+    send_error(coord_link_, ErrorCode::PeerLost, uint32_t(was.worker), text);
+  }
   links_[link].open = false;
   links_[link].held = false;
   if (link == coord_link_) {
@@ -159,6 +185,7 @@ int Worker::link_to(uint16_t worker) {
   if (!ok) return -1;
   links_[l].worker = worker;
   links_[l].deployment = plan_id_;
+  links_[l].dialled = true;
   return l;
 }
 
@@ -277,6 +304,8 @@ Worker::Verdict Worker::authenticate(int link) {
   const bool tagged = (h.flags & wire::kFlagMac) != 0;
   auto refuse = [&](const char* why) {
     stats_.auth_failures++;
+    if (link != coord_link_ && (l.dialled || l.worker >= 0 || l.claimed >= 0 || h.src != wire::kCoordinatorId))
+      stats_.peer_auth_failures++;
     l.reader.refuse(wire::WireError::BadMac);
     send_error(link, ErrorCode::AuthFailed, h.seq, why);
     return Verdict::Fail;
@@ -284,13 +313,19 @@ Worker::Verdict Worker::authenticate(int link) {
   if (l.rx.active()) {
     if (!tagged) return refuse("unauthenticated frame in an authenticated session");
     if (!l.rx.check(l.reader.frame(), l.reader.frame_len())) return refuse("frame failed authentication");
+    if (l.worker < 0 && l.claimed >= 0) {
+      // The board that connected to us proved it holds the key (its first
+      // tagged frame, the ACK of our HELLO): the link is now its.
+      l.worker = l.claimed;
+      l.deployment = l.claimed_deployment;
+    }
     return Verdict::Ok;
   }
   if (!cfg_.has_key) {
     if (tagged || h.type == MsgType::Auth) return refuse("this board has no key");
     return Verdict::Ok;
   }
-  if (h.src != wire::kCoordinatorId) return refuse("board-to-board links are not authenticated");
+  if (l.dialled || h.src != wire::kCoordinatorId) return peer_session(link);
   // The coordinator acknowledges HELLO before it can key anything; an ACK
   // only moves this link's window, so it is the one frame taken untagged.
   if (h.type == MsgType::Ack && !tagged) return Verdict::Ok;
@@ -308,6 +343,48 @@ Worker::Verdict Worker::authenticate(int link) {
     l.rx.stop();
     return refuse("authentication failed: the coordinator's key differs");
   }
+  return Verdict::Ok;
+}
+
+// A keyed board-to-board link: each board's first frame is its HELLO
+// (untagged, 32 bytes, a fresh nonce); once a board has both HELLOs it
+// derives the link's keys (auth::derive_peer) and every later frame in both
+// directions is tagged. Called for the peer's first frame only.
+Worker::Verdict Worker::peer_session(int link) {
+  Link& l = links_[link];
+  const FrameHeader& h = l.reader.header();
+  auto refuse = [&](const char* why) {
+    stats_.auth_failures++;
+    stats_.peer_auth_failures++;
+    l.reader.refuse(wire::WireError::BadMac);
+    send_error(link, ErrorCode::AuthFailed, h.seq, why);
+    return Verdict::Fail;
+  };
+  if (h.type != MsgType::Hello || (h.flags & wire::kFlagMac))
+    return refuse("board-to-board link: HELLO first (frame refused)");
+  wire::HelloPayload p;
+  if (!p.decode(l.reader.payload(), h.payload_len) || !p.auth) return refuse("peer board has no key");
+  if (!have_frag_ || l.hello_len == 0) return refuse("no deployment for a board-to-board link");
+  const uint16_t me = frag_.header().worker;
+  uint16_t opener = me, acceptor = me;
+  const uint8_t *ho = l.hello, *ha = l.hello;
+  size_t no = l.hello_len, na = l.hello_len;
+  if (l.dialled) {
+    acceptor = uint16_t(l.worker);
+    ha = l.reader.payload();
+    na = h.payload_len;
+  } else {
+    if (h.src == me || h.src >= frag_.header().n_workers) return refuse("hello from a board outside the plan");
+    opener = h.src;
+    ho = l.reader.payload();
+    no = h.payload_len;
+  }
+  auth::PeerKeys k;
+  auth::derive_peer(cfg_.key, plan_id_, opener, acceptor, ho, no, ha, na, &k);
+  l.tx.start(l.dialled ? k.o2a : k.a2o);
+  l.rx.start(l.dialled ? k.a2o : k.o2a);
+  for (uint8_t& b : k.o2a) b = 0;
+  for (uint8_t& b : k.a2o) b = 0;
   return Verdict::Ok;
 }
 
@@ -363,16 +440,28 @@ Worker::Verdict Worker::handle(int link) {
         send_error(link, ErrorCode::BadFrame, h.seq, "unexpected message type");
         return Verdict::Fail;
       }
+      if (l.dialled) {
+        // The greeting of the board we connected to (it names its board id,
+        // not knowing yet who called): our sends may go now.
+        if (!send_ack_if_due(link)) return Verdict::Fail;
+        return drive() ? Verdict::Ok : Verdict::Fail;
+      }
       if (!have_frag_ || h.src == frag_.header().worker || h.src >= frag_.header().n_workers) {
         send_error(link, ErrorCode::OutOfBounds, h.seq, "hello from a board outside the plan");
         return Verdict::Fail;
       }
       // A board that connected to us: our sends to it use this link too
       // (each direction has its own sequence numbers and window), so a pair
-      // of boards needs one link, not one each way.
-      if (l.worker < 0) {
-        l.worker = int32_t(h.src);
-        l.deployment = h.deployment;
+      // of boards needs one link, not one each way. With a key, only once
+      // it proved it holds the key (authenticate()).
+      if (l.worker < 0 && l.claimed < 0) {
+        if (cfg_.has_key) {
+          l.claimed = int32_t(h.src);
+          l.claimed_deployment = h.deployment;
+        } else {
+          l.worker = int32_t(h.src);
+          l.deployment = h.deployment;
+        }
       }
       break;
     case MsgType::Store: ok = on_store(link, h, payload); break;
@@ -881,6 +970,8 @@ bool Worker::pump() {
         return false;
       }
       if (!links_[link].window.can_send()) return true;
+      // A keyed peer link sends once both HELLOs are in (its keys derived).
+      if (cfg_.has_key && !links_[link].tx.active()) return true;
       if (!to_coord) {
         // To a board: as few INPUTS frames as the group's bytes need.
         bool last = false;

@@ -166,7 +166,9 @@ struct WorkerStats {
   uint32_t frames_in = 0, frames_out = 0;
   uint32_t bytes_in = 0, bytes_out = 0;
   uint32_t errors_sent = 0;
-  uint32_t auth_failures = 0;  // frames refused by authentication
+  uint32_t auth_failures = 0;  // frames refused by authentication (coordinator and peer links)
+  uint32_t peer_auth_failures = 0;  // of those, on board-to-board links
+  uint32_t peers_lost = 0;  // peer links of the current deployment that closed (reported to the coordinator)
   uint32_t layers_run = 0;
   uint32_t peak_arena = 0;  // over the board's life
 };
@@ -237,6 +239,12 @@ class Worker {
     auth::FrameMac rx, tx;  // active once the session is authenticated
     uint8_t hello[wire::HelloPayload::kAuthSize] = {};  // the HELLO we sent
     uint8_t hello_len = 0;
+    bool dialled = false;  // we opened it (link_to): a peer link we are the opener of
+    // A board that connected to us names itself in its HELLO; with a key the
+    // link carries our sends to it only once its first tagged frame verified
+    // (until then the name is only claimed).
+    int32_t claimed = -1;
+    uint32_t claimed_deployment = 0;
   };
   struct Open {
     bool used = false, run = false;
@@ -247,6 +255,7 @@ class Worker {
 
   Verdict handle(int link);
   Verdict authenticate(int link);
+  Verdict peer_session(int link);  // keyed board-to-board link: derive its keys from both HELLOs
   Verdict on_input(int link, const wire::FrameHeader& h, const uint8_t* payload);
   Verdict on_run(int link, const wire::FrameHeader& h);
   Verdict admit(int link, const wire::FrameHeader& h, const FragLayer& e, Open** slot);
