@@ -91,7 +91,8 @@ struct HostBoard::Link {
   Clock::time_point last_bytes;  // for the idle limit
 };
 
-// The board's mutable state shared by the reader threads: guarded by `mu`.
+// The board's mutable state: guarded by `mu` (the board has one thread, serve(); the
+// lock keeps the state consistent should another thread ever look at it).
 class HostBoard::HostPort final : public core::Port {
  public:
   HostPort(HostBoard& b) : board(b), t0_(Clock::now()) {}
