@@ -1,6 +1,7 @@
 // Tests of the host transports (net/transport.h, net/tcp.h), carrying real
 // wire frames. TCP tests use 127.0.0.1 and ephemeral ports only.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstring>
@@ -255,6 +256,33 @@ TEST(Tcp, ReceiveTimeoutFires) {
   while (st == RecvStatus::Timeout && Clock::now() < deadline)
     st = server->recv(buf, sizeof buf, Millis(0)).status;
   EXPECT_EQ(st, RecvStatus::Data);
+}
+
+// One thread serving many links (a host board) polls their descriptors: only
+// the link with bytes waiting is reported, and its recv does not block.
+TEST(Tcp, PollHandlesTellWhichLinkHasBytes) {
+  std::vector<std::unique_ptr<Transport>> clients, servers;
+  for (int i = 0; i < 3; ++i) {
+    auto [c, s] = tcp_pair();
+    ASSERT_TRUE(c && s);
+    ASSERT_GE(s->poll_handle(), 0);
+    clients.push_back(std::move(c));
+    servers.push_back(std::move(s));
+  }
+  clients[1]->send("abc", 3);
+  std::vector<pollfd> fds;
+  for (auto& s : servers) fds.push_back(pollfd{s->poll_handle(), POLLIN, 0});
+  ASSERT_EQ(poll(fds.data(), nfds_t(fds.size()), int(kWait.count())), 1);
+  EXPECT_EQ(fds[0].revents, 0);
+  EXPECT_NE(fds[1].revents & POLLIN, 0);
+  EXPECT_EQ(fds[2].revents, 0);
+  uint8_t buf[8];
+  const auto r = servers[1]->recv(buf, sizeof buf, Millis(0));
+  EXPECT_EQ(r.status, RecvStatus::Data);
+  EXPECT_EQ(r.bytes, 3u);
+  // An in-process transport has no descriptor.
+  auto [a, b] = ts::net::make_inproc_pair();
+  EXPECT_EQ(a->poll_handle(), -1);
 }
 
 TEST(Tcp, PeerCloseIsDetected) {

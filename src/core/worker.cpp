@@ -1,5 +1,7 @@
 #include "core/worker.h"
 
+#include <string.h>
+
 #include "core/crc32.h"
 #include "core/sha256.h"
 #include "core/digest.h"
@@ -26,7 +28,7 @@ void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, co
     uint32_t seg = uint32_t(X.w - x);
     if (seg > n - i) seg = n - i;
     uint8_t* dst = box + (uint32_t(c - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y - b.h0)) * uint32_t(X.w) + uint32_t(x);
-    for (uint32_t j = 0; j < seg; ++j) dst[j] = src[i + j];
+    memcpy(dst, src + i, seg);
     i += seg;
     at += seg;
   }
@@ -795,6 +797,10 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
                     e.box[k].h0, e.box[k].h1 - e.box[k].h0};
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
   touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
+  // What the boards we exchange with wait for (our last layer's sends, our
+  // ACKs) goes out before we are busy.
+  for (int i = 0; i < kMaxLinks; ++i)
+    if (links_[i].open && i != coord_link_) port_->flush(i);
   const uint32_t t0 = port_->now_us();
   KernelStatus st = KernelStatus::Ok;
   int32_t c0, c1, y0, y1;
@@ -918,7 +924,7 @@ uint16_t Worker::gather(bool* last) {
       b.count = 1;
       wire::encode_input_block_header(b, pay + used, room);
       const uint8_t* src = out + s.pos + send_off_;
-      for (uint32_t j = 0; j < rest; ++j) pay[used + wire::kInputBlockHeader + j] = src[j];
+      memcpy(pay + used + wire::kInputBlockHeader, src, rest);
       used += wire::kInputBlockHeader + rest;
       send_off_ += rest;
       if (send_off_ == s.count) {
@@ -947,7 +953,7 @@ uint16_t Worker::gather(bool* last) {
     for (uint32_t i = 0; i < n; ++i) {
       const Send t = fl_.send(send_i_ + i);
       const uint8_t* src = out + t.pos;
-      for (uint32_t j = 0; j < t.count; ++j) pay[used + j] = src[j];
+      memcpy(pay + used, src, t.count);
       used += t.count;
     }
     send_i_ += n;

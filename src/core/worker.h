@@ -91,6 +91,12 @@ class Port {
     return false;
   }
   virtual uint32_t now_us() = 0;
+  // A port may gather the frames sent on a link and write them together.
+  // The worker calls flush(link) for its links to other boards before it
+  // starts computing a layer, so that halos and ACKs a neighbour is waiting
+  // for leave before the compute, not after the next layers that happen to
+  // have their inputs. A port that writes at once ignores it.
+  virtual void flush(int link) { (void)link; }
   // Called after each layer's compute with its MAC count and measured time;
   // an emulated clock may stretch the time here. Returns the compute time to
   // report (microseconds).
@@ -211,6 +217,8 @@ class Worker {
   // (link_open() tells which).
   bool resume();
   bool holding(int link) const { return link >= 0 && link < kMaxLinks && links_[link].held; }
+  // Between inferences: no layer open or sending results, none left to run.
+  bool at_rest() const { return idle() && (!have_frag_ || cursor_ >= frag_.layer_count()); }
   bool link_open(int link) const { return link >= 0 && link < kMaxLinks && links_[link].open; }
 
   // Single-connection forms (link 0), as a host test or the firmware use.

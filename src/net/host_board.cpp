@@ -1,11 +1,14 @@
 #include "net/host_board.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <poll.h>
+#include <cerrno>
 #include <thread>
 #include <unistd.h>
 
@@ -71,20 +74,30 @@ const uint8_t* FileFlash::current(uint32_t* size) const {
   return have_ ? current_.data() : nullptr;
 }
 
+// Telemetry for the coordinator (a DONE it need not answer) may wait this
+// long in a link's buffer, so that the coordinator wakes once for several
+// layers' DONEs instead of once per layer, taking a core from the boards
+// less often. Anything else, and everything once the board is at rest
+// between inferences, goes at once.
+constexpr auto kHoldTelemetry = std::chrono::milliseconds(4);
+
 struct HostBoard::Link {
   std::unique_ptr<Transport> t;
-  std::thread reader;
-  std::vector<uint8_t> out;  // frames the worker queued for this link
-  bool dead = false;         // closed; the reader thread ends
+  std::vector<uint8_t> out;      // frames the worker queued for this link
+  bool urgent = false;           // `out` holds more than DONE telemetry
+  Clock::time_point held_since;  // when `out` became non-empty
+  std::vector<uint8_t> pending;  // received bytes the worker holds back
+  bool dead = false;             // closed; the slot is freed (drop_dead)
+  Clock::time_point last_bytes;  // for the idle limit
 };
 
-// The board's mutable state shared by the reader threads: guarded by `mu`.
+// The board's mutable state: guarded by `mu` (the board has one thread, serve(); the
+// lock keeps the state consistent should another thread ever look at it).
 class HostBoard::HostPort final : public core::Port {
  public:
   HostPort(HostBoard& b) : board(b), t0_(Clock::now()) {}
   HostBoard& board;
   std::mutex mu;
-  std::condition_variable progress;
   bool garble_next = false;
   bool stalled = false;
   bool fault_fired = false;    // the injected fault acts once
@@ -97,8 +110,18 @@ class HostBoard::HostPort final : public core::Port {
   bool send(int link, const uint8_t* data, size_t len) override {
     if (link < 0 || size_t(link) >= board.links_.size() || !board.links_[size_t(link)]->t) return false;
     delay();  // the injected delay is per frame sent, as the paper's was per send
-    std::vector<uint8_t>& out = board.links_[size_t(link)]->out;
+    Link& l = *board.links_[size_t(link)];
+    std::vector<uint8_t>& out = l.out;
     const size_t at = out.size();
+    if (at == 0) {
+      l.held_since = Clock::now();
+      l.urgent = false;
+    }
+    wire::FrameHeader fh;
+    // (An authentication tag, sent on its own after its frame, does not
+    // decode as a header and leaves the frame's urgency.)
+    if (!l.urgent && wire::decode_header(data, len, &fh) == wire::WireError::Ok)
+      l.urgent = !(fh.type == wire::MsgType::Done && fh.dst == wire::kCoordinatorId && !(fh.flags & wire::kFlagAckReq));
     out.insert(out.end(), data, data + len);
     if (garble_next && len > 40) {
       out[at + len / 2] ^= 0x5A;  // a payload byte: the CRC no longer matches
@@ -115,6 +138,18 @@ class HostBoard::HostPort final : public core::Port {
       }
     }
     return true;
+  }
+  // With `mu` held (the worker runs under it).
+  void flush(int link) override {
+    if (link < 0 || size_t(link) >= board.links_.size()) return;
+    Link& l = *board.links_[size_t(link)];
+    if (!l.t || l.out.empty() || l.dead) return;
+    try {
+      l.t->send(l.out.data(), l.out.size());
+    } catch (const std::exception&) {
+      l.dead = true;  // close_dead() closes it when the worker returns
+    }
+    l.out.clear();
   }
   void peer_address(const wire::PeerEntry& e) override { peers[e.worker] = e; }
   int open_link(uint16_t worker) override {
@@ -167,7 +202,10 @@ class HostBoard::HostPort final : public core::Port {
         std::raise(SIGKILL);
         break;
       case FaultKind::Stall:
-        while (!board.stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        // The board's one thread stops here: only the end of the board, or
+        // of the coordinator that spawned it, ends the stall.
+        while (!board.stop_.load() && !(board.opt_.exit_with_parent && getppid() == 1))
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
         break;
       case FaultKind::Corrupt:
         corrupt_next = true;
@@ -193,36 +231,36 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
     throw NetError("board " + std::to_string(opt.cfg.id) + ": RAM budget too small for the worker");
 }
 
-HostBoard::~HostBoard() {
-  stop_ = true;
-  port_->progress.notify_all();
-  for (auto& l : links_)
-    if (l->reader.joinable()) l->reader.join();
-}
+HostBoard::~HostBoard() { stop_ = true; }
 
 int HostBoard::attach(std::unique_ptr<Transport>& t) {
   for (size_t i = 0; i < links_.size(); ++i) {
     Link& l = *links_[i];
     if (l.t) continue;
-    if (l.reader.joinable()) l.reader.join();  // a finished reader of an earlier link
     l.t = std::move(t);
     l.out.clear();
+    l.pending.clear();
     l.dead = false;
-    l.reader = std::thread([this, i] { read_loop(int(i)); });
+    l.last_bytes = Clock::now();
     return int(i);
   }
   return -1;
 }
 
 void HostBoard::flush_all() {
+  const bool rest = worker_.at_rest();
+  const auto now = Clock::now();
   for (size_t i = 0; i < links_.size(); ++i) {
     Link& l = *links_[i];
     if (!l.t || l.out.empty()) continue;
-    try {
-      l.t->send(l.out.data(), l.out.size());
-    } catch (const std::exception&) {
-      l.dead = true;
-      worker_.on_disconnect(int(i));
+    if (!l.dead && !l.urgent && !rest && now - l.held_since < kHoldTelemetry) continue;  // telemetry waits a little
+    if (!l.dead) {
+      try {
+        l.t->send(l.out.data(), l.out.size());
+      } catch (const std::exception&) {
+        l.dead = true;
+        worker_.on_disconnect(int(i));
+      }
     }
     l.out.clear();
   }
@@ -239,132 +277,175 @@ void HostBoard::close_dead() {
   }
 }
 
-void HostBoard::read_loop(int link) {
-  std::vector<uint8_t> buf(64 * 1024), pending;
-  Link& self = *links_[size_t(link)];
-  Transport* t = self.t.get();
-  HostPort& port = *port_;
-  const bool idle_limit = opt_.idle_timeout_s > 0;
-  const auto idle_max = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.idle_timeout_s));
-  auto last_bytes = Clock::now();
-  for (;;) {
-    if (!pending.empty()) {
-      // The worker holds a frame of ours: wait for it to make progress.
-      std::unique_lock<std::mutex> lock(port.mu);
-      port.progress.wait_for(lock, std::chrono::milliseconds(100),
-                             [&] { return stop_.load() || self.dead || !worker_.holding(link); });
-      if (stop_ || self.dead) break;
-      if (worker_.holding(link) || port.stalled) continue;
-      const int32_t n = worker_.on_bytes(link, pending.data(), pending.size());
-      if (n >= 0) pending.erase(pending.begin(), pending.begin() + n);
-      if (n < 0) self.dead = true;
-      worker_.resume();
-      flush_all();
-      close_dead();
-      port.progress.notify_all();
-      if (self.dead) break;
-      continue;
-    }
-    RecvResult r;
-    try {
-      r = t->recv(buf.data(), buf.size(), Millis(200));
-    } catch (const std::exception&) {
-      r.status = RecvStatus::Closed;
-      r.bytes = 0;
-    }
-    if (stop_) break;
-    if (r.status == RecvStatus::Timeout) {
-      std::lock_guard<std::mutex> lock(port.mu);
-      if (self.dead) break;
-      // Nothing from this peer for too long: free the slot. A coordinator
-      // mid-inference always has frames in flight or answers to send well
-      // within the idle limit.
-      if (idle_limit && Clock::now() - last_bytes > idle_max) {
-        self.dead = true;
-        break;
-      }
-      continue;
-    }
-    last_bytes = Clock::now();
-    std::unique_lock<std::mutex> lock(port.mu);
-    if (r.status == RecvStatus::Closed || self.dead) {
-      self.dead = true;
-      break;
-    }
-    if (port.stalled) continue;
-    // Test hooks for misbehaving boards look for RUN frames at frame starts
-    // in this chunk (good enough for tests; frames may also span chunks).
-    bool crash = false;
-    if (opt_.crash_at_layer >= 0 || opt_.stall_at_layer >= 0 || opt_.garble_at_layer >= 0) {
-      wire::FrameHeader h;
-      for (size_t off = 0; off < r.bytes && !crash; off += wire::frame_size(h)) {
-        if (wire::decode_header(buf.data() + off, r.bytes - off, &h) != wire::WireError::Ok) break;
-        if (h.type != wire::MsgType::Run) continue;
-        crash = h.layer == opt_.crash_at_layer;
-        port.stalled = port.stalled || h.layer == opt_.stall_at_layer;
-        if (h.layer == opt_.garble_at_layer) port.garble_next = true;
-      }
-    }
-    if (crash) {  // drop the connection, as a board that died would
-      self.dead = true;
-      break;
-    }
-    if (port.stalled) continue;
-    port.delay();
-    const int32_t n = worker_.on_bytes(link, buf.data(), r.bytes);
-    if (n < 0) self.dead = true;
-    else if (size_t(n) < r.bytes) pending.assign(buf.begin() + n, buf.begin() + int64_t(r.bytes));
-    worker_.resume();
-    flush_all();
-    close_dead();
-    port.progress.notify_all();
-    if (self.dead) break;
+// With mu held: frees the slots of dead links (the worker forgets them).
+void HostBoard::drop_dead() {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    if (!l.t || !l.dead) continue;
+    worker_.on_disconnect(int(i));
+    l.t->close();
+    l.t.reset();
+    l.out.clear();
+    l.pending.clear();
   }
-  // Leave the link closed, under the lock; the slot is free for a new link
-  // once t is gone (attach joins this thread before reusing the slot).
-  std::lock_guard<std::mutex> lock(port.mu);
-  worker_.on_disconnect(link);
-  self.dead = true;
-  if (self.t) self.t->close();
-  self.t.reset();
-  self.out.clear();
-  port.progress.notify_all();
 }
 
-void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool exit_with_parent) {
-  while (!stop.load()) {
-    auto t = listener.accept(Millis(1000));
-    if (!t) {
-      // Exit when our parent (a coordinator that spawned us) is gone.
-      if (exit_with_parent && getppid() == 1) break;
-      continue;
-    }
-    t->set_send_timeout(Millis(10000));
-    std::unique_ptr<Transport> conn = std::move(t);
-    std::lock_guard<std::mutex> lock(port_->mu);
-    const int link = attach(conn);
-    if (link < 0) {  // every link in use: say so, then drop the connection
-      ++refused_busy_;
-      wire::ErrorPayload e = wire::ErrorPayload::make(wire::ErrorCode::NotReady, 0, "board busy: every connection slot in use");
-      uint8_t p[wire::ErrorPayload::kMaxSize], f[wire::kMaxFrame];
-      wire::FrameHeader h;
-      h.type = wire::MsgType::Error;
-      h.src = opt_.cfg.id;
-      h.dst = wire::kCoordinatorId;
-      const size_t n = wire::encode_frame(h, p, e.encode(p, sizeof p), f, sizeof f);
-      try {
-        conn->send(f, n);
-      } catch (const std::exception&) {
+// With mu held: one chunk received on `link` (or bytes held back earlier)
+// goes to the worker.
+void HostBoard::feed(int link, const uint8_t* data, size_t len) {
+  Link& l = *links_[size_t(link)];
+  HostPort& port = *port_;
+  // Test hooks for misbehaving boards look for RUN frames at frame starts
+  // in this chunk (good enough for tests; frames may also span chunks).
+  if (opt_.crash_at_layer >= 0 || opt_.stall_at_layer >= 0 || opt_.garble_at_layer >= 0) {
+    wire::FrameHeader h;
+    for (size_t off = 0; off < len; off += wire::frame_size(h)) {
+      if (wire::decode_header(data + off, len - off, &h) != wire::WireError::Ok) break;
+      if (h.type != wire::MsgType::Run) continue;
+      if (h.layer == opt_.crash_at_layer) {  // drop the connection, as a board that died would
+        l.dead = true;
+        return;
       }
-      conn->close();
-      continue;
+      port.stalled = port.stalled || h.layer == opt_.stall_at_layer;
+      if (h.layer == opt_.garble_at_layer) port.garble_next = true;
     }
-    if (!worker_.on_connect(link)) links_[size_t(link)]->dead = true;
+  }
+  if (port.stalled) return;
+  port.delay();
+  const int32_t n = worker_.on_bytes(link, data, len);
+  if (n < 0) {
+    l.dead = true;
+    l.pending.clear();
+  } else if (size_t(n) < len) {
+    // The worker holds a frame it cannot take yet: keep the rest, and stop
+    // reading this link until it moves (the sender's window stops it).
+    l.pending.assign(data + n, data + len);
+  } else {
+    l.pending.clear();
+  }
+}
+
+// The board's one thread: accepts connections and serves every link with
+// poll(), so that bytes arriving while the worker computes wake nobody (they
+// wait in the socket), and the worker, its sends and its receives all run
+// on this thread in turn. A link whose frame the worker holds is not read
+// until the worker releases it. Every wait is bounded (200 ms), so the
+// idle limit, the parent check and `stop` are looked at regularly.
+void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool exit_with_parent) {
+  HostPort& port = *port_;
+  std::vector<uint8_t> buf(256 * 1024);
+  std::vector<pollfd> fds;
+  std::vector<int> which;  // fds[i] is link which[i]; -1: the listener
+  const bool idle_limit = opt_.idle_timeout_s > 0;
+  const auto idle_max =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.idle_timeout_s));
+  auto parent_checked = Clock::now();
+  while (!stop.load() && !stop_.load()) {
+    fds.clear();
+    which.clear();
+    fds.push_back(pollfd{listener.fd(), POLLIN, 0});
+    which.push_back(-1);
+    {
+      std::lock_guard<std::mutex> lock(port.mu);
+      for (size_t i = 0; i < links_.size(); ++i) {
+        const Link& l = *links_[i];
+        if (!l.t || l.dead || !l.pending.empty()) continue;
+        const int fd = l.t->poll_handle();
+        if (fd < 0) continue;
+        fds.push_back(pollfd{fd, POLLIN, 0});
+        which.push_back(int(i));
+      }
+    }
+    int wait_ms = 200;
+    {
+      std::lock_guard<std::mutex> lock(port.mu);
+      for (const auto& lp : links_)
+        if (lp->t && !lp->out.empty()) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+              lp->held_since + kHoldTelemetry - Clock::now()).count() + 1;
+          wait_ms = std::max(0, std::min<int>(wait_ms, int(left)));
+        }
+    }
+    int r = poll(fds.data(), nfds_t(fds.size()), wait_ms);
+    if (r < 0 && errno != EINTR) throw NetError("board " + std::to_string(opt_.cfg.id) + ": poll failed");
+    const auto now = Clock::now();
+    if (exit_with_parent && now - parent_checked > std::chrono::seconds(1)) {
+      // Exit when our parent (a coordinator that spawned us) is gone.
+      parent_checked = now;
+      if (getppid() == 1) break;
+    }
+    std::lock_guard<std::mutex> lock(port.mu);
+    bool fed = false;
+    for (size_t k = 1; r > 0 && k < fds.size(); ++k) {
+      if (!fds[k].revents) continue;
+      Link& l = *links_[size_t(which[k])];
+      if (!l.t || l.dead) continue;
+      RecvResult rr;
+      try {
+        rr = l.t->recv(buf.data(), buf.size(), Millis(0));
+      } catch (const std::exception&) {
+        rr = {RecvStatus::Closed, 0};
+      }
+      if (rr.status == RecvStatus::Timeout) continue;
+      if (rr.status == RecvStatus::Closed) {
+        l.dead = true;
+        continue;
+      }
+      l.last_bytes = now;
+      if (port.stalled) continue;  // a stalled board reads and drops
+      feed(which[k], buf.data(), rr.bytes);
+      fed = true;
+    }
+    // Held frames: offer them again while the worker makes progress.
+    for (bool again = fed; again;) {
+      again = false;
+      worker_.resume();
+      for (size_t i = 0; i < links_.size(); ++i) {
+        Link& l = *links_[i];
+        if (!l.t || l.dead || l.pending.empty() || worker_.holding(int(i)) || port.stalled) continue;
+        std::vector<uint8_t> rest;
+        rest.swap(l.pending);
+        feed(int(i), rest.data(), rest.size());
+        again = again || l.pending.size() != rest.size();
+      }
+    }
+    // Nothing from a peer for too long: free the slot. A coordinator
+    // mid-inference always has frames in flight or answers to send well
+    // within the idle limit.
+    if (idle_limit)
+      for (auto& lp : links_)
+        if (lp->t && !lp->dead && lp->pending.empty() && now - lp->last_bytes > idle_max) lp->dead = true;
+    if (fds[0].revents) {
+      auto t = listener.accept(Millis(0));
+      if (t) {
+        t->set_send_timeout(Millis(10000));
+        std::unique_ptr<Transport> conn = std::move(t);
+        const int link = attach(conn);
+        if (link < 0) {  // every link in use: say so, then drop the connection
+          ++refused_busy_;
+          wire::ErrorPayload e =
+              wire::ErrorPayload::make(wire::ErrorCode::NotReady, 0, "board busy: every connection slot in use");
+          uint8_t p[wire::ErrorPayload::kMaxSize], f[wire::kMaxFrame];
+          wire::FrameHeader h;
+          h.type = wire::MsgType::Error;
+          h.src = opt_.cfg.id;
+          h.dst = wire::kCoordinatorId;
+          const size_t n = wire::encode_frame(h, p, e.encode(p, sizeof p), f, sizeof f);
+          try {
+            conn->send(f, n);
+          } catch (const std::exception&) {
+          }
+          conn->close();
+        } else if (!worker_.on_connect(link)) {
+          links_[size_t(link)]->dead = true;
+        }
+      }
+    }
     flush_all();
     close_dead();
+    drop_dead();
   }
   stop_ = true;
-  port_->progress.notify_all();
 }
 
 int run_worker_process(const std::string& host, uint16_t port, const HostBoardOptions& opt) {

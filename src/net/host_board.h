@@ -64,8 +64,9 @@ class TcpListener;
 
 // A whole board: arena, flash, worker, and its links: connections accepted
 // from the coordinator and from boards that send to it, and connections it
-// opens to the boards it sends to. One reader thread per link; the worker
-// itself runs under one lock (it is single-threaded code).
+// opens to the boards it sends to. One thread serves them all (serve():
+// poll over the listener and every link, the worker in between); the
+// worker's state is kept under one lock.
 class HostBoard {
  public:
   explicit HostBoard(const HostBoardOptions& opt);
@@ -81,9 +82,10 @@ class HostBoard {
   // With mu_ held. Takes `t` into a free slot; -1 (and `t` left as it is)
   // if every slot is in use.
   int attach(std::unique_ptr<Transport>& t);
-  void read_loop(int link);
+  void feed(int link, const uint8_t* data, size_t len);  // with mu_ held
   void flush_all();                          // with mu_ held
   void close_dead();                         // with mu_ held
+  void drop_dead();                          // with mu_ held
   HostBoardOptions opt_;
   std::vector<uint8_t> arena_;
   FileFlash flash_;

@@ -27,6 +27,7 @@ class TcpTransport final : public Transport {
   RecvResult recv(void* buf, size_t cap, Millis timeout) override;
   void close() override;
   const std::string& peer() const override { return peer_; }
+  int poll_handle() const override { return fd_; }
 
   // Longest a send() may wait for the peer to drain its receive window before
   // throwing (a board that stopped reading). Default kForever.
@@ -63,6 +64,8 @@ class TcpListener {
   // Waits up to `timeout` for a connection; nullptr on timeout.
   std::unique_ptr<TcpTransport> accept(Millis timeout);
   void close();
+  // The listening socket (readable when a connection waits), for poll().
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;

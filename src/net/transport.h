@@ -62,6 +62,11 @@ class Transport {
 
   // Who is on the other end, for messages: "127.0.0.1:5000", "inproc:board1".
   virtual const std::string& peer() const = 0;
+
+  // A descriptor poll() reports readable when recv() has something to
+  // return (data, end of stream or an error), for event loops serving many
+  // transports on one thread; -1 if the transport has none (in-process).
+  virtual int poll_handle() const { return -1; }
 };
 
 // ---------------------------------------------------------------------------
