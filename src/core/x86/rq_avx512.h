@@ -1,0 +1,65 @@
+// Requant (core/requant.h) on 16 int32 lanes with AVX-512, bit-identical to
+// Requant::scale / operator() wherever vec_ok (rq_avx2.h) holds. Internal to
+// the AVX-512 variant files (internal linkage); include after rq_avx2.h.
+#pragma once
+
+#include <immintrin.h>
+
+#include "core/requant.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+namespace {
+
+// Requant (core/requant.h) on 16 lanes with AVX-512: the same integer
+// function as Requant::scale / operator() (see rq_avx2.h for the steps;
+// AVX-512 has the 64-bit arithmetic shift, and a saturating narrowing store).
+struct Rq512 {
+  __m512i m, hi_lim, lo_lim, add, neg, lo, hi, zp;
+  __m128i total;
+  int32_t left;
+};
+
+inline Rq512 rq512(const Requant& rq) {
+  Rq512 c;
+  c.m = _mm512_set1_epi32(rq.m);
+  c.left = rq.left;
+  c.hi_lim = _mm512_set1_epi32(INT32_MAX >> rq.left);
+  c.lo_lim = _mm512_set1_epi32(INT32_MIN >> rq.left);
+  c.add = _mm512_set1_epi64((int64_t(1) << 30) + rq.half);
+  c.neg = _mm512_set1_epi64(rq.neg);
+  c.total = _mm_cvtsi32_si128(rq.total);
+  c.lo = _mm512_set1_epi32(rq.lo - rq.zp);
+  c.hi = _mm512_set1_epi32(rq.hi - rq.zp);
+  c.zp = _mm512_set1_epi32(rq.zp);
+  return c;
+}
+
+inline __m512i rq512_half(__m512i p, const Rq512& c) {
+  // t = p + 2^30 is negative exactly when p < -2^30.
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, c.add);
+  t = _mm512_mask_add_epi64(t, negative, t, c.neg);
+  return _mm512_sra_epi64(t, c.total);
+}
+
+// 16 accumulators -> 16 int32 already clamped and offset.
+inline __m512i rq512_apply(__m512i x, const Rq512& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
+  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
+  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  r = _mm512_min_epi32(_mm512_max_epi32(r, c.lo), c.hi);
+  return _mm512_add_epi32(r, c.zp);
+}
+
+}  // namespace
+}  // namespace x86
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,195 @@
+// Convolutions with a kernel at least 3 wide (depthwise 3x3, the first 3x3
+// conv, ...) as a small matrix product with AVX-512 VBMI byte permutes and
+// VNNI dot products (compiled with -mavx512vbmi as well as the VNNI flags;
+// called only after the CPU was found to have both: x86_kernels.h).
+//
+// An output channel's taps t = (ci * kh + ky) * kw + kx are taken four at a
+// time: vpdpbusd adds four byte products into each 32-bit lane, so one
+// instruction does four taps for 16 output columns. The four bytes lane j
+// needs (its input at each of the four taps) come from at most two input
+// rows (a group of four consecutive taps spans at most two rows when
+// kw >= 3), so one vpermt2b over the two rows' 64-byte windows builds the
+// operand for all 16 lanes. Each row window is loaded once per 16 output
+// columns, straight from the input (masked loads: no row copies, no phase
+// buffers); bytes outside the image are filled with the zero point, so a
+// padded tap adds (zp - zp) * w = 0, exactly what the portable code does by
+// skipping it.
+//
+// vpdpbusd multiplies unsigned by signed bytes: activations go in as
+// u = x + 128 (x XOR 0x80) and the accumulator starts at
+// bias - (zp + 128) * sum(w) over all taps, exact in int32 (core/op.h bounds
+// the true sum). Output channels of one group share the operands: up to 8
+// are computed per pass. The requantisation runs on the accumulators in
+// registers (rq_avx512.h).
+#include <stdint.h>
+
+#include "core/layer.h"
+#include "core/ops/common.h"
+#include "core/x86/rq_avx2.h"
+#include "core/x86/rq_avx512.h"
+#include "core/x86/x86_kernels.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+namespace {
+
+using namespace opk;
+
+constexpr int32_t kMaxGroups = 32;  // taps per output channel <= 128
+constexpr int32_t kMaxRows = 48;    // (input channel, kernel row) pairs per output channel
+constexpr int32_t kLanes = 16;
+
+// Bits [lo, hi) of a 64-bit mask, clipped to [0, 64).
+inline __mmask64 bits64(int32_t lo, int32_t hi) {
+  if (lo < 0) lo = 0;
+  if (hi > 64) hi = 64;
+  if (hi <= lo) return 0;
+  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+  return __mmask64(top & ~((uint64_t(1) << lo) - 1));
+}
+
+// What one call needs, set up once: the tap groups' rows and byte indices.
+struct TapPlan {
+  int32_t ngroups = 0, nrows = 0;
+  int32_t ra[kMaxGroups], rb[kMaxGroups];  // rows (ci * kh + ky) of each group
+  __m512i idx[kMaxGroups];                 // vpermt2b indices (64+: row rb)
+};
+
+bool make_plan(const LayerDesc& L, int32_t cin_g, TapPlan* p) {
+  const int32_t taps = cin_g * L.kh * L.kw;
+  if (L.kw < 3 || L.kh < 1 || L.sw < 1 || L.dw < 1 || L.sh < 1 || L.dh < 1) return false;
+  if (taps > 4 * kMaxGroups || cin_g * L.kh > kMaxRows) return false;
+  if ((kLanes - 1) * L.sw + (L.kw - 1) * L.dw > 63) return false;  // a lane's bytes within one 64-byte window
+  p->ngroups = (taps + 3) / 4;
+  p->nrows = cin_g * L.kh;
+  alignas(64) uint8_t ix[64];
+  for (int32_t g = 0; g < p->ngroups; ++g) {
+    const int32_t t0 = 4 * g, tl = mini(4 * g + 3, taps - 1);
+    p->ra[g] = t0 / L.kw;
+    p->rb[g] = tl / L.kw;
+    if (p->rb[g] - p->ra[g] > 1) return false;  // cannot happen with kw >= 3
+    for (int32_t j = 0; j < kLanes; ++j)
+      for (int32_t b = 0; b < 4; ++b) {
+        const int32_t t = t0 + b;
+        // Taps past the end have weight 0: any byte will do.
+        ix[4 * j + b] = t < taps ? uint8_t((t / L.kw == p->ra[g] ? 0 : 64) + j * L.sw + (t % L.kw) * L.dw) : 0;
+      }
+    p->idx[g] = _mm512_load_si512(ix);
+  }
+  return true;
+}
+
+// One block of NB output channels [cb, cb + nb) of one group (nb <= NB; the
+// missing ones repeat the last and are not stored) at positions [p0, p1).
+template <int NB>
+void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t c0, int32_t cb, int32_t nb, int32_t p0,
+                   int32_t p1, int8_t* out, int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t cin_g = X.c / L.groups, cout_g = L.out.c / L.groups;
+  const int32_t ci0 = (cb / cout_g) * cin_g;
+  const int32_t taps = cin_g * L.kh * L.kw;
+  const int32_t zp = L.in_zp[0];
+  int32_t w4[NB][kMaxGroups];
+  int32_t init[NB];
+  Rq512 rqs[NB];
+  Requant rq[NB];
+  bool vok[NB];
+  for (int k = 0; k < NB; ++k) {
+    const int32_t local = cb + (k < nb ? k : nb - 1) - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * taps;
+    int32_t sw = 0;
+    for (int32_t t = 0; t < taps; ++t) sw += w[t];
+    for (int32_t g = 0; g < P.ngroups; ++g) {
+      uint32_t word = 0;
+      for (int32_t b = 0; b < 4; ++b)
+        if (4 * g + b < taps) word |= uint32_t(uint8_t(w[4 * g + b])) << (8 * b);
+      w4[k][g] = int32_t(word);
+    }
+    init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+    rq[k] = Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+    vok[k] = vec_ok(rq[k]);
+    if (vok[k]) rqs[k] = rq512(rq[k]);
+  }
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
+  const __m512i flip = _mm512_set1_epi8(int8_t(-128));
+  const int64_t plane = int64_t(v.nh) * X.w;
+  // Row iy of channel ci0 is at base + iy * X.w (addresses as integers: they
+  // may lie before the view for padding, where nothing is read).
+  const uintptr_t base = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(ci0 - v.c0) * plane - int64_t(v.h0) * X.w));
+  // Row r = (ci, ky) of the group: at base + roff[r] + iy0 * X.w, input row iy0 + rky[r].
+  int64_t roff[kMaxRows];
+  int32_t rky[kMaxRows];
+  for (int32_t r = 0; r < P.nrows; ++r) {
+    const int32_t ci = r / L.kh, ky = r - ci * L.kh;
+    rky[r] = ky * L.dh;
+    roff[r] = int64_t(ci) * plane + int64_t(rky[r]) * X.w;
+  }
+  __m512i rows[kMaxRows];
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+    const int32_t iy0 = oy * L.sh - L.pad_t;
+    for (int32_t x = ox0; x < ox1; x += kLanes) {
+      const int32_t nl = mini(kLanes, ox1 - x);
+      const int32_t col0 = x * L.sw - L.pad_l;  // input column of lane 0's first tap
+      const __mmask64 cols = bits64(-col0, X.w - col0);
+      // Only bytes inside the row are read (the others are masked off).
+      const uintptr_t at0 = base + uintptr_t(intptr_t(int64_t(iy0) * X.w + col0));
+      for (int32_t r = 0; r < P.nrows; ++r) {
+        const int32_t iy = iy0 + rky[r];
+        rows[r] = iy < 0 || iy >= X.h ? vzp
+                                      : _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at0 + uintptr_t(roff[r])));
+      }
+      __m512i acc[NB];
+      for (int k = 0; k < NB; ++k) acc[k] = _mm512_set1_epi32(init[k]);
+      for (int32_t g = 0; g < P.ngroups; ++g) {
+        const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(rows[P.ra[g]], P.idx[g], rows[P.rb[g]]), flip);
+        for (int k = 0; k < NB; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, _mm512_set1_epi32(w4[k][g]));
+      }
+      const __mmask16 lanes = __mmask16((1u << nl) - 1);
+      int8_t* o = out + int64_t(cb - c0) * cstride + (pos - p0) + (x - ox0);
+      for (int k = 0; k < NB; ++k) {
+        if (k >= nb) break;
+        if (vok[k]) {
+          _mm512_mask_cvtsepi32_storeu_epi8(o + int64_t(k) * cstride, lanes, rq512_apply(acc[k], rqs[k]));
+        } else {
+          alignas(64) int32_t a[kLanes];
+          _mm512_store_si512(a, acc[k]);
+          for (int32_t j = 0; j < nl; ++j) o[int64_t(k) * cstride + j] = rq[k](a[j]);
+        }
+      }
+    }
+    pos += ox1 - ox0;
+  }
+}
+
+}  // namespace
+
+bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride) {
+  const int32_t cin_g = L.in[0].c / L.groups, cout_g = L.out.c / L.groups;
+  TapPlan P;
+  if (!make_plan(L, cin_g, &P)) return false;
+  for (int32_t c = c0; c < c1;) {
+    const int32_t ge = mini(c1, (c / cout_g + 1) * cout_g);  // end of c's group
+    while (c < ge) {
+      const int32_t nb = mini(8, ge - c);
+      if (nb == 1)
+        conv_channels<1>(L, v, P, c0, c, 1, p0, p1, out, cstride);
+      else if (nb <= 4)
+        conv_channels<4>(L, v, P, c0, c, nb, p0, p1, out, cstride);
+      else
+        conv_channels<8>(L, v, P, c0, c, nb, p0, p1, out, cstride);
+      c += nb;
+    }
+  }
+  return true;
+}
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts
