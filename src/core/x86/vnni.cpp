@@ -37,7 +37,7 @@ void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* o
 
 constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
 constexpr int32_t kMaxCin = 1024;
-constexpr int32_t kOcChunk = 64;  // output channels whose corrections are computed together
+constexpr int32_t kMaxOc = 4096;  // output channels per call (their corrections are computed once)
 
 inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
   int32_t r = 0;
@@ -88,74 +88,70 @@ inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* cons
 }
 
 // Pointwise conv: each 64-position tile of the input is packed once as
-// xp[g][p][4] = u(4g..4g+3, p) (channels past cin are 0, with weight 0), then
-// six output channels at a time run over it.
+// xp[g][p][4] = u(4g..4g+3, p) (only the 16-position vectors the tile uses;
+// channels past cin are 0, with weight 0; positions past the tile's end hold
+// whatever, their lanes are never stored), then six output channels at a
+// time run over it. The accumulators' starting values (bias and the +128
+// correction) are computed once per call.
 void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                int64_t cstride) {
   const int32_t W = L.out.w;
   const int32_t cin = L.in[0].c / L.groups;
-  if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
+  if (cin > kMaxCin || no > kMaxOc) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
   const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
   alignas(64) int32_t acc[6][kTile];
-  int32_t init[kOcChunk];
+  int32_t init[kMaxOc];
   const __m128i flip = _mm_set1_epi8(char(0x80));
   const int32_t n = p1 - p0;
-  for (int32_t oc = 0; oc < no; oc += kOcChunk) {
-    const int32_t nc = mini(kOcChunk, no - oc);
-    for (int32_t j = 0; j < nc; ++j) {
-      const int32_t local = o0 + oc + j - L.oc_base;
-      const int8_t* w = L.weights + int64_t(local) * cin;
-      int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
-      for (int32_t i = 0; i < cin; ++i) sw += w[i];
-      init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-    }
-    for (int32_t t = 0; t < n; t += kTile) {
-      const int32_t np = mini(kTile, n - t);
-      const int64_t at = p0 + t - int64_t(v.h0) * W;
-      for (int32_t g = 0; g < ng; ++g) {
-        const int8_t* s[4];
+  for (int32_t j = 0; j < no; ++j) {
+    const int32_t local = o0 + j - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * cin;
+    int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
+    for (int32_t i = 0; i < cin; ++i) sw += w[i];
+    init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+  }
+  for (int32_t t = 0; t < n; t += kTile) {
+    const int32_t np = mini(kTile, n - t);
+    const int nv = (np + 15) / 16;
+    const int64_t at = p0 + t - int64_t(v.h0) * W;
+    for (int32_t g = 0; g < ng; ++g) {
+      const int8_t* s[4];
+      for (int k = 0; k < 4; ++k)
+        s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+      uint8_t* d = xp + int64_t(g) * kTile * 4;
+      for (int32_t h = 0; h < 16 * nv; h += 16) {
+        const int32_t left = np - h;
+        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+        __m128i a[4];
         for (int k = 0; k < 4; ++k)
-          s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
-        uint8_t* d = xp + int64_t(g) * kTile * 4;
-        int32_t h = 0;
-        if (s[3]) {
-          for (; h + 16 <= np; h += 16) {
-            const __m128i a0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[0] + h)), flip);
-            const __m128i a1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[1] + h)), flip);
-            const __m128i a2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[2] + h)), flip);
-            const __m128i a3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[3] + h)), flip);
-            const __m128i l01 = _mm_unpacklo_epi8(a0, a1), h01 = _mm_unpackhi_epi8(a0, a1);
-            const __m128i l23 = _mm_unpacklo_epi8(a2, a3), h23 = _mm_unpackhi_epi8(a2, a3);
-            __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
-            _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
-            _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
-            _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
-            _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
-          }
-        }
-        for (; h < kTile; ++h)
-          for (int k = 0; k < 4; ++k) d[4 * h + k] = h < np && s[k] ? uint8_t(s[k][h] ^ 0x80) : 0;
+          a[k] = s[k] ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, s[k] + h), flip) : _mm_setzero_si128();
+        const __m128i l01 = _mm_unpacklo_epi8(a[0], a[1]), h01 = _mm_unpackhi_epi8(a[0], a[1]);
+        const __m128i l23 = _mm_unpacklo_epi8(a[2], a[3]), h23 = _mm_unpackhi_epi8(a[2], a[3]);
+        __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
+        _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
+        _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
+        _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
+        _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
       }
-      const int nv = (np + 15) / 16;
-      for (int32_t j = 0; j < nc; j += 6) {
-        const int nb = mini(6, nc - j);
-        const int8_t* w[6];
-        for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + oc + j + k - L.oc_base) * cin;
-        switch (nv) {
-          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, acc); break;
-          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, acc); break;
-          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, acc); break;
-          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, acc); break;
-        }
-        for (int k = 0; k < nb; ++k) {
-          const int32_t local = o0 + oc + j + k - L.oc_base;
-          const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-          requant_row_512(acc[k], np, rq, out + int64_t(oc + j + k) * cstride + t);
-        }
+    }
+    for (int32_t j = 0; j < no; j += 6) {
+      const int nb = mini(6, no - j);
+      const int8_t* w[6];
+      for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + j + k - L.oc_base) * cin;
+      switch (nv) {
+        case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, acc); break;
+        case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, acc); break;
+        case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, acc); break;
+        default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, acc); break;
+      }
+      for (int k = 0; k < nb; ++k) {
+        const int32_t local = o0 + j + k - L.oc_base;
+        const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+        requant_row_512(acc[k], np, rq, out + int64_t(j + k) * cstride + t);
       }
     }
   }
