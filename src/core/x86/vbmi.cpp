@@ -167,11 +167,125 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
   }
 }
 
+// Depthwise-like convolutions (one input channel per output channel) with
+// output rows narrower than 16 columns (7x7, 3x3 planes, either stride): 16
+// consecutive output positions per vector, across row ends, so that a 7x7
+// plane takes 4 vectors rather than 7 half-empty ones. Every (lane, tap)
+// byte's place in the input is worked out once per call (shared by all the
+// channels): for each chunk of 16 positions, one 128-byte span of the
+// channel's window holds all the bytes its lanes read, and vpermt2b picks
+// them; a byte whose row or column lies outside the image is replaced by the
+// zero point. Returns false for layers it does not take (or a chunk whose
+// bytes do not fit one span).
+constexpr int32_t kFlatChunks = 16;  // up to 256 positions per call
+constexpr int32_t kFlatGroups = 4;   // up to 16 taps
+
+bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t taps = L.kh * L.kw;
+  const int32_t n = p1 - p0;
+  if (X.c / L.groups != 1 || W >= kLanes || L.kh < 1 || L.kw < 1 || taps > 4 * kFlatGroups ||
+      n > kLanes * kFlatChunks)
+    return false;
+  const int32_t ngroups = (taps + 3) / 4, nchunks = (n + kLanes - 1) / kLanes;
+  const int64_t view_len = int64_t(v.nh) * X.w;
+  // Per chunk: where its span starts in a channel's view, which of its 128
+  // bytes may be read, the byte indices and which (lane, tap) bytes are
+  // inside the image.
+  int64_t start[kFlatChunks];
+  __mmask64 mlo[kFlatChunks], mhi[kFlatChunks], tm[kFlatChunks][kFlatGroups];
+  __m512i idx[kFlatChunks][kFlatGroups];
+  alignas(64) uint8_t ix[kFlatGroups][64];
+  int64_t where[kLanes][4 * kFlatGroups];  // view index of (lane, tap), -1 outside the image
+  for (int32_t c = 0; c < nchunks; ++c) {
+    const int32_t q = p0 + kLanes * c;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int32_t j = 0; j < kLanes; ++j) {
+      const int32_t oy = (q + j) / W, ox = (q + j) % W;
+      for (int32_t t = 0; t < 4 * ngroups; ++t) {
+        where[j][t] = -1;
+        if (q + j >= p1 || t >= taps) continue;
+        const int32_t iy = oy * L.sh + (t / L.kw) * L.dh - L.pad_t, ixx = ox * L.sw + (t % L.kw) * L.dw - L.pad_l;
+        if (iy < 0 || iy >= X.h || ixx < 0 || ixx >= X.w) continue;
+        where[j][t] = int64_t(iy - v.h0) * X.w + ixx;
+        if (where[j][t] < lo) lo = where[j][t];
+        if (where[j][t] > hi) hi = where[j][t];
+      }
+    }
+    if (lo > hi) lo = hi = 0;  // nothing inside the image: all zero points
+    if (hi - lo > 127) return false;
+    start[c] = lo;
+    const int64_t a = -lo, b = view_len - lo;  // readable bytes [a, b) of the span
+    const int32_t a0 = int32_t(a < 0 ? 0 : (a > 128 ? 128 : a)), b0 = int32_t(b < 0 ? 0 : (b > 128 ? 128 : b));
+    mlo[c] = bits64(a0, b0);
+    mhi[c] = bits64(a0 - 64, b0 - 64);
+    for (int32_t g = 0; g < ngroups; ++g) {
+      uint64_t m = 0;
+      for (int32_t j = 0; j < kLanes; ++j)
+        for (int32_t b2 = 0; b2 < 4; ++b2) {
+          const int64_t w = where[j][4 * g + b2];
+          ix[g][4 * j + b2] = uint8_t(w < 0 ? 0 : w - lo);
+          if (w >= 0) m |= uint64_t(1) << (4 * j + b2);
+        }
+      tm[c][g] = __mmask64(m);
+      idx[c][g] = _mm512_load_si512(ix[g]);
+    }
+  }
+  const int32_t zp = L.in_zp[0];
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), vzpu = _mm512_set1_epi8(int8_t(zp ^ 0x80));
+  const __m512i flip = _mm512_set1_epi8(int8_t(-128));
+  const int32_t cout_g = L.out.c / L.groups;
+  for (int32_t o = c0; o < c1; ++o) {
+    const int32_t local = o - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * taps;
+    int32_t sw = 0;
+    int32_t w4[kFlatGroups];
+    for (int32_t g = 0; g < ngroups; ++g) {
+      uint32_t word = 0;
+      for (int32_t b = 0; b < 4; ++b)
+        if (4 * g + b < taps) {
+          word |= uint32_t(uint8_t(w[4 * g + b])) << (8 * b);
+          sw += w[4 * g + b];
+        }
+      w4[g] = int32_t(word);
+    }
+    const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+    const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+    const bool vok = vec_ok(rq);
+    Rq512 rqv;
+    if (vok) rqv = rq512(rq);
+    const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
+    int8_t* dst = out + int64_t(o - c0) * cstride;
+    for (int32_t c = 0; c < nchunks; ++c) {
+      const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
+      const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
+      const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
+      __m512i acc = _mm512_set1_epi32(init);
+      for (int32_t g = 0; g < ngroups; ++g) {
+        const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
+        acc = _mm512_dpbusd_epi32(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
+      }
+      const int32_t nl = mini(kLanes, n - kLanes * c);
+      if (vok) {
+        _mm512_mask_cvtsepi32_storeu_epi8(dst + kLanes * c, __mmask16((1u << nl) - 1), rq512_apply(acc, rqv));
+      } else {
+        alignas(64) int32_t a[kLanes];
+        _mm512_store_si512(a, acc);
+        for (int32_t j = 0; j < nl; ++j) dst[kLanes * c + j] = rq(a[j]);
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                      int64_t cstride) {
   const int32_t cin_g = L.in[0].c / L.groups, cout_g = L.out.c / L.groups;
+  if (conv_flat_small(L, v, c0, c1, p0, p1, out, cstride)) return true;
   TapPlan P;
   if (!make_plan(L, cin_g, &P)) return false;
   for (int32_t c = c0; c < c1;) {
