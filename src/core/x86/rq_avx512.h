@@ -59,6 +59,67 @@ inline __m512i rq512_apply(__m512i x, const Rq512& c) {
   return _mm512_add_epi32(r, c.zp);
 }
 
+// The same function with its constants kept as scalars, broadcast where
+// used (from memory, folded into the instructions): cheap to set up per
+// output channel, for epilogues that requantise a few vectors per channel.
+struct RqS {
+  Requant rq;
+  int64_t add, neg;
+  int32_t m, hi_lim, lo_lim, lo, hi, zp, left, total;
+  bool vok;  // else rq, lane by lane
+};
+
+inline void rqs_make(const Requant& rq, RqS* c) {
+  c->rq = rq;
+  c->vok = vec_ok(rq);
+  c->m = rq.m;
+  c->left = rq.left;
+  c->hi_lim = INT32_MAX >> (rq.left & 31);
+  c->lo_lim = INT32_MIN >> (rq.left & 31);
+  c->add = (int64_t(1) << 30) + rq.half;
+  c->neg = rq.neg;
+  c->total = rq.total;
+  c->lo = rq.lo - rq.zp;
+  c->hi = rq.hi - rq.zp;
+  c->zp = rq.zp;
+}
+
+inline __m512i rqs_half(__m512i p, const RqS& c) {
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, _mm512_set1_epi64(c.add));
+  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(c.neg));
+  return _mm512_sra_epi64(t, _mm_cvtsi32_si128(c.total));
+}
+
+// 16 accumulators -> 16 int32 already clamped and offset (needs c.vok).
+inline __m512i rqs_apply(__m512i x, const RqS& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, _mm512_set1_epi32(c.hi_lim)),
+                    under = _mm512_cmplt_epi32_mask(x, _mm512_set1_epi32(c.lo_lim));
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i m = _mm512_set1_epi32(c.m);
+  const __m512i pe = rqs_half(_mm512_mul_epi32(x, m), c);
+  const __m512i po = rqs_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), m), c);
+  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo)), _mm512_set1_epi32(c.hi));
+  return _mm512_add_epi32(r, _mm512_set1_epi32(c.zp));
+}
+
+// Requantises 16 accumulators and stores the lanes in `lanes` as bytes.
+inline void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8_t* out) {
+  if (c.vok) {
+    _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, rqs_apply(acc, c));
+  } else {
+    alignas(64) int32_t a[16];
+    _mm512_store_si512(a, acc);
+    for (int j = 0; j < 16; ++j)
+      if (lanes >> j & 1) out[j] = c.rq(a[j]);
+  }
+}
+
 }  // namespace
 }  // namespace x86
 }  // namespace core

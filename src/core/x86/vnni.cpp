@@ -52,10 +52,11 @@ inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
 }
 
 // NO output channels x NV vectors of 16 positions over ng groups of four
-// input channels; acc starts at init[o].
+// input channels; acc starts at init[o]; the np (<= 16 * NV) positions are
+// requantised in registers and stored at out[o * cstride + p].
 template <int NO, int NV>
 inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                    int32_t (*acc)[kTile]) {
+                    const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
   __m512i a[NO][NV];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
@@ -71,19 +72,23 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
     }
   }
   for (int o = 0; o < NO; ++o)
-    for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
+    for (int j = 0; j < NV; ++j) {
+      const int32_t left = np - 16 * j;
+      const __mmask16 lanes = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      rqs_store(a[o][j], rq[o], lanes, out + int64_t(o) * cstride + 16 * j);
+    }
 }
 
 template <int NV>
 inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                       int32_t (*acc)[kTile]) {
+                       const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
   switch (no) {
-    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, acc); break;
-    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, acc); break;
-    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, acc); break;
-    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, acc); break;
-    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, acc); break;
-    default: pw_tile<1, NV>(xp, ng, w, cin, init, acc); break;
+    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    default: pw_tile<1, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
   }
 }
 
@@ -103,7 +108,6 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
-  alignas(64) int32_t acc[6][kTile];
   int32_t init[kMaxOc];
   const __m128i flip = _mm_set1_epi8(char(0x80));
   const int32_t n = p1 - p0;
@@ -141,17 +145,18 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
     for (int32_t j = 0; j < no; j += 6) {
       const int nb = mini(6, no - j);
       const int8_t* w[6];
-      for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + j + k - L.oc_base) * cin;
-      switch (nv) {
-        case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, acc); break;
-        case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, acc); break;
-        case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, acc); break;
-        default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, acc); break;
-      }
+      RqS rq[6];
       for (int k = 0; k < nb; ++k) {
         const int32_t local = o0 + j + k - L.oc_base;
-        const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-        requant_row_512(acc[k], np, rq, out + int64_t(j + k) * cstride + t);
+        w[k] = L.weights + int64_t(local) * cin;
+        rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
+      }
+      int8_t* o = out + int64_t(j) * cstride + t;
+      switch (nv) {
+        case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+        case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+        case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+        default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
       }
     }
   }
