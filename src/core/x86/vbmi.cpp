@@ -280,12 +280,90 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   return true;
 }
 
+// Depthwise 3x3 (dilation 1, column stride 1 or 2) on wider planes: the
+// general block path with one channel, its three rows held in registers and
+// its constants set up once per channel. For column stride 1, 32 output
+// columns per step (two accumulators from the same three row loads).
+bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                  int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, sw = L.sw;
+  if (X.c / L.groups != 1 || L.kh != 3 || L.kw != 3 || L.dh != 1 || L.dw != 1 || sw < 1 || sw > 2 || L.sh < 1)
+    return false;
+  const int32_t step = sw == 1 ? 2 * kLanes : kLanes;  // output columns per step
+  alignas(64) uint8_t ix[3][2][64];
+  for (int32_t h = 0; h < 2; ++h)
+    for (int32_t j = 0; j < kLanes; ++j)
+      for (int32_t b = 0; b < 4; ++b) {
+        const int32_t col = (j + h * kLanes) * sw;
+        // Taps 0-3: row 0 kx 0..2, row 1 kx 0; 4-7: row 1 kx 1..2, row 2 kx 0..1; 8: row 2 kx 2.
+        ix[0][h][4 * j + b] = uint8_t(b < 3 ? col + b : 64 + col);
+        ix[1][h][4 * j + b] = uint8_t(b < 2 ? col + 1 + b : 64 + col + (b - 2));
+        ix[2][h][4 * j + b] = uint8_t(col + 2);
+      }
+  __m512i idx[3][2];
+  for (int g = 0; g < 3; ++g)
+    for (int h = 0; h < 2; ++h) idx[g][h] = _mm512_load_si512(ix[g][h]);
+  const int32_t zp = L.in_zp[0];
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), flip = _mm512_set1_epi8(int8_t(-128));
+  const int32_t cout_g = L.out.c / L.groups;
+  const int64_t plane = int64_t(v.nh) * X.w;
+  for (int32_t o = c0; o < c1; ++o) {
+    const int32_t local = o - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * 9;
+    int32_t sum = 0;
+    for (int t = 0; t < 9; ++t) sum += w[t];
+    auto word = [&](int t0, int n) {
+      uint32_t r = 0;
+      for (int b = 0; b < n; ++b) r |= uint32_t(uint8_t(w[t0 + b])) << (8 * b);
+      return int32_t(r);
+    };
+    const __m512i w0 = _mm512_set1_epi32(word(0, 4)), w1 = _mm512_set1_epi32(word(4, 4)), w2 = _mm512_set1_epi32(word(8, 1));
+    const __m512i init = _mm512_set1_epi32(int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sum)));
+    RqS rq;
+    rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
+    const uintptr_t base =
+        uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * plane - int64_t(v.h0) * X.w));
+    int8_t* dst = out + int64_t(o - c0) * cstride;
+    int32_t pos = p0;
+    while (pos < p1) {
+      const int32_t oy = pos / W, ox0 = pos % W;
+      const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+      const int32_t iy0 = oy * L.sh - L.pad_t;
+      const bool in0 = iy0 >= 0 && iy0 < X.h, in1 = iy0 + 1 >= 0 && iy0 + 1 < X.h, in2 = iy0 + 2 >= 0 && iy0 + 2 < X.h;
+      for (int32_t x = ox0; x < ox1; x += step) {
+        const int32_t col0 = x * sw - L.pad_l;
+        const __mmask64 cols = bits64(-col0, X.w - col0);
+        const uintptr_t at = base + uintptr_t(intptr_t(int64_t(iy0) * X.w + col0));
+        const __m512i r0 = _mm512_xor_si512(in0 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
+        const __m512i r1 = _mm512_xor_si512(
+            in1 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + uintptr_t(X.w))) : vzp, flip);
+        const __m512i r2 = _mm512_xor_si512(
+            in2 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + 2 * uintptr_t(X.w))) : vzp, flip);
+        int8_t* d = dst + (pos - p0) + (x - ox0);
+        const int32_t nl = mini(step, ox1 - x);
+        for (int h = 0; h < step / kLanes; ++h) {
+          if (h * kLanes >= nl) break;
+          __m512i a = _mm512_dpbusd_epi32(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
+          a = _mm512_dpbusd_epi32(a, _mm512_permutex2var_epi8(r1, idx[1][h], r2), w1);
+          a = _mm512_dpbusd_epi32(a, _mm512_permutexvar_epi8(idx[2][h], r2), w2);
+          const int32_t left = nl - h * kLanes;
+          rqs_store(a, rq, left >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1), d + h * kLanes);
+        }
+      }
+      pos += ox1 - ox0;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                      int64_t cstride) {
   const int32_t cin_g = L.in[0].c / L.groups, cout_g = L.out.c / L.groups;
   if (conv_flat_small(L, v, c0, c1, p0, p1, out, cstride)) return true;
+  if (depthwise3x3(L, v, c0, c1, p0, p1, out, cstride)) return true;
   TapPlan P;
   if (!make_plan(L, cin_g, &P)) return false;
   for (int32_t c = c0; c < c1;) {
