@@ -44,6 +44,19 @@ inline __m512i rq512_half(__m512i p, const Rq512& c) {
   return _mm512_sra_epi64(t, c.total);
 }
 
+// Requant::scale on 16 lanes.
+inline __m512i rq512_scale(__m512i x, const Rq512& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
+  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
+  return _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+}
+
 // 16 accumulators -> 16 int32 already clamped and offset.
 inline __m512i rq512_apply(__m512i x, const Rq512& c) {
   if (c.left) {
