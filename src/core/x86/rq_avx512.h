@@ -15,6 +15,15 @@ namespace {
 // Requant (core/requant.h) on 16 lanes with AVX-512: the same integer
 // function as Requant::scale / operator() (see rq_avx2.h for the steps;
 // AVX-512 has the 64-bit arithmetic shift, and a saturating narrowing store).
+// acc + the four u8 x s8 byte products of each lane (vpdpbusd, wrapping).
+// As inline assembly: GCC 12 copies the accumulator around every
+// _mm512_dpbusd_epi32 in a loop (and keeps it in memory), several times the
+// instruction's own cost.
+inline __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(w));
+  return acc;
+}
+
 struct Rq512 {
   __m512i m, hi_lim, lo_lim, add, neg, lo, hi, zp;
   __m128i total;

@@ -148,7 +148,7 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
       for (int k = 0; k < NB; ++k) acc[k] = _mm512_set1_epi32(init[k]);
       for (int32_t g = 0; g < P.ngroups; ++g) {
         const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(rows[P.ra[g]], P.idx[g], rows[P.rb[g]]), flip);
-        for (int k = 0; k < NB; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, _mm512_set1_epi32(w4[k][g]));
+        for (int k = 0; k < NB; ++k) acc[k] = dpbusd(acc[k], u, _mm512_set1_epi32(w4[k][g]));
       }
       const __mmask16 lanes = __mmask16((1u << nl) - 1);
       int8_t* o = out + int64_t(cb - c0) * cstride + (pos - p0) + (x - ox0);
@@ -265,7 +265,7 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       __m512i acc = _mm512_set1_epi32(init);
       for (int32_t g = 0; g < ngroups; ++g) {
         const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
-        acc = _mm512_dpbusd_epi32(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
+        acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
       }
       const int32_t nl = mini(kLanes, n - kLanes * c);
       if (vok) {
@@ -344,9 +344,9 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
         const int32_t nl = mini(step, ox1 - x);
         for (int h = 0; h < step / kLanes; ++h) {
           if (h * kLanes >= nl) break;
-          __m512i a = _mm512_dpbusd_epi32(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
-          a = _mm512_dpbusd_epi32(a, _mm512_permutex2var_epi8(r1, idx[1][h], r2), w1);
-          a = _mm512_dpbusd_epi32(a, _mm512_permutexvar_epi8(idx[2][h], r2), w2);
+          __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
+          a = dpbusd(a, _mm512_permutex2var_epi8(r1, idx[1][h], r2), w1);
+          a = dpbusd(a, _mm512_permutexvar_epi8(idx[2][h], r2), w2);
           const int32_t left = nl - h * kLanes;
           rqs_store(a, rq, left >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1), d + h * kLanes);
         }

@@ -37,6 +37,7 @@ void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* o
 
 constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
 constexpr int32_t kMaxCin = 1024;
+constexpr int kPwOc = 6;  // output channels per pass of pw_tile
 constexpr int32_t kMaxOc = 4096;  // output channels per call (their corrections are computed once)
 
 inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
@@ -60,22 +61,38 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
   __m512i a[NO][NV];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
+  // Whole groups of four input channels (weights read in place), then the
+  // partial last group (its missing weights 0): no test in the hot loop, so
+  // the accumulators stay in registers.
   const int32_t full = cin / 4;
-  for (int32_t g = 0; g < ng; ++g) {
+  for (int32_t g = 0; g < full; ++g) {
     __m512i x[NV];
     for (int j = 0; j < NV; ++j) x[j] = _mm512_load_si512(xp + (int64_t(g) * kTile + 16 * j) * 4);
     for (int o = 0; o < NO; ++o) {
       int32_t wv;
-      if (g < full) memcpy(&wv, w[o] + 4 * g, 4); else wv = load_w4(w[o], g, cin);
+      memcpy(&wv, w[o] + 4 * g, 4);
       const __m512i wb = _mm512_set1_epi32(wv);
-      for (int j = 0; j < NV; ++j) a[o][j] = _mm512_dpbusd_epi32(a[o][j], x[j], wb);
+      for (int j = 0; j < NV; ++j) a[o][j] = dpbusd(a[o][j], x[j], wb);
     }
   }
+  if (full < ng) {
+    __m512i x[NV];
+    for (int j = 0; j < NV; ++j) x[j] = _mm512_load_si512(xp + (int64_t(full) * kTile + 16 * j) * 4);
+    for (int o = 0; o < NO; ++o) {
+      const __m512i wb = _mm512_set1_epi32(load_w4(w[o], full, cin));
+      for (int j = 0; j < NV; ++j) a[o][j] = dpbusd(a[o][j], x[j], wb);
+    }
+  }
+  // Through memory: a register array handed to the epilogue makes GCC keep
+  // the accumulators in memory inside the loop above.
+  alignas(64) int32_t acc[NO][NV * 16];
+  for (int o = 0; o < NO; ++o)
+    for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) {
       const int32_t left = np - 16 * j;
       const __mmask16 lanes = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      rqs_store(a[o][j], rq[o], lanes, out + int64_t(o) * cstride + 16 * j);
+      rqs_store(_mm512_load_si512(acc[o] + 16 * j), rq[o], lanes, out + int64_t(o) * cstride + 16 * j);
     }
 }
 
@@ -142,8 +159,8 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
         _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
       }
     }
-    for (int32_t j = 0; j < no; j += 6) {
-      const int nb = mini(6, no - j);
+    for (int32_t j = 0; j < no; j += kPwOc) {
+      const int nb = mini(kPwOc, no - j);
       const int8_t* w[6];
       RqS rq[6];
       for (int k = 0; k < nb; ++k) {
@@ -300,8 +317,8 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
       const __mmask64 m = fan_in - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (fan_in - i)) - 1);
       const __m512i xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
       const __m512i wv = _mm512_maskz_loadu_epi8(m, w + i);
-      s = _mm512_dpbusd_epi32(s, xv, wv);
-      sw = _mm512_dpbusd_epi32(sw, ones, wv);
+      s = dpbusd(s, xv, wv);
+      sw = dpbusd(sw, ones, wv);
     }
     const uint32_t dot = uint32_t(_mm512_reduce_add_epi32(s)), wsum = uint32_t(_mm512_reduce_add_epi32(sw));
     const uint32_t acc = uint32_t(L.bias ? L.bias[local] : 0) + dot - uint32_t(zp + 128) * wsum;
