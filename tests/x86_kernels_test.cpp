@@ -43,9 +43,10 @@ void random_mult(Rng& r, int32_t* m, int32_t* s) {
     case 2: *m = 1 << 30; break;
     default: *m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
   }
-  switch (rnd(r, 0, 5)) {
+  switch (rnd(r, 0, 6)) {
     case 0: *s = rnd(r, 1, 30); break;        // left shifts (saturating)
     case 1: *s = rnd(r, -33, -28); break;     // extreme right shifts (incl. qmath's own path)
+    case 2: *s = rnd(r, -21, -17); break;     // around the end of the fast requantiser's range (e <= 19)
     default: *s = rnd(r, -12, 0); break;
   }
 }

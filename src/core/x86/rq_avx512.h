@@ -19,7 +19,7 @@ namespace {
 // As inline assembly: GCC 12 copies the accumulator around every
 // _mm512_dpbusd_epi32 in a loop (and keeps it in memory), several times the
 // instruction's own cost.
-inline __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
+TS_ALWAYS_INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(w));
   return acc;
 }
@@ -30,7 +30,7 @@ struct Rq512 {
   int32_t left;
 };
 
-inline Rq512 rq512(const Requant& rq) {
+TS_ALWAYS_INLINE Rq512 rq512(const Requant& rq) {
   Rq512 c;
   c.m = _mm512_set1_epi32(rq.m);
   c.left = rq.left;
@@ -45,7 +45,7 @@ inline Rq512 rq512(const Requant& rq) {
   return c;
 }
 
-inline __m512i rq512_half(__m512i p, const Rq512& c) {
+TS_ALWAYS_INLINE __m512i rq512_half(__m512i p, const Rq512& c) {
   // t = p + 2^30 is negative exactly when p < -2^30.
   const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
   __m512i t = _mm512_add_epi64(p, c.add);
@@ -54,7 +54,7 @@ inline __m512i rq512_half(__m512i p, const Rq512& c) {
 }
 
 // Requant::scale on 16 lanes.
-inline __m512i rq512_scale(__m512i x, const Rq512& c) {
+TS_ALWAYS_INLINE __m512i rq512_scale(__m512i x, const Rq512& c) {
   if (c.left) {
     const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
     x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
@@ -67,7 +67,7 @@ inline __m512i rq512_scale(__m512i x, const Rq512& c) {
 }
 
 // 16 accumulators -> 16 int32 already clamped and offset.
-inline __m512i rq512_apply(__m512i x, const Rq512& c) {
+TS_ALWAYS_INLINE __m512i rq512_apply(__m512i x, const Rq512& c) {
   if (c.left) {
     const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
     x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
@@ -84,14 +84,27 @@ inline __m512i rq512_apply(__m512i x, const Rq512& c) {
 // The same function with its constants kept as scalars, broadcast where
 // used (from memory, folded into the instructions): cheap to set up per
 // output channel, for epilogues that requantise a few vectors per channel.
+//
+// Its fast form (the usual case: no left shift, a right shift e of 2 to 19,
+// |zp| <= 128) has fewer instructions, for the same values:
+//  - the zero point goes into the 64-bit constant as zp * 2^total:
+//    floor((t + c + zp * 2^total) / 2^total) = floor((t + c) / 2^total) + zp
+//    exactly, and no int64 overflows (|t| <= 2^62, |zp * 2^total| <= 2^57);
+//    with total >= 33 the scaled value is below 2^29 in magnitude, so the
+//    sum with zp is the same in int32 as Requant's int64 sum;
+//  - even and odd lanes are merged by one vpermt2d;
+//  - without a fused activation (lo = -128, hi = 127) the clamp is the
+//    saturating narrowing store's own.
 struct RqS {
   Requant rq;
-  int64_t add, neg;
-  int32_t m, hi_lim, lo_lim, lo, hi, zp, left, total;
-  bool vok;  // else rq, lane by lane
+  int64_t add, neg, addz;
+  int32_t m, hi_lim, lo_lim, lo, hi, zp, left, total, lo8, hi8;
+  bool vok;     // else rq, lane by lane
+  bool fast;    // the fast form applies
+  bool clamp8;  // fast form: clamp to [lo8, hi8] (a fused activation)
 };
 
-inline void rqs_make(const Requant& rq, RqS* c) {
+TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c) {
   c->rq = rq;
   c->vok = vec_ok(rq);
   c->m = rq.m;
@@ -104,9 +117,22 @@ inline void rqs_make(const Requant& rq, RqS* c) {
   c->lo = rq.lo - rq.zp;
   c->hi = rq.hi - rq.zp;
   c->zp = rq.zp;
+  c->fast = c->vok && rq.left == 0 && rq.total >= 33 && rq.total <= 50 && rq.zp >= -128 && rq.zp <= 128 &&
+            rq.lo >= -128 && rq.lo <= rq.hi && rq.hi <= 127;
+  c->addz = c->fast ? c->add + int64_t(rq.zp) * (int64_t(1) << rq.total) : 0;
+  c->lo8 = rq.lo < -128 ? -128 : rq.lo;
+  c->hi8 = rq.hi > 127 ? 127 : rq.hi;
+  c->clamp8 = c->lo8 > -128 || c->hi8 < 127;
 }
 
-inline __m512i rqs_half(__m512i p, const RqS& c) {
+TS_ALWAYS_INLINE __m512i rqs_half_fast(__m512i p, const RqS& c) {
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, _mm512_set1_epi64(c.addz));
+  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(c.neg));
+  return _mm512_sra_epi64(t, _mm_cvtsi32_si128(c.total));
+}
+
+TS_ALWAYS_INLINE __m512i rqs_half(__m512i p, const RqS& c) {
   const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
   __m512i t = _mm512_add_epi64(p, _mm512_set1_epi64(c.add));
   t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(c.neg));
@@ -114,7 +140,7 @@ inline __m512i rqs_half(__m512i p, const RqS& c) {
 }
 
 // 16 accumulators -> 16 int32 already clamped and offset (needs c.vok).
-inline __m512i rqs_apply(__m512i x, const RqS& c) {
+TS_ALWAYS_INLINE __m512i rqs_apply(__m512i x, const RqS& c) {
   if (c.left) {
     const __mmask16 over = _mm512_cmpgt_epi32_mask(x, _mm512_set1_epi32(c.hi_lim)),
                     under = _mm512_cmplt_epi32_mask(x, _mm512_set1_epi32(c.lo_lim));
@@ -131,8 +157,17 @@ inline __m512i rqs_apply(__m512i x, const RqS& c) {
 }
 
 // Requantises 16 accumulators and stores the lanes in `lanes` as bytes.
-inline void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8_t* out) {
-  if (c.vok) {
+TS_ALWAYS_INLINE void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8_t* out) {
+  if (c.fast) {
+    const __m512i m = _mm512_set1_epi32(c.m);
+    const __m512i pe = rqs_half_fast(_mm512_mul_epi32(acc, m), c);
+    const __m512i po = rqs_half_fast(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), m), c);
+    // Dword 2i of pe (lane 2i's result) and dword 2i of po (lane 2i+1's).
+    const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    __m512i r = _mm512_permutex2var_epi32(pe, pick, po);
+    if (c.clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo8)), _mm512_set1_epi32(c.hi8));
+    _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, r);
+  } else if (c.vok) {
     _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, rqs_apply(acc, c));
   } else {
     alignas(64) int32_t a[16];
