@@ -94,9 +94,7 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
   const int32_t zp = L.in_zp[0];
   int32_t w4[NB][kMaxGroups];
   int32_t init[NB];
-  Rq512 rqs[NB];
-  Requant rq[NB];
-  bool vok[NB];
+  RqS rqs[NB];
   for (int k = 0; k < NB; ++k) {
     const int32_t local = cb + (k < nb ? k : nb - 1) - L.oc_base;
     const int8_t* w = L.weights + int64_t(local) * taps;
@@ -109,9 +107,7 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
       w4[k][g] = int32_t(word);
     }
     init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-    rq[k] = Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-    vok[k] = vec_ok(rq[k]);
-    if (vok[k]) rqs[k] = rq512(rq[k]);
+    rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rqs[k]);
   }
   const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
@@ -154,13 +150,7 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
       int8_t* o = out + int64_t(cb - c0) * cstride + (pos - p0) + (x - ox0);
       for (int k = 0; k < NB; ++k) {
         if (k >= nb) break;
-        if (vok[k]) {
-          _mm512_mask_cvtsepi32_storeu_epi8(o + int64_t(k) * cstride, lanes, rq512_apply(acc[k], rqs[k]));
-        } else {
-          alignas(64) int32_t a[kLanes];
-          _mm512_store_si512(a, acc[k]);
-          for (int32_t j = 0; j < nl; ++j) o[int64_t(k) * cstride + j] = rq[k](a[j]);
-        }
+        rqs_store(acc[k], rqs[k], lanes, o + int64_t(k) * cstride);
       }
     }
     pos += ox1 - ox0;
@@ -252,10 +242,8 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       w4[g] = int32_t(word);
     }
     const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-    const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-    const bool vok = vec_ok(rq);
-    Rq512 rqv;
-    if (vok) rqv = rq512(rq);
+    RqS rq;
+    rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
     const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
     int8_t* dst = out + int64_t(o - c0) * cstride;
     for (int32_t c = 0; c < nchunks; ++c) {
@@ -268,13 +256,7 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
         acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
       }
       const int32_t nl = mini(kLanes, n - kLanes * c);
-      if (vok) {
-        _mm512_mask_cvtsepi32_storeu_epi8(dst + kLanes * c, __mmask16((1u << nl) - 1), rq512_apply(acc, rqv));
-      } else {
-        alignas(64) int32_t a[kLanes];
-        _mm512_store_si512(a, acc);
-        for (int32_t j = 0; j < nl; ++j) dst[kLanes * c + j] = rq(a[j]);
-      }
+      rqs_store(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
     }
   }
   return true;
