@@ -23,6 +23,8 @@
 // registers (rq_avx512.h).
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "core/layer.h"
 #include "core/ops/common.h"
 #include "core/x86/rq_avx2.h"
@@ -227,37 +229,41 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), vzpu = _mm512_set1_epi8(int8_t(zp ^ 0x80));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
   const int32_t cout_g = L.out.c / L.groups;
-  for (int32_t o = c0; o < c1; ++o) {
-    const int32_t local = o - L.oc_base;
-    const int8_t* w = L.weights + int64_t(local) * taps;
-    int32_t sw = 0;
-    int32_t w4[kFlatGroups];
-    for (int32_t g = 0; g < ngroups; ++g) {
-      uint32_t word = 0;
-      for (int32_t b = 0; b < 4; ++b)
-        if (4 * g + b < taps) {
-          word |= uint32_t(uint8_t(w[4 * g + b])) << (8 * b);
-          sw += w[4 * g + b];
+  const __mmask16 tapmask = __mmask16((1u << taps) - 1);
+  auto run = [&](auto ng_const) {
+    constexpr int NG = decltype(ng_const)::value;
+    for (int32_t o = c0; o < c1; ++o) {
+      const int32_t local = o - L.oc_base;
+      // The channel's taps as they are stored are the four-tap words
+      // vpdpbusd wants (taps past the end 0).
+      const __m128i wv = _mm_maskz_loadu_epi8(tapmask, L.weights + int64_t(local) * taps);
+      alignas(16) int32_t w4[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(w4), wv);
+      const int32_t sw = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(wv));
+      const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+      RqS rq;
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
+      const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
+      int8_t* dst = out + int64_t(o - c0) * cstride;
+      for (int32_t c = 0; c < nchunks; ++c) {
+        const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
+        const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
+        const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
+        __m512i acc = _mm512_set1_epi32(init);
+        for (int g = 0; g < NG; ++g) {
+          const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
+          acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
         }
-      w4[g] = int32_t(word);
-    }
-    const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-    RqS rq;
-    rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
-    const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
-    int8_t* dst = out + int64_t(o - c0) * cstride;
-    for (int32_t c = 0; c < nchunks; ++c) {
-      const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
-      const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
-      const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
-      __m512i acc = _mm512_set1_epi32(init);
-      for (int32_t g = 0; g < ngroups; ++g) {
-        const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
-        acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
+        const int32_t nl = mini(kLanes, n - kLanes * c);
+        rqs_store(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
       }
-      const int32_t nl = mini(kLanes, n - kLanes * c);
-      rqs_store(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
     }
+  };
+  switch (ngroups) {
+    case 1: run(std::integral_constant<int, 1>()); break;
+    case 2: run(std::integral_constant<int, 2>()); break;
+    case 3: run(std::integral_constant<int, 3>()); break;
+    default: run(std::integral_constant<int, 4>()); break;
   }
   return true;
 }
