@@ -13,6 +13,7 @@
 //   ours.bin                      run_int8's output for it
 //   check/input_K.bin, check/ours_K.bin   the same for every photo of data/eval
 // and exits; scripts/bench/ort_bench.js times and checks ONNX Runtime on them.
+//   build-bench/int8_bench --ts_layers=112       # per-layer CPU time and ns/MAC
 //
 // Needs models/mobilenetv2 and data/ (scripts/setup.sh); a benchmark whose
 // model is missing is skipped with the reason.
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +31,7 @@
 #include <string>
 
 #include "core/digest.h"
+#include "core/kernel_table.h"
 #include "model/export_onnx.h"
 #include "model/float_exec.h"
 #include "model/image.h"
@@ -216,10 +219,52 @@ int export_for_ort(const std::string& dir) {
   return 0;
 }
 
+// --ts_layers=SIZE: every node of the model at SIZE timed on its own (the
+// minimum over repeated runs of thread CPU time), with MACs and ns per MAC;
+// the kernel table is the start-up default (TS_KERNELS to force one).
+int time_layers(int size) {
+  const ts::QGraph q = ts::quantized_model(kModel, size, {});
+  const auto x = ts::quantize_input(q, ts::image_input(ts::default_photo(), size, q.in_mean, q.in_std));
+  auto t = ts::run_int8_all(q, x);
+  std::printf("kernels: %s\n%-28s %-10s %10s %10s %10s\n", ts::core::kernels().name, "layer", "kind", "MACs",
+              "us (min)", "ns/MAC");
+  double total = 0;
+  for (size_t i = 0; i < q.nodes.size(); ++i) {
+    const ts::QNode& n = q.nodes[i];
+    const ts::core::LayerDesc d = q.desc(int(i));
+    ts::core::View views[ts::core::kMaxInputs];
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const ts::Shape& sh = q.shape(n.inputs[k]);
+      views[k] = ts::core::View{t[n.inputs[k]].data(), 0, sh.c, 0, sh.h};
+    }
+    auto& out = t[n.output];
+    double best = 1e30;
+    for (int rep = 0; rep < 200; ++rep) {
+      const double t0 = thread_cpu_seconds();
+      for (int k = 0; k < 5; ++k)
+        ts::core::compute_range(d, views, 0, int32_t(out.size()), out.data(), n.channels_with_data());
+      best = std::min(best, (thread_cpu_seconds() - t0) / 5);
+    }
+    total += best;
+    std::printf("%-28s %-10s %10lld %10.2f %10.4f\n", n.name.c_str(), kind(n).c_str(), (long long)n.macs, best * 1e6,
+                n.macs ? best * 1e9 / double(n.macs) : 0.0);
+  }
+  std::printf("total %.3f ms\n", total * 1e3);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--ts_layers=", 12) == 0) {
+      try {
+        return time_layers(std::atoi(argv[i] + 12));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "int8_bench: %s\n", e.what());
+        return 1;
+      }
+    }
     const char* flag = "--ts_export=";
     if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) {
       try {

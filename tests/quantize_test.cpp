@@ -351,6 +351,22 @@ TEST(QGraphFormat, RoundTripIsByteIdenticalAndRunsTheSame) {
   }
 }
 
+// run_int8 (buffers pooled by liveness, kept between calls) gives
+// run_int8_all's output, on every test graph, also when graphs of other
+// sizes ran before it on the same thread and with repeated calls.
+TEST(RunInt8, PooledBuffersGiveTheSameOutputAsRunInt8All) {
+  for (int rep = 0; rep < 2; ++rep)
+    for (size_t i = 0; i < cases().size(); ++i) {
+      const QGraph q = quantized(i, 7);
+      Rng r(uint32_t(3 + i + 10 * rep));
+      std::vector<int8_t> x(size_t(q.shape(q.input).size()));
+      for (auto& v : x) v = int8_t(std::uniform_int_distribution<int>(-128, 127)(r));
+      const auto all = run_int8_all(q, x);
+      EXPECT_EQ(run_int8(q, x), all[size_t(q.output)]) << cases()[i].name;
+      EXPECT_EQ(run_int8(q, x), all[size_t(q.output)]) << cases()[i].name << " (second call)";
+    }
+}
+
 TEST(QGraphFormat, SaveLoadFile) {
   const QGraph q = quantized(2, 9);
   const std::string path = std::string(TS_BINARY_DIR) + "/quantize_test_roundtrip.tsqm";

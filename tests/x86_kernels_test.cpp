@@ -43,9 +43,10 @@ void random_mult(Rng& r, int32_t* m, int32_t* s) {
     case 2: *m = 1 << 30; break;
     default: *m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
   }
-  switch (rnd(r, 0, 5)) {
+  switch (rnd(r, 0, 6)) {
     case 0: *s = rnd(r, 1, 30); break;        // left shifts (saturating)
     case 1: *s = rnd(r, -33, -28); break;     // extreme right shifts (incl. qmath's own path)
+    case 2: *s = rnd(r, -21, -17); break;     // around the end of the fast requantiser's range (e <= 19)
     default: *s = rnd(r, -12, 0); break;
   }
 }
@@ -199,6 +200,75 @@ TEST(KernelVariants, ConvMatchesPortable) {
     per_channel(r, L, cout, cin / groups * k * k);
     if (rnd(r, 0, 5) == 0) L.bias.clear(), L.bind();
     expect_same(L, "conv kind " + std::to_string(kind) + " it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A board's share: a random run of outputs (compute_range) or a random box
+// (compute_box, often narrower than the plane), its input given as a window
+// holding only the channels and rows input_box names, copied into a buffer of
+// exactly that size (a kernel reading outside its window reads other data).
+// Covers partial rows, windows that start at c0/h0 > 0 and every path of
+// every variant (pointwise, depthwise and full 3x3 with both strides, the
+// narrow-plane depthwise path, general kernels).
+std::vector<int8_t> run_part(const Layer& L, const KernelTable* t, bool box, int32_t a, int32_t b, const OutBox& ob) {
+  const LayerDesc& d = L.d;
+  const Box in = box ? input_box(d, 0, ob) : input_box(d, 0, a, b);
+  std::vector<int8_t> win(size_t(in.elems(d.in[0].w)) + 1);  // + 1: never empty
+  for (int32_t c = in.c0; c < in.c1; ++c)
+    for (int32_t y = in.h0; y < in.h1; ++y)
+      for (int32_t x = 0; x < d.in[0].w; ++x)
+        win[(size_t(c - in.c0) * (in.h1 - in.h0) + (y - in.h0)) * d.in[0].w + x] =
+            L.x[0][(size_t(c) * d.in[0].h + y) * d.in[0].w + x];
+  View v{win.data(), in.c0, in.c1 - in.c0, in.h0, in.h1 - in.h0};
+  set_kernels(t);
+  std::vector<int8_t> out(box ? size_t(ob.elems()) : size_t(b - a));
+  const KernelStatus st = box ? compute_box(d, &v, ob, out.data(), d.out.c) : compute_range(d, &v, a, b, out.data(), d.out.c);
+  set_kernels(nullptr);
+  EXPECT_EQ(st, KernelStatus::Ok);
+  return out;
+}
+
+TEST(KernelVariants, ConvSharesWithWindowsMatchPortable) {
+  Rng r(11);
+  for (int it = 0; it < 160; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int kind = it % 5;  // pointwise, depthwise 3x3, narrow depthwise, first-conv-like, general
+    int cin, cout, groups = 1, k = 1, s = 1, p = 0, H, W;
+    if (kind == 0) { cin = rnd(r, 1, 200); cout = rnd(r, 1, 40); H = rnd(r, 1, 20); W = rnd(r, 1, 20); }
+    else if (kind == 1) { cin = cout = groups = rnd(r, 1, 24); k = 3; s = rnd(r, 1, 2); p = 1; H = rnd(r, 3, 40); W = rnd(r, 3, 40); }
+    else if (kind == 2) { cin = cout = groups = rnd(r, 1, 40); k = 3; s = rnd(r, 1, 2); p = rnd(r, 0, 1); H = rnd(r, 3, 16); W = rnd(r, 3, 15 * s); }
+    else if (kind == 3) { cin = rnd(r, 1, 4); cout = rnd(r, 1, 20); k = 3; s = rnd(r, 1, 2); p = rnd(r, 0, 1); H = rnd(r, 3, 40); W = rnd(r, 3, 40); }
+    else { cin = rnd(r, 1, 6); cout = rnd(r, 1, 6); k = rnd(r, 1, 5); s = rnd(r, 1, 3); p = rnd(r, 0, 2); H = rnd(r, k, 24); W = rnd(r, k, 24); }
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = k; d.sh = d.sw = s;
+    d.pad_t = d.pad_l = p; d.pad_b = rnd(r, 0, p); d.pad_r = rnd(r, 0, p);
+    d.groups = groups;
+    d.out = Dims{cout, conv_out(H, k, s, 1, d.pad_t, d.pad_b), conv_out(W, k, s, 1, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, cin / groups * k * k);
+    for (int rep = 0; rep < 4; ++rep) {
+      const bool box = rep % 2 == 1;
+      const int32_t total = d.out.size();
+      int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
+      OutBox ob;
+      ob.c0 = rnd(r, 0, d.out.c - 1); ob.c1 = rnd(r, ob.c0 + 1, d.out.c);
+      ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
+      ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
+      if (rnd(r, 0, 2) == 0) ob.x0 = 0, ob.x1 = d.out.w;
+      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
+      for (const KernelTable* t : variants()) {
+        const std::vector<int8_t> got = run_part(L, t, box, a, b, ob);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(int(got[i]), int(want[i])) << t->name << " kind " << kind << " it " << it << (box ? " box" : " range")
+                                               << " at " << i;
+      }
+    }
     if (HasFatalFailure()) return;
   }
 }

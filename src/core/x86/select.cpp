@@ -26,6 +26,14 @@ bool has_vnni() {
 
 }  // namespace
 
+bool has_vbmi() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return has_vnni() && __builtin_cpu_supports("avx512vbmi");
+  }();
+  return yes;
+}
+
 const KernelTable* find_kernels(const char* name) {
   if (strcmp(name, "avx2") == 0) return has_avx2() ? &kAvx2Kernels : nullptr;
   if (strcmp(name, "vnni") == 0) return has_vnni() ? &kVnniKernels : nullptr;

@@ -12,6 +12,7 @@
 
 #include "core/ops/conv_impl.h"
 #include "core/x86/rq_avx2.h"
+#include "core/x86/rq_avx512.h"
 #include "core/x86/x86_kernels.h"
 
 namespace ts {
@@ -19,53 +20,6 @@ namespace core {
 namespace x86 {
 
 namespace {
-
-// Requant (core/requant.h) on 16 lanes with AVX-512: the same integer
-// function as Requant::scale / operator() (see rq_avx2.h for the steps;
-// AVX-512 has the 64-bit arithmetic shift, and a saturating narrowing store).
-struct Rq512 {
-  __m512i m, hi_lim, lo_lim, add, neg, lo, hi, zp;
-  __m128i total;
-  int32_t left;
-};
-
-inline Rq512 rq512(const Requant& rq) {
-  Rq512 c;
-  c.m = _mm512_set1_epi32(rq.m);
-  c.left = rq.left;
-  c.hi_lim = _mm512_set1_epi32(INT32_MAX >> rq.left);
-  c.lo_lim = _mm512_set1_epi32(INT32_MIN >> rq.left);
-  c.add = _mm512_set1_epi64((int64_t(1) << 30) + rq.half);
-  c.neg = _mm512_set1_epi64(rq.neg);
-  c.total = _mm_cvtsi32_si128(rq.total);
-  c.lo = _mm512_set1_epi32(rq.lo - rq.zp);
-  c.hi = _mm512_set1_epi32(rq.hi - rq.zp);
-  c.zp = _mm512_set1_epi32(rq.zp);
-  return c;
-}
-
-inline __m512i rq512_half(__m512i p, const Rq512& c) {
-  // t = p + 2^30 is negative exactly when p < -2^30.
-  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
-  __m512i t = _mm512_add_epi64(p, c.add);
-  t = _mm512_mask_add_epi64(t, negative, t, c.neg);
-  return _mm512_sra_epi64(t, c.total);
-}
-
-// 16 accumulators -> 16 int32 already clamped and offset.
-inline __m512i rq512_apply(__m512i x, const Rq512& c) {
-  if (c.left) {
-    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
-    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
-    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
-    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
-  }
-  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
-  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
-  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
-  r = _mm512_min_epi32(_mm512_max_epi32(r, c.lo), c.hi);
-  return _mm512_add_epi32(r, c.zp);
-}
 
 void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
   int32_t k = 0;
@@ -83,7 +37,8 @@ void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* o
 
 constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
 constexpr int32_t kMaxCin = 1024;
-constexpr int32_t kOcChunk = 64;  // output channels whose corrections are computed together
+constexpr int kPwOc = 6;  // output channels per pass of pw_tile
+constexpr int32_t kMaxOc = 4096;  // output channels per call (their corrections are computed once)
 
 inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
   int32_t r = 0;
@@ -98,110 +53,127 @@ inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
 }
 
 // NO output channels x NV vectors of 16 positions over ng groups of four
-// input channels; acc starts at init[o].
+// input channels; acc starts at init[o]; the np (<= 16 * NV) positions are
+// requantised in registers and stored at out[o * cstride + p].
 template <int NO, int NV>
 inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                    int32_t (*acc)[kTile]) {
+                    const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
   __m512i a[NO][NV];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
+  // Whole groups of four input channels (weights read in place), then the
+  // partial last group (its missing weights 0): no test in the hot loop, so
+  // the accumulators stay in registers.
   const int32_t full = cin / 4;
-  for (int32_t g = 0; g < ng; ++g) {
+  for (int32_t g = 0; g < full; ++g) {
     __m512i x[NV];
     for (int j = 0; j < NV; ++j) x[j] = _mm512_load_si512(xp + (int64_t(g) * kTile + 16 * j) * 4);
     for (int o = 0; o < NO; ++o) {
       int32_t wv;
-      if (g < full) memcpy(&wv, w[o] + 4 * g, 4); else wv = load_w4(w[o], g, cin);
+      memcpy(&wv, w[o] + 4 * g, 4);
       const __m512i wb = _mm512_set1_epi32(wv);
-      for (int j = 0; j < NV; ++j) a[o][j] = _mm512_dpbusd_epi32(a[o][j], x[j], wb);
+      for (int j = 0; j < NV; ++j) a[o][j] = dpbusd(a[o][j], x[j], wb);
     }
   }
+  if (full < ng) {
+    __m512i x[NV];
+    for (int j = 0; j < NV; ++j) x[j] = _mm512_load_si512(xp + (int64_t(full) * kTile + 16 * j) * 4);
+    for (int o = 0; o < NO; ++o) {
+      const __m512i wb = _mm512_set1_epi32(load_w4(w[o], full, cin));
+      for (int j = 0; j < NV; ++j) a[o][j] = dpbusd(a[o][j], x[j], wb);
+    }
+  }
+  // Through memory: a register array handed to the epilogue makes GCC keep
+  // the accumulators in memory inside the loop above.
+  alignas(64) int32_t acc[NO][NV * 16];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
+  for (int o = 0; o < NO; ++o)
+    for (int j = 0; j < NV; ++j) {
+      const int32_t left = np - 16 * j;
+      const __mmask16 lanes = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      rqs_store(_mm512_load_si512(acc[o] + 16 * j), rq[o], lanes, out + int64_t(o) * cstride + 16 * j);
+    }
 }
 
 template <int NV>
 inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                       int32_t (*acc)[kTile]) {
+                       const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
   switch (no) {
-    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, acc); break;
-    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, acc); break;
-    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, acc); break;
-    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, acc); break;
-    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, acc); break;
-    default: pw_tile<1, NV>(xp, ng, w, cin, init, acc); break;
+    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    default: pw_tile<1, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
   }
 }
 
 // Pointwise conv: each 64-position tile of the input is packed once as
-// xp[g][p][4] = u(4g..4g+3, p) (channels past cin are 0, with weight 0), then
-// six output channels at a time run over it.
+// xp[g][p][4] = u(4g..4g+3, p) (only the 16-position vectors the tile uses;
+// channels past cin are 0, with weight 0; positions past the tile's end hold
+// whatever, their lanes are never stored), then six output channels at a
+// time run over it. The accumulators' starting values (bias and the +128
+// correction) are computed once per call.
 void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                int64_t cstride) {
   const int32_t W = L.out.w;
   const int32_t cin = L.in[0].c / L.groups;
-  if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
+  if (cin > kMaxCin || no > kMaxOc) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
   const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
-  alignas(64) int32_t acc[6][kTile];
-  int32_t init[kOcChunk];
+  int32_t init[kMaxOc];
   const __m128i flip = _mm_set1_epi8(char(0x80));
   const int32_t n = p1 - p0;
-  for (int32_t oc = 0; oc < no; oc += kOcChunk) {
-    const int32_t nc = mini(kOcChunk, no - oc);
-    for (int32_t j = 0; j < nc; ++j) {
-      const int32_t local = o0 + oc + j - L.oc_base;
-      const int8_t* w = L.weights + int64_t(local) * cin;
-      int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
-      for (int32_t i = 0; i < cin; ++i) sw += w[i];
-      init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-    }
-    for (int32_t t = 0; t < n; t += kTile) {
-      const int32_t np = mini(kTile, n - t);
-      const int64_t at = p0 + t - int64_t(v.h0) * W;
-      for (int32_t g = 0; g < ng; ++g) {
-        const int8_t* s[4];
+  for (int32_t j = 0; j < no; ++j) {
+    const int32_t local = o0 + j - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * cin;
+    int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
+    for (int32_t i = 0; i < cin; ++i) sw += w[i];
+    init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+  }
+  for (int32_t t = 0; t < n; t += kTile) {
+    const int32_t np = mini(kTile, n - t);
+    const int nv = (np + 15) / 16;
+    const int64_t at = p0 + t - int64_t(v.h0) * W;
+    for (int32_t g = 0; g < ng; ++g) {
+      const int8_t* s[4];
+      for (int k = 0; k < 4; ++k)
+        s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+      uint8_t* d = xp + int64_t(g) * kTile * 4;
+      for (int32_t h = 0; h < 16 * nv; h += 16) {
+        const int32_t left = np - h;
+        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+        __m128i a[4];
         for (int k = 0; k < 4; ++k)
-          s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
-        uint8_t* d = xp + int64_t(g) * kTile * 4;
-        int32_t h = 0;
-        if (s[3]) {
-          for (; h + 16 <= np; h += 16) {
-            const __m128i a0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[0] + h)), flip);
-            const __m128i a1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[1] + h)), flip);
-            const __m128i a2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[2] + h)), flip);
-            const __m128i a3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s[3] + h)), flip);
-            const __m128i l01 = _mm_unpacklo_epi8(a0, a1), h01 = _mm_unpackhi_epi8(a0, a1);
-            const __m128i l23 = _mm_unpacklo_epi8(a2, a3), h23 = _mm_unpackhi_epi8(a2, a3);
-            __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
-            _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
-            _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
-            _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
-            _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
-          }
-        }
-        for (; h < kTile; ++h)
-          for (int k = 0; k < 4; ++k) d[4 * h + k] = h < np && s[k] ? uint8_t(s[k][h] ^ 0x80) : 0;
+          a[k] = s[k] ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, s[k] + h), flip) : _mm_setzero_si128();
+        const __m128i l01 = _mm_unpacklo_epi8(a[0], a[1]), h01 = _mm_unpackhi_epi8(a[0], a[1]);
+        const __m128i l23 = _mm_unpacklo_epi8(a[2], a[3]), h23 = _mm_unpackhi_epi8(a[2], a[3]);
+        __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
+        _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
+        _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
+        _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
+        _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
       }
-      const int nv = (np + 15) / 16;
-      for (int32_t j = 0; j < nc; j += 6) {
-        const int nb = mini(6, nc - j);
-        const int8_t* w[6];
-        for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + oc + j + k - L.oc_base) * cin;
-        switch (nv) {
-          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, acc); break;
-          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, acc); break;
-          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, acc); break;
-          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, acc); break;
-        }
-        for (int k = 0; k < nb; ++k) {
-          const int32_t local = o0 + oc + j + k - L.oc_base;
-          const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-          requant_row_512(acc[k], np, rq, out + int64_t(oc + j + k) * cstride + t);
-        }
+    }
+    for (int32_t j = 0; j < no; j += kPwOc) {
+      const int nb = mini(kPwOc, no - j);
+      const int8_t* w[6];
+      RqS rq[6];
+      for (int k = 0; k < nb; ++k) {
+        const int32_t local = o0 + j + k - L.oc_base;
+        w[k] = L.weights + int64_t(local) * cin;
+        rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
+      }
+      int8_t* o = out + int64_t(j) * cstride + t;
+      switch (nv) {
+        case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+        case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+        case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+        default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
       }
     }
   }
@@ -345,8 +317,8 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
       const __mmask64 m = fan_in - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (fan_in - i)) - 1);
       const __m512i xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
       const __m512i wv = _mm512_maskz_loadu_epi8(m, w + i);
-      s = _mm512_dpbusd_epi32(s, xv, wv);
-      sw = _mm512_dpbusd_epi32(sw, ones, wv);
+      s = dpbusd(s, xv, wv);
+      sw = dpbusd(sw, ones, wv);
     }
     const uint32_t dot = uint32_t(_mm512_reduce_add_epi32(s)), wsum = uint32_t(_mm512_reduce_add_epi32(sw));
     const uint32_t acc = uint32_t(L.bias ? L.bias[local] : 0) + dot - uint32_t(zp + 128) * wsum;
@@ -354,9 +326,35 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
   }
 }
 
+// Add, 16 lanes per step (avx2.cpp's add_row_avx2 on twice the width): the
+// operands' rescale, then the output's, each the exact Requant function.
+void add_row_512(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  if (!(vec_ok(p.ra) && vec_ok(p.rb) && vec_ok(p.rout) && p.left >= 0 && p.left <= 22 && p.za >= -256 &&
+        p.za <= 256 && p.zb >= -256 && p.zb <= 256))
+    return add_row_avx2(a, b, n, p, out);
+  const Rq512 ca = rq512(p.ra), cb = rq512(p.rb), co = rq512(p.rout);
+  const __m512i za = _mm512_set1_epi32(p.za), zb = _mm512_set1_epi32(p.zb);
+  const __m128i sh = _mm_cvtsi32_si128(p.left);
+  for (int32_t k = 0; k < n; k += 16) {
+    const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+    // |a - za| <= 384 and left <= 22: the shifted values fit int32.
+    const __m512i x = _mm512_sll_epi32(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, a + k)), za), sh);
+    const __m512i y = _mm512_sll_epi32(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b + k)), zb), sh);
+    const __m512i r = rq512_apply(_mm512_add_epi32(rq512_scale(x, ca), rq512_scale(y, cb)), co);
+    _mm512_mask_cvtsepi32_storeu_epi8(out + k, m, r);
+  }
+}
+
+// vbmi.cpp's kernel where the CPU has VBMI (every AVX-512 VNNI CPU but
+// Cascade Lake), else the per-channel paths above.
+bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                int64_t cstride) {
+  return has_vbmi() && conv_block_vbmi(L, v, c0, c1, p0, p1, out, cstride);
+}
+
 }  // namespace
 
-const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_avx2, gemm, nullptr};
+const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_512, gemm, conv_block};
 
 }  // namespace x86
 }  // namespace core

@@ -26,6 +26,16 @@ extern const KernelTable kVnniKernels;
 void requant_row_avx2(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out);
 void add_row_avx2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out);
 
+// True if the CPU has AVX-512 VBMI (vpermb/vpermt2b) besides what the vnni
+// table needs; checked once.
+bool has_vbmi();
+
+// vbmi.cpp (AVX-512 VBMI + VNNI; only after has_vbmi()): KernelTable::conv_block
+// for convolutions with kernels at least 3 wide and column stride <= 2
+// (depthwise 3x3, the first 3x3 conv); false for layers it does not take.
+bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride);
+
 }  // namespace x86
 }  // namespace core
 }  // namespace ts

@@ -1,0 +1,183 @@
+// Requant (core/requant.h) on 16 int32 lanes with AVX-512, bit-identical to
+// Requant::scale / operator() wherever vec_ok (rq_avx2.h) holds. Internal to
+// the AVX-512 variant files (internal linkage); include after rq_avx2.h.
+#pragma once
+
+#include <immintrin.h>
+
+#include "core/requant.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+namespace {
+
+// Requant (core/requant.h) on 16 lanes with AVX-512: the same integer
+// function as Requant::scale / operator() (see rq_avx2.h for the steps;
+// AVX-512 has the 64-bit arithmetic shift, and a saturating narrowing store).
+// acc + the four u8 x s8 byte products of each lane (vpdpbusd, wrapping).
+// As inline assembly: GCC 12 copies the accumulator around every
+// _mm512_dpbusd_epi32 in a loop (and keeps it in memory), several times the
+// instruction's own cost.
+TS_ALWAYS_INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(w));
+  return acc;
+}
+
+struct Rq512 {
+  __m512i m, hi_lim, lo_lim, add, neg, lo, hi, zp;
+  __m128i total;
+  int32_t left;
+};
+
+TS_ALWAYS_INLINE Rq512 rq512(const Requant& rq) {
+  Rq512 c;
+  c.m = _mm512_set1_epi32(rq.m);
+  c.left = rq.left;
+  c.hi_lim = _mm512_set1_epi32(INT32_MAX >> rq.left);
+  c.lo_lim = _mm512_set1_epi32(INT32_MIN >> rq.left);
+  c.add = _mm512_set1_epi64((int64_t(1) << 30) + rq.half);
+  c.neg = _mm512_set1_epi64(rq.neg);
+  c.total = _mm_cvtsi32_si128(rq.total);
+  c.lo = _mm512_set1_epi32(rq.lo - rq.zp);
+  c.hi = _mm512_set1_epi32(rq.hi - rq.zp);
+  c.zp = _mm512_set1_epi32(rq.zp);
+  return c;
+}
+
+TS_ALWAYS_INLINE __m512i rq512_half(__m512i p, const Rq512& c) {
+  // t = p + 2^30 is negative exactly when p < -2^30.
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, c.add);
+  t = _mm512_mask_add_epi64(t, negative, t, c.neg);
+  return _mm512_sra_epi64(t, c.total);
+}
+
+// Requant::scale on 16 lanes.
+TS_ALWAYS_INLINE __m512i rq512_scale(__m512i x, const Rq512& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
+  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
+  return _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+}
+
+// 16 accumulators -> 16 int32 already clamped and offset.
+TS_ALWAYS_INLINE __m512i rq512_apply(__m512i x, const Rq512& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
+  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
+  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  r = _mm512_min_epi32(_mm512_max_epi32(r, c.lo), c.hi);
+  return _mm512_add_epi32(r, c.zp);
+}
+
+// The same function with its constants kept as scalars, broadcast where
+// used (from memory, folded into the instructions): cheap to set up per
+// output channel, for epilogues that requantise a few vectors per channel.
+//
+// Its fast form (the usual case: no left shift, a right shift e of 2 to 19,
+// |zp| <= 128) has fewer instructions, for the same values:
+//  - the zero point goes into the 64-bit constant as zp * 2^total:
+//    floor((t + c + zp * 2^total) / 2^total) = floor((t + c) / 2^total) + zp
+//    exactly, and no int64 overflows (|t| <= 2^62, |zp * 2^total| <= 2^57);
+//    with total >= 33 the scaled value is below 2^29 in magnitude, so the
+//    sum with zp is the same in int32 as Requant's int64 sum;
+//  - even and odd lanes are merged by one vpermt2d;
+//  - without a fused activation (lo = -128, hi = 127) the clamp is the
+//    saturating narrowing store's own.
+struct RqS {
+  Requant rq;
+  int64_t add, neg, addz;
+  int32_t m, hi_lim, lo_lim, lo, hi, zp, left, total, lo8, hi8;
+  bool vok;     // else rq, lane by lane
+  bool fast;    // the fast form applies
+  bool clamp8;  // fast form: clamp to [lo8, hi8] (a fused activation)
+};
+
+TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c) {
+  c->rq = rq;
+  c->vok = vec_ok(rq);
+  c->m = rq.m;
+  c->left = rq.left;
+  c->hi_lim = INT32_MAX >> (rq.left & 31);
+  c->lo_lim = INT32_MIN >> (rq.left & 31);
+  c->add = (int64_t(1) << 30) + rq.half;
+  c->neg = rq.neg;
+  c->total = rq.total;
+  c->lo = rq.lo - rq.zp;
+  c->hi = rq.hi - rq.zp;
+  c->zp = rq.zp;
+  c->fast = c->vok && rq.left == 0 && rq.total >= 33 && rq.total <= 50 && rq.zp >= -128 && rq.zp <= 128 &&
+            rq.lo >= -128 && rq.lo <= rq.hi && rq.hi <= 127;
+  c->addz = c->fast ? c->add + int64_t(rq.zp) * (int64_t(1) << rq.total) : 0;
+  c->lo8 = rq.lo < -128 ? -128 : rq.lo;
+  c->hi8 = rq.hi > 127 ? 127 : rq.hi;
+  c->clamp8 = c->lo8 > -128 || c->hi8 < 127;
+}
+
+TS_ALWAYS_INLINE __m512i rqs_half_fast(__m512i p, const RqS& c) {
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, _mm512_set1_epi64(c.addz));
+  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(c.neg));
+  return _mm512_sra_epi64(t, _mm_cvtsi32_si128(c.total));
+}
+
+TS_ALWAYS_INLINE __m512i rqs_half(__m512i p, const RqS& c) {
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, _mm512_set1_epi64(c.add));
+  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(c.neg));
+  return _mm512_sra_epi64(t, _mm_cvtsi32_si128(c.total));
+}
+
+// 16 accumulators -> 16 int32 already clamped and offset (needs c.vok).
+TS_ALWAYS_INLINE __m512i rqs_apply(__m512i x, const RqS& c) {
+  if (c.left) {
+    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, _mm512_set1_epi32(c.hi_lim)),
+                    under = _mm512_cmplt_epi32_mask(x, _mm512_set1_epi32(c.lo_lim));
+    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
+    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
+    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
+  }
+  const __m512i m = _mm512_set1_epi32(c.m);
+  const __m512i pe = rqs_half(_mm512_mul_epi32(x, m), c);
+  const __m512i po = rqs_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), m), c);
+  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo)), _mm512_set1_epi32(c.hi));
+  return _mm512_add_epi32(r, _mm512_set1_epi32(c.zp));
+}
+
+// Requantises 16 accumulators and stores the lanes in `lanes` as bytes.
+TS_ALWAYS_INLINE void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8_t* out) {
+  if (c.fast) {
+    const __m512i m = _mm512_set1_epi32(c.m);
+    const __m512i pe = rqs_half_fast(_mm512_mul_epi32(acc, m), c);
+    const __m512i po = rqs_half_fast(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), m), c);
+    // Dword 2i of pe (lane 2i's result) and dword 2i of po (lane 2i+1's).
+    const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    __m512i r = _mm512_permutex2var_epi32(pe, pick, po);
+    if (c.clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo8)), _mm512_set1_epi32(c.hi8));
+    _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, r);
+  } else if (c.vok) {
+    _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, rqs_apply(acc, c));
+  } else {
+    alignas(64) int32_t a[16];
+    _mm512_store_si512(a, acc);
+    for (int j = 0; j < 16; ++j)
+      if (lanes >> j & 1) out[j] = c.rq(a[j]);
+  }
+}
+
+}  // namespace
+}  // namespace x86
+}  // namespace core
+}  // namespace ts

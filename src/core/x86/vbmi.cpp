@@ -1,0 +1,375 @@
+// Convolutions with a kernel at least 3 wide (depthwise 3x3, the first 3x3
+// conv, ...) as a small matrix product with AVX-512 VBMI byte permutes and
+// VNNI dot products (compiled with -mavx512vbmi as well as the VNNI flags;
+// called only after the CPU was found to have both: x86_kernels.h).
+//
+// An output channel's taps t = (ci * kh + ky) * kw + kx are taken four at a
+// time: vpdpbusd adds four byte products into each 32-bit lane, so one
+// instruction does four taps for 16 output columns. The four bytes lane j
+// needs (its input at each of the four taps) come from at most two input
+// rows (a group of four consecutive taps spans at most two rows when
+// kw >= 3), so one vpermt2b over the two rows' 64-byte windows builds the
+// operand for all 16 lanes. Each row window is loaded once per 16 output
+// columns, straight from the input (masked loads: no row copies, no phase
+// buffers); bytes outside the image are filled with the zero point, so a
+// padded tap adds (zp - zp) * w = 0, exactly what the portable code does by
+// skipping it.
+//
+// vpdpbusd multiplies unsigned by signed bytes: activations go in as
+// u = x + 128 (x XOR 0x80) and the accumulator starts at
+// bias - (zp + 128) * sum(w) over all taps, exact in int32 (core/op.h bounds
+// the true sum). Output channels of one group share the operands: up to 8
+// are computed per pass. The requantisation runs on the accumulators in
+// registers (rq_avx512.h).
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "core/layer.h"
+#include "core/ops/common.h"
+#include "core/x86/rq_avx2.h"
+#include "core/x86/rq_avx512.h"
+#include "core/x86/x86_kernels.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+namespace {
+
+using namespace opk;
+
+constexpr int32_t kMaxGroups = 32;  // taps per output channel <= 128
+constexpr int32_t kMaxRows = 48;    // (input channel, kernel row) pairs per output channel
+constexpr int32_t kLanes = 16;
+
+// Bits [lo, hi) of a 64-bit mask, clipped to [0, 64).
+inline __mmask64 bits64(int32_t lo, int32_t hi) {
+  if (lo < 0) lo = 0;
+  if (hi > 64) hi = 64;
+  if (hi <= lo) return 0;
+  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+  return __mmask64(top & ~((uint64_t(1) << lo) - 1));
+}
+
+// What one call needs, set up once: the tap groups' rows and byte indices.
+struct TapPlan {
+  int32_t ngroups = 0, nrows = 0;
+  int32_t ra[kMaxGroups], rb[kMaxGroups];  // rows (ci * kh + ky) of each group
+  __m512i idx[kMaxGroups];                 // vpermt2b indices (64+: row rb)
+};
+
+bool make_plan(const LayerDesc& L, int32_t cin_g, TapPlan* p) {
+  const int32_t taps = cin_g * L.kh * L.kw;
+  if (L.kw < 3 || L.kh < 1 || L.sw < 1 || L.dw < 1 || L.sh < 1 || L.dh < 1) return false;
+  if (taps > 4 * kMaxGroups || cin_g * L.kh > kMaxRows) return false;
+  if ((kLanes - 1) * L.sw + (L.kw - 1) * L.dw > 63) return false;  // a lane's bytes within one 64-byte window
+  p->ngroups = (taps + 3) / 4;
+  p->nrows = cin_g * L.kh;
+  alignas(64) uint8_t ix[64];
+  for (int32_t g = 0; g < p->ngroups; ++g) {
+    const int32_t t0 = 4 * g, tl = mini(4 * g + 3, taps - 1);
+    p->ra[g] = t0 / L.kw;
+    p->rb[g] = tl / L.kw;
+    if (p->rb[g] - p->ra[g] > 1) return false;  // cannot happen with kw >= 3
+    for (int32_t j = 0; j < kLanes; ++j)
+      for (int32_t b = 0; b < 4; ++b) {
+        const int32_t t = t0 + b;
+        // Taps past the end have weight 0: any byte will do.
+        ix[4 * j + b] = t < taps ? uint8_t((t / L.kw == p->ra[g] ? 0 : 64) + j * L.sw + (t % L.kw) * L.dw) : 0;
+      }
+    p->idx[g] = _mm512_load_si512(ix);
+  }
+  return true;
+}
+
+// One block of NB output channels [cb, cb + nb) of one group (nb <= NB; the
+// missing ones repeat the last and are not stored) at positions [p0, p1).
+template <int NB>
+void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t c0, int32_t cb, int32_t nb, int32_t p0,
+                   int32_t p1, int8_t* out, int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t cin_g = X.c / L.groups, cout_g = L.out.c / L.groups;
+  const int32_t ci0 = (cb / cout_g) * cin_g;
+  const int32_t taps = cin_g * L.kh * L.kw;
+  const int32_t zp = L.in_zp[0];
+  int32_t w4[NB][kMaxGroups];
+  int32_t init[NB];
+  RqS rqs[NB];
+  for (int k = 0; k < NB; ++k) {
+    const int32_t local = cb + (k < nb ? k : nb - 1) - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * taps;
+    int32_t sw = 0;
+    for (int32_t t = 0; t < taps; ++t) sw += w[t];
+    for (int32_t g = 0; g < P.ngroups; ++g) {
+      uint32_t word = 0;
+      for (int32_t b = 0; b < 4; ++b)
+        if (4 * g + b < taps) word |= uint32_t(uint8_t(w[4 * g + b])) << (8 * b);
+      w4[k][g] = int32_t(word);
+    }
+    init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+    rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rqs[k]);
+  }
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
+  const __m512i flip = _mm512_set1_epi8(int8_t(-128));
+  const int64_t plane = int64_t(v.nh) * X.w;
+  // Row iy of channel ci0 is at base + iy * X.w (addresses as integers: they
+  // may lie before the view for padding, where nothing is read).
+  const uintptr_t base = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(ci0 - v.c0) * plane - int64_t(v.h0) * X.w));
+  // Row r = (ci, ky) of the group: at base + roff[r] + iy0 * X.w, input row iy0 + rky[r].
+  int64_t roff[kMaxRows];
+  int32_t rky[kMaxRows];
+  for (int32_t r = 0; r < P.nrows; ++r) {
+    const int32_t ci = r / L.kh, ky = r - ci * L.kh;
+    rky[r] = ky * L.dh;
+    roff[r] = int64_t(ci) * plane + int64_t(rky[r]) * X.w;
+  }
+  __m512i rows[kMaxRows];
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+    const int32_t iy0 = oy * L.sh - L.pad_t;
+    for (int32_t x = ox0; x < ox1; x += kLanes) {
+      const int32_t nl = mini(kLanes, ox1 - x);
+      const int32_t col0 = x * L.sw - L.pad_l;  // input column of lane 0's first tap
+      const __mmask64 cols = bits64(-col0, X.w - col0);
+      // Only bytes inside the row are read (the others are masked off).
+      const uintptr_t at0 = base + uintptr_t(intptr_t(int64_t(iy0) * X.w + col0));
+      for (int32_t r = 0; r < P.nrows; ++r) {
+        const int32_t iy = iy0 + rky[r];
+        rows[r] = iy < 0 || iy >= X.h ? vzp
+                                      : _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at0 + uintptr_t(roff[r])));
+      }
+      __m512i acc[NB];
+      for (int k = 0; k < NB; ++k) acc[k] = _mm512_set1_epi32(init[k]);
+      for (int32_t g = 0; g < P.ngroups; ++g) {
+        const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(rows[P.ra[g]], P.idx[g], rows[P.rb[g]]), flip);
+        for (int k = 0; k < NB; ++k) acc[k] = dpbusd(acc[k], u, _mm512_set1_epi32(w4[k][g]));
+      }
+      const __mmask16 lanes = __mmask16((1u << nl) - 1);
+      int8_t* o = out + int64_t(cb - c0) * cstride + (pos - p0) + (x - ox0);
+      for (int k = 0; k < NB; ++k) {
+        if (k >= nb) break;
+        rqs_store(acc[k], rqs[k], lanes, o + int64_t(k) * cstride);
+      }
+    }
+    pos += ox1 - ox0;
+  }
+}
+
+// Depthwise-like convolutions (one input channel per output channel) with
+// output rows narrower than 16 columns (7x7, 3x3 planes, either stride): 16
+// consecutive output positions per vector, across row ends, so that a 7x7
+// plane takes 4 vectors rather than 7 half-empty ones. Every (lane, tap)
+// byte's place in the input is worked out once per call (shared by all the
+// channels): for each chunk of 16 positions, one 128-byte span of the
+// channel's window holds all the bytes its lanes read, and vpermt2b picks
+// them; a byte whose row or column lies outside the image is replaced by the
+// zero point. Returns false for layers it does not take (or a chunk whose
+// bytes do not fit one span).
+constexpr int32_t kFlatChunks = 16;  // up to 256 positions per call
+constexpr int32_t kFlatGroups = 4;   // up to 16 taps
+
+bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t taps = L.kh * L.kw;
+  const int32_t n = p1 - p0;
+  if (X.c / L.groups != 1 || W >= kLanes || L.kh < 1 || L.kw < 1 || taps > 4 * kFlatGroups ||
+      n > kLanes * kFlatChunks)
+    return false;
+  const int32_t ngroups = (taps + 3) / 4, nchunks = (n + kLanes - 1) / kLanes;
+  const int64_t view_len = int64_t(v.nh) * X.w;
+  // Per chunk: where its span starts in a channel's view, which of its 128
+  // bytes may be read, the byte indices and which (lane, tap) bytes are
+  // inside the image.
+  int64_t start[kFlatChunks];
+  __mmask64 mlo[kFlatChunks], mhi[kFlatChunks], tm[kFlatChunks][kFlatGroups];
+  __m512i idx[kFlatChunks][kFlatGroups];
+  alignas(64) uint8_t ix[kFlatGroups][64];
+  int64_t where[kLanes][4 * kFlatGroups];  // view index of (lane, tap), -1 outside the image
+  for (int32_t c = 0; c < nchunks; ++c) {
+    const int32_t q = p0 + kLanes * c;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int32_t j = 0; j < kLanes; ++j) {
+      const int32_t oy = (q + j) / W, ox = (q + j) % W;
+      for (int32_t t = 0; t < 4 * ngroups; ++t) {
+        where[j][t] = -1;
+        if (q + j >= p1 || t >= taps) continue;
+        const int32_t iy = oy * L.sh + (t / L.kw) * L.dh - L.pad_t, ixx = ox * L.sw + (t % L.kw) * L.dw - L.pad_l;
+        if (iy < 0 || iy >= X.h || ixx < 0 || ixx >= X.w) continue;
+        where[j][t] = int64_t(iy - v.h0) * X.w + ixx;
+        if (where[j][t] < lo) lo = where[j][t];
+        if (where[j][t] > hi) hi = where[j][t];
+      }
+    }
+    if (lo > hi) lo = hi = 0;  // nothing inside the image: all zero points
+    if (hi - lo > 127) return false;
+    start[c] = lo;
+    const int64_t a = -lo, b = view_len - lo;  // readable bytes [a, b) of the span
+    const int32_t a0 = int32_t(a < 0 ? 0 : (a > 128 ? 128 : a)), b0 = int32_t(b < 0 ? 0 : (b > 128 ? 128 : b));
+    mlo[c] = bits64(a0, b0);
+    mhi[c] = bits64(a0 - 64, b0 - 64);
+    for (int32_t g = 0; g < ngroups; ++g) {
+      uint64_t m = 0;
+      for (int32_t j = 0; j < kLanes; ++j)
+        for (int32_t b2 = 0; b2 < 4; ++b2) {
+          const int64_t w = where[j][4 * g + b2];
+          ix[g][4 * j + b2] = uint8_t(w < 0 ? 0 : w - lo);
+          if (w >= 0) m |= uint64_t(1) << (4 * j + b2);
+        }
+      tm[c][g] = __mmask64(m);
+      idx[c][g] = _mm512_load_si512(ix[g]);
+    }
+  }
+  const int32_t zp = L.in_zp[0];
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), vzpu = _mm512_set1_epi8(int8_t(zp ^ 0x80));
+  const __m512i flip = _mm512_set1_epi8(int8_t(-128));
+  const int32_t cout_g = L.out.c / L.groups;
+  const __mmask16 tapmask = __mmask16((1u << taps) - 1);
+  auto run = [&](auto ng_const) {
+    constexpr int NG = decltype(ng_const)::value;
+    for (int32_t o = c0; o < c1; ++o) {
+      const int32_t local = o - L.oc_base;
+      // The channel's taps as they are stored are the four-tap words
+      // vpdpbusd wants (taps past the end 0).
+      const __m128i wv = _mm_maskz_loadu_epi8(tapmask, L.weights + int64_t(local) * taps);
+      alignas(16) int32_t w4[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(w4), wv);
+      const int32_t sw = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(wv));
+      const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
+      RqS rq;
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
+      const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
+      int8_t* dst = out + int64_t(o - c0) * cstride;
+      for (int32_t c = 0; c < nchunks; ++c) {
+        const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
+        const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
+        const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
+        __m512i acc = _mm512_set1_epi32(init);
+        for (int g = 0; g < NG; ++g) {
+          const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
+          acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
+        }
+        const int32_t nl = mini(kLanes, n - kLanes * c);
+        rqs_store(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
+      }
+    }
+  };
+  switch (ngroups) {
+    case 1: run(std::integral_constant<int, 1>()); break;
+    case 2: run(std::integral_constant<int, 2>()); break;
+    case 3: run(std::integral_constant<int, 3>()); break;
+    default: run(std::integral_constant<int, 4>()); break;
+  }
+  return true;
+}
+
+// Depthwise 3x3 (dilation 1, column stride 1 or 2) on wider planes: the
+// general block path with one channel, its three rows held in registers and
+// its constants set up once per channel. For column stride 1, 32 output
+// columns per step (two accumulators from the same three row loads).
+bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                  int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, sw = L.sw;
+  if (X.c / L.groups != 1 || L.kh != 3 || L.kw != 3 || L.dh != 1 || L.dw != 1 || sw < 1 || sw > 2 || L.sh < 1)
+    return false;
+  const int32_t step = sw == 1 ? 2 * kLanes : kLanes;  // output columns per step
+  alignas(64) uint8_t ix[3][2][64];
+  for (int32_t h = 0; h < 2; ++h)
+    for (int32_t j = 0; j < kLanes; ++j)
+      for (int32_t b = 0; b < 4; ++b) {
+        const int32_t col = (j + h * kLanes) * sw;
+        // Taps 0-3: row 0 kx 0..2, row 1 kx 0; 4-7: row 1 kx 1..2, row 2 kx 0..1; 8: row 2 kx 2.
+        ix[0][h][4 * j + b] = uint8_t(b < 3 ? col + b : 64 + col);
+        ix[1][h][4 * j + b] = uint8_t(b < 2 ? col + 1 + b : 64 + col + (b - 2));
+        ix[2][h][4 * j + b] = uint8_t(col + 2);
+      }
+  __m512i idx[3][2];
+  for (int g = 0; g < 3; ++g)
+    for (int h = 0; h < 2; ++h) idx[g][h] = _mm512_load_si512(ix[g][h]);
+  const int32_t zp = L.in_zp[0];
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), flip = _mm512_set1_epi8(int8_t(-128));
+  const int32_t cout_g = L.out.c / L.groups;
+  const int64_t plane = int64_t(v.nh) * X.w;
+  for (int32_t o = c0; o < c1; ++o) {
+    const int32_t local = o - L.oc_base;
+    const int8_t* w = L.weights + int64_t(local) * 9;
+    int32_t sum = 0;
+    for (int t = 0; t < 9; ++t) sum += w[t];
+    auto word = [&](int t0, int n) {
+      uint32_t r = 0;
+      for (int b = 0; b < n; ++b) r |= uint32_t(uint8_t(w[t0 + b])) << (8 * b);
+      return int32_t(r);
+    };
+    const __m512i w0 = _mm512_set1_epi32(word(0, 4)), w1 = _mm512_set1_epi32(word(4, 4)), w2 = _mm512_set1_epi32(word(8, 1));
+    const __m512i init = _mm512_set1_epi32(int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sum)));
+    RqS rq;
+    rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
+    const uintptr_t base =
+        uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * plane - int64_t(v.h0) * X.w));
+    int8_t* dst = out + int64_t(o - c0) * cstride;
+    int32_t pos = p0;
+    while (pos < p1) {
+      const int32_t oy = pos / W, ox0 = pos % W;
+      const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+      const int32_t iy0 = oy * L.sh - L.pad_t;
+      const bool in0 = iy0 >= 0 && iy0 < X.h, in1 = iy0 + 1 >= 0 && iy0 + 1 < X.h, in2 = iy0 + 2 >= 0 && iy0 + 2 < X.h;
+      for (int32_t x = ox0; x < ox1; x += step) {
+        const int32_t col0 = x * sw - L.pad_l;
+        const __mmask64 cols = bits64(-col0, X.w - col0);
+        const uintptr_t at = base + uintptr_t(intptr_t(int64_t(iy0) * X.w + col0));
+        const __m512i r0 = _mm512_xor_si512(in0 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
+        const __m512i r1 = _mm512_xor_si512(
+            in1 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + uintptr_t(X.w))) : vzp, flip);
+        const __m512i r2 = _mm512_xor_si512(
+            in2 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + 2 * uintptr_t(X.w))) : vzp, flip);
+        int8_t* d = dst + (pos - p0) + (x - ox0);
+        const int32_t nl = mini(step, ox1 - x);
+        for (int h = 0; h < step / kLanes; ++h) {
+          if (h * kLanes >= nl) break;
+          __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
+          a = dpbusd(a, _mm512_permutex2var_epi8(r1, idx[1][h], r2), w1);
+          a = dpbusd(a, _mm512_permutexvar_epi8(idx[2][h], r2), w2);
+          const int32_t left = nl - h * kLanes;
+          rqs_store(a, rq, left >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1), d + h * kLanes);
+        }
+      }
+      pos += ox1 - ox0;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride) {
+  const int32_t cin_g = L.in[0].c / L.groups, cout_g = L.out.c / L.groups;
+  if (conv_flat_small(L, v, c0, c1, p0, p1, out, cstride)) return true;
+  if (depthwise3x3(L, v, c0, c1, p0, p1, out, cstride)) return true;
+  TapPlan P;
+  if (!make_plan(L, cin_g, &P)) return false;
+  for (int32_t c = c0; c < c1;) {
+    const int32_t ge = mini(c1, (c / cout_g + 1) * cout_g);  // end of c's group
+    while (c < ge) {
+      const int32_t nb = mini(8, ge - c);
+      if (nb == 1)
+        conv_channels<1>(L, v, P, c0, c, 1, p0, p1, out, cstride);
+      else if (nb <= 4)
+        conv_channels<4>(L, v, P, c0, c, nb, p0, p1, out, cstride);
+      else
+        conv_channels<8>(L, v, P, c0, c, nb, p0, p1, out, cstride);
+      c += nb;
+    }
+  }
+  return true;
+}
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts
