@@ -245,7 +245,9 @@ TEST_F(RunTest, SecondDeployOfUnchangedFragmentsSendsNothing) {
 // (--no-failover: fail fast; with failover the run goes on without the
 // board, tests/failover_test.cpp.)
 void expect_board_failure(const std::string& args, const std::string& board_word) {
-  const Result r = ts::testing::shell("timeout -k 10 600 " + std::string(TS_TINYSPLIT) + " run --json --no-failover --timeout 2 " + args);
+  // The --test-crash/stall/garble hooks act on RUN frames: the paper's mode.
+  const Result r = ts::testing::shell("timeout -k 10 600 " + std::string(TS_TINYSPLIT) +
+                                      " run --json --no-failover --timeout 2 " + paper_unless_named(args));
   EXPECT_NE(r.code, 124) << "tinysplit run hung: " << r.err;
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(r.out.empty()) << "a failed run printed a result: " << r.out.substr(0, 200);
@@ -264,7 +266,8 @@ TEST_F(RunTest, BoardThatStallsIsReportedAfterTheTimeout) {
 }
 
 TEST_F(RunTest, BoardThatSendsCorruptFramesIsReported) {
-  const Result r = tinysplit("run --json --no-failover --timeout 2 --workers 3 --test-garble 0 --test-garble-layer 3");
+  const Result r = tinysplit("run --json --no-failover --timeout 2 " +
+                             paper_unless_named("--workers 3 --test-garble 0 --test-garble-layer 3"));
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("board 0"), std::string::npos) << r.err;
@@ -320,7 +323,7 @@ TEST(RunErrors, BadFaultSpecsGiveOneClearLine) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
-    const Result r = tinysplit("run " + c.args);
+    const Result r = tinysplit("run " + paper_unless_named(c.args));  // the split the layer numbers are for
     EXPECT_NE(r.code, 0);
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
