@@ -137,20 +137,4 @@ TEST_F(DirectTest, OutputsComputedInPlaceAreExact) {
     }
 }
 
-// QEMU firmware boards hold one connection (no board-to-board links yet):
-// the default route falls back to the relay with a note on stderr, and an
-// explicit --route direct is one error line. Both are decided before any
-// board starts (TS_FIRMWARE points nowhere, so the run then stops there).
-TEST(DirectDefaults, QemuBoardsFallBackToRelayOrRefuseAnExplicitDirect) {
-  const std::string bin = std::string(TS_TINYSPLIT) + " run --timeout 2 --workers qemu:2";
-  const ts::testing::Shell fallback = ts::testing::shell("TS_FIRMWARE=/nonexistent/firmware.elf " + bin);
-  EXPECT_NE(fallback.err.find("note: 2 QEMU boards"), std::string::npos) << fallback.err;
-  EXPECT_NE(fallback.err.find("--route relay"), std::string::npos) << fallback.err;
-  const ts::testing::Shell refused = ts::testing::shell("TS_FIRMWARE=/nonexistent/firmware.elf " + bin + " --route direct");
-  EXPECT_NE(refused.code, 0);
-  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
-  EXPECT_EQ(refused.err.rfind("tinysplit: error: --route direct: the QEMU firmware boards", 0), 0u) << refused.err;
-  EXPECT_EQ(fallback.err.find("the QEMU firmware boards cannot"), std::string::npos) << fallback.err;
-}
-
 }  // namespace

@@ -42,7 +42,6 @@ struct RunOptions {
   // Defaults (issue 10): the cost model's choice per block, boards sending
   // to boards. `--strategy neuron --route relay` is the paper's mode.
   std::string strategy = "auto", route = "direct";
-  bool route_given = false;  // --route on the command line
   int window = 32;
   double timeout = 10.0, cpm = 0.0, delay = 0.0;
   int repeat = 1;
@@ -90,11 +89,6 @@ static std::vector<std::vector<std::string>> fault_args(const std::vector<std::s
   return args;
 }
 
-// Whether the QEMU firmware boards can take part in the direct route
-// (board-to-board links). Not yet: the firmware holds one connection
-// (TS_MAX_LINKS=1, docs/firmware.md); flip this when it holds more.
-static bool qemu_boards_route_direct() { return false; }
-
 int cmd_run(const RunOptions& o) {
   using Clock = std::chrono::steady_clock;
   const plan::Objective objective = plan::parse_objective(o.objective);
@@ -132,22 +126,6 @@ int cmd_run(const RunOptions& o) {
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.strategy = o.strategy;
   popt.route = plan::parse_route(o.route);
-  // Cortex-M7 boards under QEMU hold one connection (firmware TS_MAX_LINKS=1):
-  // no board-to-board links yet. The default route falls back to the relay
-  // with a note; an explicit --route direct is refused with one line.
-  if (popt.route == plan::Route::Direct && !qemu_boards_route_direct()) {
-    int qemu = 0;
-    for (const auto& b : tb.boards) qemu += b.address == "qemu";
-    if (qemu > 0) {
-      if (o.route_given)
-        throw Error("--route direct: the QEMU firmware boards cannot open board-to-board links yet (one connection "
-                    "each); use --route relay");
-      popt.route = plan::Route::Relay;
-      std::fprintf(stderr, "note: %d QEMU board%s: the firmware has no board-to-board links yet, so this run "
-                             "relays every activation through the coordinator (--route relay)\n",
-                     qemu, qemu == 1 ? "" : "s");
-    }
-  }
   popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
   // Model, inputs, references and plan. The inputs are one photo, one
   // prepared tensor, or the first --limit test images of a data set.
@@ -509,10 +487,8 @@ void register_run(CLI::App& app) {
                  "channel (blocks of channels)")
       ->capture_default_str();
   sub.add_option("--route", o->route,
-                 "direct (boards send to boards) | relay (every activation through the coordinator, the paper; "
-                 "QEMU boards fall back to it)")
-      ->capture_default_str()
-      ->each([o](const std::string&) { o->route_given = true; });
+                 "direct (boards send to boards) | relay (every activation through the coordinator, the paper)")
+      ->capture_default_str();
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();
