@@ -9,6 +9,8 @@
 # this from scripts/test.sh.
 #
 #   bash scripts/sanitize.sh                 # build build-asan, run every test
+#   bash scripts/sanitize.sh --programs "wire_test worker_test"   # only these
+#                                            # test programs (and tinysplit)
 #   bash scripts/sanitize.sh -R wire_test    # extra arguments go to ctest
 #   TS_SANITIZE_BUILD_DIR=DIR TS_SANITIZE_JOBS=N bash scripts/sanitize.sh
 #
@@ -24,11 +26,24 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD_DIR="${TS_SANITIZE_BUILD_DIR:-build-asan}"
 JOBS="${TS_SANITIZE_JOBS:-2}"
+PROGRAMS=()
+if [[ "${1:-}" == --programs ]]; then
+  read -r -a PROGRAMS <<<"${2:-}"
+  ((${#PROGRAMS[@]})) || { echo "sanitize.sh: --programs needs a list of test programs" >&2; exit 2; }
+  shift 2
+fi
 T0=$SECONDS
 echo "[sanitize] configure $BUILD_DIR (-DTINYSPLIT_SANITIZE=ON)"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTINYSPLIT_SANITIZE=ON -DTINYSPLIT_BENCH=OFF >/dev/null
-echo "[sanitize] build the tool and every test program (-j$JOBS)"
-cmake --build "$BUILD_DIR" -j "$JOBS"
+ctest_sel=()
+if ((${#PROGRAMS[@]})); then
+  echo "[sanitize] build tinysplit and ${#PROGRAMS[@]} test programs: ${PROGRAMS[*]} (-j$JOBS)"
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target tinysplit "${PROGRAMS[@]}"
+  ctest_sel=(-L "^($(IFS='|'; echo "${PROGRAMS[*]}"))\$")
+else
+  echo "[sanitize] build the tool and every test program (-j$JOBS)"
+  cmake --build "$BUILD_DIR" -j "$JOBS"
+fi
 T1=$SECONDS
 REPORTS="$(cd "$BUILD_DIR" && pwd)/sanitizer-reports"
 rm -rf "$REPORTS"
@@ -37,9 +52,9 @@ mkdir -p "$REPORTS"
 # dead board); log_path: the report lands in $REPORTS/{asan,ubsan}.PID.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:log_path=$REPORTS/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$REPORTS/ubsan"
-echo "[sanitize] ctest -j$JOBS $*"
+echo "[sanitize] ctest -j$JOBS ${ctest_sel[*]} $*"
 status=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" "$@" || status=$?
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" "${ctest_sel[@]}" "$@" || status=$?
 T2=$SECONDS
 shopt -s nullglob
 reports=("$REPORTS"/*)
