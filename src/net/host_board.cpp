@@ -254,13 +254,13 @@ void HostBoard::flush_all() {
     Link& l = *links_[i];
     if (!l.t || l.out.empty()) continue;
     if (!l.dead && !l.urgent && !rest && now - l.held_since < kHoldTelemetry) continue;  // telemetry waits a little
-    if (!l.dead) {
-      try {
-        l.t->send(l.out.data(), l.out.size());
-      } catch (const std::exception&) {
-        l.dead = true;
-        worker_.on_disconnect(int(i));
-      }
+    // A link the worker gave up on still gets what it queued last (the
+    // ERROR saying why) before close_dead() closes it.
+    try {
+      l.t->send(l.out.data(), l.out.size());
+    } catch (const std::exception&) {
+      l.dead = true;
+      worker_.on_disconnect(int(i));
     }
     l.out.clear();
   }
