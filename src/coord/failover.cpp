@@ -163,6 +163,21 @@ bool Swarm::healthy(int board, std::string* why, std::chrono::milliseconds limit
   }
 }
 
+// Makes `next` the swarm's plan on the boards in alive_: a new generation, a
+// coordinator on fresh links, handshake and deploy (only what changed goes,
+// the boards' hash cache). Used by failover and rejoin; a board failing on
+// the way throws BoardError.
+DeployResult Swarm::install(std::unique_ptr<plan::Plan> next) {
+  plan_ = std::move(next);
+  ++generation_;
+  CoordOptions copt;
+  copt.timeout = opt_.timeout;
+  copt.progress = opt_.progress;
+  coord_ = std::make_unique<Coordinator>(q_, *plan_, connect(alive_), copt);
+  coord_->handshake();
+  return coord_->deploy();
+}
+
 void Swarm::recover(const BoardError& first, int inference) {
   const auto t0 = Clock::now();
   const size_t first_event = events_.size();
@@ -218,16 +233,9 @@ void Swarm::recover(const BoardError& first, int inference) {
       throw Error("failover: the " + (alive_.size() > 1 ? std::to_string(alive_.size()) + " boards" : std::string("board")) +
                   " left (" + board_list(alive_) + ") cannot run the model: " + e.what() + "; after " + cause);
     }
-    plan_ = std::move(next);
-    ++generation_;
     DeployResult dep;
     try {
-      CoordOptions copt;
-      copt.timeout = opt_.timeout;
-      copt.progress = opt_.progress;
-      coord_ = std::make_unique<Coordinator>(q_, *plan_, connect(alive_), copt);
-      coord_->handshake();
-      dep = coord_->deploy();
+      dep = install(std::move(next));
     } catch (const BoardError& e) {
       // Another board failed while the swarm was being rebuilt: next round.
       cause = e.what();
@@ -295,16 +303,9 @@ void Swarm::try_rejoin(int inference) {
   }
   if (coord_) coord_->close();
   coord_.reset();
-  plan_ = std::move(next);
-  ++generation_;
   DeployResult dep;
   try {
-    CoordOptions copt;
-    copt.timeout = opt_.timeout;
-    copt.progress = opt_.progress;
-    coord_ = std::make_unique<Coordinator>(q_, *plan_, connect(alive_), copt);
-    coord_->handshake();
-    dep = coord_->deploy();
+    dep = install(std::move(next));
   } catch (const BoardError& e) {
     // A board failed while the swarm was being rebuilt: the usual recovery.
     recover(e, inference);

@@ -98,6 +98,7 @@ class Swarm {
   int plan_generation() const { return generation_; }
 
  private:
+  DeployResult install(std::unique_ptr<plan::Plan> next);
   std::vector<std::unique_ptr<BoardLink>> connect(const std::vector<int>& boards);
   bool healthy(int board, std::string* why, std::chrono::milliseconds limit = std::chrono::milliseconds(3000),
                bool* timed_out = nullptr);
