@@ -68,15 +68,7 @@ TS_ALWAYS_INLINE __m512i rq512_scale(__m512i x, const Rq512& c) {
 
 // 16 accumulators -> 16 int32 already clamped and offset.
 TS_ALWAYS_INLINE __m512i rq512_apply(__m512i x, const Rq512& c) {
-  if (c.left) {
-    const __mmask16 over = _mm512_cmpgt_epi32_mask(x, c.hi_lim), under = _mm512_cmplt_epi32_mask(x, c.lo_lim);
-    x = _mm512_sll_epi32(x, _mm_cvtsi32_si128(c.left));
-    x = _mm512_mask_mov_epi32(x, over, _mm512_set1_epi32(INT32_MAX));
-    x = _mm512_mask_mov_epi32(x, under, _mm512_set1_epi32(INT32_MIN));
-  }
-  const __m512i pe = rq512_half(_mm512_mul_epi32(x, c.m), c);
-  const __m512i po = rq512_half(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), c.m), c);
-  __m512i r = _mm512_mask_blend_epi32(__mmask16(0xAAAA), pe, _mm512_slli_epi64(po, 32));
+  __m512i r = rq512_scale(x, c);
   r = _mm512_min_epi32(_mm512_max_epi32(r, c.lo), c.hi);
   return _mm512_add_epi32(r, c.zp);
 }
