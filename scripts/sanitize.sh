@@ -14,7 +14,8 @@
 #   bash scripts/sanitize.sh -R wire_test    # extra arguments go to ctest
 #   TS_SANITIZE_BUILD_DIR=DIR TS_SANITIZE_JOBS=N bash scripts/sanitize.sh
 #
-# Reports go to files (ASAN_OPTIONS/UBSAN_OPTIONS log_path) in
+# Reports go to files (ASAN_OPTIONS/UBSAN_OPTIONS log_path; gcc's UBSan ignores
+# it and prints to stderr, so the tests' output is searched too) in
 # DIR/sanitizer-reports, one per process that had one, not to stderr: a board
 # process is often a child whose stderr is a log file, and a run that
 # survives a board's abort (failover) would hide it. Any report aborts its
@@ -56,6 +57,14 @@ echo "[sanitize] ctest -j$JOBS ${ctest_sel[*]} $*"
 status=0
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" "${ctest_sel[@]}" "$@" || status=$?
 T2=$SECONDS
+# gcc's combined ASan + UBSan runtime prints UBSan reports to stderr whatever
+# UBSAN_OPTIONS' log_path says: look for them in every test's output too
+# (tests/support/shell.h echoes the captured stderr of a command that had
+# one, boards started by the tool included).
+LOG="$BUILD_DIR/Testing/Temporary/LastTest.log"
+if [[ -f "$LOG" ]] && grep -qE ': runtime error: |ERROR: (AddressSanitizer|LeakSanitizer)|SUMMARY: (UndefinedBehavior|Address|Leak)Sanitizer' "$LOG"; then
+  grep -nE -B2 -A12 ': runtime error: |ERROR: (AddressSanitizer|LeakSanitizer)' "$LOG" | head -200 >"$REPORTS/from-test-output.txt"
+fi
 shopt -s nullglob
 reports=("$REPORTS"/*)
 if ((${#reports[@]})); then

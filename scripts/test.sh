@@ -3,11 +3,8 @@
 # packages, model, photos, build), build the Cortex-M7 firmware (cross
 # toolchain, QEMU and lwIP's source from Debian) for QEMU and for a real
 # Teensy 4.1 (checked by scripts/check_teensy_image.py), then every test with CTest,
-# then the test programs of the parsers, the board worker, the coordinator,
-# authentication, failover and board-to-board routing again under ASan +
-# UBSan (scripts/sanitize.sh --programs, its own build folder; the whole suite
-# sanitized is `bash scripts/sanitize.sh`, too long for CI on 2 cores today;
-# TS_SKIP_SANITIZE=1 leaves it out).
+# then the whole suite again under ASan + UBSan (scripts/sanitize.sh, its own
+# build folder build-asan; TS_SKIP_SANITIZE=1 leaves it out).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -18,5 +15,5 @@ export TS_FIRMWARE="$ROOT/firmware/build/tinysplit-board.elf"
 BUILD_DIR="${TS_BUILD_DIR:-build}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${TS_TEST_JOBS:-2}" "$@"
 if [[ "${TS_SKIP_SANITIZE:-0}" != 1 ]]; then
-  bash scripts/sanitize.sh --programs "wire_test digest_test fragment_test worker_test link_test secure_test output_safety_test cli_errors_test direct_test failover_test"
+  bash scripts/sanitize.sh
 fi

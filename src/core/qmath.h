@@ -33,9 +33,18 @@ TS_QMATH_INLINE int32_t sat_round_doubling_high_mul(int32_t a, int32_t b) {
   return int32_t((ab + nudge) / (int64_t(1) << 31));
 }
 
-// x / 2^exponent rounded to nearest, ties away from zero. 0 <= exponent <= 31.
+// x / 2^exponent rounded to nearest, ties away from zero. Models use
+// 0 <= exponent <= 31 (the loaders refuse shifts below -31); a larger one is
+// still defined (int64 arithmetic, up to 62): 0, or -1 for INT32_MIN / 2^32.
 TS_QMATH_INLINE int32_t rounding_divide_by_pot(int32_t x, int exponent) {
   if (exponent <= 0) return x;
+  if (exponent > 31) {
+    const int e = exponent > 62 ? 62 : exponent;
+    const int64_t mask = (int64_t(1) << e) - 1;
+    const int64_t remainder = int64_t(x) & mask;
+    const int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return int32_t((int64_t(x) >> e) + (remainder > threshold ? 1 : 0));
+  }
   const int32_t mask = int32_t((int64_t(1) << exponent) - 1);
   const int32_t remainder = x & mask;
   const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
@@ -53,6 +62,12 @@ TS_QMATH_INLINE int32_t multiply_by_quantized_multiplier(int32_t x, int32_t mult
   if (shifted < INT32_MIN) shifted = INT32_MIN;
   return rounding_divide_by_pot(sat_round_doubling_high_mul(int32_t(shifted), multiplier), right);
 }
+
+// a + b in two's complement, wrapping instead of overflowing (signed
+// overflow is undefined in C++). Add's a + b fits int32 for every valid
+// model (docs/int8.md); this keeps out-of-spec parameters defined, and the
+// same in every kernel variant.
+TS_QMATH_INLINE int32_t wrap_add(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
 
 TS_QMATH_INLINE int8_t clamp_i8(int32_t v, int32_t lo, int32_t hi) {
   return int8_t(v < lo ? lo : (v > hi ? hi : v));

@@ -23,7 +23,14 @@ std::string project_home() {
     if (auto s = search(fs::path(buf).parent_path()); !s.empty()) return s;
   }
   std::error_code ec;
-  return search(fs::current_path(ec));
+  if (auto s = search(fs::current_path(ec)); !s.empty()) return s;
+#ifdef TS_BUILD_SOURCE_DIR
+  // A binary built outside the source tree (cmake -B /elsewhere), run from
+  // outside it: the tree it was built from.
+  return search(fs::path(TS_BUILD_SOURCE_DIR));
+#else
+  return {};
+#endif
 }
 
 }  // namespace ts

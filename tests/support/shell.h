@@ -36,6 +36,12 @@ inline Shell shell(const std::string& cmd) {
   std::ifstream f(err);
   r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   std::filesystem::remove(err);
+  // A sanitizer report of the command or of a board it started (gcc's
+  // UBSan writes to stderr whatever log_path says) would die here with the
+  // captured text when the test passes: echo it into the test's own output,
+  // where scripts/sanitize.sh looks for it.
+  if (r.err.find(": runtime error: ") != std::string::npos || r.err.find("Sanitizer") != std::string::npos)
+    std::fprintf(stderr, "[shell] sanitizer output of '%s':\n%s\n", cmd.c_str(), r.err.c_str());
   return r;
 }
 

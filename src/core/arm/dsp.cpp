@@ -802,11 +802,12 @@ void add_loop(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, c
   // |a - za| <= 255 and left <= 23: the shifted operand fits int32.
   const int32_t za = p.za, zb = p.zb, left = p.left;
   for (int32_t k = 0; k < n; ++k) {
-    const int32_t x = (int32_t(a[k]) - za) << left;
-    const int32_t y = (int32_t(b[k]) - zb) << left;
+    // A multiply, not a shift: a - za may be negative (the same LSL on the M7).
+    const int32_t x = (int32_t(a[k]) - za) * (int32_t(1) << left);
+    const int32_t y = (int32_t(b[k]) - zb) * (int32_t(1) << left);
     const int32_t sx = E0a ? ra.scale0(x) : ra.scale_any(x);
     const int32_t sy = E0b ? rb.scale0(y) : rb.scale_any(y);
-    int32_t r = ro.scale_any(sx + sy) + ro.zp;
+    int32_t r = ro.scale_any(wrap_add(sx, sy)) + ro.zp;
     r = r < ro.lo ? ro.lo : r;
     out[k] = int8_t(r > ro.hi ? ro.hi : r);
   }

@@ -145,7 +145,7 @@ void add_row_avx2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& 
   for (; k < n; ++k) {
     const int32_t x = (int32_t(a[k]) - p.za) * (int32_t(1) << p.left);
     const int32_t y = (int32_t(b[k]) - p.zb) * (int32_t(1) << p.left);
-    out[k] = p.rout(p.ra.scale(x) + p.rb.scale(y));
+    out[k] = p.rout(wrap_add(p.ra.scale(x), p.rb.scale(y)));
   }
 }
 
