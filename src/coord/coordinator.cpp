@@ -395,6 +395,7 @@ void Coordinator::rethrow_at(const BoardError& e, const BoardLink& l, size_t nod
 }
 
 InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
+  for (auto& l : links_) l->set_inference(0);  // one at a time: untagged (after a pipelined batch too)
   if (plan().route == plan::Route::Direct) return infer_direct(input);
   InferenceResult res;
   if (int64_t(input.size()) != q_.shape(q_.input).size()) throw Error("input has the wrong size for the model");

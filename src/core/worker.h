@@ -223,6 +223,8 @@ class Worker {
   // Between inferences: no layer open or sending results, none left to run.
   bool at_rest() const { return idle() && (!have_frag_ || cursor_ >= frag_.layer_count()); }
   bool link_open(int link) const { return link >= 0 && link < kMaxLinks && links_[link].open; }
+  // Inference tag the board is on or last finished (0 = untagged).
+  uint16_t inference() const { return infer_; }
 
   // Single-connection forms (link 0), as a host test or the firmware use.
   bool on_connect() {
