@@ -53,6 +53,7 @@ struct RunOptions {
   std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER] (kill | stall | corrupt | flip)
   bool no_failover = false;
   std::string objective = "latency";  // | throughput (cli/run_throughput.h)
+  int in_flight = 2;  // --objective throughput: images in flight inside one group (1 = one after another)
 };
 
 // --inject-fault: checked against the testbed and the first plan, and
@@ -198,6 +199,7 @@ int cmd_run(const RunOptions& o) {
     to.swarm.auth = !to.spawn.key_file.empty();
     to.swarm.key = to.spawn.key;
     to.repeat = o.repeat;
+    to.in_flight = o.in_flight;
     to.json = o.json;
     to.model = o.dataset.empty() ? o.model : model;
     to.reference_s = ref_s;
@@ -503,6 +505,10 @@ void register_run(CLI::App& app) {
                  "latency (inferences one after another) | throughput (images side by side: the planner groups the "
                  "boards, e.g. one board per image when one holds the model; reports images_per_s)")
       ->capture_default_str();
+  sub.add_option("--in-flight", o->in_flight,
+                 "with --objective throughput: images in flight inside one deployment (pipelined: a board starts "
+                 "the next image while the others finish the last; needs --route direct); 1 = one after another")
+      ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--repeat", o->repeat, "inferences to run; latency_s and reference_s are medians over them")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub.add_option("--key-file,--key", o->key_file,

@@ -11,10 +11,17 @@
 // group is free, so G groups run G images side by side. Every output is
 // compared with the single-process int8 reference. images_per_s is the
 // number of inferences over the wall time from the first one's start to
-// the last one's end (deployment not included). With one group (the
-// planner found nothing better than all boards on every image), the
-// inferences run one after another: run does not pipeline images inside a
-// deployment (the simulator does: simulate --objective throughput).
+// the last one's end (deployment not included).
+//
+// Inside a group the images are pipelined (direct route, in_flight >= 2,
+// the default 2): group g takes images g, g+G, g+2G, ... as one batch
+// (coord::Coordinator::infer_pipelined): a board that is done with its part
+// of image k starts image k+1 while the group's other boards are still on
+// k, with at most in_flight images inside the group at once. in_flight 1,
+// or the relay route, runs a group's images one after another (each group
+// then takes the next free image). Either way every output is compared
+// with the reference and every board's digest of every layer with the
+// reference's (coord/verify.h).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +30,7 @@
 
 #include "coord/boards.h"
 #include "coord/failover.h"
+#include "coord/verify.h"
 #include "model/qgraph.h"
 #include "plan/plan.h"
 
@@ -34,6 +42,7 @@ struct ThroughputRunOptions {
   coord::SpawnOptions spawn;
   coord::SwarmOptions swarm;
   int repeat = 1;
+  int in_flight = 2;           // images in flight inside one group; 1 = one after another
   bool json = false;
   std::string model;           // for the report
   double reference_s = 0;      // median warm single-process inference

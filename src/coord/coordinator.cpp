@@ -342,6 +342,9 @@ wire::DonePayload Coordinator::collect_layer(BoardLink& l, const plan::LayerShar
   for (;;) {
     Frame f = l.recv();
     if (f.h.layer != node) throw BoardError(l.who() + ": answered for layer " + std::to_string(f.h.layer) + where());
+    if (f.h.inference != l.inference())
+      throw BoardError(l.who() + ": sent a frame of inference tag " + std::to_string(f.h.inference) + ", expected " +
+                       std::to_string(l.inference()) + where());
     if (f.h.type == MsgType::Output) {
       const int64_t off = f.h.offset, len = int64_t(f.payload.size());
       auto it = std::upper_bound(mine.begin(), mine.end(), std::make_pair(off, std::numeric_limits<int64_t>::max()));
@@ -392,6 +395,7 @@ void Coordinator::rethrow_at(const BoardError& e, const BoardLink& l, size_t nod
 }
 
 InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
+  for (auto& l : links_) l->set_inference(0);  // one at a time: untagged (after a pipelined batch too)
   if (plan().route == plan::Route::Direct) return infer_direct(input);
   InferenceResult res;
   if (int64_t(input.size()) != q_.shape(q_.input).size()) throw Error("input has the wrong size for the model");
@@ -554,6 +558,181 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
   res.comm_s = res.total_s - res.compute_s;
   res.output = t[q_.output];
   return res;
+}
+
+// Pipelined inferences (direct route). One thread per board link, as in
+// infer_direct, but each goes on to the board's next inference instead of
+// returning: inference k's frames carry tag tags[k]; a board gets
+// inference k's input once it reported DONE for its last layer of k-1 (so
+// the coordinator's link never has to wait behind a frame the board holds)
+// and inference k-window is complete (at most `window` in flight: slot k %
+// window holds inference k's tensors and reports). A board that is still on
+// k holds its peers' frames of k+1 unread (core/worker.h), so no board
+// mixes two inferences.
+void Coordinator::infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
+                                  const std::function<void(int, InferenceResult&)>& done) {
+  if (plan().route != plan::Route::Direct) throw Error("pipelined inferences need the direct route");
+  const int n = int(inputs.size());
+  if (n == 0) return;
+  window = std::max(1, std::min(window, 64));
+  const size_t L = q_.nodes.size(), B = links_.size();
+  for (const auto* x : inputs)
+    if (!x || int64_t(x->size()) != q_.shape(q_.input).size()) throw Error("input has the wrong size for the model");
+  for (size_t node = 0; node < L; ++node) {
+    bool any = false;
+    for (size_t w = 0; w < B; ++w) any = any || plan().workers[w].layers[node].active();
+    if (!any) throw Error("plan gives layer '" + q_.nodes[node].name + "' to no board");
+  }
+  std::vector<uint16_t> tags(static_cast<size_t>(n), 0);
+  for (int k = 0; k < n; ++k) {
+    tags[size_t(k)] = next_tag_;
+    next_tag_ = wire::next_inference_tag(next_tag_);
+  }
+  struct Slot {
+    InferenceResult r;
+    std::vector<std::vector<int8_t>> t;
+    std::vector<std::vector<Clock::time_point>> done_at;  // [board][node]
+    std::vector<std::vector<uint32_t>> compute_us, frames;
+    std::vector<std::vector<int64_t>> wire;
+    Clock::time_point start{};
+    bool started = false;
+    size_t boards_done = 0;
+  };
+  const size_t W = size_t(std::min(window, n));
+  std::vector<Slot> slots(W);
+  auto reset = [&](Slot& S, int k) {
+    S.r = InferenceResult();
+    S.r.boards.resize(B);
+    for (size_t i = 0; i < B; ++i) {
+      auto& b = S.r.boards[i];
+      b.index = int(i);
+      b.board_id = plan().workers[i].board;
+      b.planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
+      b.flash_bytes = plan().workers[i].flash_bytes;
+      b.layer_peak.assign(L, 0);
+      b.layer_outputs.assign(L, 0);
+      b.layer_digest.assign(L, 0);
+    }
+    S.t.assign(q_.tensors.size(), {});
+    S.t[q_.input] = *inputs[size_t(k)];
+    for (size_t node = 0; node < L; ++node)
+      for (size_t w = 0; w < B; ++w)
+        for (const core::Send& sd : plan().workers[w].layers[node].sends)
+          if (sd.peer == core::kPeerCoordinator && S.t[q_.nodes[node].output].empty())
+            S.t[q_.nodes[node].output].assign(size_t(q_.shape(q_.nodes[node].output).size()), 0);
+    S.done_at.assign(B, std::vector<Clock::time_point>(L));
+    S.compute_us.assign(B, std::vector<uint32_t>(L, 0));
+    S.frames.assign(B, std::vector<uint32_t>(L, 0));
+    S.wire.assign(B, std::vector<int64_t>(L, 0));
+    S.started = false;
+    S.boards_done = 0;
+  };
+  for (size_t s = 0; s < W; ++s) reset(slots[s], int(s));
+  std::mutex mu;
+  std::condition_variable cv;
+  int completed = 0;  // inferences every board reported (and `done` saw), in order
+  bool failed = false;
+  // Every board reported inference k: its figures, then `done`, then the
+  // slot takes inference k + W. With `mu` held.
+  auto finish = [&](int k) {
+    Slot& S = slots[size_t(k) % W];
+    InferenceResult& res = S.r;
+    const Clock::time_point end = Clock::now();
+    if (!S.started) S.start = end;  // a plan whose boards take no input from the coordinator: none here
+    res.total_s = std::chrono::duration<double>(end - S.start).count();
+    double before = 0;
+    for (size_t node = 0; node < L; ++node) {
+      LayerTiming lt;
+      lt.node = int(node);
+      lt.name = q_.nodes[node].name;
+      double last = before;
+      uint32_t mx = 0;
+      for (size_t w = 0; w < B; ++w) {
+        if (!plan().workers[w].layers[node].active()) continue;
+        last = std::max(last, std::chrono::duration<double>(S.done_at[w][node] - S.start).count());
+        mx = std::max(mx, S.compute_us[w][node]);
+        lt.result_frames += S.frames[w][node];
+        lt.wire_bytes += S.wire[w][node];
+        lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[w].layer_peak[node]);
+      }
+      lt.wall_s = last - before;
+      before = last;
+      lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
+      lt.comm_s = lt.wall_s - lt.compute_s;
+      lt.payload_bytes = plan().layers[node].bytes_moved;
+      res.compute_s += lt.compute_s;
+      res.payload_bytes += lt.payload_bytes;
+      res.wire_bytes += lt.wire_bytes;
+      res.result_frames += lt.result_frames;
+      res.layers.push_back(lt);
+    }
+    res.comm_s = res.total_s - res.compute_s;
+    res.output = S.t[q_.output];
+    done(k, res);
+    ++completed;
+    if (k + int(W) < n) reset(S, k + int(W));
+    cv.notify_all();
+  };
+  std::vector<int> all;
+  for (size_t i = 0; i < B; ++i) all.push_back(int(i));
+  parallel(all, [&](int w) {
+    BoardLink& l = *links_[size_t(w)];
+    const auto& layers = plan().workers[size_t(w)].layers;
+    int64_t wire0 = int64_t(l.stats().wire_out + l.stats().wire_in);
+    try {
+      for (int k = 0; k < n; ++k) {
+        {
+          // At most W in flight: inference k waits for k - W (its slot).
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return failed || k < completed + int(W); });
+          if (failed) return;
+        }
+        Slot& S = slots[size_t(k) % W];
+        l.set_inference(tags[size_t(k)]);
+        for (size_t node = 0; node < L; ++node) {
+          const plan::LayerShare& s = layers[node];
+          if (!s.active()) continue;
+          try {
+            bool coord_in = false;
+            for (const auto& need : s.inputs) coord_in = coord_in || !need.coord_runs.empty();
+            if (coord_in) {
+              std::lock_guard<std::mutex> lock(mu);
+              if (!S.started) {
+                S.started = true;
+                S.start = Clock::now();
+              }
+            }
+            send_inputs(l, s, node, S.t, S.r.boards[size_t(w)]);
+            const wire::DonePayload d = collect_layer(l, s, node, S.t[q_.nodes[node].output], S.r.boards[size_t(w)]);
+            S.done_at[size_t(w)][node] = Clock::now();
+            S.compute_us[size_t(w)][node] = d.elapsed_us;
+            S.frames[size_t(w)][node] = d.frames_sent;
+            const int64_t wn = int64_t(l.stats().wire_out + l.stats().wire_in);
+            S.wire[size_t(w)][node] = wn - wire0;
+            wire0 = wn;
+          } catch (const BoardError& e) {
+            try {
+              rethrow_at(e, l, node);
+            } catch (const BoardError& named) {
+              BoardError out(std::string(named.what()) + " (pipelined inference " + std::to_string(k) + ")",
+                             named.board, named.layer);
+              out.lost_peer = named.lost_peer;
+              throw out;
+            }
+          }
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (++S.boards_done == B) finish(k);
+      }
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        failed = true;
+      }
+      cv.notify_all();
+      throw;
+    }
+  });
 }
 
 }  // namespace ts::coord

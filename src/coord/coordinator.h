@@ -107,6 +107,18 @@ class Coordinator {
   // inference (graph input in, DONE per layer, graph output back) without a
   // rendezvous per layer: the boards pace themselves.
   InferenceResult infer(const std::vector<int8_t>& input);
+  // Pipelined (direct route only): runs inputs[0..n) through the boards
+  // with up to `window` inferences in flight. Every frame of inference k
+  // carries its inference tag (wire.h); a board's thread sends inference
+  // k's input once the board reported DONE for its last layer of k-1 and
+  // inference k-window is complete, so a board that finished its part of
+  // one image starts the next while the others are still on the previous
+  // one (docs/execution.md, "Pipelined inferences"). `done(k, result)` is
+  // called for every inference, in order, as soon as every board reported
+  // it (under a lock: keep it short). The first board failure ends the run
+  // with a BoardError that names the board, the layer and the inference.
+  void infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
+                       const std::function<void(int, InferenceResult&)>& done);
   void close();
 
  private:
@@ -131,6 +143,7 @@ class Coordinator {
   std::vector<BoardInfo> info_;
   std::vector<std::unique_ptr<BoardLink>> links_;
   CoordOptions opt_;
+  uint16_t next_tag_ = 1;  // inference tag of the next pipelined inference (wire.h)
 };
 
 }  // namespace ts::coord

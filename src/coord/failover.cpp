@@ -340,4 +340,10 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input) {
   }
 }
 
+void Swarm::infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
+                            const std::function<void(int, InferenceResult&)>& done) {
+  inferences_ += int(inputs.size());
+  coord_->infer_pipelined(inputs, window, done);
+}
+
 }  // namespace ts::coord

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,11 @@ class Swarm {
   void replan(const plan::Testbed& tb);
   DeployResult deploy();
   InferenceResult infer(const std::vector<int8_t>& input);
+  // Coordinator::infer_pipelined on the boards in use (direct route). No
+  // failover inside a pipelined batch: the first board failure ends it with
+  // a BoardError naming the board, the layer and the inference.
+  void infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
+                       const std::function<void(int, InferenceResult&)>& done);
   void close();
 
   const plan::Plan& plan() const { return *plan_; }

@@ -220,6 +220,7 @@ void BoardLink::send(MsgType type, uint16_t layer, uint32_t offset, const uint8_
   h.layer = layer;
   h.offset = offset;
   h.flags = flags;
+  if (wire::carries_inference(type)) h.inference = inference_;
   window_.stamp(now_ms(), &h.seq, &h.flags);
   const size_t n = encode(h, payload, len);
   if (n == 0) fail("internal: frame could not be encoded");

@@ -75,6 +75,11 @@ class BoardLink {
   void flush();
   void close();
 
+  // Inference tag (wire.h FrameHeader::inference) that send() puts on the
+  // types that carry one; 0 (the default) = untagged. Pipelined runs set it
+  // per inference; collect checks the board's frames carry the same.
+  void set_inference(uint16_t tag) { inference_ = tag; }
+  uint16_t inference() const { return inference_; }
   const std::string& peer() const { return peer_; }
   int index() const { return index_; }
   const LinkStats& stats() const { return stats_; }
@@ -110,6 +115,7 @@ class BoardLink {
   size_t encode(wire::FrameHeader& h, const uint8_t* payload, size_t len);
   wire::SendWindow window_;
   wire::AckTracker acks_;
+  uint16_t inference_ = 0;
   std::vector<uint8_t> rx_, tx_;
   size_t rx_have_ = 0, rx_pos_ = 0;
   LinkStats stats_;

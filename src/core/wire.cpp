@@ -142,6 +142,7 @@ void parse_header(const uint8_t* buf, FrameHeader* h) {
   h->flags = get_u16(buf + kOffFlags);
   h->offset = get_u32(buf + kOffOffset);
   h->payload_len = get_u16(buf + kOffPayloadLen);
+  h->inference = get_u16(buf + kOffInference);
   h->crc = get_u32(buf + kOffCrc);
 }
 
@@ -167,9 +168,10 @@ WireError check_framing(const uint8_t* buf) {
 // Checks of an intact header's meaning (run after the CRC in decode_frame).
 WireError check_semantics(const uint8_t* buf) {
   if (buf[kOffVersion] != kProtocolVersion) return WireError::BadVersion;
-  if (get_u16(buf + kOffReserved) != 0) return WireError::BadHeader;
   if ((get_u16(buf + kOffFlags) & ~kKnownFlags) != 0) return WireError::BadHeader;
   if (!is_known_type(buf[kOffType])) return WireError::UnknownType;
+  // An inference tag only where the type carries one (was: reserved, 0).
+  if (get_u16(buf + kOffInference) != 0 && !carries_inference(MsgType(buf[kOffType]))) return WireError::BadHeader;
   return WireError::Ok;
 }
 
@@ -191,6 +193,7 @@ size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t pa
   if (out_cap < kHeaderSize + payload_len) return 0;
   if (!is_known_type(uint8_t(h.type))) return 0;
   if ((h.flags & ~kKnownFlags) != 0) return 0;
+  if (h.inference != 0 && !carries_inference(h.type)) return 0;
   if (!payload_len_ok(h.type, payload_len)) return 0;
   if (payload_len > 0 && payload == nullptr) return 0;
   if (h.type == MsgType::Inputs && !input_blocks_ok(payload, payload_len)) return 0;
@@ -206,7 +209,7 @@ size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t pa
   put_u16(out + kOffFlags, h.flags);
   put_u32(out + kOffOffset, h.offset);
   put_u16(out + kOffPayloadLen, uint16_t(payload_len));
-  put_u16(out + kOffReserved, 0);
+  put_u16(out + kOffInference, h.inference);
   put_u32(out + kOffCrc, 0);
   // memmove: the caller may build the payload in place at out + kHeaderSize.
   if (payload_len > 0 && payload != out + kHeaderSize) std::memmove(out + kHeaderSize, payload, payload_len);

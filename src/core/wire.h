@@ -24,14 +24,21 @@
 //    20   4  offset       element offset in a tensor (INPUT/OUTPUT) or byte
 //                         offset in a fragment (STORE); else 0
 //    24   2  payload_len  payload bytes that follow, 0..kMaxPayload
-//    26   2  reserved     must be 0
+//    26   2  inference    which inference (image) the frame belongs to, for
+//                         the types that carry an inference's data (INPUT,
+//                         INPUTS, RUN, OUTPUT, DONE, ERROR): 0 = untagged (one
+//                         inference at a time, as before), 1..0xFFFF = the
+//                         tag of a pipelined run (docs/protocol.md,
+//                         "Pipelined inferences"); must be 0 on every other
+//                         type (this was the reserved field, always 0)
 //    28   4  crc          CRC-32 of the header (with this field zeroed) then
 //                         the payload
 //    32      payload
 //
-// The two reserved bytes make the header 32 bytes, so a payload that starts in
-// a 4-byte aligned receive buffer is itself aligned. Receivers reject non-zero
-// reserved bits and unknown flags: new meaning needs a new version number.
+// The header is 32 bytes, so a payload that starts in a 4-byte aligned receive
+// buffer is itself aligned. Receivers reject unknown flags and a non-zero
+// inference tag on a type that carries none: a peer that predates the tag
+// rejects a tagged frame (BadHeader) instead of misreading it.
 //
 // Reliability: TCP already delivers bytes reliably and in order. On top of it
 // each direction numbers its frames (seq 1, 2, 3, ... per connection) and the
@@ -81,7 +88,8 @@ constexpr size_t kOffLayer = 16;
 constexpr size_t kOffFlags = 18;
 constexpr size_t kOffOffset = 20;
 constexpr size_t kOffPayloadLen = 24;
-constexpr size_t kOffReserved = 26;
+constexpr size_t kOffInference = 26;
+constexpr size_t kOffReserved = kOffInference;  // the field's name before it carried the tag
 constexpr size_t kOffCrc = 28;
 
 // Header flags.
@@ -188,8 +196,20 @@ struct FrameHeader {
   uint16_t flags = 0;
   uint32_t offset = 0;
   uint16_t payload_len = 0;
+  // Inference tag (offset 26): 0 = untagged; else the pipelined inference
+  // the frame belongs to. Only on types with carries_inference().
+  uint16_t inference = 0;
   uint32_t crc = 0;  // as received (decode); ignored by encode
 };
+
+// The types whose frames may carry a non-zero inference tag: the ones that
+// move one inference's data or report on it.
+inline bool carries_inference(MsgType t) {
+  return t == MsgType::Input || t == MsgType::Inputs || t == MsgType::Run || t == MsgType::Output ||
+         t == MsgType::Done || t == MsgType::Error;
+}
+// Tags of a pipelined run: 1, 2, ..., 0xFFFF, then 1 again (0 means untagged).
+inline uint16_t next_inference_tag(uint16_t t) { return t == 0xFFFF ? uint16_t(1) : uint16_t(t + 1); }
 
 // Bytes of the frame on the wire: header, payload and, with kFlagMac, the tag.
 inline size_t frame_size(const FrameHeader& h) {
@@ -198,7 +218,8 @@ inline size_t frame_size(const FrameHeader& h) {
 
 // Writes header + payload to `out` and returns the frame size, or 0 if the
 // frame cannot be encoded: payload_len > kMaxPayload, out_cap too small,
-// unknown type, unknown flag bits, or a payload size illegal for the type.
+// unknown type, unknown flag bits, a payload size illegal for the type, or
+// a non-zero inference tag on a type that carries none.
 // The encoder writes payload_len from the `payload_len` argument and the
 // version from kProtocolVersion; h.payload_len, h.version and h.crc are
 // ignored. `payload` may be null when payload_len is 0. With kFlagMac in

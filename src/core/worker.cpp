@@ -86,6 +86,7 @@ void Worker::abort_layer() {
   done_pending_ = false;
   cursor_ = have_frag_ ? frag_.layer_count() : 0;
   touched_ = 0;
+  infer_ = 0;
   for (Link& l : links_) l.held = false;
   arena_.release(fixed_mark_);
 }
@@ -206,6 +207,8 @@ bool Worker::send_frame(int link, MsgType t, uint16_t layer, uint32_t offset, co
   h.layer = layer;
   h.flags = flags;
   h.offset = offset;
+  // Data and reports of the inference this board is on carry its tag.
+  if (wire::carries_inference(t)) h.inference = infer_;
   if (sequenced) {
     // Every sequenced frame goes through the link's window. Control replies
     // (HELLO, PROBE_REPLY, DONE of a commit) are only sent when nothing is in
@@ -637,9 +640,28 @@ Worker::Verdict Worker::admit(int link, const FrameHeader& h, const FragLayer& e
     send_error(link, ErrorCode::WrongDeployment, h.seq, "frame for another deployment");
     return Verdict::Fail;
   }
+  const uint32_t n_layers = frag_.layer_count();
+  // Pipelined runs: a frame of another inference than the one this board is
+  // on starts that inference once the board is at rest; until then a peer's
+  // waits unread on its link (back-pressure through the sender's window:
+  // the board's arena never holds two inferences), and the coordinator,
+  // which sends an inference's input only after the board's last DONE of
+  // the one before, broke the protocol. An inference's frames once the
+  // board finished it are refused.
+  const bool rest = idle() && cursor_ >= n_layers;
+  if (h.inference != infer_) {
+    if (!rest) {
+      if (!from_coord) return Verdict::Hold;
+      send_error(link, ErrorCode::NotReady, h.seq, "input of another inference before this one is done");
+      return Verdict::Fail;
+    }
+    infer_ = h.inference;
+  } else if (h.inference != 0 && rest) {
+    send_error(link, ErrorCode::NotReady, h.seq, "frame of an inference this board has finished");
+    return Verdict::Fail;
+  }
   *slot = find_open(h.layer);
   if (*slot) return Verdict::Ok;
-  const uint32_t n_layers = frag_.layer_count();
   if (idle()) {
     if (from_coord) cursor_ = h.layer;
     else if (cursor_ >= n_layers) cursor_ = first_active_;

@@ -24,7 +24,10 @@
 // Layers run in order. A board takes inputs for a later layer once it has
 // reached the layer that produces them (their buffers are then free in the
 // planned arena); until then it holds the frame and does not acknowledge it,
-// which stops the sender through its window.
+// which stops the sender through its window. Pipelined runs tag every data
+// frame with its inference (wire.h): a board on inference k holds a peer's
+// frame of another inference the same way until it is done with k (never
+// two inferences in its arena), and refuses one from the coordinator.
 // Deploy: C->B COMMIT(size, crc) answers DONE at once if that fragment is
 // already committed (cached), else ERROR(HashMismatch); then STORE* + COMMIT.
 //
@@ -220,6 +223,8 @@ class Worker {
   // Between inferences: no layer open or sending results, none left to run.
   bool at_rest() const { return idle() && (!have_frag_ || cursor_ >= frag_.layer_count()); }
   bool link_open(int link) const { return link >= 0 && link < kMaxLinks && links_[link].open; }
+  // Inference tag the board is on or last finished (0 = untagged).
+  uint16_t inference() const { return infer_; }
 
   // Single-connection forms (link 0), as a host test or the firmware use.
   bool on_connect() {
@@ -321,6 +326,11 @@ class Worker {
   int32_t connecting_peer_ = -1;  // plan index of the peer link_to() is opening, else -1
   uint64_t run_digest_ = 0;  // digest of the last computed layer's outputs (DONE)
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
+  // Inference tag (wire.h FrameHeader::inference) of the inference this
+  // board is on, or last finished: its sends carry it; frames of another
+  // tag wait until the board is at rest (docs/protocol.md, "Pipelined
+  // inferences"). 0 = untagged.
+  uint16_t infer_ = 0;
 
   WorkerStats stats_;
 };

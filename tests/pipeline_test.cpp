@@ -1,0 +1,490 @@
+// Pipelined inferences (docs/execution.md, "Pipelined inferences"): the
+// inference tag on the wire, boards that hold a peer's frames of the next
+// inference until they are done with the current one, and pipelined runs on
+// real host boards that stay bit-exact, also with one slow board.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "coord/boards.h"
+#include "coord/coordinator.h"
+#include "coord/verify.h"
+#include "core/crc32.h"
+#include "core/sha256.h"
+#include "core/worker.h"
+#include "model/fold.h"
+#include "model/import_onnx.h"
+#include "model/qgraph.h"
+#include "model/quantize.h"
+#include "plan/fragment_writer.h"
+#include "plan/plan.h"
+#include "support/boards.h"
+#include "support/shell.h"
+
+namespace {
+
+using namespace ts;
+using wire::MsgType;
+
+// ---- the tag on the wire ----
+
+TEST(PipelineWire, InferenceTagRoundTripsOnDataFramesOnly) {
+  uint8_t buf[wire::kMaxFrameBuf];
+  const uint8_t pay[4] = {1, 2, 3, 4};
+  for (MsgType t : {MsgType::Input, MsgType::Output}) {
+    wire::FrameHeader h;
+    h.type = t;
+    h.inference = 0xBEEF;
+    const size_t n = wire::encode_frame(h, pay, sizeof pay, buf, sizeof buf);
+    ASSERT_GT(n, 0u);
+    EXPECT_EQ(buf[wire::kOffInference], 0xEF);
+    EXPECT_EQ(buf[wire::kOffInference + 1], 0xBE);
+    wire::FrameHeader d;
+    const uint8_t* p = nullptr;
+    ASSERT_EQ(wire::decode_frame(buf, n, &d, &p), wire::WireError::Ok);
+    EXPECT_EQ(d.inference, 0xBEEF);
+  }
+  // A type that carries no inference: the encoder refuses a tag, and a
+  // tagged frame of it (CRC fixed up) is refused as BadHeader.
+  wire::FrameHeader h;
+  h.type = MsgType::Probe;
+  h.inference = 1;
+  EXPECT_EQ(wire::encode_frame(h, pay, sizeof pay, buf, sizeof buf), 0u);
+  h.inference = 0;
+  const size_t n = wire::encode_frame(h, pay, sizeof pay, buf, sizeof buf);
+  ASSERT_GT(n, 0u);
+  wire::put_u16(buf + wire::kOffInference, 1);
+  wire::put_u32(buf + wire::kOffCrc, 0);
+  wire::put_u32(buf + wire::kOffCrc, ts::crc32(buf, n));
+  wire::FrameHeader d;
+  EXPECT_EQ(wire::decode_frame(buf, n, &d, nullptr), wire::WireError::BadHeader);
+  EXPECT_EQ(wire::next_inference_tag(0xFFFF), 1);
+  EXPECT_EQ(wire::next_inference_tag(7), 8);
+}
+
+// ---- two boards and a coordinator, frame by frame, no sockets ----
+
+class MemFlash final : public core::FlashStore {
+ public:
+  uint32_t capacity() const override { return 8u << 20; }
+  bool stage(uint32_t off, const uint8_t* d, uint32_t n) override {
+    if (staging_.size() < off + n) staging_.resize(off + n);
+    std::memcpy(staging_.data() + off, d, n);
+    return true;
+  }
+  const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
+  bool commit(uint32_t size, uint32_t crc) override {
+    if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
+    current_.assign(staging_.begin(), staging_.begin() + size);
+    return true;
+  }
+  const uint8_t* current(uint32_t* size) const override {
+    *size = uint32_t(current_.size());
+    return current_.empty() ? nullptr : current_.data();
+  }
+
+ private:
+  std::vector<uint8_t> staging_, current_;
+};
+
+struct Net;
+
+class NetPort final : public core::Port {
+ public:
+  Net* net = nullptr;
+  int me = 0;
+  bool send(int link, const uint8_t* d, size_t n) override;
+  uint32_t now_us() override { return t_ += 10; }
+  int open_link(uint16_t worker) override;
+
+ private:
+  uint32_t t_ = 0;
+};
+
+// A small model planned for boards that send to each other (direct route),
+// the boards, and a coordinator on link 0 of each that tags its frames.
+struct Net {
+  QGraph q;
+  plan::Plan p;
+  int B = 0;
+  struct Board {
+    NetPort port;
+    MemFlash flash;
+    std::vector<uint8_t> arena = std::vector<uint8_t>(512 * 1024);
+    core::Worker w;
+    int next_link = 1;
+    std::map<int, std::pair<int, int>> peer;  // my link -> (board, its link)
+    std::map<int, std::deque<uint8_t>> in;     // bytes waiting to be delivered, per link
+    // The coordinator's end of link 0.
+    wire::FrameReader reader;
+    uint32_t seq = 1;
+  };
+  std::vector<std::unique_ptr<Board>> boards;
+  std::mt19937 rng;
+  int slow = -1;       // a board served less often
+  int next_holds = 0;  // frames of another inference a board held (not applied)
+  int dropped = 0;     // links a board closed (a frame it refused)
+  std::vector<std::pair<int, std::string>> errors;  // ERRORs the boards sent the coordinator
+  // Per board, per tag: DONE per layer (digest) and the OUTPUT bytes.
+  std::map<uint16_t, std::vector<std::map<int, wire::DonePayload>>> done;
+  std::map<uint16_t, std::vector<int8_t>> output;
+
+  Net(const std::string& model, int n, uint32_t seed) : B(n), rng(seed) {
+    Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/" + model, 0));
+    std::mt19937 r(3);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<std::vector<float>> xs(4, std::vector<float>(size_t(g.shape(g.input).size())));
+    for (auto& x : xs)
+      for (auto& v : x) v = u(r);
+    q = quantize(g, calibrate(g, xs, CalibOptions{}));
+    plan::PlanOptions po;
+    po.strategy = "spatial";
+    po.route = plan::Route::Direct;
+    p = plan::make_plan(q, plan::default_testbed(n), po);
+    for (int b = 0; b < n; ++b) {
+      auto bd = std::make_unique<Board>();
+      bd->port.net = this;
+      bd->port.me = b;
+      core::WorkerConfig cfg;
+      cfg.id = uint16_t(b);
+      cfg.window = 4;
+      cfg.ack_every = 2;
+      EXPECT_TRUE(bd->w.init(cfg, bd->arena.data(), uint32_t(bd->arena.size()), &bd->flash, &bd->port));
+      boards.push_back(std::move(bd));
+    }
+    for (int b = 0; b < n; ++b) EXPECT_TRUE(boards[size_t(b)]->w.on_connect(0));
+  }
+  // Bytes a board sent on a link: to the coordinator (link 0) or a peer.
+  void sent(int b, int link, const uint8_t* d, size_t n) {
+    Board& s = *boards[size_t(b)];
+    if (link == 0) {
+      coord_receive(b, d, n);
+      return;
+    }
+    const auto [to, their] = s.peer.at(link);
+    auto& q = boards[size_t(to)]->in[their];
+    q.insert(q.end(), d, d + n);
+  }
+  int open(int from, int to) {
+    Board& a = *boards[size_t(from)];
+    Board& z = *boards[size_t(to)];
+    const int la = a.next_link++, lz = z.next_link++;
+    a.peer[la] = {to, lz};
+    z.peer[lz] = {from, la};
+    EXPECT_TRUE(z.w.on_connect(lz));  // the acceptor greets first, as over TCP
+    return la;
+  }
+  // The coordinator's frame to board b (tagged), straight into the board.
+  void coord_send(int b, MsgType t, uint16_t layer, uint32_t offset, const uint8_t* p, size_t n, uint16_t flags,
+                  uint16_t tag) {
+    Board& s = *boards[size_t(b)];
+    wire::FrameHeader h;
+    h.type = t;
+    h.src = wire::kCoordinatorId;
+    h.dst = uint16_t(b);
+    h.deployment = this->p.plan_id;
+    h.layer = layer;
+    h.offset = offset;
+    h.flags = flags;
+    h.seq = s.seq++;
+    h.inference = tag;
+    uint8_t buf[wire::kMaxFrameBuf];
+    const size_t len = wire::encode_frame(h, p, n, buf, sizeof buf);
+    ASSERT_GT(len, 0u);
+    auto& q = s.in[0];
+    q.insert(q.end(), buf, buf + len);
+  }
+  void coord_message(int b, MsgType t, uint16_t layer, uint32_t offset, const uint8_t* p, size_t n, uint16_t tag) {
+    size_t pos = 0;
+    do {
+      const size_t k = std::min(n - pos, wire::kMaxPayload);
+      coord_send(b, t, layer, offset + uint32_t(pos), p + pos, k, pos + k == n ? wire::kFlagLast : 0, tag);
+      pos += k;
+    } while (pos < n);
+  }
+  void coord_receive(int b, const uint8_t* d, size_t n) {
+    Board& s = *boards[size_t(b)];
+    size_t pos = 0;
+    uint32_t last = 0;
+    while (pos < n) {
+      const auto r = s.reader.feed(d + pos, n - pos);
+      pos += r.consumed;
+      ASSERT_NE(r.status, wire::FrameReader::Status::Error);
+      if (r.status != wire::FrameReader::Status::Frame) break;
+      const wire::FrameHeader& h = s.reader.header();
+      const uint8_t* pl = s.reader.payload();
+      if (h.type != MsgType::Ack && h.type != MsgType::Error) last = h.seq;
+      if (h.type == MsgType::Error) {
+        wire::ErrorPayload e;
+        e.decode(pl, h.payload_len);
+        errors.emplace_back(b, e.text);
+      } else if (h.type == MsgType::Done && h.inference != 0) {
+        wire::DonePayload dp;
+        EXPECT_TRUE(dp.decode(pl, h.payload_len));
+        auto& v = done[h.inference];
+        v.resize(size_t(B));
+        v[size_t(b)][h.layer] = dp;
+      } else if (h.type == MsgType::Output) {
+        auto& o = output[h.inference];
+        o.resize(size_t(q.shape(q.output).size()));
+        std::memcpy(o.data() + h.offset, pl, h.payload_len);
+      }
+    }
+    if (last) {  // ACK what came, at once
+      wire::AckPayload a;
+      a.ack_seq = last;
+      uint8_t buf[4], frame[64];
+      a.encode(buf, 4);
+      wire::FrameHeader h;
+      h.type = MsgType::Ack;
+      h.src = wire::kCoordinatorId;
+      const size_t len = wire::encode_frame(h, buf, 4, frame, sizeof frame);
+      auto& q0 = s.in[0];
+      q0.insert(q0.end(), frame, frame + len);
+    }
+  }
+  // Delivers one link's waiting bytes to its board (a random one; the slow
+  // board's less often). False when nothing could move.
+  bool step() {
+    std::vector<std::pair<int, int>> ready;
+    for (int b = 0; b < B; ++b)
+      for (auto& [link, q] : boards[size_t(b)]->in)
+        if (!q.empty() && !boards[size_t(b)]->w.holding(link)) {
+          ready.emplace_back(b, link);
+          if (b != slow) {  // weight: others 4x as often
+            ready.emplace_back(b, link);
+            ready.emplace_back(b, link);
+            ready.emplace_back(b, link);
+          }
+        }
+    if (ready.empty()) return false;
+    const auto [b, link] = ready[rng() % ready.size()];
+    Board& s = *boards[size_t(b)];
+    auto& q = s.in[link];
+    const size_t take = std::min<size_t>(q.size(), 1 + rng() % 3000);
+    std::vector<uint8_t> chunk(q.begin(), q.begin() + long(take));
+    const int32_t used = s.w.on_bytes(link, chunk.data(), chunk.size());
+    if (used < 0) {
+      ++dropped;
+      q.clear();
+      return true;
+    }
+    q.erase(q.begin(), q.begin() + used);
+    if (s.w.holding(link)) {
+      wire::FrameHeader h;
+      std::vector<uint8_t> head(q.begin(), q.begin() + long(std::min<size_t>(q.size(), wire::kHeaderSize)));
+      if (wire::decode_header(head.data(), head.size(), &h) == wire::WireError::Ok && h.inference != s.w.inference())
+        ++next_holds;
+    }
+    EXPECT_TRUE(s.w.resume());
+    return true;
+  }
+  // Runs until nothing moves.
+  void settle(int limit = 2000000) {
+    while (limit-- > 0 && step()) {
+    }
+  }
+};
+
+bool NetPort::send(int link, const uint8_t* d, size_t n) {
+  net->sent(me, link, d, n);
+  return true;
+}
+int NetPort::open_link(uint16_t worker) { return net->open(me, worker); }
+
+void deploy(Net& n) {
+  for (int b = 0; b < n.B; ++b) {
+    const std::vector<uint8_t> frag = plan::write_fragment(n.q, n.p, b);
+    n.coord_message(b, MsgType::Store, 0, 0, frag.data(), frag.size(), 0);
+    wire::CommitPayload c;
+    c.fragment_size = uint32_t(frag.size());
+    c.fragment_crc = ts::crc32(frag.data(), frag.size());
+    ts::sha256(frag.data(), frag.size(), c.digest);
+    uint8_t buf[wire::CommitPayload::kSize];
+    c.encode(buf, sizeof buf);
+    n.coord_send(b, MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast, 0);
+  }
+  n.settle();
+}
+
+// Board b's coordinator inputs of inference `tag` (the graph's input).
+void send_graph_input(Net& n, int b, const std::vector<int8_t>& x, uint16_t tag) {
+  const auto& layers = n.p.workers[size_t(b)].layers;
+  for (size_t node = 0; node < layers.size(); ++node)
+    for (size_t k = 0; k < layers[node].inputs.size(); ++k)
+      for (const auto& r : layers[node].inputs[k].coord_runs)
+        n.coord_message(b, MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), r.offset),
+                        reinterpret_cast<const uint8_t*>(x.data()) + r.offset, r.count, tag);
+}
+
+int last_layer(const Net& n, int b) {
+  int last = -1;
+  for (size_t node = 0; node < n.p.workers[size_t(b)].layers.size(); ++node)
+    if (n.p.workers[size_t(b)].layers[node].active()) last = int(node);
+  return last;
+}
+
+// Inferences 1..K pipelined, two in flight, as Coordinator::infer_pipelined
+// schedules them (a board gets inference k's input once it reported its
+// last layer of k-1), with random delivery orders and one slow board: every
+// board's digest of every layer and every output equal the reference's, and
+// boards did hold frames of the next inference while on the current one.
+TEST(PipelineBoards, NextInferenceFramesWaitAndEveryInferenceIsExact) {
+  int holds = 0;
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Net n("tiny.onnx", 3, seed);
+    n.slow = int(seed % 3);
+    deploy(n);
+    ASSERT_TRUE(n.errors.empty()) << n.errors[0].second;
+    const int K = 5;
+    std::vector<std::vector<int8_t>> xs;
+    for (int k = 0; k < K; ++k) xs.push_back(ts::testing::random_int8_input(n.q, 100 + uint32_t(k) + seed * 10));
+    std::vector<int> next(size_t(n.B), 0);  // next inference (0-based) each board gets input of
+    for (int guard = 0; guard < 100000; ++guard) {
+      bool progressed = false;
+      for (int b = 0; b < n.B; ++b) {
+        const int k = next[size_t(b)];
+        if (k >= K) continue;
+        // Two in flight: inference k waits for k-2 to be complete on every board.
+        bool window_ok = true;
+        if (k >= 2)
+          for (int o = 0; o < n.B; ++o)
+            window_ok = window_ok && n.done.count(uint16_t(k - 1)) &&
+                        n.done[uint16_t(k - 1)][size_t(o)].count(last_layer(n, o));
+        const bool prev_done =
+            k == 0 || (n.done.count(uint16_t(k)) && n.done[uint16_t(k)][size_t(b)].count(last_layer(n, b)));
+        if (!window_ok || !prev_done) continue;
+        send_graph_input(n, b, xs[size_t(k)], uint16_t(k + 1));
+        ++next[size_t(b)];
+        progressed = true;
+      }
+      if (!n.step() && !progressed) break;
+    }
+    ASSERT_TRUE(n.errors.empty()) << "board " << n.errors[0].first << ": " << n.errors[0].second;
+    EXPECT_EQ(n.dropped, 0);
+    for (int k = 0; k < K; ++k) {
+      SCOPED_TRACE("inference " + std::to_string(k));
+      const uint16_t tag = uint16_t(k + 1);
+      const auto tensors = run_int8_all(n.q, xs[size_t(k)]);
+      const auto want = coord::reference_digests(n.q, n.p, tensors);
+      ASSERT_TRUE(n.done.count(tag));
+      for (size_t node = 0; node < n.q.nodes.size(); ++node)
+        for (int b = 0; b < n.B; ++b) {
+          const auto& w = want[node][size_t(b)];
+          if (w.outputs == 0) continue;
+          const auto it = n.done[tag][size_t(b)].find(int(node));
+          ASSERT_NE(it, n.done[tag][size_t(b)].end()) << "no DONE from board " << b << " for layer " << node;
+          EXPECT_EQ(it->second.outputs, w.outputs);
+          EXPECT_EQ(it->second.output_digest, w.digest) << "board " << b << " layer " << node;
+        }
+      EXPECT_EQ(n.output[tag], tensors[n.q.output]);
+    }
+    holds += n.next_holds;
+  }
+  // The path under test ran: some board was still on inference k when a
+  // frame of k+1 reached it, and held it.
+  EXPECT_GT(holds, 0);
+}
+
+// The coordinator must not send inference k+1's input to a board still on
+// k (its link would then wait behind the held frame): the board refuses it.
+TEST(PipelineBoards, CoordinatorInputOfTheNextInferenceWhileBusyIsRefused) {
+  Net n("tiny.onnx", 2, 9);
+  deploy(n);
+  const auto x0 = ts::testing::random_int8_input(n.q, 1), x1 = ts::testing::random_int8_input(n.q, 2);
+  send_graph_input(n, 0, x0, 1);
+  n.settle();  // board 0 is on inference 1, waiting for board 1's halos
+  ASSERT_TRUE(n.errors.empty()) << n.errors[0].second;
+  ASSERT_EQ(n.boards[0]->w.inference(), 1);
+  send_graph_input(n, 0, x1, 2);
+  n.settle();
+  ASSERT_FALSE(n.errors.empty());
+  EXPECT_NE(n.errors[0].second.find("another inference"), std::string::npos) << n.errors[0].second;
+  EXPECT_EQ(n.dropped, 1);
+  EXPECT_FALSE(n.boards[0]->w.link_open(0));
+}
+
+// ---- real host boards ----
+
+// Coordinator::infer_pipelined on 3 spawned host boards, one of them slower
+// (a delay before each of its sends and receives): every inference, in
+// order, bit-exact and every layer digest the reference's.
+TEST(PipelineHost, SlowBoardPipelinedRunIsExact) {
+  Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
+  std::mt19937 r(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<std::vector<float>> cal(4, std::vector<float>(size_t(g.shape(g.input).size())));
+  for (auto& x : cal)
+    for (auto& v : x) v = u(r);
+  const QGraph q = quantize(g, calibrate(g, cal, CalibOptions{}));
+  const plan::Testbed tb = plan::default_testbed(3);
+  plan::PlanOptions po;
+  po.strategy = "spatial";
+  po.route = plan::Route::Direct;
+  const plan::Plan p = plan::make_plan(q, tb, po);
+  coord::SpawnOptions so;
+  so.exe = TS_TINYSPLIT;
+  so.board_args = {{}, {"--delay-ms", "2"}, {}};
+  coord::BoardSet boards(tb, so);
+  const auto tmo = std::chrono::milliseconds(20000);
+  coord::CoordOptions copt;
+  copt.timeout = tmo;
+  coord::Coordinator c(q, p, boards.links(tmo), copt);
+  c.handshake();
+  c.deploy();
+  std::vector<std::vector<int8_t>> xs;
+  for (int k = 0; k < 8; ++k) xs.push_back(ts::testing::random_int8_input(q, 40 + uint32_t(k)));
+  std::vector<const std::vector<int8_t>*> in;
+  for (auto& x : xs) in.push_back(&x);
+  for (int window : {2, 3}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    std::vector<int> seen;
+    c.infer_pipelined(in, window, [&](int k, coord::InferenceResult& res) {
+      seen.push_back(k);
+      const auto tensors = run_int8_all(q, xs[size_t(k)]);
+      EXPECT_EQ(res.output, tensors[q.output]) << "inference " << k;
+      const coord::Verification v = coord::verify_layers(coord::reference_digests(q, p, tensors), res);
+      EXPECT_TRUE(v.ok()) << "inference " << k << ": layer " << v.node << " board " << v.board;
+      EXPECT_EQ(v.verified_layers, int(q.nodes.size()));
+    });
+    ASSERT_EQ(seen.size(), xs.size());
+    for (size_t k = 0; k < seen.size(); ++k) EXPECT_EQ(seen[k], int(k));
+  }
+  // After pipelined batches, a plain (untagged) inference still works.
+  const auto res = c.infer(xs[0]);
+  EXPECT_EQ(res.output, run_int8(q, xs[0]));
+  c.close();
+}
+
+// `run --objective throughput` where no board holds the model (200 KiB of
+// RAM each): one group of 3 boards, images pipelined (2 in flight), every
+// output and every layer digest checked; --in-flight 1 runs them one after
+// another. Rates are not asserted (wall clock).
+TEST(PipelineHost, RunThroughputPipelinesInsideOneDeployment) {
+  const std::string base = "timeout 300 " + std::string(TS_TINYSPLIT) +
+                           " run --json --timeout 20 --workers 3 --ram 200K --objective throughput --repeat 6";
+  const ts::testing::Shell r = ts::testing::shell(base);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["groups"], 1);
+  EXPECT_EQ(j["pipelined"], true);
+  EXPECT_EQ(j["in_flight"], 2);
+  EXPECT_EQ(j["inferences"], 6);
+  EXPECT_EQ(j["bit_exact_inferences"], 6);
+  EXPECT_EQ(j["verified_layers"], j["layers"]);
+  EXPECT_EQ(j["match_reference"], true);
+  EXPECT_GT(j["images_per_s"].get<double>(), 0.0);
+  const ts::testing::Shell s = ts::testing::shell(base + " --in-flight 1 --route relay --strategy neuron");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const nlohmann::json k = nlohmann::json::parse(s.out);
+  EXPECT_EQ(k["pipelined"], false);
+  EXPECT_EQ(k["bit_exact_inferences"], 6);
+  EXPECT_EQ(k["verified_layers"], k["layers"]);
+}
+
+}  // namespace
