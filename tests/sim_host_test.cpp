@@ -3,6 +3,8 @@
 // No wall-clock assertions: everything here is simulated time.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "model/pipeline.h"
@@ -75,6 +77,16 @@ TEST(WakeSampler, DeterministicFromTheTableAndFrameWakesSkipTheSlack) {
   }
   EXPECT_EQ(none.sleep(), 0.0);
   EXPECT_FALSE(none.enabled());
+  // Correlated in time: every wake-up in one slot gets the same draw; the
+  // draws of different slots still come from the whole table.
+  sim::WakeSampler slots(table, 50e-6, 7, 1e-3);
+  std::set<double> seen;
+  for (int k = 0; k < 400; ++k) {
+    const double x = slots.sleep(k * 1e-3 + 1e-4);
+    EXPECT_EQ(slots.sleep(k * 1e-3 + 9e-4), x) << k;
+    seen.insert(x);
+  }
+  EXPECT_EQ(seen.size(), table.size());
 }
 
 TEST(SimHost, TwoSharedCoresAreSlowerThanEightByTheExpectedAmount) {

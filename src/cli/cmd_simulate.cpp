@@ -23,7 +23,7 @@ struct SimulateOptions {
   int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;
-  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0;
+  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0, wake_slot_us = 0;
   bool json = false, per_board = false, png = false;
 };
 
@@ -35,6 +35,7 @@ int cmd_simulate(const SimulateOptions& o) {
   tm.coord_frame_s = o.coord_frame_us * 1e-6;
   tm.board_frame_s = o.board_frame_us * 1e-6;
   tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
+  tm.wake_slot_s = o.wake_slot_us * 1e-6;
   if (!o.host_calibration.empty()) sim::load_host_calibration(o.host_calibration, tm);
   sim::validate(tm);
   if (o.objective != "latency" && o.objective != "throughput")
@@ -217,6 +218,9 @@ void register_simulate(CLI::App& app) {
                  "cores shared by the boards = its nproc unless --host-cores)");
   sub.add_option("--host-cores", o->tm.host_cores,
                  "host boards: cores the boards share (0 = one CPU per board, or the testbed's host_cores)")
+      ->capture_default_str();
+  sub.add_option("--wake-slot-us", o->wake_slot_us,
+                 "host boards: wake-ups within the same slot of this length share one delay (0 = independent)")
       ->capture_default_str();
   add_json_flag(sub, o->json);
   sub.add_flag("--per-board", o->per_board, "per-board details in --json for every count (default: up to 64 boards)");

@@ -21,26 +21,33 @@ namespace ts::sim {
 
 class WakeSampler {
  public:
-  WakeSampler(const std::vector<double>& table, double slack_s, uint64_t seed)
-      : table_(table), slack_(slack_s), state_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  // slot_s > 0: wake-ups are correlated in time: every wake-up at a time t in
+  // the same slot [k slot_s, (k+1) slot_s) gets the same draw (the machine is
+  // busy or free for all processes at once); 0 = an independent draw each.
+  WakeSampler(const std::vector<double>& table, double slack_s, uint64_t seed, double slot_s = 0)
+      : table_(table), slack_(slack_s), seed_(seed * 0x9E3779B97F4A7C15ull + 1), state_(seed_), slot_(slot_s) {}
   bool enabled() const { return !table_.empty(); }
-  // After a sleep (timer slack included).
-  double sleep() { return enabled() ? table_[pick()] : 0.0; }
-  // A process blocked in poll woken by a frame (no timer slack).
-  double frame() { return enabled() ? std::max(0.0, table_[pick()] - slack_) : 0.0; }
+  // After a sleep (timer slack included), waking at time t.
+  double sleep(double t = 0) { return enabled() ? table_[pick(t)] : 0.0; }
+  // A process blocked in poll woken by a frame at time t (no timer slack).
+  double frame(double t = 0) { return enabled() ? std::max(0.0, table_[pick(t)] - slack_) : 0.0; }
 
  private:
-  size_t pick() {
-    // splitmix64
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  size_t pick(double t) {
+    if (slot_ > 0) return size_t(mix(seed_ + uint64_t(std::max(0.0, t) / slot_)) % uint64_t(table_.size()));
+    return size_t(mix(state_ += 0x9E3779B97F4A7C15ull) % uint64_t(table_.size()));
+  }
+  static uint64_t mix(uint64_t z) {
+    // splitmix64's output function
+    z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return size_t(z % uint64_t(table_.size()));
+    return z ^ (z >> 31);
   }
   std::vector<double> table_;
   double slack_;
-  uint64_t state_;
+  uint64_t seed_, state_;
+  double slot_;
 };
 
 class CpuPool {

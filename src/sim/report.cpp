@@ -18,7 +18,8 @@ nlohmann::json to_json(const TimingModel& m) {
           {"host_cores", m.host_cores},
           {"host_s_per_mac", m.host_s_per_mac},
           {"timer_slack_s", m.timer_slack_s},
-          {"wake_values", m.wake_quantiles_s.size()}};
+          {"wake_values", m.wake_quantiles_s.size()},
+          {"wake_slot_s", m.wake_slot_s}};
 }
 
 nlohmann::json to_json(const RunRecord& r, bool per_board) {

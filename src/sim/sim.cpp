@@ -89,7 +89,7 @@ class Simulator {
  public:
   Simulator(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
             std::vector<TraceEvent>* trace)
-      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed) {
+      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s) {
     coord_.resize(size_t(n_));
     boards_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -295,7 +295,7 @@ class Simulator {
     }
     if (f.type != MsgType::Done) throw Error("simulator: internal: unexpected frame from board " + std::to_string(b));
     c.active = false;
-    t += wake_.frame();  // host boards: the coordinator's thread for b waits for DONE in a receive
+    t += wake_.frame(t);  // host boards: the coordinator's thread for b waits for DONE in a receive
     bl(b).done_s = t - layer_start_;
     layer_end_ = std::max(layer_end_, t);
     if (--remaining_ > 0) return;
@@ -316,7 +316,7 @@ class Simulator {
   void board_deliver(int b, const Frame& f, double t) {
     BoardSide& s = boards_[size_t(b)];
     s.inbox.push_back(f);
-    if (!s.busy) board_receive(b, t + wake_.frame());  // host boards: blocked in poll, wakes late
+    if (!s.busy) board_receive(b, t + wake_.frame(t));  // host boards: blocked in poll, wakes late
   }
 
   void board_wake(int b, double t) {
@@ -372,7 +372,7 @@ class Simulator {
         r.compute_s = std::max(compute, work);
         trace(c, TraceKind::ComputeStart, b);
         c += std::max(compute, work) +
-             (compute > work ? (wake_.enabled() ? wake_.sleep() : m_.sleep_overshoot_s) : 0.0);
+             (compute > work ? (wake_.enabled() ? wake_.sleep(c + compute) : m_.sleep_overshoot_s) : 0.0);
         trace(c, TraceKind::ComputeEnd, b);
         s.sending = true;
         s.done_pending = true;
@@ -543,6 +543,8 @@ void validate(const TimingModel& m) {
     throw Error("simulate: host time per MAC must be finite, non-negative and at most 1 ms");
   if (!finite_nonneg(m.timer_slack_s) || m.timer_slack_s > 1.0)
     throw Error("simulate: timer slack must be finite, non-negative and at most 1 s");
+  if (!finite_nonneg(m.wake_slot_s) || m.wake_slot_s > 1.0)
+    throw Error("simulate: the wake-up slot must be finite, non-negative and at most 1 s");
   if (m.wake_quantiles_s.size() > 10000) throw Error("simulate: at most 10000 wake-up delay values");
   for (size_t i = 0; i < m.wake_quantiles_s.size(); ++i) {
     const double w = m.wake_quantiles_s[i];

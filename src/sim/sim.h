@@ -104,6 +104,7 @@ struct TimingModel {
   std::vector<double> wake_quantiles_s;
   double timer_slack_s = 0.0;
   uint64_t wake_seed = 1;
+  double wake_slot_s = 0.0;  // > 0: wake-ups in the same slot of this length share one draw (host.h)
 
   // Direct route only: images run back to back, each board taking the next
   // image's layers as soon as it has done its last layer of the previous one

@@ -61,7 +61,7 @@ class DirectSim {
  public:
   DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
       : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)),
-        wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed),
+        wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s),
         pool_(p.n_workers(), m.host_cores > 0 ? m.host_cores : t.host_cores) {
     comp_start_.assign(size_t(n_), 0.0);
     comp_target_.assign(size_t(n_), 0.0);
@@ -180,7 +180,7 @@ class DirectSim {
           // The board's CPU work is done; an emulated compute sleeps up to its
           // emulated time and wakes late by a scheduling delay.
           const double until = comp_start_[size_t(b)] + comp_target_[size_t(b)];
-          push(until > e.t ? until + sleep_overshoot() : e.t, b, kWake, 0, 0, true);
+          push(until > e.t ? until + sleep_overshoot(until) : e.t, b, kWake, 0, 0, true);
         }
         continue;
       }
@@ -198,7 +198,7 @@ class DirectSim {
                     q_.nodes[size_t(cursor_[size_t(b)] % L_)].name + "'");
     // The coordinator's thread waits in a receive for the last frame and wakes late.
     if (wake_.enabled()) {
-      const double w = wake_.frame();
+      const double w = wake_.frame(last_coord_);
       end_ = std::max(end_, last_coord_ + w);
       for (double& e : image_end_) e += w;
     }
@@ -214,7 +214,7 @@ class DirectSim {
   void push_due() {
     for (const CpuPool::Due& d : pool_.due()) push(d.t, d.board, kCpuDone, int64_t(d.version), 0, true);
   }
-  double sleep_overshoot() { return wake_.enabled() ? wake_.sleep() : m_.sleep_overshoot_s; }
+  double sleep_overshoot(double t) { return wake_.enabled() ? wake_.sleep(t) : m_.sleep_overshoot_s; }
 
   // One receive of the worker loop on an idle board: it takes every frame
   // that has arrived and pays its software delay once (op_delay); frames
@@ -224,7 +224,7 @@ class DirectSim {
   // scheduling delay).
   void receive(int b, double t, bool idle = false) {
     auto& pend = pending_[size_t(b)];
-    const double cpu = (idle ? wake_.frame() : 0.0) + op_delay_ + double(pend.size()) * m_.board_frame_s;
+    const double cpu = (idle ? wake_.frame(t) : 0.0) + op_delay_ + double(pend.size()) * m_.board_frame_s;
     batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
     pend.clear();
     if (cpu <= 0) {
@@ -331,7 +331,7 @@ class DirectSim {
       push_due();
       return;
     }
-    c += std::max(compute, work) + (compute > work ? sleep_overshoot() : 0.0);
+    c += std::max(compute, work) + (compute > work ? sleep_overshoot(c + compute) : 0.0);
     if (c > t) {
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
