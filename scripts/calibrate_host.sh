@@ -12,6 +12,7 @@
 #                    run again (timer slack + waiting for a core); per round the 50 quantiles
 #                    at 1 %, 3 %, ..., 99 % of all overshoots; the file has the median of
 #                    each quantile over ROUNDS rounds
+#   wake_us_rounds   each round's 50 quantiles (to merge measurements: scripts/merge_calibrations.py)
 #   load_before / load_after   /proc/loadavg around the measurement (the figures depend on it)
 #
 # Usage: scripts/calibrate_host.sh [tinysplit binary] > calib.json
@@ -81,5 +82,6 @@ print(json.dumps({
     "host_ns_per_mac": round(ns_per_mac, 5),
     "wake_mean_us": round(sum(wake) / Q, 1),
     "wake_us": [round(w, 1) for w in wake],
+    "wake_us_rounds": [[round(x * 1e6, 1) for x in t] for t in tables],
 }))
 PY

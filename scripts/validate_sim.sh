@@ -5,7 +5,8 @@
 # For each mode (strategy/route/window) and board count N it
 #   1. measures the host (scripts/calibrate_host.sh with N processes sleeping as long as one
 #      emulated layer of this configuration: the wake-up delay distribution, nproc, the real
-#      kernel time per MAC) and keeps the file;
+#      kernel time per MAC) ROUNDS round(s) before each run and after the last, and merges those
+#      (scripts/merge_calibrations.py: per quantile the median over all rounds) into one file;
 #   2. runs `tinysplit run --repeat 2` REPEATS times on N local emulated boards (real processes,
 #      real TCP on loopback, emulated clocks --cycles-per-mac CPM at 600 MHz, injected delay
 #      DELAY_MS) and takes the median latency of the second inference of each run (the first
@@ -26,7 +27,7 @@
 #
 # Usage: scripts/validate_sim.sh [--bound PCT] [tinysplit binary]
 # Environment: NS="3 8" MODES="auto/direct/32 spatial/direct/32 neuron/relay/8" CPM=20 DELAY_MS=0
-#              REPEATS=5 ROUNDS=5 FRAME_US=30 KEEP=dir (keep calibration and run files there)
+#              REPEATS=5 ROUNDS=1 FRAME_US=30 KEEP=dir (keep calibration and run files there)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +49,7 @@ MODES=${MODES:-"auto/direct/32 spatial/direct/32 neuron/relay/8"}
 CPM=${CPM:-20}
 DELAY_MS=${DELAY_MS:-0}
 REPEATS=${REPEATS:-5}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-1}
 FRAME_US=${FRAME_US:-30}
 [ -x "$bin" ] || { echo "validate_sim: no tinysplit binary at $bin (pass it as the last argument)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "validate_sim: python3 is needed to read JSON" >&2; exit 2; }
@@ -81,10 +82,14 @@ for mode in $MODES; do
 import json, sys
 r = json.load(open(sys.argv[1]))["runs"][0]
 print(max(sum(b["layer_compute_s"]) / max(1, sum(1 for x in b["layer_compute_s"] if x > 0)) for b in r["per_board"]) * 1000)' "$tmp/sim0.json")
-    NS_PER_MAC=$ns_per_mac BOARDS=$n SLEEP_MS=$sleep_ms ROUNDS=$ROUNDS bash "$here/scripts/calibrate_host.sh" "$bin" > "$out/calib_$tag.json"
+    # Calibration rounds between the runs: before each run and after the last.
+    calib() { NS_PER_MAC=$ns_per_mac BOARDS=$n SLEEP_MS=$sleep_ms ROUNDS=$ROUNDS bash "$here/scripts/calibrate_host.sh" "$bin" > "$1"; }
     for r in $(seq 1 "$REPEATS"); do
+      calib "$out/calib_${tag}_$r.json"
       "$bin" run --json --repeat 2 --workers "$n" $common $mflags > "$out/run_${tag}_$r.json"
     done
+    calib "$out/calib_${tag}_end.json"
+    python3 "$here/scripts/merge_calibrations.py" "$out"/calib_"${tag}"_*.json > "$out/calib_$tag.json"
     load_after=$(cut -d' ' -f1-3 /proc/loadavg)
     "$bin" simulate --json --workers "$n" $common $mflags $sflags --host-calibration "$out/calib_$tag.json" > "$tmp/sim.json"
     set +e
