@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "model/pipeline.h"
+#include "sim/host.h"
 #include "sim/plot.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
@@ -18,11 +19,11 @@ struct SimulateOptions {
   int size = 0;
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12,20,21,22", prefix;
-  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency";
+  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency", host_calibration;
   int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;
-  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0;
+  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0, wake_slot_us = 0;
   bool json = false, per_board = false, png = false;
 };
 
@@ -34,6 +35,8 @@ int cmd_simulate(const SimulateOptions& o) {
   tm.coord_frame_s = o.coord_frame_us * 1e-6;
   tm.board_frame_s = o.board_frame_us * 1e-6;
   tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
+  tm.wake_slot_s = o.wake_slot_us * 1e-6;
+  if (!o.host_calibration.empty()) sim::load_host_calibration(o.host_calibration, tm);
   sim::validate(tm);
   if (o.objective != "latency" && o.objective != "throughput")
     throw Error("unknown objective '" + o.objective + "' (expected latency, throughput)");
@@ -210,6 +213,15 @@ void register_simulate(CLI::App& app) {
       ->capture_default_str();
   sub.add_option("--sleep-overshoot-us", o->overshoot_us,
                  "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();
+  sub.add_option("--host-calibration", o->host_calibration,
+                 "host boards: calibration JSON from scripts/calibrate_host.sh (host time per MAC, wake-up delays, "
+                 "cores shared by the boards = its nproc unless --host-cores)");
+  sub.add_option("--host-cores", o->tm.host_cores,
+                 "host boards: cores the boards share (0 = one CPU per board, or the testbed's host_cores)")
+      ->capture_default_str();
+  sub.add_option("--wake-slot-us", o->wake_slot_us,
+                 "host boards: wake-ups within the same slot of this length share one delay (0 = independent)")
+      ->capture_default_str();
   add_json_flag(sub, o->json);
   sub.add_flag("--per-board", o->per_board, "per-board details in --json for every count (default: up to 64 boards)");
   sub.add_option("--plot", o->plot_dir, "write figures (SVG, gnuplot) into this folder");

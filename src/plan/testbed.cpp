@@ -170,8 +170,8 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
   const json* list = &doc;
   if (doc.is_object()) {
     for (const auto& [key, v] : doc.items())
-      if (key != "boards" && key != "key_file")
-        fail(source, "unknown top-level key " + show_key(key) + " (known: boards, key_file)");
+      if (key != "boards" && key != "key_file" && key != "host_cores")
+        fail(source, "unknown top-level key " + show_key(key) + " (known: boards, key_file, host_cores)");
     if (!doc.contains("boards")) fail(source, "missing key 'boards'");
     list = &doc["boards"];
   }
@@ -180,6 +180,13 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
     key_file = read_string(doc["key_file"], "key_file", source);
     if (key_file.empty()) fail(source, "'key_file' must not be empty");
   }
+  int host_cores = 0;
+  if (doc.is_object() && doc.contains("host_cores")) {
+    const json& h = doc["host_cores"];
+    if (!h.is_number_integer() || h.get<int64_t>() < 1 || h.get<int64_t>() > 4096)
+      fail(source, "'host_cores' must be a whole number of cores from 1 to 4096 (got " + show(h) + ")");
+    host_cores = int(h.get<int64_t>());
+  }
   if (!list->is_array())
     fail(source, "expected a list of boards or {\"boards\": [...]} (got " + show(*list) + ")");
 
@@ -187,6 +194,7 @@ Testbed testbed_from_json(const json& doc, const std::string& source) {
   for (size_t i = 0; i < list->size(); ++i)
     t.boards.push_back(board_from_json((*list)[i], board_ctx(source, i)));
   t.key_file = key_file;
+  t.host_cores = host_cores;
   validate_testbed(t, source);
   return t;
 }
@@ -228,6 +236,7 @@ json to_json(const Testbed& t) {
   }
   json j{{"boards", boards}};
   if (!t.key_file.empty()) j["key_file"] = t.key_file;
+  if (t.host_cores > 0) j["host_cores"] = t.host_cores;
   return j;
 }
 

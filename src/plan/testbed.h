@@ -63,6 +63,10 @@ struct Testbed {
   // the testbed; load_testbed resolves a relative path against the
   // testbed file's folder. Empty = none.
   std::string key_file;
+  // Host boards (processes on one machine, e.g. "local"): how many cores they
+  // share, for the simulator's host model (sim.h TimingModel::host_cores).
+  // 0 = not given (each board has a CPU of its own). JSON key "host_cores".
+  int host_cores = 0;
 
   bool operator==(const Testbed&) const = default;
 };

@@ -14,7 +14,12 @@ nlohmann::json to_json(const TimingModel& m) {
           {"board_delay_s_per_kb", m.board_delay_s_per_kb},
           {"board_op_delay_s", m.board_op_delay_s},
           {"coord_frame_s", m.coord_frame_s},
-          {"sleep_overshoot_s", m.sleep_overshoot_s}};
+          {"sleep_overshoot_s", m.sleep_overshoot_s},
+          {"host_cores", m.host_cores},
+          {"host_s_per_mac", m.host_s_per_mac},
+          {"timer_slack_s", m.timer_slack_s},
+          {"wake_values", m.wake_quantiles_s.size()},
+          {"wake_slot_s", m.wake_slot_s}};
 }
 
 nlohmann::json to_json(const RunRecord& r, bool per_board) {

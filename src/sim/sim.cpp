@@ -1,3 +1,4 @@
+#include "sim/host.h"
 #include "sim/sim.h"
 
 #include <algorithm>
@@ -88,7 +89,7 @@ class Simulator {
  public:
   Simulator(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
             std::vector<TraceEvent>* trace)
-      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()) {
+      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s) {
     coord_.resize(size_t(n_));
     boards_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -294,6 +295,7 @@ class Simulator {
     }
     if (f.type != MsgType::Done) throw Error("simulator: internal: unexpected frame from board " + std::to_string(b));
     c.active = false;
+    t += wake_.frame(t);  // host boards: the coordinator's thread for b waits for DONE in a receive
     bl(b).done_s = t - layer_start_;
     layer_end_ = std::max(layer_end_, t);
     if (--remaining_ > 0) return;
@@ -314,7 +316,7 @@ class Simulator {
   void board_deliver(int b, const Frame& f, double t) {
     BoardSide& s = boards_[size_t(b)];
     s.inbox.push_back(f);
-    if (!s.busy) board_receive(b, t);
+    if (!s.busy) board_receive(b, t + wake_.frame(t));  // host boards: blocked in poll, wakes late
   }
 
   void board_wake(int b, double t) {
@@ -362,11 +364,15 @@ class Simulator {
       if (f.type == MsgType::Run) {
         const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(layer_)];
         const double compute = double(ls.macs) * m_.cycles_per_mac / s.clock_hz + m_.layer_overhead_s;
+        // Host boards: the kernels' real CPU work (the relay route does not
+        // share cores: a layer's boards compute side by side on their own).
+        const double work = double(ls.macs) * m_.host_s_per_mac;
         BoardLayer& r = bl(b);
         r.run_at_s = c - layer_start_;
-        r.compute_s = compute;
+        r.compute_s = std::max(compute, work);
         trace(c, TraceKind::ComputeStart, b);
-        c += compute + (compute > 0 ? m_.sleep_overshoot_s : 0.0);
+        c += std::max(compute, work) +
+             (compute > work ? (wake_.enabled() ? wake_.sleep(c + compute) : m_.sleep_overshoot_s) : 0.0);
         trace(c, TraceKind::ComputeEnd, b);
         s.sending = true;
         s.done_pending = true;
@@ -494,6 +500,7 @@ class Simulator {
   double cpu_free_ = 0, ctx_free_ = 0, crx_free_ = 0;
   double coord_s_per_byte_ = 0;
   double op_delay_ = 0;  // board delay per receive and per send, overshoot included
+  WakeSampler wake_;
   int layer_ = 0;
   double layer_start_ = 0, layer_end_ = 0, total_ = 0;
   int remaining_ = 0;
@@ -531,6 +538,19 @@ void validate(const TimingModel& m) {
   if (!finite_nonneg(m.coord_bandwidth_kbps) || !finite_nonneg(m.board_bandwidth_kbps))
     throw Error("simulate: bandwidths must be finite and non-negative (0 = unlimited / from the testbed)");
   if (!std::isfinite(m.board_delay_s_per_kb)) throw Error("simulate: delay per KB must be finite");
+  if (m.host_cores < 0 || m.host_cores > 4096) throw Error("simulate: host cores must be between 0 and 4096");
+  if (!finite_nonneg(m.host_s_per_mac) || m.host_s_per_mac > 1e-3)
+    throw Error("simulate: host time per MAC must be finite, non-negative and at most 1 ms");
+  if (!finite_nonneg(m.timer_slack_s) || m.timer_slack_s > 1.0)
+    throw Error("simulate: timer slack must be finite, non-negative and at most 1 s");
+  if (!finite_nonneg(m.wake_slot_s) || m.wake_slot_s > 1.0)
+    throw Error("simulate: the wake-up slot must be finite, non-negative and at most 1 s");
+  if (m.wake_quantiles_s.size() > 10000) throw Error("simulate: at most 10000 wake-up delay values");
+  for (size_t i = 0; i < m.wake_quantiles_s.size(); ++i) {
+    const double w = m.wake_quantiles_s[i];
+    if (!finite_nonneg(w) || w > 1.0) throw Error("simulate: wake-up delays must be finite, non-negative and at most 1 s");
+    if (i > 0 && w < m.wake_quantiles_s[i - 1]) throw Error("simulate: wake-up delay quantiles must not decrease");
+  }
   if (m.images < 1 || m.images > 1000) throw Error("simulate: images must be between 1 and 1000");
 }
 

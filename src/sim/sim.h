@@ -88,6 +88,24 @@ struct TimingModel {
   // and wake-up latency. Added to every board delay and every compute.
   double sleep_overshoot_s = 0.0;
 
+  // Host boards (validating against `tinysplit run` on this machine; sim/host.h, docs/simulator.md
+  // "Host boards"). The boards are processes sharing `host_cores` cores (0 = each board has a CPU
+  // of its own, as real boards do; a testbed's host_cores is used when this is 0). A compute is
+  // CPU work of host_s_per_mac per MAC, served by those cores shared equally among the boards
+  // computing at the moment (processor sharing), and an emulated compute then sleeps up to its
+  // emulated time (macs x cycles_per_mac / clock). Every wake-up of a board process (after a
+  // sleep, or when a frame reaches a board blocked in poll) and of the coordinator for the last
+  // result takes a scheduling delay drawn from `wake_quantiles_s` (equally likely values: the
+  // measured distribution of the overshoot of a sleep on this host; scripts/calibrate_host.sh),
+  // with a fixed seed; a frame wake-up does not pay the timer slack (timer_slack_s) a sleep does.
+  // With a table, it replaces sleep_overshoot_s.
+  int host_cores = 0;
+  double host_s_per_mac = 0.0;
+  std::vector<double> wake_quantiles_s;
+  double timer_slack_s = 0.0;
+  uint64_t wake_seed = 1;
+  double wake_slot_s = 0.0;  // > 0: wake-ups in the same slot of this length share one draw (host.h)
+
   // Direct route only: images run back to back, each board taking the next
   // image's layers as soon as it has done its last layer of the previous one
   // (pipelining). 1 = one inference. The relay route has a barrier per

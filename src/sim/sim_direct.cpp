@@ -7,6 +7,7 @@
 #include "core/fragment.h"
 #include "core/wire.h"
 #include "plan/frames.h"
+#include "sim/host.h"
 #include "sim/sim.h"
 
 namespace ts::sim {
@@ -59,7 +60,11 @@ struct Later {
 class DirectSim {
  public:
   DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
-      : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)) {
+      : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)),
+        wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s),
+        pool_(p.n_workers(), m.host_cores > 0 ? m.host_cores : t.host_cores) {
+    comp_start_.assign(size_t(n_), 0.0);
+    comp_target_.assign(size_t(n_), 0.0);
     spb_.resize(size_t(n_));
     clock_hz_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -164,13 +169,24 @@ class DirectSim {
       }
       if (e.dest == kCoord) {
         end_ = std::max(end_, e.t);
+        last_coord_ = e.t;
         image_end_[size_t(e.layer)] = std::max(image_end_[size_t(e.layer)], e.t);
         continue;
       }
       const int b = e.dest;
+      if (e.layer == kCpuDone) {
+        if (pool_.done(b, uint64_t(e.payload), e.t)) {
+          push_due();
+          // The board's CPU work is done; an emulated compute sleeps up to its
+          // emulated time and wakes late by a scheduling delay.
+          const double until = comp_start_[size_t(b)] + comp_target_[size_t(b)];
+          push(until > e.t ? until + sleep_overshoot(until) : e.t, b, kWake, 0, 0, true);
+        }
+        continue;
+      }
       if (e.layer != kWake) {
         pending_[size_t(b)].push_back(Got{e.layer, e.payload, e.src, e.ack_req, e.ack});
-        if (!busy_[size_t(b)]) receive(b, e.t);
+        if (!busy_[size_t(b)]) receive(b, e.t, true);
         continue;
       }
       busy_[size_t(b)] = false;
@@ -180,6 +196,12 @@ class DirectSim {
       if (cursor_[size_t(b)] < L_ * K_ || sending_[size_t(b)])
         throw Error("simulator: internal: board " + std::to_string(b) + " never received every input of layer '" +
                     q_.nodes[size_t(cursor_[size_t(b)] % L_)].name + "'");
+    // The coordinator's thread waits in a receive for the last frame and wakes late.
+    if (wake_.enabled()) {
+      const double w = wake_.frame(last_coord_);
+      end_ = std::max(end_, last_coord_ + w);
+      for (double& e : image_end_) e += w;
+    }
     finish();
     res_.image_done_s = image_end_;
     return std::move(res_);
@@ -187,14 +209,22 @@ class DirectSim {
 
  private:
   static constexpr int kWake = -2;
+  static constexpr int kCpuDone = -3;  // payload: the CpuPool job version
+
+  void push_due() {
+    for (const CpuPool::Due& d : pool_.due()) push(d.t, d.board, kCpuDone, int64_t(d.version), 0, true);
+  }
+  double sleep_overshoot(double t) { return wake_.enabled() ? wake_.sleep(t) : m_.sleep_overshoot_s; }
 
   // One receive of the worker loop on an idle board: it takes every frame
   // that has arrived and pays its software delay once (op_delay); frames
   // arriving meanwhile wait for the next receive. Without a delay the
   // frames count at once.
-  void receive(int b, double t) {
+  // A board blocked in poll (`idle`) first wakes up (host boards: a
+  // scheduling delay).
+  void receive(int b, double t, bool idle = false) {
     auto& pend = pending_[size_t(b)];
-    const double cpu = op_delay_ + double(pend.size()) * m_.board_frame_s;
+    const double cpu = (idle ? wake_.frame(t) : 0.0) + op_delay_ + double(pend.size()) * m_.board_frame_s;
     batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
     pend.clear();
     if (cpu <= 0) {
@@ -285,13 +315,23 @@ class DirectSim {
     double c = std::max(t, free_at_[size_t(b)]);
     r.run_at_s = c;
     const double compute = double(ls.macs) * m_.cycles_per_mac / clock_hz_[size_t(b)] + m_.layer_overhead_s;
-    r.compute_s = compute;
-    c += compute + (compute > 0 ? m_.sleep_overshoot_s : 0.0);
+    // Host boards: the kernels' real CPU work, on the shared cores.
+    const double work = double(ls.macs) * m_.host_s_per_mac;
+    r.compute_s = std::max(compute, work);
     sending_[size_t(b)] = true;
     send_v_[size_t(b)] = v;
     send_i_[size_t(b)] = 0;
     send_off_[size_t(b)] = 0;
     ++v;
+    if (work > 0 && pool_.shared()) {
+      comp_start_[size_t(b)] = c;
+      comp_target_[size_t(b)] = compute;
+      busy_[size_t(b)] = true;
+      pool_.start(b, work, c);
+      push_due();
+      return;
+    }
+    c += std::max(compute, work) + (compute > work ? sleep_overshoot(c + compute) : 0.0);
     if (c > t) {
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
@@ -453,6 +493,10 @@ class DirectSim {
   std::vector<std::vector<std::vector<OutFrame>>> out_frames_;  // [board][layer]
   std::priority_queue<Event, std::vector<Event>, Later> ev_;
   uint64_t order_ = 0;
+  WakeSampler wake_;
+  CpuPool pool_;
+  std::vector<double> comp_start_, comp_target_;
+  double last_coord_ = 0;
   SimResult res_;
 };
 
