@@ -279,7 +279,9 @@ TEST_F(RunTest, BoardThatSendsCorruptFramesIsReported) {
 // that layer on one line and exits with status 2, whatever the route; the
 // layers before it are verified, and so the count says where it went wrong.
 void expect_flip_detected(const std::string& args) {
-  const Result r = tinysplit("run --json --workers 3 --inject-fault flip:1:20 " + args);
+  // The Teensy prices: every board computes a share of layer 20 (the host
+  // model would keep the whole model on one board).
+  const Result r = tinysplit("run --json --workers 3 --cost-model teensy --inject-fault flip:1:20 " + args);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   ASSERT_FALSE(r.out.empty()) << r.err;
