@@ -312,7 +312,7 @@ TEST(FailoverSpec, BadSpecsAreOneClearLine) {
       {"--inject-fault kill:3", "only 3 boards"},
       {"--inject-fault kill:1:9999", "the model has layers 0.."},
       {"--inject-fault kill:1:x", "LAYER must be a number"},
-      {"--inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
+      {"--cost-model teensy --inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
