@@ -6,12 +6,13 @@
 # second) the boards' CPU time and context switches summed over the 3 boards,
 # with the second run's latency, reference and result frames.
 #
-#   bash scripts/board_counts.sh [STRATEGY [ROUTE]]      (default: auto direct)
+#   bash scripts/board_counts.sh [STRATEGY [ROUTE [COSTMODEL]]]   (default: auto direct auto;
+#                                 COSTMODEL teensy = the plan auto made before the host cost model)
 #   TINYSPLIT=/path/to/other/tinysplit bash scripts/board_counts.sh spatial direct
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TS="${TINYSPLIT:-$ROOT/build/tinysplit}"
-ST="${1:-auto}" RT="${2:-direct}"
+ST="${1:-auto}" RT="${2:-direct}" CM="${3:-auto}"
 [[ -x "$TS" ]] || { echo "board_counts.sh: $TS not built" >&2; exit 1; }
 D="$(mktemp -d)"
 pids=()
@@ -34,11 +35,11 @@ snap() {  # CPU ticks and context switches of the boards, all threads
   done
   echo "$cpu $cs"
 }
-"$TS" run --testbed "$D/tb.json" --repeat 20 --strategy "$ST" --route "$RT" --json > "$D/a.json"
+"$TS" run --testbed "$D/tb.json" --repeat 20 --strategy "$ST" --route "$RT" --cost-model "$CM" --json > "$D/a.json"
 read -r cpu0 cs0 < <(snap)
-"$TS" run --testbed "$D/tb.json" --repeat 120 --strategy "$ST" --route "$RT" --json > "$D/b.json"
+"$TS" run --testbed "$D/tb.json" --repeat 120 --strategy "$ST" --route "$RT" --cost-model "$CM" --json > "$D/b.json"
 read -r cpu1 cs1 < <(snap)
-python3 - "$D/b.json" "$ST-$RT" "$((cpu1 - cpu0))" "$((cs1 - cs0))" "$(getconf CLK_TCK)" <<'PY'
+python3 - "$D/b.json" "$ST-$RT-$CM" "$((cpu1 - cpu0))" "$((cs1 - cs0))" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); mode = sys.argv[2]
 ticks, cs, hz = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Latency of the execution modes side by side, on host boards:
 #   relay  (--strategy neuron --route relay, the paper's mode)
-#   neuron+direct, spatial+direct, auto+direct (boards sending to boards)
+#   neuron+direct, spatial+direct, auto+direct (boards sending to boards),
+#   whole+direct (one board computes everything); a third part names the
+#   planner's cost model (auto-direct-host: the measured prices of board
+#   processes on this machine, data/costs/host.json; -teensy or none: run's
+#   default, the Teensy prices)
 # Each round runs every mode once (`tinysplit run --repeat N --json`: median
 # latency over N inferences and median of N warm single-process runs in the
 # same process), alternating the modes so that a busy machine slows them
@@ -34,21 +38,22 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 read -r -a MODES <<< "$MODES_ARG"
 for m in "${MODES[@]}"; do
-  [[ "$m" =~ ^(neuron|spatial|auto)-(relay|direct)$ ]] || { echo "route_bench.sh: bad mode $m (STRATEGY-ROUTE)" >&2; exit 2; }
+  [[ "$m" =~ ^(neuron|spatial|channel|whole|auto)-(relay|direct)(-(teensy|host))?$ ]] ||
+    { echo "route_bench.sh: bad mode $m (STRATEGY-ROUTE[-COSTMODEL])" >&2; exit 2; }
 done
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
   for m in "${MODES[@]}"; do
-    set -- ${m/-/ }
-    "$TS" run --json --repeat "$REPEAT" --workers "$WORKERS" --size "$SIZE" --strategy "$1" --route "$2" \
-      > "$OUT/$1-$2-$r.json"
+    IFS=- read -r st rt cm <<< "$m"
+    "$TS" run --json --repeat "$REPEAT" --workers "$WORKERS" --size "$SIZE" --strategy "$st" --route "$rt" \
+      --cost-model "${cm:-teensy}" > "$OUT/$m-$r.json"
   done
 done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$OUT" "$ROUNDS" "${MODES[@]}" <<'EOF'
 import json, statistics, sys
 out, rounds, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print(f"{'mode':<16} {'latency s':>10} {'reference s':>12} {'ratio':>6} {'bit-exact':>9} {'result frames':>13} {'peak RAM (max)':>14}")
+print(f"{'mode':<18} {'latency s':>10} {'reference s':>12} {'ratio':>6} {'ratios (rounds)':<30} {'bit-exact':>9} {'result frames':>13} {'peak RAM (max)':>14}")
 for mode in modes:
     runs = [json.load(open(f"{out}/{mode}-{r}.json")) for r in range(1, rounds + 1)]
     lat = statistics.median(j["latency_s"]["total"] for j in runs)
@@ -56,6 +61,7 @@ for mode in modes:
     ratio = statistics.median(j["latency_s"]["total"] / j["reference_s"] for j in runs)
     exact = all(j["match_reference"] for j in runs)
     ram = max(w["peak_ram_bytes"] for j in runs for w in j["per_worker"])
-    print(f"{mode:<16} {lat:>10.4f} {ref:>12.4f} {ratio:>6.2f} {str(exact):>9} {runs[0]['result_frames']:>13} {ram:>14}")
+    each = " ".join(f"{j['latency_s']['total'] / j['reference_s']:.2f}" for j in runs)
+    print(f"{mode:<18} {lat:>10.4f} {ref:>12.4f} {ratio:>6.2f} {each:<30} {str(exact):>9} {runs[0]['result_frames']:>13} {ram:>14}")
 EOF
 echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; $ROUNDS rounds x --repeat $REPEAT, $WORKERS boards, size $SIZE"

@@ -254,7 +254,9 @@ TEST_F(FailoverTest, ABoardThatComesBackRejoinsAtTheNextInference) {
 }
 
 TEST_F(FailoverTest, AllBoardsDeadIsOneClearLine) {
-  expect_one_error_line(run("--json --workers 3 --inject-fault kill:0:4 --inject-fault kill:1:4 --inject-fault kill:2:4"),
+  // (The Teensy prices, so that every board has a share of layer 4.)
+  expect_one_error_line(run("--json --workers 3 --cost-model teensy --inject-fault kill:0:4 --inject-fault kill:1:4 "
+                            "--inject-fault kill:2:4"),
                         "no board left");
   expect_one_error_line(run("--workers 1 --inject-fault stall:0:4"), "no board left");
 }
@@ -310,7 +312,7 @@ TEST(FailoverSpec, BadSpecsAreOneClearLine) {
       {"--inject-fault kill:3", "only 3 boards"},
       {"--inject-fault kill:1:9999", "the model has layers 0.."},
       {"--inject-fault kill:1:x", "LAYER must be a number"},
-      {"--inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
+      {"--cost-model teensy --inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);

@@ -19,6 +19,10 @@ struct PlanCmdOptions {
   double k1 = plan::kDefaultK1;
   std::string strategy = "auto", route = "direct", out, op_cycles;  // defaults of run (issue 10)
   double cycles_per_mac = 2.0, frame_latency_us = 30.0;
+  // teensy: the figures above (Teensy 4.1 boards); host: the measured model
+  // of boards run as processes on this machine (plan/cost.h), as `run` uses.
+  std::string cost_model = "teensy", host_costs;
+  int cores = 0;  // host model: boards computing at once (0: this machine's cores)
   bool json = false;
 };
 
@@ -43,6 +47,12 @@ int cmd_plan(const PlanCmdOptions& o) {
   po.cost.default_cycles_per_mac = o.cycles_per_mac;
   po.cost.frame_latency_s = o.frame_latency_us * 1e-6;
   if (!o.op_cycles.empty()) plan::parse_op_cycles(o.op_cycles, &po.cost);
+  if (o.cost_model == "host") {
+    po.cost = plan::host_cost_model(plan::load_host_costs(o.host_costs.empty() ? plan::host_costs_path() : o.host_costs));
+    if (o.cores > 0) po.cost.cores = o.cores;
+  } else if (o.cost_model != "teensy") {
+    throw Error("--cost-model: expected teensy or host, got '" + o.cost_model + "'");
+  }
   const QGraph q = quantized_model(o.model, o.size, QuantizeOptions{});
   const plan::Plan p = plan::make_plan(q, tb, po);
   std::vector<std::string> paths;
@@ -55,6 +65,7 @@ int cmd_plan(const PlanCmdOptions& o) {
   const int in_size = q.shape(q.input).h;
 
   if (o.json) {
+    const plan::EstimateParts parts = plan::estimate_parts(q, p, tb, po.cost);
     double share_sum = 0;
     for (const auto& w : p.workers) share_sum += w.share;
     nlohmann::json jw = nlohmann::json::array();
@@ -85,6 +96,9 @@ int cmd_plan(const PlanCmdOptions& o) {
                         {"workers", jw},
                         {"total_wire_bytes", p.total_wire_bytes},
                         {"est_latency_s", p.est_latency_s},
+                        {"cost_model", o.cost_model},
+                        {"est_parts", {{"compute_s", parts.compute_s}, {"steps", parts.steps},
+                                       {"bytes", parts.bytes}, {"byte_s", parts.byte_s}}},
                         {"heaviest_layer", p.layers[heavy].name},
                         {"heaviest_layer_max_worker_bytes", p.layers[heavy].max_worker_bytes_moved},
                         {"per_layer", jl},
@@ -118,8 +132,12 @@ int cmd_plan(const PlanCmdOptions& o) {
   std::printf("total wire bytes per inference (%s): %lld (%.2f MB)\n",
               p.route == plan::Route::Relay ? "every activation via the coordinator" : "board to board",
               (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
-  std::printf("estimated latency (cost model, %.3g cycles/MAC, %.3g us per message): %.4f s\n", o.cycles_per_mac,
-              o.frame_latency_us, p.est_latency_s);
+  if (po.cost.host)
+    std::printf("estimated latency (host cost model, %.3g us per exchange, %d cores): %.4f s\n",
+                po.cost.frame_latency_s * 1e6, po.cost.cores, p.est_latency_s);
+  else
+    std::printf("estimated latency (cost model, %.3g cycles/MAC, %.3g us per message): %.4f s\n", o.cycles_per_mac,
+                o.frame_latency_us, p.est_latency_s);
   std::printf("heaviest layer for one worker: %s, %lld bytes in+out\n", p.layers[heavy].name.c_str(),
               (long long)p.layers[heavy].max_worker_bytes_moved);
   if (!paths.empty()) std::printf("wrote %zu fragments to %s\n", paths.size(), o.out.c_str());
@@ -143,7 +161,7 @@ void register_plan(CLI::App& app) {
   sub->add_option("--k1", o->k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
   sub->add_option("--strategy", o->strategy,
                   "split strategy: neuron (the paper) | spatial (bands of rows) | channel (blocks of channels) | "
-                  "auto (per block, by the cost model)")
+                  "whole (one board) | auto (per block, by the cost model)")
       ->capture_default_str();
   sub->add_option("--cycles-per-mac", o->cycles_per_mac, "cost model: board cycles per MAC (default for every op)")
       ->capture_default_str()->check(CLI::PositiveNumber);
@@ -151,6 +169,13 @@ void register_plan(CLI::App& app) {
                   "cost model: per-op cycles per MAC, e.g. Conv=1.5,depthwise=3,Gemm=2 (others: --cycles-per-mac)");
   sub->add_option("--frame-latency-us", o->frame_latency_us, "cost model: one-way latency per message, us")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--cost-model", o->cost_model,
+                  "teensy (Teensy 4.1 figures above) | host (boards as processes on this machine, "
+                  "data/costs/host.json, as `run` prices local boards)")
+      ->capture_default_str();
+  sub->add_option("--host-costs", o->host_costs, "host cost file for --cost-model host (default data/costs/host.json)");
+  sub->add_option("--cores", o->cores, "host cost model: boards computing at once (default: this machine's cores)")
+      ->check(CLI::Range(1, 4096));
   sub->add_option("--route", o->route,
                   "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
       ->capture_default_str();

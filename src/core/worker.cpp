@@ -215,6 +215,14 @@ bool Worker::send_frame(int link, MsgType t, uint16_t layer, uint32_t offset, co
     // flight, so a full window here means the peer stopped acknowledging.
     uint32_t seq = 0;
     if (!l.window.stamp(port_->now_us() / 1000u, &seq, &h.flags)) return false;
+    // A DONE to the coordinator also asks at half the window: the ACK then
+    // comes back while the board computes on, and a long run of layers
+    // (a board computing many layers, each with its DONE) does not stop at
+    // a full window to wait for a round trip. (Only DONEs: the other frames'
+    // ACKs stay as the simulator counts them.)
+    if (t == MsgType::Done && link == coord_link_ && l.window.window() >= 4 &&
+        l.window.in_flight() == l.window.window() / 2u)
+      h.flags = uint16_t(h.flags | wire::kFlagAckReq);
     h.seq = seq;
   }
   if (l.tx.active()) h.flags = uint16_t(h.flags | wire::kFlagMac);

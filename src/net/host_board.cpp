@@ -78,8 +78,11 @@ const uint8_t* FileFlash::current(uint32_t* size) const {
 // long in a link's buffer, so that the coordinator wakes once for several
 // layers' DONEs instead of once per layer, taking a core from the boards
 // less often. Anything else, and everything once the board is at rest
-// between inferences, goes at once.
-constexpr auto kHoldTelemetry = std::chrono::milliseconds(4);
+// between inferences, goes at once. 2 ms, not the earlier 4: with a board
+// computing the whole model (the host cost model's usual choice, plan/cost.h)
+// quiet-machine runs took 4.0 ms per inference with 4 ms and 2.9 ms with
+// 2 ms (docs/benchmarks.md, "Host boards").
+constexpr auto kHoldTelemetry = std::chrono::milliseconds(2);
 
 struct HostBoard::Link {
   std::unique_ptr<Transport> t;

@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +46,22 @@ const MeasuredCosts* measured_for(const std::string& dir, const std::string& typ
     it = cache.emplace(path, std::move(c)).first;
   }
   return it->second.get();
+}
+
+// Sets the figure of a kind name (conv, pointwise, depthwise, linear, or
+// an op name); false if the name is none of them.
+bool set_kind(MeasuredCosts* c, const std::string& key, double v) {
+  if (key == "conv") c->conv = v;
+  else if (key == "pointwise") c->pointwise = v;
+  else if (key == "depthwise") c->depthwise = v;
+  else if (key == "linear") c->op[size_t(QOp::Gemm)] = v;
+  else {
+    bool found = false;
+    for (int k = 1; k <= 10; ++k)
+      if (key == core::qop_name(QOp(k))) c->op[size_t(k)] = v, found = true;
+    return found;
+  }
+  return true;
 }
 
 }  // namespace
@@ -84,19 +102,86 @@ MeasuredCosts load_measured_costs(const std::string& path) {
     if (!val.is_number() || !(val.get<double>() > 0) || !std::isfinite(val.get<double>()))
       throw Error("cost file " + path + ": \"" + key + "\" must be a positive number");
     const double v = val.get<double>() * scale;
-    if (key == "conv") c.conv = v;
-    else if (key == "pointwise") c.pointwise = v;
-    else if (key == "depthwise") c.depthwise = v;
-    else if (key == "linear") c.op[size_t(QOp::Gemm)] = v;
-    else {
-      bool found = false;
-      for (int k = 1; k <= 10; ++k)
-        if (key == core::qop_name(QOp(k))) c.op[size_t(k)] = v, found = true;
-      if (!found) throw Error("cost file " + path + ": unknown kind \"" + key + "\"");
-    }
+    if (!set_kind(&c, key, v)) throw Error("cost file " + path + ": unknown kind \"" + key + "\"");
   }
   if (j.contains("source") && j["source"].is_string()) c.source = j["source"].get<std::string>();
   return c;
+}
+
+HostCosts parse_host_costs(const std::string& text, const std::string& source) {
+  auto fail = [&](const std::string& what) { return Error("host cost file " + source + ": " + what); };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw fail(std::string("not JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) throw fail("expected a JSON object");
+  if (j.contains("target") && j["target"] != "host") throw fail("\"target\" must be \"host\"");
+  HostCosts h;
+  auto number = [&](const char* key, bool positive) {
+    if (!j.contains(key)) throw fail(std::string("missing \"") + key + "\"");
+    const nlohmann::json& v = j[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || (positive ? !(v.get<double>() > 0) : v.get<double>() < 0))
+      throw fail(std::string("\"") + key + "\" must be a " + (positive ? "positive" : "non-negative") + " number");
+    return v.get<double>();
+  };
+  if (!j.contains("seconds_per_mac") || !j["seconds_per_mac"].is_object())
+    throw fail("missing the \"seconds_per_mac\" object");
+  for (const auto& [key, val] : j["seconds_per_mac"].items()) {
+    if (!val.is_number() || !std::isfinite(val.get<double>()) || !(val.get<double>() > 0))
+      throw fail("seconds_per_mac \"" + key + "\" must be a positive number");
+    // Seconds per MAC of a real kernel are far below a microsecond: a bigger
+    // figure is a unit mistake (ns or ms written as seconds).
+    if (val.get<double>() > 1e-6) throw fail("seconds_per_mac \"" + key + "\" is over 1e-6 s (seconds per MAC expected)");
+    if (key == "default") h.default_s_per_mac = val.get<double>();
+    else if (!set_kind(&h.per_mac, key, val.get<double>())) throw fail("unknown kind \"" + key + "\" in seconds_per_mac");
+  }
+  if (!(h.default_s_per_mac > 0)) throw fail("seconds_per_mac needs a \"default\" figure");
+  h.exchange_s = number("exchange_s", false);
+  if (h.exchange_s > 1.0) throw fail("\"exchange_s\" is over 1 s (seconds per exchange expected)");
+  h.s_per_byte = number("seconds_per_byte", false);
+  if (h.s_per_byte > 1e-3) throw fail("\"seconds_per_byte\" is over 1e-3 s (seconds per byte expected)");
+  if (j.contains("source") && j["source"].is_string()) h.source = j["source"].get<std::string>();
+  return h;
+}
+
+HostCosts load_host_costs(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error("host cost file " + path + ": cannot read it");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_host_costs(ss.str(), path);
+}
+
+std::string host_costs_path(const std::string& dir) { return (dir.empty() ? project_home() + "/data/costs" : dir) + "/host.json"; }
+
+bool host_testbed(const Testbed& t) {
+  if (t.boards.empty()) return false;
+  for (const Board& b : t.boards) {
+    const std::string& a = b.address;
+    const bool loop = a == "local" || a.rfind("127.", 0) == 0 || a.rfind("localhost:", 0) == 0 || a.rfind("[::1]:", 0) == 0;
+    if (!loop) return false;
+  }
+  return true;
+}
+
+CostModel host_cost_model(const HostCosts& h) {
+  CostModel m;
+  m.host = true;
+  m.host_costs = h;
+  m.frame_latency_s = h.exchange_s;
+  m.coord_bandwidth_kbps = 0;  // the coordinator's link is priced per byte like the others
+  m.cores = int(std::thread::hardware_concurrency());
+  return m;
+}
+
+double CostModel::seconds_per_mac(const core::LayerDesc& d, const Board& b) const {
+  if (host) {
+    const double v = host_costs.per_mac.of(d);
+    return v > 0 ? v : host_costs.default_s_per_mac;
+  }
+  return cycles_per_mac(d, b) / (b.clock_mhz * 1e6);
 }
 
 std::string board_type(const Board& b) { return b.address == "qemu" ? "cortex-m7" : ""; }
@@ -148,20 +233,29 @@ void parse_op_cycles(const std::string& spec, CostModel* m) {
 
 namespace {
 
-double s_per_byte(const Board& b) { return (b.delay_s_per_kb + 1.0 / b.bandwidth_kbps) / kBytesPerKB; }
+double s_per_byte(const Board& b, const CostModel& m) {
+  return m.host ? m.host_costs.s_per_byte : (b.delay_s_per_kb + 1.0 / b.bandwidth_kbps) / kBytesPerKB;
+}
 
 double coord_spb(const CostModel& m) {
+  if (m.host) return m.host_costs.s_per_byte;
   return m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * kBytesPerKB) : 0.0;
 }
 
-double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n) {
-  double worst = 0;
+// The slowest board's compute; with a core limit, at least the boards' sum
+// over the cores (boards sharing the cores take turns).
+double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n,
+                 EstimateParts* acc = nullptr) {
+  double worst = 0, sum = 0;
   for (int w = 0; w < p.n_workers(); ++w) {
     const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
     if (!ls.active()) continue;
-    const double cpm = m.cycles_per_mac(q.desc(n), t.boards[size_t(w)]);
-    worst = std::max(worst, double(ls.macs) * cpm / (t.boards[size_t(w)].clock_mhz * 1e6) + m.layer_overhead_s);
+    const double s = double(ls.macs) * m.seconds_per_mac(q.desc(n), t.boards[size_t(w)]) + m.layer_overhead_s;
+    worst = std::max(worst, s);
+    sum += s;
   }
+  if (m.cores > 0) worst = std::max(worst, sum / m.cores);
+  if (acc) acc->compute_s += worst;
   return worst;
 }
 
@@ -190,11 +284,21 @@ struct Traffic {
 
 // Seconds for a transfer step in which every board receives and sends on
 // its own link at once (full duplex), the coordinator on its own.
-double step_s(const Traffic& tr, const Testbed& t, const CostModel& m) {
+double step_s(const Traffic& tr, const Testbed& t, const CostModel& m, EstimateParts* acc = nullptr) {
   if (!tr.any()) return 0;
-  double worst = tr.coord * coord_spb(m);
-  for (size_t w = 0; w < tr.in.size(); ++w)
-    worst = std::max(worst, std::max(tr.in[w], tr.out[w]) * s_per_byte(t.boards[w]));
+  double worst = tr.coord * coord_spb(m), bytes = tr.coord;
+  for (size_t w = 0; w < tr.in.size(); ++w) {
+    const double v = std::max(tr.in[w], tr.out[w]) * s_per_byte(t.boards[w], m);
+    if (v > worst || (v == worst && std::max(tr.in[w], tr.out[w]) > bytes)) {
+      worst = v;
+      bytes = std::max(tr.in[w], tr.out[w]);
+    }
+  }
+  if (acc) {
+    acc->steps += 1;
+    acc->byte_s += worst;
+    acc->bytes += bytes;
+  }
   return worst + m.frame_latency_s;
 }
 
@@ -211,7 +315,8 @@ double outputs_to_coordinator(const QGraph& q, const LayerShare& ls) {
 }
 
 // Relay: everything in through the coordinator, compute, everything out.
-double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n) {
+double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n,
+                     EstimateParts* acc = nullptr) {
   const size_t N = size_t(p.n_workers());
   Traffic in(N), out(N);
   bool active = false;
@@ -224,17 +329,21 @@ double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const Cos
     out.add(int(w), -1, outputs_to_coordinator(q, ls));
   }
   if (!active) return 0;
-  return step_s(in, t, m) + compute_s(q, p, t, m, n) + step_s(out, t, m) + 2 * m.frame_latency_s;
+  if (acc) acc->steps += 2;  // the RUN/DONE round trip
+  return step_s(in, t, m, acc) + compute_s(q, p, t, m, n, acc) + step_s(out, t, m, acc) + 2 * m.frame_latency_s;
 }
 
 }  // namespace
 
-std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
+namespace {
+
+std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m,
+                                    EstimateParts* acc) {
   const size_t N = size_t(p.n_workers());
   if (t.boards.size() != N) throw Error("estimate: the plan and the testbed have different board counts");
   std::vector<double> out(q.nodes.size(), 0.0);
   if (p.route == Route::Relay) {
-    for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = relay_layer_s(q, p, t, m, int(n));
+    for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = relay_layer_s(q, p, t, m, int(n), acc);
     return out;
   }
   // Direct: a layer's board-to-board inputs arrive (sent by their producers,
@@ -256,8 +365,20 @@ std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const
       });
     }
   for (size_t n = 0; n < q.nodes.size(); ++n)
-    out[n] = step_s(xfer[n], t, m) + compute_s(q, p, t, m, int(n)) + step_s(result[n], t, m);
+    out[n] = step_s(xfer[n], t, m, acc) + compute_s(q, p, t, m, int(n), acc) + step_s(result[n], t, m, acc);
   return out;
+}
+
+}  // namespace
+
+std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
+  return estimate_layers(q, p, t, m, nullptr);
+}
+
+EstimateParts estimate_parts(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
+  EstimateParts parts;
+  (void)estimate_layers(q, p, t, m, &parts);
+  return parts;
 }
 
 std::vector<int> graph_blocks(const QGraph& q) {
@@ -282,8 +403,8 @@ std::vector<int> graph_blocks(const QGraph& q) {
 
 namespace {
 
-constexpr int kS = 3;
-const char* const kNames[kS] = {"neuron", "spatial", "channel"};
+constexpr int kS = 4;
+const char* const kNames[kS] = {"neuron", "spatial", "channel", "whole"};
 
 // Which worker computes each element of node m's output in plan p, and
 // where its region segment ends.

@@ -17,10 +17,20 @@
 // windows nor that boards with direct routing run ahead of each other; the
 // simulator (src/sim) checks it (docs/planner.md, "Cost model").
 //
+// Host testbeds (boards that are processes on this machine: "local" or a
+// loopback address) are priced by a measured model instead (HostCosts,
+// data/costs/host.json, written by scripts/host_costs.sh): seconds per MAC
+// of this machine's kernels per kernel kind, a fixed cost per exchange (a
+// transfer step where boards wait for each other: wake-ups, context
+// switches, syscalls; it replaces the per-message latency), seconds per
+// byte moved, and as many boards computing at once as the machine has
+// cores (a layer's compute is max(slowest board, sum over boards / cores)).
+//
 // `auto` (choose_strategies): the graph's nodes are cut into blocks at every
 // point where only the previous node's output crosses (an inverted-residual
 // block with its Add is one block, a plain chain is one block per layer).
-// Each block takes one strategy of neuron, spatial, channel; its cost is the
+// Each block takes one strategy of neuron, spatial, channel, whole (one
+// board computes the block, nothing crosses inside it); its cost is the
 // compute and the transfers inside it under that strategy plus the re-layout
 // of the block's input from the previous block's strategy (the elements
 // each board needs and does not compute itself). A dynamic programme over
@@ -63,6 +73,31 @@ struct MeasuredCosts {
 // times "cycles_per_instruction". Throws ts::Error naming the file.
 MeasuredCosts load_measured_costs(const std::string& path);
 
+// A host testbed's measured costs (data/costs/host.json):
+//   {"target": "host", "source": "...",
+//    "seconds_per_mac": {"conv": 1.1e-10, "pointwise": ..., "depthwise": ...,
+//                        "linear": ..., "Add": ..., "default": ...},
+//    "exchange_s": 2.0e-4, "seconds_per_byte": 1.0e-9, ...}
+// Every figure finite; per-MAC figures > 0 ("default" required: ops without
+// their own figure), exchange_s and seconds_per_byte >= 0. Other keys are
+// kept for the reader (the calibration's raw figures).
+struct HostCosts {
+  MeasuredCosts per_mac;        // seconds per MAC by kind
+  double default_s_per_mac = 0;
+  double exchange_s = 0;
+  double s_per_byte = 0;
+  std::string source;
+};
+
+// Reads a host cost file. Throws ts::Error (one line naming the file and the key).
+HostCosts load_host_costs(const std::string& path);
+// The same from JSON text; `source` names it in errors.
+HostCosts parse_host_costs(const std::string& text, const std::string& source);
+
+// True if every board is a process on this machine: "local", or a loopback
+// address (127.x.x.x, localhost, [::1]).
+bool host_testbed(const Testbed& t);
+
 // The cost file type of a board: "cortex-m7" for QEMU boards (the firmware
 // at one cycle per instruction), "" for the others (no measured file).
 std::string board_type(const Board& b);
@@ -84,11 +119,28 @@ struct CostModel {
   // "none" = do not read any (every op at the figures above).
   std::string costs_dir;
 
+  // Host testbeds (see above): when `host` is set, compute is priced by
+  // host_costs and every link (the coordinator's too) by host_costs.s_per_byte,
+  // frame_latency_s is the exchange cost, and at most `cores` boards compute
+  // at once (0 = no limit).
+  bool host = false;
+  HostCosts host_costs;
+  int cores = 0;
+
+  // Seconds per MAC of layer d on board b (host figures, else cycles / clock).
+  double seconds_per_mac(const core::LayerDesc& d, const Board& b) const;
+
   // Without a board: the explicit entries and the default only.
   double cycles_per_mac(const core::LayerDesc& d) const;
   // For a board: explicit entry, else its type's measured figure, else the default.
   double cycles_per_mac(const core::LayerDesc& d, const Board& b) const;
 };
+
+// The model for a host testbed from a host cost file: host = true, the
+// file's figures, frame_latency_s = exchange_s, cores = this machine's.
+CostModel host_cost_model(const HostCosts& h);
+// data/costs/host.json under the project home ("" dir) or `dir`.
+std::string host_costs_path(const std::string& dir = "");
 
 // Reads "op=cycles,op=cycles,..." (op names as core::qop_name, plus
 // "depthwise" and "default") into m. Throws ts::Error naming a bad item.
@@ -98,13 +150,25 @@ void parse_op_cycles(const std::string& spec, CostModel* m);
 // ts::Error if the testbed does not match the plan.
 std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m);
 
+// What the estimate is made of: the compute part, the number of transfer
+// steps (each charged frame_latency_s; for host testbeds, one exchange) and
+// the seconds of bytes on the busiest link of each step, summed over layers.
+// compute_s + steps x frame_latency_s + byte_s = the estimate.
+struct EstimateParts {
+  double compute_s = 0;
+  double steps = 0;
+  double byte_s = 0;
+  double bytes = 0;  // the busiest link's bytes of each step, summed
+};
+EstimateParts estimate_parts(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m);
+
 // Blocks of the graph: block_of[n] for every node, numbered from 0 along the
 // node order. A block starts at node i when no node from i on reads a tensor
 // made before node i - 1 (the graph input excepted).
 std::vector<int> graph_blocks(const QGraph& q);
 
 struct AutoChoice {
-  std::vector<std::string> per_node;  // "neuron" | "spatial" | "channel"
+  std::vector<std::string> per_node;  // "neuron" | "spatial" | "channel" | "whole"
   std::vector<int> block_of;
   double est_s = 0;                   // the programme's estimate
 };

@@ -1,5 +1,7 @@
 #include "plan/strategy.h"
 
+#include <cmath>
+
 namespace ts::plan {
 
 std::vector<Run> NeuronStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
@@ -122,20 +124,51 @@ std::vector<std::vector<core::Region>> ChannelStrategy::split_regions(const QGra
   return out;
 }
 
+size_t WholeStrategy::board(const std::vector<double>& shares) {
+  size_t best = 0;
+  for (size_t w = 1; w < shares.size(); ++w)
+    if (shares[w] > shares[best]) best = w;
+  return best;
+}
+
+std::vector<Run> WholeStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
+  if (node < 0 || node >= int(q.nodes.size()))
+    throw Error("split: node " + std::to_string(node) + " is not in the model");
+  if (shares.empty()) throw Error("split: no workers");
+  for (double s : shares)
+    if (!(s >= 0) || !std::isfinite(s)) throw Error("split: shares must be finite and >= 0");
+  const int64_t size = q.desc(node).out.size();
+  std::vector<Run> runs(shares.size(), Run{0, 0});
+  const size_t b = board(shares);
+  // Empty runs sit where the whole run starts or ends, as split_runs places them.
+  for (size_t w = 0; w < shares.size(); ++w) runs[w] = w <= b ? Run{0, w == b ? size : 0} : Run{size, size};
+  return runs;
+}
+
+std::vector<std::vector<core::Region>> WholeStrategy::split_regions(const QGraph& q, int node,
+                                                                    const std::vector<double>& shares) const {
+  const std::vector<Run> runs = split(q, node, shares);
+  std::vector<std::vector<core::Region>> out(shares.size());
+  for (size_t w = 0; w < runs.size(); ++w)
+    if (runs[w].end > runs[w].begin) out[w].push_back(core::Region::run(int32_t(runs[w].begin), int32_t(runs[w].end)));
+  return out;
+}
+
 MixedStrategy::MixedStrategy(std::vector<std::string> choices) : choices_(std::move(choices)) {
   for (const auto& c : choices_)
-    if (c != "neuron" && c != "spatial" && c != "channel")
-      throw Error("auto: unknown per-layer strategy '" + c + "' (expected neuron, spatial, channel)");
+    if (c != "neuron" && c != "spatial" && c != "channel" && c != "whole")
+      throw Error("auto: unknown per-layer strategy '" + c + "' (expected neuron, spatial, channel, whole)");
   impl_.push_back(std::make_unique<NeuronStrategy>());
   impl_.push_back(std::make_unique<SpatialStrategy>());
   impl_.push_back(std::make_unique<ChannelStrategy>());
+  impl_.push_back(std::make_unique<WholeStrategy>());
 }
 
 const SplitStrategy& MixedStrategy::of(const QGraph& q, int node) const {
   if (node < 0 || node >= int(q.nodes.size()) || size_t(node) >= choices_.size())
     throw Error("split: node " + std::to_string(node) + " has no strategy in this plan");
   const std::string& c = choices_[size_t(node)];
-  return c == "neuron" ? *impl_[0] : c == "spatial" ? *impl_[1] : *impl_[2];
+  return c == "neuron" ? *impl_[0] : c == "spatial" ? *impl_[1] : c == "channel" ? *impl_[2] : *impl_[3];
 }
 
 std::string MixedStrategy::signature() const {
@@ -155,12 +188,13 @@ std::vector<std::vector<core::Region>> MixedStrategy::split_regions(const QGraph
 
 std::string MixedStrategy::layer_name(const QGraph& q, int node) const { return of(q, node).layer_name(q, node); }
 
-std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "auto"}; }
+std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "whole", "auto"}; }
 
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name) {
   if (name == "neuron") return std::make_unique<NeuronStrategy>();
   if (name == "spatial") return std::make_unique<SpatialStrategy>();
   if (name == "channel") return std::make_unique<ChannelStrategy>();
+  if (name == "whole") return std::make_unique<WholeStrategy>();
   if (name == "auto") throw Error("strategy 'auto' is chosen by the planner's cost model (make_plan), not built by name");
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;

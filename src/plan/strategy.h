@@ -105,9 +105,24 @@ class ChannelStrategy final : public SplitStrategy {
                                                        const std::vector<double>& shares) const override;
 };
 
+// One board computes the whole layer: the board with the largest share (the
+// first such board). For layers where splitting costs more in waits than it
+// saves in compute (host boards sharing a few cores, plan/cost.h) `auto`
+// keeps a contiguous range of layers on one board, so nothing crosses the
+// network inside that range. `--strategy whole` keeps every layer there.
+class WholeStrategy final : public SplitStrategy {
+ public:
+  std::string name() const override { return "whole"; }
+  // The board computing every layer for these shares.
+  static size_t board(const std::vector<double>& shares);
+  std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
+  std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
+                                                       const std::vector<double>& shares) const override;
+};
+
 // A strategy per layer (what `--strategy auto` produces, plan/cost.h): node
 // n is split by the strategy named choices[n] ("neuron", "spatial",
-// "channel"). name() is "auto"; the choices are part of the plan id.
+// "channel", "whole"). name() is "auto"; the choices are part of the plan id.
 class MixedStrategy final : public SplitStrategy {
  public:
   explicit MixedStrategy(std::vector<std::string> choices);
@@ -122,13 +137,13 @@ class MixedStrategy final : public SplitStrategy {
  private:
   const SplitStrategy& of(const QGraph& q, int node) const;
   std::vector<std::string> choices_;
-  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // neuron, spatial, channel
+  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // neuron, spatial, channel, whole
 };
 
 // Names accepted by make_strategy, for help texts and errors.
 std::vector<std::string> strategy_names();
 
-// "neuron" -> NeuronStrategy, "spatial", "channel". ("auto" is not a
+// "neuron" -> NeuronStrategy, "spatial", "channel", "whole". ("auto" is not a
 // strategy by itself: make_plan turns it into a MixedStrategy by cost.)
 // Anything else throws ts::Error naming the
 // string and the accepted names.
