@@ -470,6 +470,21 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         least_over = s;
       }
     }
+    // `reduce` only where it also moves fewer bytes than every other
+    // candidate that fits: partial sums can shorten the slowest link while
+    // adding bytes in total (all-to-all sums instead of a narrow gather),
+    // and the wire bytes are a goal of their own (issue 10's bars).
+    if (allowed[size_t(b)][kReduce]) {
+      int64_t mine = 0, best = std::numeric_limits<int64_t>::max();
+      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) mine += ch.plan(kReduce).layers[size_t(n)].bytes_moved;
+      for (int s = 0; s < kS; ++s) {
+        if (s == kReduce || !allowed[size_t(b)][size_t(s)]) continue;
+        int64_t v = 0;
+        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) v += ch.plan(s).layers[size_t(n)].bytes_moved;
+        best = std::min(best, v);
+      }
+      if (mine >= best) allowed[size_t(b)][kReduce] = false;
+    }
     bool any = false;
     for (int s = 0; s < kS; ++s) any = any || allowed[size_t(b)][size_t(s)];
     if (!any) allowed[size_t(b)][size_t(least_over == kReduce && route != Route::Direct ? 2 : least_over)] = true;  // the final budget check will name the board

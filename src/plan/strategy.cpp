@@ -129,8 +129,14 @@ bool ReduceStrategy::reducible(const QGraph& q, int node) {
   return core::partial_ok(q.desc(node));
 }
 
+bool ReduceStrategy::pays(const QGraph& q, int node) {
+  if (!reducible(q, node)) return false;
+  const core::LayerDesc d = q.desc(node);
+  return 4 * int64_t(d.out.c) < int64_t(d.in[0].c) * core::partial_k_per_channel(d);
+}
+
 std::string ReduceStrategy::layer_name(const QGraph& q, int node) const {
-  return reducible(q, node) ? "reduce" : "channel";
+  return (all_ ? reducible(q, node) : pays(q, node)) ? "reduce" : "channel";
 }
 
 std::vector<Run> ReduceStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
@@ -193,13 +199,14 @@ std::vector<std::vector<core::Region>> MixedStrategy::split_regions(const QGraph
 
 std::string MixedStrategy::layer_name(const QGraph& q, int node) const { return of(q, node).layer_name(q, node); }
 
-std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "reduce", "auto"}; }
+std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "reduce", "reduce-all", "auto"}; }
 
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name) {
   if (name == "neuron") return std::make_unique<NeuronStrategy>();
   if (name == "spatial") return std::make_unique<SpatialStrategy>();
   if (name == "channel") return std::make_unique<ChannelStrategy>();
   if (name == "reduce") return std::make_unique<ReduceStrategy>();
+  if (name == "reduce-all") return std::make_unique<ReduceStrategy>(true);
   if (name == "auto") throw Error("strategy 'auto' is chosen by the planner's cost model (make_plan), not built by name");
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;

@@ -114,9 +114,17 @@ class ChannelStrategy final : public SplitStrategy {
 // the other workers' partial sums for it, adds them (exact: int32 addition)
 // and requantises with the layer's requantiser. Other layers are split as
 // `channel`. Direct route only: the sums go board to board.
+//
+// `reduce` splits a layer this way only where that moves fewer bytes than
+// gathering its input: its partial sums (4 bytes per output) are smaller
+// than its input, 4 x out.c < in.c x (Gemm: in.h x in.w), e.g. an inverted
+// residual block's project (960 -> 160) or a classifier head; the rest is
+// split as `channel`. `reduce-all` (tests) splits every Conv 1x1 and Gemm
+// by input channels.
 class ReduceStrategy final : public SplitStrategy {
  public:
-  std::string name() const override { return "reduce"; }
+  explicit ReduceStrategy(bool all = false) : all_(all) {}
+  std::string name() const override { return all_ ? "reduce-all" : "reduce"; }
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
   std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
                                                        const std::vector<double>& shares) const override;
@@ -129,6 +137,11 @@ class ReduceStrategy final : public SplitStrategy {
   // output block contributes nothing, it would have no layer to run).
   static std::vector<std::pair<int32_t, int32_t>> input_blocks(const QGraph& q, int node,
                                                               const std::vector<double>& shares);
+  // Whether the layer's partial sums are smaller than its input (see above).
+  static bool pays(const QGraph& q, int node);
+
+ private:
+  bool all_ = false;
 };
 
 // A strategy per layer (what `--strategy auto` produces, plan/cost.h): node
