@@ -888,9 +888,10 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
       run_us_ = port_->after_compute(e.node, uint64_t(e.desc.out.c) * uint64_t(partial_positions(e.desc)) *
                                                  uint64_t(e.ps_ci1 - e.ps_ci0) * uint64_t(partial_k_per_channel(e.desc)),
                                      port_->now_us() - t0);
-      // Test hook: a faulty board's sums (one value of the first block it sends).
+      // Test hook: a faulty board's sums (one value of the first block it
+      // sends): the owner of that block reports outputs that differ.
       if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node && e.n_ps_sends)
-        own[e.ps_send(0).pos / 4] ^= 1;
+        own[e.ps_send(0).pos / 4] ^= 1 << 16;  // large enough to survive requantisation
       slot->ps_done = true;
       fl_ = e;
       fl_.sends = e.ps_sends;
@@ -943,7 +944,9 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   }
   if (e.partial()) us += run_us_;  // phase 1's compute
   else us = port_->after_compute(e.node, share_macs(e), us);
-  if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node) out[0] = int8_t(out[0] ^ 1);  // test hook
+  // Test hook (a reduced layer's fault was put in the sums it sent, phase 1).
+  if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node && !(e.partial() && e.n_ps_sends))
+    out[0] = int8_t(out[0] ^ 1);
   // What this board hands on, in flat C-H-W order, checked by the coordinator.
   if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
     Digest64 dg;
