@@ -208,6 +208,11 @@ TEST_F(FirmwareDirectTest, BandsOfRowsBoardToBoardAreBitExact) { expect_direct_r
 
 TEST_F(FirmwareDirectTest, PlannerChoiceBoardToBoardIsBitExact) { expect_direct_run("--strategy auto"); }
 
+// Input-channel shares with int32 partial sums (strategy reduce: the
+// contracting 1x1 convolutions and the Gemms), summed on the Cortex-M7 boards
+// from sums the other boards sent them.
+TEST_F(FirmwareDirectTest, PartialSumsBoardToBoardAreBitExact) { expect_direct_run("--strategy reduce"); }
+
 // `run --inject-fault flip:1:20`: board 1 changes one output of layer 20
 // after computing it; with direct routing the coordinator never sees that
 // tensor, only board 1's digest in DONE, and names board and layer.

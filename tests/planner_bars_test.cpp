@@ -100,10 +100,11 @@ TEST(Frames, PlannedFramesAreTheFramesHostBoardsSend) {
       for (const plan::LayerShare& ls : wp.layers) {
         for (const core::Send& s : ls.sends)
           if (s.peer == core::kPeerCoordinator) planned += plan::count_message(s.count).frames;
-        plan::for_each_send_group(ls.sends, [&](size_t first, size_t n) {
-          const auto pcs = plan::pieces_of(ls.sends, first, n);
-          planned += plan::count_gathered(pcs.data(), pcs.size()).frames;
-        });
+        for (const auto* v : {&ls.sends, &ls.psum.sends})  // partial sums (reduced layers) too
+          plan::for_each_send_group(*v, [&](size_t first, size_t n) {
+            const auto pcs = plan::pieces_of(*v, first, n);
+            planned += plan::count_gathered(pcs.data(), pcs.size()).frames;
+          });
       }
     const std::vector<int8_t> x = ts::testing::random_int8_input(q, 5);
     const coord::InferenceResult r = ts::testing::infer_on_host_boards(q, p, tb, x);

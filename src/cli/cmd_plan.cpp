@@ -161,7 +161,8 @@ void register_plan(CLI::App& app) {
   sub->add_option("--k1", o->k1, "K1 of eq. 5, KB of output per Mcycle")->capture_default_str();
   sub->add_option("--strategy", o->strategy,
                   "split strategy: neuron (the paper) | spatial (bands of rows) | channel (blocks of channels) | "
-                  "whole (one board) | auto (per block, by the cost model)")
+                  "whole (one board) | auto (per block, by the cost model) | "
+                  "reduce (channel, with input channels and int32 partial sums summed on the output's board where the sums are smaller than the input; --route direct) | reduce-all (every Conv 1x1 and Gemm that way; tests)")
       ->capture_default_str();
   sub->add_option("--cycles-per-mac", o->cycles_per_mac, "cost model: board cycles per MAC (default for every op)")
       ->capture_default_str()->check(CLI::PositiveNumber);

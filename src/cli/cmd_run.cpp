@@ -517,7 +517,8 @@ void register_run(CLI::App& app) {
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
   sub.add_option("--strategy", o->strategy,
                  "split strategy: auto (per block, by the cost model) | neuron (the paper) | spatial (bands of rows) | "
-                 "channel (blocks of channels) | whole (one board)")
+                 "channel (blocks of channels) | whole (one board) | "
+                 "reduce (channel, with input channels and int32 partial sums summed on the output's board where the sums are smaller than the input; --route direct) | reduce-all (every Conv 1x1 and Gemm that way; tests)")
       ->capture_default_str();
   sub.add_option("--cost-model", o->cost_model,
                  "the planner's prices: teensy (Teensy 4.1 figures, what local boards stand in for) | host (measured "

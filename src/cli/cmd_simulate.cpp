@@ -178,7 +178,7 @@ void register_simulate(CLI::App& app) {
   auto* topt = sub.add_option("--testbed,-t", o->testbed, "testbed JSON: boards with their clock, RAM, link")
                    ->excludes(wopt)->excludes(sopt);
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
-  sub.add_option("--strategy", o->strategy, "split strategy: auto (by the cost model) | neuron (the paper) | spatial | channel")
+  sub.add_option("--strategy", o->strategy, "split strategy: auto (by the cost model) | neuron (the paper) | spatial | channel | reduce | reduce-all")
       ->capture_default_str();
   sub.add_option("--route", o->route, "direct (boards send to boards) | relay (every activation via the coordinator, the paper)")
       ->capture_default_str();

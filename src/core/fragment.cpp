@@ -19,6 +19,7 @@
 #include "core/bytes.h"
 #include "core/crc32.h"
 #include "core/op.h"
+#include "core/partial.h"
 
 namespace ts {
 namespace core {
@@ -58,7 +59,7 @@ struct RawLayer {
   uint32_t runs_off[kMaxInputs];
   uint32_t local_off[kMaxInputs];
   uint32_t regions_off, sends_off;
-  uint32_t reserved;
+  uint32_t reserved;  // v4: offset of the partial-sum record
 };
 
 // Reads entry i (the caller has checked it lies inside the fragment).
@@ -292,7 +293,37 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
   if (!array_ok(r->sends_off, L.n_sends, frag::kSendBytes, data_begin, data_end)) return FragStatus::BadLayer;
   L.regions = L.n_regions ? base + r->regions_off : nullptr;
   L.sends = L.n_sends ? base + r->sends_off : nullptr;
-  if (r->reserved != 0) return FragStatus::BadLayer;
+  const bool partial = (L.flags & kEntryPartial) != 0;
+  if (partial != (r->reserved != 0) || (partial && hdr.version < 4)) return FragStatus::BadLayer;
+  if (partial) {
+    // The record, then its sends: whole int32 values of the own sums.
+    if (idle || !array_ok(r->reserved, 1, frag::kPsBytes, data_begin, data_end)) return FragStatus::BadLayer;
+    const uint8_t* ps = base + r->reserved;
+    L.ps_ci0 = rdi32(ps + frag::kPsCi0);
+    L.ps_ci1 = rdi32(ps + frag::kPsCi1);
+    L.ps_at = rd32(ps + frag::kPsAt);
+    L.ps_acc_at = rd32(ps + frag::kPsAccAt);
+    L.ps_expected = rd32(ps + frag::kPsExpected);
+    const uint32_t so = rd32(ps + frag::kPsSends);
+    L.n_ps_sends = rd32(ps + frag::kPsSends + 4);
+    if (!array_ok(so, L.n_ps_sends, frag::kSendBytes, data_begin, data_end)) return FragStatus::BadLayer;
+    L.ps_sends = L.n_ps_sends ? base + so : nullptr;
+    if (!partial_ok(d) || (L.flags & kEntryRunTrigger) || L.out_pitch || L.n_regions != 1) return FragStatus::BadLayer;
+    if (L.ps_ci0 < 0 || L.ps_ci1 < L.ps_ci0 || L.ps_ci1 > d.in[0].c) return FragStatus::BadLayer;
+    if (L.ps_expected % 4 || uint64_t(L.ps_expected) > uint64_t(L.out_elems) * 4u * hdr.n_workers) return FragStatus::BadLayer;
+    if (L.ps_at % 8 || L.ps_acc_at % 8) return FragStatus::BadLayer;
+    for (uint32_t i = 0; i < L.n_ps_sends && deep; ++i) {
+      const uint8_t* p = L.ps_sends + frag::kSendBytes * uint64_t(i);
+      if (p[5] || p[6] || p[7]) return FragStatus::BadLayer;
+      const Send s = read_send(p);
+      if (s.peer >= hdr.n_workers || s.peer == hdr.worker || s.layer != index || s.operand != kPsumOperand)
+        return FragStatus::BadLayer;
+      if (s.count == 0 || (s.count | s.offset | s.pos) % 4 || uint64_t(s.pos) + s.count > L.ps_bytes())
+        return FragStatus::BadLayer;
+    }
+  } else if (r->reserved != 0) {
+    return FragStatus::BadLayer;
+  }
   if (idle) {
     if (L.out_elems || L.n_sends || L.flags || L.run_begin != L.run_end || L.run_begin < 0 || L.run_begin > total ||
         L.out_pitch)
@@ -341,7 +372,20 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
   int64_t per = 0;  // weights per output channel
   if (d.op == QOp::Conv) per = int64_t(d.in[0].c / d.groups) * d.kh * d.kw;
   if (d.op == QOp::Gemm) per = int64_t(d.in[0].c) * d.in[0].h * d.in[0].w;
-  if (per > 0) {
+  if (partial) {
+    // Weights of the share's input channels for every output channel; bias,
+    // multipliers and shifts of its own output channels.
+    if (L.oc_count < 0 || d.oc_base < 0 || int64_t(d.oc_base) + L.oc_count > d.out.c) return FragStatus::BadLayer;
+    const int64_t k = int64_t(L.ps_ci1 - L.ps_ci0) * partial_k_per_channel(d);
+    if (int64_t(wn) != k * d.out.c || int64_t(mn) != L.oc_count || int64_t(sn) != L.oc_count) return FragStatus::BadLayer;
+    if ((bn != 0 && int64_t(bn) != L.oc_count) || ln != 0) return FragStatus::BadLayer;
+    // Its one region: whole output channels, the ones it holds data for.
+    const Region g = L.region(0);
+    const int32_t P = partial_positions(d);
+    if (g.kind != RegionKind::Run || g.v[0] % P || g.v[1] % P || g.v[0] / P != d.oc_base ||
+        g.v[1] / P != d.oc_base + L.oc_count)
+      return FragStatus::BadLayer;
+  } else if (per > 0) {
     if (L.oc_count < 0 || d.oc_base < 0 || int64_t(d.oc_base) + L.oc_count > d.out.c) return FragStatus::BadLayer;
     if (int64_t(wn) != per * L.oc_count || int64_t(mn) != L.oc_count || int64_t(sn) != L.oc_count) return FragStatus::BadLayer;
     if (bn != 0 && int64_t(bn) != L.oc_count) return FragStatus::BadLayer;
@@ -409,7 +453,13 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
     }
     if (b.c0 < 0 || b.c1 < b.c0 || b.c1 > X.c || b.h0 < 0 || b.h1 < b.h0 || b.h1 > X.h) return FragStatus::BadLayer;
     if (L.avail_from[k] > index) return FragStatus::BadLayer;
-    if (deep) {
+    if (partial) {
+      // The window is the share's input channels, whole planes (or nothing).
+      const bool none = L.ps_ci1 == L.ps_ci0;
+      if (none ? !(b.c0 == b.c1 && b.h0 == b.h1 && b.c0 == 0 && b.h0 == 0)
+               : (b.c0 != L.ps_ci0 || b.c1 != L.ps_ci1 || b.h0 != 0 || b.h1 != X.h))
+        return FragStatus::BadLayer;
+    } else if (deep) {
       bool inside = true;
       for (uint32_t i = 0; i < L.n_regions && inside; ++i)
         L.region(i).segments(d.out, [&](int32_t s0, int32_t s1) {
@@ -453,6 +503,10 @@ struct Buffer {
 template <class F>
 bool each_buffer(const FragLayer& L, F&& fn) {
   if (!L.active()) return true;
+  // Partial sums: the own sums and the accumulator, used in this layer only.
+  if (L.partial() && !(fn(Buffer{L.ps_at, arena_block(L.ps_bytes()), L.node, L.node}) &&
+                       fn(Buffer{L.ps_acc_at, arena_block(L.out_elems * 4u), L.node, L.node})))
+    return false;
   // An output computed in place lives inside a later layer's window (open()
   // checks that): no buffer of its own.
   if (!L.out_pitch && !fn(Buffer{L.out_at, arena_block(L.out_elems), L.node, L.out_until})) return false;
@@ -518,6 +572,16 @@ Region FragLayer::region(uint32_t i) const {
   return read_region(regions + frag::kRegionBytes * size_t(i));
 }
 
+Send FragLayer::ps_send(uint32_t i) const {
+  if (ps_sends == nullptr || i >= n_ps_sends) return Send();
+  return read_send(ps_sends + frag::kSendBytes * size_t(i));
+}
+
+uint32_t FragLayer::ps_bytes() const {
+  if (!partial()) return 0;
+  return uint32_t(desc.out.c) * uint32_t(partial_positions(desc)) * 4u;
+}
+
 Send FragLayer::send(uint32_t i) const {
   if (sends == nullptr || i >= n_sends) return Send();
   return read_send(sends + frag::kSendBytes * size_t(i));
@@ -562,7 +626,7 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
   h.magic = rd32(data + kMagic);
   if (h.magic != kFragMagic) return FragStatus::BadMagic;
   h.version = rd16(data + kVersion);
-  if (h.version != kFragVersion) return FragStatus::BadVersion;
+  if (h.version < kFragMinVersion || h.version > kFragVersion) return FragStatus::BadVersion;
   h.worker = rd16(data + kWorker);
   h.n_workers = rd16(data + kNWorkers);
   const uint16_t reserved = rd16(data + kReserved);

@@ -3,7 +3,8 @@
 // as one binary blob that lives in the board's flash and is read in place
 // (no copy, no heap).
 //
-// Format version 3. The byte layout is declared once, in `namespace frag`
+// Format version 4 (3 is still read: v3 is v4 without partial-sum entries,
+// and its reserved entry word must be 0). The byte layout is declared once, in `namespace frag`
 // below: every field has a named offset, and the writer
 // (src/plan/fragment_writer.cpp) and the reader (fragment.cpp) both use those
 // names, never literal numbers. All integers little-endian; every section
@@ -49,9 +50,14 @@ namespace ts {
 namespace core {
 
 constexpr uint32_t kFragMagic = 0x47465354;  // "TSFG"
-constexpr uint16_t kFragVersion = 3;
+constexpr uint16_t kFragVersion = 4;
+constexpr uint16_t kFragMinVersion = 3;  // oldest version read (no partial-sum entries)
+// INPUTS frames whose operand field is this carry int32 partial sums of a
+// reduced layer (kEntryPartial): byte offsets into the receiver's
+// accumulator, 4-byte aligned, little-endian values that it adds.
+constexpr uint32_t kPsumOperand = 15;
 
-// Byte layout of format version 3: one name per field.
+// Byte layout of format version 4: one name per field.
 namespace frag {
 // Header.
 constexpr uint32_t kMagic = 0;        // u32 kFragMagic
@@ -102,8 +108,27 @@ constexpr uint32_t kSlotBytes = 72;
 constexpr uint32_t kOutPitch = kSlots + kMaxInputs * kSlotBytes;  // 752: u32 output channel
                                      // pitch: 0 = outputs dense in their own buffer;
                                      // else computed in place (see FragLayer)
-constexpr uint32_t kEntryReserved = kOutPitch + 4;  // u32 0
+constexpr uint32_t kEntryReserved = kOutPitch + 4;  // v3: u32 0
+// v4: the same word is the offset of the entry's partial-sum record (0 when
+// the entry has none; set exactly when the kEntryPartial flag is).
+constexpr uint32_t kPartial = kEntryReserved;
 constexpr uint32_t kEntryBytes = kEntryReserved + 4;  // 760
+
+// Partial-sum record (v4, kEntryPartial): this board multiplies input
+// channels [ci0, ci1) (its window, box [ci0, ci1) x all rows) for *every*
+// output channel into int32 partial sums (no bias), sends the sums of other
+// boards' output blocks to them and adds the sums it receives for its own
+// block (its one region: whole output channels) before requantising.
+constexpr uint32_t kPsCi0 = 0;       // i32 first input channel multiplied here
+constexpr uint32_t kPsCi1 = 4;       // i32 one past the last
+constexpr uint32_t kPsAt = 8;        // u32 arena offset: int32 [out.c x positions] own sums
+constexpr uint32_t kPsAccAt = 12;    // u32 arena offset: int32 [out_elems] sums received
+constexpr uint32_t kPsExpected = 16; // u32 bytes of partial sums received per inference
+constexpr uint32_t kPsSends = 20;    // u32 offset, u32 count of send records: peer,
+                                     // layer (this one), operand kPsumOperand, offset
+                                     // (byte in the peer's accumulator), count (bytes),
+                                     // pos (byte in the own sums)
+constexpr uint32_t kPsBytes = 28;
 
 // Region record: u32 kind, then 6 x i32 (run: begin, end; box: c0, c1, y0,
 // y1, x0, x1; unused fields 0).
@@ -121,7 +146,8 @@ constexpr uint32_t kNoLayer = 0xFFFFFFFFu;
 }  // namespace frag
 
 constexpr uint8_t kEntryRunTrigger = 0x01;  // wait for the coordinator's RUN
-constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger;
+constexpr uint8_t kEntryPartial = 0x02;     // input-channel share with partial sums (v4)
+constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger | kEntryPartial;
 constexpr uint16_t kPeerCoordinator = 0xFFFF;
 
 // Kept for code that names the v1 sizes.
@@ -216,8 +242,19 @@ struct FragLayer {
   uint32_t n_regions = 0;
   const uint8_t* sends = nullptr;
   uint32_t n_sends = 0;
+  // Partial sums (kEntryPartial, fragment.h kPs*): input channels [ps_ci0,
+  // ps_ci1), own sums at ps_at (int32, out.c x partial_positions), sums
+  // received at ps_acc_at (int32, out_elems), ps_expected bytes of them.
+  int32_t ps_ci0 = 0, ps_ci1 = 0;
+  uint32_t ps_at = 0, ps_acc_at = 0, ps_expected = 0;
+  const uint8_t* ps_sends = nullptr;
+  uint32_t n_ps_sends = 0;
 
   bool active() const { return out_elems > 0; }
+  bool partial() const { return (flags & kEntryPartial) != 0; }
+  Send ps_send(uint32_t i) const;
+  // Bytes of the own partial sums (out.c x positions x 4), 0 if not partial.
+  uint32_t ps_bytes() const;
   // Bytes the outputs span in the arena (out_elems when dense).
   uint32_t out_span_bytes() const;
   // The share's one region as channels [c0, c1) x rows [y0, y1) of full

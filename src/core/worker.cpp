@@ -5,6 +5,7 @@
 #include "core/crc32.h"
 #include "core/sha256.h"
 #include "core/digest.h"
+#include "core/partial.h"
 
 namespace ts {
 namespace core {
@@ -83,6 +84,7 @@ bool Worker::open_fragment() {
 void Worker::abort_layer() {
   for (Open& o : open_) o = Open();
   sending_ = false;
+  ps_phase_ = false;
   done_pending_ = false;
   cursor_ = have_frag_ ? frag_.layer_count() : 0;
   touched_ = 0;
@@ -685,6 +687,8 @@ Worker::Verdict Worker::admit(int link, const FrameHeader& h, const FragLayer& e
   if (h.type == MsgType::Input || h.type == MsgType::Inputs) {
     const uint32_t k = h.offset >> wire::kOperandShift;
     if (k < kMaxInputs && cursor_ < e.avail_from[k]) return Verdict::Hold;
+    // Partial sums land in buffers of the layer itself: not before it.
+    if (k == kPsumOperand && cursor_ < e.node) return Verdict::Hold;
   }
   for (Open& o : open_)
     if (!o.used) {
@@ -726,6 +730,12 @@ Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* 
   const uint32_t k = h.offset >> wire::kOperandShift;
   const uint32_t e0 = h.offset & wire::kElementMask;
   const bool blocks = h.type == MsgType::Inputs;
+  if (k == kPsumOperand && e.partial() && blocks && e0 == 0 && e.ps_expected > 0) {
+    Open* slot = nullptr;
+    const Verdict v = admit(link, h, e, &slot);
+    if (v != Verdict::Ok) return v;
+    return on_partial(link, h, payload, e, slot);
+  }
   if (k >= e.desc.n_inputs || e.n_runs[k] == 0 || (blocks && e0 != 0)) {
     send_error(link, ErrorCode::OutOfBounds, h.seq, "input operand not expected");
     return Verdict::Fail;
@@ -771,6 +781,61 @@ Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* 
   return Verdict::Ok;
 }
 
+// Partial sums for this board's output block: every segment whole int32
+// values inside the accumulator, checked before anything is added.
+Worker::Verdict Worker::on_partial(int link, const FrameHeader& h, const uint8_t* payload, const FragLayer& e,
+                                   Open* slot) {
+  const uint32_t acc_bytes = e.out_elems * 4u;
+  size_t pos = 0;
+  wire::InputBlock b;
+  uint32_t total = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j) {
+      const uint64_t first = uint64_t(b.first) + uint64_t(j) * b.stride;
+      if ((first | b.len) % 4 || first + b.len > acc_bytes) {
+        send_error(link, ErrorCode::OutOfBounds, h.seq, "partial sums outside the accumulator");
+        return Verdict::Fail;
+      }
+      total += b.len;
+    }
+  if (slot->ps_received + total > e.ps_expected) {
+    send_error(link, ErrorCode::OutOfBounds, h.seq, "more partial sums than planned");
+    return Verdict::Fail;
+  }
+  uint8_t* acc = buffer(e.ps_acc_at);
+  touch(e.ps_acc_at, arena_block(acc_bytes));
+  if (!slot->acc_ready) {
+    memset(acc, 0, acc_bytes);
+    slot->acc_ready = true;
+  }
+  pos = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j) {
+      uint8_t* dst = acc + b.first + j * b.stride;
+      const uint8_t* src = b.data + j * b.len;
+      for (uint32_t i = 0; i < b.len; i += 4) {
+        uint32_t a, v;
+        memcpy(&a, dst + i, 4);
+        v = uint32_t(src[i]) | uint32_t(src[i + 1]) << 8 | uint32_t(src[i + 2]) << 16 | uint32_t(src[i + 3]) << 24;
+        a += v;
+        memcpy(dst + i, &a, 4);
+      }
+    }
+  slot->ps_received += total;
+  return Verdict::Ok;
+}
+
+Worker::Open* Worker::new_slot(uint16_t layer) {
+  for (Open& o : open_)
+    if (!o.used) {
+      o = Open();
+      o.used = true;
+      o.layer = layer;
+      return &o;
+    }
+  return nullptr;
+}
+
 Worker::Verdict Worker::on_run(int link, const FrameHeader& h) {
   FragLayer e;
   if (!entry(h.layer, h.seq, link, &e)) return Verdict::Fail;
@@ -803,12 +868,17 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     if ((slot ? slot->received[k] : 0u) != e.expected[k]) return true;
   if ((e.flags & kEntryRunTrigger) && !(slot && slot->run)) return true;
   const int report = coord_link_;
+  if (e.partial() && !slot) {
+    slot = new_slot(uint16_t(e.node));
+    if (!slot) return true;  // a slot frees when an earlier layer finishes
+  }
+  if (e.partial() && slot->ps_done && slot->ps_received != e.ps_expected) return true;  // sums still coming
   if (frag_.header().arena_bytes > arena_.capacity()) {
     if (report >= 0) send_error(report, ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
     return false;
   }
   // Local runs: this board's own outputs of an earlier layer.
-  for (int k = 0; k < e.desc.n_inputs; ++k) {
+  for (int k = 0; k < e.desc.n_inputs && !(e.partial() && slot->ps_done); ++k) {
     if (e.n_local[k] == 0) continue;
     FragLayer src;
     if (frag_.layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
@@ -834,14 +904,56 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   const uint32_t t0 = port_->now_us();
   KernelStatus st = KernelStatus::Ok;
   int32_t c0, c1, y0, y1;
-  if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {
+  if (e.partial()) {
+    int32_t* own = reinterpret_cast<int32_t*>(buffer(e.ps_at));
+    touch(e.ps_at, arena_block(e.ps_bytes()));
+    if (!slot->ps_done) {
+      // Phase 1: the sums of this board's input channels for every output
+      // channel, then the other owners' blocks go out; the layer stays open.
+      if (!partial_sums(e.desc, reinterpret_cast<const int8_t*>(buffer(e.box_at[0])), e.ps_ci0, e.ps_ci1,
+                        e.desc.weights, own)) {
+        if (report >= 0) send_error(report, ErrorCode::Internal, slot->run_seq, "kernel failed");
+        return false;
+      }
+      run_us_ = port_->after_compute(e.node, uint64_t(e.desc.out.c) * uint64_t(partial_positions(e.desc)) *
+                                                 uint64_t(e.ps_ci1 - e.ps_ci0) * uint64_t(partial_k_per_channel(e.desc)),
+                                     port_->now_us() - t0);
+      // Test hook: a faulty board's sums (one value of the first block it
+      // sends): the owner of that block reports outputs that differ.
+      if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node && e.n_ps_sends)
+        own[e.ps_send(0).pos / 4] ^= 1 << 16;  // large enough to survive requantisation
+      slot->ps_done = true;
+      fl_ = e;
+      fl_.sends = e.ps_sends;
+      fl_.n_sends = e.n_ps_sends;
+      fl_.out_at = e.ps_at;
+      layer_ = uint16_t(e.node);
+      send_i_ = 0;
+      send_off_ = 0;
+      run_frames_ = 0;
+      ps_phase_ = true;
+      sending_ = true;
+      done_pending_ = false;
+      *started = true;
+      return true;
+    }
+    // Phase 2: own sums of the own block + sums received, requantised.
+    const Region g = e.region(0);
+    const int32_t P = partial_positions(e.desc);
+    const uint8_t* acc = buffer(e.ps_acc_at);
+    touch(e.ps_acc_at, arena_block(e.out_elems * 4u));
+    if (!partial_finish(e.desc, g.v[0] / P, (g.v[1] - g.v[0]) / P, own + g.v[0],
+                        slot->acc_ready ? reinterpret_cast<const int32_t*>(acc) : nullptr,
+                        reinterpret_cast<int8_t*>(buffer(e.out_at))))
+      st = KernelStatus::BadLayer;
+  } else if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {
     // In place: straight into the window of the layer that reads it last.
     OutBox b;
     b.c0 = c0; b.c1 = c1; b.y0 = y0; b.y1 = y1; b.x0 = 0; b.x1 = e.desc.out.w;
     st = compute_box_pitched(e.desc, views, b, out, e.oc_count, int64_t(e.out_pitch));
   }
   uint32_t pos = 0;
-  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok && !e.out_pitch; ++i) {
+  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok && !e.out_pitch && !e.partial(); ++i) {
     const Region g = e.region(i);
     if (g.kind == RegionKind::Box) {
       // One call for the whole box (its elements in flat order, as the
@@ -860,8 +972,11 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     if (report >= 0) send_error(report, ErrorCode::Internal, slot ? slot->run_seq : 0, "kernel failed");
     return false;
   }
-  us = port_->after_compute(e.node, share_macs(e), us);
-  if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node) out[0] = int8_t(out[0] ^ 1);  // test hook
+  if (e.partial()) us += run_us_;  // phase 1's compute
+  else us = port_->after_compute(e.node, share_macs(e), us);
+  // Test hook (a reduced layer's fault was put in the sums it sent, phase 1).
+  if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node && !(e.partial() && e.n_ps_sends))
+    out[0] = int8_t(out[0] ^ 1);
   // What this board hands on, in flat C-H-W order, checked by the coordinator.
   if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
     Digest64 dg;
@@ -882,7 +997,7 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   layer_ = uint16_t(e.node);
   send_i_ = 0;
   send_off_ = 0;
-  run_frames_ = 0;
+  if (!e.partial()) run_frames_ = 0;  // a reduced layer counts its sums' frames too
   sending_ = true;
   done_pending_ = true;
   *started = true;
@@ -896,6 +1011,12 @@ bool Worker::drive() {
     if (sending_) {
       if (!pump()) return false;
       if (sending_) return true;  // waiting for an ACK
+      if (ps_phase_) {
+        // Partial sums sent: the layer finishes when the others' arrive.
+        ps_phase_ = false;
+        cursor_ = uint32_t(layer_);
+        continue;
+      }
       cursor_ = uint32_t(layer_) + 1;
       // Buffers in use now: the open layers' windows and outputs still held.
       touched_ = 0;
@@ -950,6 +1071,7 @@ uint16_t Worker::gather(bool* last) {
       // A piece of one long send.
       if (rest > space) rest = uint32_t(space);
       if (rest > 0xFFFF) rest = 0xFFFF;
+      if (ps_phase_) rest &= ~3u;  // partial sums: whole int32 values per piece
       b.len = uint16_t(rest);
       b.count = 1;
       wire::encode_input_block_header(b, pay + used, room);

@@ -264,6 +264,10 @@ class Worker {
     uint16_t layer = 0;
     uint32_t run_seq = 0;
     uint32_t received[kMaxInputs] = {};
+    // Partial sums (kEntryPartial): own sums computed and sent (phase 1),
+    // the accumulator zeroed, bytes of sums received.
+    bool ps_done = false, acc_ready = false;
+    uint32_t ps_received = 0;
   };
 
   Verdict handle(int link);
@@ -281,6 +285,8 @@ class Worker {
   bool send_ack_if_due(int link);
   bool drive();  // starts ready layers and sends their results while the windows allow
   bool start(const FragLayer& e, Open* slot, bool* started);
+  Verdict on_partial(int link, const wire::FrameHeader& h, const uint8_t* payload, const FragLayer& e, Open* slot);
+  Open* new_slot(uint16_t layer);
   bool pump();
   uint16_t gather(bool* last);
   int link_to(uint16_t worker);
@@ -319,6 +325,7 @@ class Worker {
   Open open_[kMaxOpenLayers];
   bool sending_ = false;
   bool done_pending_ = false;
+  bool ps_phase_ = false;  // what is being sent are partial sums (phase 1 of a reduced layer)
   uint16_t layer_ = 0;
   FragLayer fl_;
   uint32_t send_i_ = 0, send_off_ = 0;

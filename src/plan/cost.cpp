@@ -314,6 +314,15 @@ double outputs_to_coordinator(const QGraph& q, const LayerShare& ls) {
   return wire;
 }
 
+// The partial sums a reduced share (strategy `reduce`) sends to the owners
+// of the other output blocks, gathered into frames per owner.
+void add_partial_sums(const LayerShare& ls, int w, Traffic* tr) {
+  for_each_send_group(ls.psum.sends, [&](size_t first, size_t k) {
+    const std::vector<Piece> pcs = pieces_of(ls.psum.sends, first, k);
+    tr->add(w, int(ls.psum.sends[first].peer), double(count_gathered(pcs.data(), pcs.size()).wire_bytes));
+  });
+}
+
 // Relay: everything in through the coordinator, compute, everything out.
 double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n,
                      EstimateParts* acc = nullptr) {
@@ -349,7 +358,8 @@ std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbe
   // Direct: a layer's board-to-board inputs arrive (sent by their producers,
   // gathered into frames as the workers do), then it computes; the graph's
   // output goes to the coordinator.
-  std::vector<Traffic> xfer(q.nodes.size(), Traffic(N)), result(q.nodes.size(), Traffic(N));
+  std::vector<Traffic> xfer(q.nodes.size(), Traffic(N)), result(q.nodes.size(), Traffic(N)),
+      psum(q.nodes.size(), Traffic(N));
   for (size_t w = 0; w < N; ++w)
     for (const LayerShare& ls : p.workers[w].layers) {
       for (const InputNeed& need : ls.inputs)
@@ -363,9 +373,12 @@ std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbe
         const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);
         xfer[s.layer].add(int(w), int(s.peer), double(count_gathered(pcs.data(), pcs.size()).wire_bytes));
       });
+      add_partial_sums(ls, int(w), &psum[size_t(ls.node)]);
     }
+  // A reduced layer: inputs, partial sums computed, sent to the owners, added.
   for (size_t n = 0; n < q.nodes.size(); ++n)
-    out[n] = step_s(xfer[n], t, m, acc) + compute_s(q, p, t, m, int(n), acc) + step_s(result[n], t, m, acc);
+    out[n] = step_s(xfer[n], t, m, acc) + compute_s(q, p, t, m, int(n), acc) + step_s(psum[n], t, m, acc) +
+             step_s(result[n], t, m, acc);
   return out;
 }
 
@@ -403,8 +416,11 @@ std::vector<int> graph_blocks(const QGraph& q) {
 
 namespace {
 
-constexpr int kS = 4;
-const char* const kNames[kS] = {"neuron", "spatial", "channel", "whole"};
+constexpr int kS = 5;
+// `reduce` (input channels, partial sums board to board) is a candidate on
+// the direct route only; elsewhere its plan is the channel plan, never allowed.
+const char* const kNames[kS] = {"neuron", "spatial", "channel", "whole", "reduce"};
+constexpr int kReduce = 4;
 
 // Which worker computes each element of node m's output in plan p, and
 // where its region segment ends.
@@ -435,7 +451,8 @@ class Chooser {
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
       : q_(q), t_(t), route_(route), m_(m), N_(shares.size()) {
     for (int s = 0; s < kS; ++s) {
-      const std::unique_ptr<SplitStrategy> st = make_strategy(kNames[s]);
+      const std::unique_ptr<SplitStrategy> st =
+          make_strategy(s == kReduce && route != Route::Direct ? "channel" : kNames[s]);
       plans_[s] = plan_with_shares(q, t, shares, *st, false, route);
     }
     owners_.resize(kS);
@@ -489,6 +506,10 @@ class Chooser {
       }
       total += step_s(tr, t_, m_);
     }
+    // Partial sums to the owners of the output blocks (reduced layers).
+    Traffic ps(N_);
+    for (size_t w = 0; w < N_; ++w) add_partial_sums(pc.workers[w].layers[size_t(n)], int(w), &ps);
+    total += step_s(ps, t_, m_);
     // The graph's output goes to the coordinator.
     if (node.output == q_.output) {
       Traffic tr(N_);
@@ -565,15 +586,30 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         ok = ok && ch.fits_ram(n, s);
         over = std::max(over, ch.ram_over(n, s));
       }
-      allowed[size_t(b)][size_t(s)] = ok;
+      allowed[size_t(b)][size_t(s)] = ok && (s != kReduce || route == Route::Direct);
       if (over < best_over) {
         best_over = over;
         least_over = s;
       }
     }
+    // `reduce` only where it also moves fewer bytes than every other
+    // candidate that fits: partial sums can shorten the slowest link while
+    // adding bytes in total (all-to-all sums instead of a narrow gather),
+    // and the wire bytes are a goal of their own (issue 10's bars).
+    if (allowed[size_t(b)][kReduce]) {
+      int64_t mine = 0, best = std::numeric_limits<int64_t>::max();
+      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) mine += ch.plan(kReduce).layers[size_t(n)].bytes_moved;
+      for (int s = 0; s < kS; ++s) {
+        if (s == kReduce || !allowed[size_t(b)][size_t(s)]) continue;
+        int64_t v = 0;
+        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) v += ch.plan(s).layers[size_t(n)].bytes_moved;
+        best = std::min(best, v);
+      }
+      if (mine >= best) allowed[size_t(b)][kReduce] = false;
+    }
     bool any = false;
     for (int s = 0; s < kS; ++s) any = any || allowed[size_t(b)][size_t(s)];
-    if (!any) allowed[size_t(b)][size_t(least_over)] = true;  // the final budget check will name the board
+    if (!any) allowed[size_t(b)][size_t(least_over == kReduce && route != Route::Direct ? 2 : least_over)] = true;  // the final budget check will name the board
     for (int sp = 0; sp < kS; ++sp)
       for (int s = 0; s < kS; ++s) {
         if (b == 0 && sp > 0) {

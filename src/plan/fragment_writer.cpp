@@ -7,6 +7,7 @@
 
 #include "core/bytes.h"
 #include "core/crc32.h"
+#include "core/partial.h"
 #include "util/atomic_file.h"
 
 namespace ts::plan {
@@ -33,6 +34,20 @@ struct Slice {
   uint64_t ln = 0;
 };
 
+// The weights a partial share stores: input channels [ci0, ci1) of every
+// output channel, [o][k] with k over the share's (ci1 - ci0) x kper inputs.
+std::vector<int8_t> partial_weights(const QNode& node, const LayerShare& ls) {
+  const core::LayerDesc& d = node.geo;
+  const int64_t kper = core::partial_k_per_channel(d);
+  const int64_t fan = int64_t(d.in[0].c) * kper;  // weights per output channel
+  const int64_t k0 = ls.psum.ci0 * kper, k1 = ls.psum.ci1 * kper;
+  std::vector<int8_t> w;
+  w.reserve(size_t(d.out.c * (k1 - k0)));
+  for (int64_t o = 0; o < d.out.c; ++o)
+    w.insert(w.end(), node.weights.begin() + o * fan + k0, node.weights.begin() + o * fan + k1);
+  return w;
+}
+
 Slice slice_of(const QNode& node, const LayerShare& ls) {
   Slice sl;
   if (!ls.active()) return sl;
@@ -43,6 +58,8 @@ Slice slice_of(const QNode& node, const LayerShare& ls) {
       const uint64_t base = uint64_t(ls.oc_base), cnt = uint64_t(ls.oc_count);
       sl.w = node.weights.data() + base * per;
       sl.wn = cnt * per;
+      if (ls.psum.on)  // the caller writes partial_weights() instead
+        sl.wn = uint64_t(node.geo.out.c) * uint64_t(ls.psum.ci1 - ls.psum.ci0) * uint64_t(core::partial_k_per_channel(node.geo));
       if (!node.bias.empty()) {
         sl.b = node.bias.data() + base;
         sl.bn = cnt;
@@ -74,6 +91,7 @@ uint64_t layer_data_bytes(const Slice& sl, const LayerShare& ls) {
   namespace f = core::frag;
   uint64_t n = align4(sl.wn) + 4 * (sl.bn + sl.mn + sl.sn) + align4(sl.ln);
   n += f::kRegionBytes * uint64_t(ls.regions.size()) + f::kSendBytes * uint64_t(ls.sends.size());
+  if (ls.psum.on && ls.active()) n += f::kPsBytes + f::kSendBytes * uint64_t(ls.psum.sends.size());
   for (const auto& in : ls.inputs) n += f::kRunBytes * uint64_t(in.recv.size() + in.local.size());
   return n;
 }
@@ -136,7 +154,9 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
     out.u8(e + f::kOp, uint8_t(node.op));
     out.u8(e + f::kNInputs, g.n_inputs);
     out.u8(e + f::kIncludePad, g.count_include_pad);
-    out.u8(e + f::kFlags, ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0);
+    const bool partial = ls.active() && ls.psum.on;
+    out.u8(e + f::kFlags, uint8_t((ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0) |
+                                  (partial ? core::kEntryPartial : 0)));
     out.u32(e + f::kNode, uint32_t(i));
     // Bounds of the regions' flat indices.
     int64_t lo = 0, hi = 0;
@@ -163,7 +183,7 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
     out.u32(e + f::kOutAt, ls.active() ? ls.out_at : 0);
     out.u32(e + f::kOutUntil, ls.active() ? uint32_t(ls.out_until) : 0);
     out.u32(e + f::kOutPitch, ls.active() ? ls.out_pitch : 0);
-    out.u32(e + f::kEntryReserved, 0);
+    out.u32(e + f::kPartial, 0);  // set below for a partial share
     out.u32(e + f::kRamBytes, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
 
     // Data arrays, each 4-byte aligned (zero padding from the buffer).
@@ -188,7 +208,9 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
         data += f::kRunBytes;
       }
     };
-    put_i8(e + f::kArrays, sl.w, sl.wn);
+    std::vector<int8_t> pw;
+    if (partial) pw = partial_weights(node, ls);
+    put_i8(e + f::kArrays, partial ? pw.data() : sl.w, sl.wn);
     put_i32(e + f::kArrays + 8, sl.b, sl.bn);
     put_i32(e + f::kArrays + 16, sl.m, sl.mn);
     put_i32(e + f::kArrays + 24, sl.s, sl.sn);
@@ -211,6 +233,28 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
       out.u32(data + 12, s.count);
       out.u32(data + 16, s.pos);
       data += f::kSendBytes;
+    }
+    if (partial) {
+      const PartialShare& ps = ls.psum;
+      out.u32(e + f::kPartial, uint32_t(data));
+      const size_t rec = data;
+      data += f::kPsBytes;
+      out.i32(rec + f::kPsCi0, ps.ci0);
+      out.i32(rec + f::kPsCi1, ps.ci1);
+      out.u32(rec + f::kPsAt, ps.at);
+      out.u32(rec + f::kPsAccAt, ps.acc_at);
+      out.u32(rec + f::kPsExpected, checked_u32(uint64_t(ps.recv_bytes), "partial sum bytes"));
+      out.u32(rec + f::kPsSends, ps.sends.empty() ? 0 : uint32_t(data));
+      out.u32(rec + f::kPsSends + 4, checked_u32(ps.sends.size(), "partial send count"));
+      for (const core::Send& s : ps.sends) {
+        out.u16(data, s.peer);
+        out.u16(data + 2, s.layer);
+        out.u8(data + 4, s.operand);
+        out.u32(data + 8, s.offset);
+        out.u32(data + 12, s.count);
+        out.u32(data + 16, s.pos);
+        data += f::kSendBytes;
+      }
     }
 
     for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {

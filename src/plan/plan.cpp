@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/crc32.h"
+#include "core/partial.h"
 #include "core/worker.h"
 #include "model/bytes.h"
 #include "plan/fragment_writer.h"
@@ -18,7 +19,7 @@ using core::QOp;
 int64_t LayerShare::bytes_in() const {
   int64_t s = 0;
   for (const auto& in : inputs) s += in.recv_elems;
-  return s;
+  return s + psum.recv_bytes;
 }
 
 int64_t LayerShare::bytes_out() const {
@@ -519,6 +520,40 @@ void send_all_to_coordinator(const core::Dims& d, LayerShare& ls) {
     });
 }
 
+// Partial sums of reduced layers (direct route): every worker with input
+// channels sends each other owner the sums of that owner's output block,
+// straight to it, in one send (the worker cuts it into frames).
+void route_partials(const QGraph& q, Plan& p) {
+  const size_t N = size_t(p.n_workers());
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    if (p.layer_strategy[n] != "reduce") continue;
+    const core::LayerDesc& d = q.desc(int(n));
+    const int64_t P = core::partial_positions(d);
+    for (size_t w = 0; w < N; ++w) {
+      p.workers[w].layers[n].psum.sends.clear();
+      p.workers[w].layers[n].psum.recv_bytes = 0;
+    }
+    for (size_t r = 0; r < N; ++r) {
+      LayerShare& owner = p.workers[r].layers[n];
+      if (!owner.active()) continue;
+      const int64_t o0 = owner.regions[0].v[0] / P, o1 = owner.regions[0].v[1] / P;
+      for (size_t w = 0; w < N; ++w) {
+        LayerShare& from = p.workers[w].layers[n];
+        if (w == r || !from.active() || from.psum.ci1 <= from.psum.ci0) continue;
+        core::Send s;
+        s.peer = uint16_t(r);
+        s.layer = uint16_t(n);
+        s.operand = uint8_t(core::kPsumOperand);
+        s.offset = 0;
+        s.count = uint32_t((o1 - o0) * P * 4);
+        s.pos = uint32_t(o0 * P * 4);
+        from.psum.sends.push_back(s);
+        owner.psum.recv_bytes += s.count;
+      }
+    }
+  }
+}
+
 // The route pass: where every input comes from and where every output goes.
 void route_plan(const QGraph& q, Plan& p, Route route) {
   const size_t N = size_t(p.n_workers());
@@ -633,6 +668,7 @@ void route_plan(const QGraph& q, Plan& p, Route route) {
         ls.sends.insert(ls.sends.end(), keep.begin(), keep.end());
       }
     }
+  route_partials(q, p);
 }
 
 // The share's one region as channels [c0, c1) x rows [y0, y1) of full
@@ -660,7 +696,7 @@ std::vector<int> place_in_place(const QGraph& q, WorkerPlan& wp) {
   std::vector<int> home(wp.layers.size(), -1);
   for (LayerShare& ls : wp.layers) {
     ls.out_pitch = 0;
-    if (!ls.active() || ls.out_until <= ls.node) continue;
+    if (!ls.active() || ls.out_until <= ls.node || ls.psum.on) continue;  // partial: dense output
     const core::Dims d = q.desc(ls.node).out;
     int32_t c0, c1, y0, y1;
     if (!whole_rows(d, ls, &c0, &c1, &y0, &y1)) continue;
@@ -710,6 +746,13 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
     }
     if (!ls.out_pitch)
       bufs.push_back(Buf{core::arena_block(uint32_t(ls.out_elems)), ls.node, ls.out_until, &ls.out_at});
+    if (ls.psum.on) {
+      // The own partial sums (every output channel) and the accumulator of
+      // the sums received for the own block, both int32, this layer only.
+      const int64_t own = int64_t(d.out.c) * core::partial_positions(d) * 4;
+      bufs.push_back(Buf{core::arena_block(uint32_t(own)), ls.node, ls.node, &ls.psum.at});
+      bufs.push_back(Buf{core::arena_block(uint32_t(ls.out_elems * 4)), ls.node, ls.node, &ls.psum.acc_at});
+    }
   }
   // First fit in two orders, keeping the one with the lower peak: by first
   // use (layer order), and by size, largest first (a big window placed
@@ -787,6 +830,13 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
 
   // 1. Shares and their needs.
   std::vector<uint8_t> cover;
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    if (p.layer_strategy[n] == "reduce") {
+      if (!ReduceStrategy::reducible(q, int(n)))
+        throw Error("plan: layer '" + q.nodes[n].name + "' cannot be split by input channels (a Conv 1x1 or a Gemm can)");
+      if (route != Route::Direct)
+        throw Error("plan: strategy 'reduce' (partial sums reduced board to board) needs --route direct; the relay route has no path for partial sums");
+    }
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const QNode& node = q.nodes[n];
     const int64_t total = q.shape(node.output).size();
@@ -845,6 +895,30 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
           return true;
         });
       ls.inputs.resize(node.inputs.size());
+      if (p.layer_strategy[n] == "reduce") {
+        // Input channels [ci0, ci1), whole planes; weights of those channels
+        // for every output channel, requantisation data of the own block.
+        const auto blocks = ReduceStrategy::input_blocks(q, int(n), shares);
+        PartialShare& ps = ls.psum;
+        ps.on = true;
+        ps.ci0 = blocks[w].first;
+        ps.ci1 = blocks[w].second;
+        const int64_t kper = core::partial_k_per_channel(d);
+        const int64_t hw_in = int64_t(d.in[0].h) * d.in[0].w;
+        ls.data_bytes = int64_t(d.out.c) * (ps.ci1 - ps.ci0) * kper +
+                        int64_t(ls.oc_count) * 4 * ((node.bias.empty() ? 0 : 1) + 2);
+        ls.macs = int64_t(d.out.c) * core::partial_positions(d) * (ps.ci1 - ps.ci0) * kper;
+        InputNeed& in = ls.inputs[0];
+        in.tensor = node.inputs[0];
+        in.runs.clear();
+        in.box = core::Box{};
+        if (ps.ci1 > ps.ci0) {
+          in.runs.push_back(InputRun{uint32_t(ps.ci0 * hw_in), uint32_t((ps.ci1 - ps.ci0) * hw_in)});
+          in.box = core::Box{ps.ci0, ps.ci1, 0, d.in[0].h};
+        }
+        in.elems = (ps.ci1 - ps.ci0) * hw_in;
+        continue;
+      }
       std::vector<InputRun> tmp;
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         InputNeed& in = ls.inputs[k];
@@ -927,6 +1001,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
       for (const LayerShare& ls : wp.layers) {
         produced += ls.out_elems;
         for (const core::Send& sd : ls.sends) sent += sd.count;
+        for (const core::Send& sd : ls.psum.sends) sent += sd.count;
       }
       wp.kc = produced > 0 ? double(wp.bytes_in + sent) / double(produced) : 0.0;
       continue;
@@ -1007,8 +1082,9 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
     std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
     for (size_t w = 0; w < N; ++w)
       for (const LayerShare& ls : p.workers[w].layers)
-        for (const core::Send& s : ls.sends)
-          if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
+        for (const auto* v : {&ls.sends, &ls.psum.sends})
+          for (const core::Send& s : *v)
+            if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
     for (size_t w = 0; w < N; ++w) {
       int links = 1;
       for (size_t v = 0; v < N; ++v) links += talks[w][v] + talks[v][w];

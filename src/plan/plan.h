@@ -80,6 +80,21 @@ struct InputNeed {
   uint32_t box_at = 0;                 // arena offset of the window
 };
 
+// An input-channel share of a reduced layer (strategy `reduce`,
+// core::kEntryPartial): the worker multiplies input channels [ci0, ci1) for
+// every output channel into int32 partial sums, sends each other owner its
+// block's sums and adds the sums it receives for its own block.
+struct PartialShare {
+  bool on = false;
+  int32_t ci0 = 0, ci1 = 0;
+  // Sums to the owners: operand core::kPsumOperand, offset = byte in the
+  // owner's accumulator, count = bytes, pos = byte in this worker's sums.
+  std::vector<core::Send> sends;
+  int64_t recv_bytes = 0;   // bytes of sums received per inference
+  uint32_t at = 0;          // arena offset of the own sums (int32, out.c x positions)
+  uint32_t acc_at = 0;      // arena offset of the accumulator (int32, out_elems)
+};
+
 // One worker's part of one layer.
 struct LayerShare {
   int node = -1;
@@ -102,8 +117,9 @@ struct LayerShare {
   int64_t ram_bytes = 0;    // arena: top of the buffers in use at this layer
   int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
   int64_t macs = 0;
+  PartialShare psum;        // reduced layers only (psum.on)
   bool active() const { return out_elems > 0; }
-  int64_t bytes_in() const;   // received over the network
+  int64_t bytes_in() const;   // received over the network (partial sums included)
   int64_t bytes_out() const;  // sent over the network (to boards and the coordinator)
 };
 
@@ -154,7 +170,7 @@ struct RouteRun {
 
 struct Plan {
   std::string strategy;
-  std::vector<std::string> layer_strategy;  // per node: neuron | spatial | channel
+  std::vector<std::string> layer_strategy;  // per node: neuron | spatial | channel | reduce
   std::vector<double> est_layer_s;          // per node: cost model estimate (make_plan)
   double est_latency_s = 0;                 // their sum
   Route route = Route::Relay;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/partial.h"
+
 namespace ts::plan {
 
 std::vector<Run> NeuronStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
@@ -154,26 +156,68 @@ std::vector<std::vector<core::Region>> WholeStrategy::split_regions(const QGraph
   return out;
 }
 
+bool ReduceStrategy::reducible(const QGraph& q, int node) {
+  if (node < 0 || node >= int(q.nodes.size())) return false;
+  return core::partial_ok(q.desc(node));
+}
+
+bool ReduceStrategy::pays(const QGraph& q, int node) {
+  if (!reducible(q, node)) return false;
+  const core::LayerDesc d = q.desc(node);
+  return 4 * int64_t(d.out.c) < int64_t(d.in[0].c) * core::partial_k_per_channel(d);
+}
+
+std::string ReduceStrategy::layer_name(const QGraph& q, int node) const {
+  return (all_ ? reducible(q, node) : pays(q, node)) ? "reduce" : "channel";
+}
+
+std::vector<Run> ReduceStrategy::split(const QGraph& q, int node, const std::vector<double>& shares) const {
+  return ChannelStrategy().split(q, node, shares);
+}
+
+std::vector<std::vector<core::Region>> ReduceStrategy::split_regions(const QGraph& q, int node,
+                                                                     const std::vector<double>& shares) const {
+  // The output side is a channel split in every case.
+  return ChannelStrategy().split_regions(q, node, shares);
+}
+
+std::vector<std::pair<int32_t, int32_t>> ReduceStrategy::input_blocks(const QGraph& q, int node,
+                                                                      const std::vector<double>& shares) {
+  const core::LayerDesc d = q.desc(node);
+  const std::vector<int64_t> out = proportional_counts(d.out.c, shares);
+  std::vector<double> owners(shares.size(), 0.0);
+  for (size_t w = 0; w < shares.size(); ++w) owners[w] = out[w] > 0 ? shares[w] : 0.0;
+  const std::vector<int64_t> in = proportional_counts(d.in[0].c, owners);
+  std::vector<std::pair<int32_t, int32_t>> v(shares.size());
+  int32_t at = 0;
+  for (size_t w = 0; w < shares.size(); ++w) {
+    v[w] = {at, at + int32_t(in[w])};
+    at += int32_t(in[w]);
+  }
+  return v;
+}
+
 MixedStrategy::MixedStrategy(std::vector<std::string> choices) : choices_(std::move(choices)) {
   for (const auto& c : choices_)
-    if (c != "neuron" && c != "spatial" && c != "channel" && c != "whole")
-      throw Error("auto: unknown per-layer strategy '" + c + "' (expected neuron, spatial, channel, whole)");
+    if (c != "neuron" && c != "spatial" && c != "channel" && c != "whole" && c != "reduce")
+      throw Error("auto: unknown per-layer strategy '" + c + "' (expected neuron, spatial, channel, whole, reduce)");
   impl_.push_back(std::make_unique<NeuronStrategy>());
   impl_.push_back(std::make_unique<SpatialStrategy>());
   impl_.push_back(std::make_unique<ChannelStrategy>());
   impl_.push_back(std::make_unique<WholeStrategy>());
+  impl_.push_back(std::make_unique<ReduceStrategy>());
 }
 
 const SplitStrategy& MixedStrategy::of(const QGraph& q, int node) const {
   if (node < 0 || node >= int(q.nodes.size()) || size_t(node) >= choices_.size())
     throw Error("split: node " + std::to_string(node) + " has no strategy in this plan");
   const std::string& c = choices_[size_t(node)];
-  return c == "neuron" ? *impl_[0] : c == "spatial" ? *impl_[1] : c == "channel" ? *impl_[2] : *impl_[3];
+  return c == "neuron" ? *impl_[0] : c == "spatial" ? *impl_[1] : c == "whole" ? *impl_[3] : c == "reduce" ? *impl_[4] : *impl_[2];
 }
 
 std::string MixedStrategy::signature() const {
   std::string s = "auto:";
-  for (const auto& c : choices_) s += c[0];
+  for (const auto& c : choices_) s += c == "reduce" ? 'r' : c[0];
   return s;
 }
 
@@ -188,13 +232,15 @@ std::vector<std::vector<core::Region>> MixedStrategy::split_regions(const QGraph
 
 std::string MixedStrategy::layer_name(const QGraph& q, int node) const { return of(q, node).layer_name(q, node); }
 
-std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "whole", "auto"}; }
+std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "whole", "reduce", "reduce-all", "auto"}; }
 
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name) {
   if (name == "neuron") return std::make_unique<NeuronStrategy>();
   if (name == "spatial") return std::make_unique<SpatialStrategy>();
   if (name == "channel") return std::make_unique<ChannelStrategy>();
   if (name == "whole") return std::make_unique<WholeStrategy>();
+  if (name == "reduce") return std::make_unique<ReduceStrategy>();
+  if (name == "reduce-all") return std::make_unique<ReduceStrategy>(true);
   if (name == "auto") throw Error("strategy 'auto' is chosen by the planner's cost model (make_plan), not built by name");
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;

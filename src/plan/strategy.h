@@ -120,9 +120,48 @@ class WholeStrategy final : public SplitStrategy {
                                                        const std::vector<double>& shares) const override;
 };
 
+// Input-channel splits with int32 partial sums (issue 10, `channel` item 2):
+// for a Conv 1x1 (one group) or a Gemm, worker w multiplies the block of
+// *input* channels it already holds (proportional to the shares, the same
+// blocks a channel-split producer leaves on the boards, so nothing is
+// gathered) for every output channel, into int32 partial sums; each worker
+// also owns a block of whole output channels (as `channel`) and receives
+// the other workers' partial sums for it, adds them (exact: int32 addition)
+// and requantises with the layer's requantiser. Other layers are split as
+// `channel`. Direct route only: the sums go board to board.
+//
+// `reduce` splits a layer this way only where that moves fewer bytes than
+// gathering its input: its partial sums (4 bytes per output) are smaller
+// than its input, 4 x out.c < in.c x (Gemm: in.h x in.w), e.g. an inverted
+// residual block's project (960 -> 160) or a classifier head; the rest is
+// split as `channel`. `reduce-all` (tests) splits every Conv 1x1 and Gemm
+// by input channels.
+class ReduceStrategy final : public SplitStrategy {
+ public:
+  explicit ReduceStrategy(bool all = false) : all_(all) {}
+  std::string name() const override { return all_ ? "reduce-all" : "reduce"; }
+  std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
+  std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
+                                                       const std::vector<double>& shares) const override;
+  // "reduce" for the layers it splits by input channels, else "channel".
+  std::string layer_name(const QGraph& q, int node) const override;
+  // Whether node can be split by input channels (core::partial_ok).
+  static bool reducible(const QGraph& q, int node);
+  // Input channel blocks [first, second) per worker: proportional to the
+  // shares over the workers that own output channels (a worker without an
+  // output block contributes nothing, it would have no layer to run).
+  static std::vector<std::pair<int32_t, int32_t>> input_blocks(const QGraph& q, int node,
+                                                              const std::vector<double>& shares);
+  // Whether the layer's partial sums are smaller than its input (see above).
+  static bool pays(const QGraph& q, int node);
+
+ private:
+  bool all_ = false;
+};
+
 // A strategy per layer (what `--strategy auto` produces, plan/cost.h): node
 // n is split by the strategy named choices[n] ("neuron", "spatial",
-// "channel", "whole"). name() is "auto"; the choices are part of the plan id.
+// "channel", "whole", "reduce"). name() is "auto"; the choices are part of the plan id.
 class MixedStrategy final : public SplitStrategy {
  public:
   explicit MixedStrategy(std::vector<std::string> choices);
@@ -137,7 +176,7 @@ class MixedStrategy final : public SplitStrategy {
  private:
   const SplitStrategy& of(const QGraph& q, int node) const;
   std::vector<std::string> choices_;
-  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // neuron, spatial, channel, whole
+  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // neuron, spatial, channel, whole, reduce
 };
 
 // Names accepted by make_strategy, for help texts and errors.

@@ -79,6 +79,8 @@ class DirectSim {
     // Layer n of image i is "virtual layer" i * L + n; a board runs them in order.
     expected_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
     arrived_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
+    sums_expected_ = sums_ = arrived_;
+    sum_wait_.assign(size_t(n_), -1);
     for (int b = 0; b < n_; ++b)
       for (int n = 0; n < L_; ++n) {
         const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
@@ -110,6 +112,18 @@ class DirectSim {
           }
           i = j;
         }
+        // Partial sums of a reduced layer (strategy `reduce`) to the owners
+        // of the output blocks, after its compute; frames marked by a layer
+        // offset of L * K. An owner waits for its sums before its next layer
+        // (its outputs of the reduced layer itself leave at once here: an
+        // approximation, the worker sends them once the sums are added).
+        const plan::PartialShare& ps = p.workers[size_t(b)].layers[size_t(n)].psum;
+        plan::for_each_send_group(ps.sends, [&](size_t first, size_t k) {
+          for (const plan::GatheredFrame& g : plan::gather_frames(plan::pieces_of(ps.sends, first, k)))
+            fr.push_back(OutFrame{int(ps.sends[first].peer), L_ * K_ + n, g.data, kHeader + g.payload});
+        });
+        if (ps.recv_bytes > 0)
+          for (int i = 0; i < K_; ++i) sums_expected_[size_t(b)][size_t(i) * size_t(L_) + size_t(n)] = ps.recv_bytes;
       }
     image_end_.assign(size_t(K_), 0.0);
     cursor_.assign(size_t(n_), 0);
@@ -246,7 +260,8 @@ class DirectSim {
         a = std::max(a, g.ack);
         continue;
       }
-      arrived_[size_t(b)][size_t(g.layer)] += g.payload;
+      if (g.layer >= L_ * K_) sums_[size_t(b)][size_t(g.layer - L_ * K_)] += g.payload;  // partial sums
+      else arrived_[size_t(b)][size_t(g.layer)] += g.payload;
       if (g.src < 0) continue;  // the coordinator's frames: ACKs counted when sent
       int64_t& got = got_[size_t(b)][size_t(g.src)];
       int64_t& since = since_ack_[size_t(b)][size_t(g.src)];
@@ -307,6 +322,9 @@ class DirectSim {
     while (v < L_ * K_ && !p_.workers[size_t(b)].layers[size_t(v % L_)].active()) ++v;
     if (v >= L_ * K_) return;
     if (arrived_[size_t(b)][size_t(v)] < expected_[size_t(b)][size_t(v)]) return;
+    const int w = sum_wait_[size_t(b)];
+    if (w >= 0 && sums_[size_t(b)][size_t(w)] < sums_expected_[size_t(b)][size_t(w)]) return;
+    if (sums_expected_[size_t(b)][size_t(v)] > 0) sum_wait_[size_t(b)] = v;
     const int n = v % L_, image = v / L_;
     const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
     BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
@@ -477,6 +495,8 @@ class DirectSim {
   std::vector<double> spb_, clock_hz_;
   double coord_spb_ = 0, op_delay_ = 0, crx_free_ = 0, end_ = 0;
   std::vector<std::vector<int64_t>> expected_, arrived_;
+  std::vector<std::vector<int64_t>> sums_expected_, sums_;  // partial-sum bytes per virtual layer
+  std::vector<int> sum_wait_;  // per board: the reduced virtual layer whose sums it waits for, or -1
   std::vector<int> cursor_;
   std::vector<double> free_at_;
   std::vector<bool> busy_;

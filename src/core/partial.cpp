@@ -1,0 +1,58 @@
+#include "core/partial.h"
+
+#include "core/requant.h"
+
+namespace ts {
+namespace core {
+
+bool partial_ok(const LayerDesc& L) {
+  if (L.n_inputs != 1) return false;
+  if (L.op == QOp::Gemm) return L.out.h == 1 && L.out.w == 1;
+  return L.op == QOp::Conv && L.groups == 1 && L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.pad_t == 0 &&
+         L.pad_l == 0 && L.pad_b == 0 && L.pad_r == 0 && L.in[0].h == L.out.h && L.in[0].w == L.out.w;
+}
+
+int32_t partial_positions(const LayerDesc& L) { return L.op == QOp::Gemm ? 1 : L.out.h * L.out.w; }
+
+int32_t partial_k_per_channel(const LayerDesc& L) { return L.op == QOp::Gemm ? L.in[0].h * L.in[0].w : 1; }
+
+bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1, const int8_t* w, int32_t* sums) {
+  if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > L.in[0].c) return false;
+  const int32_t P = partial_positions(L);
+  const int32_t K = (ci1 - ci0) * partial_k_per_channel(L);
+  const int32_t zp = L.in_zp[0];
+  // Input element k of position p: x[k * P + p] (Conv: channel-major
+  // planes; Gemm: P = 1, the flat fan-in).
+  for (int32_t o = 0; o < L.out.c; ++o) {
+    uint32_t* acc = reinterpret_cast<uint32_t*>(sums) + int64_t(o) * P;
+    for (int32_t p = 0; p < P; ++p) acc[p] = 0;
+    const int8_t* wo = w + int64_t(o) * K;
+    for (int32_t k = 0; k < K; ++k) {
+      const int32_t wv = wo[k];
+      if (wv == 0) continue;
+      const int8_t* xk = x + int64_t(k) * P;
+      for (int32_t p = 0; p < P; ++p) acc[p] += uint32_t((int32_t(xk[p]) - zp) * wv);
+    }
+  }
+  return true;
+}
+
+bool partial_finish(const LayerDesc& L, int32_t o0, int32_t n, const int32_t* own, const int32_t* recv, int8_t* out) {
+  if (!partial_ok(L) || !L.mult || !L.shift || o0 < L.oc_base || n < 0 || o0 + n > L.out.c) return false;
+  const int32_t P = partial_positions(L);
+  for (int32_t c = 0; c < n; ++c) {
+    const int32_t local = o0 + c - L.oc_base;
+    const Requant rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+    const uint32_t b = L.bias ? uint32_t(L.bias[local]) : 0u;
+    for (int32_t p = 0; p < P; ++p) {
+      const int64_t j = int64_t(c) * P + p;
+      uint32_t a = b + uint32_t(own[j]);
+      if (recv) a += uint32_t(recv[j]);
+      out[j] = rq(int32_t(a));
+    }
+  }
+  return true;
+}
+
+}  // namespace core
+}  // namespace ts

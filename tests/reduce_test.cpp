@@ -1,0 +1,276 @@
+// Input-channel splits with int32 partial sums (strategy `reduce`,
+// docs/planner.md): the plan of a reduced layer (input blocks, the sums sent
+// to the owners of the output blocks, RAM), its fragment (format v4's
+// partial-sum record, read back and refused when damaged), and real runs on
+// host boards, bit-exact against the int8 reference layer by layer, plus a
+// corrupted partial sum caught by the layer digests. About 20 s.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bytes.h"
+#include "core/crc32.h"
+#include "core/fragment.h"
+#include "core/partial.h"
+#include "model/pipeline.h"
+#include "plan/fragment_writer.h"
+#include "plan/plan.h"
+#include "support/shell.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ts;
+using ts::testing::tinysplit;
+
+const std::string kOnnx = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
+
+const QGraph& mobilenet() {
+  static const QGraph q = quantized_model(kOnnx + "mobilenet_v2.onnx", 0, QuantizeOptions{});
+  return q;
+}
+
+plan::Plan reduce_plan(const QGraph& q, int n, const char* strategy = "reduce-all",
+                       plan::Route route = plan::Route::Direct) {
+  const plan::Testbed tb = plan::default_testbed(n, "local", 8 << 20, 16 << 20);
+  return plan::plan_with_shares(q, tb, std::vector<double>(size_t(n), 1.0), *plan::make_strategy(strategy), false,
+                                route);
+}
+
+int last_gemm(const QGraph& q) {
+  for (int n = int(q.nodes.size()) - 1; n >= 0; --n)
+    if (q.nodes[size_t(n)].op == core::QOp::Gemm) return n;
+  return -1;
+}
+
+TEST(ReducePlan, InputBlocksTileAndEveryOwnerGetsEveryOtherBoardsSums) {
+  const QGraph& q = mobilenet();
+  for (int N : {2, 3, 8}) {
+    SCOPED_TRACE(N);
+    const plan::Plan p = reduce_plan(q, N);
+    int reduced = 0;
+    for (size_t n = 0; n < q.nodes.size(); ++n) {
+      if (p.layer_strategy[n] != "reduce") continue;
+      ++reduced;
+      const core::LayerDesc d = q.desc(int(n));
+      ASSERT_TRUE(core::partial_ok(d)) << q.nodes[n].name;
+      const int64_t P = core::partial_positions(d);
+      int32_t at = 0;
+      int contributors = 0;
+      for (int w = 0; w < N; ++w) {
+        const plan::LayerShare& ls = p.workers[size_t(w)].layers[n];
+        if (!ls.active()) continue;
+        ASSERT_TRUE(ls.psum.on);
+        EXPECT_EQ(ls.psum.ci0, at);  // input blocks in worker order, no gap
+        at = ls.psum.ci1;
+        contributors += ls.psum.ci1 > ls.psum.ci0;
+        // Only its own input channels, whole planes: nothing gathered.
+        const int64_t hw = int64_t(d.in[0].h) * d.in[0].w;
+        EXPECT_EQ(ls.inputs[0].elems, (ls.psum.ci1 - ls.psum.ci0) * hw);
+        EXPECT_EQ(ls.macs, int64_t(d.out.c) * P * (ls.psum.ci1 - ls.psum.ci0) * core::partial_k_per_channel(d));
+      }
+      EXPECT_EQ(at, d.in[0].c) << q.nodes[n].name;
+      for (int r = 0; r < N; ++r) {
+        const plan::LayerShare& owner = p.workers[size_t(r)].layers[n];
+        if (!owner.active()) continue;
+        // One send of the whole block from every other contributor.
+        int from = 0;
+        for (int w = 0; w < N; ++w)
+          for (const core::Send& s : p.workers[size_t(w)].layers[n].psum.sends) {
+            ASSERT_NE(s.peer, uint16_t(w));
+            EXPECT_EQ(s.operand, core::kPsumOperand);
+            if (s.peer != uint16_t(r)) continue;
+            ++from;
+            EXPECT_EQ(int64_t(s.count), owner.out_elems * 4);
+            EXPECT_EQ(int64_t(s.pos), owner.regions[0].v[0] * 4);
+          }
+        const bool self = owner.psum.ci1 > owner.psum.ci0;
+        EXPECT_EQ(from, contributors - (self ? 1 : 0));
+        EXPECT_EQ(owner.psum.recv_bytes, int64_t(from) * owner.out_elems * 4);
+      }
+    }
+    EXPECT_GT(reduced, 30);  // every 1x1 convolution and the Gemm
+    // The sums are wire bytes of the plan.
+    const plan::Plan c = reduce_plan(q, N, "channel");
+    EXPECT_NE(p.total_wire_bytes, c.total_wire_bytes);
+  }
+}
+
+TEST(ReducePlan, OnlyContractingLayersByDefaultAndDirectRouteOnly) {
+  const QGraph& q = mobilenet();
+  const plan::Plan p = reduce_plan(q, 3, "reduce");
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const core::LayerDesc d = q.desc(int(n));
+    const bool contracting = core::partial_ok(d) && 4 * int64_t(d.out.c) < int64_t(d.in[0].c) * core::partial_k_per_channel(d);
+    EXPECT_EQ(p.layer_strategy[n] == "reduce", contracting) << q.nodes[n].name;
+  }
+  try {
+    reduce_plan(q, 3, "reduce", plan::Route::Relay);
+    FAIL() << "relay accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--route direct"), std::string::npos) << e.what();
+  }
+}
+
+// Rewrites the CRC after a change to the fragment's bytes.
+void reseal(std::vector<uint8_t>& b) {
+  const size_t body = b.size() - 4;
+  le::put_u32(&b[body], crc32(b.data(), body));
+}
+
+TEST(ReduceFragment, PartialRecordRoundTripsAndDamageIsRefused) {
+  const QGraph& q = mobilenet();
+  const plan::Plan p = reduce_plan(q, 3);
+  const int g = last_gemm(q);
+  ASSERT_GE(g, 0);
+  for (int w = 0; w < 3; ++w) {
+    SCOPED_TRACE(w);
+    std::vector<uint8_t> bytes = plan::write_fragment(q, p, w);
+    core::FragmentReader r;
+    ASSERT_EQ(r.open(bytes.data(), bytes.size()), core::FragStatus::Ok);
+    EXPECT_EQ(r.header().version, core::kFragVersion);
+    const plan::LayerShare& ls = p.workers[size_t(w)].layers[size_t(g)];
+    core::FragLayer e;
+    ASSERT_EQ(r.layer(uint32_t(g), &e), core::FragStatus::Ok);
+    ASSERT_TRUE(e.partial());
+    EXPECT_EQ(e.ps_ci0, ls.psum.ci0);
+    EXPECT_EQ(e.ps_ci1, ls.psum.ci1);
+    EXPECT_EQ(e.ps_at, ls.psum.at);
+    EXPECT_EQ(e.ps_acc_at, ls.psum.acc_at);
+    EXPECT_EQ(int64_t(e.ps_expected), ls.psum.recv_bytes);
+    ASSERT_EQ(e.n_ps_sends, ls.psum.sends.size());
+    for (uint32_t i = 0; i < e.n_ps_sends; ++i) {
+      const core::Send a = e.ps_send(i), b = ls.psum.sends[i];
+      EXPECT_TRUE(a.peer == b.peer && a.layer == b.layer && a.operand == b.operand && a.offset == b.offset &&
+                  a.count == b.count && a.pos == b.pos);
+    }
+    // Weights: the share's input channels of every output channel.
+    const int64_t k = int64_t(e.ps_ci1 - e.ps_ci0) * core::partial_k_per_channel(e.desc);
+    const int64_t fan = int64_t(e.desc.in[0].c) * core::partial_k_per_channel(e.desc);
+    const auto& W = q.nodes[size_t(g)].weights;
+    for (int64_t o : {int64_t(0), int64_t(e.desc.out.c) - 1})
+      for (int64_t j : {int64_t(0), k - 1})
+        EXPECT_EQ(e.desc.weights[o * k + j], W[size_t(o * fan + e.ps_ci0 * core::partial_k_per_channel(e.desc) + j)]);
+
+    const size_t entry = core::frag::kHeaderBytes + size_t(g) * core::frag::kEntryBytes;
+    const uint32_t rec = le::get_u32(&bytes[entry + core::frag::kPartial]);
+    ASSERT_GT(rec, 0u);
+    auto refused = [&](std::vector<uint8_t> b) {
+      reseal(b);
+      core::FragmentReader rr;
+      return rr.open(b.data(), b.size()) != core::FragStatus::Ok;
+    };
+    {  // input channels beyond the layer's
+      auto b = bytes;
+      le::put_u32(&b[rec + core::frag::kPsCi1], uint32_t(e.desc.in[0].c + 1));
+      EXPECT_TRUE(refused(b));
+    }
+    {  // the flag without its record
+      auto b = bytes;
+      le::put_u32(&b[entry + core::frag::kPartial], 0);
+      EXPECT_TRUE(refused(b));
+    }
+    {  // a record in a version 3 fragment
+      auto b = bytes;
+      le::put_u16(&b[core::frag::kVersion], 3);
+      EXPECT_TRUE(refused(b));
+    }
+    if (e.n_ps_sends) {  // a send that cuts an int32 in two
+      auto b = bytes;
+      const uint32_t so = le::get_u32(&b[rec + core::frag::kPsSends]);
+      le::put_u32(&b[so + 12], e.ps_send(0).count - 2);
+      EXPECT_TRUE(refused(b));
+    }
+  }
+  // A plan without reduced layers still reads as version 3 would.
+  const plan::Plan c = reduce_plan(q, 3, "channel");
+  std::vector<uint8_t> b = plan::write_fragment(q, c, 1);
+  le::put_u16(&b[core::frag::kVersion], 3);
+  reseal(b);
+  core::FragmentReader rr;
+  EXPECT_EQ(rr.open(b.data(), b.size()), core::FragStatus::Ok);
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const auto r = tinysplit("run --json --route direct --ram 4M " + args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  if (r.code != 0 || r.out.empty()) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_exact(const nlohmann::json& j) {
+  ASSERT_TRUE(j.contains("match_reference"));
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+}
+
+// Layers `plan` reports as reduced for these arguments.
+std::vector<int> reduced_layers(const std::string& args) {
+  const auto r = tinysplit("plan --json --route direct --ram 4M " + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::vector<int> v;
+  if (r.code != 0) return v;
+  const auto j = nlohmann::json::parse(r.out);
+  for (size_t i = 0; i < j.at("per_layer").size(); ++i)
+    if (j.at("per_layer").at(i).at("strategy") == "reduce") v.push_back(int(i));
+  return v;
+}
+
+bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
+
+TEST(ReduceRuns, MobileNetV2ExactOnTwoThreeFourAndEightBoards) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  // Every 1x1 convolution and every Gemm reduced (reduce-all), and the
+  // default `reduce` (contracting layers only) on 8 boards.
+  for (int n : {2, 3, 4, 8}) {
+    SCOPED_TRACE(n);
+    expect_exact(run_json("--strategy reduce-all --workers " + std::to_string(n)));
+    EXPECT_GT(reduced_layers("--strategy reduce-all --workers " + std::to_string(n)).size(), 30u);
+  }
+  expect_exact(run_json("--strategy reduce --workers 8"));
+}
+
+TEST(ReduceRuns, OnnxModelsWithGemmOrPointwiseConvAreExact) {
+  int models = 0;
+  for (const char* m : {"mobilenet_v2", "mobilenet_v3_small", "mnasnet", "resnet_small", "squeezenet_mini", "tiny"}) {
+    const std::string path = kOnnx + m + ".onnx";
+    ASSERT_TRUE(fs::exists(path)) << path;
+    const QGraph q = quantized_model(path, 0, QuantizeOptions{});
+    bool any = false;
+    for (size_t n = 0; n < q.nodes.size(); ++n) any = any || core::partial_ok(q.desc(int(n)));
+    if (!any) continue;
+    ++models;
+    for (int n : {3, 4}) {
+      SCOPED_TRACE(std::string(m) + " on " + std::to_string(n));
+      expect_exact(run_json("--size 0 --allocation even --strategy reduce-all --workers " + std::to_string(n) +
+                            " --model " + path));
+    }
+  }
+  EXPECT_GE(models, 4);
+}
+
+TEST(ReduceRuns, ACorruptedPartialSumIsCaughtByTheLayerDigests) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  // Board 1 flips one value of the partial sums it sends for dense_1
+  // (layer 63); its first send goes to board 0, whose reduced outputs then
+  // differ from the reference: the run names board 0 and layer 63 on one
+  // line and exits with 2.
+  const auto r = tinysplit("run --json --route direct --ram 4M --strategy reduce --workers 3 --inject-fault flip:1:63");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  ASSERT_FALSE(r.out.empty()) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto reduced = reduced_layers("--strategy reduce --workers 3");
+  EXPECT_NE(std::find(reduced.begin(), reduced.end(), 63), reduced.end());
+  EXPECT_EQ(j.at("per_layer").at(63).at("name").get<std::string>(), "dense_1");
+  EXPECT_FALSE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("first_mismatch").at("layer").get<int>(), 63);
+  EXPECT_EQ(j.at("first_mismatch").at("board").get<int>(), 0);
+  EXPECT_NE(r.err.find("at layer 63"), std::string::npos) << r.err;
+  EXPECT_EQ(j.at("verified_layers").get<int>(), 63);
+}
+
+}  // namespace
