@@ -19,6 +19,7 @@
 // OUTPUT lies inside the board's run of that layer; and when the layer's
 // inputs came only from the reference run, every OUTPUT equals the
 // single-process int8 reference byte for byte.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,10 +67,19 @@ const Setup& setup() {
   return s;
 }
 
+// The board's flash. It starts every input holding the setup's fragment (read
+// in place from setup().frag, which never changes: the opened FragmentReaders
+// kept across inputs point into it); a COMMIT installs a copy of the staged
+// bytes in `owned`.
 class MemFlash final : public core::FlashStore {
  public:
-  std::vector<uint8_t> staging, cur;
+  std::vector<uint8_t> staging, owned;
   bool replaced = false;  // a COMMIT installed other bytes than the setup's fragment
+  void reset() {
+    staging.clear();
+    owned.clear();
+    replaced = false;
+  }
   uint32_t capacity() const override { return 1u << 20; }
   bool stage(uint32_t off, const uint8_t* d, uint32_t n) override {
     if (uint64_t(off) + n > capacity()) return false;
@@ -80,13 +90,17 @@ class MemFlash final : public core::FlashStore {
   const uint8_t* staged(uint32_t size) const override { return size <= staging.size() ? staging.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override {
     if (size > staging.size() || crc32(staging.data(), size) != crc) return false;
-    cur.assign(staging.begin(), staging.begin() + size);
+    owned.assign(staging.begin(), staging.begin() + size);
     replaced = true;
     return true;
   }
   const uint8_t* current(uint32_t* size) const override {
-    *size = uint32_t(cur.size());
-    return cur.empty() ? nullptr : cur.data();
+    if (!replaced) {
+      *size = uint32_t(setup().frag.size());
+      return setup().frag.data();
+    }
+    *size = uint32_t(owned.size());
+    return owned.empty() ? nullptr : owned.data();
   }
 };
 
@@ -124,12 +138,18 @@ class CheckPort final : public core::Port {
     return true;
   }
   uint32_t now_us() override { return t_ += 7; }
+  // A new connection.
   void reset() {
     reader_.reset();
     pending_.clear();
     last_seq = 0;
     hello.clear();
     rx.stop();
+  }
+  // A new input: also the clock, as a fresh port's.
+  void restart() {
+    reset();
+    t_ = 0;
   }
 
  private:
@@ -155,11 +175,20 @@ const uint8_t kFuzzKey[auth::kKeyBytes] = {7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6, 7
 
 constexpr size_t kMaxLayers = 256;
 
+// One board, kept across inputs: building it opens and verifies the fragment
+// twice (CRC-32, SHA-256, every layer entry: the FragmentReader the checks use
+// and the worker's own), which took most of the time per input. So the worker
+// is initialised once per key setting (the `fresh` copies) and every input
+// starts from a copy of one of them, on a zeroed arena and a flash holding the
+// setup's fragment: the same state a newly built board has, so each input is
+// still independent of the ones before it. (Worker is a value type: its
+// pointers lead to the arena, flash and port, which stay put.)
 struct Harness {
   MemFlash flash;
   CheckPort port;
   core::FragmentReader frag;
   std::vector<uint8_t> arena = std::vector<uint8_t>(512 * 1024);
+  core::Worker fresh[2];  // [keyed]: as init() left it
   core::Worker w;
   uint32_t seq = 1;
   bool pristine[kMaxLayers] = {};
@@ -167,21 +196,35 @@ struct Harness {
   bool keyed = false;
   auth::FrameMac tx;
 
-  explicit Harness(bool with_key = false) : keyed(with_key) {
-    flash.cur = setup().frag;
+  Harness() {
     FUZZ_CHECK(frag.open(setup().frag.data(), setup().frag.size()) == core::FragStatus::Ok);
     FUZZ_CHECK(frag.layer_count() <= kMaxLayers);
     port.frag = &frag;
     port.flash = &flash;
     port.pristine = pristine;
-    core::WorkerConfig cfg;
-    cfg.window = 4;
-    cfg.ack_every = 2;
-    if (keyed) {
-      cfg.has_key = true;
-      std::memcpy(cfg.key, kFuzzKey, sizeof cfg.key);
+    for (int k = 0; k < 2; ++k) {
+      core::WorkerConfig cfg;
+      cfg.window = 4;
+      cfg.ack_every = 2;
+      if (k) {
+        cfg.has_key = true;
+        std::memcpy(cfg.key, kFuzzKey, sizeof cfg.key);
+      }
+      FUZZ_CHECK(fresh[k].init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
     }
-    FUZZ_CHECK(w.init(cfg, arena.data(), uint32_t(arena.size()), &flash, &port));
+  }
+  // A fresh board for the next input.
+  void begin(bool with_key) {
+    // The worker only writes the arena up to its fragment's planned size
+    // (it refuses to run a fragment that needs more than the arena): zero
+    // that much, or all of it after a COMMIT installed another fragment.
+    const size_t dirty = flash.replaced ? arena.size()
+                                        : std::min<size_t>(arena.size(), frag.header().arena_bytes);
+    std::memset(arena.data(), 0, dirty);
+    flash.reset();
+    port.restart();
+    keyed = with_key;
+    w = fresh[keyed ? 1 : 0];
     connect();
   }
   void connect() {
@@ -314,8 +357,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Harness H;
   const bool keyed = size > 0 && data[0] == 0xFD;
-  Harness H(keyed);  // a fresh board per input
+  H.begin(keyed);  // a fresh board per input
   size_t pos = keyed ? 1 : 0;
   while (pos < size) {
     const uint8_t kind = data[pos++];

@@ -223,3 +223,13 @@ TEST(Testbed, KeysWithControlCharactersStayOnOneLine) {
   expect_error([] { parse("{\"boards\\nx\": []}"); }, {"tb.json", "unknown top-level key 'boards\\nx'"});
   expect_error([] { parse("[{\"id\": 0, \"a\\r\\nb\": 1}]"); }, {"board 0", "unknown key 'a\\r\\nb'"});
 }
+
+// Found by the long fuzz_testbed run (fuzz/corpus/testbed/regress-c599f36a):
+// an address or a size string holding a newline broke the one-line error;
+// such text is now escaped and shortened like a key.
+TEST(Testbed, ValuesWithControlCharactersStayOnOneLine) {
+  expect_error([] { parse(R"([{"id": 0, "address": "[::1]:4\n\n1200"}])"); },
+               {"board 0", "'address' must be", "[::1]:4\\n\\n1200"});
+  expect_error([] { parse(R"([{"id": 0, "ram_bytes": "1\nK"}])"); }, {"board 0", "'ram_bytes'", "bad size '1\\nK'"});
+  expect_error([] { parse(R"([{"id": 0, "address": ")" + std::string(300, 'x') + R"("}])"); }, {"board 0", "..."});
+}

@@ -65,9 +65,11 @@ struct RunOptions {
 // turned into each board's `worker --inject-fault KIND:LAYER` argument. A
 // fault without a layer acts at the board's layer nearest the middle of
 // the model; a layer the board has no share of would never fire: refused.
+// `fault_layer` gets, per board, the layer of its fault (-1: none).
 static std::vector<std::vector<std::string>> fault_args(const std::vector<std::string>& specs, const plan::Testbed& tb,
-                                                        const QGraph& q, const plan::Plan& p) {
+                                                        const QGraph& q, const plan::Plan& p, std::vector<int>* fault_layer) {
   std::vector<std::vector<std::string>> args(tb.boards.size());
+  fault_layer->assign(tb.boards.size(), -1);
   for (const auto& text : specs) {
     net::FaultSpec f = net::parse_fault_spec(text);
     if (f.board >= int(tb.boards.size()))
@@ -91,6 +93,7 @@ static std::vector<std::vector<std::string>> fault_args(const std::vector<std::s
                   std::to_string(f.layer) + " '" + q.nodes[size_t(f.layer)].name + "', so the fault would never act");
     }
     args[size_t(f.board)] = {"--inject-fault", net::board_fault_arg(f)};
+    (*fault_layer)[size_t(f.board)] = f.layer;
   }
   return args;
 }
@@ -239,7 +242,8 @@ int cmd_run(const RunOptions& o) {
   so.crash_board = o.hooks[0]; so.crash_layer = o.hooks[1];
   so.stall_board = o.hooks[2]; so.stall_layer = o.hooks[3];
   so.garble_board = o.hooks[4]; so.garble_layer = o.hooks[5];
-  so.board_args = fault_args(board_faults, tb, q, p);
+  std::vector<int> fault_layer;
+  so.board_args = fault_args(board_faults, tb, q, p, &fault_layer);
   so.flip_board = flip.board; so.flip_layer = flip.layer;
   coord::BoardSet boards(tb, so);
   const auto tmo = std::chrono::milliseconds(int64_t(o.timeout * 1000));
@@ -250,6 +254,7 @@ int cmd_run(const RunOptions& o) {
   sopt.failover = !o.no_failover;
   sopt.auth = !so.key_file.empty();
   sopt.key = so.key;
+  sopt.fault_layer = fault_layer;
   coord::Swarm c(q, tb, popt, boards.addresses(), p, sopt);
   c.start();
   std::vector<coord::ProbeResult> probes;

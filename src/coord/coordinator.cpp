@@ -379,16 +379,22 @@ wire::DonePayload Coordinator::collect_layer(BoardLink& l, const plan::LayerShar
 
 // A board's failure, named with the board and the layer (for the message and
 // for failover).
-void Coordinator::rethrow_at(const BoardError& e, const BoardLink& l, size_t node) const {
+void Coordinator::rethrow_at(const BoardError& e, const BoardLink& l, size_t node, int peer_node) const {
   int board = e.board >= 0 ? e.board : l.index();
-  const int layer = e.layer >= 0 ? e.layer : int(node);
+  int layer = e.layer >= 0 ? e.layer : int(node);
   std::string m = e.what();
   if (e.lost_peer >= 0 && size_t(e.lost_peer) < links_.size()) {
     // A board lost its link to a peer: name the peer first (the suspect; the
-    // coordinator's health check decides), then who reported it.
+    // coordinator's health check decides), then who reported it. The layer
+    // is the one the coordinator was waiting on for that peer, when known
+    // (the reporter may be many layers behind or ahead of it).
     const BoardLink& p = *links_[size_t(e.lost_peer)];
     board = p.index();
     m = p.who() + ": its link to " + l.who() + " closed (reported by that board)";
+    if (peer_node >= 0 && size_t(peer_node) < q_.nodes.size()) {
+      layer = peer_node;
+      node = size_t(peer_node);
+    }
   }
   if (m.find(" at layer ") != std::string::npos) throw BoardError(m, board, layer);
   throw BoardError(m + " at layer " + std::to_string(node) + " '" + q_.nodes[node].name + "'", board, layer);
@@ -506,6 +512,9 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
   std::vector<std::vector<double>> done_at(B, std::vector<double>(L, -1.0));
   std::vector<std::vector<uint32_t>> compute_us(B, std::vector<uint32_t>(L, 0)), frames(B, std::vector<uint32_t>(L, 0));
   std::vector<std::vector<int64_t>> wire(B, std::vector<int64_t>(L, 0));
+  // Per board, the layer its thread waits on (a PeerLost report names it).
+  std::unique_ptr<std::atomic<int>[]> waiting(new std::atomic<int>[B]);
+  for (size_t w = 0; w < B; ++w) waiting[w] = -1;
   const auto t_start = Clock::now();
   parallel(all, [&](int w) {
     BoardLink& l = *links_[size_t(w)];
@@ -514,6 +523,7 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
       const plan::LayerShare& s = plan().workers[size_t(w)].layers[node];
       if (!s.active()) continue;
       const QNode& n = q_.nodes[node];
+      waiting[size_t(w)] = int(node);
       try {
         send_inputs(l, s, node, t, res.boards[size_t(w)]);
         const wire::DonePayload d = collect_layer(l, s, node, t[n.output], res.boards[size_t(w)]);
@@ -524,7 +534,8 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
         wire[size_t(w)][node] = wn - wire0;
         wire0 = wn;
       } catch (const BoardError& e) {
-        rethrow_at(e, l, node);
+        const int peer_node = e.lost_peer >= 0 && size_t(e.lost_peer) < B ? waiting[size_t(e.lost_peer)].load() : -1;
+        rethrow_at(e, l, node, peer_node);
       }
     }
   });

@@ -128,7 +128,9 @@ class Coordinator {
                    BoardRunStats& bs) const;
   wire::DonePayload collect_layer(BoardLink& l, const plan::LayerShare& s, size_t node, std::vector<int8_t>& out,
                                   BoardRunStats& bs) const;
-  [[noreturn]] void rethrow_at(const BoardError& e, const BoardLink& l, size_t node) const;
+  // `peer_node`: with --route direct, the layer the coordinator was waiting on
+  // for the board a PeerLost report names (-1: not known).
+  [[noreturn]] void rethrow_at(const BoardError& e, const BoardLink& l, size_t node, int peer_node = -1) const;
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
   struct Pool;
   void start_pool();

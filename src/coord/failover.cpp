@@ -218,7 +218,9 @@ void Swarm::recover(const BoardError& first, int inference) {
       ev.board_id = tb_.boards[size_t(drop[k])].id;
       ev.address = addr_[size_t(drop[k])];
       ev.layer = layer;
-      if (layer >= 0 && size_t(layer) < q_.nodes.size()) ev.layer_name = q_.nodes[size_t(layer)].name;
+      if (inference == 0 && size_t(drop[k]) < opt_.fault_layer.size() && opt_.fault_layer[size_t(drop[k])] >= 0)
+        ev.layer = opt_.fault_layer[size_t(drop[k])];
+      if (ev.layer >= 0 && size_t(ev.layer) < q_.nodes.size()) ev.layer_name = q_.nodes[size_t(ev.layer)].name;
       ev.reason = reasons[k];
       ev.inference = inference;
       events_.push_back(ev);

@@ -41,6 +41,12 @@ struct SwarmOptions {
   bool failover = true;                      // false: fail fast on the first board failure
   bool auth = false;                         // authenticated links (core/auth.h) keyed by `key`
   net::Key key{};
+  // Per testbed board: the layer of a failure injected into it (`run
+  // --inject-fault kill|stall|corrupt:BOARD:LAYER`, which acts in the first
+  // inference), else -1; may be empty. A failover of the first inference
+  // that drops such a board names that layer, the one the board failed at:
+  // the error the coordinator sees may come from a peer at another layer.
+  std::vector<int> fault_layer;
 };
 
 // One board dropped from the swarm.
@@ -48,7 +54,12 @@ struct FailoverEvent {
   int board = -1;           // testbed index
   int board_id = -1;        // Board::id
   std::string address;
-  int layer = -1;           // layer (node) the failure showed at; -1 outside a layer
+  // Layer (node) of the failure, -1 outside a layer: for a board with an
+  // injected fault (SwarmOptions::fault_layer) in the first inference, the
+  // layer it was made to fail at; else the layer the coordinator was waiting
+  // on for the board (with --route direct, for a board a peer reported lost,
+  // the layer the coordinator was waiting on for that board).
+  int layer = -1;
   std::string layer_name;
   std::string reason;       // what happened (one line)
   int inference = -1;       // which inference (0-based count); -1 = during the first deploy

@@ -33,14 +33,17 @@ std::string show(const json& v) {
   return s;
 }
 
-// A key from the file, quoted, with control characters escaped (a newline in
-// a key must not break the one-line error) and shortened.
-std::string show_key(const std::string& key) {
-  std::string s = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+// Text from the file for an error message: control characters escaped (a
+// newline in a key or a value must not break the one-line error), shortened.
+std::string printable(const std::string& text) {
+  std::string s = json(text).dump(-1, ' ', false, json::error_handler_t::replace);
   s = s.substr(1, s.size() - 2);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return "'" + s + "'";
+  return s;
 }
+
+// A key from the file, quoted (see printable).
+std::string show_key(const std::string& key) { return "'" + printable(key) + "'"; }
 
 std::string show(double v) {
   std::ostringstream os;
@@ -137,7 +140,7 @@ Board board_from_json(const json& obj, const std::string& ctx) {
 void check_board(const Board& b, const std::string& ctx) {
   if (b.id < 0) fail(ctx, "'id' must be >= 0 (got " + std::to_string(b.id) + ")");
   if (!valid_address(b.address))
-    fail(ctx, "'address' must be \"local\", \"qemu\" or \"host:port\" (got \"" + b.address +
+    fail(ctx, "'address' must be \"local\", \"qemu\" or \"host:port\" (got \"" + printable(b.address) +
                   "\")");
   if (!(std::isfinite(b.clock_mhz) && b.clock_mhz > 0))
     fail(ctx, "'clock_mhz' must be > 0 (got " + show(b.clock_mhz) + ")");
@@ -264,7 +267,7 @@ Testbed default_testbed(int n, const std::string& address, int64_t ram_bytes,
 
 int64_t parse_bytes(const std::string& text) {
   auto bad = [&](const std::string& why) -> Error {
-    return Error("bad size '" + text + "': " + why +
+    return Error("bad size '" + printable(text) + "': " + why +
                  " (expected e.g. 1048576, 512K, 8M, 1G)");
   };
   size_t digits = 0;
@@ -279,7 +282,7 @@ int64_t parse_bytes(const std::string& text) {
   else if (suffix == "K" || suffix == "KB" || suffix == "KIB") unit = int64_t(1) << 10;
   else if (suffix == "M" || suffix == "MB" || suffix == "MIB") unit = int64_t(1) << 20;
   else if (suffix == "G" || suffix == "GB" || suffix == "GIB") unit = int64_t(1) << 30;
-  else throw bad("unknown suffix '" + text.substr(digits) + "'");
+  else throw bad("unknown suffix '" + printable(text.substr(digits)) + "'");
 
   // Accumulate with an explicit overflow check rather than trusting stoll.
   const int64_t max = std::numeric_limits<int64_t>::max();
