@@ -225,7 +225,9 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
     }
     out.u32(e + f::kSends, ls.sends.empty() ? 0 : uint32_t(data));
     out.u32(e + f::kSends + 4, checked_u32(ls.sends.size(), "send count"));
-    for (const core::Send& s : ls.sends) {
+    // One send record (core/fragment.h): the same for a layer's outputs and
+    // for its partial sums.
+    auto put_send = [&](const core::Send& s) {
       out.u16(data, s.peer);
       out.u16(data + 2, s.layer);
       out.u8(data + 4, s.operand);
@@ -233,7 +235,8 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
       out.u32(data + 12, s.count);
       out.u32(data + 16, s.pos);
       data += f::kSendBytes;
-    }
+    };
+    for (const core::Send& s : ls.sends) put_send(s);
     if (partial) {
       const PartialShare& ps = ls.psum;
       out.u32(e + f::kPartial, uint32_t(data));
@@ -246,15 +249,7 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
       out.u32(rec + f::kPsExpected, checked_u32(uint64_t(ps.recv_bytes), "partial sum bytes"));
       out.u32(rec + f::kPsSends, ps.sends.empty() ? 0 : uint32_t(data));
       out.u32(rec + f::kPsSends + 4, checked_u32(ps.sends.size(), "partial send count"));
-      for (const core::Send& s : ps.sends) {
-        out.u16(data, s.peer);
-        out.u16(data + 2, s.layer);
-        out.u8(data + 4, s.operand);
-        out.u32(data + 8, s.offset);
-        out.u32(data + 12, s.count);
-        out.u32(data + 16, s.pos);
-        data += f::kSendBytes;
-      }
+      for (const core::Send& s : ps.sends) put_send(s);
     }
 
     for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
