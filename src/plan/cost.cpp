@@ -420,6 +420,7 @@ constexpr int kS = 5;
 // `reduce` (input channels, partial sums board to board) is a candidate on
 // the direct route only; elsewhere its plan is the channel plan, never allowed.
 const char* const kNames[kS] = {"neuron", "spatial", "channel", "whole", "reduce"};
+constexpr int kWhole = 3;
 constexpr int kReduce = 4;
 
 // Which worker computes each element of node m's output in plan p, and
@@ -600,7 +601,9 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
       int64_t mine = 0, best = std::numeric_limits<int64_t>::max();
       for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) mine += ch.plan(kReduce).layers[size_t(n)].bytes_moved;
       for (int s = 0; s < kS; ++s) {
-        if (s == kReduce || !allowed[size_t(b)][size_t(s)]) continue;
+        // Against the other splits: `whole` (one board) moves few bytes
+        // because it splits nothing, and is priced by time like any other.
+        if (s == kReduce || s == kWhole || !allowed[size_t(b)][size_t(s)]) continue;
         int64_t v = 0;
         for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) v += ch.plan(s).layers[size_t(n)].bytes_moved;
         best = std::min(best, v);
