@@ -540,16 +540,29 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
     }
   });
   res.total_s = seconds_since(t_start);
+  summarise_layers(res, done_at, compute_us, frames, wire);
+  res.output = t[q_.output];
+  return res;
+}
+
+// The per-layer figures of one board-to-board inference: a layer ends when
+// its last board's DONE came (seconds from the start, per board and layer),
+// its compute is the slowest board's, the rest of its time is
+// communication; then the totals.
+void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::vector<double>>& done_s,
+                                   const std::vector<std::vector<uint32_t>>& compute_us,
+                                   const std::vector<std::vector<uint32_t>>& frames,
+                                   const std::vector<std::vector<int64_t>>& wire) const {
   double before = 0;
-  for (size_t node = 0; node < L; ++node) {
+  for (size_t node = 0; node < q_.nodes.size(); ++node) {
     LayerTiming lt;
     lt.node = int(node);
     lt.name = q_.nodes[node].name;
     double last = before;
     uint32_t mx = 0;
-    for (size_t w = 0; w < B; ++w) {
+    for (size_t w = 0; w < done_s.size(); ++w) {
       if (!plan().workers[w].layers[node].active()) continue;
-      last = std::max(last, done_at[w][node]);
+      last = std::max(last, done_s[w][node]);
       mx = std::max(mx, compute_us[w][node]);
       lt.result_frames += frames[w][node];
       lt.wire_bytes += wire[w][node];
@@ -567,8 +580,6 @@ InferenceResult Coordinator::infer_direct(const std::vector<int8_t>& input) {
     res.layers.push_back(lt);
   }
   res.comm_s = res.total_s - res.compute_s;
-  res.output = t[q_.output];
-  return res;
 }
 
 // Pipelined inferences (direct route). One thread per board link, as in
@@ -651,33 +662,11 @@ void Coordinator::infer_pipelined(const std::vector<const std::vector<int8_t>*>&
     const Clock::time_point end = Clock::now();
     if (!S.started) S.start = end;  // a plan whose boards take no input from the coordinator: none here
     res.total_s = std::chrono::duration<double>(end - S.start).count();
-    double before = 0;
-    for (size_t node = 0; node < L; ++node) {
-      LayerTiming lt;
-      lt.node = int(node);
-      lt.name = q_.nodes[node].name;
-      double last = before;
-      uint32_t mx = 0;
-      for (size_t w = 0; w < B; ++w) {
-        if (!plan().workers[w].layers[node].active()) continue;
-        last = std::max(last, std::chrono::duration<double>(S.done_at[w][node] - S.start).count());
-        mx = std::max(mx, S.compute_us[w][node]);
-        lt.result_frames += S.frames[w][node];
-        lt.wire_bytes += S.wire[w][node];
-        lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[w].layer_peak[node]);
-      }
-      lt.wall_s = last - before;
-      before = last;
-      lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
-      lt.comm_s = lt.wall_s - lt.compute_s;
-      lt.payload_bytes = plan().layers[node].bytes_moved;
-      res.compute_s += lt.compute_s;
-      res.payload_bytes += lt.payload_bytes;
-      res.wire_bytes += lt.wire_bytes;
-      res.result_frames += lt.result_frames;
-      res.layers.push_back(lt);
-    }
-    res.comm_s = res.total_s - res.compute_s;
+    std::vector<std::vector<double>> done_s(B, std::vector<double>(L, 0.0));
+    for (size_t w = 0; w < B; ++w)
+      for (size_t node = 0; node < L; ++node)
+        done_s[w][node] = std::chrono::duration<double>(S.done_at[w][node] - S.start).count();
+    summarise_layers(res, done_s, S.compute_us, S.frames, S.wire);
     res.output = S.t[q_.output];
     done(k, res);
     ++completed;

@@ -131,6 +131,13 @@ class Coordinator {
   // `peer_node`: with --route direct, the layer the coordinator was waiting on
   // for the board a PeerLost report names (-1: not known).
   [[noreturn]] void rethrow_at(const BoardError& e, const BoardLink& l, size_t node, int peer_node = -1) const;
+  // Board-to-board inferences: res.layers and the totals from each board's
+  // DONE time (seconds from the start), compute time, frames and wire bytes
+  // per layer ([board][node]).
+  void summarise_layers(InferenceResult& res, const std::vector<std::vector<double>>& done_s,
+                        const std::vector<std::vector<uint32_t>>& compute_us,
+                        const std::vector<std::vector<uint32_t>>& frames,
+                        const std::vector<std::vector<int64_t>>& wire) const;
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
   struct Pool;
   void start_pool();
