@@ -38,7 +38,7 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 read -r -a MODES <<< "$MODES_ARG"
 for m in "${MODES[@]}"; do
-  [[ "$m" =~ ^(neuron|spatial|channel|whole|auto)-(relay|direct)(-(teensy|host))?$ ]] ||
+  [[ "$m" =~ ^(neuron|spatial|channel|whole|auto)-(relay|direct)(-(teensy|host|auto))?$ ]] ||
     { echo "route_bench.sh: bad mode $m (STRATEGY-ROUTE[-COSTMODEL])" >&2; exit 2; }
 done
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -46,7 +46,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for m in "${MODES[@]}"; do
     IFS=- read -r st rt cm <<< "$m"
     "$TS" run --json --repeat "$REPEAT" --workers "$WORKERS" --size "$SIZE" --strategy "$st" --route "$rt" \
-      --cost-model "${cm:-teensy}" > "$OUT/$m-$r.json"
+      --cost-model "${cm:-auto}" > "$OUT/$m-$r.json"
   done
 done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,22 +1,48 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian 12 machine: set up (idempotent:
-# packages, model, photos, build), build the Cortex-M7 firmware (cross
-# toolchain, QEMU and lwIP's source from Debian) for QEMU and for a real
-# Teensy 4.1 (checked by scripts/check_teensy_image.py), then every test with CTest,
-# then the test programs of the parsers, the kernels, the board worker, the
-# coordinator, authentication, failover, board-to-board routing, pipelining
-# and partial sums again under ASan + UBSan (scripts/sanitize.sh --programs,
-# its own build folder build-asan; the whole suite sanitized is `bash
-# scripts/sanitize.sh`; TS_SKIP_SANITIZE=1 leaves it out).
+# The whole test suite on a fresh Debian 12 machine:
+#   1. set up (idempotent: packages, model, photos, the normal Release build);
+#   2. build the Cortex-M7 firmware (cross toolchain, QEMU and lwIP's source
+#      from Debian) for QEMU and for a real Teensy 4.1;
+#   3. every test under ASan + UBSan (scripts/sanitize.sh: its own build
+#      folder build-asan; the CLI tests, the host boards and the coordinator
+#      of the QEMU tests are that build's tinysplit); any sanitizer report
+#      fails the run;
+#   4. in the normal build: the tests the sanitized build leaves out (they run
+#      no program of a build folder: the Teensy image checks, the Teensy
+#      driver under QEMU, fuzz.sh's own clang ASan + UBSan build), and the
+#      kernels' test programs, whose portable and SIMD kernels the Release
+#      build compiles at -O3 (the sanitized build at -O1).
+# TS_SKIP_SANITIZE=1 runs every test in the normal build instead of step 3
+# (quicker on a slow machine; CI does not set it). Extra arguments go to the
+# ctest call of every test (step 3, or the normal build's with
+# TS_SKIP_SANITIZE=1), e.g. -R RunTest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+T0=$SECONDS
 bash scripts/setup.sh
 bash scripts/build_firmware.sh
 bash scripts/build_firmware.sh --board teensy41
 export TS_FIRMWARE="$ROOT/firmware/build/tinysplit-board.elf"
 BUILD_DIR="${TS_BUILD_DIR:-build}"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${TS_TEST_JOBS:-2}" "$@"
-if [[ "${TS_SKIP_SANITIZE:-0}" != 1 ]]; then
-  bash scripts/sanitize.sh --programs "wire_test digest_test fragment_test worker_test link_test secure_test output_safety_test cli_errors_test direct_test failover_test arm_dsp_kernels_test x86_kernels_test qmath_test pipeline_test reduce_test host_cost_test sim_host_test"
+JOBS="${TS_TEST_JOBS:-2}"
+T1=$SECONDS
+if [[ "${TS_SKIP_SANITIZE:-0}" == 1 ]]; then
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" "$@"
+  echo "[test] set-up and firmware $((T1 - T0)) s, every test (normal build) $((SECONDS - T1)) s"
+  exit 0
 fi
+# Many tests wait on board processes and links: one more test than cores
+# keeps both cores busy.
+TS_SANITIZE_JOBS="${TS_SANITIZE_JOBS:-3}" bash scripts/sanitize.sh "$@"
+T2=$SECONDS
+SAN_DIR="${TS_SANITIZE_BUILD_DIR:-build-asan}"
+names() { ctest --test-dir "$1" -N | sed -n 's/^ *Test *#[0-9]*: //p' | sort; }
+mapfile -t only_normal < <(comm -23 <(names "$BUILD_DIR") <(names "$SAN_DIR"))
+((${#only_normal[@]})) || { echo "test.sh: expected tests that only the normal build has (Teensy image, fuzz smoke)" >&2; exit 1; }
+regex="^($(printf '%s\n' "${only_normal[@]}" | sed 's/[].[*^$]/\\&/g' | paste -sd'|'))\$"
+echo "[test] normal build: ${#only_normal[@]} tests the sanitized build leaves out: ${only_normal[*]}"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -R "$regex"
+echo "[test] normal build: the kernels' test programs at -O3"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L '^(x86_kernels_test|arm_dsp_kernels_test|qmath_test)$'
+echo "[test] set-up and firmware $((T1 - T0)) s, sanitized build and suite $((T2 - T1)) s, normal-build tests $((SECONDS - T2)) s"

@@ -26,12 +26,12 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 // transcription of it (Python integers, not this code): they pin the
 // definition, and a change here is a protocol change.
 TEST(Digest, PinnedValues) {
-  EXPECT_EQ(digest64(nullptr, 0), 0xa860b27d03e73e06u) << std::hex << digest64(nullptr, 0);
+  EXPECT_EQ(digest64(nullptr, 0), 0x500f35360fa5c1fbu) << std::hex << digest64(nullptr, 0);
   const uint8_t abc[3] = {'a', 'b', 'c'};
-  EXPECT_EQ(digest64(abc, 3), 0x54e81304235654e4u) << std::hex << digest64(abc, 3);
+  EXPECT_EQ(digest64(abc, 3), 0x9ce1eef61db6ef2cu) << std::hex << digest64(abc, 3);
   std::vector<uint8_t> ramp(1000);
   for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = uint8_t(i * 7 + 3);
-  EXPECT_EQ(digest64(ramp.data(), ramp.size()), 0xff917c683f3738d7u) << std::hex << digest64(ramp.data(), ramp.size());
+  EXPECT_EQ(digest64(ramp.data(), ramp.size()), 0x0e1a93d14f39b626u) << std::hex << digest64(ramp.data(), ramp.size());
 }
 
 TEST(Digest, AnySplitGivesTheDigestOfTheWhole) {

@@ -114,6 +114,37 @@ TEST_F(FailoverTest, RepeatGoesOnWithTheBoardsLeft) {
   EXPECT_EQ(j.at("repeat").get<int>(), 4);
 }
 
+// With the defaults (cost model auto) host boards are priced by the host
+// model, which on this machine may keep the model on one board; a fault on a
+// board left without a share of its layer could never act, so the run is
+// planned with the Teensy prices, says so, and the failover happens. With an
+// explicit --cost-model host the plan stands and such a fault is refused with
+// one line, not silently ignored.
+TEST_F(FailoverTest, DefaultsPlanSoThatTheInjectedFaultActs) {
+  const auto j = run_json("--workers 4 --repeat 2 --inject-fault kill:2:30");
+  expect_survived(j, 4, 2, 30, "board");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("cost_model").get<std::string>(), "teensy");
+  EXPECT_NE(j.at("cost_model_note").get<std::string>().find("--inject-fault"), std::string::npos);
+  EXPECT_EQ(j.at("bit_exact_inferences").get<int>(), 2);
+  // Without a fault the defaults price host boards as what they are.
+  const auto plain = run_json("--workers 4");
+  ASSERT_FALSE(plain.is_null());
+  EXPECT_EQ(plain.at("cost_model").get<std::string>(), "host");
+  EXPECT_EQ(plain.at("cost_model_note").get<std::string>(), "");
+  // `whole` keeps every layer on one board, so three of the four have no
+  // share of layer 30 (found from that plan's per-board layers).
+  const auto whole = run_json("--workers 4 --cost-model host --strategy whole");
+  ASSERT_FALSE(whole.is_null());
+  std::vector<int> idle;
+  for (const auto& w : whole.at("per_worker"))
+    if (w.at("planned_layer_ram_bytes").at(30).get<int64_t>() == 0) idle.push_back(w.at("id").get<int>());
+  ASSERT_EQ(idle.size(), 3u) << whole.at("per_worker").dump();
+  expect_one_error_line(run("--workers 4 --cost-model host --strategy whole --inject-fault kill:" +
+                            std::to_string(idle[0]) + ":30"),
+                        "no share of layer 30");
+}
+
 // Without a layer the fault acts at the board's layer nearest the middle, and
 // the failover names that layer on both routes (with direct routing the loss
 // may reach the coordinator first as a peer's report from another layer).

@@ -54,11 +54,13 @@ struct RunOptions {
   bool no_failover = false;
   std::string objective = "latency";  // | throughput (cli/run_throughput.h)
   int in_flight = 2;  // --objective throughput: images in flight inside one group (1 = one after another)
-  // The planner's prices (plan/cost.h). Local boards stand in for Teensy-class
-  // boards (512K RAM, 8M flash by default), so by default they are priced as
-  // such; `host` prices them as what they are here (processes sharing this
-  // machine's cores), `auto` picks host for a testbed of local boards.
-  std::string cost_model = "teensy";  // | auto | host
+  // The planner's prices (plan/cost.h): by default (`auto`) what the boards
+  // are. Boards that are processes on this machine share its cores and pay
+  // for every exchange in system calls and wake-ups, so they are priced by
+  // the measured host figures (data/costs/host.json); QEMU and remote boards
+  // by the Teensy 4.1 figures. `teensy` prices local boards as the
+  // Teensy-class boards they stand in for (512K RAM, 8M flash by default).
+  std::string cost_model = "auto";  // | teensy | host
 };
 
 // --inject-fault: checked against the testbed and the first plan, and
@@ -226,6 +228,30 @@ int cmd_run(const RunOptions& o) {
     return run_throughput(q, xs, refs, to);
   }
   plan::Plan p = plan::make_plan(q, tb, popt);
+  // A fault is injected where a board computes: a fault on a board that the
+  // host-priced plan leaves without a share of the fault's layer (on this
+  // machine one board often computes everything) could never act. When the
+  // cost model was the default's choice, such a run is planned with the
+  // Teensy prices instead, which give every board a share of every layer
+  // it can hold, and says so; an explicit --cost-model host keeps its plan
+  // and the fault is refused below with one line.
+  std::string cost_note;
+  if (popt.cost.host && o.cost_model == "auto" && (flip.on() || !board_faults.empty())) {
+    bool acts = true;
+    try {
+      check_flip_fault(flip, q, p);
+      std::vector<int> unused;
+      (void)fault_args(board_faults, tb, q, p, &unused);
+    } catch (const Error&) {
+      acts = false;
+    }
+    if (!acts) {
+      popt.cost = plan::CostModel{};
+      p = plan::make_plan(q, tb, popt);
+      cost_note = "planned with the Teensy prices: the host-priced plan leaves a board named by --inject-fault "
+                  "without a share of its layer";
+    }
+  }
   check_flip_fault(flip, q, p);
 
   // Boards.
@@ -413,6 +439,7 @@ int cmd_run(const RunOptions& o) {
         {"size_note", note},
         {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"strategy", p.strategy},
         {"cost_model", popt.cost.host ? "host" : "teensy"},
+        {"cost_model_note", cost_note},
         {"route", plan::route_name(p.route)}, {"window", o.window},
         {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
@@ -448,6 +475,7 @@ int cmd_run(const RunOptions& o) {
                 in_size, p.n_workers(), plan::to_string(popt.alloc), o.window,
                 o.cpm > 0 ? ", emulated clocks" : "", o.delay > 0 ? ", injected delays" : "");
     if (!note.empty()) std::printf("note: %s\n", note.c_str());
+    if (!cost_note.empty()) std::printf("note: %s\n", cost_note.c_str());
     if (!o.dataset.empty())
       std::printf("%s: distributed accuracy %.4f (int8 reference %.4f), %d of %zu bit-exact; last image:\n",
                   input_name.c_str(), correct / n_in, ref_correct / n_in, exact, xs.size());
@@ -526,9 +554,9 @@ void register_run(CLI::App& app) {
                  "reduce (channel, with input channels and int32 partial sums summed on the output's board where the sums are smaller than the input; --route direct) | reduce-all (every Conv 1x1 and Gemm that way; tests)")
       ->capture_default_str();
   sub.add_option("--cost-model", o->cost_model,
-                 "the planner's prices: teensy (Teensy 4.1 figures, what local boards stand in for) | host (measured "
-                 "prices of board processes on this machine, data/costs/host.json) | auto (host when every board runs "
-                 "on this machine and the file exists, else teensy)")
+                 "the planner's prices: auto (the measured prices of board processes on this machine, "
+                 "data/costs/host.json, when every board runs here; else the Teensy 4.1 figures) | host (those "
+                 "measured prices) | teensy (the Teensy 4.1 figures, what local boards stand in for)")
       ->capture_default_str();
   sub.add_option("--route", o->route,
                  "direct (boards send to boards) | relay (every activation through the coordinator, the paper)")
