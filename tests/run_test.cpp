@@ -186,14 +186,22 @@ TEST_F(RunTest, ExactForEveryStrategyAndRoute) {
 
 // The default strategy (the cost model's choice per block) on the default
 // route, on 1, 3 and 8 boards: the same contract.
+// The defaults price local boards by the host model; with the Teensy prices
+// auto splits the blocks across the boards (board-to-board payload > 0 from
+// 2 boards on). Both exact.
 TEST_F(RunTest, ExactWithTheDefaultAutoStrategyAndDirectRoute) {
-  for (int n : {1, 3, 8}) {
-    SCOPED_TRACE("workers " + std::to_string(n));
-    const auto j = run_json_as_given("--workers " + std::to_string(n));
-    expect_exact_and_planned(j, n);
-    if (j.is_null()) continue;
-    EXPECT_EQ(j.at("route").get<std::string>(), "direct");
-  }
+  for (const char* cost : {"", " --cost-model teensy"})
+    for (int n : {1, 3, 8}) {
+      SCOPED_TRACE("workers " + std::to_string(n) + cost);
+      const auto j = run_json_as_given("--workers " + std::to_string(n) + cost);
+      expect_exact_and_planned(j, n);
+      if (j.is_null()) continue;
+      EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+      EXPECT_EQ(j.at("cost_model").get<std::string>(), *cost ? "teensy" : "host");
+      if (*cost && n > 1) {
+        EXPECT_GT(j.at("wire_bytes").at("board_to_board_payload").get<int64_t>(), 0);
+      }
+    }
 }
 
 // Bands of rows with boards sending to boards: 1 to 16 boards at 112, 2 and
