@@ -697,40 +697,45 @@ SpanFinder::SpanFinder(const FragLayer& L) : L_(&L) {
 
 bool SpanFinder::find(uint32_t off, uint32_t n, uint32_t* pos) {
   const FragLayer& L = *L_;
+  if (!pitched_ && !indexed_) return L.span(off, n, pos);
   const Dims& d = L.desc.out;
-  const int64_t hw = int64_t(d.h) * d.w;
-  if (hw <= 0) return false;
-  const int64_t o = off;
+  // Output tensors hold at most kMaxTensor (2^28) elements: the position of
+  // `off` in 32-bit arithmetic, two divisions, once per query.
+  const uint32_t w = uint32_t(d.w), hw = uint32_t(d.h) * w;
+  if (hw == 0 || off >= uint32_t(d.c) * hw) return false;
+  const int32_t c = int32_t(off / hw);
+  const uint32_t in_plane = off - uint32_t(c) * hw;
+  const int32_t y = int32_t(in_plane / w), x = int32_t(in_plane - uint32_t(y) * w);
+  const uint64_t end = uint64_t(off) + n;
   if (pitched_) {  // out_span's in-place case, its geometry decoded once
-    if (!whole_) return false;
-    const int64_t c = o / hw, y = (o % hw) / d.w;
-    if (c < c0_ || c >= c1_ || y < y0_ || y >= y1_) return false;
-    const bool dense = y0_ == 0 && y1_ == d.h && int64_t(L.out_pitch) == hw;
-    if (o + n > (dense ? int64_t(c1_) * hw : c * hw + int64_t(y1_) * d.w)) return false;
-    *pos = uint32_t((c - c0_) * L.out_pitch + (o - c * hw - int64_t(y0_) * d.w));
+    if (!whole_ || c < c0_ || c >= c1_ || y < y0_ || y >= y1_) return false;
+    const bool dense = y0_ == 0 && y1_ == d.h && L.out_pitch == hw;
+    if (end > (dense ? uint64_t(c1_) * hw : uint64_t(c) * hw + uint64_t(y1_) * w)) return false;
+    *pos = uint32_t(c - c0_) * L.out_pitch + (in_plane - uint32_t(y0_) * w);
     return true;
   }
-  if (!indexed_) return L.span(off, n, pos);
-  // Regions are disjoint: the one holding `off` is the answer; try the last
-  // one first, then the others in order.
-  for (uint32_t t = 0; t < L.n_regions; ++t) {
-    const uint32_t i = (hint_ + t) % L.n_regions;
+  // Regions are disjoint: the one holding `off` is the answer; try the one
+  // of the last query first, then the others in order.
+  uint32_t i = hint_;
+  for (uint32_t t = 0; t < L.n_regions; ++t, i = i + 1 == L.n_regions ? 0 : i + 1) {
     const Region& r = r_[i];
     if (r.kind == RegionKind::Run) {
-      if (o < r.v[0] || o >= r.v[1]) continue;
+      if (int64_t(off) < r.v[0] || int64_t(off) >= r.v[1]) continue;
       hint_ = i;
-      if (o + n > r.v[1]) return false;
-      *pos = base_[i] + uint32_t(o - r.v[0]);
+      if (end > uint64_t(r.v[1])) return false;
+      *pos = base_[i] + (off - uint32_t(r.v[0]));
       return true;
     }
-    const int64_t c = o / hw, y = (o % hw) / d.w, x = o % d.w;
     if (c < r.v[0] || c >= r.v[1] || y < r.v[2] || y >= r.v[3] || x < r.v[4] || x >= r.v[5]) continue;
     hint_ = i;
     const bool full = r.v[4] == 0 && r.v[5] == d.w;
-    const int64_t seg_end = full ? c * hw + int64_t(r.v[3]) * d.w : c * hw + y * d.w + r.v[5];
-    if (o + n > seg_end) return false;
-    const int64_t bw = r.v[5] - r.v[4];
-    *pos = base_[i] + uint32_t(((c - r.v[0]) * (r.v[3] - r.v[2]) + (y - r.v[2])) * bw + (x - r.v[4]));
+    // End of the segment holding off: the channel's rows, or the row.
+    const uint64_t seg_end =
+        full ? uint64_t(c) * hw + uint64_t(r.v[3]) * w : uint64_t(c) * hw + uint64_t(y) * w + uint32_t(r.v[5]);
+    if (end > seg_end) return false;
+    const uint32_t bw = uint32_t(r.v[5] - r.v[4]);
+    *pos = base_[i] + (uint32_t(c - r.v[0]) * uint32_t(r.v[3] - r.v[2]) + uint32_t(y - r.v[2])) * bw +
+           uint32_t(x - r.v[4]);
     return true;
   }
   return false;

@@ -20,18 +20,23 @@ namespace {
 // (rows of box b, full width); the caller has checked they lie inside it.
 // Row segments are contiguous in both.
 void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
-  const uint32_t hw = uint32_t(X.h * X.w);
-  uint32_t at = e0, i = 0;
+  // The tensor has at most 2^28 elements (fragment.cpp): 32-bit arithmetic,
+  // two divisions for the first element, then row by row.
+  const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w, rows = uint32_t(b.h1 - b.h0);
+  uint32_t c = e0 / hw;
+  const uint32_t in_plane = e0 - c * hw;
+  uint32_t y = in_plane / w, x = in_plane - y * w;
+  uint32_t i = 0;
   while (i < n) {
-    const int32_t c = int32_t(at / hw);
-    const int32_t y = int32_t((at % hw) / uint32_t(X.w));
-    const int32_t x = int32_t(at % uint32_t(X.w));
-    uint32_t seg = uint32_t(X.w - x);
+    uint32_t seg = w - x;
     if (seg > n - i) seg = n - i;
-    uint8_t* dst = box + (uint32_t(c - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y - b.h0)) * uint32_t(X.w) + uint32_t(x);
-    memcpy(dst, src + i, seg);
+    memcpy(box + ((c - uint32_t(b.c0)) * rows + (y - uint32_t(b.h0))) * w + x, src + i, seg);
     i += seg;
-    at += seg;
+    x = 0;
+    if (++y == uint32_t(X.h)) {
+      y = 0;
+      ++c;
+    }
   }
 }
 
