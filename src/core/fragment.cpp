@@ -706,6 +706,16 @@ bool SpanFinder::find(uint32_t off, uint32_t n, uint32_t* pos) {
   const int32_t c = int32_t(off / hw);
   const uint32_t in_plane = off - uint32_t(c) * hw;
   const int32_t y = int32_t(in_plane / w), x = int32_t(in_plane - uint32_t(y) * w);
+  return find_at(off, n, c, y, x, pos);
+}
+
+bool SpanFinder::find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t x, uint32_t* pos) {
+  const FragLayer& L = *L_;
+  if (!pitched_ && !indexed_) return L.span(off, n, pos);
+  const Dims& d = L.desc.out;
+  const uint32_t w = uint32_t(d.w), hw = uint32_t(d.h) * w;
+  if (hw == 0 || off >= uint32_t(d.c) * hw) return false;
+  const uint32_t in_plane = off - uint32_t(c) * hw;
   const uint64_t end = uint64_t(off) + n;
   if (pitched_) {  // out_span's in-place case, its geometry decoded once
     if (!whole_ || c < c0_ || c >= c1_ || y < y0_ || y >= y1_) return false;

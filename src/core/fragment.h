@@ -301,6 +301,9 @@ class SpanFinder {
   static constexpr uint32_t kRegions = 8;
   explicit SpanFinder(const FragLayer& L);
   bool find(uint32_t off, uint32_t n, uint32_t* pos);
+  // The same, for a caller that already knows the channel, row and column
+  // of `off` in the output tensor (off = (c * h + y) * w + x).
+  bool find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t x, uint32_t* pos);
 
  private:
   const FragLayer* L_;

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/crc32.h"
 #include "core/sha256.h"
 #include "core/digest.h"
@@ -19,18 +20,24 @@ namespace {
 // Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
 // (rows of box b, full width); the caller has checked they lie inside it.
 // Row segments are contiguous in both.
-void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
-  // The tensor has at most 2^28 elements (fragment.cpp): 32-bit arithmetic,
-  // two divisions for the first element, then row by row.
-  const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w, rows = uint32_t(b.h1 - b.h0);
-  uint32_t c = e0 / hw;
-  const uint32_t in_plane = e0 - c * hw;
-  uint32_t y = in_plane / w, x = in_plane - y * w;
+// Small copies (a row segment of a few elements is common) without a call.
+inline void copy_bytes(uint8_t* dst, const uint8_t* src, uint32_t n) {
+  if (n > 16) {
+    memcpy(dst, src, n);
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// scatter_into_box for a caller that knows the channel, row and column of e0.
+void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x, const uint8_t* src,
+                uint32_t n) {
+  const uint32_t w = uint32_t(X.w), rows = uint32_t(b.h1 - b.h0);
   uint32_t i = 0;
   while (i < n) {
     uint32_t seg = w - x;
     if (seg > n - i) seg = n - i;
-    memcpy(box + ((c - uint32_t(b.c0)) * rows + (y - uint32_t(b.h0))) * w + x, src + i, seg);
+    copy_bytes(box + ((c - uint32_t(b.c0)) * rows + (y - uint32_t(b.h0))) * w + x, src + i, seg);
     i += seg;
     x = 0;
     if (++y == uint32_t(X.h)) {
@@ -38,6 +45,16 @@ void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, co
       ++c;
     }
   }
+}
+
+void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
+  // The tensor has at most 2^28 elements (fragment.cpp): 32-bit arithmetic,
+  // two divisions for the first element, then row by row.
+  const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+  const uint32_t c = e0 / hw;
+  const uint32_t in_plane = e0 - c * hw;
+  const uint32_t y = in_plane / w;
+  scatter_at(box, X, b, c, y, in_plane - y * w, src, n);
 }
 
 }  // namespace
@@ -922,12 +939,19 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
     touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
     // The runs are in flat order: each is found from where the last one was.
+    // The source's output and this window's tensor have one shape (open()
+    // checked it): each run's channel, row and column serve both.
     SpanFinder spans(src);
-    for (uint32_t j = 0; j < e.n_local[k]; ++j) {
-      const InputRun r = e.local_run(k, j);
+    const Dims& X = e.desc.in[k];
+    const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+    uint8_t* box = buffer(e.box_at[k]);
+    const uint8_t* rec = e.local[k];
+    for (uint32_t j = 0; j < e.n_local[k]; ++j, rec += frag::kRunBytes) {
+      const uint32_t off = le::get_u32(rec), count = le::get_u32(rec + 4);
+      const uint32_t c = off / hw, in_plane = off - c * hw, y = in_plane / w, x = in_plane - y * w;
       uint32_t at = 0;
-      if (!spans.find(r.offset, r.count, &at)) return false;  // open() checked every one
-      scatter_into_box(buffer(e.box_at[k]), e.desc.in[k], e.box[k], r.offset, from + at, r.count);
+      if (!spans.find_at(off, count, int32_t(c), int32_t(y), int32_t(x), &at)) return false;  // open() checked each
+      scatter_at(box, X, e.box[k], c, y, x, from + at, count);
     }
   }
   View views[kMaxInputs];
