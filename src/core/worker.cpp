@@ -17,9 +17,6 @@ using wire::MsgType;
 
 namespace {
 
-// Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
-// (rows of box b, full width); the caller has checked they lie inside it.
-// Row segments are contiguous in both.
 // Small copies (a row segment of a few elements is common) without a call.
 inline void copy_bytes(uint8_t* dst, const uint8_t* src, uint32_t n) {
   if (n > 16) {
@@ -47,6 +44,9 @@ void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t 
   }
 }
 
+// Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
+// (rows of box b, full width); the caller has checked they lie inside it.
+// Row segments are contiguous in both.
 void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
   // The tensor has at most 2^28 elements (fragment.cpp): 32-bit arithmetic,
   // two divisions for the first element, then row by row.
