@@ -517,6 +517,38 @@ bool each_buffer(const FragLayer& L, F&& fn) {
   return true;
 }
 
+// What check_layer sets besides the decoded fields (pointers into the data
+// section, the partial-sum record), for an entry open() already validated:
+// the same values check_layer gives it, without the checks.
+void attach(const uint8_t* base, RawLayer* r) {
+  FragLayer& L = r->L;
+  LayerDesc& d = L.desc;
+  L.regions = L.n_regions ? base + r->regions_off : nullptr;
+  L.sends = L.n_sends ? base + r->sends_off : nullptr;
+  if ((L.flags & kEntryPartial) && r->reserved) {
+    const uint8_t* ps = base + r->reserved;
+    L.ps_ci0 = rdi32(ps + frag::kPsCi0);
+    L.ps_ci1 = rdi32(ps + frag::kPsCi1);
+    L.ps_at = rd32(ps + frag::kPsAt);
+    L.ps_acc_at = rd32(ps + frag::kPsAccAt);
+    L.ps_expected = rd32(ps + frag::kPsExpected);
+    L.n_ps_sends = rd32(ps + frag::kPsSends + 4);
+    L.ps_sends = L.n_ps_sends ? base + rd32(ps + frag::kPsSends) : nullptr;
+  }
+  if (L.n_regions) {
+    const int n = d.n_inputs <= kMaxInputs ? d.n_inputs : kMaxInputs;
+    for (int k = 0; k < n; ++k) {
+      L.runs[k] = L.n_runs[k] ? base + r->runs_off[k] : nullptr;
+      L.local[k] = L.n_local[k] ? base + r->local_off[k] : nullptr;
+    }
+  }
+  d.weights = r->cnt[0] ? reinterpret_cast<const int8_t*>(base + r->off[0]) : nullptr;
+  d.bias = r->cnt[1] ? reinterpret_cast<const int32_t*>(base + r->off[1]) : nullptr;
+  d.mult = r->cnt[2] ? reinterpret_cast<const int32_t*>(base + r->off[2]) : nullptr;
+  d.shift = r->cnt[3] ? reinterpret_cast<const int32_t*>(base + r->off[3]) : nullptr;
+  d.lut = r->cnt[4] ? reinterpret_cast<const int8_t*>(base + r->off[4]) : nullptr;
+}
+
 }  // namespace
 
 bool Region::valid(const Dims& d) const {
@@ -606,6 +638,117 @@ uint32_t FragLayer::out_span_bytes() const {
   int32_t c0, c1, y0, y1;
   if (!out_pitch || !whole_rows(&c0, &c1, &y0, &y1)) return out_elems;
   return uint32_t(c1 - c0 - 1) * out_pitch + uint32_t(y1 - y0) * uint32_t(desc.out.w);
+}
+
+bool FragLayer::span(uint32_t off, uint32_t n, uint32_t* pos) const { return out_span(*this, off, n, pos); }
+
+uint32_t RunFinder::first_ending_after(uint32_t lo, uint32_t hi, uint32_t e0) const {
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const uint8_t* p = runs_ + frag::kRunBytes * size_t(mid);
+    if (uint64_t(rd32(p)) + rd32(p + 4) <= e0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+bool RunFinder::covers(uint32_t e0, uint32_t len) {
+  if (n_ == 0) return false;
+  // The first run that ends after e0: forward from the last one found when
+  // e0 is not before it (a few steps, then a search of the rest), else a
+  // search from the start.
+  uint32_t i = at_;
+  if (i < n_ && rd32(runs_ + frag::kRunBytes * size_t(i)) <= e0) {
+    for (int step = 0; i < n_ && step < 4; ++step, ++i) {
+      const uint8_t* p = runs_ + frag::kRunBytes * size_t(i);
+      if (uint64_t(rd32(p)) + rd32(p + 4) > e0) break;
+    }
+    if (i < n_) {
+      const uint8_t* p = runs_ + frag::kRunBytes * size_t(i);
+      if (uint64_t(rd32(p)) + rd32(p + 4) <= e0) i = first_ending_after(i + 1, n_, e0);
+    }
+  } else {
+    i = first_ending_after(0, n_, e0);
+  }
+  if (i >= n_) return false;
+  at_ = i;
+  const uint8_t* p = runs_ + frag::kRunBytes * size_t(i);
+  const uint32_t off = rd32(p);
+  return e0 >= off && uint64_t(e0) + len <= uint64_t(off) + rd32(p + 4);
+}
+
+SpanFinder::SpanFinder(const FragLayer& L) : L_(&L) {
+  const Dims& d = L.desc.out;
+  if (int64_t(d.h) * d.w <= 0) return;
+  if (L.out_pitch) {
+    pitched_ = true;
+    whole_ = L.whole_rows(&c0_, &c1_, &y0_, &y1_);
+    return;
+  }
+  if (L.n_regions > kRegions) return;
+  uint32_t base = 0;
+  for (uint32_t i = 0; i < L.n_regions; ++i) {
+    r_[i] = L.region(i);
+    base_[i] = base;
+    base += uint32_t(r_[i].elems());
+  }
+  indexed_ = true;
+}
+
+bool SpanFinder::find(uint32_t off, uint32_t n, uint32_t* pos) {
+  const FragLayer& L = *L_;
+  if (!pitched_ && !indexed_) return L.span(off, n, pos);
+  const Dims& d = L.desc.out;
+  // Output tensors hold at most kMaxTensor (2^28) elements: the position of
+  // `off` in 32-bit arithmetic, two divisions, once per query.
+  const uint32_t w = uint32_t(d.w), hw = uint32_t(d.h) * w;
+  if (hw == 0 || off >= uint32_t(d.c) * hw) return false;
+  const int32_t c = int32_t(off / hw);
+  const uint32_t in_plane = off - uint32_t(c) * hw;
+  const int32_t y = int32_t(in_plane / w), x = int32_t(in_plane - uint32_t(y) * w);
+  return find_at(off, n, c, y, x, pos);
+}
+
+bool SpanFinder::find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t x, uint32_t* pos) {
+  const FragLayer& L = *L_;
+  if (!pitched_ && !indexed_) return L.span(off, n, pos);
+  const Dims& d = L.desc.out;
+  const uint32_t w = uint32_t(d.w), hw = uint32_t(d.h) * w;
+  if (hw == 0 || off >= uint32_t(d.c) * hw) return false;
+  const uint32_t in_plane = off - uint32_t(c) * hw;
+  const uint64_t end = uint64_t(off) + n;
+  if (pitched_) {  // out_span's in-place case, its geometry decoded once
+    if (!whole_ || c < c0_ || c >= c1_ || y < y0_ || y >= y1_) return false;
+    const bool dense = y0_ == 0 && y1_ == d.h && L.out_pitch == hw;
+    if (end > (dense ? uint64_t(c1_) * hw : uint64_t(c) * hw + uint64_t(y1_) * w)) return false;
+    *pos = uint32_t(c - c0_) * L.out_pitch + (in_plane - uint32_t(y0_) * w);
+    return true;
+  }
+  // Regions are disjoint: the one holding `off` is the answer; try the one
+  // of the last query first, then the others in order.
+  uint32_t i = hint_;
+  for (uint32_t t = 0; t < L.n_regions; ++t, i = i + 1 == L.n_regions ? 0 : i + 1) {
+    const Region& r = r_[i];
+    if (r.kind == RegionKind::Run) {
+      if (int64_t(off) < r.v[0] || int64_t(off) >= r.v[1]) continue;
+      hint_ = i;
+      if (end > uint64_t(r.v[1])) return false;
+      *pos = base_[i] + (off - uint32_t(r.v[0]));
+      return true;
+    }
+    if (c < r.v[0] || c >= r.v[1] || y < r.v[2] || y >= r.v[3] || x < r.v[4] || x >= r.v[5]) continue;
+    hint_ = i;
+    const bool full = r.v[4] == 0 && r.v[5] == d.w;
+    // End of the segment holding off: the channel's rows, or the row.
+    const uint64_t seg_end =
+        full ? uint64_t(c) * hw + uint64_t(r.v[3]) * w : uint64_t(c) * hw + uint64_t(y) * w + uint32_t(r.v[5]);
+    if (end > seg_end) return false;
+    const uint32_t bw = uint32_t(r.v[5] - r.v[4]);
+    *pos = base_[i] + (uint32_t(c - r.v[0]) * uint32_t(r.v[3] - r.v[2]) + uint32_t(y - r.v[2])) * bw +
+           uint32_t(x - r.v[4]);
+    return true;
+  }
+  return false;
 }
 
 int64_t FragLayer::position(int32_t e) const {
@@ -742,10 +885,21 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
 
 FragStatus FragmentReader::layer(uint32_t i, FragLayer* out) const {
   if (data_ == nullptr || out == nullptr || i >= hdr_.n_layers) return FragStatus::BadLayer;
+  // open() validated every entry, including its arrays: decode and point
+  // into the data section, without checking it all again per call (this is
+  // on the board's per-frame path). layer_checked() is the checked form.
   RawLayer r;
   decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, &r);
-  // open() validated everything, including the arrays; the shallow checks
-  // again fill the pointers exactly as open() checked them.
+  attach(data_, &r);
+  *out = r.L;
+  return FragStatus::Ok;
+}
+
+FragStatus FragmentReader::layer_checked(uint32_t i, FragLayer* out) const {
+  if (data_ == nullptr || out == nullptr || i >= hdr_.n_layers) return FragStatus::BadLayer;
+  RawLayer r;
+  decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, &r);
+  // The shallow checks again fill the pointers exactly as open() checked them.
   const uint32_t entries_end = frag::kHeaderBytes + hdr_.n_layers * frag::kEntryBytes;
   const FragStatus st = check_layer(data_, entries_end, uint32_t(size_ - 4), i, hdr_, false, &r);
   if (st != FragStatus::Ok) return st;

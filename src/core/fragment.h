@@ -267,6 +267,51 @@ struct FragLayer {
   // Position in the output buffer of flat output index e, or -1 if this
   // board does not compute it.
   int64_t position(int32_t e) const;
+  // Whether outputs [off, off + n) lie inside one segment of the regions;
+  // if so *pos is the position of `off` in the output buffer (a walk over
+  // the regions; SpanFinder is the indexed form).
+  bool span(uint32_t off, uint32_t n, uint32_t* pos) const;
+};
+
+// Whether a span of elements lies inside one of a sorted list of disjoint
+// runs (InputRun records, as a FragLayer's runs), remembering where the last
+// query ended: queries in increasing order (a frame's segments, in the order
+// the sender walks them) cost O(1) each; any other order falls back to a
+// binary search. The same answers as a scan of every run (the worker's per
+// frame check of what arrives against its routing slice).
+class RunFinder {
+ public:
+  RunFinder(const uint8_t* runs, uint32_t n) : runs_(runs), n_(runs ? n : 0) {}
+  bool covers(uint32_t e0, uint32_t len);
+
+ private:
+  uint32_t first_ending_after(uint32_t lo, uint32_t hi, uint32_t e0) const;
+  const uint8_t* runs_;
+  uint32_t n_;
+  uint32_t at_ = 0;  // the run the last query ended in
+};
+
+// FragLayer::span for one layer, set up once (the in-place geometry, or the
+// first regions decoded with their positions in the output buffer) and
+// remembering the region of the last query, so a layer's local runs, in
+// flat order, cost O(1) each instead of a walk over the regions. A layer of
+// more regions than it holds answers through FragLayer::span.
+class SpanFinder {
+ public:
+  static constexpr uint32_t kRegions = 8;
+  explicit SpanFinder(const FragLayer& L);
+  bool find(uint32_t off, uint32_t n, uint32_t* pos);
+  // The same, for a caller that already knows the channel, row and column
+  // of `off` in the output tensor (off = (c * h + y) * w + x).
+  bool find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t x, uint32_t* pos);
+
+ private:
+  const FragLayer* L_;
+  bool pitched_ = false, whole_ = false, indexed_ = false;
+  int32_t c0_ = 0, c1_ = 0, y0_ = 0, y1_ = 0;
+  Region r_[kRegions];
+  uint32_t base_[kRegions] = {};
+  uint32_t hint_ = 0;
 };
 
 struct FragHeader {
@@ -302,7 +347,11 @@ class FragmentReader {
   uint32_t layer_count() const { return hdr_.n_layers; }
   // Decodes entry i (0 <= i < layer_count()). Returns BadLayer if i is out of
   // range.
+  // open() validated every entry: this decodes without checking again.
   FragStatus layer(uint32_t i, FragLayer* out) const;
+  // The same entry decoded with the shallow checks of open() again (the
+  // slow form, kept for tests that compare the two).
+  FragStatus layer_checked(uint32_t i, FragLayer* out) const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -23,6 +23,22 @@ bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1,
   const int32_t zp = L.in_zp[0];
   // Input element k of position p: x[k * P + p] (Conv: channel-major
   // planes; Gemm: P = 1, the flat fan-in).
+  if (P == 1) {
+    // One sum per output channel (a Gemm): a dot product over the whole
+    // share, sum of x * w less zp times the sum of w. Both in uint32, which
+    // wraps exactly as the per-term form does, so the sums are equal bit
+    // for bit; no branch in the loop, so it vectorises.
+    for (int32_t o = 0; o < L.out.c; ++o) {
+      const int8_t* wo = w + int64_t(o) * K;
+      uint32_t xw = 0, ws = 0;
+      for (int32_t k = 0; k < K; ++k) {
+        xw += uint32_t(int32_t(x[k]) * int32_t(wo[k]));
+        ws += uint32_t(int32_t(wo[k]));
+      }
+      reinterpret_cast<uint32_t*>(sums)[o] = xw - uint32_t(zp) * ws;
+    }
+    return true;
+  }
   for (int32_t o = 0; o < L.out.c; ++o) {
     uint32_t* acc = reinterpret_cast<uint32_t*>(sums) + int64_t(o) * P;
     for (int32_t p = 0; p < P; ++p) acc[p] = 0;

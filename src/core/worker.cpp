@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/crc32.h"
 #include "core/sha256.h"
 #include "core/digest.h"
@@ -16,23 +17,44 @@ using wire::MsgType;
 
 namespace {
 
+// Small copies (a row segment of a few elements is common) without a call.
+inline void copy_bytes(uint8_t* dst, const uint8_t* src, uint32_t n) {
+  if (n > 16) {
+    memcpy(dst, src, n);
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// scatter_into_box for a caller that knows the channel, row and column of e0.
+void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x, const uint8_t* src,
+                uint32_t n) {
+  const uint32_t w = uint32_t(X.w), rows = uint32_t(b.h1 - b.h0);
+  uint32_t i = 0;
+  while (i < n) {
+    uint32_t seg = w - x;
+    if (seg > n - i) seg = n - i;
+    copy_bytes(box + ((c - uint32_t(b.c0)) * rows + (y - uint32_t(b.h0))) * w + x, src + i, seg);
+    i += seg;
+    x = 0;
+    if (++y == uint32_t(X.h)) {
+      y = 0;
+      ++c;
+    }
+  }
+}
+
 // Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
 // (rows of box b, full width); the caller has checked they lie inside it.
 // Row segments are contiguous in both.
 void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
-  const uint32_t hw = uint32_t(X.h * X.w);
-  uint32_t at = e0, i = 0;
-  while (i < n) {
-    const int32_t c = int32_t(at / hw);
-    const int32_t y = int32_t((at % hw) / uint32_t(X.w));
-    const int32_t x = int32_t(at % uint32_t(X.w));
-    uint32_t seg = uint32_t(X.w - x);
-    if (seg > n - i) seg = n - i;
-    uint8_t* dst = box + (uint32_t(c - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y - b.h0)) * uint32_t(X.w) + uint32_t(x);
-    memcpy(dst, src + i, seg);
-    i += seg;
-    at += seg;
-  }
+  // The tensor has at most 2^28 elements (fragment.cpp): 32-bit arithmetic,
+  // two divisions for the first element, then row by row.
+  const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+  const uint32_t c = e0 / hw;
+  const uint32_t in_plane = e0 - c * hw;
+  const uint32_t y = in_plane / w;
+  scatter_at(box, X, b, c, y, in_plane - y * w, src, n);
 }
 
 }  // namespace
@@ -46,6 +68,46 @@ uint64_t share_macs(const FragLayer& e) {
       return true;
     });
   return macs;
+}
+
+uint32_t windows_top(const FragLayer& e) {
+  uint32_t top = 0;
+  for (int k = 0; k < e.desc.n_inputs; ++k) {
+    const uint32_t n = uint32_t(e.box[k].elems(e.desc.in[k].w));
+    if (n && e.box_at[k] + arena_block(n) > top) top = e.box_at[k] + arena_block(n);
+  }
+  return top;
+}
+
+void LayerIndex::build(const FragmentReader& f) {
+  n_ = 0;
+  const uint32_t n = f.layer_count() < kMaxIndexedLayers ? f.layer_count() : kMaxIndexedLayers;
+  FragLayer e;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (f.layer(i, &e) != FragStatus::Ok) return;
+    Facts& x = f_[i];
+    x.active = e.active();
+    x.macs = x.active ? share_macs(e) : 0;
+    x.windows_top = core::windows_top(e);
+    n_ = i + 1;
+  }
+}
+
+const FragLayer* Worker::layer_entry(uint32_t i) {
+  if (!have_frag_ || i >= frag_.layer_count()) return nullptr;
+  const uint32_t c = i % kEntryCache;
+  if (cache_layer_[c] != i) {
+    cache_layer_[c] = ~0u;
+    if (frag_.layer(i, &cache_[c]) != FragStatus::Ok) return nullptr;
+    cache_layer_[c] = i;
+  }
+  return &cache_[c];
+}
+
+bool Worker::layer_active(uint32_t i) {
+  if (index_.indexed(i)) return index_.active(i);
+  const FragLayer* e = layer_entry(i);
+  return e && e->active();
 }
 
 bool Worker::init(const WorkerConfig& cfg, uint8_t* arena, uint32_t arena_size, FlashStore* flash, Port* port) {
@@ -71,11 +133,13 @@ bool Worker::open_fragment() {
   if (have_frag_) sha256(p, size, frag_digest_);
   else
     for (uint8_t& b : frag_digest_) b = 0;
+  for (uint32_t& c : cache_layer_) c = ~0u;
+  index_.clear();
   first_active_ = 0;
   if (have_frag_) {
+    index_.build(frag_);
     const uint32_t n = frag_.layer_count();
-    FragLayer e;
-    while (first_active_ < n && !(frag_.layer(first_active_, &e) == FragStatus::Ok && e.active())) ++first_active_;
+    while (first_active_ < n && !layer_active(first_active_)) ++first_active_;
   }
   abort_layer();
   return have_frag_;
@@ -613,25 +677,27 @@ bool Worker::on_commit(int link, const FrameHeader& h, const uint8_t* payload) {
   return send_frame(link, MsgType::Done, 0, 0, buf, uint16_t(sizeof buf), wire::kFlagLast, true);
 }
 
-// The entry of `layer` if this board computes part of it; else an ERROR.
-bool Worker::entry(uint16_t layer, uint32_t seq, int link, FragLayer* e) {
+// The entry of `layer` if this board computes part of it; else an ERROR and
+// nullptr.
+const FragLayer* Worker::entry(uint16_t layer, uint32_t seq, int link) {
   if (!have_frag_) {
     send_error(link, ErrorCode::NotReady, seq, "no fragment");
-    return false;
+    return nullptr;
   }
-  if (frag_.layer(layer, e) != FragStatus::Ok) {
+  const FragLayer* e = layer_entry(layer);
+  if (!e) {
     send_error(link, ErrorCode::UnknownLayer, seq, "unknown layer");
-    return false;
+    return nullptr;
   }
   if (!e->active()) {
     send_error(link, ErrorCode::UnknownLayer, seq, "no share of this layer");
-    return false;
+    return nullptr;
   }
   if (frag_.header().arena_bytes > arena_.capacity()) {
     send_error(link, ErrorCode::OutOfMemory, seq, "arena exhausted (inputs)");
-    return false;
+    return nullptr;
   }
-  return true;
+  return e;
 }
 
 Worker::Open* Worker::find_open(uint16_t layer) {
@@ -696,10 +762,7 @@ Worker::Verdict Worker::admit(int link, const FrameHeader& h, const FragLayer& e
       o.used = true;
       o.layer = h.layer;
       *slot = &o;
-      for (int k = 0; k < e.desc.n_inputs; ++k) {
-        const uint32_t n = uint32_t(e.box[k].elems(e.desc.in[k].w));
-        if (n) touch(e.box_at[k], arena_block(n));
-      }
+      touch(0, index_.indexed(e.node) ? index_.windows_top(e.node) : windows_top(e));
       return Verdict::Ok;
     }
   return Verdict::Hold;
@@ -709,24 +772,10 @@ void Worker::touch(uint32_t at, uint32_t bytes) {
   if (at + bytes > touched_) touched_ = at + bytes;
 }
 
-// True if elements [e0, e0 + n) lie inside one of e's received runs of
-// operand k.
-static bool inside_runs(const FragLayer& e, uint32_t k, uint32_t e0, uint32_t n) {
-  uint32_t lo = 0, hi = e.n_runs[k];
-  while (lo < hi) {  // first run with offset + count > e0
-    const uint32_t mid = (lo + hi) / 2;
-    const InputRun r = e.run(int(k), mid);
-    if (r.offset + r.count <= e0) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo >= e.n_runs[k]) return false;
-  const InputRun r = e.run(int(k), lo);
-  return e0 >= r.offset && uint64_t(e0) + n <= uint64_t(r.offset) + r.count;
-}
-
 Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* payload) {
-  FragLayer e;
-  if (!entry(h.layer, h.seq, link, &e)) return Verdict::Fail;
+  const FragLayer* ep = entry(h.layer, h.seq, link);
+  if (!ep) return Verdict::Fail;
+  const FragLayer& e = *ep;
   const uint32_t k = h.offset >> wire::kOperandShift;
   const uint32_t e0 = h.offset & wire::kElementMask;
   const bool blocks = h.type == MsgType::Inputs;
@@ -747,7 +796,8 @@ Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* 
   if (!blocks) {
     // One run: it must lie inside one of this board's routing runs.
     const uint32_t n = h.payload_len;
-    if (!inside_runs(e, k, e0, n) || slot->received[k] + n > e.expected[k]) {
+    RunFinder runs(e.runs[k], e.n_runs[k]);
+    if (!runs.covers(e0, n) || slot->received[k] + n > e.expected[k]) {
       send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
       return Verdict::Fail;
     }
@@ -761,9 +811,10 @@ Worker::Verdict Worker::on_input(int link, const FrameHeader& h, const uint8_t* 
   size_t pos = 0;
   wire::InputBlock b;
   uint32_t total = 0;
+  RunFinder runs(e.runs[k], e.n_runs[k]);
   while (wire::next_input_block(payload, h.payload_len, &pos, &b))
     for (uint32_t j = 0; j < b.count; ++j) {
-      if (!inside_runs(e, k, b.first + j * b.stride, b.len)) {
+      if (!runs.covers(b.first + j * b.stride, b.len)) {
         send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
         return Verdict::Fail;
       }
@@ -837,8 +888,9 @@ Worker::Open* Worker::new_slot(uint16_t layer) {
 }
 
 Worker::Verdict Worker::on_run(int link, const FrameHeader& h) {
-  FragLayer e;
-  if (!entry(h.layer, h.seq, link, &e)) return Verdict::Fail;
+  const FragLayer* ep = entry(h.layer, h.seq, link);
+  if (!ep) return Verdict::Fail;
+  const FragLayer& e = *ep;
   if (!(e.flags & kEntryRunTrigger)) {
     send_error(link, ErrorCode::NotReady, h.seq, "layer starts without RUN");
     return Verdict::Fail;
@@ -880,15 +932,26 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
   // Local runs: this board's own outputs of an earlier layer.
   for (int k = 0; k < e.desc.n_inputs && !(e.partial() && slot->ps_done); ++k) {
     if (e.n_local[k] == 0) continue;
+    // (Decoded here, not through the entry cache, which may hold e.)
     FragLayer src;
     if (frag_.layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
     const uint8_t* from = buffer(src.out_at);
     touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
     touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
-    for (uint32_t j = 0; j < e.n_local[k]; ++j) {
-      const InputRun r = e.local_run(k, j);
-      scatter_into_box(buffer(e.box_at[k]), e.desc.in[k], e.box[k], r.offset, from + src.position(int32_t(r.offset)),
-                       r.count);
+    // The runs are in flat order: each is found from where the last one was.
+    // The source's output and this window's tensor have one shape (open()
+    // checked it): each run's channel, row and column serve both.
+    SpanFinder spans(src);
+    const Dims& X = e.desc.in[k];
+    const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+    uint8_t* box = buffer(e.box_at[k]);
+    const uint8_t* rec = e.local[k];
+    for (uint32_t j = 0; j < e.n_local[k]; ++j, rec += frag::kRunBytes) {
+      const uint32_t off = le::get_u32(rec), count = le::get_u32(rec + 4);
+      const uint32_t c = off / hw, in_plane = off - c * hw, y = in_plane / w, x = in_plane - y * w;
+      uint32_t at = 0;
+      if (!spans.find_at(off, count, int32_t(c), int32_t(y), int32_t(x), &at)) return false;  // open() checked each
+      scatter_at(box, X, e.box[k], c, y, x, from + at, count);
     }
   }
   View views[kMaxInputs];
@@ -973,7 +1036,7 @@ bool Worker::start(const FragLayer& e, Open* slot, bool* started) {
     return false;
   }
   if (e.partial()) us += run_us_;  // phase 1's compute
-  else us = port_->after_compute(e.node, share_macs(e), us);
+  else us = port_->after_compute(e.node, index_.indexed(e.node) ? index_.macs(e.node) : share_macs(e), us);
   // Test hook (a reduced layer's fault was put in the sums it sent, phase 1).
   if (cfg_.flip_layer >= 0 && uint32_t(cfg_.flip_layer) == e.node && !(e.partial() && e.n_ps_sends))
     out[0] = int8_t(out[0] ^ 1);
@@ -1021,25 +1084,20 @@ bool Worker::drive() {
       // Buffers in use now: the open layers' windows and outputs still held.
       touched_ = 0;
       for (const Open& o : open_) {
-        FragLayer e;
-        if (!o.used || frag_.layer(o.layer, &e) != FragStatus::Ok) continue;
-        for (int k = 0; k < e.desc.n_inputs; ++k) {
-          const uint32_t n = uint32_t(e.box[k].elems(e.desc.in[k].w));
-          if (n) touch(e.box_at[k], arena_block(n));
+        if (!o.used) continue;
+        if (index_.indexed(o.layer)) {
+          touch(0, index_.windows_top(o.layer));
+        } else if (const FragLayer* e = layer_entry(o.layer)) {
+          touch(0, windows_top(*e));
         }
       }
     }
-    while (cursor_ < n_layers) {
-      FragLayer e;
-      if (frag_.layer(cursor_, &e) != FragStatus::Ok) return false;
-      if (e.active()) break;
-      ++cursor_;
-    }
+    while (cursor_ < n_layers && !layer_active(cursor_)) ++cursor_;
     if (cursor_ >= n_layers) return true;
-    FragLayer e;
-    frag_.layer(cursor_, &e);
+    const FragLayer* e = layer_entry(cursor_);
+    if (!e) return false;
     bool started = false;
-    if (!start(e, find_open(uint16_t(cursor_)), &started)) {
+    if (!start(*e, find_open(uint16_t(cursor_)), &started)) {
       abort_layer();
       return false;
     }
@@ -1056,11 +1114,14 @@ uint16_t Worker::gather(bool* last) {
   uint8_t* pay = tx_ + wire::kHeaderSize;
   const uint8_t* out = buffer(fl_.out_at);
   const Send first = fl_.send(send_i_);
+  const auto same_group = [&](const Send& t) {
+    return t.peer == first.peer && t.layer == first.layer && t.operand == first.operand;
+  };
+  // Every send record is decoded once here: s is always send(send_i_).
+  Send s = first;
   size_t used = 0;
   for (;;) {
-    if (send_i_ >= fl_.n_sends) break;
-    const Send s = fl_.send(send_i_);
-    if (s.peer != first.peer || s.layer != first.layer || s.operand != first.operand) break;
+    if (send_i_ >= fl_.n_sends || !same_group(s)) break;
     const size_t room = wire::kMaxPayload - used;
     if (room < wire::kInputBlockHeader + 1) break;
     const size_t space = room - wire::kInputBlockHeader;
@@ -1082,36 +1143,39 @@ uint16_t Worker::gather(bool* last) {
       if (send_off_ == s.count) {
         ++send_i_;
         send_off_ = 0;
+        s = fl_.send(send_i_);
       }
       continue;
     }
-    // Whole sends: extend a strided block over the following ones.
+    // Whole sends: extend a strided block over the following ones, copying
+    // each behind the block's header as it joins.
+    uint8_t* data = pay + used + wire::kInputBlockHeader;
+    memcpy(data, out + s.pos, rest);
     b.len = uint16_t(rest);
     uint32_t n = 1;
+    Send p = s, t;
+    bool t_read = false;  // t is send(send_i_ + n), read and not taken
     while (send_i_ + n < fl_.n_sends && n < 0xFFFF && (n + 1) * size_t(rest) <= space) {
-      const Send t = fl_.send(send_i_ + n);
-      if (t.peer != first.peer || t.layer != first.layer || t.operand != first.operand || t.count != s.count) break;
-      const Send p = fl_.send(send_i_ + n - 1);
+      t = fl_.send(send_i_ + n);
+      t_read = true;
+      if (!same_group(t) || t.count != s.count) break;
       if (t.offset <= p.offset) break;
       const uint32_t d = t.offset - p.offset;
       if (n == 1 ? d < s.count : d != b.stride) break;
       b.stride = d;
+      memcpy(data + size_t(n) * rest, out + t.pos, rest);
+      t_read = false;
+      p = t;
       ++n;
     }
     b.count = uint16_t(n);
     if (n == 1) b.stride = 0;
     wire::encode_input_block_header(b, pay + used, room);
-    used += wire::kInputBlockHeader;
-    for (uint32_t i = 0; i < n; ++i) {
-      const Send t = fl_.send(send_i_ + i);
-      const uint8_t* src = out + t.pos;
-      memcpy(pay + used, src, t.count);
-      used += t.count;
-    }
+    used += wire::kInputBlockHeader + size_t(n) * rest;
     send_i_ += n;
+    s = t_read ? t : fl_.send(send_i_);
   }
-  *last = send_i_ >= fl_.n_sends || fl_.send(send_i_).peer != first.peer || fl_.send(send_i_).layer != first.layer ||
-          fl_.send(send_i_).operand != first.operand;
+  *last = send_i_ >= fl_.n_sends || !same_group(s);
   return uint16_t(used);
 }
 

@@ -196,6 +196,41 @@ constexpr int kMaxOpenLayers = 8;
 
 // MACs a board spends on its share of a layer (the emulated clock's count).
 uint64_t share_macs(const FragLayer& e);
+// Top of the arena buffers of a layer's input windows (the end of the
+// highest one, relative to the planned buffers; 0 if it holds none).
+uint32_t windows_top(const FragLayer& e);
+
+// Layers whose facts a board works out once, when it opens a fragment
+// (LayerIndex); a fragment of more layers computes the rest per use.
+#ifndef TS_MAX_INDEXED_LAYERS
+#define TS_MAX_INDEXED_LAYERS 256
+#endif
+constexpr uint32_t kMaxIndexedLayers = TS_MAX_INDEXED_LAYERS;
+
+// What the board would otherwise work out from a layer's entry at every
+// inference (its MAC count, a walk over its regions' segments) or every
+// frame (whether it has a share, where its windows end), computed once per
+// fragment into a fixed table: the worker's per-inference bookkeeping.
+class LayerIndex {
+ public:
+  // Indexes the first kMaxIndexedLayers layers of an opened fragment.
+  void build(const FragmentReader& f);
+  void clear() { n_ = 0; }
+  bool indexed(uint32_t i) const { return i < n_; }
+  // Valid for indexed layers only.
+  bool active(uint32_t i) const { return f_[i].active; }
+  uint64_t macs(uint32_t i) const { return f_[i].macs; }
+  uint32_t windows_top(uint32_t i) const { return f_[i].windows_top; }
+
+ private:
+  struct Facts {
+    uint64_t macs = 0;
+    uint32_t windows_top = 0;
+    bool active = false;
+  };
+  Facts f_[kMaxIndexedLayers];
+  uint32_t n_ = 0;
+};
 
 class Worker {
  public:
@@ -276,7 +311,11 @@ class Worker {
   Verdict on_input(int link, const wire::FrameHeader& h, const uint8_t* payload);
   Verdict on_run(int link, const wire::FrameHeader& h);
   Verdict admit(int link, const wire::FrameHeader& h, const FragLayer& e, Open** slot);
-  bool entry(uint16_t layer, uint32_t seq, int link, FragLayer* e);
+  const FragLayer* entry(uint16_t layer, uint32_t seq, int link);
+  // Entry i of the fragment, decoded once into a small cache (valid until
+  // the next call that maps to the same place: layers i and i + kEntryCache).
+  const FragLayer* layer_entry(uint32_t i);
+  bool layer_active(uint32_t i);
   bool on_store(int link, const wire::FrameHeader& h, const uint8_t* payload);
   bool on_commit(int link, const wire::FrameHeader& h, const uint8_t* payload);
   bool send_frame(int link, wire::MsgType t, uint16_t layer, uint32_t offset, const uint8_t* payload, uint16_t len,
@@ -309,6 +348,10 @@ class Worker {
   int coord_link_ = -1;
   FragmentReader frag_;
   bool have_frag_ = false;
+  LayerIndex index_;
+  static constexpr uint32_t kEntryCache = 4;
+  FragLayer cache_[kEntryCache];
+  uint32_t cache_layer_[kEntryCache] = {~0u, ~0u, ~0u, ~0u};  // ~0u: empty
   uint8_t frag_digest_[kSha256Bytes] = {};  // SHA-256 of the committed fragment
   // Deploy in progress: SHA-256 of the STORE bytes staged so far, valid while
   // they arrive in order from offset 0 (stage_hashed_ bytes).
