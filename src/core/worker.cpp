@@ -736,8 +736,22 @@ Worker::Verdict Worker::admit(int link, const FrameHeader& h, const FragLayer& e
     send_error(link, ErrorCode::NotReady, h.seq, "frame of an inference this board has finished");
     return Verdict::Fail;
   }
+  // Inputs land in buffers that are the layer's only from avail_from[k] on,
+  // partial sums in buffers of the layer itself: a frame that comes earlier
+  // waits, also when the layer's slot is open already (an earlier operand,
+  // or another board's outputs that the layer reads, opened it). Before, the
+  // check below was skipped for an open slot, and partial sums for dense_2
+  // that a peer sent while this board still summed dense_1 were added into
+  // arena bytes dense_1 was using: an intermittent mismatch at dense_2 with
+  // reduce-all on 8 boards.
+  const uint32_t operand = h.offset >> wire::kOperandShift;
+  const bool data = h.type == MsgType::Input || h.type == MsgType::Inputs;
+  auto early = [&]() {
+    return data && ((operand < kMaxInputs && cursor_ < e.avail_from[operand]) ||
+                    (operand == kPsumOperand && cursor_ < e.node));
+  };
   *slot = find_open(h.layer);
-  if (*slot) return Verdict::Ok;
+  if (*slot) return early() ? Verdict::Hold : Verdict::Ok;
   if (idle()) {
     if (from_coord) cursor_ = h.layer;
     else if (cursor_ >= n_layers) cursor_ = first_active_;
@@ -750,12 +764,7 @@ Worker::Verdict Worker::admit(int link, const FrameHeader& h, const FragLayer& e
     send_error(link, ErrorCode::NotReady, h.seq, "frame for a finished layer");
     return Verdict::Fail;
   }
-  if (h.type == MsgType::Input || h.type == MsgType::Inputs) {
-    const uint32_t k = h.offset >> wire::kOperandShift;
-    if (k < kMaxInputs && cursor_ < e.avail_from[k]) return Verdict::Hold;
-    // Partial sums land in buffers of the layer itself: not before it.
-    if (k == kPsumOperand && cursor_ < e.node) return Verdict::Hold;
-  }
+  if (early()) return Verdict::Hold;
   for (Open& o : open_)
     if (!o.used) {
       o = Open();
