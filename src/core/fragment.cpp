@@ -260,6 +260,18 @@ bool array_ok(uint32_t off, uint32_t n, uint32_t size, uint32_t data_begin, uint
   return off >= data_begin && off % 4 == 0 && uint64_t(off) + uint64_t(n) * size <= data_end;
 }
 
+// The partial-sum record's fields into L (its sends' pointer is the
+// caller's: checked or not); returns the sends' offset.
+uint32_t read_ps_record(const uint8_t* ps, FragLayer* L) {
+  L->ps_ci0 = rdi32(ps + frag::kPsCi0);
+  L->ps_ci1 = rdi32(ps + frag::kPsCi1);
+  L->ps_at = rd32(ps + frag::kPsAt);
+  L->ps_acc_at = rd32(ps + frag::kPsAccAt);
+  L->ps_expected = rd32(ps + frag::kPsExpected);
+  L->n_ps_sends = rd32(ps + frag::kPsSends + 4);
+  return rd32(ps + frag::kPsSends);
+}
+
 // `deep` also walks the arrays (shift values, regions, sends, runs); open()
 // does, the per-layer decode after it does not need to.
 FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_end, uint32_t index,
@@ -298,14 +310,7 @@ FragStatus check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_e
   if (partial) {
     // The record, then its sends: whole int32 values of the own sums.
     if (idle || !array_ok(r->reserved, 1, frag::kPsBytes, data_begin, data_end)) return FragStatus::BadLayer;
-    const uint8_t* ps = base + r->reserved;
-    L.ps_ci0 = rdi32(ps + frag::kPsCi0);
-    L.ps_ci1 = rdi32(ps + frag::kPsCi1);
-    L.ps_at = rd32(ps + frag::kPsAt);
-    L.ps_acc_at = rd32(ps + frag::kPsAccAt);
-    L.ps_expected = rd32(ps + frag::kPsExpected);
-    const uint32_t so = rd32(ps + frag::kPsSends);
-    L.n_ps_sends = rd32(ps + frag::kPsSends + 4);
+    const uint32_t so = read_ps_record(base + r->reserved, &L);
     if (!array_ok(so, L.n_ps_sends, frag::kSendBytes, data_begin, data_end)) return FragStatus::BadLayer;
     L.ps_sends = L.n_ps_sends ? base + so : nullptr;
     if (!partial_ok(d) || (L.flags & kEntryRunTrigger) || L.out_pitch || L.n_regions != 1) return FragStatus::BadLayer;
@@ -526,14 +531,8 @@ void attach(const uint8_t* base, RawLayer* r) {
   L.regions = L.n_regions ? base + r->regions_off : nullptr;
   L.sends = L.n_sends ? base + r->sends_off : nullptr;
   if ((L.flags & kEntryPartial) && r->reserved) {
-    const uint8_t* ps = base + r->reserved;
-    L.ps_ci0 = rdi32(ps + frag::kPsCi0);
-    L.ps_ci1 = rdi32(ps + frag::kPsCi1);
-    L.ps_at = rd32(ps + frag::kPsAt);
-    L.ps_acc_at = rd32(ps + frag::kPsAccAt);
-    L.ps_expected = rd32(ps + frag::kPsExpected);
-    L.n_ps_sends = rd32(ps + frag::kPsSends + 4);
-    L.ps_sends = L.n_ps_sends ? base + rd32(ps + frag::kPsSends) : nullptr;
+    const uint32_t so = read_ps_record(base + r->reserved, &L);
+    L.ps_sends = L.n_ps_sends ? base + so : nullptr;
   }
   if (L.n_regions) {
     const int n = d.n_inputs <= kMaxInputs ? d.n_inputs : kMaxInputs;
