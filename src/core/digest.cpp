@@ -79,7 +79,7 @@ uint64_t Digest64::finish() const {
   // partial word is zero-padded.
   for (uint32_t w = 0; 8 * w < tail_n_; ++w) {
     uint8_t word[8] = {};
-    for (uint32_t i = 8 * w; i < tail_n_ && i < 8 * w + 8; ++i) word[i - 8 * w] = tail_[i];
+    memcpy(word, tail_ + 8 * w, tail_n_ - 8 * w < 8 ? tail_n_ - 8 * w : 8);
     h[w] = mix(h[w] ^ load_le64(word));
   }
   uint64_t v = kDigestSeed;
