@@ -294,6 +294,21 @@ class NodeNeeds {
     }
   }
 
+  // True when outputs [b1, e1) need exactly the input runs of operand k that
+  // outputs [b0, e0) need, known without computing them: a windowed op's
+  // outputs inside one channel each, in the same group and at the same
+  // positions of the plane (the output channels of a 1x1 convolution all
+  // read the same rows of every input channel), or any two ranges of a Gemm.
+  bool same_needs(int k, int64_t b0, int64_t e0, int64_t b1, int64_t e1) const {
+    if (e0 <= b0 || e1 <= b1) return false;
+    if (d_.op == QOp::Gemm) return true;
+    if (!is_windowed(d_.op) || k != 0) return false;
+    const int64_t hw = int64_t(d_.out.h) * d_.out.w;
+    const int64_t c0 = b0 / hw, c1 = b1 / hw;
+    if ((e0 - 1) / hw != c0 || (e1 - 1) / hw != c1) return false;  // more than one channel
+    return c0 / win_.cout_g == c1 / win_.cout_g && b0 - c0 * hw == b1 - c1 * hw && e0 - c0 * hw == e1 - c1 * hw;
+  }
+
   const core::LayerDesc& desc() const { return d_; }
 
  private:
@@ -925,20 +940,25 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
         in.tensor = node.inputs[k];
         in.runs.clear();
         in.box = core::Box{};
+        // Segments of a box often need exactly the runs the segment before
+        // them needed (a 1x1 convolution's output channels all read the same
+        // rows of every input channel): adding them again would only give the
+        // sort below duplicates to merge (up to 409,600 runs per layer at 112,
+        // most of the planning time). `prev` holds the runs of the last
+        // segment computed, [pb, pe).
         prev.clear();
+        int64_t pb = 0, pe = 0;
         for (const core::Region& r : ls.regions)
           r.segments(d.out, [&](int32_t b, int32_t e) {
-            needs.operand(int(k), b, e, &tmp);
-            // Segments of a box often need exactly the runs the segment before
-            // them needed (a 1x1 convolution's output channels all read the
-            // same rows of every input channel): adding them again would only
-            // give the sort below duplicates to merge (up to 400,000 runs per
-            // layer at 112, most of the planning time).
-            if (!std::equal(tmp.begin(), tmp.end(), prev.begin(), prev.end(), [](const InputRun& a, const InputRun& b) {
-                  return a.offset == b.offset && a.count == b.count;
-                })) {
-              in.runs.insert(in.runs.end(), tmp.begin(), tmp.end());
-              prev.swap(tmp);
+            if (!needs.same_needs(int(k), pb, pe, b, e)) {
+              needs.operand(int(k), b, e, &tmp);
+              if (!std::equal(tmp.begin(), tmp.end(), prev.begin(), prev.end(),
+                              [](const InputRun& x, const InputRun& y) { return x.offset == y.offset && x.count == y.count; })) {
+                in.runs.insert(in.runs.end(), tmp.begin(), tmp.end());
+                prev.swap(tmp);
+              }
+              pb = b;
+              pe = e;
             }
             const core::Box s = core::input_box(d, int(k), b, e);
             if (!s.empty()) {
