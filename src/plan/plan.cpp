@@ -934,7 +934,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
         in.elems = (ps.ci1 - ps.ci0) * hw_in;
         continue;
       }
-      std::vector<InputRun> tmp, prev;
+      std::vector<InputRun> tmp;
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         InputNeed& in = ls.inputs[k];
         in.tensor = node.inputs[k];
@@ -944,19 +944,14 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
         // them needed (a 1x1 convolution's output channels all read the same
         // rows of every input channel): adding them again would only give the
         // sort below duplicates to merge (up to 409,600 runs per layer at 112,
-        // most of the planning time). `prev` holds the runs of the last
-        // segment computed, [pb, pe).
-        prev.clear();
+        // most of the planning time). [pb, pe) is the last segment whose runs
+        // were added.
         int64_t pb = 0, pe = 0;
         for (const core::Region& r : ls.regions)
           r.segments(d.out, [&](int32_t b, int32_t e) {
             if (!needs.same_needs(int(k), pb, pe, b, e)) {
               needs.operand(int(k), b, e, &tmp);
-              if (!std::equal(tmp.begin(), tmp.end(), prev.begin(), prev.end(),
-                              [](const InputRun& x, const InputRun& y) { return x.offset == y.offset && x.count == y.count; })) {
-                in.runs.insert(in.runs.end(), tmp.begin(), tmp.end());
-                prev.swap(tmp);
-              }
+              in.runs.insert(in.runs.end(), tmp.begin(), tmp.end());
               pb = b;
               pe = e;
             }
