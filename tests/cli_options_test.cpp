@@ -98,7 +98,7 @@ TEST(CliOptions, StandaloneListeningBoardsServeATestbed) {
   struct Boards {  // standalone boards outlive the test unless stopped
     std::vector<int> pids;
     ~Boards() {
-      for (int p : pids) ::kill(p, SIGTERM);
+      for (int p : pids) ts::testing::terminate_if_still(p, " worker --listen ");
     }
   } boards;
   std::vector<int>& pids = boards.pids;

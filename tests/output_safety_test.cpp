@@ -159,7 +159,7 @@ TEST_F(OutputSafety, InterruptedRunLeavesNoBoardFolder) {
       std::signal(SIGINT, SIG_DFL);
       setenv("TMPDIR", tmp.c_str(), 1);
       freopen("/dev/null", "w", stdout);
-      freopen("/dev/null", "w", stderr);
+      freopen((tmp.parent_path() / ("err" + std::to_string(sig))).c_str(), "w", stderr);
       // Slow links (20 ms per board send and receive): the run is still going
       // when the signal comes.
       execl(TS_TINYSPLIT, TS_TINYSPLIT, "run", "--json", "--repeat", "3", "--delay-ms", "20", "--workers", "3",
@@ -187,6 +187,13 @@ TEST_F(OutputSafety, InterruptedRunLeavesNoBoardFolder) {
       ADD_FAILURE() << "the run did not end within 30 s of the signal";
     }
     EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == sig) << "status " << st;
+    // One line says why the run ended and who sent the signal (this test).
+    std::ifstream ef(dir_ / ("err" + std::to_string(sig)));
+    const std::string err((std::istreambuf_iterator<char>(ef)), std::istreambuf_iterator<char>());
+    const std::string want = std::string("tinysplit: run interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                             " from pid " + std::to_string(::getpid()) + " (";
+    EXPECT_EQ(err.rfind(want, 0), 0u) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
     EXPECT_EQ(files_in(tmp), std::vector<std::string>{});
     std::vector<std::string> left;
     for (const auto& e : fs::directory_iterator(tmp)) left.push_back(e.path().filename().string());

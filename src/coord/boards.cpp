@@ -34,23 +34,61 @@ int g_sig_pipe[2] = {-1, -1};
 std::once_flag g_sig_once;
 std::atomic<bool> g_stopping{false};
 
-extern "C" void on_stop_signal(int sig) {
-  const unsigned char b = static_cast<unsigned char>(sig);
-  const ssize_t r = write(g_sig_pipe[1], &b, 1);
+// What the handler passes to the cleanup thread: the signal and, when another
+// process sent it, that process (one write of less than PIPE_BUF bytes is
+// atomic, so the thread reads it whole).
+struct StopNote {
+  int sig;
+  pid_t from;  // 0 when not sent by a process (e.g. the terminal's Ctrl-C)
+};
+
+extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
+  StopNote n{sig, 0};
+  if (info && info->si_code == SI_USER) n.from = info->si_pid;
+  const ssize_t r = write(g_sig_pipe[1], &n, sizeof n);
   (void)r;
+}
+
+// "SIGTERM from pid 1234 (ctest)": in the one line an interrupted run prints,
+// so a run stopped by some other process says by whom.
+std::string describe_stop(const StopNote& n) {
+  const char* name = n.sig == SIGINT ? "SIGINT" : n.sig == SIGTERM ? "SIGTERM" : n.sig == SIGHUP ? "SIGHUP" : "a signal";
+  std::string s = name;
+  if (n.from > 0) {
+    s += " from pid " + std::to_string(n.from);
+    char comm[64] = {0};
+    const int fd = open(("/proc/" + std::to_string(n.from) + "/comm").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      const ssize_t k = read(fd, comm, sizeof comm - 1);
+      close(fd);
+      if (k > 0) {
+        std::string c(comm, size_t(k));
+        while (!c.empty() && (c.back() == '\n' || c.back() == ' ')) c.pop_back();
+        if (!c.empty()) s += " (" + c + ")";
+      }
+    }
+  }
+  return s;
 }
 
 void install_signal_cleanup() {
   std::call_once(g_sig_once, [] {
     if (pipe2(g_sig_pipe, O_CLOEXEC) != 0) return;
     std::thread([] {
-      unsigned char b = 0;
-      while (read(g_sig_pipe[0], &b, 1) != 1) {
+      StopNote n{};
+      while (read(g_sig_pipe[0], &n, sizeof n) != ssize_t(sizeof n)) {
         if (errno != EINTR) return;
       }
+      const int b = n.sig;
       // From here the run is over: the main thread, seeing its boards go,
-      // must not print a misleading error nor exit with its own status.
+      // must not print a misleading error nor exit with its own status. One
+      // line says why it ends.
       g_stopping = true;
+      const std::string line = "tinysplit: run interrupted by " + describe_stop(n) + "\n";
+      {
+        const ssize_t w = write(2, line.data(), line.size());
+        (void)w;
+      }
       const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
       if (null_fd >= 0) {
         dup2(null_fd, 1);
@@ -69,9 +107,9 @@ void install_signal_cleanup() {
       while (g_stopping.load()) pause();  // the signal thread ends the process
     });
     struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
+    sa.sa_sigaction = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
   });
 }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,20 @@ inline Shell shell(const std::string& cmd) {
   if (r.err.find(": runtime error: ") != std::string::npos || r.err.find("Sanitizer") != std::string::npos)
     std::fprintf(stderr, "[shell] sanitizer output of '%s':\n%s\n", cmd.c_str(), r.err.c_str());
   return r;
+}
+
+// SIGTERM to a process that is not this test's child (a board started in the
+// background by a shell that has exited, now a child of init): its pid may
+// have been reused by another process if it already ended, so the signal
+// goes only if the process's command line still contains `needle`.
+inline bool terminate_if_still(pid_t pid, const std::string& needle) {
+  if (pid <= 1) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (char& c : cmd)
+    if (c == '\0') c = ' ';
+  if (cmd.find(needle) == std::string::npos) return false;
+  return ::kill(pid, SIGTERM) == 0;
 }
 
 // The tinysplit binary under test.
