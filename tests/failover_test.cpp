@@ -357,4 +357,27 @@ TEST(FailoverSpec, BadSpecsAreOneClearLine) {
   expect_one_error_line(w, "KIND:LAYER");
 }
 
+// A spec that is wrong whatever the model is refused before the model is
+// loaded and planned: with a model that does not exist, the line is about
+// the spec.
+TEST(FailoverSpec, SpecsAreCheckedBeforeTheModel) {
+  struct Case {
+    std::string args, needle;
+  };
+  const std::vector<Case> cases = {
+      {"--inject-fault explode:1", "unknown fault 'explode'"},
+      {"--inject-fault kill:3", "only 3 boards"},
+      {"--inject-fault kill:1:x", "LAYER must be a number"},
+      {"--inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
+      {"--inject-fault flip:3:2", "board 3 does not exist"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Shell r = run("--workers 3 --model /nonexistent/model.json " + c.args);
+    expect_one_error_line(r, c.needle);
+  }
+  // The model is still checked when the specs are fine.
+  expect_one_error_line(run("--workers 3 --model /nonexistent/model.json --inject-fault kill:1"), "/nonexistent/model.json");
+}
+
 }  // namespace
