@@ -17,6 +17,7 @@
 #include <set>
 
 #include "core/fragment.h"
+#include "core/worker.h"
 #include "model/pipeline.h"
 #include "plan/fragment_writer.h"
 
@@ -904,6 +905,47 @@ TEST(PlanMobileNet, ThousandWorkersInSeconds) {
   ASSERT_NO_FATAL_FAILURE(check_coverage(*q, p));
   ASSERT_NO_FATAL_FAILURE(check_routing(*q, p));
   ASSERT_NO_FATAL_FAILURE(check_memory(*q, p));
+}
+
+// A board holds core::kMaxLinks links. On 24 boards `auto`'s direct plan
+// gathers whole tensors for some layers (2(N-1)+1 links), so with --route
+// named it is refused with one line; left to the default (route_fallback) it
+// is planned on the relay route with a note naming the board and the count.
+// On 16 boards the direct plan fits and stays.
+TEST(PlanMobileNet, DirectPastTheLinkLimitFallsBackToRelay) {
+  NEED_MOBILENET(q);
+  PlanOptions o;
+  o.strategy = "auto";
+  o.route = Route::Direct;
+  o.routing = false;
+  PlanOptions unchecked = o;
+  unchecked.check_budgets = false;
+  const Plan over = make_plan(*q, bed(24, 512 * 1024, 8 << 20), unchecked);
+  const LinkLoad l = busiest_links(over);
+  ASSERT_GT(l.links, core::kMaxLinks);
+  ASSERT_GE(l.board, 0);
+  try {
+    make_plan(*q, bed(24, 512 * 1024, 8 << 20), o);
+    FAIL() << "a direct plan over the link limit should be refused";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_NE(m.find("needs " + std::to_string(l.links) + " links"), std::string::npos) << m;
+    EXPECT_NE(m.find("at most " + std::to_string(core::kMaxLinks)), std::string::npos) << m;
+  }
+  o.route_fallback = true;
+  const Plan p = make_plan(*q, bed(24, 512 * 1024, 8 << 20), o);
+  EXPECT_EQ(p.route, Route::Relay);
+  EXPECT_EQ(busiest_links(p).links, 0);
+  EXPECT_NE(p.route_note.find("relay"), std::string::npos) << p.route_note;
+  EXPECT_NE(p.route_note.find(std::to_string(l.links) + " links on board " + std::to_string(l.board)),
+            std::string::npos)
+      << p.route_note;
+  const Plan d = make_plan(*q, bed(16, 512 * 1024, 8 << 20), o);
+  EXPECT_EQ(d.route, Route::Direct);
+  EXPECT_EQ(d.route_note, "");
+  EXPECT_LE(busiest_links(d).links, core::kMaxLinks);
+  EXPECT_GT(busiest_links(d).links, 1);  // boards do send to boards
 }
 
 TEST(PlanMobileNet, OneBoardAt112FitsAnd224IsRefused) {

@@ -2,6 +2,7 @@
 // real TCP, the real model. Every run must equal the single-process int8
 // reference bit for bit (the command checks it on every run and reports
 // match_reference); failures must give one clear line, in bounded time.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -133,6 +134,28 @@ TEST_F(RunTest, ExactForOneToSixteenBoards) {
     SCOPED_TRACE("workers " + std::to_string(n));
     expect_exact_and_planned(run_json("--workers " + std::to_string(n)), n);
   }
+}
+
+// With the Teensy prices `auto` gathers whole tensors on 24 boards, which
+// the direct route cannot link (core::kMaxLinks per board): with the default
+// route the run goes on the relay route and says so; with --route direct
+// named it is one line.
+TEST_F(RunTest, DefaultRouteFallsBackToRelayPastTheLinkLimit) {
+  const auto j = run_json_as_given("--workers 24 --cost-model teensy");
+  expect_exact_and_planned(j, 24);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("route").get<std::string>(), "relay");
+  const std::string note = j.at("route_note").get<std::string>();
+  EXPECT_NE(note.find("links on board"), std::string::npos) << note;
+  const auto r = tinysplit("run --workers 24 --cost-model teensy --route direct");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("the direct route needs"), std::string::npos) << r.err;
+  // Fewer boards: the default stays direct, with no note.
+  const auto d = run_json_as_given("--workers 4 --cost-model teensy");
+  ASSERT_FALSE(d.is_null());
+  EXPECT_EQ(d.at("route").get<std::string>(), "direct");
+  EXPECT_EQ(d.at("route_note").get<std::string>(), "");
 }
 
 TEST_F(RunTest, ExactForEveryAllocationAndWindow) {

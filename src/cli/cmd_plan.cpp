@@ -18,6 +18,7 @@ struct PlanCmdOptions {
   bool ram_given = false, flash_given = false;  // override a testbed's budgets
   double k1 = plan::kDefaultK1;
   std::string strategy = "auto", route = "direct", out, op_cycles;  // defaults of run (issue 10)
+  bool route_named = false;  // --route given: no fallback to relay (plan::PlanOptions::route_fallback)
   double cycles_per_mac = 2.0, frame_latency_us = 30.0;
   // teensy: the figures above (Teensy 4.1 boards); host: the measured model
   // of boards run as processes on this machine (plan/cost.h), as `run` uses.
@@ -43,6 +44,7 @@ int cmd_plan(const PlanCmdOptions& o) {
   po.k1 = o.k1;
   po.strategy = o.strategy;
   po.route = plan::parse_route(o.route);
+  po.route_fallback = !o.route_named;
   po.routing = false;  // the report needs the traffic totals only
   po.cost.default_cycles_per_mac = o.cycles_per_mac;
   po.cost.frame_latency_s = o.frame_latency_us * 1e-6;
@@ -89,6 +91,7 @@ int cmd_plan(const PlanCmdOptions& o) {
                         {"size", in_size},
                         {"strategy", p.strategy},
                         {"route", plan::route_name(p.route)},
+                        {"route_note", p.route_note},
                         {"allocation", plan::to_string(p.alloc)},
                         {"plan_id", p.plan_id},
                         {"model_bytes", p.model_bytes},
@@ -110,6 +113,7 @@ int cmd_plan(const PlanCmdOptions& o) {
   std::printf("plan %08x: %s at %d, %d workers, allocation %s, strategy %s, route %s, model data %lld bytes\n",
               p.plan_id, o.model.c_str(), in_size, p.n_workers(), plan::to_string(p.alloc),
               p.strategy.c_str(), plan::route_name(p.route), (long long)p.model_bytes);
+  if (!p.route_note.empty()) std::printf("note: %s\n", p.route_note.c_str());
   std::printf("\n%6s %10s %8s %10s %10s %-26s %10s %11s %11s %6s\n", "board", "rating", "share", "flash",
               "peak RAM", "(at layer)", "MMACs", "bytes in", "bytes out", "Kc");
   double share_sum = 0;
@@ -178,8 +182,11 @@ void register_plan(CLI::App& app) {
   sub->add_option("--cores", o->cores, "host cost model: boards computing at once (default: this machine's cores)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--route", o->route,
-                  "relay (every activation through the coordinator, the paper) | direct (boards send to boards)")
-      ->capture_default_str();
+                  "relay (every activation through the coordinator, the paper) | direct (boards send to boards); "
+                  "when not given, a direct plan that needs more links on a board than it holds is made on the "
+                  "relay route, with a note")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->route_named = true; });
   sub->add_option("--out,-o", o->out, "write DIR/worker-<id>.tsfg fragments");
   add_json_flag(*sub, o->json);
 }

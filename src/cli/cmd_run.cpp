@@ -42,6 +42,7 @@ struct RunOptions {
   // Defaults (issue 10): the cost model's choice per block, boards sending
   // to boards. `--strategy neuron --route relay` is the paper's mode.
   std::string strategy = "auto", route = "direct";
+  bool route_named = false;  // --route given: no fallback to relay (plan::PlanOptions::route_fallback)
   int window = 32;
   double timeout = 10.0, cpm = 0.0, delay = 0.0;
   int repeat = 1;
@@ -158,6 +159,7 @@ int cmd_run(const RunOptions& o) {
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.strategy = o.strategy;
   popt.route = plan::parse_route(o.route);
+  popt.route_fallback = !o.route_named;
   popt.routing = false;  // the engine reads each board's needs; the routing map is for reports
   // The planner's prices: boards that are processes on this machine (not
   // slowed by --cycles-per-mac or --delay-ms) by the measured host model
@@ -461,7 +463,7 @@ int cmd_run(const RunOptions& o) {
         {"workers", p.n_workers()}, {"allocation", plan::to_string(popt.alloc)}, {"strategy", p.strategy},
         {"cost_model", popt.cost.host ? "host" : "teensy"},
         {"cost_model_note", cost_note},
-        {"route", plan::route_name(p.route)}, {"window", o.window},
+        {"route", plan::route_name(p.route)}, {"route_note", p.route_note}, {"window", o.window},
         {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
         {"logits_int8", std::vector<int>(r.output.begin(), r.output.end())}, {"probs", probs},
         {"match_reference", match}, {"reference_s", ref_s}, {"repeat", o.repeat},
@@ -497,6 +499,7 @@ int cmd_run(const RunOptions& o) {
                 o.cpm > 0 ? ", emulated clocks" : "", o.delay > 0 ? ", injected delays" : "");
     if (!note.empty()) std::printf("note: %s\n", note.c_str());
     if (!cost_note.empty()) std::printf("note: %s\n", cost_note.c_str());
+    if (!p.route_note.empty()) std::printf("note: %s\n", p.route_note.c_str());
     if (!o.dataset.empty())
       std::printf("%s: distributed accuracy %.4f (int8 reference %.4f), %d of %zu bit-exact; last image:\n",
                   input_name.c_str(), correct / n_in, ref_correct / n_in, exact, xs.size());
@@ -580,8 +583,11 @@ void register_run(CLI::App& app) {
                  "measured prices) | teensy (the Teensy 4.1 figures, what local boards stand in for)")
       ->capture_default_str();
   sub.add_option("--route", o->route,
-                 "direct (boards send to boards) | relay (every activation through the coordinator, the paper)")
-      ->capture_default_str();
+                 "direct (boards send to boards) | relay (every activation through the coordinator, the paper); "
+                 "when not given, a direct plan that needs more links on a board than it holds runs on the relay "
+                 "route, with a note")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->route_named = true; });
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();

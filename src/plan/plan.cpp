@@ -1101,28 +1101,35 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
       throw Error("board " + std::to_string(b.id) + ": fragment needs " + std::to_string(wp.flash_bytes) +
                   " bytes of flash, budget is " + std::to_string(b.flash_bytes) + " bytes");
   }
-  // Links: a board holds the coordinator's link, one it opens to each board
-  // it sends to and one from each board that sends to it (core::kMaxLinks).
-  if (p.route == Route::Direct) {
-    const size_t N = size_t(p.n_workers());
-    std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
-    for (size_t w = 0; w < N; ++w)
-      for (const LayerShare& ls : p.workers[w].layers)
-        for (const auto* v : {&ls.sends, &ls.psum.sends})
-          for (const core::Send& s : *v)
-            if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
-    for (size_t w = 0; w < N; ++w) {
-      int links = 1;
-      for (size_t v = 0; v < N; ++v) links += talks[w][v] + talks[v][w];
-      if (links > core::kMaxLinks)
-        throw Error("board " + std::to_string(t.boards.at(w).id) + ": the direct route needs " + std::to_string(links) +
-                    " links on it (coordinator, boards it sends to, boards that send to it), a board holds at most " +
-                    std::to_string(core::kMaxLinks));
-    }
-  }
+  const LinkLoad l = busiest_links(p);
+  if (l.links > core::kMaxLinks)
+    throw Error("board " + std::to_string(t.boards.at(size_t(l.board)).id) + ": the direct route needs " +
+                std::to_string(l.links) +
+                " links on it (coordinator, boards it sends to, boards that send to it), a board holds at most " +
+                std::to_string(core::kMaxLinks));
 }
 
-Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+LinkLoad busiest_links(const Plan& p) {
+  LinkLoad out;
+  if (p.route != Route::Direct) return out;
+  const size_t N = size_t(p.n_workers());
+  std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
+  for (size_t w = 0; w < N; ++w)
+    for (const LayerShare& ls : p.workers[w].layers)
+      for (const auto* v : {&ls.sends, &ls.psum.sends})
+        for (const core::Send& s : *v)
+          if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
+  for (size_t w = 0; w < N; ++w) {
+    int links = 1;
+    for (size_t v = 0; v < N; ++v) links += talks[w][v] + talks[v][w];
+    if (links > out.links) out = {int(w), links};
+  }
+  return out;
+}
+
+namespace {
+
+Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (t.boards.empty()) throw Error("plan: the testbed has no boards");
   validate_testbed(t, "testbed");
   if (q.nodes.empty()) throw Error("plan: the model has no layers");
@@ -1194,6 +1201,29 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (opt.check_budgets) check_budgets(q, p, t);
   if (opt.routing) p.routes = build_routing(q, p);
   return p;
+}
+
+}  // namespace
+
+Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+  if (opt.route != Route::Direct || !opt.route_fallback) return plan_on_route(q, t, opt);
+  PlanOptions direct = opt;
+  direct.check_budgets = false;
+  direct.routing = false;
+  Plan p = plan_on_route(q, t, direct);
+  const LinkLoad l = busiest_links(p);
+  if (l.links <= core::kMaxLinks) {
+    if (opt.check_budgets) check_budgets(q, p, t);
+    if (opt.routing) p.routes = build_routing(q, p);
+    return p;
+  }
+  PlanOptions relay = opt;
+  relay.route = Route::Relay;
+  Plan r = plan_on_route(q, t, relay);
+  r.route_note = "planned on the relay route: the direct route needs " + std::to_string(l.links) + " links on board " +
+                 std::to_string(t.boards.at(size_t(l.board)).id) + ", a board holds at most " +
+                 std::to_string(core::kMaxLinks);
+  return r;
 }
 
 }  // namespace ts::plan

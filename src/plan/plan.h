@@ -59,6 +59,11 @@ struct PlanOptions {
   CostModel cost;                   // the time estimate and `auto`'s choice
   bool routing = true;              // build Plan::routes (alg. 3)
   bool check_budgets = true;        // refuse plans over a board's RAM/flash
+  // With route Direct: a plan that needs more links on a board than it holds
+  // (core::kMaxLinks; every all-gather on N boards needs 2(N-1)+1) is made on
+  // the relay route instead, and Plan::route_note says why. Off, such a plan
+  // is refused (check_budgets). The CLI sets it when --route is not given.
+  bool route_fallback = false;
 };
 
 // One input operand of a layer as one worker needs it.
@@ -184,6 +189,7 @@ struct Plan {
   std::vector<RouteRun> routes;     // empty unless PlanOptions::routing
   int64_t total_wire_bytes = 0;     // sum of layers' bytes_moved
   int flash_rounds = 0;             // re-splits after the first (steps 2-3)
+  std::string route_note;           // why the route is not the one asked for (route_fallback), or ""
 
   int n_workers() const { return int(workers.size()); }
 };
@@ -199,8 +205,18 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt = {});
 Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, bool routing = true, Route route = Route::Relay);
 
-// Throws the one-line RAM / flash error for the first board over budget.
+// Throws the one-line RAM / flash error for the first board over budget, or,
+// on the direct route, for the first board over core::kMaxLinks links.
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t);
+
+// The links the direct route needs on its busiest board (the coordinator's,
+// one to each board it sends to, one from each board that sends to it):
+// `board` is a plan worker index. {-1, 0} for a relay plan.
+struct LinkLoad {
+  int board = -1;
+  int links = 0;
+};
+LinkLoad busiest_links(const Plan& p);
 
 // Exact input elements of operand `input` of node `node` that output neurons
 // [begin, end) read: the union of their receptive fields (padded taps are not
