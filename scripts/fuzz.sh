@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, clang, ASan + UBSan) if needed and runs
-# each for a fixed time in a single process (libFuzzer's default, no -jobs/-fork), one after another.
+# each for a fixed time in a single process (libFuzzer's default), one after
+# another; with --jobs N in libFuzzer's fork mode, N processes per target.
 #
-#   bash scripts/fuzz.sh --seconds S [--json] [--target T]... [--seeds]
-#   bash scripts/fuzz.sh --runs N [--json] [--target T]...
+#   bash scripts/fuzz.sh --seconds S [--json] [--target T]... [--seeds] [--jobs N]
+#   bash scripts/fuzz.sh --runs N [--json] [--target T]... [--jobs N]
 #
 # --seconds runs each target for S seconds with a random seed (exploration).
 # --runs runs each target for exactly N inputs with libFuzzer seed 1 on the
 # committed seeds: the same inputs on every machine, so the test suite's
 # FuzzSmoke is reproducible and cannot fail on one machine and pass on another.
+# --jobs N (2..64), for long runs: -fork=N, N jobs at a time, each on a random
+# share of the corpus; with --runs N it stops once the jobs together have run
+# at least N inputs (checked as each job ends). No seed is given then
+# (libFuzzer would hand the same -seed to every job): each job picks its own,
+# so such a run is not reproducible.
 #
 # Per target it prints `execs` (inputs run) and `crashes` (0 or 1: libFuzzer
 # stops at the first crash, leak, timeout or out-of-memory, and the input is
@@ -31,6 +37,7 @@ SECONDS_PER=""
 RUNS=""
 JSON=0
 SEEDS=0
+JOBS=""
 TARGETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,7 +46,8 @@ while [[ $# -gt 0 ]]; do
     --json) JSON=1; shift ;;
     --target) TARGETS+=("${2:-}"); shift 2 ;;
     --seeds) SEEDS=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --jobs) JOBS="${2:-}"; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +56,9 @@ if [[ -n "$RUNS" ]]; then
   [[ "$RUNS" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "fuzz.sh: --runs needs a whole number of inputs >= 1" >&2; exit 2; }
 elif [[ $SEEDS -eq 0 ]] && ! [[ "$SECONDS_PER" =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz.sh: --seconds needs a whole number of seconds >= 1" >&2; exit 2
+fi
+if [[ -n "$JOBS" ]] && ! { [[ "$JOBS" =~ ^[1-9][0-9]?$ ]] && ((JOBS >= 2 && JOBS <= 64)); }; then
+  echo "fuzz.sh: --jobs needs a whole number of processes from 2 to 64" >&2; exit 2
 fi
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=("${ALL_TARGETS[@]}")
 for t in "${TARGETS[@]}"; do
@@ -108,10 +119,12 @@ for t in "${TARGETS[@]}"; do
     # A fresh copy of the committed seeds, nothing the earlier runs found.
     corpus="$BUILD/corpus-runs/$t"
     rm -rf "$corpus"
-    limit=(-runs="$RUNS" -seed=1)
+    limit=(-runs="$RUNS")
+    [[ -n "$JOBS" ]] || limit+=(-seed=1)
   else
     limit=(-max_total_time="$SECONDS_PER")
   fi
+  [[ -z "$JOBS" ]] || limit+=(-fork="$JOBS")
   mkdir -p "$corpus"
   cp -n "$ROOT/fuzz/corpus/$t/"* "$corpus/" 2>/dev/null || true
   out="$BUILD/fuzz-$t.log"
