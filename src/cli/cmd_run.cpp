@@ -64,11 +64,6 @@ struct RunOptions {
   std::string cost_model = "auto";  // | teensy | host
 };
 
-// --inject-fault: checked against the testbed and the first plan, and
-// turned into each board's `worker --inject-fault KIND:LAYER` argument. A
-// fault without a layer acts at the board's layer nearest the middle of
-// the model; a layer the board has no share of would never fire: refused.
-// `fault_layer` gets, per board, the layer of its fault (-1: none).
 // The checks that need only the testbed: syntax, board number, a local board.
 // Run before the model is loaded and planned, so a mistyped spec is one line
 // at once.
@@ -83,6 +78,11 @@ static net::FaultSpec fault_on_testbed(const std::string& text, const plan::Test
   return f;
 }
 
+// --inject-fault: checked against the testbed and the first plan, and
+// turned into each board's `worker --inject-fault KIND:LAYER` argument. A
+// fault without a layer acts at the board's layer nearest the middle of
+// the model; a layer the board has no share of would never fire: refused.
+// `fault_layer` gets, per board, the layer of its fault (-1: none).
 static std::vector<std::vector<std::string>> fault_args(const std::vector<std::string>& specs, const plan::Testbed& tb,
                                                         const QGraph& q, const plan::Plan& p, std::vector<int>* fault_layer) {
   std::vector<std::vector<std::string>> args(tb.boards.size());
