@@ -11,6 +11,7 @@
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -907,45 +908,88 @@ TEST(PlanMobileNet, ThousandWorkersInSeconds) {
   ASSERT_NO_FATAL_FAILURE(check_memory(*q, p));
 }
 
-// A board holds core::kMaxLinks links. On 24 boards `auto`'s direct plan
-// gathers whole tensors for some layers (2(N-1)+1 links), so with --route
-// named it is refused with one line; left to the default (route_fallback) it
-// is planned on the relay route with a note naming the board and the count.
-// On 16 boards the direct plan fits and stays.
+// A host board holds kHostBoardLinks links (core::kMaxLinks). On 24 boards
+// `auto`'s direct plan gathers whole tensors for some layers (2(N-1)+1
+// links), so with --route named it is refused with one line; left to the
+// default (route_fallback) it is planned on the relay route with a note
+// naming the board and the count. On 16 boards the direct plan fits and
+// stays, unless the boards hold fewer links (a testbed's "links", as the
+// firmware's 16): then the first board over its own limit is named.
 TEST(PlanMobileNet, DirectPastTheLinkLimitFallsBackToRelay) {
   NEED_MOBILENET(q);
+  static_assert(kHostBoardLinks == core::kMaxLinks);
   PlanOptions o;
   o.strategy = "auto";
   o.route = Route::Direct;
   o.routing = false;
   PlanOptions unchecked = o;
   unchecked.check_budgets = false;
-  const Plan over = make_plan(*q, bed(24, 512 * 1024, 8 << 20), unchecked);
-  const LinkLoad l = busiest_links(over);
-  ASSERT_GT(l.links, core::kMaxLinks);
+  const Testbed b24 = bed(24, 512 * 1024, 8 << 20);
+  const Plan over = make_plan(*q, b24, unchecked);
+  const std::vector<int> links = direct_links(over);
+  ASSERT_EQ(links.size(), 24u);
+  const LinkLoad l = links_over_limit(over, b24);
   ASSERT_GE(l.board, 0);
+  EXPECT_EQ(l.limit, kHostBoardLinks);
+  EXPECT_EQ(l.links, links[size_t(l.board)]);
+  EXPECT_GT(l.links, kHostBoardLinks);
+  for (int w = 0; w < l.board; ++w) EXPECT_LE(links[size_t(w)], kHostBoardLinks) << w;  // the first one over
   try {
-    make_plan(*q, bed(24, 512 * 1024, 8 << 20), o);
+    make_plan(*q, b24, o);
     FAIL() << "a direct plan over the link limit should be refused";
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-    EXPECT_NE(m.find("needs " + std::to_string(l.links) + " links"), std::string::npos) << m;
-    EXPECT_NE(m.find("at most " + std::to_string(core::kMaxLinks)), std::string::npos) << m;
+    EXPECT_EQ(m.rfind("board " + std::to_string(l.board) + ": the direct route needs " + std::to_string(l.links) +
+                          " links",
+                      0),
+              0u)
+        << m;
+    EXPECT_NE(m.find("at most " + std::to_string(kHostBoardLinks)), std::string::npos) << m;
   }
   o.route_fallback = true;
-  const Plan p = make_plan(*q, bed(24, 512 * 1024, 8 << 20), o);
+  const Plan p = make_plan(*q, b24, o);
   EXPECT_EQ(p.route, Route::Relay);
-  EXPECT_EQ(busiest_links(p).links, 0);
+  EXPECT_EQ(direct_links(p), std::vector<int>(24, 0));
   EXPECT_NE(p.route_note.find("relay"), std::string::npos) << p.route_note;
-  EXPECT_NE(p.route_note.find(std::to_string(l.links) + " links on board " + std::to_string(l.board)),
+  EXPECT_NE(p.route_note.find(std::to_string(l.links) + " links on board " + std::to_string(l.board) +
+                              ", which holds at most " + std::to_string(kHostBoardLinks)),
             std::string::npos)
       << p.route_note;
-  const Plan d = make_plan(*q, bed(16, 512 * 1024, 8 << 20), o);
+  Testbed b16 = bed(16, 512 * 1024, 8 << 20);
+  const Plan d = make_plan(*q, b16, o);
   EXPECT_EQ(d.route, Route::Direct);
   EXPECT_EQ(d.route_note, "");
-  EXPECT_LE(busiest_links(d).links, core::kMaxLinks);
-  EXPECT_GT(busiest_links(d).links, 1);  // boards do send to boards
+  EXPECT_EQ(links_over_limit(d, b16).board, -1);
+  const std::vector<int> dl = direct_links(d);
+  const int most = *std::max_element(dl.begin(), dl.end());
+  EXPECT_GT(most, kFirmwareLinks);  // so the firmware's limit matters below
+  EXPECT_LE(most, kHostBoardLinks);
+  // One board that holds fewer links than it needs: that board is named.
+  const int busiest = int(std::max_element(dl.begin(), dl.end()) - dl.begin());
+  b16.boards[size_t(busiest)].links = kFirmwareLinks;
+  b16.boards[size_t(busiest)].id = 70;
+  EXPECT_EQ(links_over_limit(d, b16).board, busiest);
+  const Plan f = make_plan(*q, b16, o);
+  EXPECT_EQ(f.route, Route::Relay);
+  EXPECT_NE(f.route_note.find("links on board 70, which holds at most 16"), std::string::npos) << f.route_note;
+  // QEMU boards (and boards at an address) hold the firmware's links unless
+  // the testbed says otherwise.
+  EXPECT_EQ(board_links(default_testbed(1, "qemu").boards[0]), kFirmwareLinks);
+  EXPECT_EQ(board_links(default_testbed(1, "10.0.0.2:7000").boards[0]), kFirmwareLinks);
+  EXPECT_EQ(board_links(default_testbed(1, "local").boards[0]), kHostBoardLinks);
+}
+
+// kFirmwareLinks is the firmware's default MAX_LINKS.
+TEST(PlanLinks, FirmwareDefaultMatchesTheMakefile) {
+  std::ifstream mk(std::string(TS_SOURCE_DIR) + "/firmware/Makefile");
+  ASSERT_TRUE(mk) << "firmware/Makefile";
+  std::string line, value;
+  while (std::getline(mk, line))
+    if (line.rfind("MAX_LINKS ?=", 0) == 0) value = line.substr(line.find('=') + 1);
+  value.erase(0, value.find_first_not_of(' '));
+  ASSERT_FALSE(value.empty()) << "no 'MAX_LINKS ?=' line in firmware/Makefile";
+  EXPECT_EQ(std::stoi(value), kFirmwareLinks);
 }
 
 TEST(PlanMobileNet, OneBoardAt112FitsAnd224IsRefused) {

@@ -120,7 +120,10 @@ TEST(Testbed, RoundTripThroughJsonAndFile) {
   t.boards.push_back({0, "local", 600.0, 512 * 1024, 8 << 20, 0.0, 12500.0});
   t.boards.push_back({4, "qemu", 150.25, 300000, 2000000, 0.0123, 800.5});
   t.boards.push_back({2, "192.168.0.9:7000", 396.0, 1 << 20, 1 << 23, 1e-6, 1e5});
+  t.boards.push_back({3, "192.168.0.10:7000", 600.0, 1 << 20, 1 << 23, 0.0, 1e4, 40});
   EXPECT_EQ(testbed_from_json(to_json(t), "mem"), t);
+  EXPECT_FALSE(to_json(t)["boards"][0].contains("links"));  // by kind: not written
+  EXPECT_EQ(to_json(t)["boards"][3]["links"], 40);
 
   auto path = temp_file("roundtrip.json");
   save_testbed(t, path.string());
@@ -232,4 +235,21 @@ TEST(Testbed, ValuesWithControlCharactersStayOnOneLine) {
                {"board 0", "'address' must be", "[::1]:4\\n\\n1200"});
   expect_error([] { parse(R"([{"id": 0, "ram_bytes": "1\nK"}])"); }, {"board 0", "'ram_bytes'", "bad size '1\\nK'"});
   expect_error([] { parse(R"([{"id": 0, "address": ")" + std::string(300, 'x') + R"("}])"); }, {"board 0", "..."});
+}
+
+// "links": how many links a board holds; by default what our boards of its
+// kind hold (a host board 40, the firmware 16).
+TEST(Testbed, LinksPerBoard) {
+  const Testbed t = parse(R"([{"id": 0}, {"id": 1, "address": "qemu"}, {"id": 2, "address": "10.0.0.2:7000"},
+                              {"id": 3, "address": "10.0.0.3:7000", "links": 40}, {"id": 4, "links": 3}])");
+  EXPECT_EQ(board_links(t.boards[0]), kHostBoardLinks);
+  EXPECT_EQ(board_links(t.boards[1]), kFirmwareLinks);
+  EXPECT_EQ(board_links(t.boards[2]), kFirmwareLinks);
+  EXPECT_EQ(board_links(t.boards[3]), 40);
+  EXPECT_EQ(board_links(t.boards[4]), 3);
+  for (const char* bad : {"0", "-1", "1025", "1.5", "\"16\"", "null"})
+    expect_error([&] { parse(std::string(R"([{"id": 0, "links": )") + bad + "}]"); }, {"tb.json", "board 0", "'links'"});
+  Testbed m = default_testbed(1);
+  m.boards[0].links = -2;
+  expect_error([&] { validate_testbed(m, "mem"); }, {"mem", "board 0", "'links'"});
 }

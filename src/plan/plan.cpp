@@ -1101,18 +1101,18 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
       throw Error("board " + std::to_string(b.id) + ": fragment needs " + std::to_string(wp.flash_bytes) +
                   " bytes of flash, budget is " + std::to_string(b.flash_bytes) + " bytes");
   }
-  const LinkLoad l = busiest_links(p);
-  if (l.links > core::kMaxLinks)
+  const LinkLoad l = links_over_limit(p, t);
+  if (l.board >= 0)
     throw Error("board " + std::to_string(t.boards.at(size_t(l.board)).id) + ": the direct route needs " +
                 std::to_string(l.links) +
-                " links on it (coordinator, boards it sends to, boards that send to it), a board holds at most " +
-                std::to_string(core::kMaxLinks));
+                " links on it (coordinator, boards it sends to, boards that send to it), the board holds at most " +
+                std::to_string(l.limit) + " (testbed key \"links\")");
 }
 
-LinkLoad busiest_links(const Plan& p) {
-  LinkLoad out;
-  if (p.route != Route::Direct) return out;
+std::vector<int> direct_links(const Plan& p) {
   const size_t N = size_t(p.n_workers());
+  std::vector<int> out(N, 0);
+  if (p.route != Route::Direct) return out;
   std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
   for (size_t w = 0; w < N; ++w)
     for (const LayerShare& ls : p.workers[w].layers)
@@ -1120,11 +1120,19 @@ LinkLoad busiest_links(const Plan& p) {
         for (const core::Send& s : *v)
           if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
   for (size_t w = 0; w < N; ++w) {
-    int links = 1;
-    for (size_t v = 0; v < N; ++v) links += talks[w][v] + talks[v][w];
-    if (links > out.links) out = {int(w), links};
+    out[w] = 1;
+    for (size_t v = 0; v < N; ++v) out[w] += talks[w][v] + talks[v][w];
   }
   return out;
+}
+
+LinkLoad links_over_limit(const Plan& p, const Testbed& t) {
+  const std::vector<int> links = direct_links(p);
+  for (size_t w = 0; w < links.size(); ++w) {
+    const int limit = board_links(t.boards.at(w));
+    if (links[w] > limit) return {int(w), links[w], limit};
+  }
+  return {};
 }
 
 namespace {
@@ -1205,14 +1213,16 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
 
 }  // namespace
 
+static_assert(kHostBoardLinks == core::kMaxLinks, "a host board holds core::kMaxLinks links");
+
 Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (opt.route != Route::Direct || !opt.route_fallback) return plan_on_route(q, t, opt);
   PlanOptions direct = opt;
   direct.check_budgets = false;
   direct.routing = false;
   Plan p = plan_on_route(q, t, direct);
-  const LinkLoad l = busiest_links(p);
-  if (l.links <= core::kMaxLinks) {
+  const LinkLoad l = links_over_limit(p, t);
+  if (l.board < 0) {
     if (opt.check_budgets) check_budgets(q, p, t);
     if (opt.routing) p.routes = build_routing(q, p);
     return p;
@@ -1221,8 +1231,7 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   relay.route = Route::Relay;
   Plan r = plan_on_route(q, t, relay);
   r.route_note = "planned on the relay route: the direct route needs " + std::to_string(l.links) + " links on board " +
-                 std::to_string(t.boards.at(size_t(l.board)).id) + ", a board holds at most " +
-                 std::to_string(core::kMaxLinks);
+                 std::to_string(t.boards.at(size_t(l.board)).id) + ", which holds at most " + std::to_string(l.limit);
   return r;
 }
 

@@ -60,7 +60,7 @@ struct PlanOptions {
   bool routing = true;              // build Plan::routes (alg. 3)
   bool check_budgets = true;        // refuse plans over a board's RAM/flash
   // With route Direct: a plan that needs more links on a board than it holds
-  // (core::kMaxLinks; every all-gather on N boards needs 2(N-1)+1) is made on
+  // (board_links; every all-gather on N boards needs 2(N-1)+1) is made on
   // the relay route instead, and Plan::route_note says why. Off, such a plan
   // is refused (check_budgets). The CLI sets it when --route is not given.
   bool route_fallback = false;
@@ -206,17 +206,23 @@ Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<doubl
                       const SplitStrategy& strategy, bool routing = true, Route route = Route::Relay);
 
 // Throws the one-line RAM / flash error for the first board over budget, or,
-// on the direct route, for the first board over core::kMaxLinks links.
+// on the direct route, for the first board over the links it holds
+// (board_links).
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t);
 
-// The links the direct route needs on its busiest board (the coordinator's,
-// one to each board it sends to, one from each board that sends to it):
-// `board` is a plan worker index. {-1, 0} for a relay plan.
+// Per plan worker, the links the direct route needs on it: the coordinator's,
+// one to each board it sends to, one from each board that sends to it. All 0
+// for a relay plan.
+std::vector<int> direct_links(const Plan& p);
+
+// The first board whose direct_links exceed board_links (`board` a plan
+// worker index), or board -1.
 struct LinkLoad {
   int board = -1;
   int links = 0;
+  int limit = 0;
 };
-LinkLoad busiest_links(const Plan& p);
+LinkLoad links_over_limit(const Plan& p, const Testbed& t);
 
 // Exact input elements of operand `input` of node `node` that output neurons
 // [begin, end) read: the union of their receptive fields (padded taps are not

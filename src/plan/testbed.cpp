@@ -128,10 +128,15 @@ Board board_from_json(const json& obj, const std::string& ctx) {
     else if (key == "flash_bytes") b.flash_bytes = read_bytes(v, "flash_bytes", ctx);
     else if (key == "delay_s_per_kb") b.delay_s_per_kb = read_number(v, "delay_s_per_kb", ctx);
     else if (key == "bandwidth_kbps") b.bandwidth_kbps = read_number(v, "bandwidth_kbps", ctx);
-    else
+    else if (key == "links") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxBoardLinks)
+        fail(ctx, "'links' must be a whole number from 1 to " + std::to_string(kMaxBoardLinks) + " (got " + show(v) +
+                      ")");
+      b.links = int(v.get<int64_t>());
+    } else
       fail(ctx, "unknown key " + show_key(key) +
                     " (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
-                    "delay_s_per_kb, bandwidth_kbps)");
+                    "delay_s_per_kb, bandwidth_kbps, links)");
   }
   return b;
 }
@@ -152,9 +157,16 @@ void check_board(const Board& b, const std::string& ctx) {
     fail(ctx, "'delay_s_per_kb' must be >= 0 (got " + show(b.delay_s_per_kb) + ")");
   if (!(std::isfinite(b.bandwidth_kbps) && b.bandwidth_kbps > 0))
     fail(ctx, "'bandwidth_kbps' must be > 0 (got " + show(b.bandwidth_kbps) + ")");
+  if (b.links < 0 || b.links > kMaxBoardLinks)
+    fail(ctx, "'links' must be from 1 to " + std::to_string(kMaxBoardLinks) + " (got " + std::to_string(b.links) + ")");
 }
 
 }  // namespace
+
+int board_links(const Board& b) {
+  if (b.links > 0) return b.links;
+  return b.address == "local" ? kHostBoardLinks : kFirmwareLinks;
+}
 
 void validate_testbed(const Testbed& t, const std::string& source) {
   if (t.boards.empty()) fail(source, "testbed has no boards");
@@ -236,6 +248,7 @@ json to_json(const Testbed& t) {
                       {"flash_bytes", b.flash_bytes},
                       {"delay_s_per_kb", b.delay_s_per_kb},
                       {"bandwidth_kbps", b.bandwidth_kbps}});
+    if (b.links > 0) boards.back()["links"] = b.links;
   }
   json j{{"boards", boards}};
   if (!t.key_file.empty()) j["key_file"] = t.key_file;

@@ -8,10 +8,12 @@
 //
 //   [ {"id": 0, "address": "local", "clock_mhz": 600, "ram_bytes": "512K",
 //      "flash_bytes": "8M", "delay_s_per_kb": 0.0, "bandwidth_kbps": 12500},
-//     {"id": 1, "address": "192.168.1.21:5000", "clock_mhz": 396} ]
+//     {"id": 1, "address": "192.168.1.21:5000", "clock_mhz": 396, "links": 16} ]
 //
 // Only "id" is required; every other key defaults to a Teensy 4.1 on
-// 100 Mbit/s Ethernet (the constants below). Sizes are either an integer
+// 100 Mbit/s Ethernet (the constants below). "links" is the most links the
+// board holds at once (board_links: by default what our own boards of that
+// kind hold). Sizes are either an integer
 // number of bytes or a size string ("512K", "8M"; see parse_bytes).
 //
 // Units used throughout the rating maths: 1 KB = 1000 bytes (kBytesPerKB),
@@ -43,6 +45,14 @@ inline constexpr int64_t kTeensyFlashBytes = 8 * 1024 * 1024;
 inline constexpr double kDefaultDelaySPerKB = 0.0;
 inline constexpr double kDefaultBandwidthKBps = 12500.0;  // 100 Mbit/s
 
+// Links a board holds at once (the coordinator's and one per peer board on
+// the direct route): a host board (`tinysplit worker`, core::kMaxLinks of
+// the host build) and the firmware as built by default (firmware/Makefile
+// MAX_LINKS, for QEMU and the Teensy 4.1).
+inline constexpr int kHostBoardLinks = 40;
+inline constexpr int kFirmwareLinks = 16;
+inline constexpr int kMaxBoardLinks = 1024;  // the largest "links" a testbed may give
+
 struct Board {
   int id = 0;
   // "local" = spawn an emulated board in a local process, "qemu" = spawn a
@@ -53,9 +63,15 @@ struct Board {
   int64_t flash_bytes = kTeensyFlashBytes;  // storage for fragments (S_it)
   double delay_s_per_kb = kDefaultDelaySPerKB;     // d in eq. 1
   double bandwidth_kbps = kDefaultBandwidthKBps;   // B in eq. 1, KB/s
+  int links = 0;  // most links it holds at once; 0 = by its kind (board_links)
 
   bool operator==(const Board&) const = default;
 };
+
+// The links `b` holds: its "links", else kHostBoardLinks for a local board and
+// kFirmwareLinks for a QEMU board or one at an address (which may be a Teensy
+// running our firmware; a testbed says "links": 40 for a `tinysplit worker`).
+int board_links(const Board& b);
 
 struct Testbed {
   std::vector<Board> boards;
