@@ -193,6 +193,7 @@ TEST_F(OutputSafety, InterruptedRunLeavesNoBoardFolder) {
     const std::string want = std::string("tinysplit: run interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                              " from pid " + std::to_string(::getpid()) + " (";
     EXPECT_EQ(err.rfind(want, 0), 0u) << err;
+    EXPECT_NE(err.find(", whose parent is pid "), std::string::npos) << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
     EXPECT_EQ(files_in(tmp), std::vector<std::string>{});
     std::vector<std::string> left;

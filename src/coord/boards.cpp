@@ -5,17 +5,18 @@
 #include <cstdlib>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <mutex>
 #include <poll.h>
 #include <thread>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "coord/qemu.h"
+#include "coord/spawn.h"
 #include "util/error.h"
 #include "net/tcp.h"
 
@@ -54,7 +55,9 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
 std::string describe_stop(const StopNote& n) {
   const char* name = n.sig == SIGINT ? "SIGINT" : n.sig == SIGTERM ? "SIGTERM" : n.sig == SIGHUP ? "SIGHUP" : "a signal";
   std::string s = name;
-  if (n.from > 0) {
+  if (n.from > 0 && n.from == getpid()) {
+    s += " from this process";
+  } else if (n.from > 0) {
     s += " from pid " + std::to_string(n.from);
     char comm[64] = {0};
     const int fd = open(("/proc/" + std::to_string(n.from) + "/comm").c_str(), O_RDONLY | O_CLOEXEC);
@@ -66,6 +69,18 @@ std::string describe_stop(const StopNote& n) {
         while (!c.empty() && (c.back() == '\n' || c.back() == ' ')) c.pop_back();
         if (!c.empty()) s += " (" + c + ")";
       }
+    }
+    // Its parent too: a process that signals the wrong pid is easier to
+    // find with it.
+    char stat[512] = {0};
+    const int sfd = open(("/proc/" + std::to_string(n.from) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (sfd >= 0) {
+      const ssize_t k = read(sfd, stat, sizeof stat - 1);
+      close(sfd);
+      const char* close_paren = k > 0 ? std::strrchr(stat, ')') : nullptr;  // "pid (comm) S ppid ..."
+      int ppid = 0;
+      if (close_paren && std::sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid > 0)
+        s += ", whose parent is pid " + std::to_string(ppid);
     }
   }
   return s;
@@ -231,16 +246,15 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
       hook(opt.flip_board, opt.flip_layer, "--flip-at-layer");
       int pipefd[2];
       if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
-      const pid_t pid = fork();
-      if (pid < 0) throw Error("cannot start a local board: fork failed");
-      if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(pipefd[1], 1);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        execv(exe.c_str(), argv.data());
-        _exit(127);
+      SpawnFds fds;
+      fds.out = pipefd[1];
+      pid_t pid = -1;
+      try {
+        pid = spawn_process(exe, args, fds, "cannot start a local board");
+      } catch (...) {
+        close(pipefd[0]);
+        close(pipefd[1]);
+        throw;
       }
       close(pipefd[1]);
       children_.push_back({pid, pipefd[0]});

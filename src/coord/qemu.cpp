@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "coord/spawn.h"
 #include "core/crc32.h"
 #include "net/keyfile.h"
 #include "util/error.h"
@@ -153,22 +153,17 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
                              "-kernel", elf, "-append", app});
     const int log_fd = ::open(o.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) throw Error(who + ": cannot create its log " + o.log_path);
-    const pid_t pid = fork();
-    if (pid < 0) {
+    SpawnFds fds;
+    fds.out = fds.err = log_fd;
+    fds.null_stdin = true;
+    pid_t pid = -1;
+    try {
+      // Not on $PATH: the child's exec fails and it exits 127 (below).
+      const std::string path = find_program(qemu);
+      pid = spawn_process(path.empty() ? qemu : path, args, fds, who);
+    } catch (...) {
       ::close(log_fd);
-      throw Error(who + ": fork failed");
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-      const int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, 0);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(qemu.c_str(), argv.data());
-      _exit(127);
+      throw;
     }
     ::close(log_fd);
     // Ready when the firmware says it listens; the log is a file, so the
