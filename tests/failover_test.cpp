@@ -336,23 +336,24 @@ TEST(FailoverSpec, Parses) {
     EXPECT_THROW(ts::net::parse_board_fault(bad), ts::Error) << bad;
 }
 
+// `run PREFIX ARGS` for each {ARGS, NEEDLE}: one error line holding NEEDLE.
+void expect_spec_errors(const std::string& prefix, const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    expect_one_error_line(run(prefix + args), needle);
+  }
+}
+
 TEST(FailoverSpec, BadSpecsAreOneClearLine) {
   ASSERT_TRUE(have_model());
-  struct Case {
-    std::string args, needle;
-  };
-  const std::vector<Case> cases = {
-      {"--inject-fault explode:1", "unknown fault 'explode'"},
-      {"--inject-fault kill:3", "only 3 boards"},
-      {"--inject-fault kill:1:9999", "the model has layers 0.."},
-      {"--inject-fault kill:1:x", "LAYER must be a number"},
-      {"--cost-model teensy --inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.args);
-    const Shell r = run("--workers 3 " + c.args);
-    expect_one_error_line(r, c.needle);
-  }
+  expect_spec_errors("--workers 3 ",
+                     {
+                         {"--inject-fault explode:1", "unknown fault 'explode'"},
+                         {"--inject-fault kill:3", "only 3 boards"},
+                         {"--inject-fault kill:1:9999", "the model has layers 0.."},
+                         {"--inject-fault kill:1:x", "LAYER must be a number"},
+                         {"--cost-model teensy --inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
+                     });
   const Shell w = ts::testing::shell("timeout 60 " + std::string(TS_TINYSPLIT) + " worker --inject-fault kill");
   expect_one_error_line(w, "KIND:LAYER");
 }
@@ -361,21 +362,14 @@ TEST(FailoverSpec, BadSpecsAreOneClearLine) {
 // loaded and planned: with a model that does not exist, the line is about
 // the spec.
 TEST(FailoverSpec, SpecsAreCheckedBeforeTheModel) {
-  struct Case {
-    std::string args, needle;
-  };
-  const std::vector<Case> cases = {
-      {"--inject-fault explode:1", "unknown fault 'explode'"},
-      {"--inject-fault kill:3", "only 3 boards"},
-      {"--inject-fault kill:1:x", "LAYER must be a number"},
-      {"--inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
-      {"--inject-fault flip:3:2", "board 3 does not exist"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.args);
-    const Shell r = run("--workers 3 --model /nonexistent/model.json " + c.args);
-    expect_one_error_line(r, c.needle);
-  }
+  expect_spec_errors("--workers 3 --model /nonexistent/model.json ",
+                     {
+                         {"--inject-fault explode:1", "unknown fault 'explode'"},
+                         {"--inject-fault kill:3", "only 3 boards"},
+                         {"--inject-fault kill:1:x", "LAYER must be a number"},
+                         {"--inject-fault kill:1:2 --inject-fault stall:1:3", "already has a fault"},
+                         {"--inject-fault flip:3:2", "board 3 does not exist"},
+                     });
   // The model is still checked when the specs are fine.
   expect_one_error_line(run("--workers 3 --model /nonexistent/model.json --inject-fault kill:1"), "/nonexistent/model.json");
 }

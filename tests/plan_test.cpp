@@ -18,7 +18,6 @@
 #include <set>
 
 #include "core/fragment.h"
-#include "core/worker.h"
 #include "model/pipeline.h"
 #include "plan/fragment_writer.h"
 
@@ -917,7 +916,6 @@ TEST(PlanMobileNet, ThousandWorkersInSeconds) {
 // firmware's 16): then the first board over its own limit is named.
 TEST(PlanMobileNet, DirectPastTheLinkLimitFallsBackToRelay) {
   NEED_MOBILENET(q);
-  static_assert(kHostBoardLinks == core::kMaxLinks);
   PlanOptions o;
   o.strategy = "auto";
   o.route = Route::Direct;

@@ -64,33 +64,45 @@ struct RunOptions {
   std::string cost_model = "auto";  // | teensy | host
 };
 
-// The checks that need only the testbed: syntax, board number, a local board.
-// Run before the model is loaded and planned, so a mistyped spec is one line
-// at once.
-static net::FaultSpec fault_on_testbed(const std::string& text, const plan::Testbed& tb) {
-  net::FaultSpec f = net::parse_fault_spec(text);
-  if (f.board >= int(tb.boards.size()))
-    throw Error("--inject-fault '" + text + "': there are only " + std::to_string(tb.boards.size()) + " boards (0.." +
-                std::to_string(tb.boards.size() - 1) + ")");
-  if (tb.boards[size_t(f.board)].address != "local")
-    throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) +
-                " is not a local board (faults are injected into boards this run starts)");
-  return f;
+// A kill | stall | corrupt fault as given (for error lines) and as parsed.
+struct BoardFault {
+  std::string text;
+  net::FaultSpec spec;
+};
+
+// --inject-fault board failures, checked against the testbed alone (syntax,
+// board number, a local board, one fault per board): before the model is
+// loaded and planned, so a mistyped spec is one line at once.
+static std::vector<BoardFault> board_faults_on_testbed(const std::vector<std::string>& specs, const plan::Testbed& tb) {
+  std::vector<BoardFault> out;
+  std::vector<bool> taken(tb.boards.size(), false);
+  for (const auto& text : specs) {
+    const net::FaultSpec f = net::parse_fault_spec(text);
+    if (f.board >= int(tb.boards.size()))
+      throw Error("--inject-fault '" + text + "': there are only " + std::to_string(tb.boards.size()) + " boards (0.." +
+                  std::to_string(tb.boards.size() - 1) + ")");
+    if (tb.boards[size_t(f.board)].address != "local")
+      throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) +
+                  " is not a local board (faults are injected into boards this run starts)");
+    if (taken[size_t(f.board)])
+      throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) + " already has a fault");
+    taken[size_t(f.board)] = true;
+    out.push_back({text, f});
+  }
+  return out;
 }
 
-// --inject-fault: checked against the testbed and the first plan, and
-// turned into each board's `worker --inject-fault KIND:LAYER` argument. A
-// fault without a layer acts at the board's layer nearest the middle of
-// the model; a layer the board has no share of would never fire: refused.
-// `fault_layer` gets, per board, the layer of its fault (-1: none).
-static std::vector<std::vector<std::string>> fault_args(const std::vector<std::string>& specs, const plan::Testbed& tb,
+// --inject-fault board failures (board_faults_on_testbed) checked against
+// the plan, and turned into each board's `worker --inject-fault KIND:LAYER`
+// argument. A fault without a layer acts at the board's layer nearest the
+// middle of the model; a layer the board has no share of would never fire:
+// refused. `fault_layer` gets, per board, the layer of its fault (-1: none).
+static std::vector<std::vector<std::string>> fault_args(const std::vector<BoardFault>& faults, const plan::Testbed& tb,
                                                         const QGraph& q, const plan::Plan& p, std::vector<int>* fault_layer) {
   std::vector<std::vector<std::string>> args(tb.boards.size());
   fault_layer->assign(tb.boards.size(), -1);
-  for (const auto& text : specs) {
-    net::FaultSpec f = fault_on_testbed(text, tb);
-    if (!args[size_t(f.board)].empty())
-      throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) + " already has a fault");
+  for (const auto& [text, spec] : faults) {
+    net::FaultSpec f = spec;
     const auto& layers = p.workers[size_t(f.board)].layers;
     if (f.layer >= int(q.nodes.size()))
       throw Error("--inject-fault '" + text + "': the model has layers 0.." + std::to_string(q.nodes.size() - 1));
@@ -132,29 +144,21 @@ int cmd_run(const RunOptions& o) {
   // --inject-fault: flip:BOARD:LAYER (cli/fault_flip.h) or a board failure
   // kill | stall | corrupt (net/fault.h, fault_args above).
   FlipFault flip;
-  std::vector<std::string> board_faults;
+  std::vector<std::string> failure_specs;
   for (const auto& f : o.faults) {
     FlipFault one;
     if (!parse_flip_fault(f, &one)) {
-      board_faults.push_back(f);
+      failure_specs.push_back(f);
     } else {
       if (flip.on()) throw Error("--inject-fault: one flip:BOARD:LAYER per run, got a second one '" + f + "'");
       flip = one;
     }
   }
   // What can be checked before the model work (the rest needs the plan).
-  {
-    std::vector<bool> taken(tb.boards.size(), false);
-    for (const auto& f : board_faults) {
-      const net::FaultSpec spec = fault_on_testbed(f, tb);
-      if (taken[size_t(spec.board)])
-        throw Error("--inject-fault '" + f + "': board " + std::to_string(spec.board) + " already has a fault");
-      taken[size_t(spec.board)] = true;
-    }
-    if (flip.on() && flip.board >= int(tb.boards.size()))
-      throw Error("--inject-fault flip: board " + std::to_string(flip.board) + " does not exist (the testbed has " +
-                  std::to_string(tb.boards.size()) + " boards, numbered from 0)");
-  }
+  const std::vector<BoardFault> board_faults = board_faults_on_testbed(failure_specs, tb);
+  if (flip.on() && flip.board >= int(tb.boards.size()))
+    throw Error("--inject-fault flip: board " + std::to_string(flip.board) + " does not exist (the testbed has " +
+                std::to_string(tb.boards.size()) + " boards, numbered from 0)");
   plan::PlanOptions popt;
   popt.alloc = plan::parse_allocation(o.alloc);
   popt.strategy = o.strategy;

@@ -50,39 +50,33 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   (void)r;
 }
 
-// "SIGTERM from pid 1234 (ctest)": in the one line an interrupted run prints,
-// so a run stopped by some other process says by whom.
+// /proc/PID/NAME, at most 511 bytes; "" if the process is gone.
+std::string read_proc(pid_t pid, const char* name) {
+  char buf[512];
+  const int fd = open(("/proc/" + std::to_string(pid) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const ssize_t k = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return k > 0 ? std::string(buf, size_t(k)) : "";
+}
+
+// "SIGTERM from pid 1234 (ctest), whose parent is pid 1200": in the one line
+// an interrupted run prints, so a run stopped by some other process says by
+// whom (its parent makes a process that signals the wrong pid easier to find).
 std::string describe_stop(const StopNote& n) {
   const char* name = n.sig == SIGINT ? "SIGINT" : n.sig == SIGTERM ? "SIGTERM" : n.sig == SIGHUP ? "SIGHUP" : "a signal";
   std::string s = name;
-  if (n.from > 0 && n.from == getpid()) {
-    s += " from this process";
-  } else if (n.from > 0) {
-    s += " from pid " + std::to_string(n.from);
-    char comm[64] = {0};
-    const int fd = open(("/proc/" + std::to_string(n.from) + "/comm").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      const ssize_t k = read(fd, comm, sizeof comm - 1);
-      close(fd);
-      if (k > 0) {
-        std::string c(comm, size_t(k));
-        while (!c.empty() && (c.back() == '\n' || c.back() == ' ')) c.pop_back();
-        if (!c.empty()) s += " (" + c + ")";
-      }
-    }
-    // Its parent too: a process that signals the wrong pid is easier to
-    // find with it.
-    char stat[512] = {0};
-    const int sfd = open(("/proc/" + std::to_string(n.from) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-    if (sfd >= 0) {
-      const ssize_t k = read(sfd, stat, sizeof stat - 1);
-      close(sfd);
-      const char* close_paren = k > 0 ? std::strrchr(stat, ')') : nullptr;  // "pid (comm) S ppid ..."
-      int ppid = 0;
-      if (close_paren && std::sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid > 0)
-        s += ", whose parent is pid " + std::to_string(ppid);
-    }
-  }
+  if (n.from <= 0) return s;
+  if (n.from == getpid()) return s + " from this process";
+  s += " from pid " + std::to_string(n.from);
+  std::string comm = read_proc(n.from, "comm");
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == ' ')) comm.pop_back();
+  if (!comm.empty()) s += " (" + comm + ")";
+  const std::string stat = read_proc(n.from, "stat");  // "pid (comm) S ppid ..."
+  const size_t close_paren = stat.rfind(')');
+  int ppid = 0;
+  if (close_paren != std::string::npos && std::sscanf(stat.c_str() + close_paren + 1, " %*c %d", &ppid) == 1 && ppid > 0)
+    s += ", whose parent is pid " + std::to_string(ppid);
   return s;
 }
 
