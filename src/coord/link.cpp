@@ -8,7 +8,7 @@ using Clock = std::chrono::steady_clock;
 using wire::MsgType;
 
 BoardLink::BoardLink(std::unique_ptr<net::Transport> t, int index, uint16_t window, std::chrono::milliseconds timeout)
-    : t_(std::move(t)), index_(index), timeout_ms_(timeout.count()), window_(window, 1), acks_(32, 1), rx_(64 * 1024),
+    : t_(std::move(t)), index_(index), timeout_ms_(timeout.count()), window_(window, 1), acks_(wire::kCoordAckEvery, 1), rx_(64 * 1024),
       tx_(wire::kMaxFrameBuf), t0_(Clock::now()) {
   peer_ = t_ ? t_->peer() : "?";
 }
@@ -233,7 +233,7 @@ void BoardLink::send_message(MsgType type, uint16_t layer, uint32_t base_offset,
                              uint32_t deployment) {
   size_t pos = 0;
   do {
-    const size_t n = std::min(len - pos, wire::kMaxPayload);
+    const size_t n = wire::frame_payload(len, pos);
     const bool last = pos + n == len;
     send(type, layer, base_offset + uint32_t(pos), data + pos, n, last ? wire::kFlagLast : 0, deployment);
     pos += n;

@@ -564,8 +564,7 @@ Packetiser::Packetiser(const FrameHeader& tmpl, const uint8_t* data, size_t len,
 
 bool Packetiser::next(FrameHeader* h, const uint8_t** payload) {
   if (done()) return false;
-  size_t n = len_ - pos_;
-  if (n > max_payload_) n = max_payload_;
+  const size_t n = frame_payload(len_, pos_, max_payload_);
   *h = tmpl_;
   h->offset = uint32_t(base_offset_ + pos_);
   h->payload_len = uint16_t(n);

@@ -318,6 +318,8 @@ struct AckPayload {
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };
+// An ACK frame on the wire (untagged).
+constexpr size_t kAckFrameBytes = kHeaderSize + AckPayload::kSize;
 
 // DONE, 32 bytes: the request with sequence number request_seq (a RUN after
 // its OUTPUT messages, or a COMMIT) completed. Metrics are 0 if not measured.
@@ -620,6 +622,12 @@ const char* seq_check_name(SeqCheck s);
 // Over TCP a Duplicate or Gap cannot happen on a healthy link: it is reported
 // and counted, the state is left unchanged, and the caller should treat it as
 // fatal (ERROR SequenceError, close).
+//
+// The ACK intervals the engine uses (the simulator models the same): a board
+// acknowledges every kBoardAckEvery frames (core::WorkerConfig::ack_every),
+// the coordinator every kCoordAckEvery (coord::BoardLink).
+constexpr uint16_t kBoardAckEvery = 16;
+constexpr uint16_t kCoordAckEvery = 32;
 class AckTracker {
  public:
   explicit AckTracker(uint16_t ack_every = 1, uint32_t first_seq = 1) { reset(ack_every, first_seq); }
@@ -648,9 +656,25 @@ class AckTracker {
 // Packetiser: one message <-> frames
 // ---------------------------------------------------------------------------
 
+// How a message is cut into frames: the one rule every sender (Packetiser,
+// the worker's OUTPUT messages, the coordinator's links) and every counter
+// (the planner's cost model, the simulator) uses. Frames of max_payload
+// bytes, the last one shorter; an empty message is one empty frame (it still
+// carries kFlagLast). (INPUTS frames between boards are packed from several
+// sends instead: core/inputs_packer.h.)
+//
+// Payload bytes of the frame that carries a message of `len` bytes from byte
+// `pos` on (pos < len, or 0 for an empty message); the frame is the
+// message's last when pos + the result == len.
+constexpr size_t frame_payload(size_t len, size_t pos, size_t max_payload = kMaxPayload) {
+  return len - pos < max_payload ? len - pos : max_payload;
+}
 // Number of frames a message of `len` bytes needs: ceil(len / max_payload),
-// and 1 for an empty message (it still needs a frame to carry kFlagLast).
+// and 1 for an empty message.
 size_t frames_needed(size_t len, size_t max_payload = kMaxPayload);
+// Bytes a message of `len` bytes puts on the wire: its payload and one
+// header per frame (untagged frames).
+inline size_t message_wire_bytes(size_t len) { return len + frames_needed(len) * kHeaderSize; }
 
 // Splits a message (e.g. a run of int8 activations starting at element
 // `base_offset`) into frames. Each frame gets a copy of the template header

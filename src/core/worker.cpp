@@ -6,6 +6,7 @@
 #include "core/crc32.h"
 #include "core/sha256.h"
 #include "core/digest.h"
+#include "core/inputs_packer.h"
 #include "core/partial.h"
 
 namespace ts {
@@ -1114,78 +1115,40 @@ bool Worker::drive() {
   }
 }
 
+// The sends of one group as core's INPUTS packer reads them: from send
+// `first` on, while peer, layer and operand are those of `first`.
+class GroupSends final : public PieceSource {
+ public:
+  GroupSends(const FragLayer& e, const Send& first) : e_(e), first_(first) {}
+  bool piece(uint32_t i, PackPiece* p) const override {
+    if (i >= e_.n_sends) return false;
+    const Send t = e_.send(i);
+    if (t.peer != first_.peer || t.layer != first_.layer || t.operand != first_.operand) return false;
+    p->offset = t.offset;
+    p->count = t.count;
+    p->pos = t.pos;
+    return true;
+  }
+
+ private:
+  const FragLayer& e_;
+  Send first_;
+};
+
 // Fills one INPUTS frame (payload built in place in the transmit buffer)
 // from the sends starting at send_i_ / send_off_ that go to the same peer,
-// layer and operand; consecutive sends of equal length at a constant
-// distance become one strided block. Advances send_i_ / send_off_; *last is
-// true when the group is complete.
-uint16_t Worker::gather(bool* last) {
-  uint8_t* pay = tx_ + wire::kHeaderSize;
-  const uint8_t* out = buffer(fl_.out_at);
-  const Send first = fl_.send(send_i_);
-  const auto same_group = [&](const Send& t) {
-    return t.peer == first.peer && t.layer == first.layer && t.operand == first.operand;
-  };
-  // Every send record is decoded once here: s is always send(send_i_).
-  Send s = first;
-  size_t used = 0;
-  for (;;) {
-    if (send_i_ >= fl_.n_sends || !same_group(s)) break;
-    const size_t room = wire::kMaxPayload - used;
-    if (room < wire::kInputBlockHeader + 1) break;
-    const size_t space = room - wire::kInputBlockHeader;
-    wire::InputBlock b;
-    b.first = s.offset + send_off_;
-    uint32_t rest = s.count - send_off_;
-    if (send_off_ > 0 || rest >= space || rest > 0xFFFF) {
-      // A piece of one long send.
-      if (rest > space) rest = uint32_t(space);
-      if (rest > 0xFFFF) rest = 0xFFFF;
-      if (ps_phase_) rest &= ~3u;  // partial sums: whole int32 values per piece
-      b.len = uint16_t(rest);
-      b.count = 1;
-      wire::encode_input_block_header(b, pay + used, room);
-      const uint8_t* src = out + s.pos + send_off_;
-      memcpy(pay + used + wire::kInputBlockHeader, src, rest);
-      used += wire::kInputBlockHeader + rest;
-      send_off_ += rest;
-      if (send_off_ == s.count) {
-        ++send_i_;
-        send_off_ = 0;
-        s = fl_.send(send_i_);
-      }
-      continue;
-    }
-    // Whole sends: extend a strided block over the following ones, copying
-    // each behind the block's header as it joins.
-    uint8_t* data = pay + used + wire::kInputBlockHeader;
-    memcpy(data, out + s.pos, rest);
-    b.len = uint16_t(rest);
-    uint32_t n = 1;
-    Send p = s, t;
-    bool t_read = false;  // t is send(send_i_ + n), read and not taken
-    while (send_i_ + n < fl_.n_sends && n < 0xFFFF && (n + 1) * size_t(rest) <= space) {
-      t = fl_.send(send_i_ + n);
-      t_read = true;
-      if (!same_group(t) || t.count != s.count) break;
-      if (t.offset <= p.offset) break;
-      const uint32_t d = t.offset - p.offset;
-      if (n == 1 ? d < s.count : d != b.stride) break;
-      b.stride = d;
-      memcpy(data + size_t(n) * rest, out + t.pos, rest);
-      t_read = false;
-      p = t;
-      ++n;
-    }
-    b.count = uint16_t(n);
-    if (n == 1) b.stride = 0;
-    wire::encode_input_block_header(b, pay + used, room);
-    used += wire::kInputBlockHeader + size_t(n) * rest;
-    send_i_ += n;
-    s = t_read ? t : fl_.send(send_i_);
-  }
-  *last = send_i_ >= fl_.n_sends || !same_group(s);
-  return uint16_t(used);
+// layer and operand (core/inputs_packer.h). Advances send_i_ / send_off_;
+// *last is true when the group is complete.
+uint16_t Worker::gather(const Send& first, bool* last) {
+  PackCursor cur;
+  cur.i = send_i_;
+  cur.off = send_off_;
+  const PackedFrame f =
+      pack_inputs_frame(GroupSends(fl_, first), &cur, buffer(fl_.out_at), tx_ + wire::kHeaderSize);
+  send_i_ = cur.i;
+  send_off_ = cur.off;
+  *last = f.last;
+  return f.payload;
 }
 
 bool Worker::pump() {
@@ -1206,7 +1169,7 @@ bool Worker::pump() {
       if (!to_coord) {
         // To a board: as few INPUTS frames as the group's bytes need.
         bool last = false;
-        const uint16_t len = gather(&last);
+        const uint16_t len = gather(s, &last);
         if (!send_frame(link, MsgType::Inputs, s.layer, wire::input_offset(s.operand, 0), tx_ + wire::kHeaderSize,
                         len, last ? wire::kFlagLast : 0, true)) {
           if (coord_link_ >= 0) send_error(coord_link_, ErrorCode::Internal, run_seq_, "link to a peer board failed");
@@ -1216,8 +1179,7 @@ bool Worker::pump() {
         ++run_frames_;
         continue;
       }
-      uint32_t n = s.count - send_off_;
-      if (n > wire::kMaxPayload) n = uint32_t(wire::kMaxPayload);
+      const uint32_t n = uint32_t(wire::frame_payload(s.count, send_off_));
       const bool last = send_off_ + n == s.count;
       const uint32_t element = s.offset + send_off_;
       if (!send_frame(link, MsgType::Output, layer_, element, out + s.pos + send_off_, uint16_t(n),

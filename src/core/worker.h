@@ -159,7 +159,7 @@ struct WorkerConfig {
   uint32_t ram_bytes = 512 * 1024;     // arena budget
   uint32_t flash_bytes = 8u << 20;
   uint16_t window = 32;                // frames in flight per link
-  uint16_t ack_every = 16;             // ACK after this many frames, or on LAST/ACK_REQ
+  uint16_t ack_every = wire::kBoardAckEvery;  // ACK after this many frames, or on LAST/ACK_REQ
   // Shared key (core/auth.h). With a key the board accepts a coordinator
   // only after AUTH proves it holds the same key, and every frame after that
   // is authenticated both ways; without one it refuses AUTH.
@@ -327,7 +327,7 @@ class Worker {
   Verdict on_partial(int link, const wire::FrameHeader& h, const uint8_t* payload, const FragLayer& e, Open* slot);
   Open* new_slot(uint16_t layer);
   bool pump();
-  uint16_t gather(bool* last);
+  uint16_t gather(const Send& first, bool* last);
   int link_to(uint16_t worker);
   void reset_link(int link);
   bool open_fragment();

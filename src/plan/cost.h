@@ -113,8 +113,6 @@ struct CostModel {
   double layer_overhead_s = 0;      // per board per layer it computes
   double frame_latency_s = 30e-6;   // one-way latency per message (stacks, switch)
   double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
-  int32_t header_bytes = 32;        // per frame
-  int32_t max_payload = 1368;       // bytes per frame
   // Where the measured per-type cost files are: "" = <project home>/data/costs;
   // "none" = do not read any (every op at the figures above).
   std::string costs_dir;

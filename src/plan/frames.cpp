@@ -1,71 +1,57 @@
 #include "plan/frames.h"
 
-#include <algorithm>
-
+#include "core/inputs_packer.h"
 #include "core/wire.h"
 
 namespace ts::plan {
 
-std::vector<GatheredFrame> gather_frames(const Piece* s, size_t n) {
-  constexpr size_t kMax = wire::kMaxPayload;
-  constexpr size_t kHdr = wire::kInputBlockHeader;
-  std::vector<GatheredFrame> out;
-  size_t i = 0;
-  uint32_t off = 0;  // bytes of s[i] already sent
-  while (i < n) {
-    size_t used = 0, data = 0;
-    while (i < n) {
-      const size_t room = kMax - used;
-      if (room < kHdr + 1) break;
-      const size_t space = room - kHdr;
-      uint32_t rest = s[i].count - off;
-      if (off > 0 || rest >= space || rest > 0xFFFF) {
-        // A piece of one long send.
-        rest = uint32_t(std::min<size_t>({size_t(rest), space, size_t(0xFFFF)}));
-        used += kHdr + rest;
-        data += rest;
-        off += rest;
-        if (off == s[i].count) {
-          ++i;
-          off = 0;
-        }
-        continue;
-      }
-      // Whole sends: one strided block over the following equal ones.
-      uint32_t k = 1, stride = 0;
-      while (i + k < n && k < 0xFFFF && size_t(k + 1) * rest <= space) {
-        const Piece& t = s[i + k];
-        const Piece& p = s[i + k - 1];
-        if (t.count != s[i].count || t.offset <= p.offset) break;
-        const uint32_t d = t.offset - p.offset;
-        if (k == 1 ? d < s[i].count : d != stride) break;
-        stride = d;
-        ++k;
-      }
-      used += kHdr + size_t(k) * rest;
-      data += size_t(k) * rest;
-      i += k;
-    }
-    out.push_back(GatheredFrame{int32_t(data), int32_t(used)});
+namespace {
+
+// The pieces as core's packer reads them (Piece is PackPiece without `pos`,
+// which a dry run never reads).
+class Pieces final : public core::PieceSource {
+ public:
+  Pieces(const Piece* p, size_t n) : p_(p), n_(n) {}
+  bool piece(uint32_t i, core::PackPiece* out) const override {
+    if (i >= n_) return false;
+    out->offset = p_[i].offset;
+    out->count = p_[i].count;
+    out->pos = 0;
+    return true;
   }
-  return out;
+
+ private:
+  const Piece* p_;
+  size_t n_;
+};
+
+}  // namespace
+
+std::vector<GatheredFrame> gather_frames(const Piece* s, size_t n) {
+  std::vector<GatheredFrame> out;
+  if (n == 0) return out;
+  const Pieces src(s, n);
+  core::PackCursor cur;
+  for (;;) {
+    const core::PackedFrame f = core::pack_inputs_frame(src, &cur, nullptr, nullptr);
+    out.push_back(GatheredFrame{int32_t(f.data), int32_t(f.payload)});
+    if (f.last) return out;
+  }
 }
 
 FrameCount count_gathered(const Piece* pieces, size_t n) {
+  const core::PackTally t = core::count_inputs_frames(Pieces(pieces, n));
   FrameCount c;
-  for (const GatheredFrame& f : gather_frames(pieces, n)) {
-    ++c.frames;
-    c.wire_bytes += int64_t(wire::kHeaderSize) + f.payload;
-    c.data += f.data;
-  }
+  c.frames = int64_t(t.frames);
+  c.wire_bytes = int64_t(t.wire_bytes());
+  c.data = int64_t(t.data);
   return c;
 }
 
 FrameCount count_message(int64_t count) {
   FrameCount c;
-  if (count <= 0) return c;
-  c.frames = (count + int64_t(wire::kMaxPayload) - 1) / int64_t(wire::kMaxPayload);
-  c.wire_bytes = count + c.frames * int64_t(wire::kHeaderSize);
+  c.frames = int64_t(wire::frames_needed(size_t(count)));
+  c.wire_bytes = int64_t(wire::message_wire_bytes(size_t(count)));
   c.data = count;
   return c;
 }

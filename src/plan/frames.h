@@ -1,16 +1,15 @@
 // How many frames and wire bytes the runtime really sends, computed from a
-// plan's send records. Used by the cost model (plan/cost.cpp) and the
+// plan's send records: the host side of core's INPUTS packer
+// (core/inputs_packer.h, the code the worker packs its frames with, run
+// without data) and of the one rule that cuts a message into frames
+// (wire::frames_needed). Used by the cost model (plan/cost.cpp) and the
 // simulator (src/sim) so that both count what `tinysplit run` puts on the
 // wire instead of one message per send record.
 //
 // Board to board (the direct route), a worker packs the sends of one layer
-// that go to the same peer, consumer layer and operand into INPUTS frames
-// (core/worker.cpp, Worker::gather): each frame carries blocks with a
-// 12-byte header (wire::kInputBlockHeader); consecutive sends of equal
-// length at a constant distance share one strided block; a long send is cut
-// into pieces that fill the frame. gather_frames() replays exactly that
-// packing. Messages to and from the coordinator are not gathered: one
-// message per run or send, cut into frames of at most 1368 payload bytes.
+// that go to the same peer, consumer layer and operand into INPUTS frames.
+// Messages to and from the coordinator are not gathered: one message per run
+// or send, cut into frames of at most wire::kMaxPayload payload bytes.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +26,13 @@ struct Piece {
 };
 
 // One INPUTS frame of a group: data bytes carried and its payload (data plus
-// block headers); the frame on the wire is payload + the 32-byte header.
+// block headers); the frame on the wire is payload + wire::kHeaderSize.
 struct GatheredFrame {
   int32_t data = 0;
   int32_t payload = 0;
 };
 
-// The frames Worker::gather packs for one group of pieces, in order.
+// The frames the worker packs for one group of pieces, in order.
 std::vector<GatheredFrame> gather_frames(const Piece* pieces, size_t n);
 inline std::vector<GatheredFrame> gather_frames(const std::vector<Piece>& pieces) {
   return gather_frames(pieces.data(), pieces.size());
@@ -48,7 +47,8 @@ struct FrameCount {
 FrameCount count_gathered(const Piece* pieces, size_t n);
 
 // Frames and wire bytes of one ungathered message of `count` bytes (to or
-// from the coordinator): ceil(count / 1368) frames of 32 + payload bytes.
+// from the coordinator): wire::frames_needed(count) frames, each a header
+// and its payload (an empty message is one frame; no plan sends one).
 FrameCount count_message(int64_t count);
 
 // The groups of a layer's send list (consecutive sends with the same peer,

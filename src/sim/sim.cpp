@@ -15,7 +15,6 @@ namespace {
 using wire::MsgType;
 
 constexpr int32_t kHeader = int32_t(wire::kHeaderSize);
-constexpr int32_t kMaxPayload = int32_t(wire::kMaxPayload);
 
 // A frame as the simulator needs it: what it is, not its bytes. For an ACK,
 // `seq` carries the acknowledged sequence number (the payload's ack_seq).
@@ -236,7 +235,7 @@ class Simulator {
       Frame f;
       if (c.k < ls.inputs.size()) {
         const core::InputRun& r = ls.inputs[c.k].runs[c.run];
-        const int64_t n = std::min<int64_t>(int64_t(r.count) - c.off, kMaxPayload);
+        const int64_t n = int64_t(wire::frame_payload(r.count, size_t(c.off)));
         f.type = MsgType::Input;
         f.payload = int32_t(n);
         c.off += n;
@@ -413,7 +412,7 @@ class Simulator {
       Frame f;
       if (s.out_send < s.out_share->sends.size()) {
         const int64_t len = s.out_share->sends[s.out_send].count;
-        const int64_t n = std::min<int64_t>(len - s.out_sent, kMaxPayload);
+        const int64_t n = int64_t(wire::frame_payload(size_t(len), size_t(s.out_sent)));
         f.type = MsgType::Output;
         f.payload = int32_t(n);
         s.out_sent += n;

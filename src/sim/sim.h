@@ -9,8 +9,8 @@
 //     board with a non-empty share; the next layer starts when the last of
 //     them has received its board's DONE (and acknowledged it).
 //   * Coordinator -> board: every run of LayerShare::inputs[k].runs is one
-//     INPUT message, cut into frames of at most 1368 payload bytes (32-byte
-//     header, 1400 max); then one RUN frame. A frame is sent only while fewer
+//     INPUT message, cut into frames of at most wire::kMaxPayload payload
+//     bytes (wire::frame_payload); then one RUN frame. A frame is sent only while fewer
 //     than W frames are unacknowledged (wire::SendWindow, the same class the
 //     engine uses); the frame that fills the window carries ACK_REQ.
 //   * The board acknowledges (wire::AckTracker, ACK every 16 frames or on
@@ -49,22 +49,18 @@
 #include <string>
 #include <vector>
 
+#include "core/wire.h"
 #include "model/qgraph.h"
 #include "plan/plan.h"
 #include "plan/testbed.h"
 
 namespace ts::sim {
 
-// The engine's ACK policy constants (core::WorkerConfig::ack_every and
-// coord::BoardLink). Kept here so tests can check the simulator uses them.
-inline constexpr int kBoardAckEvery = 16;
-inline constexpr int kCoordAckEvery = 32;
-
 struct TimingModel {
   // Protocol.
   int window = 32;                   // frames in flight each way, 1 = stop-and-wait
-  int board_ack_every = kBoardAckEvery;
-  int coord_ack_every = kCoordAckEvery;
+  int board_ack_every = wire::kBoardAckEvery;  // the engine's ACK intervals (wire.h)
+  int coord_ack_every = wire::kCoordAckEvery;
 
   // Compute on the boards.
   double cycles_per_mac = 1.0;       // cycles per MAC of the board's kernels

@@ -15,8 +15,7 @@ namespace ts::sim {
 namespace {
 
 constexpr int64_t kHeader = int64_t(wire::kHeaderSize);
-constexpr int64_t kMaxPayload = int64_t(wire::kMaxPayload);
-constexpr int64_t kAckBytes = kHeader + int64_t(wire::AckPayload::kSize);
+constexpr int64_t kAckBytes = int64_t(wire::kAckFrameBytes);
 constexpr int64_t kDoneBytes = kHeader + int64_t(wire::DonePayload::kSize);
 constexpr int kCoord = -1;
 
@@ -101,8 +100,8 @@ class DirectSim {
             ++j;
           if (sends[i].peer == core::kPeerCoordinator) {
             for (size_t k = i; k < j; ++k)
-              for (int64_t off = 0; off < int64_t(sends[k].count); off += kMaxPayload) {
-                const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(sends[k].count) - off);
+              for (int64_t off = 0, pay = 0; off < int64_t(sends[k].count); off += pay) {
+                pay = int64_t(wire::frame_payload(sends[k].count, size_t(off)));
                 fr.push_back(OutFrame{kCoord, n, pay, kHeader + pay});
               }
           } else {
@@ -155,8 +154,8 @@ class DirectSim {
         if (!ls.active()) continue;
         for (const plan::InputNeed& in : ls.inputs)
           for (const core::InputRun& r : in.coord_runs)
-            for (int64_t off = 0; off < int64_t(r.count); off += kMaxPayload) {
-              const int64_t pay = std::min<int64_t>(kMaxPayload, int64_t(r.count) - off);
+            for (int64_t off = 0, pay = 0; off < int64_t(r.count); off += pay) {
+              pay = int64_t(wire::frame_payload(r.count, size_t(off)));
               const int64_t bytes = kHeader + pay;
               ctx += double(bytes) * coord_spb_;
               count(b, n, bytes, pay, false);

@@ -1,0 +1,109 @@
+#include "core/inputs_packer.h"
+
+#include <string.h>
+
+#include "core/wire.h"
+
+namespace ts {
+namespace core {
+
+using wire::kInputBlockHeader;
+using wire::kMaxPayload;
+
+// Partial sums (int32 values, sends of whole values: fragment.cpp) are
+// packed like activations: with a payload and block headers of whole int32
+// values, every piece of a long send is whole values too.
+static_assert(kMaxPayload % 4 == 0 && kInputBlockHeader % 4 == 0, "pieces of int32 sends stay whole values");
+// A block's len and count are 16 bits; a frame's room is below that.
+static_assert(kMaxPayload - kInputBlockHeader < 0xFFFF, "a piece fits a block's len");
+
+PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uint8_t* out, uint8_t* payload) {
+  const bool write = payload != nullptr && out != nullptr;
+  PackedFrame f;
+  size_t used = 0;
+  // Every send is read once: s is always send cur->i (when `have`).
+  PackPiece s;
+  bool have = src.piece(cur->i, &s);
+  while (have) {
+    const size_t room = kMaxPayload - used;
+    if (room < kInputBlockHeader + 1) break;
+    const size_t space = room - kInputBlockHeader;
+    wire::InputBlock b;
+    b.first = s.offset + cur->off;
+    uint32_t rest = s.count - cur->off;
+    if (cur->off > 0 || rest >= space) {
+      // A piece of one long send.
+      if (rest > space) rest = uint32_t(space);
+      b.len = uint16_t(rest);
+      b.count = 1;
+      if (write) {
+        wire::encode_input_block_header(b, payload + used, room);
+        memcpy(payload + used + kInputBlockHeader, out + s.pos + cur->off, rest);
+      }
+      used += kInputBlockHeader + rest;
+      f.data += rest;
+      cur->off += rest;
+      if (cur->off == s.count) {
+        ++cur->i;
+        cur->off = 0;
+        have = src.piece(cur->i, &s);
+      }
+      continue;
+    }
+    // Whole sends: extend a strided block over the following ones, copying
+    // each behind the block's header as it joins.
+    uint8_t* data = write ? payload + used + kInputBlockHeader : nullptr;
+    if (write) memcpy(data, out + s.pos, rest);
+    b.len = uint16_t(rest);
+    uint32_t n = 1;
+    PackPiece p = s, t;
+    bool t_read = false, t_have = false;  // t is send cur->i + n, read and not taken
+    while (n < 0xFFFF && (n + 1) * size_t(rest) <= space) {
+      t_have = src.piece(cur->i + n, &t);
+      t_read = true;
+      if (!t_have || t.count != s.count || t.offset <= p.offset) break;
+      const uint32_t d = t.offset - p.offset;
+      if (n == 1 ? d < s.count : d != b.stride) break;
+      b.stride = d;
+      if (write) memcpy(data + size_t(n) * rest, out + t.pos, rest);
+      t_read = false;
+      p = t;
+      ++n;
+    }
+    b.count = uint16_t(n);
+    if (n == 1) b.stride = 0;
+    if (write) wire::encode_input_block_header(b, payload + used, room);
+    used += kInputBlockHeader + size_t(n) * rest;
+    f.data += n * rest;
+    cur->i += n;
+    if (t_read) {
+      s = t;
+      have = t_have;
+    } else {
+      have = src.piece(cur->i, &s);
+    }
+  }
+  f.last = !have;
+  f.payload = uint16_t(used);
+  return f;
+}
+
+uint64_t PackTally::wire_bytes() const { return payload + uint64_t(frames) * wire::kHeaderSize; }
+
+PackTally count_inputs_frames(const PieceSource& src, uint32_t first) {
+  PackTally t;
+  PackCursor cur;
+  cur.i = first;
+  PackPiece p;
+  if (!src.piece(first, &p)) return t;
+  for (;;) {
+    const PackedFrame f = pack_inputs_frame(src, &cur, nullptr, nullptr);
+    ++t.frames;
+    t.payload += f.payload;
+    t.data += f.data;
+    if (f.last) return t;
+  }
+}
+
+}  // namespace core
+}  // namespace ts
