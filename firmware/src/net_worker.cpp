@@ -23,6 +23,7 @@
 #include "board.h"
 #include "core/crc32.h"
 #include "core/worker.h"
+#include "net/flip_port.h"
 #include "firmware.h"
 #include "flash_store.h"
 #include "eth.h"
@@ -390,6 +391,9 @@ class LwipPort final : public ts::core::Port {
 };
 
 LwipPort g_port;
+// `--flip-layer N` (`run --inject-fault flip:B:N`): the worker's port is
+// g_port behind the fault decorator (net/flip_port.h), set up in serve.
+ts::net::FlipPort g_flip_port(g_port, -1);
 
 // The worker's flash: the A/B store, plus the --cut-after-store test hook
 // (a power cut in the middle of a deploy: the board stops right after a
@@ -564,8 +568,10 @@ int fw_serve(const ServeOptions& o) {
     return 2;
   }
   cfg.has_key = prov > 0;
-  cfg.flip_layer = o.flip_layer;
-  if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_store, &g_port)) {
+  g_flip_port.set_layer(o.flip_layer);
+  ts::core::Port* port = &g_port;
+  if (o.flip_layer >= 0) port = &g_flip_port;
+  if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_store, port)) {
     ts_log("error: worker init failed\n");
     return 2;
   }

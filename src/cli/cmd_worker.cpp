@@ -34,7 +34,7 @@ int cmd_worker(const WorkerOptions& w) {
   o.stall_at_layer = w.stall;
   o.garble_at_layer = w.garble;
   if (!w.fault.empty()) o.fault = net::parse_board_fault(w.fault);
-  o.cfg.flip_layer = w.flip;
+  o.flip_layer = w.flip;
   o.exit_with_parent = w.exit_with_parent;
   o.idle_timeout_s = w.idle_timeout;
   if (!w.key_file.empty()) {

@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "core/layer.h"
+#include "core/wire.h"
 
 namespace ts {
 namespace core {
@@ -362,13 +363,13 @@ class FragmentReader {
 // Arena bytes an allocation of n bytes takes (every buffer is rounded up to
 // 8 bytes). The planner and the board both use this, so the planned and
 // measured high-water marks are equal by definition of the same rule.
-inline uint32_t arena_block(uint32_t n) { return (n + 7u) & ~7u; }
+constexpr uint32_t arena_block(uint32_t n) { return (n + 7u) & ~7u; }
 
 // Arena bytes a board holds for its whole life, whatever the layer: its
-// transmit frame buffer (the wire format's maximum frame, 1400 bytes). The
+// transmit frame buffer (the wire format's maximum frame, wire::kMaxFrame). The
 // receive buffers live inside the worker object (static RAM, like the
 // stack), outside the arena. A layer's peak is this plus its buffers.
-constexpr uint32_t kWorkerFixedArena = (1400u + 7u) & ~7u;
+constexpr uint32_t kWorkerFixedArena = arena_block(uint32_t(wire::kMaxFrame));
 
 }  // namespace core
 }  // namespace ts

@@ -230,7 +230,12 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
     : opt_(opt), arena_(opt.cfg.ram_bytes), flash_(opt.cfg.flash_bytes, opt.store_dir),
       port_(std::make_unique<HostPort>(*this)) {
   for (int i = 0; i < core::kMaxLinks; ++i) links_.push_back(std::make_unique<Link>());
-  if (!worker_.init(opt_.cfg, arena_.data(), uint32_t(arena_.size()), &flash_, port_.get()))
+  core::Port* port = port_.get();
+  if (opt_.flip_layer >= 0) {
+    flip_ = std::make_unique<FlipPort>(*port_, opt_.flip_layer);
+    port = flip_.get();
+  }
+  if (!worker_.init(opt_.cfg, arena_.data(), uint32_t(arena_.size()), &flash_, port))
     throw NetError("board " + std::to_string(opt.cfg.id) + ": RAM budget too small for the worker");
 }
 

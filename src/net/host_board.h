@@ -13,6 +13,7 @@
 
 #include "core/worker.h"
 #include "net/fault.h"
+#include "net/flip_port.h"
 #include "net/transport.h"
 
 namespace ts::net {
@@ -32,6 +33,10 @@ struct HostBoardOptions {
   int garble_at_layer = -1; // corrupt one OUTPUT frame's bytes at this layer
   // Injected fault (net/fault.h): acts once, after computing `fault.layer`.
   FaultSpec fault;
+  // `run --inject-fault flip:BOARD:LAYER`: the board hands on one changed
+  // value of this layer (node index) at every inference (net/flip_port.h).
+  // -1 = off.
+  int32_t flip_layer = -1;
   // Exit when the parent process is gone (a board a coordinator spawned).
   // Off for a standalone board, whose parent may well be PID 1 (systemd, a
   // container's init, a shell that has exited).
@@ -90,6 +95,7 @@ class HostBoard {
   std::vector<uint8_t> arena_;
   FileFlash flash_;
   std::unique_ptr<HostPort> port_;
+  std::unique_ptr<FlipPort> flip_;  // wraps port_ when flip_layer >= 0
   core::Worker worker_;
   std::vector<std::unique_ptr<Link>> links_;
   std::atomic<bool> stop_{false};

@@ -1,0 +1,535 @@
+#include "core/worker_schedule.h"
+
+#include <string.h>
+
+#include "core/bytes.h"
+#include "core/digest.h"
+#include "core/partial.h"
+#include "core/worker.h"
+
+namespace ts {
+namespace core {
+
+using wire::ErrorCode;
+using wire::FrameHeader;
+using wire::MsgType;
+
+namespace {
+
+// Small copies (a row segment of a few elements is common) without a call.
+inline void copy_bytes(uint8_t* dst, const uint8_t* src, uint32_t n) {
+  if (n > 16) {
+    memcpy(dst, src, n);
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// scatter_into_box for a caller that knows the channel, row and column of e0.
+void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x, const uint8_t* src,
+                uint32_t n) {
+  const uint32_t w = uint32_t(X.w), rows = uint32_t(b.h1 - b.h0);
+  uint32_t i = 0;
+  while (i < n) {
+    uint32_t seg = w - x;
+    if (seg > n - i) seg = n - i;
+    copy_bytes(box + ((c - uint32_t(b.c0)) * rows + (y - uint32_t(b.h0))) * w + x, src + i, seg);
+    i += seg;
+    x = 0;
+    if (++y == uint32_t(X.h)) {
+      y = 0;
+      ++c;
+    }
+  }
+}
+
+// Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
+// (rows of box b, full width); the caller has checked they lie inside it.
+// Row segments are contiguous in both.
+void scatter_into_box(uint8_t* box, const Dims& X, const Box& b, uint32_t e0, const uint8_t* src, uint32_t n) {
+  // The tensor has at most 2^28 elements (fragment.cpp): 32-bit arithmetic,
+  // two divisions for the first element, then row by row.
+  const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+  const uint32_t c = e0 / hw;
+  const uint32_t in_plane = e0 - c * hw;
+  const uint32_t y = in_plane / w;
+  scatter_at(box, X, b, c, y, in_plane - y * w, src, n);
+}
+
+}  // namespace
+
+void LayerScheduler::init(const WorkerConfig* cfg, Port* port, WorkerStats* stats, DeploySession* deploy,
+                          LinkSet* links, Sender* sender, Worker* worker, uint8_t* base, uint32_t fixed) {
+  cfg_ = cfg;
+  port_ = port;
+  stats_ = stats;
+  deploy_ = deploy;
+  links_ = links;
+  sender_ = sender;
+  worker_ = worker;
+  base_ = base;
+  fixed_ = fixed;
+}
+
+void LayerScheduler::reset() {
+  for (Open& o : open_) o = Open();
+  cursor_ = deploy_->layer_count();
+  touched_ = 0;
+}
+
+bool LayerScheduler::idle() const {
+  if (sender_->busy()) return false;
+  for (const Open& o : open_)
+    if (o.used) return false;
+  return true;
+}
+
+bool LayerScheduler::at_rest() const { return idle() && (!deploy_->have() || cursor_ >= deploy_->layer_count()); }
+
+void LayerScheduler::touch(uint32_t at, uint32_t bytes) {
+  if (at + bytes > touched_) touched_ = at + bytes;
+}
+
+// An ERROR to the coordinator, if it is connected.
+void LayerScheduler::report(ErrorCode code, uint32_t seq, const char* text) {
+  if (links_->coord() >= 0) links_->send_error(links_->coord(), code, seq, text);
+}
+
+// The entry of `layer` if this board computes part of it; else an ERROR and
+// nullptr.
+const FragLayer* LayerScheduler::entry(uint16_t layer, uint32_t seq, int link) {
+  if (!deploy_->have()) {
+    links_->send_error(link, ErrorCode::NotReady, seq, "no fragment");
+    return nullptr;
+  }
+  const FragLayer* e = deploy_->entry(layer);
+  if (!e) {
+    links_->send_error(link, ErrorCode::UnknownLayer, seq, "unknown layer");
+    return nullptr;
+  }
+  if (!e->active()) {
+    links_->send_error(link, ErrorCode::UnknownLayer, seq, "no share of this layer");
+    return nullptr;
+  }
+  if (deploy_->header().arena_bytes > worker_->arena().capacity()) {
+    links_->send_error(link, ErrorCode::OutOfMemory, seq, "arena exhausted (inputs)");
+    return nullptr;
+  }
+  return e;
+}
+
+LayerScheduler::Open* LayerScheduler::find_open(uint16_t layer) {
+  for (Open& o : open_)
+    if (o.used && o.layer == layer) return &o;
+  return nullptr;
+}
+
+LayerScheduler::Open* LayerScheduler::new_slot(uint16_t layer) {
+  for (Open& o : open_)
+    if (!o.used) {
+      o = Open();
+      o.used = true;
+      o.layer = layer;
+      return &o;
+    }
+  return nullptr;
+}
+
+// Whether a frame of layer h.layer may be taken now, and its receive slot.
+// The coordinator steers an idle board to any layer (relay mode); otherwise
+// layers run in order and a board's inputs for a later layer are taken once
+// this board has reached the layer that produces them.
+Verdict LayerScheduler::admit(int link, const FrameHeader& h, const FragLayer& e, Open** slot) {
+  const bool from_coord = h.src == wire::kCoordinatorId;
+  if (h.deployment != deploy_->plan_id() || !deploy_->have()) {
+    links_->send_error(link, ErrorCode::WrongDeployment, h.seq, "frame for another deployment");
+    return Verdict::Fail;
+  }
+  const uint32_t n_layers = deploy_->layer_count();
+  // Pipelined runs: a frame of another inference than the one this board is
+  // on starts that inference once the board is at rest; until then a peer's
+  // waits unread on its link (back-pressure through the sender's window:
+  // the board's arena never holds two inferences), and the coordinator,
+  // which sends an inference's input only after the board's last DONE of
+  // the one before, broke the protocol. An inference's frames once the
+  // board finished it are refused.
+  const bool rest = idle() && cursor_ >= n_layers;
+  if (h.inference != links_->inference()) {
+    if (!rest) {
+      if (!from_coord) return Verdict::Hold;
+      links_->send_error(link, ErrorCode::NotReady, h.seq, "input of another inference before this one is done");
+      return Verdict::Fail;
+    }
+    links_->set_inference(h.inference);
+  } else if (h.inference != 0 && rest) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq, "frame of an inference this board has finished");
+    return Verdict::Fail;
+  }
+  // Inputs land in buffers that are the layer's only from avail_from[k] on,
+  // partial sums in buffers of the layer itself: a frame that comes earlier
+  // waits, also when the layer's slot is open already (an earlier operand,
+  // or another board's outputs that the layer reads, opened it). Before, the
+  // check below was skipped for an open slot, and partial sums for dense_2
+  // that a peer sent while this board still summed dense_1 were added into
+  // arena bytes dense_1 was using: an intermittent mismatch at dense_2 with
+  // reduce-all on 8 boards.
+  const uint32_t operand = h.offset >> wire::kOperandShift;
+  const bool data = h.type == MsgType::Input || h.type == MsgType::Inputs;
+  auto early = [&]() {
+    return data && ((operand < kMaxInputs && cursor_ < e.avail_from[operand]) ||
+                    (operand == kPsumOperand && cursor_ < e.node));
+  };
+  *slot = find_open(h.layer);
+  if (*slot) return early() ? Verdict::Hold : Verdict::Ok;
+  if (idle()) {
+    if (from_coord) cursor_ = h.layer;
+    else if (cursor_ >= n_layers) cursor_ = deploy_->first_active();
+  } else if (from_coord && h.layer != cursor_) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq,
+                       sender_->busy() ? "frame while sending results" : "new layer before RUN of the last");
+    return Verdict::Fail;
+  }
+  if (h.layer < cursor_) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq, "frame for a finished layer");
+    return Verdict::Fail;
+  }
+  if (early()) return Verdict::Hold;
+  *slot = new_slot(h.layer);
+  if (!*slot) return Verdict::Hold;
+  touch(0, deploy_->windows_top(e));
+  return Verdict::Ok;
+}
+
+Verdict LayerScheduler::on_input(int link, const FrameHeader& h, const uint8_t* payload) {
+  const FragLayer* ep = entry(h.layer, h.seq, link);
+  if (!ep) return Verdict::Fail;
+  const FragLayer& e = *ep;
+  const uint32_t k = h.offset >> wire::kOperandShift;
+  const uint32_t e0 = h.offset & wire::kElementMask;
+  const bool blocks = h.type == MsgType::Inputs;
+  if (k == kPsumOperand && e.partial() && blocks && e0 == 0 && e.ps_expected > 0) {
+    Open* slot = nullptr;
+    const Verdict v = admit(link, h, e, &slot);
+    if (v != Verdict::Ok) return v;
+    return on_partial(link, h, payload, e, slot);
+  }
+  if (k >= e.desc.n_inputs || e.n_runs[k] == 0 || (blocks && e0 != 0)) {
+    links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input operand not expected");
+    return Verdict::Fail;
+  }
+  Open* slot = nullptr;
+  const Verdict v = admit(link, h, e, &slot);
+  if (v != Verdict::Ok) return v;
+  if (blocks) return on_blocks(link, h, payload, e, slot);
+  // One run: it must lie inside one of this board's routing runs.
+  const uint32_t n = h.payload_len;
+  RunFinder runs(e.runs[k], e.n_runs[k]);
+  if (!runs.covers(e0, n) || slot->received[k] + n > e.expected[k]) {
+    links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
+    return Verdict::Fail;
+  }
+  // The fragment reader checked that every run lies inside the window.
+  scatter_into_box(buffer(e.box_at[k]), e.desc.in[k], e.box[k], e0, payload, n);
+  slot->received[k] += n;
+  return Verdict::Ok;
+}
+
+// Blocks of segments of operand k (the frame reader checked their
+// structure): every segment inside a routing run, checked before anything
+// is written.
+Verdict LayerScheduler::on_blocks(int link, const FrameHeader& h, const uint8_t* payload, const FragLayer& e,
+                                  Open* slot) {
+  const uint32_t k = h.offset >> wire::kOperandShift;
+  size_t pos = 0;
+  wire::InputBlock b;
+  uint32_t total = 0;
+  RunFinder runs(e.runs[k], e.n_runs[k]);
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j) {
+      if (!runs.covers(b.first + j * b.stride, b.len)) {
+        links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
+        return Verdict::Fail;
+      }
+      total += b.len;
+    }
+  if (slot->received[k] + total > e.expected[k]) {
+    links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "more input than the routing slice");
+    return Verdict::Fail;
+  }
+  uint8_t* box = buffer(e.box_at[k]);
+  pos = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j)
+      scatter_into_box(box, e.desc.in[k], e.box[k], b.first + j * b.stride, b.data + j * b.len, b.len);
+  slot->received[k] += total;
+  return Verdict::Ok;
+}
+
+// Partial sums for this board's output block: every segment whole int32
+// values inside the accumulator, checked before anything is added.
+Verdict LayerScheduler::on_partial(int link, const FrameHeader& h, const uint8_t* payload, const FragLayer& e,
+                                   Open* slot) {
+  const uint32_t acc_bytes = e.out_elems * 4u;
+  size_t pos = 0;
+  wire::InputBlock b;
+  uint32_t total = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j) {
+      const uint64_t first = uint64_t(b.first) + uint64_t(j) * b.stride;
+      if ((first | b.len) % 4 || first + b.len > acc_bytes) {
+        links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "partial sums outside the accumulator");
+        return Verdict::Fail;
+      }
+      total += b.len;
+    }
+  if (slot->ps_received + total > e.ps_expected) {
+    links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "more partial sums than planned");
+    return Verdict::Fail;
+  }
+  uint8_t* acc = buffer(e.ps_acc_at);
+  touch(e.ps_acc_at, arena_block(acc_bytes));
+  if (!slot->acc_ready) {
+    memset(acc, 0, acc_bytes);
+    slot->acc_ready = true;
+  }
+  pos = 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+    for (uint32_t j = 0; j < b.count; ++j) {
+      uint8_t* dst = acc + b.first + j * b.stride;
+      const uint8_t* src = b.data + j * b.len;
+      for (uint32_t i = 0; i < b.len; i += 4) {
+        uint32_t a, v;
+        memcpy(&a, dst + i, 4);
+        v = uint32_t(src[i]) | uint32_t(src[i + 1]) << 8 | uint32_t(src[i + 2]) << 16 | uint32_t(src[i + 3]) << 24;
+        a += v;
+        memcpy(dst + i, &a, 4);
+      }
+    }
+  slot->ps_received += total;
+  return Verdict::Ok;
+}
+
+Verdict LayerScheduler::on_run(int link, const FrameHeader& h) {
+  const FragLayer* ep = entry(h.layer, h.seq, link);
+  if (!ep) return Verdict::Fail;
+  const FragLayer& e = *ep;
+  if (!(e.flags & kEntryRunTrigger)) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq, "layer starts without RUN");
+    return Verdict::Fail;
+  }
+  Open* slot = nullptr;
+  const Verdict v = admit(link, h, e, &slot);
+  if (v == Verdict::Hold) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq, "too many layers open");
+    return Verdict::Fail;
+  }
+  if (v != Verdict::Ok) return v;
+  for (int k = 0; k < e.desc.n_inputs; ++k)
+    if (slot->received[k] != e.expected[k]) {
+      links_->send_error(link, ErrorCode::NotReady, h.seq, "run before all inputs arrived");
+      return Verdict::Fail;
+    }
+  slot->run = true;
+  slot->run_seq = h.seq;
+  return Verdict::Ok;
+}
+
+// Local runs: this board's own outputs of an earlier layer, copied into the
+// windows of layer e.
+bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
+  for (int k = 0; k < e.desc.n_inputs; ++k) {
+    if (e.n_local[k] == 0) continue;
+    // (Decoded here, not through the entry cache, which may hold e.)
+    FragLayer src;
+    if (deploy_->fragment().layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
+    const uint8_t* from = buffer(src.out_at);
+    touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
+    touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
+    // The runs are in flat order: each is found from where the last one was.
+    // The source's output and this window's tensor have one shape (open()
+    // checked it): each run's channel, row and column serve both.
+    SpanFinder spans(src);
+    const Dims& X = e.desc.in[k];
+    const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+    uint8_t* box = buffer(e.box_at[k]);
+    const uint8_t* rec = e.local[k];
+    for (uint32_t j = 0; j < e.n_local[k]; ++j, rec += frag::kRunBytes) {
+      const uint32_t off = le::get_u32(rec), count = le::get_u32(rec + 4);
+      const uint32_t c = off / hw, in_plane = off - c * hw, y = in_plane / w, x = in_plane - y * w;
+      uint32_t at = 0;
+      if (!spans.find_at(off, count, int32_t(c), int32_t(y), int32_t(x), &at)) return false;  // open() checked each
+      scatter_at(box, X, e.box[k], c, y, x, from + at, count);
+    }
+  }
+  return true;
+}
+
+// Phase 1 of a reduced layer: the sums of this board's input channels for
+// every output channel; then the other owners' blocks go out and the layer
+// stays open for theirs.
+bool LayerScheduler::sums_phase(const FragLayer& e, Open* slot, uint32_t t0) {
+  int32_t* own = reinterpret_cast<int32_t*>(buffer(e.ps_at));
+  touch(e.ps_at, arena_block(e.ps_bytes()));
+  if (!partial_sums(e.desc, reinterpret_cast<const int8_t*>(buffer(e.box_at[0])), e.ps_ci0, e.ps_ci1, e.desc.weights,
+                    own)) {
+    report(ErrorCode::Internal, slot->run_seq, "kernel failed");
+    return false;
+  }
+  const uint64_t macs = uint64_t(e.desc.out.c) * uint64_t(partial_positions(e.desc)) * uint64_t(e.ps_ci1 - e.ps_ci0) *
+                        uint64_t(partial_k_per_channel(e.desc));
+  const uint32_t us = port_->after_compute(e.node, macs, port_->now_us() - t0);
+  if (e.n_ps_sends)
+    port_->results(e.node, ResultKind::PartialSums, reinterpret_cast<uint8_t*>(own + e.ps_send(0).pos / 4));
+  slot->ps_done = true;
+  sender_->send_sums(e, us);
+  return true;
+}
+
+// This board's outputs of layer e (phase 2 of a reduced layer: its own sums
+// of its block and the sums received, requantised).
+KernelStatus LayerScheduler::compute(const FragLayer& e, Open* slot, const View* views, int8_t* out) {
+  int32_t c0, c1, y0, y1;
+  if (e.partial()) {
+    const int32_t* own = reinterpret_cast<const int32_t*>(buffer(e.ps_at));
+    touch(e.ps_at, arena_block(e.ps_bytes()));
+    const Region g = e.region(0);
+    const int32_t P = partial_positions(e.desc);
+    const uint8_t* acc = buffer(e.ps_acc_at);
+    touch(e.ps_acc_at, arena_block(e.out_elems * 4u));
+    if (!partial_finish(e.desc, g.v[0] / P, (g.v[1] - g.v[0]) / P, own + g.v[0],
+                        slot->acc_ready ? reinterpret_cast<const int32_t*>(acc) : nullptr, out))
+      return KernelStatus::BadLayer;
+    return KernelStatus::Ok;
+  }
+  if (e.out_pitch) {
+    if (!e.whole_rows(&c0, &c1, &y0, &y1)) return KernelStatus::Ok;
+    // In place: straight into the window of the layer that reads it last.
+    OutBox b;
+    b.c0 = c0; b.c1 = c1; b.y0 = y0; b.y1 = y1; b.x0 = 0; b.x1 = e.desc.out.w;
+    return compute_box_pitched(e.desc, views, b, out, e.oc_count, int64_t(e.out_pitch));
+  }
+  KernelStatus st = KernelStatus::Ok;
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < e.n_regions && st == KernelStatus::Ok; ++i) {
+    const Region g = e.region(i);
+    if (g.kind == RegionKind::Box) {
+      // One call for the whole box (its elements in flat order, as the
+      // segments would give them): the kernels block over its channels.
+      OutBox b;
+      b.c0 = g.v[0]; b.c1 = g.v[1]; b.y0 = g.v[2]; b.y1 = g.v[3]; b.x0 = g.v[4]; b.x1 = g.v[5];
+      st = compute_box(e.desc, views, b, out + pos, e.oc_count);
+    } else {
+      st = compute_range(e.desc, views, g.v[0], g.v[1], out + pos, e.oc_count);
+    }
+    pos += uint32_t(g.elems());
+  }
+  return st;
+}
+
+// Layer e computed in `us`: its results to the port, their digest, the
+// layer's report, and its results to the sender.
+void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us) {
+  if (e.partial()) us += sender_->sums_us();  // phase 1's compute
+  else us = port_->after_compute(e.node, deploy_->macs(e), us);
+  port_->results(e.node, ResultKind::Outputs, reinterpret_cast<uint8_t*>(out));
+  LayerReport r;
+  // What this board hands on, in flat C-H-W order, checked by the coordinator.
+  int32_t c0, c1, y0, y1;
+  if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
+    Digest64 dg;
+    for (int32_t c = c0; c < c1; ++c)
+      dg.update(out + size_t(c - c0) * e.out_pitch, size_t(y1 - y0) * size_t(e.desc.out.w));
+    r.digest = dg.finish();
+  } else {
+    r.digest = digest64(out, e.out_elems);
+  }
+  stats_->layers_run++;
+  r.peak = fixed_ + touched_;
+  if (r.peak > stats_->peak_arena) stats_->peak_arena = r.peak;
+  r.seq = slot ? slot->run_seq : 0;
+  r.us = us;
+  r.instructions = port_->compute_instructions();
+  if (slot) *slot = Open();
+  sender_->send_results(e, r);
+}
+
+bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
+  *started = false;
+  for (int k = 0; k < e.desc.n_inputs; ++k)
+    if ((slot ? slot->received[k] : 0u) != e.expected[k]) return true;
+  if ((e.flags & kEntryRunTrigger) && !(slot && slot->run)) return true;
+  if (e.partial() && !slot) {
+    slot = new_slot(uint16_t(e.node));
+    if (!slot) return true;  // a slot frees when an earlier layer finishes
+  }
+  if (e.partial() && slot->ps_done && slot->ps_received != e.ps_expected) return true;  // sums still coming
+  if (deploy_->header().arena_bytes > worker_->arena().capacity()) {
+    report(ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
+    return false;
+  }
+  if (!(e.partial() && slot->ps_done) && !copy_local_inputs(e)) return false;
+  View views[kMaxInputs];
+  for (int k = 0; k < e.desc.n_inputs; ++k)
+    views[k] = View{reinterpret_cast<const int8_t*>(buffer(e.box_at[k])), e.box[k].c0, e.box[k].c1 - e.box[k].c0,
+                    e.box[k].h0, e.box[k].h1 - e.box[k].h0};
+  int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
+  touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
+  // What the boards we exchange with wait for (our last layer's sends, our
+  // ACKs) goes out before we are busy.
+  links_->flush_peers();
+  const uint32_t t0 = port_->now_us();
+  if (e.partial() && !slot->ps_done) {
+    if (!sums_phase(e, slot, t0)) return false;
+    *started = true;
+    return true;
+  }
+  const KernelStatus st = compute(e, slot, views, out);
+  const uint32_t us = port_->now_us() - t0;
+  if (st != KernelStatus::Ok) {
+    report(ErrorCode::Internal, slot ? slot->run_seq : 0, "kernel failed");
+    return false;
+  }
+  finish(e, slot, out, us);
+  *started = true;
+  return true;
+}
+
+void LayerScheduler::sent() {
+  const uint16_t layer = sender_->layer();
+  if (sender_->sums()) {
+    // Partial sums sent: the layer finishes when the others' arrive.
+    sender_->sums_sent();
+    cursor_ = uint32_t(layer);
+    return;
+  }
+  cursor_ = uint32_t(layer) + 1;
+  // Buffers in use now: the open layers' windows and outputs still held.
+  touched_ = 0;
+  for (const Open& o : open_)
+    if (o.used) touch(0, deploy_->windows_top(uint32_t(o.layer)));
+}
+
+bool LayerScheduler::drive() {
+  if (!deploy_->have()) return true;
+  const uint32_t n_layers = deploy_->layer_count();
+  for (;;) {
+    if (sender_->busy()) {
+      if (!sender_->pump()) return false;
+      if (sender_->busy()) return true;  // waiting for an ACK
+      sent();
+    }
+    while (cursor_ < n_layers && !deploy_->active(cursor_)) ++cursor_;
+    if (cursor_ >= n_layers) return true;
+    const FragLayer* e = deploy_->entry(cursor_);
+    if (!e) return false;
+    bool started = false;
+    if (!start(*e, find_open(uint16_t(cursor_)), &started)) {
+      worker_->abort_layer();
+      return false;
+    }
+    if (!started) return true;
+  }
+}
+
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,90 @@
+// The layer scheduler of a board (core/worker.h): which layer runs when.
+// Layers run in order; a layer's inputs (INPUT, INPUTS, partial sums) are
+// admitted into its windows once the board has reached the layer that
+// produces them (until then a peer's frame is held, which stops its sender
+// through the window); a layer starts when its inputs are complete (and its
+// RUN came, when it needs one), computes its share from the arena (a reduced
+// layer in two phases, core/partial.h) and hands its results to the sender.
+//
+// Portable C++17: no heap, no exceptions, no RTTI, no OS calls.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/worker_api.h"
+
+namespace ts {
+namespace core {
+
+class DeploySession;
+class LinkSet;
+class Sender;
+class Worker;
+
+class LayerScheduler {
+ public:
+  // `base` is where the planned buffers start (after the fixed arena).
+  void init(const WorkerConfig* cfg, Port* port, WorkerStats* stats, DeploySession* deploy, LinkSet* links,
+            Sender* sender, Worker* worker, uint8_t* base, uint32_t fixed);
+  // Drops every layer in progress (the next layer to run is past the end).
+  void reset();
+  // No layer is receiving inputs and no results are being sent.
+  bool idle() const;
+  // idle(), with no layer left to run.
+  bool at_rest() const;
+
+  Verdict on_input(int link, const wire::FrameHeader& h, const uint8_t* payload);
+  Verdict on_run(int link, const wire::FrameHeader& h);
+  // Starts ready layers and sends their results while the windows allow;
+  // false if a link or a layer failed.
+  bool drive();
+
+ private:
+  struct Open {
+    bool used = false, run = false;
+    uint16_t layer = 0;
+    uint32_t run_seq = 0;
+    uint32_t received[kMaxInputs] = {};
+    // Partial sums (kEntryPartial): own sums computed and sent (phase 1),
+    // the accumulator zeroed, bytes of sums received.
+    bool ps_done = false, acc_ready = false;
+    uint32_t ps_received = 0;
+  };
+
+  Verdict admit(int link, const wire::FrameHeader& h, const FragLayer& e, Open** slot);
+  Verdict on_partial(int link, const wire::FrameHeader& h, const uint8_t* payload, const FragLayer& e, Open* slot);
+  Verdict on_blocks(int link, const wire::FrameHeader& h, const uint8_t* payload, const FragLayer& e, Open* slot);
+  const FragLayer* entry(uint16_t layer, uint32_t seq, int link);
+  Open* find_open(uint16_t layer);
+  Open* new_slot(uint16_t layer);
+  // Computes layer `e` if its inputs are complete (and its RUN came, when it
+  // needs one); sets *started.
+  bool start(const FragLayer& e, Open* slot, bool* started);
+  bool copy_local_inputs(const FragLayer& e);
+  bool sums_phase(const FragLayer& e, Open* slot, uint32_t t0);
+  KernelStatus compute(const FragLayer& e, Open* slot, const View* views, int8_t* out);
+  void finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us);
+  // The sender finished a layer's results: where the schedule goes next.
+  void sent();
+  void touch(uint32_t at, uint32_t bytes);
+  uint8_t* buffer(uint32_t at) { return base_ + at; }
+  void report(wire::ErrorCode code, uint32_t seq, const char* text);
+
+  const WorkerConfig* cfg_ = nullptr;
+  Port* port_ = nullptr;
+  WorkerStats* stats_ = nullptr;
+  DeploySession* deploy_ = nullptr;
+  LinkSet* links_ = nullptr;
+  Sender* sender_ = nullptr;
+  Worker* worker_ = nullptr;
+  uint8_t* base_ = nullptr;
+  uint32_t fixed_ = 0;  // the arena's fixed part (the transmit buffer)
+  // The next layer to run, and the layers receiving inputs.
+  uint32_t cursor_ = 0;
+  Open open_[kMaxOpenLayers];
+  uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
+};
+
+}  // namespace core
+}  // namespace ts

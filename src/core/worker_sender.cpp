@@ -1,0 +1,153 @@
+#include "core/worker_sender.h"
+
+#include "core/worker.h"
+
+namespace ts {
+namespace core {
+
+using wire::ErrorCode;
+using wire::MsgType;
+
+namespace {
+
+// The sends of one group as core's INPUTS packer reads them: from send
+// `first` on, while peer, layer and operand are those of `first`.
+class GroupSends final : public PieceSource {
+ public:
+  GroupSends(const FragLayer& e, const Send& first) : e_(e), first_(first) {}
+  bool piece(uint32_t i, PackPiece* p) const override {
+    if (i >= e_.n_sends) return false;
+    const Send t = e_.send(i);
+    if (t.peer != first_.peer || t.layer != first_.layer || t.operand != first_.operand) return false;
+    p->offset = t.offset;
+    p->count = t.count;
+    p->pos = t.pos;
+    return true;
+  }
+
+ private:
+  const FragLayer& e_;
+  Send first_;
+};
+
+}  // namespace
+
+void Sender::init(const WorkerConfig* cfg, LinkSet* links, Worker* worker, const uint8_t* base) {
+  cfg_ = cfg;
+  links_ = links;
+  worker_ = worker;
+  base_ = base;
+}
+
+void Sender::reset() {
+  sending_ = false;
+  ps_phase_ = false;
+  done_pending_ = false;
+}
+
+void Sender::send_sums(const FragLayer& e, uint32_t us) {
+  report_.us = us;
+  fl_ = e;
+  fl_.sends = e.ps_sends;
+  fl_.n_sends = e.n_ps_sends;
+  fl_.out_at = e.ps_at;
+  layer_ = uint16_t(e.node);
+  cur_ = PackCursor();
+  frames_ = 0;
+  ps_phase_ = true;
+  sending_ = true;
+  done_pending_ = false;
+}
+
+void Sender::send_results(const FragLayer& e, const LayerReport& r) {
+  report_ = r;
+  fl_ = e;
+  layer_ = uint16_t(e.node);
+  cur_ = PackCursor();
+  if (!e.partial()) frames_ = 0;  // a reduced layer counts its sums' frames too
+  sending_ = true;
+  done_pending_ = true;
+}
+
+// To a board: as few INPUTS frames as the group's bytes need, the payload
+// packed in place in the transmit buffer.
+bool Sender::send_inputs(int link, const Send& s) {
+  uint8_t* payload = links_->tx() + wire::kHeaderSize;
+  const PackedFrame f = pack_inputs_frame(GroupSends(fl_, s), &cur_, base_ + fl_.out_at, payload);
+  return links_->send_frame(link, MsgType::Inputs, s.layer, wire::input_offset(s.operand, 0), payload, f.payload,
+                            f.last ? wire::kFlagLast : 0, true);
+}
+
+bool Sender::send_done(int coord) {
+  wire::DonePayload d;
+  d.request_seq = report_.seq;
+  d.elapsed_us = report_.us;
+  d.compute_instructions = report_.instructions;
+  d.peak_ram_bytes = report_.peak;
+  d.frames_sent = frames_;
+  d.outputs = fl_.out_elems;
+  d.output_digest = report_.digest;
+  uint8_t buf[wire::DonePayload::kSize];
+  d.encode(buf, sizeof buf);
+  // Relay: the coordinator answers DONE with the next RUN, ACK it now.
+  // Direct: DONE is telemetry; the coordinator ACKs a batch of them (every
+  // 32, or when our window fills), not each one.
+  return links_->send_frame(coord, MsgType::Done, layer_, 0, buf, uint16_t(sizeof buf),
+                            wire::kFlagLast | (fl_.flags & kEntryRunTrigger ? wire::kFlagAckReq : 0), true);
+}
+
+bool Sender::pump() {
+  const uint8_t* out = base_ + fl_.out_at;
+  while (sending_) {
+    if (cur_.i < fl_.n_sends) {
+      const Send s = fl_.send(cur_.i);
+      const bool to_coord = s.peer == kPeerCoordinator;
+      const int coord = links_->coord();
+      const int link = to_coord ? coord : links_->link_to(s.peer);
+      if (link < 0) {
+        if (coord >= 0) links_->send_error(coord, ErrorCode::Internal, report_.seq, "cannot reach a peer board");
+        worker_->abort_layer();
+        return false;
+      }
+      if (!(*links_)[link].window.can_send()) return true;
+      // A keyed peer link sends once both HELLOs are in (its keys derived).
+      if (cfg_->has_key && !(*links_)[link].tx.active()) return true;
+      if (!to_coord) {
+        if (!send_inputs(link, s)) {
+          if (coord >= 0) links_->send_error(coord, ErrorCode::Internal, report_.seq, "link to a peer board failed");
+          worker_->abort_layer();
+          return false;
+        }
+        ++frames_;
+        continue;
+      }
+      const uint32_t n = uint32_t(wire::frame_payload(s.count, cur_.off));
+      const bool last = cur_.off + n == s.count;
+      if (!links_->send_frame(link, MsgType::Output, layer_, s.offset + cur_.off, out + s.pos + cur_.off, uint16_t(n),
+                              last ? wire::kFlagLast : 0, true)) {
+        worker_->abort_layer();
+        return false;
+      }
+      ++frames_;
+      cur_.off += n;
+      if (last) {
+        ++cur_.i;
+        cur_.off = 0;
+      }
+      continue;
+    }
+    if (done_pending_) {
+      const int coord = links_->coord();
+      if (coord >= 0) {
+        if (!(*links_)[coord].window.can_send()) return true;
+        if (!send_done(coord)) return false;
+      }
+      done_pending_ = false;
+    }
+    sending_ = false;
+  }
+  return true;
+}
+
+}  // namespace core
+}  // namespace ts
