@@ -13,10 +13,11 @@
 //     bytes (wire::frame_payload); then one RUN frame. A frame is sent only while fewer
 //     than W frames are unacknowledged (wire::SendWindow, the same class the
 //     engine uses); the frame that fills the window carries ACK_REQ.
-//   * The board acknowledges (wire::AckTracker, ACK every 16 frames or on
-//     LAST/ACK_REQ; an ACK frame is 36 bytes), computes its share when RUN
-//     arrives, then sends its outputs as OUTPUT frames and a DONE frame under
-//     its own window W; the coordinator ACKs every 32 frames or on
+//   * The board acknowledges (wire::AckTracker, ACK every
+//     wire::kBoardAckEvery frames or on LAST/ACK_REQ; an ACK frame is
+//     wire::kAckFrameBytes), computes its share when RUN arrives, then sends
+//     its outputs as OUTPUT frames and a DONE frame under its own window W;
+//     the coordinator ACKs every wire::kCoordAckEvery frames or on
 //     LAST/ACK_REQ.
 //   * The board is one sequential processor, like the worker loop: it takes
 //     every frame that has arrived (one "receive"), handles them in order,
