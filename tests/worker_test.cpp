@@ -17,6 +17,7 @@
 #include "model/qgraph.h"
 #include "model/quantize.h"
 #include "plan/fragment_writer.h"
+#include "net/flip_port.h"
 #include "plan/plan.h"
 
 namespace {
@@ -305,6 +306,54 @@ TEST(Worker, DeploysAndComputesEveryLayerExactly) {
         EXPECT_EQ(got, s.run.size()) << "layer " << n;
       }
     }
+}
+
+// Board w's outputs of layer n (in order) and the digest its DONE reports.
+std::pair<std::vector<uint8_t>, uint64_t> run_layer(Driver& d, int w, int n) {
+  std::pair<std::vector<uint8_t>, uint64_t> r{{}, 0};
+  d.got.clear();
+  EXPECT_TRUE(send_inputs(d, w, n));
+  EXPECT_TRUE(d.raw(MsgType::Run, uint16_t(n), 0, nullptr, 0, wire::kFlagLast)) << d.last_error();
+  for (auto& fr : d.got) {
+    if (fr.first.type == MsgType::Output) r.first.insert(r.first.end(), fr.second.begin(), fr.second.end());
+    wire::DonePayload dp;
+    if (fr.first.type == MsgType::Done && dp.decode(fr.second.data(), fr.second.size())) r.second = dp.output_digest;
+  }
+  return r;
+}
+
+// The flip fault (`run --inject-fault flip:BOARD:LAYER`) is a decorator on
+// the board's Port (net/flip_port.h), outside core: the layer it names hands
+// on one changed output, before the digest; other layers are untouched.
+TEST(Worker, FlipPortChangesOneOutputOfItsLayerBeforeTheDigest) {
+  const auto& f = fixture();
+  std::vector<int> layers;
+  for (size_t n = 0; n < f.q.nodes.size(); ++n)
+    if (!f.p.workers[0].layers[n].run.empty()) layers.push_back(int(n));
+  ASSERT_GE(layers.size(), 2u);
+  const int flipped = layers[0];
+  Driver good, bad;
+  net::FlipPort flip(bad.port, flipped);
+  core::WorkerConfig cfg;
+  cfg.window = 8;
+  ASSERT_TRUE(bad.w.init(cfg, bad.arena.data(), uint32_t(bad.arena.size()), &bad.flash, &flip));
+  bad.reconnect();
+  ASSERT_TRUE(good.deploy(f.frags[0]));
+  ASSERT_TRUE(bad.deploy(f.frags[0]));
+  for (int n : layers) {
+    SCOPED_TRACE(n);
+    const auto g = run_layer(good, 0, n), b = run_layer(bad, 0, n);
+    ASSERT_EQ(g.first.size(), b.first.size());
+    ASSERT_FALSE(g.first.empty());
+    if (n != flipped) {
+      EXPECT_EQ(g.first, b.first);
+      EXPECT_EQ(g.second, b.second);
+      continue;
+    }
+    EXPECT_EQ(b.first[0], uint8_t(g.first[0] ^ 1));
+    EXPECT_TRUE(std::equal(g.first.begin() + 1, g.first.end(), b.first.begin() + 1));
+    EXPECT_NE(g.second, b.second);
+  }
 }
 
 TEST(Worker, RedeployOfTheSameFragmentIsACacheHit) {
