@@ -1,36 +1,13 @@
 #include "plan/frames.h"
 
-#include "core/inputs_packer.h"
 #include "core/wire.h"
 
 namespace ts::plan {
 
-namespace {
-
-// The pieces as core's packer reads them (Piece is PackPiece without `pos`,
-// which a dry run never reads).
-class Pieces final : public core::PieceSource {
- public:
-  Pieces(const Piece* p, size_t n) : p_(p), n_(n) {}
-  bool piece(uint32_t i, core::PackPiece* out) const override {
-    if (i >= n_) return false;
-    out->offset = p_[i].offset;
-    out->count = p_[i].count;
-    out->pos = 0;
-    return true;
-  }
-
- private:
-  const Piece* p_;
-  size_t n_;
-};
-
-}  // namespace
-
 std::vector<GatheredFrame> gather_frames(const Piece* s, size_t n) {
   std::vector<GatheredFrame> out;
   if (n == 0) return out;
-  const Pieces src(s, n);
+  const core::PieceArray src(s, n);
   core::PackCursor cur;
   for (;;) {
     const core::PackedFrame f = core::pack_inputs_frame(src, &cur, nullptr, nullptr);
@@ -40,7 +17,7 @@ std::vector<GatheredFrame> gather_frames(const Piece* s, size_t n) {
 }
 
 FrameCount count_gathered(const Piece* pieces, size_t n) {
-  const core::PackTally t = core::count_inputs_frames(Pieces(pieces, n));
+  const core::PackTally t = core::count_inputs_frames(core::PieceArray(pieces, n));
   FrameCount c;
   c.frames = int64_t(t.frames);
   c.wire_bytes = int64_t(t.wire_bytes());
@@ -58,7 +35,7 @@ FrameCount count_message(int64_t count) {
 
 std::vector<Piece> pieces_of(const std::vector<core::Send>& sends, size_t first, size_t n) {
   std::vector<Piece> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = Piece{sends[first + i].offset, sends[first + i].count};
+  for (size_t i = 0; i < n; ++i) v[i] = Piece{sends[first + i].offset, sends[first + i].count, 0};
   return v;
 }
 

@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "core/fragment.h"
+#include "core/inputs_packer.h"
 
 namespace ts::plan {
 
 // One piece of data a worker sends in a group: an offset in the consumer's
-// operand and a count of bytes (the order is the send order).
-struct Piece {
-  uint32_t offset = 0, count = 0;
-};
+// operand and a count of bytes (the order is the send order); core's
+// packer's own record (its `pos`, where the bytes lie, is unused here).
+using Piece = core::PackPiece;
 
 // One INPUTS frame of a group: data bytes carried and its payload (data plus
 // block headers); the frame on the wire is payload + wire::kHeaderSize.
