@@ -28,7 +28,10 @@ class FlipPort final : public core::Port {
 
   void results(uint32_t layer, core::ResultKind kind, uint8_t* data) override {
     inner_.results(layer, kind, data);
-    if (layer_ < 0 || uint32_t(layer_) != layer) return;
+    if (layer_ < 0 || uint32_t(layer_) != layer) {
+      sums_changed_ = false;  // (a layer in between: the sums' inference was dropped)
+      return;
+    }
     if (kind == core::ResultKind::PartialSums) {
       uint32_t v;
       memcpy(&v, data, 4);
