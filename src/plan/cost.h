@@ -94,12 +94,12 @@ HostCosts load_host_costs(const std::string& path);
 // The same from JSON text; `source` names it in errors.
 HostCosts parse_host_costs(const std::string& text, const std::string& source);
 
-// True if every board is a process on this machine: "local", or a loopback
-// address (127.x.x.x, localhost, [::1]).
+// True if every board computes at this machine's speed: a host process
+// (board_kind.h BoardKind::host_speed), started here or at a loopback address.
 bool host_testbed(const Testbed& t);
 
-// The cost file type of a board: "cortex-m7" for QEMU boards (the firmware
-// at one cycle per instruction), "" for the others (no measured file).
+// The measured cost file of a board's kind (board_kind.h BoardKind::costs):
+// "cortex-m7" for the firmware (QEMU or a Teensy 4.1), "" for a host process.
 std::string board_type(const Board& b);
 
 struct CostModel {
