@@ -67,11 +67,21 @@ KernelStatus check(const OpDef* op, const LayerDesc& L, const View* in, const Ou
 const OpDef* const kOps[kNumOps] = {TS_QOPS(TS_QOP_ENTRY)};
 #undef TS_QOP_ENTRY
 
+// TS_QOPS numbers the ops 1 .. kNumOps in order: the table is indexed by code - 1.
+#define TS_QOP_CODE(name, code) code,
+constexpr uint8_t kCodes[kNumOps] = {TS_QOPS(TS_QOP_CODE)};
+#undef TS_QOP_CODE
+constexpr bool codes_in_order() {
+  for (int i = 0; i < kNumOps; ++i)
+    if (kCodes[i] != i + 1) return false;
+  return true;
+}
+static_assert(codes_in_order(), "TS_QOPS must number the ops 1, 2, 3, ... in order");
+
 const OpDef* op_def(QOp op) {
   const uint8_t code = uint8_t(op);
   if (!qop_known(code)) return nullptr;
-  const OpDef* d = kOps[code - 1];
-  return d->op == op ? d : nullptr;  // the list numbers ops 1 .. kNumOps in order
+  return kOps[code - 1];
 }
 
 // The bounds shared by every op (core/op.h): what keeps box and kernel
