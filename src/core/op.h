@@ -62,6 +62,17 @@ struct DataLayout {
   int64_t n[kNumArrays] = {};
 };
 
+// A variant of an op: input-channel shares with int32 partial sums
+// (strategy `reduce`, core/partial.h). A share multiplies input channels
+// [ci0, ci1) for every output channel; the sums of one output channel sit at
+// `positions` places, and each input channel contributes `k_per_channel`
+// elements to each (its weights per output channel).
+struct PartialForm {
+  bool (*ok)(const LayerDesc& L);  // this layer (one operand, checked) can be split so
+  int32_t (*positions)(const LayerDesc& L);
+  int32_t (*k_per_channel)(const LayerDesc& L);
+};
+
 struct OpDef {
   QOp op;
   const char* name;
@@ -101,6 +112,8 @@ struct OpDef {
   // per-channel data present.
   KernelStatus (*eval)(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1,
                        int8_t* out, int64_t cstride);
+  // Its partial-sum variant, nullptr if it has none.
+  const PartialForm* partial;
 };
 
 // The definition of op, or nullptr for a value outside QOp.

@@ -53,7 +53,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kAddOp = {QOp::Add, "Add", check, model_check, no_data, false, no_arrays, box_of, same_access, one_mac, eval};
+const OpDef kAddOp = {QOp::Add, "Add", check, model_check, no_data, false, no_arrays, box_of, same_access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

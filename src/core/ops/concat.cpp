@@ -65,7 +65,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kConcatOp = {QOp::Concat, "Concat", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval};
+const OpDef kConcatOp = {QOp::Concat, "Concat", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

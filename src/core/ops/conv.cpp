@@ -96,9 +96,20 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
   return KernelStatus::Ok;
 }
 
+// Partial sums: a pointwise convolution of one group, whose sums are its
+// output plane; each input channel gives one element per position.
+bool partial_ok(const LayerDesc& L) {
+  return L.groups == 1 && L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.pad_t == 0 && L.pad_l == 0 &&
+         L.pad_b == 0 && L.pad_r == 0 && L.in[0].h == L.out.h && L.in[0].w == L.out.w;
+}
+int32_t partial_positions(const LayerDesc& L) { return L.out.h * L.out.w; }
+int32_t partial_k(const LayerDesc&) { return 1; }
+const PartialForm kPartial = {partial_ok, partial_positions, partial_k};
+
 }  // namespace
 
-const OpDef kConvOp = {QOp::Conv, "Conv", check, model_check, data_ok, true, layout, box_of, access, macs, eval};
+const OpDef kConvOp = {QOp::Conv, "Conv", check, model_check, data_ok, true, layout, box_of, access, macs, eval,
+                       &kPartial};
 
 }  // namespace core
 }  // namespace ts

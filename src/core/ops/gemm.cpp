@@ -52,9 +52,16 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
   return KernelStatus::Ok;
 }
 
+// Partial sums: one per output; each input channel gives its plane (the
+// fan-in is the flattened C-H-W input).
+bool partial_ok(const LayerDesc& L) { return L.out.h == 1 && L.out.w == 1; }
+int32_t partial_positions(const LayerDesc&) { return 1; }
+int32_t partial_k(const LayerDesc& L) { return L.in[0].h * L.in[0].w; }
+const PartialForm kPartial = {partial_ok, partial_positions, partial_k};
+
 }  // namespace
 
-const OpDef kGemmOp = {QOp::Gemm, "Gemm", check, nullptr, data_ok, true, layout, box_of, access, macs, eval};
+const OpDef kGemmOp = {QOp::Gemm, "Gemm", check, nullptr, data_ok, true, layout, box_of, access, macs, eval, &kPartial};
 
 }  // namespace core
 }  // namespace ts

@@ -52,7 +52,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 }  // namespace
 
 const OpDef kGlobalAvgPoolOp = {QOp::GlobalAvgPool, "GlobalAvgPool", check, nullptr, no_data, false, no_arrays,
-                                box_of, access, macs, eval};
+                                box_of, access, macs, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

@@ -42,7 +42,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kLutOp = {QOp::Lut, "Lut", check, nullptr, data_ok, false, layout, box_of, same_access, one_mac, eval};
+const OpDef kLutOp = {QOp::Lut, "Lut", check, nullptr, data_ok, false, layout, box_of, same_access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

@@ -52,7 +52,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kPadOp = {QOp::Pad, "Pad", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval};
+const OpDef kPadOp = {QOp::Pad, "Pad", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

@@ -108,9 +108,9 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 }  // namespace
 
 const OpDef kAvgPoolOp = {QOp::AvgPool, "AvgPool", check, avg_model_check, avg_data_ok, false, avg_layout,
-                          box_of, access, macs, eval};
+                          box_of, access, macs, eval, nullptr};
 const OpDef kMaxPoolOp = {QOp::MaxPool, "MaxPool", check, max_model_check, no_data, false, no_arrays,
-                          box_of, access, macs, eval};
+                          box_of, access, macs, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts
