@@ -42,7 +42,6 @@ inline uint16_t rd16(const uint8_t* p) { return get_u16(p); }
 inline uint32_t rd32(const uint8_t* p) { return get_u32(p); }
 inline int32_t rdi32(const uint8_t* p) { return get_i32(p); }
 
-inline bool shift_ok(int32_t s) { return s >= -31 && s <= 30; }
 
 
 // Everything decoded from one entry, before validation.

@@ -92,8 +92,6 @@ Why desc_bounds(const LayerDesc& L) {
   auto dims_ok = [](const Dims& d) {
     return d.c >= 1 && d.h >= 1 && d.w >= 1 && int64_t(d.c) * d.h * d.w <= kMaxElems;
   };
-  auto in_i8 = [](int32_t v) { return v >= -128 && v <= 127; };
-  auto shift_ok = [](int32_t v) { return v >= -31 && v <= 30; };
   if (L.n_inputs < 1 || L.n_inputs > kMaxInputs) return Why{"n_inputs", L.n_inputs, "bad input count"};
   if (L.count_include_pad > 1) return Why{"count_include_pad", L.count_include_pad, "bad count_include_pad"};
   if (!dims_ok(L.out)) return Why{"out.c", L.out.c, "bad output shape"};

@@ -32,6 +32,12 @@ namespace core {
 // |w| <= 128: with fan_in <= 2^15 and |bias| <= 2^30 it cannot overflow int32.
 constexpr int64_t kMaxFanIn = 1 << 15;
 
+// An int8 value (zero points, clamp bounds), and a shift the fixed-point
+// helpers accept (core/qmath.h): the bounds desc_bounds, the fragment
+// reader and the quantised model's loader all apply.
+inline bool in_i8(int32_t v) { return v >= -128 && v <= 127; }
+inline bool shift_ok(int32_t v) { return v >= -31 && v <= 30; }
+
 // Which input elements a run of outputs reads, as a pattern. Each op declares
 // the pattern of each operand (OpDef::access); the planner's exact-needs code
 // (src/plan/needs.cpp) enumerates the elements of each pattern and never looks

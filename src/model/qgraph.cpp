@@ -55,8 +55,8 @@ constexpr int64_t kMaxElems = int64_t(1) << 28;  // elements of one tensor
 // convolution adds and removes edge taps); it must stay inside int32.
 constexpr int64_t kMaxProduct = 255 * 128;
 
-bool in_i8(int32_t v) { return v >= -128 && v <= 127; }
-bool shift_ok(int32_t v) { return v >= -31 && v <= 30; }
+using core::in_i8;
+using core::shift_ok;
 
 // "what (field = value)" of a refusal from the op table.
 std::string reason(const core::Why& w) {
