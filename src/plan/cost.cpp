@@ -58,7 +58,7 @@ bool set_kind(MeasuredCosts* c, const std::string& key, double v) {
   else if (key == "linear") c->op[size_t(QOp::Gemm)] = v;
   else {
     bool found = false;
-    for (int k = 1; k <= 10; ++k)
+    for (int k = 1; k <= core::kNumOps; ++k)
       if (key == core::qop_name(QOp(k))) c->op[size_t(k)] = v, found = true;
     return found;
   }
@@ -220,7 +220,7 @@ void parse_op_cycles(const std::string& spec, CostModel* m) {
       continue;
     }
     bool found = false;
-    for (int k = 1; k <= 10; ++k)
+    for (int k = 1; k <= core::kNumOps; ++k)
       if (op == core::qop_name(QOp(k))) {
         m->op_cycles_per_mac[size_t(k)] = v;
         found = true;

@@ -63,7 +63,7 @@ enum class Route : uint8_t;
 // <= 0 = not measured.
 struct MeasuredCosts {
   double conv = 0, pointwise = 0, depthwise = 0;  // Conv by kind
-  std::array<double, 16> op{};                    // other ops, by core::QOp (Gemm = "linear")
+  std::array<double, core::kNumOps + 1> op{};     // other ops, by core::QOp (Gemm = "linear")
   std::string source;                             // the file's "source"
   double of(const core::LayerDesc& d) const;
 };
@@ -108,7 +108,7 @@ struct CostModel {
   // their own entry. An op not set here takes the board type's measured
   // figure (costs_dir/<type>.json, see board_type), else the default.
   double default_cycles_per_mac = 2.0;
-  std::array<double, 16> op_cycles_per_mac{};
+  std::array<double, core::kNumOps + 1> op_cycles_per_mac{};
   double depthwise_cycles_per_mac = 0;
   double layer_overhead_s = 0;      // per board per layer it computes
   double frame_latency_s = 30e-6;   // one-way latency per message (stacks, switch)
