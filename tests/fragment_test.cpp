@@ -423,3 +423,74 @@ TEST(Fragment, RandomBytesAreRefused) {
   EXPECT_GT(why[FragStatus::BadLayer], 1000);
   EXPECT_GT(why[FragStatus::BadMagic], 1000);
 }
+
+// A fragment damaged at a chosen field (its CRC made good again) is refused
+// with a reason that names the layer, the field and the value found there,
+// and the board's ERROR text for it carries the same.
+TEST(Fragment, DamagedFieldIsRefusedNamingLayerAndField) {
+  namespace f = core::frag;
+  const QGraph q = tiny_graph();
+  const Plan p = tiny_plan(q, 3);
+  const std::vector<uint8_t> good = write_fragment(q, p, 0);
+  {
+    core::FragmentReader rd;
+    ASSERT_EQ(rd.open(good.data(), good.size()), FragStatus::Ok);
+    EXPECT_EQ(rd.refusal().field, nullptr);
+  }
+  auto entry = [](uint32_t layer) { return size_t(f::kHeaderBytes) + size_t(layer) * f::kEntryBytes; };
+  auto scalar = [&](uint32_t layer, int k) { return entry(layer) + f::kScalars + 4 * size_t(k); };  // kScalarOrder
+  auto slot = [&](uint32_t layer, int k) { return entry(layer) + f::kSlots + size_t(k) * f::kSlotBytes; };
+  ASSERT_GT(rd32(good.data() + entry(0) + f::kSends + 4), 0u) << "worker 0 sends outputs of layer 0";
+  const size_t first_send = rd32(good.data() + entry(0) + f::kSends);
+  struct Damage {
+    const char* what;
+    size_t at;       // byte offset of the field
+    int bytes;       // 1 or 4
+    int64_t value;   // written there
+    uint32_t layer;  // expected in the refusal
+    const char* field;
+  };
+  const Damage cases[] = {
+      {"unknown op", entry(0) + f::kOp, 1, 99, 0, "op"},
+      {"oc_count past the Conv's channels", entry(0) + f::kOcCount, 4, 100, 0, "oc_count"},
+      {"a send to no board", first_send, 4, 7, 0, "send.peer"},  // u16 peer, u16 layer 0
+      {"act_min of the Lut", scalar(1, 4), 4, 200, 1, "act_min"},
+      {"a growing rescale of the Add", slot(2, 1) + f::kInShift, 4, 5, 2, "in_shift[1]"},
+      {"AvgPool table size", entry(3) + f::kArrays + 16 + 4, 4, 3, 3, "mult"},
+      {"Concat operand height", slot(5, 1) + f::kInDims + 4, 4, 2, 5, "in[1].h"},
+      {"GlobalAvgPool inputs", entry(6) + f::kNInputs, 1, 0, 6, "n_inputs"},
+  };
+  for (const Damage& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<uint8_t> bad = good;
+    if (c.bytes == 1) bad[c.at] = uint8_t(c.value);
+    else wr32(bad.data() + c.at, uint32_t(c.value));
+    fix_crc(bad);
+    core::FragmentReader rd;
+    ASSERT_EQ(rd.open(bad.data(), bad.size()), FragStatus::BadLayer);
+    const core::FragRefusal& why = rd.refusal();
+    ASSERT_NE(why.field, nullptr);
+    EXPECT_EQ(why.layer, int64_t(c.layer));
+    EXPECT_STREQ(why.field, c.field);
+    EXPECT_EQ(why.value, c.value);
+    char text[65];
+    core::fragment_invalid_text(FragStatus::BadLayer, why, text, sizeof text);
+    const std::string line = text;
+    EXPECT_EQ(line.rfind("fragment invalid: layer " + std::to_string(c.layer) + " " + c.field + " = " +
+                             std::to_string(c.value), 0),
+              0u)
+        << line;
+  }
+  // A header field: no layer, the field named.
+  std::vector<uint8_t> bad = good;
+  bad[f::kWorker] = 9;
+  fix_crc(bad);
+  core::FragmentReader rd;
+  ASSERT_EQ(rd.open(bad.data(), bad.size()), FragStatus::BadLayer);
+  EXPECT_EQ(rd.refusal().layer, -1);
+  ASSERT_NE(rd.refusal().field, nullptr);
+  EXPECT_STREQ(rd.refusal().field, "worker");
+  char line[80];
+  core::format_refusal(rd.refusal(), line, sizeof line);
+  EXPECT_STREQ(line, "worker = 9");
+}

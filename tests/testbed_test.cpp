@@ -1,5 +1,7 @@
 // Testbed files: parsing, defaults, validation messages, round trip, sizes.
 #include "plan/testbed.h"
+#include "plan/board_kind.h"
+#include "util/endpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -252,4 +254,66 @@ TEST(Testbed, LinksPerBoard) {
   Testbed m = default_testbed(1);
   m.boards[0].links = -2;
   expect_error([&] { validate_testbed(m, "mem"); }, {"mem", "board 0", "'links'"});
+}
+
+// "kind": what a board is (plan/board_kind.h), explicit or implied by its
+// address; it decides links, measured prices, host speed and how the board
+// starts. One parser of host:port (util/endpoint.h) for every address.
+TEST(Testbed, BoardKinds) {
+  const Testbed t = parse(R"([{"id": 0}, {"id": 1, "address": "qemu"}, {"id": 2, "address": "10.0.0.2:7000"},
+                              {"id": 3, "address": "127.0.0.1:7000"}, {"id": 4, "kind": "qemu-m7"},
+                              {"id": 5, "address": "127.0.0.1:7001", "kind": "teensy41"},
+                              {"id": 6, "address": "10.0.0.3:7000", "kind": "host"}])");
+  const char* want[] = {"host", "qemu-m7", "teensy41", "host", "qemu-m7", "teensy41", "host"};
+  for (size_t i = 0; i < t.boards.size(); ++i) EXPECT_STREQ(kind_of(t.boards[i]).name, want[i]) << "board " << i;
+  EXPECT_TRUE(started_here(t.boards[0]));
+  EXPECT_TRUE(started_here(t.boards[4]));
+  EXPECT_FALSE(started_here(t.boards[5]));
+  EXPECT_EQ(board_links(t.boards[4]), kFirmwareLinks);
+  EXPECT_EQ(board_links(t.boards[6]), kHostBoardLinks);
+  // A real Teensy given as host:port gets the firmware's links and is not a
+  // host-speed board, whatever its address.
+  EXPECT_EQ(board_links(t.boards[5]), kFirmwareLinks);
+  EXPECT_FALSE(kind_of(t.boards[5]).host_speed);
+  EXPECT_STREQ(kind_of(t.boards[5]).costs, "cortex-m7");
+  EXPECT_EQ(testbed_from_json(to_json(t), "mem"), t);
+  EXPECT_EQ(to_json(t)["boards"][4]["kind"], "qemu-m7");
+  EXPECT_FALSE(to_json(t)["boards"][0].contains("kind"));  // implied: not written
+  expect_error([] { parse(R"([{"id": 0, "kind": "esp32"}])"); }, {"tb.json", "board 0", "'kind'", "esp32", "teensy41"});
+  expect_error([] { parse(R"([{"id": 0, "kind": "teensy41"}])"); }, {"board 0", "teensy41", "address"});
+  expect_error([] { parse(R"([{"id": 0, "address": "qemu", "kind": "host"}])"); }, {"board 0", "qemu", "host"});
+  expect_error([] { parse(R"([{"id": 0, "kind": 7}])"); }, {"board 0", "'kind'", "string"});
+}
+
+TEST(Endpoint, ParsedOnce) {
+  ts::Endpoint e;
+  ASSERT_TRUE(ts::parse_endpoint("10.1.2.3:5000", &e));
+  EXPECT_EQ(e.family, ts::Endpoint::Family::IPv4);
+  EXPECT_EQ(e.ipv4, (10u << 24) | (1u << 16) | (2u << 8) | 3u);
+  EXPECT_EQ(e.port, 5000);
+  EXPECT_FALSE(e.loopback());
+  ASSERT_TRUE(ts::parse_endpoint("[::1]:7", &e));
+  EXPECT_EQ(e.family, ts::Endpoint::Family::IPv6);
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.text(), "[::1]:7");
+  EXPECT_TRUE(e.loopback());
+  ASSERT_TRUE(ts::parse_endpoint("board1.lan:65535", &e));
+  EXPECT_EQ(e.family, ts::Endpoint::Family::Name);
+  ASSERT_TRUE(ts::parse_endpoint("127.9.0.1:80", &e));
+  EXPECT_TRUE(e.loopback());
+  ASSERT_TRUE(ts::parse_endpoint("999.1.1.1:80", &e));  // not dotted IPv4: a name to resolve
+  EXPECT_EQ(e.family, ts::Endpoint::Family::Name);
+  std::string why;
+  for (const char* bad : {"localhost", ":5000", "h:0", "h:65536", "h:", "h:12a", "h :5", "h:5\n", "[]:5"}) {
+    EXPECT_FALSE(ts::parse_endpoint(bad, &e, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+  EXPECT_TRUE(ts::parse_endpoint("0.0.0.0:0", &e, nullptr, true));
+  EXPECT_FALSE(ts::parse_endpoint("0.0.0.0:0", &e));
+  try {
+    ts::endpoint_or_throw("nope", "board address");
+    ADD_FAILURE() << "no error";
+  } catch (const ts::Error& x) {
+    EXPECT_NE(std::string(x.what()).find("board address 'nope' is not host:port"), std::string::npos) << x.what();
+  }
 }

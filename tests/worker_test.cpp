@@ -486,6 +486,24 @@ TEST(Worker, DigestCorrectBytesThatAreNoFragmentOfThisDeploymentAreNotCommitted)
   EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
 }
 
+TEST(Worker, ADamagedFragmentIsRefusedNamingTheLayerAndField) {
+  // A fragment whose CRC and digest vouch for it but whose entry is wrong
+  // (the writer and the reader disagree): the ERROR says where, so the
+  // coordinator's error line does.
+  const auto& f = fixture();
+  std::vector<uint8_t> bad = f.frags[0];
+  const size_t at = core::frag::kHeaderBytes + core::frag::kNInputs;  // layer 0's operand count
+  bad[at] = 0;
+  const size_t body = bad.size() - 4;
+  const uint32_t crc = ts::crc32(bad.data(), body);
+  for (int i = 0; i < 4; ++i) bad[body + size_t(i)] = uint8_t(crc >> (8 * i));
+  Driver d;
+  ASSERT_TRUE(d.deploy(bad));
+  EXPECT_FALSE(d.saw(MsgType::Done));
+  EXPECT_EQ(d.last_error(), "fragment invalid: layer 0 n_inputs = 0");
+  EXPECT_TRUE(d.flash.committed().empty());
+}
+
 // ---- authenticated sessions (core/auth.h) ----
 
 const uint8_t kKeyA[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-// Linker-provided layout (ld/teensy41.ld).
+// Linker-provided layout (boards/mps2-an500/mps2-an500.ld for QEMU, boards/teensy41/teensy41.ld for the board).
 extern uint8_t __arena_start[], __arena_end[];
 extern uint8_t __store_start[], __store_end[];
 extern uint8_t __stack_top[], __stack_limit[];

@@ -4,6 +4,7 @@
 #include "net/host_board.h"
 #include "net/keyfile.h"
 #include "plan/testbed.h"
+#include "util/endpoint.h"
 
 namespace ts::cli {
 
@@ -42,13 +43,10 @@ int cmd_worker(const WorkerOptions& w) {
     o.cfg.has_key = true;
     std::copy(k.begin(), k.end(), o.cfg.key);
   }
-  const auto colon = w.listen.rfind(':');
-  const std::string host = colon == std::string::npos ? "" : w.listen.substr(0, colon);
-  const std::string digits = colon == std::string::npos ? "" : w.listen.substr(colon + 1);
-  if (host.empty() || digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(digits) > 65535)
+  Endpoint at;
+  if (!parse_endpoint(w.listen, &at, nullptr, true))
     throw Error("--listen must be HOST:PORT with a port in 0..65535 (0 = any free port), got '" + w.listen + "'");
-  return net::run_worker_process(host, uint16_t(std::stoi(digits)), o);
+  return net::run_worker_process(at.host, at.port, o);
 }
 
 void register_worker(CLI::App& app) {

@@ -16,9 +16,10 @@
 #include <unistd.h>
 
 #include "coord/qemu.h"
+#include "plan/board_kind.h"
+#include "util/endpoint.h"
 #include "coord/spawn.h"
 #include "util/error.h"
-#include "net/tcp.h"
 
 namespace ts::coord {
 
@@ -151,6 +152,92 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
   return line.substr(0, line.find('\n'));
 }
 
+// A board of a QEMU kind: the firmware under QEMU (coord/qemu.h).
+void BoardSet::start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, const std::string& root) {
+  if (opt.crash_board == i || opt.stall_board == i || opt.garble_board == i ||
+      (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty()))
+    throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
+  QemuBoardOptions q;
+  q.id = i;
+  q.ram_bytes = b.ram_bytes;
+  q.clock_mhz = b.clock_mhz;
+  q.window = opt.window;
+  if (auth_) q.key = key_;
+  q.auth = auth_;
+  q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
+  // With --store the board's flash is kept there, so a later run with
+  // the same plan finds its fragment committed (deploy cache).
+  if (!opt.store_root.empty()) q.flash_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "flash.img").string();
+  if (opt.flip_board == i && opt.flip_layer >= 0) q.extra_args = "--flip-layer " + std::to_string(opt.flip_layer);
+  const QemuBoard qb = spawn_qemu_board(q);
+  children_.push_back({qb.pid, -1});
+  addr_.push_back(qb.address);
+}
+
+// A running board at host:port: nothing to start.
+void BoardSet::reach(int i, const plan::Board& b, const SpawnOptions& opt) {
+  if (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty())
+    throw Error("board " + std::to_string(b.id) + ": injected faults need a local board, not " + b.address);
+  if (opt.flip_board == i)
+    throw Error("board " + std::to_string(b.id) + ": --inject-fault flip needs a local or QEMU board, not " + b.address);
+  addr_.push_back(b.address);
+}
+
+// A host-process board: a `tinysplit worker` child on loopback, ready when
+// it prints the line naming its address.
+void BoardSet::start_process(int i, const plan::Board& b, const SpawnOptions& opt, const std::string& root,
+                             const std::string& exe) {
+  std::vector<std::string> args = {exe, "worker", "--listen", "127.0.0.1:0", "--id", std::to_string(i),
+                                   "--ram", std::to_string(b.ram_bytes), "--flash", std::to_string(b.flash_bytes),
+                                   "--clock-mhz", std::to_string(int(b.clock_mhz)), "--window",
+                                   std::to_string(opt.window), "--store",
+                                   (fs::path(root) / ("board-" + std::to_string(b.id))).string(),
+                                   "--exit-with-parent"};
+  if (auth_) {
+    args.push_back("--key-file");
+    args.push_back(opt.key_file);
+  }
+  if (opt.cycles_per_mac > 0) {
+    args.push_back("--cycles-per-mac");
+    args.push_back(std::to_string(opt.cycles_per_mac));
+  }
+  if (opt.delay_ms > 0) {
+    args.push_back("--delay-ms");
+    args.push_back(std::to_string(opt.delay_ms));
+  }
+  auto hook = [&](int board, int layer, const char* flag) {
+    if (board == i && layer >= 0) {
+      args.push_back(flag);
+      args.push_back(std::to_string(layer));
+    }
+  };
+  hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
+  hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
+  hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
+  if (size_t(i) < opt.board_args.size())
+    args.insert(args.end(), opt.board_args[size_t(i)].begin(), opt.board_args[size_t(i)].end());
+  hook(opt.flip_board, opt.flip_layer, "--flip-at-layer");
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
+  SpawnFds fds;
+  fds.out = pipefd[1];
+  pid_t pid = -1;
+  try {
+    pid = spawn_process(exe, args, fds, "cannot start a local board");
+  } catch (...) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    throw;
+  }
+  close(pipefd[1]);
+  children_.push_back({pid, pipefd[0]});
+  const std::string line = read_ready_line(pipefd[0], pid, std::chrono::milliseconds(10000));
+  const auto at = line.find(" on ");
+  if (at == std::string::npos) throw Error("local board printed an unexpected first line: " + line);
+  std::string a = line.substr(at + 4);
+  addr_.push_back(a.substr(0, a.find(' ')));
+}
+
 BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
     : window_(opt.window), auth_(!opt.key_file.empty()), key_(opt.key) {
   install_signal_cleanup();
@@ -168,96 +255,19 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
       temp_root_ = root = tmpl;
     }
     for (size_t i = 0; i < tb.boards.size(); ++i) {
-      const auto& b = tb.boards[i];
-      if (b.address == "qemu") {  // the Cortex-M7 firmware under QEMU (coord/qemu.h)
-        if (opt.crash_board == int(i) || opt.stall_board == int(i) || opt.garble_board == int(i) ||
-            (i < opt.board_args.size() && !opt.board_args[i].empty()))
-          throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
-        QemuBoardOptions q;
-        q.id = int(i);
-        q.ram_bytes = b.ram_bytes;
-        q.clock_mhz = b.clock_mhz;
-        q.window = opt.window;
-        if (auth_) q.key = key_;
-        q.auth = auth_;
-        q.log_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "qemu.log").string();
-        // With --store the board's flash is kept there, so a later run with
-        // the same plan finds its fragment committed (deploy cache).
-        if (!opt.store_root.empty()) q.flash_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "flash.img").string();
-        if (opt.flip_board == int(i) && opt.flip_layer >= 0) q.extra_args = "--flip-layer " + std::to_string(opt.flip_layer);
-        const QemuBoard qb = spawn_qemu_board(q);
-        children_.push_back({qb.pid, -1});
-        addr_.push_back(qb.address);
+      const plan::Board& b = tb.boards[i];
+      const plan::BoardKind& kind = plan::kind_of(b);
+      transport_.push_back(kind.transport);
+      if (!plan::started_here(b)) {
+        reach(int(i), b, opt);
         continue;
       }
-      if (b.address != "local") {
-        if (i < opt.board_args.size() && !opt.board_args[i].empty())
-          throw Error("board " + std::to_string(b.id) + ": injected faults need a local board, not " + b.address);
-        if (opt.flip_board == int(i))
-          throw Error("board " + std::to_string(b.id) + ": --inject-fault flip needs a local or QEMU board, not " + b.address);
-        addr_.push_back(b.address);
-        continue;
+      switch (kind.start) {
+        case plan::BoardStart::Qemu: start_qemu(int(i), b, opt, root); break;
+        case plan::BoardStart::Process: start_process(int(i), b, opt, root, exe); break;
+        case plan::BoardStart::None:  // validate_testbed refuses it
+          throw Error("board " + std::to_string(b.id) + ": a " + kind.name + " board cannot be started here");
       }
-      std::vector<std::string> args = {exe,
-                                       "worker",
-                                       "--listen",
-                                       "127.0.0.1:0",
-                                       "--id",
-                                       std::to_string(i),
-                                       "--ram",
-                                       std::to_string(b.ram_bytes),
-                                       "--flash",
-                                       std::to_string(b.flash_bytes),
-                                       "--clock-mhz",
-                                       std::to_string(int(b.clock_mhz)),
-                                       "--window",
-                                       std::to_string(opt.window),
-                                       "--store",
-                                       (fs::path(root) / ("board-" + std::to_string(b.id))).string(),
-                                       "--exit-with-parent"};
-      if (auth_) {
-        args.push_back("--key-file");
-        args.push_back(opt.key_file);
-      }
-      if (opt.cycles_per_mac > 0) {
-        args.push_back("--cycles-per-mac");
-        args.push_back(std::to_string(opt.cycles_per_mac));
-      }
-      if (opt.delay_ms > 0) {
-        args.push_back("--delay-ms");
-        args.push_back(std::to_string(opt.delay_ms));
-      }
-      auto hook = [&](int board, int layer, const char* flag) {
-        if (board == int(i) && layer >= 0) {
-          args.push_back(flag);
-          args.push_back(std::to_string(layer));
-        }
-      };
-      hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
-      hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
-      hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
-      if (i < opt.board_args.size()) args.insert(args.end(), opt.board_args[i].begin(), opt.board_args[i].end());
-      hook(opt.flip_board, opt.flip_layer, "--flip-at-layer");
-      int pipefd[2];
-      if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
-      SpawnFds fds;
-      fds.out = pipefd[1];
-      pid_t pid = -1;
-      try {
-        pid = spawn_process(exe, args, fds, "cannot start a local board");
-      } catch (...) {
-        close(pipefd[0]);
-        close(pipefd[1]);
-        throw;
-      }
-      close(pipefd[1]);
-      children_.push_back({pid, pipefd[0]});
-      const std::string line = read_ready_line(pipefd[0], pid, std::chrono::milliseconds(10000));
-      const auto at = line.find(" on ");
-      if (at == std::string::npos) throw Error("local board printed an unexpected first line: " + line);
-      std::string a = line.substr(at + 4);
-      a = a.substr(0, a.find(' '));
-      addr_.push_back(a);
     }
   } catch (...) {
     {
@@ -271,13 +281,9 @@ BoardSet::BoardSet(const plan::Testbed& tb, const SpawnOptions& opt)
 
 std::vector<std::unique_ptr<net::Transport>> BoardSet::connect(std::chrono::milliseconds timeout) {
   std::vector<std::unique_ptr<net::Transport>> out;
-  for (const auto& a : addr_) {
-    const auto colon = a.rfind(':');
-    if (colon == std::string::npos) throw Error("board address '" + a + "' is not host:port");
-    std::string host = a.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    const int port = std::stoi(a.substr(colon + 1));
-    out.push_back(net::tcp_connect(host, uint16_t(port), timeout));
+  for (size_t i = 0; i < addr_.size(); ++i) {
+    const Endpoint e = endpoint_or_throw(addr_[i], "board address");
+    out.push_back(net::network(transport_[i]).connect(e, timeout, net::Millis(100)));
   }
   return out;
 }

@@ -1,6 +1,7 @@
-// Bringing boards up for a run: local emulated boards are spawned as
-// `tinysplit worker` child processes on loopback; "host:port" boards are
-// connected to as they are.
+// Bringing boards up for a run, each as its kind says (plan/board_kind.h):
+// host-process boards are spawned as `tinysplit worker` child processes on
+// loopback, QEMU boards as qemu-system-arm children (coord/qemu.h), boards
+// at "host:port" are connected to as they are.
 #pragma once
 
 #include <chrono>
@@ -56,12 +57,18 @@ class BoardSet {
   void stop();
 
  private:
+  // One board, by its kind (plan/board_kind.h): started here or reached.
+  void start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, const std::string& root);
+  void start_process(int i, const plan::Board& b, const SpawnOptions& opt, const std::string& root,
+                     const std::string& exe);
+  void reach(int i, const plan::Board& b, const SpawnOptions& opt);
   struct Child {
     pid_t pid = -1;
     int out_fd = -1;
   };
   std::vector<Child> children_;
   std::vector<std::string> addr_;
+  std::vector<std::string> transport_;  // per board: its kind's network (net/transport.h)
   std::string temp_root_;
   uint16_t window_ = 32;
   bool auth_ = false;

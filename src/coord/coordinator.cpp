@@ -14,6 +14,7 @@
 #include "core/sha256.h"
 #include "core/worker.h"
 #include "plan/fragment_writer.h"
+#include "util/endpoint.h"
 
 namespace ts::coord {
 
@@ -241,25 +242,17 @@ DeployResult Coordinator::deploy() {
   return res;
 }
 
-// "a.b.c.d:port" -> address and port; false if the text is not that.
-static bool parse_ipv4(const std::string& s, uint32_t* ip, uint16_t* port) {
-  unsigned a, b, c, d, p;
-  char tail;
-  if (std::sscanf(s.c_str(), "%u.%u.%u.%u:%u%c", &a, &b, &c, &d, &p, &tail) != 5) return false;
-  if (a > 255 || b > 255 || c > 255 || d > 255 || p == 0 || p > 65535) return false;
-  *ip = (a << 24) | (b << 16) | (c << 8) | d;
-  *port = uint16_t(p);
-  return true;
-}
-
 void Coordinator::send_peers() {
   std::vector<wire::PeerEntry> entries;
   for (size_t i = 0; i < links_.size(); ++i) {
     wire::PeerEntry e;
     e.worker = uint16_t(i);
-    if (!parse_ipv4(links_[i]->peer(), &e.ipv4, &e.port))
+    Endpoint at;
+    if (!parse_endpoint(links_[i]->peer(), &at) || at.family != Endpoint::Family::IPv4)
       throw Error("direct routing needs boards the others can reach over TCP/IPv4; " + links_[i]->who() +
                   " is at '" + links_[i]->peer() + "' (use --route relay)");
+    e.ipv4 = at.ipv4;
+    e.port = at.port;
     entries.push_back(e);
   }
   if (entries.size() > wire::kMaxPeerEntries) throw Error("direct routing supports at most " +

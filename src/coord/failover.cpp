@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <thread>
 
-#include "net/tcp.h"
+#include "net/transport.h"
+#include "plan/board_kind.h"
+#include "util/endpoint.h"
 #include "util/error.h"
 
 namespace ts::coord {
@@ -15,17 +17,13 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// "host:port" or "[v6]:port" -> a connected transport (throws NetError).
-std::unique_ptr<net::Transport> connect_address(const std::string& a, std::chrono::milliseconds timeout,
-                                                bool once = false) {
-  const auto colon = a.rfind(':');
-  const std::string digits = colon == std::string::npos ? "" : a.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(digits) > 65535)
-    throw net::NetError("board address '" + a + "' is not host:port");
-  std::string host = a.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return net::tcp_connect(host, uint16_t(std::stoi(digits)), timeout, once ? net::kForever : net::Millis(100));
+// Board b at "host:port" or "[v6]:port" -> a transport over its kind's
+// network (throws NetError).
+std::unique_ptr<net::Transport> connect_address(const plan::Board& b, const std::string& a,
+                                                std::chrono::milliseconds timeout, bool once = false) {
+  Endpoint e;
+  if (!parse_endpoint(a, &e)) throw net::NetError("board address '" + a + "' is not host:port");
+  return net::network(plan::kind_of(b).transport).connect(e, timeout, once ? net::kForever : net::Millis(100));
 }
 
 // "board 1" / "boards 0, 2"
@@ -76,7 +74,7 @@ std::vector<std::unique_ptr<BoardLink>> Swarm::connect(const std::vector<int>& b
   for (int b : boards) {
     std::unique_ptr<net::Transport> t;
     try {
-      t = connect_address(addr_[size_t(b)], opt_.timeout);
+      t = connect_address(tb_.boards[size_t(b)], addr_[size_t(b)], opt_.timeout);
     } catch (const std::exception& e) {
       throw BoardError("board " + std::to_string(b) + " (" + addr_[size_t(b)] + "): " + e.what(), b);
     }
@@ -103,7 +101,7 @@ void Swarm::secure(BoardLink& l) const {
 void Swarm::start() {
   std::vector<std::unique_ptr<BoardLink>> links;
   for (size_t b = 0; b < addr_.size(); ++b) {
-    links.push_back(std::make_unique<BoardLink>(connect_address(addr_[b], opt_.timeout), int(b), opt_.window,
+    links.push_back(std::make_unique<BoardLink>(connect_address(tb_.boards[b], addr_[b], opt_.timeout), int(b), opt_.window,
                                                 opt_.timeout));
     secure(*links.back());
   }
@@ -136,7 +134,7 @@ bool Swarm::healthy(int board, std::string* why, std::chrono::milliseconds limit
     // kernel within min(timeout, 3 s).
     std::unique_ptr<net::Transport> t;
     try {
-      t = connect_address(addr_[size_t(board)], wait, true);
+      t = connect_address(tb_.boards[size_t(board)], addr_[size_t(board)], wait, true);
     } catch (const std::exception& e) {
       *why = "board " + std::to_string(board) + " (" + addr_[size_t(board)] + "): " + e.what();
       return false;

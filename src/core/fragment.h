@@ -338,6 +338,30 @@ enum class FragStatus : int32_t {
 
 const char* frag_status_name(FragStatus s);
 
+// Why the reader refused a fragment: the entry (layer index; -1 for the
+// header or the fragment as a whole), the field (a LayerDesc or FragLayer
+// member, or a header field), the value found there and a few words of why.
+// Static strings: no heap, valid for the program's life.
+struct FragRefusal {
+  int64_t layer = -1;
+  const char* field = nullptr;  // nullptr: nothing refused
+  int64_t value = 0;
+  const char* what = nullptr;
+};
+
+// Writes "layer <i> <field> = <value> (<what>)" (the parts known; "" when
+// nothing was refused; the words of why only if with_what) into buf,
+// NUL-terminated, truncated to cap - 1 characters; returns its length. For
+// the one error line of whoever reports the refusal (heap-free: the board's
+// ERROR reply to a deploy carries it).
+size_t format_refusal(const FragRefusal& why, char* buf, size_t cap, bool with_what = true);
+
+// The board's ERROR text for a fragment it will not commit: "fragment
+// invalid", and for a refused entry (BadLayer) ": layer <i> <field> =
+// <value>", truncated to cap - 1 characters. A fragment that reads but
+// belongs to another deployment is s == Ok: the text is the bare phrase.
+size_t fragment_invalid_text(FragStatus s, const FragRefusal& why, char* buf, size_t cap);
+
 // Reads a fragment in place. Validation walks every entry once (bounds of
 // every offset, sizes against geometry, regions, sends, runs, the arena
 // plan, CRC); afterwards layer() is cheap.
@@ -353,11 +377,14 @@ class FragmentReader {
   // The same entry decoded with the shallow checks of open() again (the
   // slow form, kept for tests that compare the two).
   FragStatus layer_checked(uint32_t i, FragLayer* out) const;
+  // Why the last open() refused (field == nullptr after a success).
+  const FragRefusal& refusal() const { return why_; }
 
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   FragHeader hdr_;
+  FragRefusal why_;
 };
 
 // Arena bytes an allocation of n bytes takes (every buffer is rounded up to

@@ -52,7 +52,7 @@ OutBox run_box(const LayerDesc& L, int32_t begin, int32_t end) {
 // inside the output: descriptor, windows covering what the box reads (bb:
 // the box whose inputs are read), per-channel data held.
 KernelStatus check(const OpDef* op, const LayerDesc& L, const View* in, const OutBox& bb, int32_t oc_count) {
-  if (!op || !op->validate(L) || !op->data_ok(L)) return KernelStatus::BadLayer;
+  if (!op || op->check(L).refused() || !op->data_ok(L)) return KernelStatus::BadLayer;
   for (int i = 0; i < L.n_inputs; ++i)
     if (!covers(in[i], op->input_box(L, i, bb))) return KernelStatus::ViewTooSmall;
   if (op->per_channel_data && (bb.c0 < L.oc_base || int64_t(bb.c1) > int64_t(L.oc_base) + oc_count))
@@ -62,20 +62,70 @@ KernelStatus check(const OpDef* op, const LayerDesc& L, const View* in, const Ou
 
 }  // namespace
 
+// The op table, indexed by op code (the list is TS_QOPS, core/layer.h).
+#define TS_QOP_ENTRY(name, code) &k##name##Op,
+const OpDef* const kOps[kNumOps] = {TS_QOPS(TS_QOP_ENTRY)};
+#undef TS_QOP_ENTRY
+
+// TS_QOPS numbers the ops 1 .. kNumOps in order: the table is indexed by code - 1.
+#define TS_QOP_CODE(name, code) code,
+constexpr uint8_t kCodes[kNumOps] = {TS_QOPS(TS_QOP_CODE)};
+#undef TS_QOP_CODE
+constexpr bool codes_in_order() {
+  for (int i = 0; i < kNumOps; ++i)
+    if (kCodes[i] != i + 1) return false;
+  return true;
+}
+static_assert(codes_in_order(), "TS_QOPS must number the ops 1, 2, 3, ... in order");
+
 const OpDef* op_def(QOp op) {
-  switch (op) {
-    case QOp::Conv: return &kConvOp;
-    case QOp::Gemm: return &kGemmOp;
-    case QOp::Add: return &kAddOp;
-    case QOp::Mul: return &kMulOp;
-    case QOp::Concat: return &kConcatOp;
-    case QOp::AvgPool: return &kAvgPoolOp;
-    case QOp::GlobalAvgPool: return &kGlobalAvgPoolOp;
-    case QOp::MaxPool: return &kMaxPoolOp;
-    case QOp::Lut: return &kLutOp;
-    case QOp::Pad: return &kPadOp;
+  const uint8_t code = uint8_t(op);
+  if (!qop_known(code)) return nullptr;
+  return kOps[code - 1];
+}
+
+// The bounds shared by every op (core/op.h): what keeps box and kernel
+// arithmetic inside int32 whatever the op.
+Why desc_bounds(const LayerDesc& L) {
+  constexpr int64_t kMaxElems = int64_t(1) << 28;  // elements of one tensor
+  constexpr int32_t kMaxGeom = 1 << 10;            // kernel, stride, dilation, padding
+  auto dims_ok = [](const Dims& d) {
+    return d.c >= 1 && d.h >= 1 && d.w >= 1 && int64_t(d.c) * d.h * d.w <= kMaxElems;
+  };
+  if (L.n_inputs < 1 || L.n_inputs > kMaxInputs) return Why{"n_inputs", L.n_inputs, "bad input count"};
+  if (L.count_include_pad > 1) return Why{"count_include_pad", L.count_include_pad, "bad count_include_pad"};
+  if (!dims_ok(L.out)) return Why{"out.c", L.out.c, "bad output shape"};
+  static const char* const kIn[kMaxInputs] = {"in[0]", "in[1]", "in[2]", "in[3]", "in[4]", "in[5]", "in[6]", "in[7]"};
+  static const char* const kZp[kMaxInputs] = {"in_zp[0]", "in_zp[1]", "in_zp[2]", "in_zp[3]",
+                                              "in_zp[4]", "in_zp[5]", "in_zp[6]", "in_zp[7]"};
+  static const char* const kSh[kMaxInputs] = {"in_shift[0]", "in_shift[1]", "in_shift[2]", "in_shift[3]",
+                                              "in_shift[4]", "in_shift[5]", "in_shift[6]", "in_shift[7]"};
+  for (int k = 0; k < L.n_inputs; ++k) {
+    if (!dims_ok(L.in[k])) return Why{kIn[k], L.in[k].c, "bad input shape"};
+    if (!in_i8(L.in_zp[k])) return Why{kZp[k], L.in_zp[k], "bad input zero point"};
+    if (!shift_ok(L.in_shift[k])) return Why{kSh[k], L.in_shift[k], "input shift out of range"};
   }
-  return nullptr;
+  if (!in_i8(L.out_zp)) return Why{"out_zp", L.out_zp, "bad output zero point"};
+  if (!in_i8(L.act_min) || L.act_min > L.act_max) return Why{"act_min", L.act_min, "bad activation clamp"};
+  if (!in_i8(L.act_max)) return Why{"act_max", L.act_max, "bad activation clamp"};
+  const struct { const char* name; int32_t v, lo; } geom[] = {
+      {"kh", L.kh, 1},       {"kw", L.kw, 1},       {"sh", L.sh, 1},       {"sw", L.sw, 1},
+      {"dh", L.dh, 1},       {"dw", L.dw, 1},       {"pad_t", L.pad_t, 0}, {"pad_l", L.pad_l, 0},
+      {"pad_b", L.pad_b, 0}, {"pad_r", L.pad_r, 0}};
+  for (const auto& g : geom)
+    if (g.v < g.lo || g.v > kMaxGeom)
+      return Why{g.name, g.v, g.lo ? "kernel, stride or dilation out of range" : "padding out of range"};
+  if (L.groups < 1 || L.groups > L.in[0].c) return Why{"groups", L.groups, "bad group count"};
+  if (L.left_shift < 0 || L.left_shift > 22) return Why{"left_shift", L.left_shift, "output shift out of range"};
+  if (!shift_ok(L.out_shift)) return Why{"out_shift", L.out_shift, "output shift out of range"};
+  return Why{};
+}
+
+Why check_desc(const LayerDesc& L) {
+  const OpDef* op = op_def(L.op);
+  if (!op) return Why{"op", int64_t(uint8_t(L.op)), "unknown op"};
+  const Why b = desc_bounds(L);
+  return b.refused() ? b : op->check(L);
 }
 
 const char* qop_name(QOp op) {
@@ -85,7 +135,7 @@ const char* qop_name(QOp op) {
 
 bool layer_valid(const LayerDesc& L) {
   const OpDef* op = base_def(L);
-  return op && op->validate(L) && op->data_ok(L);
+  return op && !op->check(L).refused() && op->data_ok(L);
 }
 
 void output_channels(const LayerDesc& L, int32_t begin, int32_t end, int32_t* first, int32_t* last) {

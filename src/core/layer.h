@@ -20,17 +20,54 @@ namespace core {
 
 constexpr int kMaxInputs = 8;
 
+// Every quantised op: its name and its code (the byte a fragment and a .tsqm
+// file store). This list is the one place an op is registered: it makes the
+// enum below and the op table (core/op.h, kernels.cpp); each op's knowledge
+// lives in its own file, src/core/ops/<op>.cpp, which defines k<Name>Op.
+//   Conv           groups (incl. depthwise), stride, dilation, asymmetric zero pad
+//   Gemm           fully connected: every output reads the whole input
+//   Add            two operands, same shape, rescaled to a common scale
+//   Mul            second operand same shape or per-channel (C,1,1)
+//   Concat         along channels, each operand requantised to the output
+//   AvgPool        window average; divisor from count_include_pad
+//   GlobalAvgPool  mean over each plane
+//   MaxPool        output shares the input's quantisation
+//   Lut            elementwise int8 -> int8 table (activations not fused)
+//   Pad            explicit zero padding that could not be folded
+#define TS_QOPS(X) \
+  X(Conv, 1)       \
+  X(Gemm, 2)       \
+  X(Add, 3)        \
+  X(Mul, 4)        \
+  X(Concat, 5)     \
+  X(AvgPool, 6)    \
+  X(GlobalAvgPool, 7) \
+  X(MaxPool, 8)    \
+  X(Lut, 9)        \
+  X(Pad, 10)
+
 enum class QOp : uint8_t {
-  Conv = 1,       // groups (incl. depthwise), stride, dilation, asymmetric zero pad
-  Gemm = 2,       // fully connected: every output reads the whole input
-  Add = 3,        // two operands, same shape, rescaled to a common scale
-  Mul = 4,        // second operand same shape or per-channel (C,1,1)
-  Concat = 5,     // along channels, each operand requantised to the output
-  AvgPool = 6,    // window average; divisor from count_include_pad
-  GlobalAvgPool = 7,
-  MaxPool = 8,    // output shares the input's quantisation
-  Lut = 9,        // elementwise int8 -> int8 table (activations not fused)
-  Pad = 10,       // explicit zero padding that could not be folded
+#define TS_QOP_ENUM(name, code) name = code,
+  TS_QOPS(TS_QOP_ENUM)
+#undef TS_QOP_ENUM
+};
+
+// Op codes are 1 .. kNumOps (the list above numbers them without gaps).
+#define TS_QOP_COUNT(name, code) +1
+constexpr int kNumOps = 0 TS_QOPS(TS_QOP_COUNT);
+#undef TS_QOP_COUNT
+
+// True for a code of the list above.
+inline bool qop_known(uint8_t code) { return code >= 1 && code <= kNumOps; }
+
+// Why a descriptor or a fragment entry is refused: the field (its name in
+// LayerDesc or in the fragment layout, core/fragment.h), the value found
+// there and, where it helps, a few words of why. field == nullptr: accepted.
+struct Why {
+  const char* field = nullptr;
+  int64_t value = 0;
+  const char* what = nullptr;
+  bool refused() const { return field != nullptr; }
 };
 
 const char* qop_name(QOp op);

@@ -3,8 +3,10 @@
 //
 // Every user asks this table instead of switching on QOp itself: the kernels'
 // public entry points (layer.h: input_box, compute_range, compute_box,
-// range_macs, layer_valid), the fragment reader (validate), the planner
-// (boxes, MACs), the board's emulated clock and the simulator (MACs), and the
+// range_macs, layer_valid), the fragment reader (desc_bounds, check, layout),
+// the quantised model's loader (the same, and model_check), the planner
+// (boxes, access patterns, MACs, per-channel data), the fragment writer
+// (layout), the board's emulated clock and the simulator (MACs), and the
 // float IR's MAC count (model/graph.cpp builds a geometry-only LayerDesc and
 // asks range_macs).
 //
@@ -30,47 +32,111 @@ namespace core {
 // |w| <= 128: with fan_in <= 2^15 and |bias| <= 2^30 it cannot overflow int32.
 constexpr int64_t kMaxFanIn = 1 << 15;
 
+// An int8 value (zero points, clamp bounds), and a shift the fixed-point
+// helpers accept (core/qmath.h): the bounds desc_bounds, the fragment
+// reader and the quantised model's loader all apply.
+inline bool in_i8(int32_t v) { return v >= -128 && v <= 127; }
+inline bool shift_ok(int32_t v) { return v >= -31 && v <= 30; }
+
+// Which input elements a run of outputs reads, as a pattern. Each op declares
+// the pattern of each operand (OpDef::access); the planner's exact-needs code
+// (src/plan/needs.cpp) enumerates the elements of each pattern and never looks
+// at the op. A new op with a pattern below touches nothing there.
+struct Access {
+  enum Kind : uint8_t {
+    kWindow,        // a sliding window over each plane (Conv, pools, Pad): output
+                    // (oy, ox) reads input (oy*sh - pt + ky*dh, ox*sw - pl + kx*dw)
+                    // for taps inside the input; output channel o reads the
+                    // cin_g input channels of group o / cout_g
+    kAll,           // every output reads the whole operand (Gemm)
+    kPlanes,        // output channel c reads the whole input plane c (GlobalAvgPool)
+    kSame,          // output element e reads element e (elementwise ops)
+    kPerChannel,    // output channel c reads element c (a (C,1,1) operand)
+    kChannelSlice,  // output channels [offset, offset + C) read the operand's C
+                    // channels at the same positions (Concat)
+  };
+  Kind kind = kSame;
+  int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // kWindow
+  int32_t cin_g = 1, cout_g = 1;                                          // kWindow
+  int32_t offset = 0;                                                     // kChannelSlice
+};
+
+// The data arrays of a layer share (the five of a fragment entry and of a
+// quantised node), as element counts.
+enum DataArray { kWeights = 0, kBias = 1, kMult = 2, kShift = 3, kLut = 4, kNumArrays = 5 };
+struct DataLayout {
+  int64_t n[kNumArrays] = {};
+};
+
+// A variant of an op: input-channel shares with int32 partial sums
+// (strategy `reduce`, core/partial.h). A share multiplies input channels
+// [ci0, ci1) for every output channel; the sums of one output channel sit at
+// `positions` places, and each input channel contributes `k_per_channel`
+// elements to each (its weights per output channel).
+struct PartialForm {
+  bool (*ok)(const LayerDesc& L);  // this layer (one operand, checked) can be split so
+  int32_t (*positions)(const LayerDesc& L);
+  int32_t (*k_per_channel)(const LayerDesc& L);
+};
+
 struct OpDef {
   QOp op;
   const char* name;
   // Operand count, operand and output shapes, and the geometry the kernel
-  // and the box arithmetic rely on. Follows no pointer: also used on
-  // descriptors that carry no data (fragment reader, planner).
-  bool (*validate)(const LayerDesc& L);
-  // The data pointers eval follows (weights, tables). Called after validate.
+  // and the box arithmetic rely on; the field at fault if not. Follows no
+  // pointer: also used on descriptors that carry no data (fragment reader,
+  // planner). Called on descriptors within the common bounds (desc_bounds).
+  Why (*check)(const LayerDesc& L);
+  // What the quantiser guarantees besides (geometry that agrees with the
+  // shapes, e.g. a window's output size); checked on a quantised model, not
+  // needed by the kernels. nullptr: nothing more.
+  Why (*model_check)(const LayerDesc& L);
+  // The data pointers eval follows (weights, tables). Called after check.
   bool (*data_ok)(const LayerDesc& L);
   // True if the op reads per-output-channel data indexed from oc_base
-  // (weights, bias, multipliers): eval needs the box's channels held.
+  // (weights, bias, multipliers): eval needs the box's channels held, and
+  // every array of its layout is `channels` times that of one channel.
+  // Otherwise its arrays are shared: every share holds them whole.
   bool per_channel_data;
+  // Element counts of the data arrays a share holding `channels` output
+  // channels stores (per-channel ops; other ops ignore `channels`). A bias
+  // array may be left out (the kernels read a missing bias as 0).
+  DataLayout (*layout)(const LayerDesc& L, int32_t channels);
   // Channels and rows (full width) of input i that the outputs of box b
   // read; empty if none. b is non-empty, 0 <= i < n_inputs, the output dims
   // are positive; must return an empty box on geometry it cannot divide by.
   Box (*input_box)(const LayerDesc& L, int i, const OutBox& b);
+  // The elements of input i any output reads, as a pattern (see Access);
+  // called on a descriptor that passes check.
+  Access (*access)(const LayerDesc& L, int i);
   // Multiply-accumulates per output element (see above); 0 on geometry
-  // validate refuses.
+  // check refuses.
   uint64_t (*macs_per_output)(const LayerDesc& L);
   // Computes channels [c0, c1) x plane positions [p0, p1) (position =
   // y * out.w + x) into out[(c - c0) * cstride + (p - p0)]. Called only on a
-  // valid layer (validate, data_ok), with views covering input_box and the
+  // valid layer (check, data_ok), with views covering input_box and the
   // per-channel data present.
   KernelStatus (*eval)(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1,
                        int8_t* out, int64_t cstride);
+  // Its partial-sum variant, nullptr if it has none.
+  const PartialForm* partial;
 };
 
 // The definition of op, or nullptr for a value outside QOp.
 const OpDef* op_def(QOp op);
 
-// One per op file.
-extern const OpDef kConvOp;
-extern const OpDef kGemmOp;
-extern const OpDef kAddOp;
-extern const OpDef kMulOp;
-extern const OpDef kConcatOp;
-extern const OpDef kAvgPoolOp;
-extern const OpDef kGlobalAvgPoolOp;
-extern const OpDef kMaxPoolOp;
-extern const OpDef kLutOp;
-extern const OpDef kPadOp;
+// The bounds every descriptor meets whatever its op, before its op's check:
+// shapes, zero points, clamp, geometry ranges, shifts. The fragment reader
+// and the quantised model's loader both start with it.
+Why desc_bounds(const LayerDesc& L);
+
+// desc_bounds, then the op's check (an unknown op is refused on `op`).
+Why check_desc(const LayerDesc& L);
+
+// One definition per op file (the list is TS_QOPS, core/layer.h).
+#define TS_QOP_DECLARE(name, code) extern const OpDef k##name##Op;
+TS_QOPS(TS_QOP_DECLARE)
+#undef TS_QOP_DECLARE
 
 }  // namespace core
 }  // namespace ts

@@ -1,20 +1,35 @@
+// Partial sums of input-channel shares (core/partial.h). Which ops have the
+// variant, and the shape of their sums, is each op's (OpDef::partial); the
+// arithmetic, common to all of them, is here.
 #include "core/partial.h"
 
+#include "core/op.h"
 #include "core/requant.h"
 
 namespace ts {
 namespace core {
 
+namespace {
+const PartialForm* form_of(const LayerDesc& L) {
+  const OpDef* op = op_def(L.op);
+  return op ? op->partial : nullptr;
+}
+}  // namespace
+
 bool partial_ok(const LayerDesc& L) {
-  if (L.n_inputs != 1) return false;
-  if (L.op == QOp::Gemm) return L.out.h == 1 && L.out.w == 1;
-  return L.op == QOp::Conv && L.groups == 1 && L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.pad_t == 0 &&
-         L.pad_l == 0 && L.pad_b == 0 && L.pad_r == 0 && L.in[0].h == L.out.h && L.in[0].w == L.out.w;
+  const PartialForm* f = form_of(L);
+  return L.n_inputs == 1 && f && f->ok(L);
 }
 
-int32_t partial_positions(const LayerDesc& L) { return L.op == QOp::Gemm ? 1 : L.out.h * L.out.w; }
+int32_t partial_positions(const LayerDesc& L) {
+  const PartialForm* f = form_of(L);
+  return f ? f->positions(L) : L.out.h * L.out.w;
+}
 
-int32_t partial_k_per_channel(const LayerDesc& L) { return L.op == QOp::Gemm ? L.in[0].h * L.in[0].w : 1; }
+int32_t partial_k_per_channel(const LayerDesc& L) {
+  const PartialForm* f = form_of(L);
+  return f ? f->k_per_channel(L) : 1;
+}
 
 bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1, const int8_t* w, int32_t* sums) {
   if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > L.in[0].c) return false;

@@ -15,8 +15,8 @@
 namespace ts {
 namespace core {
 
-// Whether the layer can be split by input channels: a Conv 1x1 (stride 1,
-// no padding, one group) or a Gemm.
+// Whether the layer can be split by input channels: its op has the variant
+// (OpDef::partial: a Conv 1x1 of stride 1, no padding, one group, or a Gemm).
 bool partial_ok(const LayerDesc& L);
 // Output positions per output channel a partial share computes (Conv: the
 // plane, Gemm: 1) and input elements per input channel per output (Conv: 1,

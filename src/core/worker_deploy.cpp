@@ -150,9 +150,11 @@ bool DeploySession::commit_staged(int link, const FrameHeader& h, const wire::Co
   // the board with none.
   const uint8_t* staged_bytes = flash_->staged(c.fragment_size);
   FragmentReader check;
-  if (!staged_bytes || check.open(staged_bytes, c.fragment_size) != FragStatus::Ok ||
-      check.header().plan_id != h.deployment) {
-    links_->send_error(link, ErrorCode::HashMismatch, h.seq, "fragment invalid");
+  const FragStatus st = staged_bytes ? check.open(staged_bytes, c.fragment_size) : FragStatus::TooShort;
+  if (st != FragStatus::Ok || check.header().plan_id != h.deployment) {
+    char text[wire::kMaxErrorText + 1];  // names the refused entry's layer and field
+    fragment_invalid_text(st, check.refusal(), text, sizeof text);
+    links_->send_error(link, ErrorCode::HashMismatch, h.seq, text);
     return false;
   }
   if (!flash_->commit(c.fragment_size, c.fragment_crc)) {

@@ -157,6 +157,163 @@ void apply_act(const Node& n, std::vector<float>& y) {
   for (float& v : y) v = std::min(std::max(v, lo), hi);
 }
 
+// What one node's evaluation reads: the node, its operands and shapes.
+struct Operands {
+  const Graph& g;
+  const Node& n;
+  const std::vector<const std::vector<float>*>& in;
+  const Shape& is;  // shape of operand 0
+  const Shape& os;  // output shape
+  const std::vector<float>& x() const { return *in[0]; }
+  void need(size_t k) const {
+    if (in.size() < k) bad(n, "needs " + std::to_string(k) + " inputs");
+  }
+  void same_size(const std::vector<float>& y) const {
+    if (x().size() != y.size()) bad(n, "input and output sizes differ");
+  }
+};
+
+// The elementwise ops of one operand; false if n is not one.
+bool eval_unary(const Operands& a, std::vector<float>& y) {
+  const Node& n = a.n;
+  const std::vector<float>& x = a.x();
+  const size_t N = y.size();
+  switch (n.op) {
+    case Op::Relu:
+      a.same_size(y);
+      for (size_t i = 0; i < N; ++i) y[i] = std::max(x[i], 0.f);
+      return true;
+    case Op::Clip:
+      a.same_size(y);
+      for (size_t i = 0; i < N; ++i) y[i] = std::min(std::max(x[i], n.lo), n.hi);
+      return true;
+    case Op::HardSigmoid:
+      a.same_size(y);
+      for (size_t i = 0; i < N; ++i) y[i] = std::max(0.f, std::min(1.f, n.alpha * x[i] + n.beta_hs));
+      return true;
+    case Op::HardSwish:
+      a.same_size(y);
+      for (size_t i = 0; i < N; ++i) y[i] = x[i] * std::min(std::max(x[i] + 3.f, 0.f), 6.f) / 6.f;
+      return true;
+    case Op::Sigmoid:
+      a.same_size(y);
+      for (size_t i = 0; i < N; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
+      return true;
+    case Op::Flatten:
+    case Op::Identity:
+      a.same_size(y);
+      y = x;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void eval_batch_norm(const Operands& a, std::vector<float>& y) {
+  const Node& n = a.n;
+  const std::vector<float>& x = a.x();
+  a.same_size(y);
+  const size_t C = size_t(a.is.c);
+  if (n.gamma.size() != C || n.beta.size() != C || n.mean.size() != C || n.var.size() != C)
+    bad(n, "parameter count does not match the channels");
+  const size_t p = size_t(a.is.h) * a.is.w;
+  for (size_t c = 0; c < C; ++c) {
+    const float inv = 1.f / std::sqrt(n.var[c] + n.eps);
+    for (size_t i = c * p; i < (c + 1) * p; ++i) y[i] = (x[i] - n.mean[c]) * inv * n.gamma[c] + n.beta[c];
+  }
+}
+
+void eval_add(const Operands& a, std::vector<float>& y) {
+  a.need(2);
+  const std::vector<float>& x = a.x();
+  const std::vector<float>& b = *a.in[1];
+  const size_t N = y.size();
+  if (x.size() != N || b.size() != N) bad(a.n, "operand sizes differ");
+  for (size_t i = 0; i < N; ++i) y[i] = x[i] + b[i];
+}
+
+// Mul: the second operand of the same shape, per channel (C,1,1) or a scalar.
+void eval_mul(const Operands& a, std::vector<float>& y) {
+  a.need(2);
+  const std::vector<float>& x = a.x();
+  const std::vector<float>& b = *a.in[1];
+  const size_t N = y.size();
+  const size_t plane = size_t(a.os.h) * a.os.w;
+  a.same_size(y);
+  if (b.size() == N) {
+    for (size_t i = 0; i < N; ++i) y[i] = x[i] * b[i];
+  } else if (b.size() == size_t(a.os.c)) {  // per channel
+    for (size_t c = 0; c < size_t(a.os.c); ++c)
+      for (size_t i = c * plane; i < (c + 1) * plane; ++i) y[i] = x[i] * b[c];
+  } else if (b.size() == 1) {
+    for (size_t i = 0; i < N; ++i) y[i] = x[i] * b[0];
+  } else {
+    bad(a.n, "second operand is neither the same shape nor per channel");
+  }
+}
+
+// CHW: concatenating along channels is appending the blocks.
+void eval_concat(const Operands& a, std::vector<float>& y) {
+  size_t at = 0;
+  for (size_t k = 0; k < a.in.size(); ++k) {
+    const Shape& s = a.g.shape(a.n.inputs[k]);
+    if (s.h != a.os.h || s.w != a.os.w || at + a.in[k]->size() > y.size()) bad(a.n, "operand shapes do not fit the output");
+    std::copy(a.in[k]->begin(), a.in[k]->end(), y.begin() + ptrdiff_t(at));
+    at += a.in[k]->size();
+  }
+  if (at != y.size()) bad(a.n, "operands do not fill the output");
+}
+
+void eval_global_avg(const Operands& a, std::vector<float>& y) {
+  const std::vector<float>& x = a.x();
+  if (a.is.c != a.os.c || y.size() != size_t(a.os.c)) bad(a.n, "output is not (C,1,1)");
+  const size_t p = size_t(a.is.h) * a.is.w;
+  for (size_t c = 0; c < size_t(a.is.c); ++c) {
+    double s = 0;
+    for (size_t i = c * p; i < (c + 1) * p; ++i) s += x[i];
+    y[c] = float(s / double(p));
+  }
+}
+
+void eval_gemm(const Operands& a, std::vector<float>& y) {
+  const Node& n = a.n;
+  const std::vector<float>& x = a.x();
+  const size_t K = x.size(), N = y.size();
+  if (n.weights.size() != N * K) bad(n, "weight count does not match the shapes");
+  if (!n.bias.empty() && n.bias.size() != N) bad(n, "bias count does not match the outputs");
+  for (size_t o = 0; o < N; ++o) {
+    const float* w = n.weights.data() + o * K;
+    float s = 0.f;
+    for (size_t i = 0; i < K; ++i) s += w[i] * x[i];
+    y[o] = s + (n.bias.empty() ? 0.f : n.bias[o]);
+  }
+}
+
+void eval_pad(const Operands& a, std::vector<float>& y) {
+  const Node& n = a.n;
+  const Shape &is = a.is, &os = a.os;
+  if (os.c != is.c || os.h != is.h + n.pad_t + n.pad_b || os.w != is.w + n.pad_l + n.pad_r)
+    bad(n, "output shape does not match the padding");
+  for (int c = 0; c < is.c; ++c)
+    for (int yy = 0; yy < is.h; ++yy) {
+      const float* src = a.x().data() + (size_t(c) * is.h + yy) * is.w;
+      float* dst = y.data() + (size_t(c) * os.h + yy + n.pad_t) * os.w + n.pad_l;
+      std::copy(src, src + is.w, dst);
+    }
+}
+
+void eval_softmax(const Operands& a, std::vector<float>& y) {
+  const std::vector<float>& x = a.x();
+  const size_t N = y.size();
+  a.same_size(y);
+  if (a.os.h != 1 || a.os.w != 1) bad(a.n, "softmax needs a (C,1,1) tensor");
+  if (N == 0) return;
+  const float m = *std::max_element(x.begin(), x.end());
+  double s = 0;
+  for (size_t i = 0; i < N; ++i) s += std::exp(double(x[i] - m));
+  for (size_t i = 0; i < N; ++i) y[i] = float(std::exp(double(x[i] - m)) / s);
+}
+
 }  // namespace
 
 std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<const std::vector<float>*>& inputs) {
@@ -164,149 +321,27 @@ std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<co
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i] || int64_t(inputs[i]->size()) != g.shape(n.inputs[i]).size())
       bad(n, "input " + std::to_string(i) + " has the wrong size for shape " + to_string(g.shape(n.inputs[i])));
-  auto need = [&](size_t k) {
-    if (inputs.size() < k) bad(n, "needs " + std::to_string(k) + " inputs");
-  };
-  need(1);
-  const Shape& is = g.shape(n.inputs[0]);
-  const Shape& os = g.shape(n.output);
-  const std::vector<float>& x = *inputs[0];
-  std::vector<float> y(size_t(os.size()));
-  const size_t N = y.size();
-  const size_t plane = size_t(os.h) * os.w;
-  auto same_size = [&]() {
-    if (x.size() != N) bad(n, "input and output sizes differ");
-  };
-
-  switch (n.op) {
-    case Op::Conv:
-      conv(n, is, x.data(), os, y.data());
-      break;
-    case Op::BatchNorm: {
-      same_size();
-      const size_t C = size_t(is.c);
-      if (n.gamma.size() != C || n.beta.size() != C || n.mean.size() != C || n.var.size() != C)
-        bad(n, "parameter count does not match the channels");
-      const size_t p = size_t(is.h) * is.w;
-      for (size_t c = 0; c < C; ++c) {
-        const float inv = 1.f / std::sqrt(n.var[c] + n.eps);
-        for (size_t i = c * p; i < (c + 1) * p; ++i) y[i] = (x[i] - n.mean[c]) * inv * n.gamma[c] + n.beta[c];
-      }
-      break;
+  if (inputs.empty()) bad(n, "needs 1 inputs");
+  const Operands a{g, n, inputs, g.shape(n.inputs[0]), g.shape(n.output)};
+  std::vector<float> y(size_t(a.os.size()));
+  if (!eval_unary(a, y)) {
+    switch (n.op) {
+      case Op::Conv: conv(n, a.is, a.x().data(), a.os, y.data()); break;
+      case Op::BatchNorm: eval_batch_norm(a, y); break;
+      case Op::Add: eval_add(a, y); break;
+      case Op::Mul: eval_mul(a, y); break;
+      case Op::Concat: eval_concat(a, y); break;
+      case Op::AvgPool:
+      case Op::MaxPool:
+        if (a.is.c != a.os.c) bad(n, "channel count changes");
+        pool(n, a.is, a.x().data(), a.os, y.data(), n.op == Op::AvgPool);
+        break;
+      case Op::GlobalAvgPool: eval_global_avg(a, y); break;
+      case Op::Gemm: eval_gemm(a, y); break;
+      case Op::Pad: eval_pad(a, y); break;
+      case Op::Softmax: eval_softmax(a, y); break;
+      default: bad(n, "unknown op");
     }
-    case Op::Relu:
-      same_size();
-      for (size_t i = 0; i < N; ++i) y[i] = std::max(x[i], 0.f);
-      break;
-    case Op::Clip:
-      same_size();
-      for (size_t i = 0; i < N; ++i) y[i] = std::min(std::max(x[i], n.lo), n.hi);
-      break;
-    case Op::HardSigmoid:
-      same_size();
-      for (size_t i = 0; i < N; ++i) y[i] = std::max(0.f, std::min(1.f, n.alpha * x[i] + n.beta_hs));
-      break;
-    case Op::HardSwish:
-      same_size();
-      for (size_t i = 0; i < N; ++i) y[i] = x[i] * std::min(std::max(x[i] + 3.f, 0.f), 6.f) / 6.f;
-      break;
-    case Op::Sigmoid:
-      same_size();
-      for (size_t i = 0; i < N; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
-      break;
-    case Op::Add: {
-      need(2);
-      const std::vector<float>& b = *inputs[1];
-      if (x.size() != N || b.size() != N) bad(n, "operand sizes differ");
-      for (size_t i = 0; i < N; ++i) y[i] = x[i] + b[i];
-      break;
-    }
-    case Op::Mul: {
-      need(2);
-      const std::vector<float>& b = *inputs[1];
-      same_size();
-      if (b.size() == N) {
-        for (size_t i = 0; i < N; ++i) y[i] = x[i] * b[i];
-      } else if (b.size() == size_t(os.c)) {  // per channel
-        for (size_t c = 0; c < size_t(os.c); ++c)
-          for (size_t i = c * plane; i < (c + 1) * plane; ++i) y[i] = x[i] * b[c];
-      } else if (b.size() == 1) {
-        for (size_t i = 0; i < N; ++i) y[i] = x[i] * b[0];
-      } else {
-        bad(n, "second operand is neither the same shape nor per channel");
-      }
-      break;
-    }
-    case Op::Concat: {
-      // CHW: concatenating along channels is appending the blocks.
-      size_t at = 0;
-      for (size_t k = 0; k < inputs.size(); ++k) {
-        const Shape& s = g.shape(n.inputs[k]);
-        if (s.h != os.h || s.w != os.w || at + inputs[k]->size() > N) bad(n, "operand shapes do not fit the output");
-        std::copy(inputs[k]->begin(), inputs[k]->end(), y.begin() + ptrdiff_t(at));
-        at += inputs[k]->size();
-      }
-      if (at != N) bad(n, "operands do not fill the output");
-      break;
-    }
-    case Op::AvgPool:
-      if (is.c != os.c) bad(n, "channel count changes");
-      pool(n, is, x.data(), os, y.data(), true);
-      break;
-    case Op::MaxPool:
-      if (is.c != os.c) bad(n, "channel count changes");
-      pool(n, is, x.data(), os, y.data(), false);
-      break;
-    case Op::GlobalAvgPool: {
-      if (is.c != os.c || N != size_t(os.c)) bad(n, "output is not (C,1,1)");
-      const size_t p = size_t(is.h) * is.w;
-      for (size_t c = 0; c < size_t(is.c); ++c) {
-        double s = 0;
-        for (size_t i = c * p; i < (c + 1) * p; ++i) s += x[i];
-        y[c] = float(s / double(p));
-      }
-      break;
-    }
-    case Op::Gemm: {
-      const size_t K = x.size();
-      if (n.weights.size() != N * K) bad(n, "weight count does not match the shapes");
-      if (!n.bias.empty() && n.bias.size() != N) bad(n, "bias count does not match the outputs");
-      for (size_t o = 0; o < N; ++o) {
-        const float* w = n.weights.data() + o * K;
-        float s = 0.f;
-        for (size_t i = 0; i < K; ++i) s += w[i] * x[i];
-        y[o] = s + (n.bias.empty() ? 0.f : n.bias[o]);
-      }
-      break;
-    }
-    case Op::Flatten:
-    case Op::Identity:
-      same_size();
-      y = x;
-      break;
-    case Op::Pad: {
-      if (os.c != is.c || os.h != is.h + n.pad_t + n.pad_b || os.w != is.w + n.pad_l + n.pad_r)
-        bad(n, "output shape does not match the padding");
-      for (int c = 0; c < is.c; ++c)
-        for (int yy = 0; yy < is.h; ++yy) {
-          const float* src = x.data() + (size_t(c) * is.h + yy) * is.w;
-          float* dst = y.data() + (size_t(c) * os.h + yy + n.pad_t) * os.w + n.pad_l;
-          std::copy(src, src + is.w, dst);
-        }
-      break;
-    }
-    case Op::Softmax: {
-      same_size();
-      if (os.h != 1 || os.w != 1) bad(n, "softmax needs a (C,1,1) tensor");
-      if (N == 0) break;
-      const float m = *std::max_element(x.begin(), x.end());
-      double s = 0;
-      for (size_t i = 0; i < N; ++i) s += std::exp(double(x[i] - m));
-      for (size_t i = 0; i < N; ++i) y[i] = float(std::exp(double(x[i] - m)) / s);
-      break;
-    }
-    default:
-      bad(n, "unknown op");
   }
   apply_act(n, y);
   return y;

@@ -59,8 +59,8 @@ int Graph::add_node(Node n) {
   return idx;
 }
 
-// Bounds every importer's geometry must meet (the same as the fragment
-// reader's, src/core/fragment.cpp): kernels, strides and dilations 1..1024,
+// Bounds every importer's geometry must meet (the same as the quantised
+// model's and the fragment reader's, core/op.h desc_bounds): kernels, strides and dilations 1..1024,
 // padding 0..1024, and tensors of at most 2^28 elements, so the shape
 // arithmetic below and the kernels' index arithmetic stay inside int32.
 constexpr int kMaxGeom = 1 << 10;

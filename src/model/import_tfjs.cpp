@@ -232,205 +232,253 @@ struct Importer {
     return emit(std::move(n), name);
   }
 
+  // One Keras layer class: reads the layer (its config c, its name) and
+  // returns the tensor it produces.
+  using Handler = int (Importer::*)(const json& L, const json& c, const std::string& name, const std::string& ctx);
+
   void layer(const json& L) {
     const std::string cls = L.at("class_name").get<std::string>();
+    if (cls == "InputLayer") return;  // handled before
     const json& c = L.at("config");
     const std::string name = L.value("name", c.value("name", std::string("?")));
-    auto ctx = file + ": layer '" + name + "' (" + cls + ")";
-    int out = -1;
-    if (cls == "InputLayer") {
-      return;  // handled before
-    } else if (cls == "ZeroPadding2D") {
-      Node n;
-      n.name = name;
-      n.op = Op::Pad;
-      n.inputs = {input_tensor(L, 0)};
-      const json& p = c.at("padding");
-      auto pad = [&](const json& v) { return int_of(v, ctx, "padding", 0, kMaxGeom); };
-      if (p.is_number_integer()) n.pad_t = n.pad_b = n.pad_l = n.pad_r = pad(p);
-      else if (p.is_array() && p.size() == 2 && p[0].is_array() && p[1].is_array() && p[0].size() == 2 &&
-               p[1].size() == 2) {
-        n.pad_t = pad(p[0][0]); n.pad_b = pad(p[0][1]); n.pad_l = pad(p[1][0]); n.pad_r = pad(p[1][1]);
-      } else if (p.is_array() && p.size() == 2) {
-        n.pad_t = n.pad_b = pad(p[0]); n.pad_l = n.pad_r = pad(p[1]);
-      } else throw Error(ctx + ": unsupported padding spec");
-      out = emit(std::move(n), name);
-    } else if (cls == "Conv2D" || cls == "DepthwiseConv2D") {
-      check_channels_last(c, ctx);
-      const int x = input_tensor(L, 0);
-      const Shape in = g.shape(x);
-      Node n;
-      n.name = name;
-      n.op = Op::Conv;
-      n.inputs = {x};
-      std::tie(n.kh, n.kw) = pair_of(c.at("kernel_size"), ctx, "kernel_size");
-      std::tie(n.sh, n.sw) = pair_of(c.value("strides", json::array({1, 1})), ctx, "strides");
-      std::tie(n.dh, n.dw) = pair_of(c.value("dilation_rate", json::array({1, 1})), ctx, "dilation_rate");
-      const std::string pad = c.value("padding", std::string("valid"));
-      if (pad == "same") {
-        same_pad(in.h, n.kh, n.sh, n.dh, &n.pad_t, &n.pad_b);
-        same_pad(in.w, n.kw, n.sw, n.dw, &n.pad_l, &n.pad_r);
-      } else if (pad != "valid") throw Error(ctx + ": unsupported padding '" + pad + "'");
-      int cout;
-      const size_t ksp = size_t(n.kh) * n.kw;
-      if (cls == "Conv2D") {
-        if (opt_int(c, "groups", 1, ctx, 1, kMaxChannels) != 1) throw Error(ctx + ": grouped Conv2D is not supported");
-        cout = int_of(c.at("filters"), ctx, "filters", 1, kMaxChannels);
-        const auto& k = ws.get(name, "kernel", ksp * in.c * cout);  // [kh][kw][cin][cout]
-        n.weights.resize(k.size());
-        for (int o = 0; o < cout; ++o)
-          for (int i = 0; i < in.c; ++i)
-            for (int y = 0; y < n.kh; ++y)
-              for (int xx = 0; xx < n.kw; ++xx)
-                n.weights[((size_t(o) * in.c + i) * n.kh + y) * n.kw + xx] =
-                    k[((size_t(y) * n.kw + xx) * in.c + i) * cout + o];
-      } else {
-        const int mult = opt_int(c, "depth_multiplier", 1, ctx, 1, kMaxChannels);
-        if (int64_t(in.c) * mult > kMaxChannels) throw Error(ctx + ": too many output channels");
-        cout = in.c * mult;
-        n.groups = in.c;
-        const auto& k = ws.get(name, "depthwise_kernel", ksp * in.c * mult);  // [kh][kw][cin][mult]
-        n.weights.resize(k.size());
-        for (int i = 0; i < in.c; ++i)
-          for (int m = 0; m < mult; ++m)
-            for (int y = 0; y < n.kh; ++y)
-              for (int xx = 0; xx < n.kw; ++xx)
-                n.weights[(size_t(i * mult + m) * n.kh + y) * n.kw + xx] = k[((size_t(y) * n.kw + xx) * in.c + i) * mult + m];
-      }
-      if (c.value("use_bias", true)) n.bias = ws.get(name, "bias", size_t(cout));
-      out = emit(std::move(n), name);
-      out = activation(c.value("activation", std::string("linear")), out, name + "/act");
-    } else if (cls == "BatchNormalization") {
-      const int x = input_tensor(L, 0);
-      const int C = g.shape(x).c;
-      const json& ax = c.value("axis", json(-1));
-      const int axis = int_of(ax.is_array() ? ax.at(0) : ax, ctx, "axis", -4, 4);
-      if (axis != -1 && axis != 3) throw Error(ctx + ": only channel-axis BatchNormalization is supported");
-      Node n;
-      n.name = name;
-      n.op = Op::BatchNorm;
-      n.inputs = {x};
-      n.eps = c.value("epsilon", 1e-3f);
-      n.gamma = c.value("scale", true) ? ws.get(name, "gamma", C) : std::vector<float>(C, 1.f);
-      n.beta = c.value("center", true) ? ws.get(name, "beta", C) : std::vector<float>(C, 0.f);
-      n.mean = ws.get(name, "moving_mean", C);
-      n.var = ws.get(name, "moving_variance", C);
-      out = emit(std::move(n), name);
-    } else if (cls == "ReLU") {
-      Node n;
-      n.name = name;
-      n.inputs = {input_tensor(L, 0)};
-      const double slope = c.value("negative_slope", 0.0), thr = c.value("threshold", 0.0);
-      if (slope != 0.0 || thr != 0.0) throw Error(ctx + ": leaky or thresholded ReLU is not supported");
-      if (c.contains("max_value") && !c.at("max_value").is_null()) {
-        n.op = Op::Clip;
-        n.lo = 0;
-        n.hi = c.at("max_value").get<float>();
-      } else {
-        n.op = Op::Relu;
-      }
-      out = emit(std::move(n), name);
-    } else if (cls == "Activation") {
-      out = activation(c.at("activation").get<std::string>(), input_tensor(L, 0), name);
-    } else if (cls == "Add" || cls == "Multiply") {
-      const size_t k = inbound(L).size();
-      if (k != 2) throw Error(ctx + ": only two operands are supported");
-      Node n;
-      n.name = name;
-      n.op = cls == "Add" ? Op::Add : Op::Mul;
-      n.inputs = {input_tensor(L, 0), input_tensor(L, 1)};
-      out = emit(std::move(n), name);
-    } else if (cls == "Concatenate") {
-      const int axis = opt_int(c, "axis", -1, ctx, -4, 4);
-      if (axis != -1 && axis != 3) throw Error(ctx + ": only channel concatenation is supported");
-      Node n;
-      n.name = name;
-      n.op = Op::Concat;
-      const size_t k = inbound(L).size();
-      if (k > 8) throw Error(ctx + ": more than 8 operands are not supported");
-      for (size_t i = 0; i < k; ++i) n.inputs.push_back(input_tensor(L, i));
-      out = emit(std::move(n), name);
-    } else if (cls == "AveragePooling2D" || cls == "MaxPooling2D") {
-      check_channels_last(c, ctx);
-      const int x = input_tensor(L, 0);
-      const Shape in = g.shape(x);
-      Node n;
-      n.name = name;
-      n.inputs = {x};
-      std::tie(n.kh, n.kw) = pair_of(c.at("pool_size"), ctx, "pool_size");
-      const json st = c.value("strides", json());
-      if (st.is_null()) { n.sh = n.kh; n.sw = n.kw; }
-      else std::tie(n.sh, n.sw) = pair_of(st, ctx, "strides");
-      const std::string pad = c.value("padding", std::string("valid"));
-      const bool avg = cls == "AveragePooling2D";
-      if (avg && pad == "valid" && n.kh >= in.h && n.kw >= in.w) {
-        // The window covers the whole map (or more): a global average.
-        n.op = Op::GlobalAvgPool;
-      } else {
-        n.op = avg ? Op::AvgPool : Op::MaxPool;
-        n.count_include_pad = false;  // Keras averages over valid taps only
-        if (pad == "same") {
-          same_pad(in.h, n.kh, n.sh, 1, &n.pad_t, &n.pad_b);
-          same_pad(in.w, n.kw, n.sw, 1, &n.pad_l, &n.pad_r);
-        } else if (pad != "valid") throw Error(ctx + ": unsupported padding '" + pad + "'");
-      }
-      out = emit(std::move(n), name);
-    } else if (cls == "GlobalAveragePooling2D") {
-      Node n;
-      n.name = name;
-      n.op = Op::GlobalAvgPool;
-      n.inputs = {input_tensor(L, 0)};
-      out = emit(std::move(n), name);
-    } else if (cls == "Flatten") {
-      const int x = input_tensor(L, 0);
-      Node n;
-      n.name = name;
-      n.op = Op::Flatten;
-      n.inputs = {x};
-      out = emit(std::move(n), name);
-      flatten_src[name] = g.shape(x);
-    } else if (cls == "Dense") {
-      const int x = input_tensor(L, 0);
-      const Shape in = g.shape(x);
-      if (in.h != 1 || in.w != 1) throw Error(ctx + ": Dense on a spatial tensor (without Flatten) is not supported");
-      const int units = int_of(c.at("units"), ctx, "units", 1, kMaxChannels);
-      const int fan_in = in.c;
-      if (ws.has(name, "kernel") && ws.get(name, "kernel", 0).size() != size_t(fan_in) * units &&
-          ws.get(name, "kernel", 0).size() % size_t(units) == 0)
-        throw Error(ctx + ": gets " + std::to_string(fan_in) + " inputs at input size " + std::to_string(g.shape(g.input).h) +
-                    ", but its weights are for " + std::to_string(ws.get(name, "kernel", 0).size() / size_t(units)) +
-                    " (the model does not take this input size)");
-      const auto& k = ws.get(name, "kernel", size_t(fan_in) * units);  // [in][out]
-      Node n;
-      n.name = name;
-      n.op = Op::Gemm;
-      n.inputs = {x};
+    static const std::map<std::string, Handler> handlers = {
+        {"ZeroPadding2D", &Importer::zero_padding},
+        {"Conv2D", &Importer::conv},
+        {"DepthwiseConv2D", &Importer::conv},
+        {"BatchNormalization", &Importer::batch_norm},
+        {"ReLU", &Importer::relu},
+        {"Activation", &Importer::activation_layer},
+        {"Add", &Importer::add_or_multiply},
+        {"Multiply", &Importer::add_or_multiply},
+        {"Concatenate", &Importer::concatenate},
+        {"AveragePooling2D", &Importer::pooling},
+        {"MaxPooling2D", &Importer::pooling},
+        {"GlobalAveragePooling2D", &Importer::global_average},
+        {"Flatten", &Importer::flatten},
+        {"Dense", &Importer::dense},
+        {"Dropout", &Importer::identity},
+        {"SpatialDropout2D", &Importer::identity},
+        {"GaussianNoise", &Importer::identity},
+        {"GaussianDropout", &Importer::identity},
+    };
+    const auto it = handlers.find(cls);
+    if (it == handlers.end()) throw Error(file + ": unsupported layer type '" + cls + "' at layer '" + name + "'");
+    tensor_of[name] = (this->*(it->second))(L, c, name, file + ": layer '" + name + "' (" + cls + ")");
+  }
+
+  int zero_padding(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    Node n;
+    n.name = name;
+    n.op = Op::Pad;
+    n.inputs = {input_tensor(L, 0)};
+    const json& p = c.at("padding");
+    auto pad = [&](const json& v) { return int_of(v, ctx, "padding", 0, kMaxGeom); };
+    if (p.is_number_integer()) n.pad_t = n.pad_b = n.pad_l = n.pad_r = pad(p);
+    else if (p.is_array() && p.size() == 2 && p[0].is_array() && p[1].is_array() && p[0].size() == 2 &&
+             p[1].size() == 2) {
+      n.pad_t = pad(p[0][0]); n.pad_b = pad(p[0][1]); n.pad_l = pad(p[1][0]); n.pad_r = pad(p[1][1]);
+    } else if (p.is_array() && p.size() == 2) {
+      n.pad_t = n.pad_b = pad(p[0]); n.pad_l = n.pad_r = pad(p[1]);
+    } else throw Error(ctx + ": unsupported padding spec");
+    return emit(std::move(n), name);
+  }
+
+  // Conv2D and DepthwiseConv2D: Keras kernels [kh][kw][cin][cout or mult]
+  // into our [o][cin/groups][kh][kw].
+  int conv(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    check_channels_last(c, ctx);
+    const int x = input_tensor(L, 0);
+    const Shape in = g.shape(x);
+    Node n;
+    n.name = name;
+    n.op = Op::Conv;
+    n.inputs = {x};
+    std::tie(n.kh, n.kw) = pair_of(c.at("kernel_size"), ctx, "kernel_size");
+    std::tie(n.sh, n.sw) = pair_of(c.value("strides", json::array({1, 1})), ctx, "strides");
+    std::tie(n.dh, n.dw) = pair_of(c.value("dilation_rate", json::array({1, 1})), ctx, "dilation_rate");
+    const std::string pad = c.value("padding", std::string("valid"));
+    if (pad == "same") {
+      same_pad(in.h, n.kh, n.sh, n.dh, &n.pad_t, &n.pad_b);
+      same_pad(in.w, n.kw, n.sw, n.dw, &n.pad_l, &n.pad_r);
+    } else if (pad != "valid") throw Error(ctx + ": unsupported padding '" + pad + "'");
+    int cout;
+    const size_t ksp = size_t(n.kh) * n.kw;
+    if (L.at("class_name").get<std::string>() == "Conv2D") {
+      if (opt_int(c, "groups", 1, ctx, 1, kMaxChannels) != 1) throw Error(ctx + ": grouped Conv2D is not supported");
+      cout = int_of(c.at("filters"), ctx, "filters", 1, kMaxChannels);
+      const auto& k = ws.get(name, "kernel", ksp * in.c * cout);  // [kh][kw][cin][cout]
       n.weights.resize(k.size());
-      // Keras flattens H-W-C; our tensors are C-H-W: permute the rows.
-      const std::string src = inbound(L).at(0).at(0).get<std::string>();
-      Shape fs{fan_in, 1, 1};
-      if (flatten_src.count(src)) fs = flatten_src[src];
-      for (int o = 0; o < units; ++o)
-        for (int ch = 0; ch < fs.c; ++ch)
-          for (int y = 0; y < fs.h; ++y)
-            for (int xx = 0; xx < fs.w; ++xx) {
-              const size_t keras_row = (size_t(y) * fs.w + xx) * fs.c + ch;
-              const size_t ours = (size_t(ch) * fs.h + y) * fs.w + xx;
-              n.weights[size_t(o) * fan_in + ours] = k[keras_row * units + o];
-            }
-      if (c.value("use_bias", true)) n.bias = ws.get(name, "bias", size_t(units));
-      out = emit(std::move(n), name);
-      out = activation(c.value("activation", std::string("linear")), out, name + "/act");
-    } else if (cls == "Dropout" || cls == "SpatialDropout2D" || cls == "GaussianNoise" || cls == "GaussianDropout") {
-      Node n;
-      n.name = name;
-      n.op = Op::Identity;
-      n.inputs = {input_tensor(L, 0)};
-      out = emit(std::move(n), name);
+      for (int o = 0; o < cout; ++o)
+        for (int i = 0; i < in.c; ++i)
+          for (int y = 0; y < n.kh; ++y)
+            for (int xx = 0; xx < n.kw; ++xx)
+              n.weights[((size_t(o) * in.c + i) * n.kh + y) * n.kw + xx] =
+                  k[((size_t(y) * n.kw + xx) * in.c + i) * cout + o];
     } else {
-      throw Error(file + ": unsupported layer type '" + cls + "' at layer '" + name + "'");
+      const int mult = opt_int(c, "depth_multiplier", 1, ctx, 1, kMaxChannels);
+      if (int64_t(in.c) * mult > kMaxChannels) throw Error(ctx + ": too many output channels");
+      cout = in.c * mult;
+      n.groups = in.c;
+      const auto& k = ws.get(name, "depthwise_kernel", ksp * in.c * mult);  // [kh][kw][cin][mult]
+      n.weights.resize(k.size());
+      for (int i = 0; i < in.c; ++i)
+        for (int m = 0; m < mult; ++m)
+          for (int y = 0; y < n.kh; ++y)
+            for (int xx = 0; xx < n.kw; ++xx)
+              n.weights[(size_t(i * mult + m) * n.kh + y) * n.kw + xx] = k[((size_t(y) * n.kw + xx) * in.c + i) * mult + m];
     }
-    tensor_of[name] = out;
+    if (c.value("use_bias", true)) n.bias = ws.get(name, "bias", size_t(cout));
+    const int out = emit(std::move(n), name);
+    return activation(c.value("activation", std::string("linear")), out, name + "/act");
+  }
+
+  int batch_norm(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    const int x = input_tensor(L, 0);
+    const int C = g.shape(x).c;
+    const json& ax = c.value("axis", json(-1));
+    const int axis = int_of(ax.is_array() ? ax.at(0) : ax, ctx, "axis", -4, 4);
+    if (axis != -1 && axis != 3) throw Error(ctx + ": only channel-axis BatchNormalization is supported");
+    Node n;
+    n.name = name;
+    n.op = Op::BatchNorm;
+    n.inputs = {x};
+    n.eps = c.value("epsilon", 1e-3f);
+    n.gamma = c.value("scale", true) ? ws.get(name, "gamma", C) : std::vector<float>(C, 1.f);
+    n.beta = c.value("center", true) ? ws.get(name, "beta", C) : std::vector<float>(C, 0.f);
+    n.mean = ws.get(name, "moving_mean", C);
+    n.var = ws.get(name, "moving_variance", C);
+    return emit(std::move(n), name);
+  }
+
+  int relu(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    Node n;
+    n.name = name;
+    n.inputs = {input_tensor(L, 0)};
+    const double slope = c.value("negative_slope", 0.0), thr = c.value("threshold", 0.0);
+    if (slope != 0.0 || thr != 0.0) throw Error(ctx + ": leaky or thresholded ReLU is not supported");
+    if (c.contains("max_value") && !c.at("max_value").is_null()) {
+      n.op = Op::Clip;
+      n.lo = 0;
+      n.hi = c.at("max_value").get<float>();
+    } else {
+      n.op = Op::Relu;
+    }
+    return emit(std::move(n), name);
+  }
+
+  int activation_layer(const json& L, const json& c, const std::string& name, const std::string&) {
+    return activation(c.at("activation").get<std::string>(), input_tensor(L, 0), name);
+  }
+
+  int add_or_multiply(const json& L, const json&, const std::string& name, const std::string& ctx) {
+    const size_t k = inbound(L).size();
+    if (k != 2) throw Error(ctx + ": only two operands are supported");
+    Node n;
+    n.name = name;
+    n.op = L.at("class_name").get<std::string>() == "Add" ? Op::Add : Op::Mul;
+    n.inputs = {input_tensor(L, 0), input_tensor(L, 1)};
+    return emit(std::move(n), name);
+  }
+
+  int concatenate(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    const int axis = opt_int(c, "axis", -1, ctx, -4, 4);
+    if (axis != -1 && axis != 3) throw Error(ctx + ": only channel concatenation is supported");
+    Node n;
+    n.name = name;
+    n.op = Op::Concat;
+    const size_t k = inbound(L).size();
+    if (k > 8) throw Error(ctx + ": more than 8 operands are not supported");
+    for (size_t i = 0; i < k; ++i) n.inputs.push_back(input_tensor(L, i));
+    return emit(std::move(n), name);
+  }
+
+  int pooling(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    check_channels_last(c, ctx);
+    const int x = input_tensor(L, 0);
+    const Shape in = g.shape(x);
+    Node n;
+    n.name = name;
+    n.inputs = {x};
+    std::tie(n.kh, n.kw) = pair_of(c.at("pool_size"), ctx, "pool_size");
+    const json st = c.value("strides", json());
+    if (st.is_null()) { n.sh = n.kh; n.sw = n.kw; }
+    else std::tie(n.sh, n.sw) = pair_of(st, ctx, "strides");
+    const std::string pad = c.value("padding", std::string("valid"));
+    const bool avg = L.at("class_name").get<std::string>() == "AveragePooling2D";
+    if (avg && pad == "valid" && n.kh >= in.h && n.kw >= in.w) {
+      // The window covers the whole map (or more): a global average.
+      n.op = Op::GlobalAvgPool;
+    } else {
+      n.op = avg ? Op::AvgPool : Op::MaxPool;
+      n.count_include_pad = false;  // Keras averages over valid taps only
+      if (pad == "same") {
+        same_pad(in.h, n.kh, n.sh, 1, &n.pad_t, &n.pad_b);
+        same_pad(in.w, n.kw, n.sw, 1, &n.pad_l, &n.pad_r);
+      } else if (pad != "valid") throw Error(ctx + ": unsupported padding '" + pad + "'");
+    }
+    return emit(std::move(n), name);
+  }
+
+  int global_average(const json& L, const json&, const std::string& name, const std::string&) {
+    Node n;
+    n.name = name;
+    n.op = Op::GlobalAvgPool;
+    n.inputs = {input_tensor(L, 0)};
+    return emit(std::move(n), name);
+  }
+
+  int flatten(const json& L, const json&, const std::string& name, const std::string&) {
+    const int x = input_tensor(L, 0);
+    Node n;
+    n.name = name;
+    n.op = Op::Flatten;
+    n.inputs = {x};
+    const int out = emit(std::move(n), name);
+    flatten_src[name] = g.shape(x);
+    return out;
+  }
+
+  int dense(const json& L, const json& c, const std::string& name, const std::string& ctx) {
+    const int x = input_tensor(L, 0);
+    const Shape in = g.shape(x);
+    if (in.h != 1 || in.w != 1) throw Error(ctx + ": Dense on a spatial tensor (without Flatten) is not supported");
+    const int units = int_of(c.at("units"), ctx, "units", 1, kMaxChannels);
+    const int fan_in = in.c;
+    if (ws.has(name, "kernel") && ws.get(name, "kernel", 0).size() != size_t(fan_in) * units &&
+        ws.get(name, "kernel", 0).size() % size_t(units) == 0)
+      throw Error(ctx + ": gets " + std::to_string(fan_in) + " inputs at input size " + std::to_string(g.shape(g.input).h) +
+                  ", but its weights are for " + std::to_string(ws.get(name, "kernel", 0).size() / size_t(units)) +
+                  " (the model does not take this input size)");
+    const auto& k = ws.get(name, "kernel", size_t(fan_in) * units);  // [in][out]
+    Node n;
+    n.name = name;
+    n.op = Op::Gemm;
+    n.inputs = {x};
+    n.weights.resize(k.size());
+    // Keras flattens H-W-C; our tensors are C-H-W: permute the rows.
+    const std::string src = inbound(L).at(0).at(0).get<std::string>();
+    Shape fs{fan_in, 1, 1};
+    if (flatten_src.count(src)) fs = flatten_src[src];
+    for (int o = 0; o < units; ++o)
+      for (int ch = 0; ch < fs.c; ++ch)
+        for (int y = 0; y < fs.h; ++y)
+          for (int xx = 0; xx < fs.w; ++xx) {
+            const size_t keras_row = (size_t(y) * fs.w + xx) * fs.c + ch;
+            const size_t ours = (size_t(ch) * fs.h + y) * fs.w + xx;
+            n.weights[size_t(o) * fan_in + ours] = k[keras_row * units + o];
+          }
+    if (c.value("use_bias", true)) n.bias = ws.get(name, "bias", size_t(units));
+    const int out = emit(std::move(n), name);
+    return activation(c.value("activation", std::string("linear")), out, name + "/act");
+  }
+
+  // Dropout and noise layers: the identity at inference.
+  int identity(const json& L, const json&, const std::string& name, const std::string&) {
+    Node n;
+    n.name = name;
+    n.op = Op::Identity;
+    n.inputs = {input_tensor(L, 0)};
+    return emit(std::move(n), name);
   }
 
   static void check_channels_last(const json& c, const std::string& ctx) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/crc32.h"
+#include "core/op.h"
 #include "model/bytes.h"
 #include "util/atomic_file.h"
 
@@ -14,8 +15,8 @@ namespace ts {
 using core::QOp;
 
 int32_t QNode::channels_with_data() const {
-  if (op == QOp::Conv || op == QOp::Gemm) return geo.out.c;
-  return 0;
+  const core::OpDef* d = core::op_def(op);
+  return d && d->per_channel_data ? geo.out.c : 0;
 }
 
 int64_t QNode::bytes_per_channel() const {
@@ -25,7 +26,7 @@ int64_t QNode::bytes_per_channel() const {
 }
 
 int64_t QNode::shared_bytes() const {
-  if (op == QOp::Conv || op == QOp::Gemm) return 0;
+  if (channels_with_data()) return 0;
   return int64_t(lut.size()) + 4 * int64_t(mult.size() + shift.size());
 }
 
@@ -44,135 +45,74 @@ core::LayerDesc QGraph::desc(int i) const {
 namespace {
 
 // Bounds a quantised layer must meet before the int8 kernels may run it (the
-// kernels trust their descriptor; see core/layer.h and core/kernels.cpp):
+// kernels trust their descriptor; see core/layer.h and core/kernels.cpp): the
+// common bounds and each op's own checks and data layout are the op table's
+// (core/op.h), shared with the fragment reader; what is here is the model's
+// own (operands agree with their tensors, a sound accumulator).
 constexpr int64_t kMaxElems = int64_t(1) << 28;  // elements of one tensor
-constexpr int32_t kMaxGeom = 1 << 10;             // kernel, stride, dilation, padding
 // A Conv/Gemm accumulator is bias + fan_in products (x - zp) * w with
 // |x - zp| <= 255 and |w| <= 128, plus one product in flight (the flat
 // convolution adds and removes edge taps); it must stay inside int32.
 constexpr int64_t kMaxProduct = 255 * 128;
-// GlobalAvgPool sums h*w values of |x - zp| <= 255 in int32.
-constexpr int64_t kMaxPoolArea = INT32_MAX / 255;
 
-bool in_i8(int32_t v) { return v >= -128 && v <= 127; }
-bool shift_ok(int32_t v) { return v >= -31 && v <= 30; }
-bool same(const core::Dims& a, const core::Dims& b) { return a.c == b.c && a.h == b.h && a.w == b.w; }
-bool dims_ok(const core::Dims& d) {
-  return d.c >= 1 && d.h >= 1 && d.w >= 1 && int64_t(d.c) * d.h * d.w <= kMaxElems;
-}
-// Output length of a window of k taps, stride s, dilation d over in + pads.
-int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
-  const int64_t span = in + p0 + p1 - ((k - 1) * d + 1);
-  return span < 0 ? 0 : span / s + 1;
+using core::in_i8;
+using core::shift_ok;
+
+// "what (field = value)" of a refusal from the op table.
+std::string reason(const core::Why& w) {
+  return std::string(w.what ? w.what : "bad field") + " (" + w.field + " = " + std::to_string(w.value) + ")";
 }
 
-// Everything about node n that the kernels rely on; returns the defect or "".
-std::string node_defect(const QGraph& q, const QNode& n) {
+// The data arrays against the op's layout (core/op.h) for the channels the
+// node holds; "" if they agree.
+std::string data_defect(const QNode& n, const core::OpDef& op) {
   const core::LayerDesc& g = n.geo;
-  if (uint8_t(n.op) < 1 || uint8_t(n.op) > 10 || g.op != n.op) return "unknown op";
-  if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs) || int(n.inputs.size()) != g.n_inputs)
-    return "bad input count";
-  if (g.count_include_pad > 1) return "bad count_include_pad";
-  if (!dims_ok(g.out)) return "bad output shape";
-  for (int k = 0; k < g.n_inputs; ++k) {
-    if (!dims_ok(g.in[k])) return "bad input shape";
-    if (!in_i8(g.in_zp[k]) || g.in_zp[k] != q.tensors[size_t(n.inputs[size_t(k)])].zp) return "bad input zero point";
-    if (!shift_ok(g.in_shift[k])) return "input shift out of range";
-  }
-  if (!in_i8(g.out_zp) || g.out_zp != q.tensors[size_t(n.output)].zp) return "bad output zero point";
-  if (!in_i8(g.act_min) || !in_i8(g.act_max) || g.act_min > g.act_max) return "bad activation clamp";
-  for (int32_t v : {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw})
-    if (v < 1 || v > kMaxGeom) return "kernel, stride or dilation out of range";
-  for (int32_t v : {g.pad_t, g.pad_l, g.pad_b, g.pad_r})
-    if (v < 0 || v > kMaxGeom) return "padding out of range";
-  if (g.groups < 1 || g.groups > g.in[0].c) return "bad group count";
-  if (g.left_shift < 0 || g.left_shift > 22 || !shift_ok(g.out_shift)) return "output shift out of range";
-  if (n.macs < 0) return "negative MAC count";
-
-  const core::Dims& x = g.in[0];
-  const core::Dims& o = g.out;
-  const bool pooled = n.op == QOp::AvgPool || n.op == QOp::MaxPool;
-  switch (n.op) {
-    case QOp::Conv:
-    case QOp::AvgPool:
-    case QOp::MaxPool: {
-      if (g.n_inputs != 1) return "needs one input";
-      const int64_t dh = pooled ? 1 : g.dh, dw = pooled ? 1 : g.dw;
-      if (o.h != window_out(x.h, g.kh, g.sh, dh, g.pad_t, g.pad_b) || o.w != window_out(x.w, g.kw, g.sw, dw, g.pad_l, g.pad_r))
-        return "output size disagrees with the window geometry";
-      if (pooled && o.c != x.c) return "output channels differ from the input's";
-      // An average over a window entirely in the padding would divide by 0.
-      if (n.op == QOp::AvgPool && (g.pad_t >= g.kh || g.pad_b >= g.kh || g.pad_l >= g.kw || g.pad_r >= g.kw))
-        return "padding as large as the pool window";
-      if (n.op == QOp::Conv && (x.c % g.groups || o.c % g.groups)) return "channels not divisible by groups";
-      break;
-    }
-    case QOp::Gemm:
-      if (g.n_inputs != 1 || o.h != 1 || o.w != 1) return "needs one input and a (C,1,1) output";
-      break;
-    case QOp::GlobalAvgPool:
-      if (g.n_inputs != 1 || o.c != x.c || o.h != 1 || o.w != 1) return "needs one input and a (C,1,1) output";
-      if (int64_t(x.h) * x.w > kMaxPoolArea) return "input plane too large";
-      break;
-    case QOp::Lut:
-      if (g.n_inputs != 1 || !same(o, x)) return "output shape differs from the input's";
-      break;
-    case QOp::Pad:
-      if (g.n_inputs != 1 || o.c != x.c || int64_t(o.h) != int64_t(x.h) + g.pad_t + g.pad_b ||
-          int64_t(o.w) != int64_t(x.w) + g.pad_l + g.pad_r)
-        return "output shape disagrees with the padding";
-      break;
-    case QOp::Add:
-      if (g.n_inputs != 2 || !same(o, x) || !same(o, g.in[1])) return "needs two operands of the output's shape";
-      // Each operand is rescaled after left_shift; the sum must fit int32.
-      if (g.in_shift[0] > 0 || g.in_shift[1] > 0) return "operand rescale must not grow";
-      break;
-    case QOp::Mul:
-      if (g.n_inputs != 2 || !same(o, x) ||
-          !(same(o, g.in[1]) || (g.in[1].c == o.c && g.in[1].h == 1 && g.in[1].w == 1)))
-        return "operand shapes do not broadcast to the output";
-      break;
-    case QOp::Concat: {
-      int64_t c = 0;
-      for (int k = 0; k < g.n_inputs; ++k) {
-        if (g.in[k].h != o.h || g.in[k].w != o.w) return "operands differ in spatial size";
-        c += g.in[k].c;
-      }
-      if (c != o.c) return "operand channels do not sum to the output's";
-      break;
-    }
-  }
-
-  // Data arrays, sized as the op's kernel indexes them.
+  const int32_t C = n.channels_with_data();
+  const core::DataLayout want = op.layout(g, C);
+  auto size_is = [&](size_t have, int core_array) { return int64_t(have) == want.n[core_array]; };
   auto shifts_ok = [&]() {
     for (int32_t v : n.shift)
       if (!shift_ok(v)) return false;
     return true;
   };
-  const int32_t C = n.channels_with_data();
-  if (C) {
-    const int64_t per = n.op == QOp::Conv ? int64_t(x.c / g.groups) * g.kh * g.kw : int64_t(x.c) * x.h * x.w;
-    if (int64_t(n.weights.size()) != per * C) return "weights have the wrong size";
-    if (n.bias.size() != size_t(C) || n.mult.size() != size_t(C) || n.shift.size() != size_t(C))
+  if (!size_is(n.weights.size(), core::kWeights)) return want.n[core::kWeights] ? "weights have the wrong size" : "unexpected weights";
+  if (op.per_channel_data) {
+    if (!size_is(n.bias.size(), core::kBias) || !size_is(n.mult.size(), core::kMult) || !size_is(n.shift.size(), core::kShift))
       return "per-channel data has the wrong size";
-    if (!n.lut.empty()) return "unexpected lookup table";
-    if (!shifts_ok()) return "per-channel shift out of range";
+  } else {
+    if (!size_is(n.bias.size(), core::kBias)) return "unexpected weights";
+    if (!size_is(n.mult.size(), core::kMult) || !size_is(n.shift.size(), core::kShift))
+      return want.n[core::kMult] ? "multiplier table has the wrong size" : "unexpected multiplier table";
+  }
+  if (!size_is(n.lut.size(), core::kLut)) return want.n[core::kLut] ? "lookup table has the wrong size" : "unexpected lookup table";
+  if (!shifts_ok()) return op.per_channel_data ? "per-channel shift out of range" : "table shift out of range";
+  if (C) {
+    const int64_t per = want.n[core::kWeights] / C;  // fan-in
     const int64_t room = int64_t(INT32_MAX) - (per + 1) * kMaxProduct;
     if (room < 0) return "fan-in too large for int32 accumulation";
     for (int32_t b : n.bias)
       if (b > room || b < -room) return "bias too large for int32 accumulation";
-  } else {
-    if (!n.weights.empty() || !n.bias.empty()) return "unexpected weights";
-    if (n.op == QOp::AvgPool) {
-      if (n.mult.size() != size_t(g.kh) * size_t(g.kw) || n.shift.size() != n.mult.size())
-        return "pool table has the wrong size";
-      if (!shifts_ok()) return "pool table shift out of range";
-    } else if (!n.mult.empty() || !n.shift.empty()) {
-      return "unexpected multiplier table";
-    }
-    if (n.lut.size() != (n.op == QOp::Lut ? 256u : 0u)) return n.op == QOp::Lut ? "LUT is not 256 entries" : "unexpected lookup table";
   }
   return "";
+}
+
+// Everything about node n that the kernels rely on; returns the defect or "".
+std::string node_defect(const QGraph& q, const QNode& n) {
+  const core::LayerDesc& g = n.geo;
+  const core::OpDef* op = core::op_def(n.op);
+  if (!op || g.op != n.op) return "unknown op";
+  if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs) || int(n.inputs.size()) != g.n_inputs)
+    return "bad input count";
+  const core::Why b = core::desc_bounds(g);
+  if (b.refused()) return reason(b);
+  for (int k = 0; k < g.n_inputs; ++k)
+    if (g.in_zp[k] != q.tensors[size_t(n.inputs[size_t(k)])].zp) return "bad input zero point";
+  if (g.out_zp != q.tensors[size_t(n.output)].zp) return "bad output zero point";
+  if (n.macs < 0) return "negative MAC count";
+  core::Why w = op->check(g);
+  if (!w.refused() && op->model_check) w = op->model_check(g);
+  if (w.refused()) return reason(w);
+  return data_defect(n, *op);
 }
 
 }  // namespace
@@ -321,7 +261,7 @@ QGraph deserialize_qgraph(const std::vector<uint8_t>& bytes, const std::string& 
     auto& g = n.geo;
     n.name = r.str();
     n.op = QOp(r.u8());
-    if (uint8_t(n.op) < 1 || uint8_t(n.op) > 10) throw Error(what + ": unknown op code in node '" + n.name + "'");
+    if (!core::qop_known(uint8_t(n.op))) throw Error(what + ": unknown op code in node '" + n.name + "'");
     g.op = n.op;
     const uint32_t ni = r.u32();
     if (ni > uint32_t(core::kMaxInputs)) throw Error(what + ": corrupt input count");

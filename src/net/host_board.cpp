@@ -164,9 +164,13 @@ class HostBoard::HostPort final : public core::Port {
     try {
       // Peers listen before the coordinator sends PEERS: a refusal means the
       // peer is gone, and is final (no retries while holding the board).
-      auto tcp = tcp_connect(host, it->second.port, Millis(3000), kForever);
-      tcp->set_send_timeout(Millis(10000));
-      std::unique_ptr<Transport> t = std::move(tcp);
+      Endpoint at;
+      at.host = host;
+      at.port = it->second.port;
+      at.family = Endpoint::Family::IPv4;
+      at.ipv4 = ip;
+      std::unique_ptr<Transport> t = network("tcp").connect(at, Millis(3000), kForever);
+      t->set_send_timeout(Millis(10000));
       return board.attach(t);
     } catch (const std::exception&) {
       return -1;
@@ -339,7 +343,7 @@ void HostBoard::feed(int link, const uint8_t* data, size_t len) {
 // on this thread in turn. A link whose frame the worker holds is not read
 // until the worker releases it. Every wait is bounded (200 ms), so the
 // idle limit, the parent check and `stop` are looked at regularly.
-void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool exit_with_parent) {
+void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool exit_with_parent) {
   HostPort& port = *port_;
   std::vector<uint8_t> buf(256 * 1024);
   std::vector<pollfd> fds;
@@ -351,7 +355,7 @@ void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool
   while (!stop.load() && !stop_.load()) {
     fds.clear();
     which.clear();
-    fds.push_back(pollfd{listener.fd(), POLLIN, 0});
+    fds.push_back(pollfd{listener.poll_handle(), POLLIN, 0});
     which.push_back(-1);
     {
       std::lock_guard<std::mutex> lock(port.mu);
@@ -424,10 +428,9 @@ void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool
       for (auto& lp : links_)
         if (lp->t && !lp->dead && lp->pending.empty() && now - lp->last_bytes > idle_max) lp->dead = true;
     if (fds[0].revents) {
-      auto t = listener.accept(Millis(0));
-      if (t) {
-        t->set_send_timeout(Millis(10000));
-        std::unique_ptr<Transport> conn = std::move(t);
+      std::unique_ptr<Transport> conn = listener.accept(Millis(0));
+      if (conn) {
+        conn->set_send_timeout(Millis(10000));
         const int link = attach(conn);
         if (link < 0) {  // every link in use: say so, then drop the connection
           ++refused_busy_;
@@ -458,13 +461,16 @@ void HostBoard::serve(TcpListener& listener, const std::atomic<bool>& stop, bool
 
 int run_worker_process(const std::string& host, uint16_t port, const HostBoardOptions& opt) {
   HostBoard board(opt);
-  TcpListener listener(host, port);
+  Endpoint at;
+  at.host = host;
+  at.port = port;
+  const std::unique_ptr<Listener> listener = network("tcp").listen(at);
   std::printf("board %u listening on %s:%u (ram %u, flash %u, clock %u MHz%s%s)\n", opt.cfg.id, host.c_str(),
-              listener.port(), opt.cfg.ram_bytes, opt.cfg.flash_bytes, opt.cfg.clock_mhz,
+              listener->port(), opt.cfg.ram_bytes, opt.cfg.flash_bytes, opt.cfg.clock_mhz,
               opt.cycles_per_mac > 0 ? ", emulated clock" : "", opt.delay_ms > 0 ? ", injected delay" : "");
   std::fflush(stdout);
   std::atomic<bool> stop{false};
-  board.serve(listener, stop, opt.exit_with_parent);
+  board.serve(*listener, stop, opt.exit_with_parent);
   return 0;
 }
 

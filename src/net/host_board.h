@@ -65,7 +65,7 @@ class FileFlash final : public core::FlashStore {
   bool have_ = false;
 };
 
-class TcpListener;
+class Listener;
 
 // A whole board: arena, flash, worker, and its links: connections accepted
 // from the coordinator and from boards that send to it, and connections it
@@ -78,7 +78,7 @@ class HostBoard {
   ~HostBoard();
   // Accepts connections on `listener` until stop; at most core::kMaxLinks at
   // once (more are closed at once).
-  void serve(TcpListener& listener, const std::atomic<bool>& stop, bool exit_with_parent);
+  void serve(Listener& listener, const std::atomic<bool>& stop, bool exit_with_parent);
   const core::Worker& worker() const { return worker_; }
 
  private:

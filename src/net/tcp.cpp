@@ -295,7 +295,7 @@ void TcpListener::close() {
   }
 }
 
-std::unique_ptr<TcpTransport> TcpListener::accept(Millis timeout) {
+std::unique_ptr<TcpTransport> TcpListener::accept_tcp(Millis timeout) {
   if (fd_ < 0) throw NetError("accept on " + address_ + ": listener is closed");
   const bool forever = timeout < Millis::zero();
   const auto deadline = Clock::now() + (forever ? Millis::zero() : timeout);
@@ -317,6 +317,26 @@ std::unique_ptr<TcpTransport> TcpListener::accept(Millis timeout) {
     }
     return std::make_unique<TcpTransport>(fd, sockaddr_text(reinterpret_cast<sockaddr*>(&peer), len));
   }
+}
+
+namespace {
+
+class TcpNetwork final : public Network {
+ public:
+  const char* name() const override { return "tcp"; }
+  std::unique_ptr<Transport> connect(const Endpoint& at, Millis timeout, Millis retry_every) const override {
+    return tcp_connect(at.host, at.port, timeout, retry_every);
+  }
+  std::unique_ptr<Listener> listen(const Endpoint& at) const override {
+    return std::make_unique<TcpListener>(at.host, at.port);
+  }
+};
+
+}  // namespace
+
+const Network& tcp_network() {
+  static const TcpNetwork n;
+  return n;
 }
 
 }  // namespace ts::net

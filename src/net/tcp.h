@@ -31,7 +31,7 @@ class TcpTransport final : public Transport {
 
   // Longest a send() may wait for the peer to drain its receive window before
   // throwing (a board that stopped reading). Default kForever.
-  void set_send_timeout(Millis t) { send_timeout_ = t; }
+  void set_send_timeout(Millis t) override { send_timeout_ = t; }
   int fd() const { return fd_; }
 
  private:
@@ -49,7 +49,7 @@ class TcpTransport final : public Transport {
 std::unique_ptr<TcpTransport> tcp_connect(const std::string& host, uint16_t port, Millis timeout,
                                           Millis retry_every = Millis(100));
 
-class TcpListener {
+class TcpListener final : public Listener {
  public:
   // Binds host:port and listens. Port 0 picks an ephemeral port (see port()).
   // host is a numeric address or a name ("127.0.0.1", "0.0.0.0", "::1").
@@ -58,19 +58,24 @@ class TcpListener {
   TcpListener(const TcpListener&) = delete;
   TcpListener& operator=(const TcpListener&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const override { return port_; }
   const std::string& address() const { return address_; }
 
   // Waits up to `timeout` for a connection; nullptr on timeout.
-  std::unique_ptr<TcpTransport> accept(Millis timeout);
-  void close();
+  std::unique_ptr<Transport> accept(Millis timeout) override { return accept_tcp(timeout); }
+  std::unique_ptr<TcpTransport> accept_tcp(Millis timeout);
+  void close() override;
   // The listening socket (readable when a connection waits), for poll().
   int fd() const { return fd_; }
+  int poll_handle() const override { return fd_; }
 
  private:
   int fd_ = -1;
   uint16_t port_ = 0;
   std::string address_;
 };
+
+// TCP as a Network (transport.h): tcp_connect and TcpListener.
+const Network& tcp_network();
 
 }  // namespace ts::net

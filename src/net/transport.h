@@ -22,6 +22,8 @@
 #include <string>
 #include <utility>
 
+#include "util/endpoint.h"
+
 namespace ts::net {
 
 struct NetError : std::runtime_error {
@@ -67,7 +69,47 @@ class Transport {
   // return (data, end of stream or an error), for event loops serving many
   // transports on one thread; -1 if the transport has none (in-process).
   virtual int poll_handle() const { return -1; }
+
+  // Longest a send() may wait for the peer to take the bytes before it
+  // throws (a peer that stopped reading). Transports that never block on a
+  // send ignore it.
+  virtual void set_send_timeout(Millis) {}
 };
+
+// Where a board waits for connections: the coordinator's and its peers'.
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Waits up to `timeout` for a connection; nullptr on timeout.
+  virtual std::unique_ptr<Transport> accept(Millis timeout) = 0;
+  // The port it listens on (the one picked, when asked for port 0).
+  virtual uint16_t port() const = 0;
+  // Readable when a connection waits, for poll(); -1 if none.
+  virtual int poll_handle() const = 0;
+  virtual void close() = 0;
+};
+
+// One kind of network the boards are reached over: how to connect to an
+// endpoint and how to listen on one. TCP is one implementation (tcp.h); a
+// board kind names its network (plan/board_kind.h BoardKind::transport) and
+// find_network gives it. Adding a transport: its implementation and its row
+// in network.cpp.
+class Network {
+ public:
+  virtual ~Network() = default;
+  virtual const char* name() const = 0;
+  // Connects to `at`, retrying refused or unreachable attempts every
+  // `retry_every` until `timeout` (kForever: one attempt, a refusal is
+  // final). Throws NetError naming the endpoint.
+  virtual std::unique_ptr<Transport> connect(const Endpoint& at, Millis timeout, Millis retry_every) const = 0;
+  // Listens on `at` (port 0: any free port). Throws NetError.
+  virtual std::unique_ptr<Listener> listen(const Endpoint& at) const = 0;
+};
+
+// The network named `name` ("tcp"), or nullptr.
+const Network* find_network(const std::string& name);
+// The same, throwing NetError for an unknown name.
+const Network& network(const std::string& name);
 
 // ---------------------------------------------------------------------------
 // In-process transport: two endpoints joined by two thread-safe byte queues.

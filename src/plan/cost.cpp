@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/op.h"
+#include "plan/board_kind.h"
 #include "plan/frames.h"
 #include "plan/plan.h"
 #include "util/paths.h"
@@ -57,7 +58,7 @@ bool set_kind(MeasuredCosts* c, const std::string& key, double v) {
   else if (key == "linear") c->op[size_t(QOp::Gemm)] = v;
   else {
     bool found = false;
-    for (int k = 1; k <= 10; ++k)
+    for (int k = 1; k <= core::kNumOps; ++k)
       if (key == core::qop_name(QOp(k))) c->op[size_t(k)] = v, found = true;
     return found;
   }
@@ -158,11 +159,8 @@ std::string host_costs_path(const std::string& dir) { return (dir.empty() ? proj
 
 bool host_testbed(const Testbed& t) {
   if (t.boards.empty()) return false;
-  for (const Board& b : t.boards) {
-    const std::string& a = b.address;
-    const bool loop = a == "local" || a.rfind("127.", 0) == 0 || a.rfind("localhost:", 0) == 0 || a.rfind("[::1]:", 0) == 0;
-    if (!loop) return false;
-  }
+  for (const Board& b : t.boards)
+    if (!kind_of(b).host_speed) return false;
   return true;
 }
 
@@ -184,7 +182,7 @@ double CostModel::seconds_per_mac(const core::LayerDesc& d, const Board& b) cons
   return cycles_per_mac(d, b) / (b.clock_mhz * 1e6);
 }
 
-std::string board_type(const Board& b) { return b.address == "qemu" ? "cortex-m7" : ""; }
+std::string board_type(const Board& b) { return kind_of(b).costs; }
 
 double CostModel::cycles_per_mac(const core::LayerDesc& d) const {
   const double c = explicit_cpm(*this, d);
@@ -222,7 +220,7 @@ void parse_op_cycles(const std::string& spec, CostModel* m) {
       continue;
     }
     bool found = false;
-    for (int k = 1; k <= 10; ++k)
+    for (int k = 1; k <= core::kNumOps; ++k)
       if (op == core::qop_name(QOp(k))) {
         m->op_cycles_per_mac[size_t(k)] = v;
         found = true;

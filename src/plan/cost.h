@@ -63,7 +63,7 @@ enum class Route : uint8_t;
 // <= 0 = not measured.
 struct MeasuredCosts {
   double conv = 0, pointwise = 0, depthwise = 0;  // Conv by kind
-  std::array<double, 16> op{};                    // other ops, by core::QOp (Gemm = "linear")
+  std::array<double, core::kNumOps + 1> op{};     // other ops, by core::QOp (Gemm = "linear")
   std::string source;                             // the file's "source"
   double of(const core::LayerDesc& d) const;
 };
@@ -94,12 +94,12 @@ HostCosts load_host_costs(const std::string& path);
 // The same from JSON text; `source` names it in errors.
 HostCosts parse_host_costs(const std::string& text, const std::string& source);
 
-// True if every board is a process on this machine: "local", or a loopback
-// address (127.x.x.x, localhost, [::1]).
+// True if every board computes at this machine's speed: a host process
+// (board_kind.h BoardKind::host_speed), started here or at a loopback address.
 bool host_testbed(const Testbed& t);
 
-// The cost file type of a board: "cortex-m7" for QEMU boards (the firmware
-// at one cycle per instruction), "" for the others (no measured file).
+// The measured cost file of a board's kind (board_kind.h BoardKind::costs):
+// "cortex-m7" for the firmware (QEMU or a Teensy 4.1), "" for a host process.
 std::string board_type(const Board& b);
 
 struct CostModel {
@@ -108,7 +108,7 @@ struct CostModel {
   // their own entry. An op not set here takes the board type's measured
   // figure (costs_dir/<type>.json, see board_type), else the default.
   double default_cycles_per_mac = 2.0;
-  std::array<double, 16> op_cycles_per_mac{};
+  std::array<double, core::kNumOps + 1> op_cycles_per_mac{};
   double depthwise_cycles_per_mac = 0;
   double layer_overhead_s = 0;      // per board per layer it computes
   double frame_latency_s = 30e-6;   // one-way latency per message (stacks, switch)

@@ -7,12 +7,11 @@
 
 #include "core/bytes.h"
 #include "core/crc32.h"
+#include "core/op.h"
 #include "core/partial.h"
 #include "util/atomic_file.h"
 
 namespace ts::plan {
-
-using core::QOp;
 
 namespace {
 
@@ -48,42 +47,40 @@ std::vector<int8_t> partial_weights(const QNode& node, const LayerShare& ls) {
   return w;
 }
 
+// The slices of the node's arrays the share stores, as the op lays them out
+// (core/op.h): a per-channel op's arrays from channel oc_base on, oc_count
+// channels' worth (the bias only if the model has one); other ops' arrays
+// whole. A partial share stores other weights (partial_weights).
 Slice slice_of(const QNode& node, const LayerShare& ls) {
   Slice sl;
   if (!ls.active()) return sl;
-  switch (node.op) {
-    case QOp::Conv:
-    case QOp::Gemm: {
-      const uint64_t per = node.weights.size() / uint64_t(node.channels_with_data());
-      const uint64_t base = uint64_t(ls.oc_base), cnt = uint64_t(ls.oc_count);
-      sl.w = node.weights.data() + base * per;
-      sl.wn = cnt * per;
-      if (ls.psum.on)  // the caller writes partial_weights() instead
-        sl.wn = uint64_t(node.geo.out.c) * uint64_t(ls.psum.ci1 - ls.psum.ci0) * uint64_t(core::partial_k_per_channel(node.geo));
-      if (!node.bias.empty()) {
-        sl.b = node.bias.data() + base;
-        sl.bn = cnt;
-      }
-      sl.m = node.mult.data() + base;
-      sl.mn = cnt;
-      sl.s = node.shift.data() + base;
-      sl.sn = cnt;
-      break;
+  const core::OpDef* op = core::op_def(node.op);
+  const core::LayerDesc& g = node.geo;
+  uint64_t first[core::kNumArrays] = {}, count[core::kNumArrays] = {};
+  if (op->per_channel_data) {
+    const core::DataLayout one = op->layout(g, 1), held = op->layout(g, ls.oc_count);
+    for (int a = 0; a < core::kNumArrays; ++a) {
+      first[a] = uint64_t(one.n[a]) * uint64_t(ls.oc_base);
+      count[a] = uint64_t(held.n[a]);
     }
-    case QOp::AvgPool:
-      // Divisor tables, indexed by window count: every worker needs them all.
-      sl.m = node.mult.data();
-      sl.mn = node.mult.size();
-      sl.s = node.shift.data();
-      sl.sn = node.shift.size();
-      break;
-    case QOp::Lut:
-      sl.lut = node.lut.data();
-      sl.ln = node.lut.size();
-      break;
-    default:
-      break;
+  } else {
+    const core::DataLayout all = op->layout(g, 0);
+    for (int a = 0; a < core::kNumArrays; ++a) count[a] = uint64_t(all.n[a]);
   }
+  if (node.bias.empty()) count[core::kBias] = 0;
+  auto at = [&](const auto& v, int a) { return count[a] ? v.data() + first[a] : nullptr; };
+  sl.w = at(node.weights, core::kWeights);
+  sl.wn = count[core::kWeights];
+  if (ls.psum.on)  // the caller writes partial_weights() instead
+    sl.wn = uint64_t(g.out.c) * uint64_t(ls.psum.ci1 - ls.psum.ci0) * uint64_t(core::partial_k_per_channel(g));
+  sl.b = at(node.bias, core::kBias);
+  sl.bn = count[core::kBias];
+  sl.m = at(node.mult, core::kMult);
+  sl.mn = count[core::kMult];
+  sl.s = at(node.shift, core::kShift);
+  sl.sn = count[core::kShift];
+  sl.lut = at(node.lut, core::kLut);
+  sl.ln = count[core::kLut];
   return sl;
 }
 
@@ -121,162 +118,192 @@ int64_t fragment_bytes(const QGraph& q, const Plan& p, int worker) {
   return int64_t(n);
 }
 
-std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) {
-  namespace f = core::frag;
-  if (worker < 0 || worker >= p.n_workers()) throw Error("fragment: worker index out of range");
-  if (p.n_workers() > 65535) throw Error("fragment: more than 65535 workers");
-  const WorkerPlan& wp = p.workers[size_t(worker)];
-  if (wp.layers.size() != q.nodes.size()) throw Error("fragment: the plan does not match the model");
-  const uint32_t total = checked_u32(uint64_t(fragment_bytes(q, p, worker)), "fragment size");
-  const size_t L = q.nodes.size();
-  Buf out(total);
+namespace {
 
-  // Header.
+namespace f = core::frag;
+
+// Writes one fragment: entries in place, arrays and records appended to the
+// data section at `data`, in the order fragment_bytes() counts them.
+struct FragWriter {
+  Buf out;
+  size_t data;
+
+  // Data arrays, each 4-byte aligned (zero padding from the buffer).
+  void put_i8(size_t field, const int8_t* src, uint64_t n) {
+    out.u32(field, n ? uint32_t(data) : 0);
+    out.u32(field + 4, uint32_t(n));
+    for (uint64_t k = 0; k < n; ++k) out.b[data + k] = uint8_t(src[k]);
+    data += size_t(align4(n));
+  }
+  void put_i32(size_t field, const int32_t* src, uint64_t n) {
+    out.u32(field, n ? uint32_t(data) : 0);
+    out.u32(field + 4, uint32_t(n));
+    for (uint64_t k = 0; k < n; ++k) out.i32(data + 4 * k, src[k]);
+    data += size_t(4 * n);
+  }
+  void put_runs(size_t field, const std::vector<core::InputRun>& runs) {
+    out.u32(field, runs.empty() ? 0 : uint32_t(data));
+    out.u32(field + 4, checked_u32(runs.size(), "run count"));
+    for (const core::InputRun& r : runs) {
+      out.u32(data, r.offset);
+      out.u32(data + 4, r.count);
+      data += f::kRunBytes;
+    }
+  }
+  // One send record (core/fragment.h): the same for a layer's outputs and
+  // for its partial sums.
+  void put_send(const core::Send& s) {
+    out.u16(data, s.peer);
+    out.u16(data + 2, s.layer);
+    out.u8(data + 4, s.operand);
+    out.u32(data + 8, s.offset);
+    out.u32(data + 12, s.count);
+    out.u32(data + 16, s.pos);
+    data += f::kSendBytes;
+  }
+
+  void header(const Plan& p, int worker, size_t layers, uint32_t total);
+  void entry_scalars(size_t e, size_t i, const QNode& node, const LayerShare& ls);
+  void entry_records(size_t e, const QNode& node, const LayerShare& ls);
+  void entry_slots(size_t e, const QNode& node, const LayerShare& ls);
+};
+
+void FragWriter::header(const Plan& p, int worker, size_t layers, uint32_t total) {
+  const WorkerPlan& wp = p.workers[size_t(worker)];
   out.u32(f::kMagic, core::kFragMagic);
   out.u16(f::kVersion, core::kFragVersion);
   out.u16(f::kWorker, uint16_t(worker));
   out.u16(f::kNWorkers, uint16_t(p.n_workers()));
   out.u16(f::kReserved, 0);
   out.u32(f::kPlanId, p.plan_id);
-  out.u32(f::kNLayers, uint32_t(L));
+  out.u32(f::kNLayers, uint32_t(layers));
   out.u32(f::kTotalBytes, total);
   out.u32(f::kArenaBytes, checked_u32(uint64_t(wp.peak_ram_bytes), "arena bytes"));
   out.u32(f::kEntrySize, f::kEntryBytes);
+}
 
-  size_t data = f::kHeaderBytes + L * f::kEntryBytes;
-  for (size_t i = 0; i < L; ++i) {
-    const QNode& node = q.nodes[i];
-    const LayerShare& ls = wp.layers[i];
-    const core::LayerDesc& g = node.geo;
-    const Slice sl = slice_of(node, ls);
-    const size_t e = f::kHeaderBytes + i * f::kEntryBytes;
-
-    out.u8(e + f::kOp, uint8_t(node.op));
-    out.u8(e + f::kNInputs, g.n_inputs);
-    out.u8(e + f::kIncludePad, g.count_include_pad);
-    const bool partial = ls.active() && ls.psum.on;
-    out.u8(e + f::kFlags, uint8_t((ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0) |
-                                  (partial ? core::kEntryPartial : 0)));
-    out.u32(e + f::kNode, uint32_t(i));
-    // Bounds of the regions' flat indices.
-    int64_t lo = 0, hi = 0;
-    for (const core::Region& r : ls.regions)
-      r.segments(g.out, [&](int32_t b, int32_t en) {
-        if (lo == hi) {
-          lo = b;
-          hi = en;
-        }
-        lo = std::min<int64_t>(lo, b);
-        hi = std::max<int64_t>(hi, en);
-        return true;
-      });
-    out.i32(e + f::kOutBegin, int32_t(lo));
-    out.i32(e + f::kOutEnd, int32_t(hi));
-    out.i32(e + f::kOcBase, ls.oc_base);
-    out.i32(e + f::kOcCount, ls.oc_count);
-    const int32_t scalars[] = {g.out.c, g.out.h, g.out.w, g.out_zp, g.act_min, g.act_max, g.kh, g.kw,
-                               g.sh,    g.sw,    g.dh,    g.dw,     g.pad_t,   g.pad_l,   g.pad_b, g.pad_r,
-                               g.groups, g.left_shift, g.out_mult, g.out_shift};
-    static_assert(sizeof(scalars) == f::kOutElems - f::kScalars, "20 scalars");
-    for (size_t k = 0; k < 20; ++k) out.i32(e + f::kScalars + 4 * k, scalars[k]);
-    out.u32(e + f::kOutElems, checked_u32(uint64_t(ls.out_elems), "outputs"));
-    out.u32(e + f::kOutAt, ls.active() ? ls.out_at : 0);
-    out.u32(e + f::kOutUntil, ls.active() ? uint32_t(ls.out_until) : 0);
-    out.u32(e + f::kOutPitch, ls.active() ? ls.out_pitch : 0);
-    out.u32(e + f::kPartial, 0);  // set below for a partial share
-    out.u32(e + f::kRamBytes, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
-
-    // Data arrays, each 4-byte aligned (zero padding from the buffer).
-    auto put_i8 = [&](size_t field, const int8_t* src, uint64_t n) {
-      out.u32(field, n ? uint32_t(data) : 0);
-      out.u32(field + 4, uint32_t(n));
-      for (uint64_t k = 0; k < n; ++k) out.b[data + k] = uint8_t(src[k]);
-      data += size_t(align4(n));
-    };
-    auto put_i32 = [&](size_t field, const int32_t* src, uint64_t n) {
-      out.u32(field, n ? uint32_t(data) : 0);
-      out.u32(field + 4, uint32_t(n));
-      for (uint64_t k = 0; k < n; ++k) out.i32(data + 4 * k, src[k]);
-      data += size_t(4 * n);
-    };
-    auto put_runs = [&](size_t field, const std::vector<core::InputRun>& runs) {
-      out.u32(field, runs.empty() ? 0 : uint32_t(data));
-      out.u32(field + 4, checked_u32(runs.size(), "run count"));
-      for (const core::InputRun& r : runs) {
-        out.u32(data, r.offset);
-        out.u32(data + 4, r.count);
-        data += f::kRunBytes;
+// The entry's fixed fields: op, flags, bounds, geometry, buffers.
+void FragWriter::entry_scalars(size_t e, size_t i, const QNode& node, const LayerShare& ls) {
+  const core::LayerDesc& g = node.geo;
+  out.u8(e + f::kOp, uint8_t(node.op));
+  out.u8(e + f::kNInputs, g.n_inputs);
+  out.u8(e + f::kIncludePad, g.count_include_pad);
+  const bool partial = ls.active() && ls.psum.on;
+  out.u8(e + f::kFlags, uint8_t((ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0) |
+                                (partial ? core::kEntryPartial : 0)));
+  out.u32(e + f::kNode, uint32_t(i));
+  // Bounds of the regions' flat indices.
+  int64_t lo = 0, hi = 0;
+  for (const core::Region& r : ls.regions)
+    r.segments(g.out, [&](int32_t b, int32_t en) {
+      if (lo == hi) {
+        lo = b;
+        hi = en;
       }
-    };
-    std::vector<int8_t> pw;
-    if (partial) pw = partial_weights(node, ls);
-    put_i8(e + f::kArrays, partial ? pw.data() : sl.w, sl.wn);
-    put_i32(e + f::kArrays + 8, sl.b, sl.bn);
-    put_i32(e + f::kArrays + 16, sl.m, sl.mn);
-    put_i32(e + f::kArrays + 24, sl.s, sl.sn);
-    put_i8(e + f::kArrays + 32, sl.lut, sl.ln);
+      lo = std::min<int64_t>(lo, b);
+      hi = std::max<int64_t>(hi, en);
+      return true;
+    });
+  out.i32(e + f::kOutBegin, int32_t(lo));
+  out.i32(e + f::kOutEnd, int32_t(hi));
+  out.i32(e + f::kOcBase, ls.oc_base);
+  out.i32(e + f::kOcCount, ls.oc_count);
+  const int32_t scalars[] = {g.out.c, g.out.h, g.out.w, g.out_zp, g.act_min, g.act_max, g.kh, g.kw,
+                             g.sh,    g.sw,    g.dh,    g.dw,     g.pad_t,   g.pad_l,   g.pad_b, g.pad_r,
+                             g.groups, g.left_shift, g.out_mult, g.out_shift};
+  static_assert(sizeof(scalars) == f::kOutElems - f::kScalars, "20 scalars");
+  for (size_t k = 0; k < 20; ++k) out.i32(e + f::kScalars + 4 * k, scalars[k]);
+  out.u32(e + f::kOutElems, checked_u32(uint64_t(ls.out_elems), "outputs"));
+  out.u32(e + f::kOutAt, ls.active() ? ls.out_at : 0);
+  out.u32(e + f::kOutUntil, ls.active() ? uint32_t(ls.out_until) : 0);
+  out.u32(e + f::kOutPitch, ls.active() ? ls.out_pitch : 0);
+  out.u32(e + f::kPartial, 0);  // set by entry_records for a partial share
+  out.u32(e + f::kRamBytes, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
+}
 
-    out.u32(e + f::kRegions, ls.regions.empty() ? 0 : uint32_t(data));
-    out.u32(e + f::kRegions + 4, checked_u32(ls.regions.size(), "region count"));
-    for (const core::Region& r : ls.regions) {
-      out.u32(data, uint32_t(r.kind));
-      for (size_t k = 0; k < 6; ++k) out.i32(data + 4 + 4 * k, r.v[k]);
-      data += f::kRegionBytes;
-    }
-    out.u32(e + f::kSends, ls.sends.empty() ? 0 : uint32_t(data));
-    out.u32(e + f::kSends + 4, checked_u32(ls.sends.size(), "send count"));
-    // One send record (core/fragment.h): the same for a layer's outputs and
-    // for its partial sums.
-    auto put_send = [&](const core::Send& s) {
-      out.u16(data, s.peer);
-      out.u16(data + 2, s.layer);
-      out.u8(data + 4, s.operand);
-      out.u32(data + 8, s.offset);
-      out.u32(data + 12, s.count);
-      out.u32(data + 16, s.pos);
-      data += f::kSendBytes;
-    };
-    for (const core::Send& s : ls.sends) put_send(s);
-    if (partial) {
-      const PartialShare& ps = ls.psum;
-      out.u32(e + f::kPartial, uint32_t(data));
-      const size_t rec = data;
-      data += f::kPsBytes;
-      out.i32(rec + f::kPsCi0, ps.ci0);
-      out.i32(rec + f::kPsCi1, ps.ci1);
-      out.u32(rec + f::kPsAt, ps.at);
-      out.u32(rec + f::kPsAccAt, ps.acc_at);
-      out.u32(rec + f::kPsExpected, checked_u32(uint64_t(ps.recv_bytes), "partial sum bytes"));
-      out.u32(rec + f::kPsSends, ps.sends.empty() ? 0 : uint32_t(data));
-      out.u32(rec + f::kPsSends + 4, checked_u32(ps.sends.size(), "partial send count"));
-      for (const core::Send& s : ps.sends) put_send(s);
-    }
+// The entry's data arrays, regions, sends and partial-sum record.
+void FragWriter::entry_records(size_t e, const QNode& node, const LayerShare& ls) {
+  const Slice sl = slice_of(node, ls);
+  const bool partial = ls.active() && ls.psum.on;
+  std::vector<int8_t> pw;
+  if (partial) pw = partial_weights(node, ls);
+  put_i8(e + f::kArrays, partial ? pw.data() : sl.w, sl.wn);
+  put_i32(e + f::kArrays + 8, sl.b, sl.bn);
+  put_i32(e + f::kArrays + 16, sl.m, sl.mn);
+  put_i32(e + f::kArrays + 24, sl.s, sl.sn);
+  put_i8(e + f::kArrays + 32, sl.lut, sl.ln);
 
-    for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
-      const size_t s = e + f::kSlots + size_t(k) * f::kSlotBytes;
-      const int32_t v[] = {g.in[k].c, g.in[k].h, g.in[k].w};
-      for (size_t j = 0; j < 3; ++j) out.i32(s + f::kInDims + 4 * j, v[j]);
-      out.i32(s + f::kInZp, g.in_zp[k]);
-      out.i32(s + f::kInMult, g.in_mult[k]);
-      out.i32(s + f::kInShift, g.in_shift[k]);
-      out.u32(s + f::kLocalLayer, f::kNoLayer);
-      if (!ls.active() || size_t(k) >= ls.inputs.size()) continue;  // idle worker: no window, no runs
-      const InputNeed& in = ls.inputs[size_t(k)];
-      out.i32(s + f::kBox, in.box.c0);
-      out.i32(s + f::kBox + 4, in.box.c1);
-      out.i32(s + f::kBox + 8, in.box.h0);
-      out.i32(s + f::kBox + 12, in.box.h1);
-      put_runs(s + f::kRuns, in.recv);
-      out.u32(s + f::kExpected, checked_u32(uint64_t(in.recv_elems), "expected count"));
-      put_runs(s + f::kLocal, in.local);
-      out.u32(s + f::kLocalLayer, in.local.empty() ? f::kNoLayer : uint32_t(in.local_layer));
-      out.u32(s + f::kBoxAt, in.box.empty() ? 0 : in.box_at);
-      out.u32(s + f::kAvailFrom, uint32_t(in.avail_from));
-    }
+  out.u32(e + f::kRegions, ls.regions.empty() ? 0 : uint32_t(data));
+  out.u32(e + f::kRegions + 4, checked_u32(ls.regions.size(), "region count"));
+  for (const core::Region& r : ls.regions) {
+    out.u32(data, uint32_t(r.kind));
+    for (size_t k = 0; k < 6; ++k) out.i32(data + 4 + 4 * k, r.v[k]);
+    data += f::kRegionBytes;
   }
-  if (data + 4 != total) throw Error("fragment: internal size mismatch");
-  out.u32(data, crc32(out.b.data(), data));
-  return std::move(out.b);
+  out.u32(e + f::kSends, ls.sends.empty() ? 0 : uint32_t(data));
+  out.u32(e + f::kSends + 4, checked_u32(ls.sends.size(), "send count"));
+  for (const core::Send& s : ls.sends) put_send(s);
+  if (!partial) return;
+  const PartialShare& ps = ls.psum;
+  out.u32(e + f::kPartial, uint32_t(data));
+  const size_t rec = data;
+  data += f::kPsBytes;
+  out.i32(rec + f::kPsCi0, ps.ci0);
+  out.i32(rec + f::kPsCi1, ps.ci1);
+  out.u32(rec + f::kPsAt, ps.at);
+  out.u32(rec + f::kPsAccAt, ps.acc_at);
+  out.u32(rec + f::kPsExpected, checked_u32(uint64_t(ps.recv_bytes), "partial sum bytes"));
+  out.u32(rec + f::kPsSends, ps.sends.empty() ? 0 : uint32_t(data));
+  out.u32(rec + f::kPsSends + 4, checked_u32(ps.sends.size(), "partial send count"));
+  for (const core::Send& s : ps.sends) put_send(s);
+}
+
+// The entry's input slots: operand shapes, windows and runs.
+void FragWriter::entry_slots(size_t e, const QNode& node, const LayerShare& ls) {
+  const core::LayerDesc& g = node.geo;
+  for (int k = 0; k < int(g.n_inputs) && k < core::kMaxInputs; ++k) {
+    const size_t s = e + f::kSlots + size_t(k) * f::kSlotBytes;
+    const int32_t v[] = {g.in[k].c, g.in[k].h, g.in[k].w};
+    for (size_t j = 0; j < 3; ++j) out.i32(s + f::kInDims + 4 * j, v[j]);
+    out.i32(s + f::kInZp, g.in_zp[k]);
+    out.i32(s + f::kInMult, g.in_mult[k]);
+    out.i32(s + f::kInShift, g.in_shift[k]);
+    out.u32(s + f::kLocalLayer, f::kNoLayer);
+    if (!ls.active() || size_t(k) >= ls.inputs.size()) continue;  // idle worker: no window, no runs
+    const InputNeed& in = ls.inputs[size_t(k)];
+    out.i32(s + f::kBox, in.box.c0);
+    out.i32(s + f::kBox + 4, in.box.c1);
+    out.i32(s + f::kBox + 8, in.box.h0);
+    out.i32(s + f::kBox + 12, in.box.h1);
+    put_runs(s + f::kRuns, in.recv);
+    out.u32(s + f::kExpected, checked_u32(uint64_t(in.recv_elems), "expected count"));
+    put_runs(s + f::kLocal, in.local);
+    out.u32(s + f::kLocalLayer, in.local.empty() ? f::kNoLayer : uint32_t(in.local_layer));
+    out.u32(s + f::kBoxAt, in.box.empty() ? 0 : in.box_at);
+    out.u32(s + f::kAvailFrom, uint32_t(in.avail_from));
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) {
+  if (worker < 0 || worker >= p.n_workers()) throw Error("fragment: worker index out of range");
+  if (p.n_workers() > 65535) throw Error("fragment: more than 65535 workers");
+  const WorkerPlan& wp = p.workers[size_t(worker)];
+  if (wp.layers.size() != q.nodes.size()) throw Error("fragment: the plan does not match the model");
+  const uint32_t total = checked_u32(uint64_t(fragment_bytes(q, p, worker)), "fragment size");
+  const size_t L = q.nodes.size();
+  FragWriter w{Buf(total), f::kHeaderBytes + L * f::kEntryBytes};
+  w.header(p, worker, L, total);
+  for (size_t i = 0; i < L; ++i) {
+    const size_t e = f::kHeaderBytes + i * f::kEntryBytes;
+    w.entry_scalars(e, i, q.nodes[i], wp.layers[i]);
+    w.entry_records(e, q.nodes[i], wp.layers[i]);
+    w.entry_slots(e, q.nodes[i], wp.layers[i]);
+  }
+  if (w.data + 4 != total) throw Error("fragment: internal size mismatch");
+  w.out.u32(w.data, crc32(w.out.b.data(), w.data));
+  return std::move(w.out.b);
 }
 
 std::vector<std::string> write_fragments(const QGraph& q, const Plan& p, const std::string& dir) {

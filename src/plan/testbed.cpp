@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "model/json_bounded.h"
+#include "plan/board_kind.h"
+#include "util/endpoint.h"
 #include "util/atomic_file.h"
 
 namespace ts::plan {
@@ -51,23 +53,10 @@ std::string show(double v) {
   return os.str();
 }
 
-bool valid_port(const std::string& s) {
-  if (s.empty() || s.size() > 5) return false;
-  for (char ch : s)
-    if (!std::isdigit(static_cast<unsigned char>(ch))) return false;
-  int port = std::stoi(s);
-  return port >= 1 && port <= 65535;
-}
-
-// "local", "qemu" or "host:port". The host is taken as everything before the
-// last ':' so that a bracketed IPv6 literal ("[::1]:5000") also passes.
+// "local", "qemu" or "host:port" (util/endpoint.h).
 bool valid_address(const std::string& a) {
-  if (a == "local" || a == "qemu") return true;
-  size_t colon = a.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  for (char ch : a)
-    if (std::isspace(static_cast<unsigned char>(ch))) return false;
-  return valid_port(a.substr(colon + 1));
+  Endpoint e;
+  return a == "local" || a == "qemu" || parse_endpoint(a, &e);
 }
 
 // ---- typed field readers: each names the key and the offending value -----
@@ -123,6 +112,7 @@ Board board_from_json(const json& obj, const std::string& ctx) {
   for (const auto& [key, v] : obj.items()) {
     if (key == "id") b.id = read_id(v, ctx);
     else if (key == "address") b.address = read_string(v, "address", ctx);
+    else if (key == "kind") b.kind = read_string(v, "kind", ctx);
     else if (key == "clock_mhz") b.clock_mhz = read_number(v, "clock_mhz", ctx);
     else if (key == "ram_bytes") b.ram_bytes = read_bytes(v, "ram_bytes", ctx);
     else if (key == "flash_bytes") b.flash_bytes = read_bytes(v, "flash_bytes", ctx);
@@ -135,10 +125,22 @@ Board board_from_json(const json& obj, const std::string& ctx) {
       b.links = int(v.get<int64_t>());
     } else
       fail(ctx, "unknown key " + show_key(key) +
-                    " (known: id, address, clock_mhz, ram_bytes, flash_bytes, "
+                    " (known: id, address, kind, clock_mhz, ram_bytes, flash_bytes, "
                     "delay_s_per_kb, bandwidth_kbps, links)");
   }
   return b;
+}
+
+// The board's kind exists and agrees with its address: a kind that cannot
+// be started here needs host:port; "qemu" is the QEMU Cortex-M7 kind's.
+void check_kind(const Board& b, const std::string& ctx) {
+  if (b.kind.empty()) return;
+  const BoardKind* k = find_board_kind(b.kind);
+  if (!k) fail(ctx, "unknown 'kind' \"" + printable(b.kind) + "\" (known: " + board_kind_names() + ")");
+  if (b.address == "local" && k->start == BoardStart::None)
+    fail(ctx, "a board of kind " + b.kind + " cannot be started here: give its \"address\" (host:port)");
+  if (b.address == "qemu" && k->start != BoardStart::Qemu)
+    fail(ctx, "'address' \"qemu\" is a qemu-m7 board, not kind " + b.kind);
 }
 
 // Range checks for one board; shared by loading and validate_testbed.
@@ -147,6 +149,7 @@ void check_board(const Board& b, const std::string& ctx) {
   if (!valid_address(b.address))
     fail(ctx, "'address' must be \"local\", \"qemu\" or \"host:port\" (got \"" + printable(b.address) +
                   "\")");
+  check_kind(b, ctx);
   if (!(std::isfinite(b.clock_mhz) && b.clock_mhz > 0))
     fail(ctx, "'clock_mhz' must be > 0 (got " + show(b.clock_mhz) + ")");
   if (b.ram_bytes <= 0)
@@ -164,8 +167,7 @@ void check_board(const Board& b, const std::string& ctx) {
 }  // namespace
 
 int board_links(const Board& b) {
-  if (b.links > 0) return b.links;
-  return b.address == "local" ? kHostBoardLinks : kFirmwareLinks;
+  return b.links > 0 ? b.links : kind_of(b).links;
 }
 
 void validate_testbed(const Testbed& t, const std::string& source) {
@@ -221,7 +223,7 @@ Testbed parse_testbed(const std::string& text, const std::string& source) {
 
 void check_spawn_limit(const Testbed& t, const std::string& source) {
   size_t local = 0;
-  for (const Board& b : t.boards) local += b.address == "local" || b.address == "qemu";
+  for (const Board& b : t.boards) local += started_here(b);
   if (local > size_t(kMaxSpawnedBoards))
     fail(source, "lists " + std::to_string(local) + " local/qemu boards; at most " +
                      std::to_string(kMaxSpawnedBoards) + " board processes are started on one machine");
@@ -248,6 +250,7 @@ json to_json(const Testbed& t) {
                       {"flash_bytes", b.flash_bytes},
                       {"delay_s_per_kb", b.delay_s_per_kb},
                       {"bandwidth_kbps", b.bandwidth_kbps}});
+    if (!b.kind.empty()) boards.back()["kind"] = b.kind;
     if (b.links > 0) boards.back()["links"] = b.links;
   }
   json j{{"boards", boards}};

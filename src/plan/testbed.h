@@ -8,12 +8,14 @@
 //
 //   [ {"id": 0, "address": "local", "clock_mhz": 600, "ram_bytes": "512K",
 //      "flash_bytes": "8M", "delay_s_per_kb": 0.0, "bandwidth_kbps": 12500},
-//     {"id": 1, "address": "192.168.1.21:5000", "clock_mhz": 396, "links": 16} ]
+//     {"id": 1, "address": "192.168.1.21:5000", "kind": "teensy41", "clock_mhz": 396, "links": 16},
+//     {"id": 2, "kind": "qemu-m7"} ]
 //
 // Only "id" is required; every other key defaults to a Teensy 4.1 on
-// 100 Mbit/s Ethernet (the constants below). "links" is the most links the
-// board holds at once (board_links: by default what our own boards of that
-// kind hold). Sizes are either an integer
+// 100 Mbit/s Ethernet (the constants below). "kind" is what the board is
+// (plan/board_kind.h: host, qemu-m7, teensy41; by default the kind its
+// address implies). "links" is the most links the board holds at once
+// (board_links: by default what boards of its kind hold). Sizes are either an integer
 // number of bytes or a size string ("512K", "8M"; see parse_bytes).
 //
 // Units used throughout the rating maths: 1 KB = 1000 bytes (kBytesPerKB),
@@ -55,8 +57,9 @@ inline constexpr int kMaxBoardLinks = 1024;  // the largest "links" a testbed ma
 
 struct Board {
   int id = 0;
-  // "local" = spawn an emulated board in a local process, "qemu" = spawn a
-  // QEMU board, otherwise "host:port" of a running board.
+  // "local" = start the board on this machine (as its kind starts: a host
+  // process or a QEMU board), "qemu" = the same for a QEMU Cortex-M7 board
+  // (the form before kinds), otherwise "host:port" of a running board.
   std::string address = "local";
   double clock_mhz = kTeensyClockMhz;
   int64_t ram_bytes = kTeensyRamBytes;      // working RAM budget
@@ -64,13 +67,14 @@ struct Board {
   double delay_s_per_kb = kDefaultDelaySPerKB;     // d in eq. 1
   double bandwidth_kbps = kDefaultBandwidthKBps;   // B in eq. 1, KB/s
   int links = 0;  // most links it holds at once; 0 = by its kind (board_links)
+  // Its kind's name (plan/board_kind.h); "" = the kind the address implies.
+  std::string kind;
 
   bool operator==(const Board&) const = default;
 };
 
-// The links `b` holds: its "links", else kHostBoardLinks for a local board and
-// kFirmwareLinks for a QEMU board or one at an address (which may be a Teensy
-// running our firmware; a testbed says "links": 40 for a `tinysplit worker`).
+// The links `b` holds: its "links", else what its kind holds (board_kind.h:
+// kHostBoardLinks for a host process, kFirmwareLinks for the firmware).
 int board_links(const Board& b);
 
 struct Testbed {
@@ -115,8 +119,8 @@ Testbed default_testbed(int n, const std::string& address = "local",
 // `source` names the testbed in the error.
 void validate_testbed(const Testbed& t, const std::string& source);
 
-// Boards with address "local" or "qemu" are processes started on this
-// machine, one each: at most this many per testbed.
+// Boards started on this machine (board_kind.h started_here) are processes,
+// one each: at most this many per testbed.
 inline constexpr int kMaxSpawnedBoards = 64;
 
 // Throws ts::Error (one line, naming `source`) if `t` lists more than

@@ -11,7 +11,21 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) { return L.n_inputs == 2 && same(L.out, L.in[0]) && same(L.out, L.in[1]); }
+Why check(const LayerDesc& L) {
+  static const char* const kWhat = "needs two operands of the output's shape";
+  if (L.n_inputs != 2) return refuse("n_inputs", L.n_inputs, kWhat);
+  if (!same(L.out, L.in[0])) return refuse("in[0]", L.in[0].c, kWhat);
+  if (!same(L.out, L.in[1])) return refuse("in[1]", L.in[1].c, kWhat);
+  return ok();
+}
+
+// Each operand is rescaled after left_shift and the two are summed in int32:
+// a rescale must not grow.
+Why model_check(const LayerDesc& L) {
+  for (int k = 0; k < 2; ++k)
+    if (L.in_shift[k] > 0) return refuse(k ? "in_shift[1]" : "in_shift[0]", L.in_shift[k], "operand rescale must not grow");
+  return ok();
+}
 
 Box box_of(const LayerDesc&, int, const OutBox& b) { return same_box(b); }
 
@@ -39,7 +53,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kAddOp = {QOp::Add, "Add", validate, no_data, false, box_of, one_mac, eval};
+const OpDef kAddOp = {QOp::Add, "Add", check, model_check, no_data, false, no_arrays, box_of, same_access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

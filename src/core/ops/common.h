@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/layer.h"
+#include "core/op.h"
 
 namespace ts {
 namespace core {
@@ -36,6 +37,27 @@ static inline Box same_box(const OutBox& b) { return Box{b.c0, b.c1, b.y0, b.y1}
 
 static inline bool no_data(const LayerDesc&) { return true; }
 static inline uint64_t one_mac(const LayerDesc&) { return 1; }
+static inline DataLayout no_arrays(const LayerDesc&, int32_t) { return DataLayout{}; }
+static inline Access same_access(const LayerDesc&, int) { return Access{}; }
+
+static inline Why ok() { return Why{}; }
+static inline Why refuse(const char* field, int64_t value, const char* what) { return Why{field, value, what}; }
+
+// Output length of a window of k taps, stride s, dilation d over n + p0 + p1.
+static inline int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+  const int64_t span = n + p0 + p1 - ((k - 1) * d + 1);
+  return span < 0 ? 0 : span / s + 1;
+}
+
+// The output size a window of the descriptor's geometry gives (dilation
+// dh, dw; 1 for pools), or the field that disagrees.
+static inline Why window_agrees(const LayerDesc& L, int32_t dh, int32_t dw) {
+  const Dims& x = L.in[0];
+  static const char* const kWhat = "output size disagrees with the window geometry";
+  if (L.out.h != window_out(x.h, L.kh, L.sh, dh, L.pad_t, L.pad_b)) return refuse("out.h", L.out.h, kWhat);
+  if (L.out.w != window_out(x.w, L.kw, L.sw, dw, L.pad_l, L.pad_r)) return refuse("out.w", L.out.w, kWhat);
+  return ok();
+}
 
 }  // namespace opk
 }  // namespace core

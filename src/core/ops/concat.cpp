@@ -10,14 +10,28 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) {
-  if (L.n_inputs < 1 || L.n_inputs > kMaxInputs) return false;
+Why check(const LayerDesc& L) {
+  if (L.n_inputs < 1 || L.n_inputs > kMaxInputs) return refuse("n_inputs", L.n_inputs, "bad input count");
   int64_t c = 0;
   for (int k = 0; k < L.n_inputs; ++k) {
-    if (L.in[k].h != L.out.h || L.in[k].w != L.out.w) return false;
+    static const char* const kH[kMaxInputs] = {"in[0].h", "in[1].h", "in[2].h", "in[3].h",
+                                               "in[4].h", "in[5].h", "in[6].h", "in[7].h"};
+    static const char* const kW[kMaxInputs] = {"in[0].w", "in[1].w", "in[2].w", "in[3].w",
+                                               "in[4].w", "in[5].w", "in[6].w", "in[7].w"};
+    if (L.in[k].h != L.out.h) return refuse(kH[k], L.in[k].h, "operands differ in spatial size");
+    if (L.in[k].w != L.out.w) return refuse(kW[k], L.in[k].w, "operands differ in spatial size");
     c += L.in[k].c;
   }
-  return c == L.out.c;
+  if (c != L.out.c) return refuse("out.c", L.out.c, "operand channels do not sum to the output's");
+  return ok();
+}
+
+// Operand i holds output channels [offset, offset + its channels).
+Access access(const LayerDesc& L, int i) {
+  Access a;
+  a.kind = Access::kChannelSlice;
+  for (int k = 0; k < i; ++k) a.offset += L.in[k].c;
+  return a;
 }
 
 Box box_of(const LayerDesc& L, int i, const OutBox& b) {
@@ -51,7 +65,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kConcatOp = {QOp::Concat, "Concat", validate, no_data, false, box_of, one_mac, eval};
+const OpDef kConcatOp = {QOp::Concat, "Concat", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

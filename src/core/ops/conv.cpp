@@ -25,12 +25,35 @@ bool groups_ok(const LayerDesc& L) {
   return L.groups > 0 && L.in[0].c % L.groups == 0 && L.out.c % L.groups == 0;
 }
 
-bool validate(const LayerDesc& L) {
-  if (L.n_inputs != 1 || !groups_ok(L)) return false;
-  return int64_t(L.in[0].c / L.groups) * L.kh * L.kw <= kMaxFanIn;
+Why check(const LayerDesc& L) {
+  if (L.n_inputs != 1) return refuse("n_inputs", L.n_inputs, "needs one input");
+  if (!groups_ok(L)) return refuse("groups", L.groups, "channels not divisible by groups");
+  const int64_t fan_in = int64_t(L.in[0].c / L.groups) * L.kh * L.kw;
+  if (fan_in > kMaxFanIn) return refuse("in[0].c", L.in[0].c, "fan-in too large for int32 accumulation");
+  return ok();
 }
 
+Why model_check(const LayerDesc& L) { return window_agrees(L, L.dh, L.dw); }
+
 bool data_ok(const LayerDesc& L) { return L.weights && L.mult && L.shift; }
+
+// Per output channel: its weights [cin/groups][kh][kw], bias, multiplier, shift.
+DataLayout layout(const LayerDesc& L, int32_t channels) {
+  DataLayout d;
+  d.n[kWeights] = int64_t(L.in[0].c / L.groups) * L.kh * L.kw * channels;
+  d.n[kBias] = d.n[kMult] = d.n[kShift] = channels;
+  return d;
+}
+
+Access access(const LayerDesc& L, int) {
+  Access a;
+  a.kind = Access::kWindow;
+  a.kh = L.kh; a.kw = L.kw; a.sh = L.sh; a.sw = L.sw; a.dh = L.dh; a.dw = L.dw;
+  a.pt = L.pad_t; a.pl = L.pad_l;
+  a.cin_g = L.in[0].c / L.groups;
+  a.cout_g = L.out.c / L.groups;
+  return a;
+}
 
 Box box_of(const LayerDesc& L, int, const OutBox& b) {
   Box r;
@@ -73,9 +96,20 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
   return KernelStatus::Ok;
 }
 
+// Partial sums: a pointwise convolution of one group, whose sums are its
+// output plane; each input channel gives one element per position.
+bool partial_ok(const LayerDesc& L) {
+  return L.groups == 1 && L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.pad_t == 0 && L.pad_l == 0 &&
+         L.pad_b == 0 && L.pad_r == 0 && L.in[0].h == L.out.h && L.in[0].w == L.out.w;
+}
+int32_t partial_positions(const LayerDesc& L) { return L.out.h * L.out.w; }
+int32_t partial_k(const LayerDesc&) { return 1; }
+const PartialForm kPartial = {partial_ok, partial_positions, partial_k};
+
 }  // namespace
 
-const OpDef kConvOp = {QOp::Conv, "Conv", validate, data_ok, true, box_of, macs, eval};
+const OpDef kConvOp = {QOp::Conv, "Conv", check, model_check, data_ok, true, layout, box_of, access, macs, eval,
+                       &kPartial};
 
 }  // namespace core
 }  // namespace ts

@@ -11,12 +11,31 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) {
+Why check(const LayerDesc& L) {
   const Dims& x = L.in[0];
-  return L.n_inputs == 1 && L.out.h == 1 && L.out.w == 1 && int64_t(x.c) * x.h * x.w <= kMaxFanIn;
+  static const char* const kWhat = "needs one input and a (C,1,1) output";
+  if (L.n_inputs != 1) return refuse("n_inputs", L.n_inputs, kWhat);
+  if (L.out.h != 1) return refuse("out.h", L.out.h, kWhat);
+  if (L.out.w != 1) return refuse("out.w", L.out.w, kWhat);
+  if (int64_t(x.c) * x.h * x.w > kMaxFanIn) return refuse("in[0].c", x.c, "fan-in too large for int32 accumulation");
+  return ok();
 }
 
 bool data_ok(const LayerDesc& L) { return L.weights && L.mult && L.shift; }
+
+// Per output: its weights [fan_in], bias, multiplier, shift.
+DataLayout layout(const LayerDesc& L, int32_t channels) {
+  DataLayout d;
+  d.n[kWeights] = int64_t(L.in[0].c) * L.in[0].h * L.in[0].w * channels;
+  d.n[kBias] = d.n[kMult] = d.n[kShift] = channels;
+  return d;
+}
+
+Access access(const LayerDesc&, int) {
+  Access a;
+  a.kind = Access::kAll;
+  return a;
+}
 
 Box box_of(const LayerDesc& L, int, const OutBox&) { return Box{0, L.in[0].c, 0, L.in[0].h}; }
 
@@ -33,9 +52,16 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
   return KernelStatus::Ok;
 }
 
+// Partial sums: one per output; each input channel gives its plane (the
+// fan-in is the flattened C-H-W input).
+bool partial_ok(const LayerDesc& L) { return L.out.h == 1 && L.out.w == 1; }
+int32_t partial_positions(const LayerDesc&) { return 1; }
+int32_t partial_k(const LayerDesc& L) { return L.in[0].h * L.in[0].w; }
+const PartialForm kPartial = {partial_ok, partial_positions, partial_k};
+
 }  // namespace
 
-const OpDef kGemmOp = {QOp::Gemm, "Gemm", validate, data_ok, true, box_of, macs, eval};
+const OpDef kGemmOp = {QOp::Gemm, "Gemm", check, nullptr, data_ok, true, layout, box_of, access, macs, eval, &kPartial};
 
 }  // namespace core
 }  // namespace ts

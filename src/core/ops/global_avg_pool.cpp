@@ -10,9 +10,21 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) {
+Why check(const LayerDesc& L) {
   const Dims& x = L.in[0];
-  return L.n_inputs == 1 && L.out.c == x.c && L.out.h == 1 && L.out.w == 1 && int64_t(x.h) * x.w <= kMaxFanIn;
+  static const char* const kWhat = "needs one input and a (C,1,1) output";
+  if (L.n_inputs != 1) return refuse("n_inputs", L.n_inputs, kWhat);
+  if (L.out.c != x.c) return refuse("out.c", L.out.c, kWhat);
+  if (L.out.h != 1) return refuse("out.h", L.out.h, kWhat);
+  if (L.out.w != 1) return refuse("out.w", L.out.w, kWhat);
+  if (int64_t(x.h) * x.w > kMaxFanIn) return refuse("in[0].h", x.h, "input plane too large");
+  return ok();
+}
+
+Access access(const LayerDesc&, int) {
+  Access a;
+  a.kind = Access::kPlanes;
+  return a;
 }
 
 Box box_of(const LayerDesc& L, int, const OutBox& b) { return Box{b.c0, b.c1, 0, L.in[0].h}; }
@@ -39,7 +51,8 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kGlobalAvgPoolOp = {QOp::GlobalAvgPool, "GlobalAvgPool", validate, no_data, false, box_of, macs, eval};
+const OpDef kGlobalAvgPoolOp = {QOp::GlobalAvgPool, "GlobalAvgPool", check, nullptr, no_data, false, no_arrays,
+                                box_of, access, macs, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

@@ -9,9 +9,21 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) { return L.n_inputs == 1 && same(L.out, L.in[0]); }
+Why check(const LayerDesc& L) {
+  static const char* const kWhat = "output shape differs from the input's";
+  if (L.n_inputs != 1) return refuse("n_inputs", L.n_inputs, kWhat);
+  if (!same(L.out, L.in[0])) return refuse("out.c", L.out.c, kWhat);
+  return ok();
+}
 
 bool data_ok(const LayerDesc& L) { return L.lut != nullptr; }
+
+// One table of 256 entries, shared by every share.
+DataLayout layout(const LayerDesc&, int32_t) {
+  DataLayout d;
+  d.n[kLut] = 256;
+  return d;
+}
 
 Box box_of(const LayerDesc&, int, const OutBox& b) { return same_box(b); }
 
@@ -30,7 +42,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kLutOp = {QOp::Lut, "Lut", validate, data_ok, false, box_of, one_mac, eval};
+const OpDef kLutOp = {QOp::Lut, "Lut", check, nullptr, data_ok, false, layout, box_of, same_access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

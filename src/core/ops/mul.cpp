@@ -10,12 +10,23 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) {
+Why check(const LayerDesc& L) {
   const Dims& b = L.in[1];
-  return L.n_inputs == 2 && same(L.out, L.in[0]) && (same(L.out, b) || (b.c == L.out.c && b.h == 1 && b.w == 1));
+  static const char* const kWhat = "operand shapes do not broadcast to the output";
+  if (L.n_inputs != 2) return refuse("n_inputs", L.n_inputs, kWhat);
+  if (!same(L.out, L.in[0])) return refuse("in[0]", L.in[0].c, kWhat);
+  if (!(same(L.out, b) || (b.c == L.out.c && b.h == 1 && b.w == 1))) return refuse("in[1]", b.c, kWhat);
+  return ok();
 }
 
 bool broadcast(const LayerDesc& L) { return L.in[1].h == 1 && L.in[1].w == 1 && (L.out.h != 1 || L.out.w != 1); }
+
+// The (C,1,1) operand: one element per output channel.
+Access access(const LayerDesc& L, int i) {
+  Access a;
+  if (i == 1 && broadcast(L)) a.kind = Access::kPerChannel;
+  return a;
+}
 
 Box box_of(const LayerDesc& L, int i, const OutBox& b) {
   if (i == 1 && broadcast(L)) return Box{b.c0, b.c1, 0, 1};
@@ -41,7 +52,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kMulOp = {QOp::Mul, "Mul", validate, no_data, false, box_of, one_mac, eval};
+const OpDef kMulOp = {QOp::Mul, "Mul", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

@@ -10,10 +10,23 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) {
+Why check(const LayerDesc& L) {
   const Dims& x = L.in[0];
-  return L.n_inputs == 1 && L.out.c == x.c && int64_t(L.out.h) == int64_t(x.h) + L.pad_t + L.pad_b &&
-         int64_t(L.out.w) == int64_t(x.w) + L.pad_l + L.pad_r;
+  static const char* const kWhat = "output shape disagrees with the padding";
+  if (L.n_inputs != 1) return refuse("n_inputs", L.n_inputs, kWhat);
+  if (L.out.c != x.c) return refuse("out.c", L.out.c, kWhat);
+  if (int64_t(L.out.h) != int64_t(x.h) + L.pad_t + L.pad_b) return refuse("out.h", L.out.h, kWhat);
+  if (int64_t(L.out.w) != int64_t(x.w) + L.pad_l + L.pad_r) return refuse("out.w", L.out.w, kWhat);
+  return ok();
+}
+
+// A 1x1 window shifted by the padding.
+Access access(const LayerDesc& L, int) {
+  Access a;
+  a.kind = Access::kWindow;
+  a.pt = L.pad_t;
+  a.pl = L.pad_l;
+  return a;
 }
 
 Box box_of(const LayerDesc& L, int, const OutBox& b) {
@@ -39,7 +52,7 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kPadOp = {QOp::Pad, "Pad", validate, no_data, false, box_of, one_mac, eval};
+const OpDef kPadOp = {QOp::Pad, "Pad", check, nullptr, no_data, false, no_arrays, box_of, access, one_mac, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

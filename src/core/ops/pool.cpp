@@ -13,9 +13,43 @@ namespace {
 
 using namespace opk;
 
-bool validate(const LayerDesc& L) { return L.n_inputs == 1 && L.out.c == L.in[0].c; }
+Why check(const LayerDesc& L) {
+  if (L.n_inputs != 1) return refuse("n_inputs", L.n_inputs, "needs one input");
+  if (L.out.c != L.in[0].c) return refuse("out.c", L.out.c, "output channels differ from the input's");
+  return ok();
+}
+
+Why max_model_check(const LayerDesc& L) { return window_agrees(L, 1, 1); }
+
+Why avg_model_check(const LayerDesc& L) {
+  const Why w = window_agrees(L, 1, 1);
+  if (w.refused()) return w;
+  // An average over a window entirely in the padding would divide by 0.
+  static const char* const kWhat = "padding as large as the pool window";
+  if (L.pad_t >= L.kh) return refuse("pad_t", L.pad_t, kWhat);
+  if (L.pad_b >= L.kh) return refuse("pad_b", L.pad_b, kWhat);
+  if (L.pad_l >= L.kw) return refuse("pad_l", L.pad_l, kWhat);
+  if (L.pad_r >= L.kw) return refuse("pad_r", L.pad_r, kWhat);
+  return ok();
+}
 
 bool avg_data_ok(const LayerDesc& L) { return L.mult && L.shift; }
+
+// AvgPool: one multiplier and shift per possible window count (1 .. kh*kw),
+// shared by every share.
+DataLayout avg_layout(const LayerDesc& L, int32_t) {
+  DataLayout d;
+  d.n[kMult] = d.n[kShift] = int64_t(L.kh) * L.kw;
+  return d;
+}
+
+Access access(const LayerDesc& L, int) {
+  Access a;
+  a.kind = Access::kWindow;
+  a.kh = L.kh; a.kw = L.kw; a.sh = L.sh; a.sw = L.sw;
+  a.pt = L.pad_t; a.pl = L.pad_l;
+  return a;
+}
 
 Box box_of(const LayerDesc& L, int, const OutBox& b) {
   Box r{b.c0, b.c1, 0, 0};
@@ -73,8 +107,10 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
 
 }  // namespace
 
-const OpDef kAvgPoolOp = {QOp::AvgPool, "AvgPool", validate, avg_data_ok, false, box_of, macs, eval};
-const OpDef kMaxPoolOp = {QOp::MaxPool, "MaxPool", validate, no_data, false, box_of, macs, eval};
+const OpDef kAvgPoolOp = {QOp::AvgPool, "AvgPool", check, avg_model_check, avg_data_ok, false, avg_layout,
+                          box_of, access, macs, eval, nullptr};
+const OpDef kMaxPoolOp = {QOp::MaxPool, "MaxPool", check, max_model_check, no_data, false, no_arrays,
+                          box_of, access, macs, eval, nullptr};
 
 }  // namespace core
 }  // namespace ts

@@ -1,0 +1,46 @@
+#include "plan/board_kind.h"
+
+#include "plan/testbed.h"
+#include "util/endpoint.h"
+
+namespace ts::plan {
+namespace {
+
+const std::vector<BoardKind> kKinds = {
+    {"host", "a `tinysplit worker` process on this machine, with a board's RAM and flash budget", BoardStart::Process,
+     kHostBoardLinks, "", true, "tcp"},
+    {"qemu-m7", "the Cortex-M7 firmware under QEMU (mps2-an500, the Teensy 4.1 memory budget)", BoardStart::Qemu,
+     kFirmwareLinks, "cortex-m7", false, "tcp"},
+    {"teensy41", "a Teensy 4.1 (Cortex-M7 at 600 MHz) running the firmware, reached at its address", BoardStart::None,
+     kFirmwareLinks, "cortex-m7", false, "tcp"},
+};
+
+}  // namespace
+
+const std::vector<BoardKind>& board_kinds() { return kKinds; }
+
+const BoardKind* find_board_kind(const std::string& name) {
+  for (const BoardKind& k : kKinds)
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+std::string board_kind_names() {
+  std::string s;
+  for (const BoardKind& k : kKinds) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s;
+}
+
+const BoardKind& kind_of(const Board& b) {
+  if (!b.kind.empty())
+    if (const BoardKind* k = find_board_kind(b.kind)) return *k;
+  if (b.address == "qemu") return *find_board_kind("qemu-m7");
+  if (b.address == "local") return *find_board_kind("host");
+  Endpoint e;
+  if (parse_endpoint(b.address, &e) && e.loopback()) return *find_board_kind("host");
+  return *find_board_kind("teensy41");
+}
+
+bool started_here(const Board& b) { return b.address == "local" || b.address == "qemu"; }
+
+}  // namespace ts::plan

@@ -1,0 +1,277 @@
+// Exact input needs: the access patterns of core/op.h enumerated as runs
+// (see needs.h). A sliding window keeps per-node state (scratch bitmaps, the
+// receptive field of a whole output plane, which every worker whose run
+// covers a whole channel shares); the other patterns are closed forms.
+#include "plan/needs.h"
+
+#include <algorithm>
+
+#include "plan/plan.h"
+
+namespace ts::plan {
+
+using core::Access;
+using core::InputRun;
+
+namespace {
+
+// Appends [off, off+n) to a sorted run list, merging with the last run when
+// contiguous. Callers append in increasing offset order.
+struct RunSink {
+  std::vector<InputRun>* out;
+  void add(int64_t off, int64_t n) {
+    if (n <= 0) return;
+    if (!out->empty()) {
+      InputRun& b = out->back();
+      if (int64_t(b.offset) + b.count == off) {
+        b.count = uint32_t(b.count + n);
+        return;
+      }
+    }
+    out->push_back(InputRun{uint32_t(off), uint32_t(n)});
+  }
+};
+
+// Half-open runs [first, second) of positions within one input plane.
+using PlaneRuns = std::vector<std::pair<int32_t, int32_t>>;
+
+// A sliding window over one plane: output (oy, ox) reads input
+// (oy*sh - pt + ky*dh, ox*sw - pl + kx*dw) for taps inside the input. Conv,
+// pools and Pad (a 1x1 window shifted by the padding) are all this.
+struct Window {
+  int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int32_t hin = 0, win = 0, hout = 0, wout = 0;
+  int32_t cin_g = 1, cout_g = 1;  // channel grouping: out channel o reads the
+                                  // cin_g inputs of group o / cout_g
+};
+
+Window window_of(const core::LayerDesc& d, const Access& a) {
+  Window g;
+  g.hin = d.in[0].h;
+  g.win = d.in[0].w;
+  g.hout = d.out.h;
+  g.wout = d.out.w;
+  g.kh = a.kh; g.kw = a.kw; g.sh = a.sh; g.sw = a.sw; g.dh = a.dh; g.dw = a.dw;
+  g.pt = a.pt; g.pl = a.pl;
+  g.cin_g = a.cin_g;
+  g.cout_g = a.cout_g;
+  return g;
+}
+
+PlaneRuns union_runs(const PlaneRuns& a, const PlaneRuns& b) {
+  PlaneRuns all;
+  all.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all));
+  PlaneRuns out;
+  for (const auto& r : all) {
+    if (!out.empty() && r.first <= out.back().second)
+      out.back().second = std::max(out.back().second, r.second);
+    else
+      out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Per-node state for receptive-field computations: scratch buffers and the
+// receptive field of a whole output plane, which every worker whose run
+// covers a whole channel shares.
+class WindowField {
+ public:
+  explicit WindowField(const Window& g) : g_(g) {}
+
+  // Input-plane runs read by output positions [a, b) of one output plane.
+  const PlaneRuns& interval(int32_t a, int32_t b) {
+    if (a == 0 && b == g_.hout * g_.wout) {
+      if (!have_full_) {
+        full_ = compute(a, b);
+        have_full_ = true;
+      }
+      return full_;
+    }
+    tmp_ = compute(a, b);
+    return tmp_;
+  }
+
+ private:
+  // Columns read by output columns [xa, xb) of one row.
+  const std::vector<uint8_t>& columns(int32_t xa, int32_t xb) {
+    for (auto& c : colcache_)
+      if (c.xa == xa && c.xb == xb) return c.mask;
+    if (colcache_.size() >= 4) colcache_.erase(colcache_.begin());
+    ColMask m{xa, xb, std::vector<uint8_t>(size_t(g_.win), 0)};
+    for (int32_t ox = xa; ox < xb; ++ox)
+      for (int32_t kx = 0; kx < g_.kw; ++kx) {
+        const int32_t ix = ox * g_.sw - g_.pl + kx * g_.dw;
+        if (ix >= 0 && ix < g_.win) m.mask[size_t(ix)] = 1;
+      }
+    colcache_.push_back(std::move(m));
+    return colcache_.back().mask;
+  }
+
+  PlaneRuns compute(int32_t a, int32_t b) {
+    PlaneRuns runs;
+    if (b <= a) return runs;
+    const int32_t W = g_.wout;
+    const int32_t y0 = a / W, y1 = (b - 1) / W;
+    // Input rows any of these outputs can touch, clipped to the input.
+    const int32_t lo = std::max(0, y0 * g_.sh - g_.pt);
+    const int32_t hi = std::min(g_.hin, y1 * g_.sh - g_.pt + (g_.kh - 1) * g_.dh + 1);
+    if (hi <= lo) return runs;
+    bits_.assign(size_t(hi - lo) * size_t(g_.win), 0);
+    for (int32_t oy = y0; oy <= y1; ++oy) {
+      const int32_t xa = oy == y0 ? a % W : 0;
+      const int32_t xb = oy == y1 ? (b - 1) % W + 1 : W;
+      const std::vector<uint8_t>& m = columns(xa, xb);
+      for (int32_t ky = 0; ky < g_.kh; ++ky) {
+        const int32_t iy = oy * g_.sh - g_.pt + ky * g_.dh;
+        if (iy < lo || iy >= hi) continue;
+        uint8_t* row = bits_.data() + size_t(iy - lo) * size_t(g_.win);
+        for (int32_t x = 0; x < g_.win; ++x) row[x] |= m[size_t(x)];
+      }
+    }
+    // Bitmap -> runs of plane positions (rows are contiguous in the plane).
+    const int32_t n = (hi - lo) * g_.win;
+    const int32_t base = lo * g_.win;
+    int32_t i = 0;
+    while (i < n) {
+      while (i < n && !bits_[size_t(i)]) ++i;
+      if (i >= n) break;
+      int32_t j = i;
+      while (j < n && bits_[size_t(j)]) ++j;
+      runs.emplace_back(base + i, base + j);
+      i = j;
+    }
+    return runs;
+  }
+
+  struct ColMask {
+    int32_t xa, xb;
+    std::vector<uint8_t> mask;
+  };
+  Window g_;
+  bool have_full_ = false;
+  PlaneRuns full_, tmp_;
+  std::vector<uint8_t> bits_;
+  std::vector<ColMask> colcache_;
+};
+
+namespace {
+
+// Exact needs of a windowed op for outputs [begin, end).
+void window_needs(const Window& g, WindowField& field, int64_t begin, int64_t end, std::vector<InputRun>* out) {
+  RunSink sink{out};
+  const int64_t hw_out = int64_t(g.hout) * g.wout;
+  const int64_t hw_in = int64_t(g.hin) * g.win;
+  const int64_t oc0 = begin / hw_out, oc1 = (end - 1) / hw_out;
+  auto lo_of = [&](int64_t oc) { return int32_t(oc == oc0 ? begin % hw_out : 0); };
+  auto hi_of = [&](int64_t oc) { return int32_t(oc == oc1 ? (end - 1) % hw_out + 1 : hw_out); };
+  const int64_t g0 = oc0 / g.cout_g, g1 = oc1 / g.cout_g;
+  for (int64_t grp = g0; grp <= g1; ++grp) {
+    // Output channels of this group inside the run: only the run's first and
+    // last channel can be partial, so the union of their positions is the
+    // union of at most two intervals (or the whole plane).
+    const int64_t ga = std::max(oc0, grp * g.cout_g);
+    const int64_t gb = std::min(oc1, grp * g.cout_g + g.cout_g - 1);
+    PlaneRuns plane;
+    const PlaneRuns* pr;
+    if (gb - ga >= 2 || (lo_of(ga) == 0 && hi_of(ga) == hw_out) || (lo_of(gb) == 0 && hi_of(gb) == hw_out)) {
+      pr = &field.interval(0, int32_t(hw_out));
+    } else if (ga == gb) {
+      pr = &field.interval(lo_of(ga), hi_of(ga));
+    } else {
+      // Two partial channels: [lo(ga), hw) and [0, hi(gb)).
+      const int32_t la = lo_of(ga), hb = hi_of(gb);
+      if (hb >= la) {
+        pr = &field.interval(0, int32_t(hw_out));
+      } else {
+        plane = field.interval(la, int32_t(hw_out));
+        plane = union_runs(plane, field.interval(0, hb));
+        pr = &plane;
+      }
+    }
+    const int64_t ci0 = grp * g.cin_g;
+    if (pr->size() == 1 && (*pr)[0].first == 0 && (*pr)[0].second == hw_in) {
+      sink.add(ci0 * hw_in, int64_t(g.cin_g) * hw_in);
+      continue;
+    }
+    for (int64_t ci = ci0; ci < ci0 + g.cin_g; ++ci)
+      for (const auto& r : *pr) sink.add(ci * hw_in + r.first, r.second - r.first);
+  }
+}
+
+}  // namespace
+
+NodeNeeds::NodeNeeds(const QGraph& q, int node) : d_(q.desc(node)) {
+  const core::OpDef* op = core::op_def(d_.op);
+  for (int k = 0; k < d_.n_inputs; ++k) {
+    access_.push_back(op->access(d_, k));
+    field_.push_back(access_.back().kind == Access::kWindow
+                         ? std::make_unique<WindowField>(window_of(d_, access_.back()))
+                         : nullptr);
+  }
+}
+
+NodeNeeds::~NodeNeeds() = default;
+
+void NodeNeeds::operand(int k, int64_t begin, int64_t end, std::vector<InputRun>* out) {
+  out->clear();
+  if (end <= begin) return;
+  RunSink sink{out};
+  const core::Dims& X = d_.in[k];
+  const int64_t hw_out = int64_t(d_.out.h) * d_.out.w;
+  const int64_t hw_in = int64_t(X.h) * X.w;
+  const Access& a = access_[size_t(k)];
+  switch (a.kind) {
+    case Access::kWindow:
+      window_needs(window_of(d_, a), *field_[size_t(k)], begin, end, out);
+      return;
+    case Access::kAll:
+      sink.add(0, X.size());  // every output reads the whole input
+      return;
+    case Access::kPlanes:
+      sink.add(begin * hw_in, (end - begin) * hw_in);  // whole channels
+      return;
+    case Access::kSame:
+      sink.add(begin, end - begin);  // same position
+      return;
+    case Access::kPerChannel: {
+      // One element per output channel touched.
+      const int64_t oc0 = begin / hw_out, oc1 = (end - 1) / hw_out;
+      sink.add(oc0, oc1 - oc0 + 1);
+      return;
+    }
+    case Access::kChannelSlice: {
+      const int64_t off = a.offset;
+      const int64_t lo = std::max(begin, off * hw_out);
+      const int64_t hi = std::min(end, (off + X.c) * hw_out);
+      if (hi > lo) sink.add(lo - off * hw_out, hi - lo);
+      return;
+    }
+  }
+}
+
+bool NodeNeeds::same_needs(int k, int64_t b0, int64_t e0, int64_t b1, int64_t e1) const {
+  if (e0 <= b0 || e1 <= b1) return false;
+  const Access& a = access_[size_t(k)];
+  if (a.kind == Access::kAll) return true;
+  if (a.kind != Access::kWindow || k != 0) return false;
+  const int64_t hw = int64_t(d_.out.h) * d_.out.w;
+  const int64_t c0 = b0 / hw, c1 = b1 / hw;
+  if ((e0 - 1) / hw != c0 || (e1 - 1) / hw != c1) return false;  // more than one channel
+  return c0 / a.cout_g == c1 / a.cout_g && b0 - c0 * hw == b1 - c1 * hw && e0 - c0 * hw == e1 - c1 * hw;
+}
+
+std::vector<InputRun> exact_input_runs(const QGraph& q, int node, int input, int64_t begin, int64_t end) {
+  if (node < 0 || node >= int(q.nodes.size())) throw Error("plan: node index out of range");
+  const QNode& n = q.nodes[size_t(node)];
+  if (input < 0 || input >= int(n.inputs.size())) throw Error("plan: input index out of range");
+  if (begin < 0 || end > q.shape(n.output).size() || begin > end) throw Error("plan: run outside the layer");
+  NodeNeeds needs(q, node);
+  std::vector<InputRun> out;
+  needs.operand(input, begin, end, &out);
+  return out;
+}
+
+}  // namespace ts::plan

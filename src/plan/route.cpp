@@ -1,0 +1,363 @@
+// The route pass and the routing map (alg. 3): for every worker's share,
+// where each input run comes from (the coordinator, another worker, or this
+// worker's own output of an earlier layer) and where each output segment
+// goes; partial sums of reduced layers; the sweeps over the workers' needs
+// that count distinct inputs and fan-out and list the routing map.
+#include <algorithm>
+
+#include "core/partial.h"
+#include "plan/plan_steps.h"
+
+namespace ts::plan {
+
+using core::InputRun;
+
+namespace {
+
+struct ProducerRun {
+  int64_t begin, end;
+  int worker;  // -1: coordinator
+};
+
+std::vector<ProducerRun> producer_runs(const QGraph& q, const Plan& p, int tensor) {
+  std::vector<ProducerRun> out;
+  const int64_t size = q.shape(tensor).size();
+  const int prod = q.tensors[size_t(tensor)].producer;
+  if (prod < 0) {
+    out.push_back({0, size, -1});
+    return out;
+  }
+  const core::Dims d = q.desc(prod).out;
+  for (int w = 0; w < p.n_workers(); ++w)
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(prod)].regions)
+      r.segments(d, [&](int32_t b, int32_t e) {
+        out.push_back({b, e, w});
+        return true;
+      });
+  std::sort(out.begin(), out.end(), [](const ProducerRun& a, const ProducerRun& b) { return a.begin < b.begin; });
+  // Merge neighbours of the same producer.
+  std::vector<ProducerRun> merged;
+  for (const ProducerRun& r : out) {
+    if (!merged.empty() && merged.back().worker == r.worker && merged.back().end == r.begin) merged.back().end = r.end;
+    else merged.push_back(r);
+  }
+  return merged;
+}
+
+// Alg. 3 for operand k of node n: sweeps the workers' needs over the tensor
+// and emits every maximal segment with one producer and one destination set.
+void route_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<RouteRun>* routes) {
+  struct Event {
+    uint32_t worker;
+    int32_t delta;
+  };
+  const int tensor = q.nodes[size_t(n)].inputs[size_t(k)];
+  const int64_t size = q.shape(tensor).size();
+  // Counting sort of run boundaries by position (positions are < size + 1);
+  // inserting workers in order keeps each position's events in worker order.
+  std::vector<uint32_t> first(size_t(size) + 2, 0);
+  size_t n_ev = 0;
+  for (const WorkerPlan& wp : p.workers) {
+    const LayerShare& ls = wp.layers[size_t(n)];
+    if (ls.inputs.empty()) continue;
+    for (const InputRun& r : ls.inputs[size_t(k)].runs) {
+      first[size_t(r.offset) + 1]++;
+      first[size_t(r.offset) + r.count + 1]++;
+      n_ev += 2;
+    }
+  }
+  for (size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
+  std::vector<Event> ev(n_ev);
+  {
+    std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+    for (int w = 0; w < p.n_workers(); ++w) {
+      const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
+      if (ls.inputs.empty()) continue;
+      for (const InputRun& r : ls.inputs[size_t(k)].runs) {
+        ev[fill[r.offset]++] = Event{uint32_t(w), +1};
+        ev[fill[size_t(r.offset) + r.count]++] = Event{uint32_t(w), -1};
+      }
+    }
+  }
+  const std::vector<ProducerRun> prod = producer_runs(q, p, tensor);
+  std::vector<int> active;
+  size_t pi = 0;
+  const size_t first_route = routes->size();
+  int64_t x = 0;
+  while (x < size) {
+    for (uint32_t e = first[size_t(x)]; e < first[size_t(x) + 1]; ++e) {
+      const int w = int(ev[e].worker);
+      auto it = std::lower_bound(active.begin(), active.end(), w);
+      if (ev[e].delta > 0)
+        active.insert(it, w);
+      else if (it != active.end() && *it == w)
+        active.erase(it);
+    }
+    while (pi + 1 < prod.size() && prod[pi].end <= x) ++pi;
+    // Next position where something changes: an event or a producer edge.
+    int64_t next = size;
+    if (pi < prod.size() && prod[pi].end > x) next = std::min(next, prod[pi].end);
+    for (int64_t y = x + 1; y < next; ++y)
+      if (first[size_t(y) + 1] > first[size_t(y)]) {
+        next = y;
+        break;
+      }
+    const int producer = pi < prod.size() ? prod[pi].worker : -1;
+    RouteRun* last = routes->size() > first_route ? &routes->back() : nullptr;
+    if (last && last->producer == producer && last->dests == active && last->offset + last->count == x)
+      last->count += next - x;
+    else
+      routes->push_back(RouteRun{tensor, n, k, x, next - x, producer, active});
+    x = next;
+  }
+}
+
+
+// Which worker computes each element of a node's output, where it sits in
+// that worker's output buffer, and where its region segment ends.
+struct Owners {
+  std::vector<int32_t> worker;
+  std::vector<int64_t> pos;
+  std::vector<int64_t> seg_end;
+};
+
+Owners owners_of(const QGraph& q, const Plan& p, int node) {
+  Owners o;
+  const core::Dims d = q.desc(node).out;
+  const size_t n = size_t(d.size());
+  o.worker.assign(n, -1);
+  o.pos.assign(n, 0);
+  o.seg_end.assign(n, 0);
+  for (int w = 0; w < p.n_workers(); ++w) {
+    int64_t at = 0;
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(node)].regions)
+      r.segments(d, [&](int32_t b, int32_t e) {
+        for (int32_t i = b; i < e; ++i) {
+          o.worker[size_t(i)] = w;
+          o.pos[size_t(i)] = at + (i - b);
+          o.seg_end[size_t(i)] = e;
+        }
+        at += e - b;
+        return true;
+      });
+  }
+  return o;
+}
+
+void add_run(std::vector<InputRun>* v, int64_t off, int64_t n, bool merge) {
+  if (merge && !v->empty() && int64_t(v->back().offset) + v->back().count == off) {
+    v->back().count = uint32_t(v->back().count + n);
+    return;
+  }
+  v->push_back(InputRun{uint32_t(off), uint32_t(n)});
+}
+
+// Every output segment of a share goes to the coordinator (relay, and the
+// graph's output in direct mode).
+void send_all_to_coordinator(const core::Dims& d, LayerShare& ls) {
+  uint32_t pos = 0;
+  for (const core::Region& r : ls.regions)
+    r.segments(d, [&](int32_t b, int32_t e) {
+      core::Send s;
+      s.peer = core::kPeerCoordinator;
+      s.layer = uint16_t(ls.node);
+      s.offset = uint32_t(b);
+      s.count = uint32_t(e - b);
+      s.pos = pos;
+      ls.sends.push_back(s);
+      pos += uint32_t(e - b);
+      return true;
+    });
+}
+
+// Partial sums of reduced layers (direct route): every worker with input
+// channels sends each other owner the sums of that owner's output block,
+// straight to it, in one send (the worker cuts it into frames).
+void route_partials(const QGraph& q, Plan& p) {
+  const size_t N = size_t(p.n_workers());
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    if (p.layer_strategy[n] != "reduce") continue;
+    const core::LayerDesc& d = q.desc(int(n));
+    const int64_t P = core::partial_positions(d);
+    for (size_t w = 0; w < N; ++w) {
+      p.workers[w].layers[n].psum.sends.clear();
+      p.workers[w].layers[n].psum.recv_bytes = 0;
+    }
+    for (size_t r = 0; r < N; ++r) {
+      LayerShare& owner = p.workers[r].layers[n];
+      if (!owner.active()) continue;
+      const int64_t o0 = owner.regions[0].v[0] / P, o1 = owner.regions[0].v[1] / P;
+      for (size_t w = 0; w < N; ++w) {
+        LayerShare& from = p.workers[w].layers[n];
+        if (w == r || !from.active() || from.psum.ci1 <= from.psum.ci0) continue;
+        core::Send s;
+        s.peer = uint16_t(r);
+        s.layer = uint16_t(n);
+        s.operand = uint8_t(core::kPsumOperand);
+        s.offset = 0;
+        s.count = uint32_t((o1 - o0) * P * 4);
+        s.pos = uint32_t(o0 * P * 4);
+        from.psum.sends.push_back(s);
+        owner.psum.recv_bytes += s.count;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+namespace steps {
+
+// Distinct elements of operand k of node n needed by anyone, and the most
+// workers any one element goes to: a difference array over the tensor.
+SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<int32_t>& diff) {
+  const int tensor = q.nodes[size_t(n)].inputs[size_t(k)];
+  const int64_t size = q.shape(tensor).size();
+  diff.assign(size_t(size) + 1, 0);
+  for (const WorkerPlan& wp : p.workers) {
+    const LayerShare& ls = wp.layers[size_t(n)];
+    if (ls.inputs.empty()) continue;
+    for (const InputRun& r : ls.inputs[size_t(k)].runs) {
+      diff[r.offset]++;
+      diff[size_t(r.offset) + r.count]--;
+    }
+  }
+  SweepResult res;
+  int32_t active = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    active += diff[size_t(i)];
+    if (active > 0) ++res.unique;
+    res.max_fanout = std::max(res.max_fanout, int(active));
+  }
+  return res;
+}
+
+// The route pass: where every input comes from and where every output goes.
+void route_plan(const QGraph& q, Plan& p, Route route) {
+  const size_t N = size_t(p.n_workers());
+  for (size_t w = 0; w < N; ++w)
+    for (LayerShare& ls : p.workers[w].layers) {
+      ls.sends.clear();
+      ls.run_trigger = route == Route::Relay && ls.active();
+      ls.out_until = ls.node;
+      for (InputNeed& in : ls.inputs) {
+        in.recv.clear();
+        in.coord_runs.clear();
+        in.local.clear();
+        in.local_layer = -1;
+        in.recv_elems = 0;
+        in.avail_from = ls.node;
+      }
+    }
+  if (route == Route::Relay) {
+    for (size_t w = 0; w < N; ++w)
+      for (LayerShare& ls : p.workers[w].layers) {
+        if (!ls.active()) continue;
+        for (InputNeed& in : ls.inputs) {
+          in.recv = in.runs;
+          in.coord_runs = in.runs;
+          in.recv_elems = in.elems;
+        }
+        send_all_to_coordinator(q.desc(ls.node).out, ls);
+      }
+    return;
+  }
+  // Direct: split every needed run by who computes it.
+  int cached = -1;
+  Owners own;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const QNode& node = q.nodes[n];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int prod = q.tensors[size_t(node.inputs[k])].producer;
+      if (prod >= 0 && prod != cached) {
+        own = owners_of(q, p, prod);
+        cached = prod;
+      }
+      for (size_t w = 0; w < N; ++w) {
+        LayerShare& ls = p.workers[w].layers[n];
+        if (!ls.active()) continue;
+        InputNeed& in = ls.inputs[k];
+        for (const InputRun& r : in.runs) {
+          if (prod < 0) {
+            add_run(&in.recv, r.offset, r.count, true);
+            add_run(&in.coord_runs, r.offset, r.count, true);
+            in.recv_elems += r.count;
+            continue;
+          }
+          int64_t i = r.offset;
+          const int64_t end = int64_t(r.offset) + r.count;
+          while (i < end) {
+            const int32_t from = own.worker[size_t(i)];
+            const int64_t stop = std::min(end, own.seg_end[size_t(i)]);
+            if (from < 0) throw Error("plan: an input of layer '" + node.name + "' is computed by no worker");
+            if (size_t(from) == w) {
+              add_run(&in.local, i, stop - i, false);
+              in.local_layer = prod;
+              LayerShare& src = p.workers[w].layers[size_t(prod)];
+              src.out_until = std::max(src.out_until, int(n));
+            } else {
+              add_run(&in.recv, i, stop - i, true);
+              in.recv_elems += stop - i;
+              in.avail_from = prod;
+              core::Send s;
+              s.peer = uint16_t(w);
+              s.layer = uint16_t(n);
+              s.operand = uint8_t(k);
+              s.offset = uint32_t(i);
+              s.count = uint32_t(stop - i);
+              s.pos = uint32_t(own.pos[size_t(i)]);
+              p.workers[size_t(from)].layers[size_t(prod)].sends.push_back(s);
+            }
+            i = stop;
+          }
+        }
+      }
+    }
+  }
+  // Within each group of sends to one peer, layer and operand (the worker
+  // gathers a group into INPUTS frames, core/worker.cpp), equal lengths go
+  // together in offset order: a halo of a band of plane positions is a
+  // partial row, whole rows and a partial row in every channel, and sorted
+  // this way each kind becomes one strided block per frame instead of one
+  // 12-byte block header per channel and row piece. The receiver places
+  // blocks by offset, so the order within a group is free.
+  for (size_t w = 0; w < N; ++w)
+    for (LayerShare& ls : p.workers[w].layers) {
+      std::vector<core::Send>& v = ls.sends;
+      size_t i = 0;
+      while (i < v.size()) {
+        size_t j = i + 1;
+        while (j < v.size() && v[j].peer == v[i].peer && v[j].layer == v[i].layer && v[j].operand == v[i].operand) ++j;
+        std::stable_sort(v.begin() + long(i), v.begin() + long(j), [](const core::Send& a, const core::Send& b) {
+          return a.count != b.count ? a.count < b.count : a.offset < b.offset;
+        });
+        i = j;
+      }
+    }
+  // The graph's output goes to the coordinator.
+  const int last = q.tensors[size_t(q.output)].producer;
+  if (last >= 0)
+    for (size_t w = 0; w < N; ++w) {
+      LayerShare& ls = p.workers[w].layers[size_t(last)];
+      if (ls.active()) {
+        std::vector<core::Send> keep = std::move(ls.sends);
+        ls.sends.clear();
+        send_all_to_coordinator(q.desc(last).out, ls);
+        ls.sends.insert(ls.sends.end(), keep.begin(), keep.end());
+      }
+    }
+  route_partials(q, p);
+}
+
+}  // namespace steps
+
+std::vector<RouteRun> build_routing(const QGraph& q, const Plan& p) {
+  std::vector<RouteRun> routes;
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) route_operand(q, p, int(n), int(k), &routes);
+  for (const ProducerRun& r : producer_runs(q, p, q.output))
+    routes.push_back(RouteRun{q.output, -1, 0, r.begin, r.end - r.begin, r.worker, {}});
+  return routes;
+}
+
+}  // namespace ts::plan
