@@ -1,12 +1,11 @@
-#include "sim/host.h"
 #include "sim/sim.h"
 
 #include <algorithm>
 #include <cmath>
-#include <queue>
 
 #include "core/fragment.h"
 #include "core/wire.h"
+#include "sim/core.h"
 
 namespace ts::sim {
 
@@ -50,12 +49,6 @@ struct Event {
   Frame f;
 };
 
-struct Later {
-  bool operator()(const Event& a, const Event& b) const {
-    return a.t > b.t || (a.t == b.t && a.order > b.order);
-  }
-};
-
 // The coordinator's side of one board link, and its per-layer "thread".
 struct CoordSide {
   wire::SendWindow win;
@@ -80,33 +73,27 @@ struct BoardSide {
   size_t out_send = 0;
   int64_t out_sent = 0;
   // Links: FIFO servers, one per direction.
-  double tx_free = 0, rx_free = 0;
-  double s_per_byte = 0;
-  double clock_hz = 0;
+  core_sim::Fifo tx, rx;
 };
 
 class Simulator {
  public:
   Simulator(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
             std::vector<TraceEvent>* trace)
-      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s) {
+      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), links_(t, m, p.n_workers()), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s) {
     coord_.resize(size_t(n_));
     boards_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
-      const plan::Board& bd = t.boards[size_t(b)];
       CoordSide& c = coord_[size_t(b)];
       c.win.reset(uint16_t(m.window), 1);
       c.acks.reset(uint16_t(m.coord_ack_every), 1);
       BoardSide& s = boards_[size_t(b)];
       s.win.reset(uint16_t(m.window), 1);
       s.acks.reset(uint16_t(m.board_ack_every), 1);
-      const double bw = m.board_bandwidth_kbps > 0 ? m.board_bandwidth_kbps : bd.bandwidth_kbps;
-      const double d = m.board_delay_s_per_kb >= 0 ? m.board_delay_s_per_kb : bd.delay_s_per_kb;
-      s.s_per_byte = (d + 1.0 / bw) / plan::kBytesPerKB;
-      s.clock_hz = bd.clock_mhz * 1e6;
+      s.tx.spb = s.rx.spb = links_.board_spb[size_t(b)];
     }
-    op_delay_ = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;
-    coord_s_per_byte_ = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
+    op_delay_ = links_.op_delay;
+    coord_s_per_byte_ = ctx_.spb = crx_.spb = links_.coord_spb;
     res_.workers = n_;
     res_.board_layers.assign(size_t(n_), std::vector<BoardLayer>(q.nodes.size()));
     res_.layers.resize(q.nodes.size());
@@ -115,8 +102,7 @@ class Simulator {
   SimResult run() {
     start_layer(0, 0.0);
     while (!events_.empty()) {
-      const Event e = events_.top();
-      events_.pop();
+      const Event e = events_.pop();
       ++res_.events;
       switch (e.kind) {
         case Ev::BoardDeliver: board_deliver(e.board, e.f, e.t); break;
@@ -131,7 +117,7 @@ class Simulator {
   }
 
  private:
-  void push(double t, int board, Ev kind, const Frame& f = Frame{}) { events_.push(Event{t, order_++, board, kind, f}); }
+  void push(double t, int board, Ev kind, const Frame& f = Frame{}) { events_.push(Event{t, 0, board, kind, f}); }
 
   void trace(double t, TraceKind kind, int board, const Frame* f = nullptr, uint32_t in_flight = 0) {
     if (!trace_) return;
@@ -183,14 +169,9 @@ class Simulator {
     trace(t, TraceKind::CoordSend, b, &f, in_flight);
     count_frame(b, f);
     const double bytes = f.bytes();
-    if (coord_s_per_byte_ > 0) {
-      ctx_free_ = std::max(t, ctx_free_) + bytes * coord_s_per_byte_;
-      t = ctx_free_;
-    }
+    if (coord_s_per_byte_ > 0) t = ctx_.pass(t, bytes);
     t += m_.frame_latency_s;
-    BoardSide& s = boards_[size_t(b)];
-    s.rx_free = std::max(t, s.rx_free) + bytes * s.s_per_byte;
-    push(s.rx_free, b, Ev::BoardDeliver, f);
+    push(boards_[size_t(b)].rx.pass(t, bytes), b, Ev::BoardDeliver, f);
   }
 
   void start_layer(int node, double t) {
@@ -257,9 +238,9 @@ class Simulator {
 
   void coord_arrive(int b, const Frame& f, double t) {
     if (coord_s_per_byte_ > 0) {
-      crx_free_ = std::max(t, crx_free_) + f.bytes() * coord_s_per_byte_;
-      if (crx_free_ > t) {
-        push(crx_free_, b, Ev::CoordDeliver, f);
+      const double at = crx_.pass(t, f.bytes());
+      if (at > t) {
+        push(at, b, Ev::CoordDeliver, f);
         return;
       }
     }
@@ -337,8 +318,7 @@ class Simulator {
     }
     trace(t, TraceKind::BoardSend, b, &f, in_flight);
     count_frame(b, f);
-    s.tx_free = std::max(t, s.tx_free) + f.bytes() * s.s_per_byte;
-    push(s.tx_free + m_.frame_latency_s, b, Ev::CoordArrive, f);
+    push(s.tx.pass(t, f.bytes()) + m_.frame_latency_s, b, Ev::CoordArrive, f);
   }
 
   // One receive of the worker loop: take every frame that has arrived, pay
@@ -363,16 +343,14 @@ class Simulator {
       board_ack_if_due(b, c);
       if (f.type == MsgType::Run) {
         const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(layer_)];
-        const double compute = double(ls.macs) * m_.cycles_per_mac / s.clock_hz + m_.layer_overhead_s;
         // Host boards: the kernels' real CPU work (the relay route does not
         // share cores: a layer's boards compute side by side on their own).
-        const double work = double(ls.macs) * m_.host_s_per_mac;
+        const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], m_);
         BoardLayer& r = bl(b);
         r.run_at_s = c - layer_start_;
-        r.compute_s = std::max(compute, work);
+        r.compute_s = compute.busy();
         trace(c, TraceKind::ComputeStart, b);
-        c += std::max(compute, work) +
-             (compute > work ? (wake_.enabled() ? wake_.sleep(c + compute) : m_.sleep_overshoot_s) : 0.0);
+        c += compute.busy() + compute.overshoot(c, wake_, m_);
         trace(c, TraceKind::ComputeEnd, b);
         s.sending = true;
         s.done_pending = true;
@@ -436,55 +414,18 @@ class Simulator {
 
   // ---- results -----------------------------------------------------------
 
+  // The shared figures (core.h); a board's active time is the sum over its
+  // layers of the time from the layer's start to its DONE.
   void finish() {
     res_.total_s = total_;
-    res_.boards.resize(size_t(n_));
-    for (size_t n = 0; n < q_.nodes.size(); ++n) {
-      LayerResult& lr = res_.layers[n];
-      double slowest = 0;
-      for (int b = 0; b < n_; ++b) {
-        const BoardLayer& r = res_.board_layers[size_t(b)][n];
-        if (!r.active) continue;
-        lr.active_boards++;
-        slowest = std::max(slowest, r.compute_s);
-        lr.payload_bytes += r.bytes_in + r.bytes_out;
-        lr.wire_bytes += r.wire_bytes;
-        lr.frames += r.frames;
-        lr.max_peak_ram_bytes = std::max(lr.max_peak_ram_bytes, r.peak_ram_bytes);
-      }
-      lr.compute_s = std::min(lr.wall_s, slowest);
-      lr.comm_s = lr.wall_s - lr.compute_s;
-      res_.compute_s += lr.compute_s;
-      res_.payload_bytes += lr.payload_bytes;
-      res_.wire_bytes += lr.wire_bytes;
-      res_.frames += lr.frames;
-      res_.max_peak_ram_bytes = std::max(res_.max_peak_ram_bytes, lr.max_peak_ram_bytes);
-    }
-    res_.comm_s = res_.total_s - res_.compute_s;
+    core_sim::summarise(res_, p_, links_, m_);
     for (int b = 0; b < n_; ++b) {
       BoardResult& br = res_.boards[size_t(b)];
-      const plan::WorkerPlan& wp = p_.workers[size_t(b)];
-      br.board_id = wp.board;
-      br.clock_mhz = boards_[size_t(b)].clock_hz / 1e6;
-      br.macs = wp.macs;
       for (size_t n = 0; n < q_.nodes.size(); ++n) {
         const BoardLayer& r = res_.board_layers[size_t(b)][n];
-        if (!r.active) continue;
-        br.compute_s += r.compute_s;
-        br.active_s += r.done_s;
-        br.bytes_in += r.bytes_in;
-        br.bytes_out += r.bytes_out;
-        br.wire_bytes += r.wire_bytes;
-        br.frames += r.frames;
-        br.peak_ram_bytes = std::max(br.peak_ram_bytes, r.peak_ram_bytes);
+        if (r.active) br.active_s += r.done_s;
       }
       br.comm_s = br.active_s - br.compute_s;
-      const double mcycles = double(br.macs) * m_.cycles_per_mac / 1e6;
-      br.k1 = mcycles > 0 ? double(br.bytes_out) / plan::kBytesPerKB / mcycles : 0.0;
-      br.kc = br.bytes_out > 0 ? double(br.bytes_in + br.bytes_out) / double(br.bytes_out) : 0.0;
-      // Eq. 1: W/f + (d + 1/B) * K1*Kc*W, and K1*Kc*W is the KB moved.
-      br.eq1_s = mcycles / br.clock_mhz +
-                 boards_[size_t(b)].s_per_byte * double(br.bytes_in + br.bytes_out);
     }
   }
 
@@ -495,9 +436,10 @@ class Simulator {
   int n_;
   std::vector<CoordSide> coord_;
   std::vector<BoardSide> boards_;
-  std::priority_queue<Event, std::vector<Event>, Later> events_;
-  uint64_t order_ = 0;
-  double cpu_free_ = 0, ctx_free_ = 0, crx_free_ = 0;
+  core_sim::Links links_;
+  core_sim::EventQueue<Event> events_;
+  double cpu_free_ = 0;
+  core_sim::Fifo ctx_, crx_;  // the coordinator's link, both ways
   double coord_s_per_byte_ = 0;
   double op_delay_ = 0;  // board delay per receive and per send, overshoot included
   WakeSampler wake_;
