@@ -16,9 +16,8 @@
 // where a step is the busiest link's bytes (each board's max(in, out) on
 // its own link, the coordinator's in + out on its) plus the latency. On
 // the relay route every byte crosses the coordinator's link; on the direct
-// route only the graph's input and output do.
-//
-// and the plan's estimate is the sum over layers. It knows neither send
+// route only the graph's input and output do. The plan's estimate is the
+// sum over layers. It knows neither send
 // windows nor that boards with direct routing run ahead of each other; the
 // simulator (src/sim) checks it (docs/planner.md, "Cost model").
 //
