@@ -1,4 +1,4 @@
-// The simulator's core, shared by both routes (sim.cpp: relay, the
+// The simulator's core, shared by both routes (sim_relay.cpp: the
 // coordinator between every layer; sim_direct.cpp: board to board): the
 // event queue, the links as FIFO servers, the boards' compute, the windows
 // and ACKs of the engine (the real wire::SendWindow and wire::AckTracker),
@@ -133,5 +133,10 @@ class CountedAcks {
 // time), the peak; the totals; per board its sums, K1, Kc and eq. 1. The
 // driver sets each board's active_s and comm_s.
 void summarise(SimResult& res, const plan::Plan& p, const Links& links, const TimingModel& m);
+
+// The routes' drivers, after simulate()'s checks (sim_relay.cpp, sim_direct.cpp).
+SimResult simulate_relay(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
+                         std::vector<TraceEvent>* trace);
+SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m);
 
 }  // namespace ts::sim::core_sim

@@ -1,5 +1,5 @@
-// The direct route's timing model (sim.h, simulate_direct): boards send to
-// boards through a switch; see sim.h for what is and is not modelled.
+// The direct route's driver of the simulator (sim.h, "Direct route"): boards
+// send to boards through a switch; the shared core is sim/core.h.
 #include <algorithm>
 #include <cmath>
 
@@ -453,12 +453,8 @@ class DirectSim {
 
 }  // namespace
 
-SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m) {
-  validate(m);
-  if (p.route != plan::Route::Direct) throw Error("simulate_direct: the plan does not use the direct route");
-  if (int(t.boards.size()) != p.n_workers())
-    throw Error("simulate: the plan has " + std::to_string(p.n_workers()) + " boards but the testbed has " +
-                std::to_string(t.boards.size()));
+SimResult core_sim::simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t,
+                                    const TimingModel& m) {
   DirectSim s(q, p, t, m);
   return s.run();
 }
