@@ -139,7 +139,7 @@ class Coordinator {
   void reset_slot(Slot& S, const Roles& roles, const std::vector<int8_t>& input) const;
   bool board_layer(BoardLink& l, size_t w, size_t node, Slot& S, const Roles& roles, Sync& sync,
                    int64_t& wire0) const;
-  // Shared by both routes (one board, one layer).
+  // One board, one layer: the coordinator's inputs; its outputs and DONE.
   void send_inputs(BoardLink& l, const plan::LayerShare& s, size_t node, const std::vector<std::vector<int8_t>>& t,
                    BoardRunStats& bs) const;
   wire::DonePayload collect_layer(BoardLink& l, const plan::LayerShare& s, size_t node, std::vector<int8_t>& out,

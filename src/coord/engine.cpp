@@ -158,10 +158,10 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
   const int n = int(inputs.size());
   const size_t L = q_.nodes.size(), B = links_.size();
   check_inputs(inputs);
-  const Roles roles_ = roles();
+  const Roles plan_roles = roles();
   const size_t W = size_t(std::min(window, n));
   std::vector<Slot> slots(W);
-  for (size_t s = 0; s < W; ++s) reset_slot(slots[s], roles_, *inputs[s]);
+  for (size_t s = 0; s < W; ++s) reset_slot(slots[s], plan_roles, *inputs[s]);
   Sync sync;
   // Every board reported inference k: its figures, then `done`, then the
   // slot takes inference k + W. With sync.mu held.
@@ -177,7 +177,7 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
     S.r.output = S.t[q_.output];
     done(k, S.r);
     ++sync.completed;
-    if (k + int(W) < n) reset_slot(S, roles_, *inputs[size_t(k) + W]);
+    if (k + int(W) < n) reset_slot(S, plan_roles, *inputs[size_t(k) + W]);
     sync.cv.notify_all();
   };
   // Per board, the layer its thread waits on (a PeerLost report names it).
@@ -202,7 +202,7 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
           if (!plan().workers[size_t(w)].layers[node].active()) continue;
           waiting[size_t(w)] = int(node);
           try {
-            if (!board_layer(l, size_t(w), node, S, roles_, sync, wire0)) return;
+            if (!board_layer(l, size_t(w), node, S, plan_roles, sync, wire0)) return;
           } catch (const BoardError& e) {
             const int peer_node = !pipelined && e.lost_peer >= 0 && size_t(e.lost_peer) < B
                                       ? waiting[size_t(e.lost_peer)].load()
