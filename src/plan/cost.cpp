@@ -302,18 +302,6 @@ double step_s(const Traffic& tr, const Testbed& t, const CostModel& m, EstimateP
   return worst + m.frame_latency_s;
 }
 
-// Wire bytes of the messages that carry a share's outputs to the
-// coordinator: one message per region segment.
-double outputs_to_coordinator(const QGraph& q, const LayerShare& ls) {
-  double wire = 0;
-  for (const core::Region& r : ls.regions)
-    r.segments(q.desc(ls.node).out, [&](int32_t b, int32_t e) {
-      wire += double(count_message(e - b).wire_bytes);
-      return true;
-    });
-  return wire;
-}
-
 // The partial sums a reduced share (strategy `reduce`) sends to the owners
 // of the other output blocks, gathered into frames per owner.
 void add_partial_sums(const LayerShare& ls, int w, Traffic* tr) {
@@ -511,14 +499,7 @@ class Chooser {
     for (size_t w = 0; w < N_; ++w) add_partial_sums(pc.workers[w].layers[size_t(n)], int(w), &ps);
     total += step_s(ps, t_, m_);
     // The graph's output goes to the coordinator.
-    if (node.output == q_.output) {
-      Traffic tr(N_);
-      for (size_t w = 0; w < N_; ++w) {
-        const LayerShare& ls = pc.workers[w].layers[size_t(n)];
-        if (ls.active()) tr.add(int(w), -1, outputs_to_coordinator(q_, ls));
-      }
-      total += step_s(tr, t_, m_);
-    }
+    if (node.output == q_.output) total += step_s(traffic(s)[size_t(n)].result, t_, m_);
     return total;
   }
 
@@ -557,7 +538,7 @@ class Chooser {
   const CostModel& m_;
   size_t N_;
   std::array<Plan, kS> plans_;
-  std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked (relay)
+  std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked
   std::vector<std::vector<std::unique_ptr<OwnerMap>>> owners_;
 };
 
