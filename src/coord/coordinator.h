@@ -1,10 +1,14 @@
 // The coordinator (alg. 4): deploys fragments, probes links, and runs
-// inferences layer by layer. In the paper's relay mode every activation goes
-// board -> coordinator -> boards; in direct mode the boards send activations
-// to each other and the coordinator sends the graph's input, collects the
-// output, and follows each layer through the boards' DONE reports. Boards of one layer work in parallel; each
-// board's link has its own thread, so one board computes while the
-// coordinator is still sending to the next (communication overlaps compute).
+// inferences. One loop (engine.cpp) serves every route: the coordinator is
+// one more peer of the plan, sending the inputs the shares' coord_runs name
+// and collecting the outputs they send to kPeerCoordinator. In the paper's
+// relay mode that is every activation (board -> coordinator -> boards, so
+// the coordinator feeds a layer once it holds the layer before: a barrier
+// per layer); in direct mode the boards send activations to each other and
+// the coordinator sends the graph's input and collects its output. Each
+// board's link has its own thread that follows its board through its
+// layers, so one board computes while the coordinator is still sending to
+// the next (communication overlaps compute).
 #pragma once
 
 #include <chrono>
@@ -102,8 +106,9 @@ class Coordinator {
   // nothing.
   DeployResult deploy();
   ProbeResult probe(int board);
-  // Relay: layer by layer (every layer's inputs come from the coordinator).
-  // Direct: each board's link thread follows that board through the whole
+  // One inference. Relay: layer by layer (every layer's inputs come from
+  // the coordinator, once it holds the previous layer's outputs). Direct:
+  // each board's link thread follows that board through the whole
   // inference (graph input in, DONE per layer, graph output back) without a
   // rendezvous per layer: the boards pace themselves.
   InferenceResult infer(const std::vector<int8_t>& input);
@@ -122,8 +127,19 @@ class Coordinator {
   void close();
 
  private:
-  InferenceResult infer_direct(const std::vector<int8_t>& input);
-  // Shared by both routes (one board, one layer).
+  // The one inference loop (engine.cpp), for every route and for pipelined
+  // inferences: inputs[k] tagged tags[k], at most `window` in flight.
+  struct Roles;
+  struct Slot;
+  struct Sync;
+  void run(const std::vector<const std::vector<int8_t>*>& inputs, const std::vector<uint16_t>& tags, int window,
+           bool pipelined, const std::function<void(int, InferenceResult&)>& done);
+  Roles roles() const;
+  void check_inputs(const std::vector<const std::vector<int8_t>*>& inputs) const;
+  void reset_slot(Slot& S, const Roles& roles, const std::vector<int8_t>& input) const;
+  bool board_layer(BoardLink& l, size_t w, size_t node, Slot& S, const Roles& roles, Sync& sync,
+                   int64_t& wire0) const;
+  // One board, one layer: the coordinator's inputs; its outputs and DONE.
   void send_inputs(BoardLink& l, const plan::LayerShare& s, size_t node, const std::vector<std::vector<int8_t>>& t,
                    BoardRunStats& bs) const;
   wire::DonePayload collect_layer(BoardLink& l, const plan::LayerShare& s, size_t node, std::vector<int8_t>& out,
@@ -131,7 +147,9 @@ class Coordinator {
   // `peer_node`: with --route direct, the layer the coordinator was waiting on
   // for the board a PeerLost report names (-1: not known).
   [[noreturn]] void rethrow_at(const BoardError& e, const BoardLink& l, size_t node, int peer_node = -1) const;
-  // Board-to-board inferences: res.layers and the totals from each board's
+  // rethrow_at; for a pipelined inference (k >= 0) the message names it.
+  [[noreturn]] void rethrow_in(const BoardError& e, const BoardLink& l, size_t node, int peer_node, int k) const;
+  // The per-layer figures and the totals of one inference from each board's
   // DONE time (seconds from the start), compute time, frames and wire bytes
   // per layer ([board][node]).
   void summarise_layers(InferenceResult& res, const std::vector<std::vector<double>>& done_s,

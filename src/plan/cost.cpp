@@ -300,18 +300,6 @@ double step_s(const Traffic& tr, const Testbed& t, const CostModel& m, EstimateP
   return worst + m.frame_latency_s;
 }
 
-// Wire bytes of the messages that carry a share's outputs to the
-// coordinator: one message per region segment.
-double outputs_to_coordinator(const QGraph& q, const LayerShare& ls) {
-  double wire = 0;
-  for (const core::Region& r : ls.regions)
-    r.segments(q.desc(ls.node).out, [&](int32_t b, int32_t e) {
-      wire += double(count_message(e - b).wire_bytes);
-      return true;
-    });
-  return wire;
-}
-
 // The partial sums a reduced share (strategy `reduce`) sends to the owners
 // of the other output blocks, gathered into frames per owner.
 void add_partial_sums(const LayerShare& ls, int w, Traffic* tr) {
@@ -321,23 +309,48 @@ void add_partial_sums(const LayerShare& ls, int w, Traffic* tr) {
   });
 }
 
-// Relay: everything in through the coordinator, compute, everything out.
-double relay_layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n,
-                     EstimateParts* acc = nullptr) {
+// What crosses the links for one layer, from the plan alone (the
+// coordinator is one more peer, -1): the layer's inputs (the coordinator's
+// runs of them, and every gathered group a board sends it), the partial
+// sums it reduces, its outputs to the coordinator, and whether the
+// coordinator triggers it and waits for its DONE (RUN, relay).
+struct LayerTraffic {
+  Traffic in, psum, result;
+  bool triggered = false;
+  explicit LayerTraffic(size_t n) : in(n), psum(n), result(n) {}
+};
+
+std::vector<LayerTraffic> plan_traffic(const QGraph& q, const Plan& p) {
   const size_t N = size_t(p.n_workers());
-  Traffic in(N), out(N);
-  bool active = false;
-  for (size_t w = 0; w < N; ++w) {
-    const LayerShare& ls = p.workers[w].layers[size_t(n)];
-    if (!ls.active()) continue;
-    active = true;
-    for (const InputNeed& need : ls.inputs)
-      for (const core::InputRun& r : need.runs) in.add(-1, int(w), double(count_message(r.count).wire_bytes));
-    out.add(int(w), -1, outputs_to_coordinator(q, ls));
-  }
-  if (!active) return 0;
-  if (acc) acc->steps += 2;  // the RUN/DONE round trip
-  return step_s(in, t, m, acc) + compute_s(q, p, t, m, n, acc) + step_s(out, t, m, acc) + 2 * m.frame_latency_s;
+  std::vector<LayerTraffic> tr(q.nodes.size(), LayerTraffic(N));
+  for (size_t w = 0; w < N; ++w)
+    for (const LayerShare& ls : p.workers[w].layers) {
+      LayerTraffic& mine = tr[size_t(ls.node)];
+      mine.triggered = mine.triggered || (ls.active() && ls.run_trigger);
+      for (const InputNeed& need : ls.inputs)
+        for (const core::InputRun& r : need.coord_runs) mine.in.add(-1, int(w), double(count_message(r.count).wire_bytes));
+      for (const core::Send& s : ls.sends)
+        if (s.peer == core::kPeerCoordinator) mine.result.add(int(w), -1, double(count_message(s.count).wire_bytes));
+      for_each_send_group(ls.sends, [&](size_t first, size_t k) {
+        const core::Send& s = ls.sends[first];
+        const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);
+        tr[s.layer].in.add(int(w), int(s.peer), double(count_gathered(pcs.data(), pcs.size()).wire_bytes));
+      });
+      add_partial_sums(ls, int(w), &mine.psum);
+    }
+  return tr;
+}
+
+// The cost model's one formula for a layer, on every route: its inputs
+// arrive, it computes, a reduced layer's partial sums go to the owners,
+// its outputs go to the coordinator; a layer the coordinator triggers
+// also pays the RUN/DONE round trip.
+double layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n, const LayerTraffic& tr,
+               EstimateParts* acc = nullptr) {
+  const double round_trip = tr.triggered ? 2 * m.frame_latency_s : 0.0;
+  if (acc && tr.triggered) acc->steps += 2;
+  return step_s(tr.in, t, m, acc) + compute_s(q, p, t, m, n, acc) + step_s(tr.psum, t, m, acc) +
+         step_s(tr.result, t, m, acc) + round_trip;
 }
 
 }  // namespace
@@ -346,37 +359,11 @@ namespace {
 
 std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m,
                                     EstimateParts* acc) {
-  const size_t N = size_t(p.n_workers());
-  if (t.boards.size() != N) throw Error("estimate: the plan and the testbed have different board counts");
+  if (t.boards.size() != size_t(p.n_workers()))
+    throw Error("estimate: the plan and the testbed have different board counts");
+  const std::vector<LayerTraffic> tr = plan_traffic(q, p);
   std::vector<double> out(q.nodes.size(), 0.0);
-  if (p.route == Route::Relay) {
-    for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = relay_layer_s(q, p, t, m, int(n), acc);
-    return out;
-  }
-  // Direct: a layer's board-to-board inputs arrive (sent by their producers,
-  // gathered into frames as the workers do), then it computes; the graph's
-  // output goes to the coordinator.
-  std::vector<Traffic> xfer(q.nodes.size(), Traffic(N)), result(q.nodes.size(), Traffic(N)),
-      psum(q.nodes.size(), Traffic(N));
-  for (size_t w = 0; w < N; ++w)
-    for (const LayerShare& ls : p.workers[w].layers) {
-      for (const InputNeed& need : ls.inputs)
-        for (const core::InputRun& r : need.coord_runs)
-          xfer[size_t(ls.node)].add(-1, int(w), double(count_message(r.count).wire_bytes));
-      for (const core::Send& s : ls.sends)
-        if (s.peer == core::kPeerCoordinator)
-          result[size_t(ls.node)].add(int(w), -1, double(count_message(s.count).wire_bytes));
-      for_each_send_group(ls.sends, [&](size_t first, size_t k) {
-        const core::Send& s = ls.sends[first];
-        const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);
-        xfer[s.layer].add(int(w), int(s.peer), double(count_gathered(pcs.data(), pcs.size()).wire_bytes));
-      });
-      add_partial_sums(ls, int(w), &psum[size_t(ls.node)]);
-    }
-  // A reduced layer: inputs, partial sums computed, sent to the owners, added.
-  for (size_t n = 0; n < q.nodes.size(); ++n)
-    out[n] = step_s(xfer[n], t, m, acc) + compute_s(q, p, t, m, int(n), acc) + step_s(psum[n], t, m, acc) +
-             step_s(result[n], t, m, acc);
+  for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = layer_s(q, p, t, m, int(n), tr[n], acc);
   return out;
 }
 
@@ -465,8 +452,8 @@ class Chooser {
   template <class ProdStrategy>
   double node_s(int n, int s, ProdStrategy&& prod) {
     const Plan& pc = plans_[size_t(s)];
+    if (route_ == Route::Relay) return layer_s(q_, pc, t_, m_, n, traffic(s)[size_t(n)]);
     double total = compute_s(q_, pc, t_, m_, n);
-    if (route_ == Route::Relay) return relay_layer_s(q_, pc, t_, m_, n);
     const QNode& node = q_.nodes[size_t(n)];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
@@ -510,14 +497,7 @@ class Chooser {
     for (size_t w = 0; w < N_; ++w) add_partial_sums(pc.workers[w].layers[size_t(n)], int(w), &ps);
     total += step_s(ps, t_, m_);
     // The graph's output goes to the coordinator.
-    if (node.output == q_.output) {
-      Traffic tr(N_);
-      for (size_t w = 0; w < N_; ++w) {
-        const LayerShare& ls = pc.workers[w].layers[size_t(n)];
-        if (ls.active()) tr.add(int(w), -1, outputs_to_coordinator(q_, ls));
-      }
-      total += step_s(tr, t_, m_);
-    }
+    if (node.output == q_.output) total += step_s(traffic(s)[size_t(n)].result, t_, m_);
     return total;
   }
 
@@ -539,6 +519,11 @@ class Chooser {
   int64_t data(int n, int s, size_t w) const { return plans_[size_t(s)].workers[w].layers[size_t(n)].data_bytes; }
 
  private:
+  const std::vector<LayerTraffic>& traffic(int s) {
+    auto& slot = traffic_[size_t(s)];
+    if (slot.empty()) slot = plan_traffic(q_, plans_[size_t(s)]);
+    return slot;
+  }
   const OwnerMap& owners(int s, int m) {
     auto& slot = owners_[size_t(s)][size_t(m)];
     if (!slot) slot = std::make_unique<OwnerMap>(owner_map(q_, plans_[size_t(s)], m));
@@ -551,6 +536,7 @@ class Chooser {
   const CostModel& m_;
   size_t N_;
   std::array<Plan, kS> plans_;
+  std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked
   std::vector<std::vector<std::unique_ptr<OwnerMap>>> owners_;
 };
 

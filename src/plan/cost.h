@@ -4,16 +4,20 @@
 // itself says: each board's MACs for the layer (times the op's cycles per
 // MAC over the board's clock), and each board's bytes in and out on its own
 // link (the testbed's bandwidth and delay per KB, eq. 1's d + 1/B), plus a
-// per-message header and a one-way latency per layer. With the relay route
-// every byte also crosses the coordinator's link. The estimate of a layer is
+// per-message header and a one-way latency per transfer step. The route is
+// data of the plan (the coordinator is one more peer: the inputs it sends,
+// the outputs it collects, the layers it triggers with RUN), so one formula
+// serves both routes; the estimate of a layer is
 //
-//   direct: max over boards of max(in, out) on its link + latency
-//           + max over boards of compute (+ the graph output to the coordinator)
-//   relay:  max(all inputs over the coordinator link, max board in) + latency
-//           + max compute + max(all outputs over the coordinator link, max board out)
-//           + latency + the RUN/DONE round trip
+//   step(its inputs: from the coordinator and from boards) + max compute
+//   + step(partial sums of a reduced layer) + step(outputs to the coordinator)
+//   + the RUN/DONE round trip if the coordinator triggers the layer (relay)
 //
-// and the plan's estimate is the sum over layers. It knows neither send
+// where a step is the busiest link's bytes (each board's max(in, out) on
+// its own link, the coordinator's in + out on its) plus the latency. On
+// the relay route every byte crosses the coordinator's link; on the direct
+// route only the graph's input and output do. The plan's estimate is the
+// sum over layers. It knows neither send
 // windows nor that boards with direct routing run ahead of each other; the
 // simulator (src/sim) checks it (docs/planner.md, "Cost model").
 //

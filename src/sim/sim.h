@@ -206,7 +206,8 @@ struct TraceEvent {
 // (their ACKs are counted). Per layer: wall = when the last
 // board finished the layer (compute done, frames handed over) minus the same
 // for the previous layer (0 if earlier), compute = the slowest board's.
-SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m);
+// Both routes run on one core (sim/core.h: events, links, compute, the
+// engine's wire::SendWindow and wire::AckTracker, the figures).
 
 // Simulates one inference. The testbed gives each board's clock, link and RAM
 // budget and must match the plan (same number of boards, in order). Throws

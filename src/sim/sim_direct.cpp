@@ -1,14 +1,12 @@
-// The direct route's timing model (sim.h, simulate_direct): boards send to
-// boards through a switch; see sim.h for what is and is not modelled.
+// The direct route's driver of the simulator (sim.h, "Direct route"): boards
+// send to boards through a switch; the shared core is sim/core.h.
 #include <algorithm>
 #include <cmath>
-#include <queue>
 
 #include "core/fragment.h"
 #include "core/wire.h"
 #include "plan/frames.h"
-#include "sim/host.h"
-#include "sim/sim.h"
+#include "sim/core.h"
 
 namespace ts::sim {
 
@@ -50,31 +48,15 @@ struct OutFrame {
   int64_t bytes;   // on the wire, header included
 };
 
-struct Later {
-  bool operator()(const Event& a, const Event& b) const {
-    return a.t > b.t || (a.t == b.t && a.order > b.order);
-  }
-};
-
 class DirectSim {
  public:
   DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
       : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)),
+        links_(t, m, p.n_workers()), peers_(m), coord_acks_(m.board_ack_every),
         wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s),
         pool_(p.n_workers(), m.host_cores > 0 ? m.host_cores : t.host_cores) {
     comp_start_.assign(size_t(n_), 0.0);
     comp_target_.assign(size_t(n_), 0.0);
-    spb_.resize(size_t(n_));
-    clock_hz_.resize(size_t(n_));
-    for (int b = 0; b < n_; ++b) {
-      const plan::Board& bd = t.boards[size_t(b)];
-      const double bw = m.board_bandwidth_kbps > 0 ? m.board_bandwidth_kbps : bd.bandwidth_kbps;
-      const double d = m.board_delay_s_per_kb >= 0 ? m.board_delay_s_per_kb : bd.delay_s_per_kb;
-      spb_[size_t(b)] = (d + 1.0 / bw) / plan::kBytesPerKB;
-      clock_hz_[size_t(b)] = bd.clock_mhz * 1e6;
-    }
-    coord_spb_ = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
-    op_delay_ = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;
     // Layer n of image i is "virtual layer" i * L + n; a board runs them in order.
     expected_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
     arrived_.assign(size_t(n_), std::vector<int64_t>(size_t(L_) * size_t(K_), 0));
@@ -134,10 +116,10 @@ class DirectSim {
     send_v_.assign(size_t(n_), 0);
     send_i_.assign(size_t(n_), 0);
     send_off_.assign(size_t(n_), 0);
-    for (auto* v : {&sent_, &acked_, &got_, &since_ack_}) v->assign(size_t(n_), std::vector<int64_t>(size_t(n_), 0));
-    tx_free_.assign(size_t(n_), 0.0);
-    rx_free_.assign(size_t(n_), 0.0);
-    link_frames_.assign(size_t(n_ + 1) * size_t(n_ + 1), 0);
+    tx_.resize(size_t(n_));
+    rx_.resize(size_t(n_));
+    for (int b = 0; b < n_; ++b) tx_[size_t(b)].spb = rx_[size_t(b)].spb = links_.board_spb[size_t(b)];
+    crx_.spb = links_.coord_spb;
     layer_end_.assign(size_t(L_), 0.0);
     res_.workers = n_;
     res_.layers.resize(size_t(L_));
@@ -146,7 +128,7 @@ class DirectSim {
 
   SimResult run() {
     // The coordinator sends the graph's input over its link at time 0.
-    double ctx = 0;
+    core_sim::Fifo ctx{0.0, links_.coord_spb};
     for (int i = 0; i < K_; ++i)
     for (int b = 0; b < n_; ++b)
       for (int n = 0; n < L_; ++n) {
@@ -157,26 +139,22 @@ class DirectSim {
             for (int64_t off = 0, pay = 0; off < int64_t(r.count); off += pay) {
               pay = int64_t(wire::frame_payload(r.count, size_t(off)));
               const int64_t bytes = kHeader + pay;
-              ctx += double(bytes) * coord_spb_;
+              const double at = ctx.pass(0.0, double(bytes));
               count(b, n, bytes, pay, false);
               ack(kCoord, b, n);
-              push(ctx + m_.frame_latency_s, b, i * L_ + n, pay, bytes, false);
+              push(at + m_.frame_latency_s, b, i * L_ + n, pay, bytes, false);
             }
       }
     for (int b = 0; b < n_; ++b) try_start(b, 0.0);
     while (!ev_.empty()) {
-      const Event e = ev_.top();
-      ev_.pop();
+      const Event e = ev_.pop();
       ++res_.events;
       if (!e.delivered) {
         // The destination's link serves frames in arrival order.
-        double& rx = e.dest == kCoord ? crx_free_ : rx_free_[size_t(e.dest)];
-        const double spb = e.dest == kCoord ? coord_spb_ : spb_[size_t(e.dest)];
-        rx = std::max(e.t, rx) + double(e.bytes) * spb;
+        core_sim::Fifo& rx = e.dest == kCoord ? crx_ : rx_[size_t(e.dest)];
         Event d = e;
-        d.t = rx;
+        d.t = rx.pass(e.t, double(e.bytes));
         d.delivered = true;
-        d.order = order_++;
         ev_.push(d);
         continue;
       }
@@ -193,7 +171,7 @@ class DirectSim {
           // The board's CPU work is done; an emulated compute sleeps up to its
           // emulated time and wakes late by a scheduling delay.
           const double until = comp_start_[size_t(b)] + comp_target_[size_t(b)];
-          push(until > e.t ? until + sleep_overshoot(until) : e.t, b, kWake, 0, 0, true);
+          push(until > e.t ? until + core_sim::sleep_overshoot(wake_, until, m_) : e.t, b, kWake, 0, 0, true);
         }
         continue;
       }
@@ -227,7 +205,6 @@ class DirectSim {
   void push_due() {
     for (const CpuPool::Due& d : pool_.due()) push(d.t, d.board, kCpuDone, int64_t(d.version), 0, true);
   }
-  double sleep_overshoot(double t) { return wake_.enabled() ? wake_.sleep(t) : m_.sleep_overshoot_s; }
 
   // One receive of the worker loop on an idle board: it takes every frame
   // that has arrived and pays its software delay once (op_delay); frames
@@ -237,7 +214,7 @@ class DirectSim {
   // scheduling delay).
   void receive(int b, double t, bool idle = false) {
     auto& pend = pending_[size_t(b)];
-    const double cpu = (idle ? wake_.frame(t) : 0.0) + op_delay_ + double(pend.size()) * m_.board_frame_s;
+    const double cpu = (idle ? wake_.frame(t) : 0.0) + links_.op_delay + double(pend.size()) * m_.board_frame_s;
     batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
     pend.clear();
     if (cpu <= 0) {
@@ -255,26 +232,22 @@ class DirectSim {
     double c = t;
     for (const Got& g : batch_[size_t(b)]) {
       if (g.ack >= 0) {
-        int64_t& a = acked_[size_t(b)][size_t(g.src)];  // b's frames to g.src
-        a = std::max(a, g.ack);
+        peers_.acked(b, g.src, uint32_t(g.ack));  // b's frames to g.src
         continue;
       }
       if (g.layer >= L_ * K_) sums_[size_t(b)][size_t(g.layer - L_ * K_)] += g.payload;  // partial sums
       else arrived_[size_t(b)][size_t(g.layer)] += g.payload;
       if (g.src < 0) continue;  // the coordinator's frames: ACKs counted when sent
-      int64_t& got = got_[size_t(b)][size_t(g.src)];
-      int64_t& since = since_ack_[size_t(b)][size_t(g.src)];
-      ++got;
-      if (++since >= m_.board_ack_every || g.ack_req) {
-        since = 0;
-        c += op_delay_ + m_.board_frame_s;
-        tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kAckBytes) * spb_[size_t(b)];
+      const uint32_t got = peers_.receive(b, g.src, g.ack_req);
+      if (got > 0) {
+        c += links_.op_delay + m_.board_frame_s;
+        const double sent = tx_[size_t(b)].pass(c, double(kAckBytes));
         BoardLayer& r = res_.board_layers[size_t(b)][size_t(std::min(cursor_[size_t(b)], L_ * K_ - 1) % L_)];
         r.wire_bytes += kAckBytes;
         r.frames += 1;
-        Event a{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, g.src, -1, 0, kAckBytes, false};
+        Event a{sent + m_.frame_latency_s, 0, g.src, -1, 0, kAckBytes, false};
         a.src = b;
-        a.ack = got;
+        a.ack = int64_t(got);
         ev_.push(a);
       }
     }
@@ -290,7 +263,7 @@ class DirectSim {
   }
 
   void push(double t, int dest, int layer, int64_t payload, int64_t bytes, bool delivered) {
-    ev_.push(Event{t, order_++, dest, layer, payload, bytes, delivered});
+    ev_.push(Event{t, 0, dest, layer, payload, bytes, delivered});
   }
 
   // Frame bookkeeping on the board-layer that sends or receives it.
@@ -306,8 +279,7 @@ class DirectSim {
   // receiver acknowledges every board_ack_every frames (counted, on board b's
   // layer n).
   void ack(int from, int to, int n) {
-    int64_t& c = link_frames_[size_t(from + 1) * size_t(n_ + 1) + size_t(to + 1)];
-    if (++c % m_.board_ack_every == 0) {
+    if (coord_acks_.frame(from, to)) {
       const int b = to >= 0 ? to : from;
       BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
       r.wire_bytes += kAckBytes;
@@ -331,24 +303,23 @@ class DirectSim {
     r.peak_ram_bytes = int64_t(core::kWorkerFixedArena) + ls.ram_bytes;
     double c = std::max(t, free_at_[size_t(b)]);
     r.run_at_s = c;
-    const double compute = double(ls.macs) * m_.cycles_per_mac / clock_hz_[size_t(b)] + m_.layer_overhead_s;
-    // Host boards: the kernels' real CPU work, on the shared cores.
-    const double work = double(ls.macs) * m_.host_s_per_mac;
-    r.compute_s = std::max(compute, work);
+    // Host boards: the kernels' real CPU work is on the shared cores.
+    const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], m_);
+    r.compute_s = compute.busy();
     sending_[size_t(b)] = true;
     send_v_[size_t(b)] = v;
     send_i_[size_t(b)] = 0;
     send_off_[size_t(b)] = 0;
     ++v;
-    if (work > 0 && pool_.shared()) {
+    if (compute.work > 0 && pool_.shared()) {
       comp_start_[size_t(b)] = c;
-      comp_target_[size_t(b)] = compute;
+      comp_target_[size_t(b)] = compute.emulated;
       busy_[size_t(b)] = true;
-      pool_.start(b, work, c);
+      pool_.start(b, compute.work, c);
       push_due();
       return;
     }
-    c += std::max(compute, work) + (compute > work ? sleep_overshoot(c + compute) : 0.0);
+    c += compute.busy() + compute.overshoot(c, wake_, m_);
     if (c > t) {
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
@@ -374,20 +345,15 @@ class DirectSim {
       const bool to_coord = f.dest == kCoord;
       const int dest = f.dest;
       bool ack_req = false;
-      if (!to_coord) {
-        const int64_t in_flight = sent_[size_t(b)][size_t(dest)] - acked_[size_t(b)][size_t(dest)];
-        if (in_flight >= m_.window) {
-          blocked = true;
-          break;
-        }
-        ack_req = in_flight + 1 == m_.window;
-        ++sent_[size_t(b)][size_t(dest)];
+      if (!to_coord && !peers_.send(b, dest, &ack_req)) {
+        blocked = true;
+        break;
       }
-      c += op_delay_ + m_.board_frame_s;
-      tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(f.bytes) * spb_[size_t(b)];
+      c += links_.op_delay + m_.board_frame_s;
+      const double sent = tx_[size_t(b)].pass(c, double(f.bytes));
       count(b, n, f.bytes, f.data, true);
       if (to_coord) ack(b, dest, n);
-      Event e{tx_free_[size_t(b)] + m_.frame_latency_s, order_++, dest, to_coord ? image : image * L_ + f.layer,
+      Event e{sent + m_.frame_latency_s, 0, dest, to_coord ? image : image * L_ + f.layer,
               f.data, f.bytes, false};
       e.src = b;
       e.ack_req = ack_req;
@@ -410,12 +376,12 @@ class DirectSim {
     double c = c0;
     sending_[size_t(b)] = false;
     // DONE to the coordinator (ACK_REQ: it acknowledges each one).
-    c += op_delay_;
-    tx_free_[size_t(b)] = std::max(c, tx_free_[size_t(b)]) + double(kDoneBytes) * spb_[size_t(b)];
+    c += links_.op_delay;
+    const double sent = tx_[size_t(b)].pass(c, double(kDoneBytes));
     count(b, n, kDoneBytes, 0, true);
     r.wire_bytes += kAckBytes;
     r.frames += 1;
-    push(tx_free_[size_t(b)] + m_.frame_latency_s, kCoord, image, 0, kDoneBytes, false);
+    push(sent + m_.frame_latency_s, kCoord, image, 0, kDoneBytes, false);
     r.done_s = c;
     layer_end_[size_t(n)] = std::max(layer_end_[size_t(n)], c);
     free_at_[size_t(b)] = c;
@@ -428,61 +394,27 @@ class DirectSim {
     }
   }
 
+  // Per layer: wall = when its last board finished it minus the same for
+  // the layers before (the output reaches the coordinator after the last
+  // layer ends); then the shared figures (core.h), and a board's active
+  // time is until it finished its last layer.
   void finish() {
     res_.total_s = end_;
-    res_.boards.resize(size_t(n_));
     double prev = 0;
     for (int n = 0; n < L_; ++n) {
       LayerResult& lr = res_.layers[size_t(n)];
       lr.node = n;
       lr.name = q_.nodes[size_t(n)].name;
-      double slowest = 0;
-      for (int b = 0; b < n_; ++b) {
-        const BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
-        lr.payload_bytes += r.bytes_in + r.bytes_out;
-        lr.wire_bytes += r.wire_bytes;
-        lr.frames += r.frames;
-        if (!r.active) continue;
-        lr.active_boards++;
-        slowest = std::max(slowest, r.compute_s);
-        lr.max_peak_ram_bytes = std::max(lr.max_peak_ram_bytes, r.peak_ram_bytes);
-      }
-      // The output reaches the coordinator after the last layer ends.
       const double end = n + 1 == L_ ? std::max(end_, layer_end_[size_t(n)]) : layer_end_[size_t(n)];
       lr.start_s = prev;
       lr.wall_s = std::max(0.0, end - prev);
       prev = std::max(prev, end);
-      lr.compute_s = std::min(lr.wall_s, slowest);
-      lr.comm_s = lr.wall_s - lr.compute_s;
-      res_.compute_s += lr.compute_s;
-      res_.payload_bytes += lr.payload_bytes;
-      res_.wire_bytes += lr.wire_bytes;
-      res_.frames += lr.frames;
-      res_.max_peak_ram_bytes = std::max(res_.max_peak_ram_bytes, lr.max_peak_ram_bytes);
     }
-    res_.comm_s = res_.total_s - res_.compute_s;
+    core_sim::summarise(res_, p_, links_, m_);
     for (int b = 0; b < n_; ++b) {
       BoardResult& br = res_.boards[size_t(b)];
-      const plan::WorkerPlan& wp = p_.workers[size_t(b)];
-      br.board_id = wp.board;
-      br.clock_mhz = clock_hz_[size_t(b)] / 1e6;
-      br.macs = wp.macs;
-      for (int n = 0; n < L_; ++n) {
-        const BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
-        br.bytes_in += r.bytes_in;
-        br.bytes_out += r.bytes_out;
-        br.wire_bytes += r.wire_bytes;
-        br.frames += r.frames;
-        if (!r.active) continue;
-        br.compute_s += r.compute_s;
-        br.peak_ram_bytes = std::max(br.peak_ram_bytes, r.peak_ram_bytes);
-      }
       br.active_s = free_at_[size_t(b)];
       br.comm_s = std::max(0.0, br.active_s - br.compute_s);
-      const double mcycles = double(br.macs) * m_.cycles_per_mac / 1e6;
-      br.k1 = mcycles > 0 ? double(br.bytes_out) / plan::kBytesPerKB / mcycles : 0.0;
-      br.kc = br.bytes_out > 0 ? double(br.bytes_in + br.bytes_out) / double(br.bytes_out) : 0.0;
-      br.eq1_s = mcycles / br.clock_mhz + spb_[size_t(b)] * double(br.bytes_in + br.bytes_out);
     }
   }
 
@@ -491,27 +423,26 @@ class DirectSim {
   TimingModel m_;
   int n_, L_, K_;
   std::vector<double> image_end_;
-  std::vector<double> spb_, clock_hz_;
-  double coord_spb_ = 0, op_delay_ = 0, crx_free_ = 0, end_ = 0;
+  core_sim::Links links_;
+  core_sim::PeerWindows peers_;      // windows and ACKs between boards
+  core_sim::CountedAcks coord_acks_;  // frames to and from the coordinator
+  core_sim::Fifo crx_;               // the coordinator's link, incoming
+  double end_ = 0;
   std::vector<std::vector<int64_t>> expected_, arrived_;
   std::vector<std::vector<int64_t>> sums_expected_, sums_;  // partial-sum bytes per virtual layer
   std::vector<int> sum_wait_;  // per board: the reduced virtual layer whose sums it waits for, or -1
   std::vector<int> cursor_;
   std::vector<double> free_at_;
   std::vector<bool> busy_;
-  std::vector<Got> dummy_;
   std::vector<std::vector<Got>> pending_, batch_;  // frames delivered / being received
   std::vector<uint8_t> sending_;
   std::vector<int> send_v_;
   std::vector<size_t> send_i_;
   std::vector<int64_t> send_off_;
-  std::vector<std::vector<int64_t>> sent_, acked_, got_, since_ack_;  // [from][to] data frames
-  std::vector<double> tx_free_, rx_free_;
-  std::vector<int64_t> link_frames_;
+  std::vector<core_sim::Fifo> tx_, rx_;  // each board's link, both ways
   std::vector<double> layer_end_;
   std::vector<std::vector<std::vector<OutFrame>>> out_frames_;  // [board][layer]
-  std::priority_queue<Event, std::vector<Event>, Later> ev_;
-  uint64_t order_ = 0;
+  core_sim::EventQueue<Event> ev_;
   WakeSampler wake_;
   CpuPool pool_;
   std::vector<double> comp_start_, comp_target_;
@@ -521,12 +452,8 @@ class DirectSim {
 
 }  // namespace
 
-SimResult simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m) {
-  validate(m);
-  if (p.route != plan::Route::Direct) throw Error("simulate_direct: the plan does not use the direct route");
-  if (int(t.boards.size()) != p.n_workers())
-    throw Error("simulate: the plan has " + std::to_string(p.n_workers()) + " boards but the testbed has " +
-                std::to_string(t.boards.size()));
+SimResult core_sim::simulate_direct(const QGraph& q, const plan::Plan& p, const plan::Testbed& t,
+                                    const TimingModel& m) {
   DirectSim s(q, p, t, m);
   return s.run();
 }
