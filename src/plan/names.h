@@ -29,7 +29,7 @@ inline constexpr Choice kCostModels[] = {
     {"host", "the measured prices of boards run as processes on this machine, data/costs/host.json"},
 };
 inline constexpr Choice kAutoCostModel = {
-    "auto", "host when every board is a process on this machine and the host file exists, else teensy"};
+    "auto", "host when every board is a process on this machine, not slowed by --cycles-per-mac or --delay-ms, and data/costs/host.json exists; else teensy"};
 
 // "a, b, c" (last = ", ") or "a, b or c" (last = " or "): for error lines.
 template <class Range>
