@@ -75,6 +75,8 @@ TEST(CliConfig, PlanRefusesOptionsThatDoNothing) {
                  "plan: --host-costs does nothing without --cost-model host (it is the host model's price file)");
   expect_refused("plan --workers 3 --cores 2",
                  "plan: --cores does nothing without --cost-model host (it is the host model's core count)");
+  expect_refused("plan --workers 3 --k1 0.3",
+                 "plan: --k1 does nothing without --allocation rating (K1 is a term of the rating, eq. 5)");
 }
 
 TEST(CliConfig, SimulateRefusesOptionsThatDoNothing) {
@@ -93,6 +95,8 @@ TEST(CliConfig, SimulateRefusesOptionsThatDoNothing) {
 TEST(CliConfig, OptionsAreAcceptedWhereTheyAct) {
   const auto plan = tinysplit("plan --workers 3 --cost-model host --cores 2 --json");
   EXPECT_EQ(plan.code, 0) << plan.err;
+  const auto k1 = tinysplit("plan --workers 3 --allocation rating --k1 0.3 --json");
+  EXPECT_EQ(k1.code, 0) << k1.err;
   const auto sim = tinysplit("simulate --workers 3 --objective throughput --images 4 --json --per-board");
   EXPECT_EQ(sim.code, 0) << sim.err;
   EXPECT_NE(sim.out.find("\"per_board\""), std::string::npos);

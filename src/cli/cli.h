@@ -87,6 +87,14 @@ inline void refuse_idle(const CLI::App* sub, const std::string& cmd, const char*
     throw Error(cmd + ": " + option + " does nothing " + context + " (" + why + ")");
 }
 
+// A value of an option that takes one of `choices` (plan/names.h): else one
+// line, "--cost-model: expected a, b or c, got 'x'".
+template <class Range>
+void check_choice(const char* option, const Range& choices, const std::string& value) {
+  if (!plan::has_name(choices, value))
+    throw Error(std::string(option) + ": expected " + plan::join_names(choices, " or ") + ", got '" + value + "'");
+}
+
 // --strategy and --route, their names and help from the registries
 // (plan/strategy.h kStrategies, plan/names.h kRoutes); the commands check the
 // value with plan::check_strategy_name and plan::parse_route, whose error

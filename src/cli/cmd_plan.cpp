@@ -10,8 +10,7 @@ namespace ts::cli {
 
 PlanConfig make_plan_config(const PlanCmdOptions& o) {
   if (o.workers == 0 && o.testbed.empty()) throw Error("plan: give --workers N or --testbed FILE");
-  if (!plan::has_name(plan::kCostModels, o.cost_model))
-    throw Error("--cost-model: expected " + plan::join_names(plan::kCostModels, " or ") + ", got '" + o.cost_model + "'");
+  check_choice("--cost-model", plan::kCostModels, o.cost_model);
   const bool host = o.cost_model == "host";
   const char* why_host = "the host model has its own measured prices";
   refuse_idle(o.cli, "plan", "--cycles-per-mac", host, "with --cost-model host", why_host);
@@ -31,6 +30,8 @@ PlanConfig make_plan_config(const PlanCmdOptions& o) {
   }
   plan::PlanOptions& po = c.plan;
   po.alloc = plan::parse_allocation(o.alloc);
+  refuse_idle(o.cli, "plan", "--k1", po.alloc != plan::Allocation::Rating, "without --allocation rating",
+              "K1 is a term of the rating, eq. 5");
   po.k1 = o.k1;
   po.strategy = o.strategy;
   po.route = plan::parse_route(o.route);

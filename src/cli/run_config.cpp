@@ -32,8 +32,7 @@ plan::Testbed run_testbed(const RunOptions& o) {
 // slowed by --cycles-per-mac or --delay-ms) by the measured host model
 // (data/costs/host.json), others by the Teensy figures.
 plan::CostModel run_cost_model(const RunOptions& o, const plan::Testbed& tb) {
-  if (!plan::has_name(kRunCostModels, o.cost_model))
-    throw Error("--cost-model: expected " + plan::join_names(kRunCostModels, " or ") + ", got '" + o.cost_model + "'");
+  check_choice("--cost-model", kRunCostModels, o.cost_model);
   const std::string host_file = plan::host_costs_path();
   if (o.cost_model == "host" ||
       (o.cost_model == "auto" && plan::host_testbed(tb) && o.cpm == 0 && o.delay == 0 &&
