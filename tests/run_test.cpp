@@ -334,7 +334,7 @@ TEST_F(RunTest, BoardThatSendsCorruptFramesIsReported) {
 void expect_flip_detected(const std::string& args) {
   // The defaults: the host model would keep the whole model on one board,
   // so the run is planned with the Teensy prices, where every board computes
-  // a share of layer 20 (cmd_run.cpp; the note is in the JSON, not on stderr).
+  // a share of layer 20 (cli/run_faults.cpp; the note is in the JSON, not on stderr).
   const Result r = tinysplit("run --json --workers 3 --inject-fault flip:1:20 " + args);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -8,6 +8,10 @@
 #include <string>
 #include <unistd.h>
 
+#include "plan/names.h"
+#include "plan/strategy.h"
+#include "util/error.h"
+
 namespace ts::cli {
 
 // Each subcommand file declares an options struct, a function that runs the
@@ -70,6 +74,42 @@ inline CLI::Validator finite_range(double lo, double hi) {
 }
 
 inline void add_json_flag(CLI::App& sub, bool& json) { sub.add_flag("--json", json, "machine-readable output"); }
+
+// Whether option `name` ("--ram") was given to subcommand `sub`.
+inline bool given(const CLI::App* sub, const char* name) { return sub != nullptr && sub->count(name) > 0; }
+
+// A combination in which an option does nothing is refused, with one line
+// naming both: "CMD: OPTION does nothing CONTEXT (WHY)", e.g. "run: --ram
+// does nothing with --testbed (...)". Only when `option` was given and `idle`.
+inline void refuse_idle(const CLI::App* sub, const std::string& cmd, const char* option, bool idle,
+                        const std::string& context, const std::string& why) {
+  if (idle && given(sub, option))
+    throw Error(cmd + ": " + option + " does nothing " + context + " (" + why + ")");
+}
+
+// A value of an option that takes one of `choices` (plan/names.h): else one
+// line, "--cost-model: expected a, b or c, got 'x'".
+template <class Range>
+void check_choice(const char* option, const Range& choices, const std::string& value) {
+  if (!plan::has_name(choices, value))
+    throw Error(std::string(option) + ": expected " + plan::join_names(choices, " or ") + ", got '" + value + "'");
+}
+
+// --strategy and --route, their names and help from the registries
+// (plan/strategy.h kStrategies, plan/names.h kRoutes); the commands check the
+// value with plan::check_strategy_name and plan::parse_route, whose error
+// lines name the choices. `fallback`: what a direct plan that needs more
+// links than a board holds does when --route is not given ("" = nothing).
+inline CLI::Option* add_strategy_option(CLI::App& sub, std::string& strategy) {
+  return sub.add_option("--strategy", strategy, "split strategy: " + plan::names_help(plan::kStrategies))
+      ->capture_default_str();
+}
+inline CLI::Option* add_route_option(CLI::App& sub, std::string& route, const std::string& fallback) {
+  std::string help = plan::names_help(plan::kRoutes);
+  if (!fallback.empty())
+    help += "; when not given, a direct plan that needs more links on a board than it holds " + fallback + ", with a note";
+  return sub.add_option("--route", route, help)->capture_default_str();
+}
 
 // Registration functions, one per subcommand file.
 void register_inspect(CLI::App& app);

@@ -1,33 +1,19 @@
 // tinysplit simulate: the same plans `tinysplit run` executes, run against a
 // timing model instead of boards (src/sim), for 1 to thousands of boards.
 #include <algorithm>
-#include <cstdio>
-#include <memory>
-#include <nlohmann/json.hpp>
 
-#include "cli/cli.h"
+#include "cli/sim_cmd.h"
 #include "model/pipeline.h"
+#include "plan/replicate.h"
 #include "sim/host.h"
 #include "sim/plot.h"
 #include "sim/report.h"
-#include "sim/scenario.h"
 
 namespace ts::cli {
 
-struct SimulateOptions {
-  std::string model = "mobilenetv2";
-  int size = 0;
-  int workers = 3;
-  std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12,20,21,22", prefix;
-  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency", host_calibration;
-  int images = 10;
-  double clock_mhz = 0;
-  sim::TimingModel tm;
-  double layer_overhead_ms = 0, frame_latency_us = 0, delay_ms = 0, coord_frame_us = 0, overshoot_us = 0, board_frame_us = 0, wake_slot_us = 0;
-  bool json = false, per_board = false, png = false;
-};
+namespace {
 
-int cmd_simulate(const SimulateOptions& o) {
+sim::TimingModel timing_model(const SimulateOptions& o) {
   sim::TimingModel tm = o.tm;
   tm.layer_overhead_s = o.layer_overhead_ms * 1e-3;
   tm.frame_latency_s = o.frame_latency_us * 1e-6;
@@ -38,137 +24,132 @@ int cmd_simulate(const SimulateOptions& o) {
   tm.wake_slot_s = o.wake_slot_us * 1e-6;
   if (!o.host_calibration.empty()) sim::load_host_calibration(o.host_calibration, tm);
   sim::validate(tm);
-  if (o.objective != "latency" && o.objective != "throughput")
-    throw Error("unknown objective '" + o.objective + "' (expected latency, throughput)");
+  return tm;
+}
+
+// Output options that would do nothing: one line naming both.
+void refuse_idle_outputs(const SimulateOptions& o, bool throughput, const std::vector<int>& figures) {
+  const bool fig22 = std::find(figures.begin(), figures.end(), 22) != figures.end();
+  refuse_idle(o.cli, "simulate", "--images", !throughput && !fig22, "without --objective throughput",
+              "it sets the images back to back of a throughput run or of --plot's figure 22");
+  refuse_idle(o.cli, "simulate", "--per-board", !o.json, "without --json", "per-board details are part of --json");
+  const char* why_plot = "it chooses what --plot draws";
+  refuse_idle(o.cli, "simulate", "--figures", o.plot_dir.empty(), "without --plot", why_plot);
+  refuse_idle(o.cli, "simulate", "--png", o.plot_dir.empty(), "without --plot", why_plot);
+  refuse_idle(o.cli, "simulate", "--plot-prefix", o.plot_dir.empty(), "without --plot", why_plot);
+}
+
+}  // namespace
+
+SimConfig make_sim_config(const SimulateOptions& o) {
+  SimConfig c;
+  c.tm = timing_model(o);
+  const bool throughput = plan::parse_objective(o.objective) == plan::Objective::Throughput;
   if (o.images < 2 || o.images > 1000) throw Error("--images must be between 2 and 1000 (got " + std::to_string(o.images) + ")");
-  const plan::Allocation alloc = plan::parse_allocation(o.alloc);
-  const std::vector<int> figures = o.plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o.figures);
-
+  c.alloc = plan::parse_allocation(o.alloc);
+  c.figures = o.plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o.figures);
+  refuse_idle_outputs(o, throughput, c.figures);
+  c.route = plan::parse_route(o.route);
+  plan::check_strategy_name(o.strategy);
+  c.strategy = o.strategy;
+  c.route_text = o.route;
+  c.op_cycles = o.op_cycles;
+  c.throughput_images =
+      throughput || std::find(c.figures.begin(), c.figures.end(), 22) != c.figures.end() ? o.images : 0;
   // What to simulate: a testbed file, or N preset boards for each count.
-  std::vector<int> counts;
-  plan::Testbed file_bed;
-  sim::BoardPreset preset;
-  std::string board_label;
   if (!o.testbed.empty()) {
-    file_bed = plan::load_testbed(o.testbed);
-    counts.push_back(int(file_bed.boards.size()));
-    board_label = "testbed " + o.testbed;
+    c.from_file = true;
+    c.file_bed = plan::load_testbed(o.testbed);
+    c.counts.push_back(int(c.file_bed.boards.size()));
+    c.board_label = "testbed " + o.testbed;
   } else {
-    preset = sim::board_preset(o.board);
-    if (o.clock_mhz > 0) preset.clock_mhz = o.clock_mhz;
-    if (!o.ram.empty()) preset.ram_bytes = plan::parse_bytes(o.ram);
-    counts = o.sweep.empty() ? std::vector<int>{o.workers} : sim::parse_sweep(o.sweep);
-    if (counts.front() < 1) throw Error("at least one board is needed (got " + std::to_string(counts.front()) + ")");
-    board_label = preset.name;
+    c.preset = sim::board_preset(o.board);
+    if (o.clock_mhz > 0) c.preset.clock_mhz = o.clock_mhz;
+    if (!o.ram.empty()) c.preset.ram_bytes = plan::parse_bytes(o.ram);
+    c.counts = o.sweep.empty() ? std::vector<int>{o.workers} : sim::parse_sweep(o.sweep);
+    if (c.counts.front() < 1) throw Error("at least one board is needed (got " + std::to_string(c.counts.front()) + ")");
+    c.board_label = c.preset.name;
   }
+  c.model = o.model;
+  c.size = o.size;
+  c.json = o.json;
+  c.per_board = o.per_board;
+  c.plot_dir = o.plot_dir;
+  c.prefix = o.prefix;
+  c.png = o.png;
+  return c;
+}
 
-  const QGraph q = quantized_model(o.model, o.size, QuantizeOptions{});
-  const int in_size = q.shape(q.input).h;
-
-  std::vector<std::unique_ptr<sim::RunRecord>> runs;
-  const sim::RunRecord* detail = nullptr;
-  nlohmann::json jruns = nlohmann::json::array();
-  Progress progress("simulate", int(counts.size()));
-  for (int n : counts) {
+SimResult run_simulations(const SimConfig& c) {
+  SimResult res;
+  res.q = quantized_model(c.model, c.size, QuantizeOptions{});
+  const QGraph& q = res.q;
+  Progress progress("simulate", int(c.counts.size()));
+  for (int n : c.counts) {
     sim::Scenario sc;
-    sc.testbed = o.testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
-    sc.alloc = alloc;
-    sc.strategy = o.strategy;
-    sc.route = plan::parse_route(o.route);
-    sc.op_cycles = o.op_cycles;
-    sc.throughput_images =
-        o.objective == "throughput" || std::find(figures.begin(), figures.end(), 22) != figures.end() ? o.images : 0;
-    sc.timing = tm;
+    sc.testbed = c.testbed(n);
+    sc.alloc = c.alloc;
+    sc.strategy = c.strategy;
+    sc.route = c.route;
+    sc.op_cycles = c.op_cycles;
+    sc.throughput_images = c.throughput_images;
+    sc.timing = c.tm;
     // Board details: kept for the figure-8 run (the smallest count >= 3,
     // else the smallest) and for JSON per-board output.
-    const bool want_json_boards = o.json && (o.per_board || n <= 64);
-    const bool fig8_candidate = !detail && (n >= 3 || n == counts.back());
-    auto r = std::make_unique<sim::RunRecord>(sim::run_scenario(q, sc, want_json_boards || fig8_candidate || counts.size() == 1));
-    if (o.json) jruns.push_back(sim::to_json(*r, want_json_boards));
-    if (fig8_candidate) detail = r.get();
-    runs.push_back(std::move(r));
+    const bool fig8_candidate = !res.detail && (n >= 3 || n == c.counts.back());
+    auto r = std::make_unique<sim::RunRecord>(
+        sim::run_scenario(q, sc, c.json_boards(n) || fig8_candidate || c.counts.size() == 1));
+    if (fig8_candidate) res.detail = r.get();
+    res.runs.push_back(std::move(r));
     progress.step(std::to_string(n) + " boards");
   }
-  if (!detail) detail = runs.front().get();
+  if (!res.detail) res.detail = res.runs.front().get();
   // Figures 20-21 draw the paper's mode (neuron, relay) beside these runs.
-  std::vector<std::unique_ptr<sim::RunRecord>> paper;
-  const bool want_paper = std::any_of(figures.begin(), figures.end(), [](int f) { return f == 20 || f == 21; }) &&
-                          !(o.strategy == "neuron" && o.route == "relay");
+  const bool want_paper = std::any_of(c.figures.begin(), c.figures.end(), [](int f) { return f == 20 || f == 21; }) &&
+                          !(c.strategy == "neuron" && c.route == plan::Route::Relay);
   if (want_paper)
-    for (int n : counts) {
+    for (int n : c.counts) {
       sim::Scenario sc;
-      sc.testbed = o.testbed.empty() ? sim::preset_testbed(preset, n) : file_bed;
-      sc.alloc = alloc;
+      sc.testbed = c.testbed(n);
+      sc.alloc = c.alloc;
       sc.strategy = "neuron";
       sc.route = plan::Route::Relay;
-      sc.timing = tm;
-      paper.push_back(std::make_unique<sim::RunRecord>(sim::run_scenario(q, sc, false)));
+      sc.timing = c.tm;
+      res.paper.push_back(std::make_unique<sim::RunRecord>(sim::run_scenario(q, sc, false)));
     }
-  std::vector<const sim::RunRecord*> view;
-  std::vector<int> nlist;
-  std::vector<int64_t> peaks;
-  for (const auto& r : runs) {
-    view.push_back(r.get());
-    nlist.push_back(r->workers);
-    peaks.push_back(r->max_peak_ram_bytes);
-  }
-
-  std::vector<std::string> files;
-  if (!o.plot_dir.empty()) {
+  if (!c.plot_dir.empty()) {
+    const int in_size = q.shape(q.input).h;
     sim::FigureSet fs;
-    fs.title = o.model + " " + std::to_string(in_size) + "x" + std::to_string(in_size) + ", " + board_label + ", window " +
-                std::to_string(tm.window) + ", " + plan::to_string(alloc);
-    fs.runs = view;
-    fs.detail = detail;
-    for (const auto& r : paper) fs.paper_runs.push_back(r.get());
-    fs.run_label = o.strategy + ", " + o.route;
-    fs.figures = figures;
-    fs.png = o.png;
-    fs.prefix = o.prefix;
-    files = sim::write_figures(o.plot_dir, fs);
+    fs.title = c.model + " " + std::to_string(in_size) + "x" + std::to_string(in_size) + ", " + c.board_label +
+               ", window " + std::to_string(c.tm.window) + ", " + plan::to_string(c.alloc);
+    for (const auto& r : res.runs) fs.runs.push_back(r.get());
+    fs.detail = res.detail;
+    for (const auto& r : res.paper) fs.paper_runs.push_back(r.get());
+    fs.run_label = c.strategy + ", " + c.route_text;
+    fs.figures = c.figures;
+    fs.png = c.png;
+    fs.prefix = c.prefix;
+    res.files = sim::write_figures(c.plot_dir, fs);
   }
+  return res;
+}
 
-  if (o.json) {
-    nlohmann::json j = {{"model", o.model},
-                        {"size", in_size},
-                        {"board", board_label},
-                        {"allocation", plan::to_string(alloc)},
-                        {"strategy", o.strategy},
-                        {"route", o.route},
-                        {"timing", sim::to_json(tm)},
-                        {"runs", jruns}};
-    if (runs.size() > 1) j["ram_flattens_at"] = sim::flattening_point(nlist, peaks);
-    if (!files.empty()) j["figures"] = files;
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, strategy %s, route %s, window %d, %.3g cycles/MAC%s\n",
-              o.model.c_str(), in_size, in_size, board_label.c_str(), plan::to_string(alloc), o.strategy.c_str(),
-              o.route.c_str(), tm.window, tm.cycles_per_mac,
-              tm.board_op_delay_s > 0 ? ", injected board delays" : "");
-  sim::print_summary(stdout, view);
-  for (const auto& r : runs) {
-    if (!r->fits) std::printf("  %d boards do not fit: %s\n", r->workers, r->budget_error.c_str());
-    if (!r->throughput_mode.empty())
-      std::printf("  %d boards, objective throughput: %s, %d group%s of %d board%s%s: %.1f images/s (planner's estimate %.1f)\n",
-                  r->workers, r->throughput_mode.c_str(), r->groups, r->groups == 1 ? "" : "s", r->group_boards,
-                  r->group_boards == 1 ? "" : "s",
-                  r->idle_boards ? (", " + std::to_string(r->idle_boards) + " idle").c_str() : "", r->images_per_s,
-                  r->est_images_per_s);
-    if (!r->throughput_error.empty())
-      std::printf("  %d boards, objective throughput: %s\n", r->workers, r->throughput_error.c_str());
-  }
-  if (runs.size() == 1) sim::print_details(stdout, *runs.front());
-  else std::printf("peak RAM per board stops falling (within 5%% of its floor) at %d boards\n",
-                   sim::flattening_point(nlist, peaks));
-  for (const auto& f : files) std::printf("wrote %s\n", f.c_str());
+namespace {
+
+int cmd_simulate(const SimConfig& c) {
+  const SimResult r = run_simulations(c);
+  if (c.json) print_sim_json(c, r);
+  else print_sim_text(c, r);
   return 0;
 }
+
+}  // namespace
 
 void register_simulate(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   CLI::App& sub = add_command(app, "simulate", "Simulate distributed inference on 1..thousands of boards (timing model, no hardware)",
-                              [o] { return cmd_simulate(*o); });
+                              [o] { return cmd_simulate(make_sim_config(*o)); });
+  o->cli = &sub;
   o->tm.window = 32;
   o->tm.cycles_per_mac = 2.0;
   add_model_options(sub, o->model, o->size, true);
@@ -178,10 +159,8 @@ void register_simulate(CLI::App& app) {
   auto* topt = sub.add_option("--testbed,-t", o->testbed, "testbed JSON: boards with their clock, RAM, link")
                    ->excludes(wopt)->excludes(sopt);
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
-  sub.add_option("--strategy", o->strategy, "split strategy: auto (by the cost model) | neuron (the paper) | spatial | channel | reduce | reduce-all")
-      ->capture_default_str();
-  sub.add_option("--route", o->route, "direct (boards send to boards) | relay (every activation via the coordinator, the paper)")
-      ->capture_default_str();
+  add_strategy_option(sub, o->strategy);
+  add_route_option(sub, o->route, "");
   sub.add_option("--objective", o->objective,
                  "latency (one inference) | throughput (also --images images back to back: images_per_s)")
       ->capture_default_str();

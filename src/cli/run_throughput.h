@@ -1,6 +1,5 @@
 // `tinysplit run --objective throughput`: many images through the boards,
-// side by side (cmd_run.cpp calls this; kept apart so the run path of
-// the default objective stays as it is).
+// side by side (cli/run_session.cpp's cmd_run calls this for that objective).
 //
 // The planner groups the boards (plan/replicate.h, choose_groups): with
 // `replicate` every board holds the whole model and is an independent
@@ -33,24 +32,40 @@
 #include "coord/verify.h"
 #include "model/qgraph.h"
 #include "plan/plan.h"
+#include "plan/replicate.h"
 
 namespace ts::cli {
 
-struct ThroughputRunOptions {
-  plan::Testbed testbed;
-  plan::PlanOptions plan;
-  coord::SpawnOptions spawn;
-  coord::SwarmOptions swarm;
-  int repeat = 1;
-  int in_flight = 2;           // images in flight inside one group; 1 = one after another
-  bool json = false;
-  std::string model;           // for the report
-  double reference_s = 0;      // median warm single-process inference
+struct RunConfig;
+struct RunInputs;
+
+// What a throughput run did.
+struct ThroughputResult {
+  plan::GroupChoice groups;                  // the planner's grouping
+  std::vector<std::vector<int>> group_ids;   // per group: its boards' ids
+  std::vector<int> group_done;               // per group: inferences it ran
+  bool pipelined = false;
+  int in_flight = 1;                         // as run (1 when not pipelined)
+  std::string pipeline_note;                 // why not pipelined ("" when it is)
+  int total = 0, n_exact = 0;                // inferences, bit-exact ones
+  double wall_s = 0, median_s = 0, images_per_s = 0;
+  int verified_layers = 0;
+  bool match = true;
+  coord::Verification first_bad;             // board: the testbed board's id
+  int first_bad_input = -1;
+  std::string first_bad_address;
 };
 
+// Runs the boards; throws ts::Error (one line) when no grouping fits or a
+// group fails.
+ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in);
+
+// The reports (cli/run_report.cpp).
+void print_throughput_json(const RunConfig& c, const RunInputs& in, const ThroughputResult& r);
+void print_throughput_text(const RunConfig& c, const RunInputs& in, const ThroughputResult& r);
+
 // Runs and reports; returns the exit code (2: an output differs from the
-// reference). Throws ts::Error (one line) when no grouping fits.
-int run_throughput(const QGraph& q, const std::vector<std::vector<int8_t>>& inputs,
-                   const std::vector<std::vector<int8_t>>& refs, const ThroughputRunOptions& o);
+// reference).
+int run_throughput(const RunConfig& c, const RunInputs& in);
 
 }  // namespace ts::cli

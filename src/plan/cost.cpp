@@ -401,12 +401,15 @@ std::vector<int> graph_blocks(const QGraph& q) {
 
 namespace {
 
-constexpr int kS = 5;
+// `auto`'s candidates: the strategies with a letter in plan/strategy.h's
+// kStrategies, numbered in its order.
+constexpr int kS = num_layer_choices();
 // `reduce` (input channels, partial sums board to board) is a candidate on
 // the direct route only; elsewhere its plan is the channel plan, never allowed.
-const char* const kNames[kS] = {"neuron", "spatial", "channel", "whole", "reduce"};
-constexpr int kWhole = 3;
-constexpr int kReduce = 4;
+constexpr int kChannel = layer_choice("channel");
+constexpr int kWhole = layer_choice("whole");
+constexpr int kReduce = layer_choice("reduce");
+static_assert(kChannel >= 0 && kWhole >= 0 && kReduce >= 0, "auto weighs channel, whole and reduce");
 
 // Which worker computes each element of node m's output in plan p, and
 // where its region segment ends.
@@ -438,7 +441,7 @@ class Chooser {
       : q_(q), t_(t), route_(route), m_(m), N_(shares.size()) {
     for (int s = 0; s < kS; ++s) {
       const std::unique_ptr<SplitStrategy> st =
-          make_strategy(s == kReduce && route != Route::Direct ? "channel" : kNames[s]);
+          make_strategy(s == kReduce && route != Route::Direct ? "channel" : layer_choice_info(s).name);
       plans_[s] = plan_with_shares(q, t, shares, *st, false, route);
     }
     owners_.resize(kS);
@@ -596,7 +599,7 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
     }
     bool any = false;
     for (int s = 0; s < kS; ++s) any = any || allowed[size_t(b)][size_t(s)];
-    if (!any) allowed[size_t(b)][size_t(least_over == kReduce && route != Route::Direct ? 2 : least_over)] = true;  // the final budget check will name the board
+    if (!any) allowed[size_t(b)][size_t(least_over == kReduce && route != Route::Direct ? kChannel : least_over)] = true;  // the final budget check will name the board
     for (int sp = 0; sp < kS; ++sp)
       for (int s = 0; s < kS; ++s) {
         if (b == 0 && sp > 0) {
@@ -685,7 +688,7 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   }
 
   res.per_node.resize(size_t(nodes));
-  for (int n = 0; n < nodes; ++n) res.per_node[size_t(n)] = kNames[pick[size_t(res.block_of[size_t(n)])]];
+  for (int n = 0; n < nodes; ++n) res.per_node[size_t(n)] = layer_choice_info(pick[size_t(res.block_of[size_t(n)])]).name;
   return res;
 }
 

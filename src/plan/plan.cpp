@@ -35,14 +35,6 @@ int64_t LayerShare::bytes_out() const {
   return s;
 }
 
-const char* route_name(Route r) { return r == Route::Direct ? "direct" : "relay"; }
-
-Route parse_route(const std::string& s) {
-  if (s == "relay") return Route::Relay;
-  if (s == "direct") return Route::Direct;
-  throw Error("unknown route '" + s + "' (expected relay, direct)");
-}
-
 namespace {
 
 // ----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/partial.h"
+#include "plan/names.h"
 
 namespace ts::plan {
 
@@ -198,26 +199,25 @@ std::vector<std::pair<int32_t, int32_t>> ReduceStrategy::input_blocks(const QGra
 }
 
 MixedStrategy::MixedStrategy(std::vector<std::string> choices) : choices_(std::move(choices)) {
-  for (const auto& c : choices_)
-    if (c != "neuron" && c != "spatial" && c != "channel" && c != "whole" && c != "reduce")
-      throw Error("auto: unknown per-layer strategy '" + c + "' (expected neuron, spatial, channel, whole, reduce)");
-  impl_.push_back(std::make_unique<NeuronStrategy>());
-  impl_.push_back(std::make_unique<SpatialStrategy>());
-  impl_.push_back(std::make_unique<ChannelStrategy>());
-  impl_.push_back(std::make_unique<WholeStrategy>());
-  impl_.push_back(std::make_unique<ReduceStrategy>());
+  for (int i = 0; i < num_layer_choices(); ++i) impl_.push_back(layer_choice_info(i).make());
+  for (const auto& c : choices_) {
+    index_.push_back(layer_choice(c));
+    if (index_.back() >= 0) continue;
+    std::string known;
+    for (int i = 0; i < num_layer_choices(); ++i) known += std::string(i ? ", " : "") + layer_choice_info(i).name;
+    throw Error("auto: unknown per-layer strategy '" + c + "' (expected " + known + ")");
+  }
 }
 
 const SplitStrategy& MixedStrategy::of(const QGraph& q, int node) const {
   if (node < 0 || node >= int(q.nodes.size()) || size_t(node) >= choices_.size())
     throw Error("split: node " + std::to_string(node) + " has no strategy in this plan");
-  const std::string& c = choices_[size_t(node)];
-  return c == "neuron" ? *impl_[0] : c == "spatial" ? *impl_[1] : c == "whole" ? *impl_[3] : c == "reduce" ? *impl_[4] : *impl_[2];
+  return *impl_[size_t(index_[size_t(node)])];
 }
 
 std::string MixedStrategy::signature() const {
   std::string s = "auto:";
-  for (const auto& c : choices_) s += c == "reduce" ? 'r' : c[0];
+  for (int i : index_) s += layer_choice_info(i).letter;
   return s;
 }
 
@@ -232,19 +232,23 @@ std::vector<std::vector<core::Region>> MixedStrategy::split_regions(const QGraph
 
 std::string MixedStrategy::layer_name(const QGraph& q, int node) const { return of(q, node).layer_name(q, node); }
 
-std::vector<std::string> strategy_names() { return {"neuron", "spatial", "channel", "whole", "reduce", "reduce-all", "auto"}; }
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> v;
+  for (const StrategyInfo& s : kStrategies) v.push_back(s.name);
+  return v;
+}
+
+void check_strategy_name(const std::string& name) {
+  for (const StrategyInfo& s : kStrategies)
+    if (name == s.name) return;
+  throw Error("unknown split strategy '" + name + "' (expected " + join_names(kStrategies) + ")");
+}
 
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name) {
-  if (name == "neuron") return std::make_unique<NeuronStrategy>();
-  if (name == "spatial") return std::make_unique<SpatialStrategy>();
-  if (name == "channel") return std::make_unique<ChannelStrategy>();
-  if (name == "whole") return std::make_unique<WholeStrategy>();
-  if (name == "reduce") return std::make_unique<ReduceStrategy>();
-  if (name == "reduce-all") return std::make_unique<ReduceStrategy>(true);
-  if (name == "auto") throw Error("strategy 'auto' is chosen by the planner's cost model (make_plan), not built by name");
-  std::string known;
-  for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("unknown split strategy '" + name + "' (expected " + known + ")");
+  check_strategy_name(name);
+  for (const StrategyInfo& s : kStrategies)
+    if (name == s.name && s.make) return s.make();
+  throw Error("strategy 'auto' is chosen by the planner's cost model (make_plan), not built by name");
 }
 
 }  // namespace ts::plan

@@ -3,8 +3,10 @@
 // A strategy only decides *which* output neurons each worker computes. Every
 // thing that follows from that choice (the exact inputs each worker needs,
 // the per-channel data it stores, its RAM, the routing map, the fragments) is
-// derived by the planner from the runs alone, so a new strategy plugs in here
-// without touching the rest of src/plan.
+// derived by the planner from the runs alone. A new strategy is its class
+// (here, with its split in strategy.cpp) and one line of kStrategies below:
+// make_strategy, the command line's --strategy (help, check, error line) and,
+// with a letter, `auto`'s per-block candidates (plan/cost.cpp) read that table.
 //
 // The unit is a contiguous run of output neurons in C-H-W order, one run per
 // worker (possibly empty). That is the paper's split (alg. 1 for convolutions,
@@ -14,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/fragment.h"
@@ -160,8 +163,8 @@ class ReduceStrategy final : public SplitStrategy {
 };
 
 // A strategy per layer (what `--strategy auto` produces, plan/cost.h): node
-// n is split by the strategy named choices[n] ("neuron", "spatial",
-// "channel", "whole", "reduce"). name() is "auto"; the choices are part of the plan id.
+// n is split by the strategy named choices[n], one of kStrategies with a
+// letter. name() is "auto"; the choices are part of the plan id.
 class MixedStrategy final : public SplitStrategy {
  public:
   explicit MixedStrategy(std::vector<std::string> choices);
@@ -176,16 +179,74 @@ class MixedStrategy final : public SplitStrategy {
  private:
   const SplitStrategy& of(const QGraph& q, int node) const;
   std::vector<std::string> choices_;
-  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // neuron, spatial, channel, whole, reduce
+  std::vector<std::unique_ptr<SplitStrategy>> impl_;  // per layer choice (layer_choice)
+  std::vector<int> index_;                            // per node: its choice's index in impl_
 };
 
-// Names accepted by make_strategy, for help texts and errors.
+// One strategy by name: what `--strategy NAME` builds.
+struct StrategyInfo {
+  const char* name;  // as on the command line and in reports
+  const char* help;  // the phrase --help gives it
+  // Builds it; null for `auto`, which make_plan turns into a MixedStrategy
+  // from the cost model's choices.
+  std::unique_ptr<SplitStrategy> (*make)();
+  // Non-zero: `auto` weighs it for every block (choose_strategies) and this
+  // is its letter in an auto plan's signature (plan id). 0: not a per-block choice.
+  char letter;
+};
+
+template <class S, auto... args>
+std::unique_ptr<SplitStrategy> build_strategy() {
+  return std::make_unique<S>(args...);
+}
+
+// Every strategy, in the order errors and --help list them.
+inline constexpr StrategyInfo kStrategies[] = {
+    {"neuron", "the paper", &build_strategy<NeuronStrategy>, 'n'},
+    {"spatial", "bands of rows", &build_strategy<SpatialStrategy>, 's'},
+    {"channel", "blocks of channels", &build_strategy<ChannelStrategy>, 'c'},
+    {"whole", "one board", &build_strategy<WholeStrategy>, 'w'},
+    {"reduce",
+     "channel, with input channels and int32 partial sums summed on the output's board where the sums are smaller "
+     "than the input; --route direct",
+     &build_strategy<ReduceStrategy>, 'r'},
+    {"reduce-all", "every Conv 1x1 and Gemm that way; tests", &build_strategy<ReduceStrategy, true>, 0},
+    {"auto", "per block, by the cost model", nullptr, 0},
+};
+
+// `auto`'s per-block choices (the entries with a letter), numbered from 0 in
+// kStrategies' order: how many, the index of one by name (-1: none), and one.
+constexpr int num_layer_choices() {
+  int n = 0;
+  for (const StrategyInfo& s : kStrategies) n += s.letter != 0;
+  return n;
+}
+constexpr int layer_choice(std::string_view name) {
+  int i = 0;
+  for (const StrategyInfo& s : kStrategies) {
+    if (s.letter == 0) continue;
+    if (name == s.name) return i;
+    ++i;
+  }
+  return -1;
+}
+constexpr const StrategyInfo& layer_choice_info(int index) {
+  for (const StrategyInfo& s : kStrategies)
+    if (s.letter != 0 && index-- == 0) return s;
+  return kStrategies[0];
+}
+
+// Names accepted by make_strategy (kStrategies), for help texts and errors.
 std::vector<std::string> strategy_names();
 
-// "neuron" -> NeuronStrategy, "spatial", "channel", "whole". ("auto" is not a
-// strategy by itself: make_plan turns it into a MixedStrategy by cost.)
-// Anything else throws ts::Error naming the
-// string and the accepted names.
+// Throws ts::Error naming `name` and the accepted names unless it is one of
+// kStrategies ("auto" included): the line make_strategy and the command
+// line give.
+void check_strategy_name(const std::string& name);
+
+// The strategy called `name` (kStrategies). ("auto" is not a strategy by
+// itself: make_plan turns it into a MixedStrategy by cost.) Anything else
+// throws ts::Error (check_strategy_name).
 std::unique_ptr<SplitStrategy> make_strategy(const std::string& name);
 
 }  // namespace ts::plan

@@ -1,0 +1,210 @@
+#include "cli/run_config.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cli/run_session.h"
+#include "model/pipeline.h"
+#include "plan/names.h"
+
+namespace ts::cli {
+
+namespace {
+
+// The cost models `run` takes: auto, its default, and the prices themselves.
+constexpr plan::Choice kRunCostModels[] = {plan::kAutoCostModel, plan::kCostModels[0], plan::kCostModels[1]};
+
+// The boards: a testbed file, or N local (qemu:N: QEMU) boards.
+plan::Testbed run_testbed(const RunOptions& o) {
+  if (!o.testbed.empty()) return plan::load_testbed(o.testbed);
+  std::string kind = "local", count = o.workers;
+  if (count.rfind("qemu:", 0) == 0) {
+    kind = "qemu";
+    count = count.substr(5);
+  }
+  const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
+  const int n = digits ? std::stoi(count) : 0;
+  if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + o.workers + "'");
+  return plan::default_testbed(n, kind, plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
+}
+
+// The planner's prices: boards that are processes on this machine (not
+// slowed by --cycles-per-mac or --delay-ms) by the measured host model
+// (data/costs/host.json), others by the Teensy figures.
+plan::CostModel run_cost_model(const RunOptions& o, const plan::Testbed& tb) {
+  check_choice("--cost-model", kRunCostModels, o.cost_model);
+  const std::string host_file = plan::host_costs_path();
+  if (o.cost_model == "host" ||
+      (o.cost_model == "auto" && plan::host_testbed(tb) && o.cpm == 0 && o.delay == 0 &&
+       std::filesystem::is_regular_file(host_file)))
+    return plan::host_cost_model(plan::load_host_costs(host_file));
+  return plan::CostModel{};
+}
+
+// Options that would do nothing in this combination: one line naming both.
+void refuse_idle_options(const RunOptions& o, plan::Objective objective) {
+  const bool throughput = objective == plan::Objective::Throughput;
+  refuse_idle(o.cli, "run", "--ram", !o.testbed.empty(), "with --testbed", "the testbed file gives each board's RAM");
+  refuse_idle(o.cli, "run", "--flash", !o.testbed.empty(), "with --testbed", "the testbed file gives each board's flash");
+  refuse_idle(o.cli, "run", "--in-flight", !throughput, "without --objective throughput",
+              "it sets the images in flight inside one group of boards");
+  refuse_idle(o.cli, "run", "--no-failover", throughput, "with --objective throughput",
+              "a throughput run never re-plans on fewer boards");
+}
+
+// --cycles-per-mac and --delay-ms slow the local boards this run starts;
+// --store keeps the flash of the local and QEMU ones.
+void refuse_idle_board_options(const RunOptions& o, const plan::Testbed& tb) {
+  bool local = false, started = false;
+  for (const auto& b : tb.boards) {
+    local = local || b.address == "local";
+    started = started || b.address == "local" || b.address == "qemu";
+  }
+  const std::string boards = o.testbed.empty() ? "with --workers " + o.workers : "with --testbed " + o.testbed;
+  const char* why_local = "it slows the local boards this run starts, and there are none";
+  refuse_idle(o.cli, "run", "--cycles-per-mac", !local, boards, why_local);
+  refuse_idle(o.cli, "run", "--delay-ms", !local, boards, why_local);
+  refuse_idle(o.cli, "run", "--store", !started, boards,
+              "it keeps the flash of the boards this run starts, and there are none");
+}
+
+}  // namespace
+
+RunConfig make_run_config(const RunOptions& o) {
+  RunConfig c;
+  c.objective = plan::parse_objective(o.objective);
+  refuse_idle_options(o, c.objective);
+  c.testbed = run_testbed(o);
+  // Before the (slow) model work: one process per local board.
+  plan::check_spawn_limit(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
+  c.faults = faults_on_testbed(o.faults, o.hooks, c.testbed);
+  refuse_idle_board_options(o, c.testbed);
+  c.plan.alloc = plan::parse_allocation(o.alloc);
+  plan::check_strategy_name(o.strategy);
+  c.plan.strategy = o.strategy;
+  c.plan.route = plan::parse_route(o.route);
+  c.plan.route_fallback = !given(o.cli, "--route");  // a named route is kept (plan::PlanOptions::route_fallback)
+  c.plan.routing = false;  // the engine reads each board's needs; the routing map is for reports
+  c.plan.cost = run_cost_model(o, c.testbed);
+  c.cost_auto = o.cost_model == "auto";
+  // The inputs: one photo, one prepared tensor, or the first --limit test
+  // images of a data set.
+  const int sources = int(!o.image.empty()) + int(!o.input.empty()) + int(!o.dataset.empty());
+  if (sources > 1) throw Error("run: give only one of --image, --input and --dataset");
+  if (o.limit != 0 && o.dataset.empty()) throw Error("run: --limit needs --dataset");
+  if (!o.dataset.empty() && o.dataset != "fashion-mnist")
+    throw Error("--dataset: unknown data set '" + o.dataset + "' (known: fashion-mnist)");
+  c.model = !o.dataset.empty() && o.model == "mobilenetv2" ? fashion_mnist_model() : o.model;
+  c.model_label = o.dataset.empty() ? o.model : c.model;
+  c.size = o.size;
+  c.image = o.image;
+  c.input = o.input;
+  c.dataset = o.dataset;
+  c.limit = o.limit;
+  c.save_output = o.save_output;
+  c.save_int8_output = o.save_int8_output;
+  if (c.objective == plan::Objective::Throughput &&
+      (!o.faults.empty() || o.probe || std::any_of(o.hooks.begin(), o.hooks.end(), [](int h) { return h >= 0; })))
+    throw Error("run: --objective throughput does not combine with --inject-fault, --probe or test hooks");
+  // Authenticated links: --key-file, else the testbed's key_file.
+  c.store = o.store;
+  c.key_file = !o.key_file.empty() ? o.key_file : c.testbed.key_file;
+  if (!c.key_file.empty()) c.key = net::load_key_file(c.key_file);
+  c.cycles_per_mac = o.cpm;
+  c.delay_ms = o.delay;
+  c.window = o.window;
+  c.timeout = std::chrono::milliseconds(int64_t(o.timeout * 1000));
+  c.failover = !o.no_failover && c.objective == plan::Objective::Latency;
+  c.probe = o.probe;
+  c.repeat = o.repeat;
+  c.in_flight = o.in_flight;
+  c.json = o.json;
+  return c;
+}
+
+coord::SpawnOptions spawn_options(const RunConfig& c) {
+  coord::SpawnOptions so;
+  so.store_root = c.store;
+  so.key_file = c.key_file;
+  so.key = c.key;
+  so.cycles_per_mac = c.cycles_per_mac;
+  so.delay_ms = c.delay_ms;
+  so.window = uint16_t(c.window);
+  return so;
+}
+
+coord::SwarmOptions swarm_options(const RunConfig& c) {
+  coord::SwarmOptions sw;
+  sw.timeout = c.timeout;
+  sw.window = uint16_t(c.window);
+  sw.progress = !c.json && c.objective == plan::Objective::Latency;
+  sw.failover = c.failover;
+  sw.auth = !c.key_file.empty();
+  sw.key = c.key;
+  return sw;
+}
+
+void register_run(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App& sub = add_command(app, "run",
+                              "Distributed inference on boards: plan, deploy, infer, check against the int8 reference",
+                              [o] { return cmd_run(make_run_config(*o)); });
+  o->cli = &sub;
+  add_model_options(sub, o->model, o->size, true);
+  auto* wopt = sub.add_option("--workers,-n", o->workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
+                   ->capture_default_str();
+  sub.add_option("--testbed,-t", o->testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
+  sub.add_option("--image,-i", o->image, "photo to classify (default: the bundled photo)");
+  sub.add_option("--input", o->input, "a prepared input tensor: .npy, float32 NCHW or int8 already quantised");
+  sub.add_option("--save-output", o->save_output,
+                 "write the output as float32 .npy (dequantised; after the host Softmax if the model ends in one)");
+  sub.add_option("--save-int8-output", o->save_int8_output, "write the raw int8 output tensor as .npy");
+  sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist; default model models/fashion-mnist/model.onnx)");
+  sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
+  sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
+  add_strategy_option(sub, o->strategy);
+  sub.add_option("--cost-model", o->cost_model, "the planner's prices: " + plan::names_help(kRunCostModels))
+      ->capture_default_str();
+  add_route_option(sub, o->route, "runs on the relay route");
+  sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();
+  sub.add_option("--flash", o->flash, "flash of each local board (with --workers)")->capture_default_str();
+  sub.add_option("--timeout", o->timeout, "seconds to wait for a board before giving up")->capture_default_str()
+      ->check(finite_range(0.05, 3600.0));
+  sub.add_option("--cycles-per-mac", o->cpm, "emulate board clocks: compute takes MACs*cycles/clock (0 = host speed)")
+      ->check(finite_range(0.0, 1e6));
+  sub.add_option("--delay-ms", o->delay, "inject a delay before each board send and receive (0 = off)")
+      ->check(finite_range(0.0, 1e6));
+  sub.add_option("--objective", o->objective,
+                 "latency (inferences one after another) | throughput (images side by side: the planner groups the "
+                 "boards, e.g. one board per image when one holds the model; reports images_per_s)")
+      ->capture_default_str();
+  sub.add_option("--in-flight", o->in_flight,
+                 "with --objective throughput: images in flight inside one deployment (pipelined: a board starts "
+                 "the next image while the others finish the last; needs --route direct); 1 = one after another")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  sub.add_option("--repeat", o->repeat, "inferences to run; latency_s and reference_s are medians over them")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  sub.add_option("--key-file,--key", o->key_file,
+                 "shared key (tinysplit keygen): authenticate every board and every frame (default: the testbed's "
+                 "key_file)");
+  sub.add_option("--store", o->store, "keep board flash in this folder (a later run reuses unchanged fragments)");
+  sub.add_flag("--probe", o->probe, "measure each link's delay and bandwidth first and plan with them");
+  add_json_flag(sub, o->json);
+  sub.add_option("--inject-fault", o->faults,
+                 "for tests and demos: KIND:BOARD[:LAYER] with KIND kill | stall | corrupt (the board fails right after "
+                 "computing that layer, default its layer nearest the middle, of the first inference), or "
+                 "flip:BOARD:LAYER (the board changes one output value of that layer: the run must name it and exit "
+                 "with status 2); layers numbered from 0 as in plan --json; repeatable");
+  sub.add_flag("--no-failover", o->no_failover,
+               "fail fast: end the run when a board fails instead of re-planning on the boards left");
+  sub.add_option("--test-crash", o->hooks[0], "")->group("");
+  sub.add_option("--test-crash-layer", o->hooks[1], "")->group("");
+  sub.add_option("--test-stall", o->hooks[2], "")->group("");
+  sub.add_option("--test-stall-layer", o->hooks[3], "")->group("");
+  sub.add_option("--test-garble", o->hooks[4], "")->group("");
+  sub.add_option("--test-garble-layer", o->hooks[5], "")->group("");
+}
+
+}  // namespace ts::cli

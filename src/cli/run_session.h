@@ -1,0 +1,61 @@
+// `tinysplit run` executing its configuration (cli/run_config.h): the model,
+// the inputs and their single-process int8 references (load_run_inputs), then
+// the boards: planned, started, deployed, inferred and checked layer by layer
+// against the reference (run_latency; --objective throughput:
+// cli/run_throughput.h). The reports are cli/run_report.cpp's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/run_config.h"
+#include "coord/coordinator.h"
+#include "coord/failover.h"
+#include "coord/verify.h"
+#include "model/qgraph.h"
+
+namespace ts::cli {
+
+// The model, the inputs and the single-process int8 references.
+struct RunInputs {
+  QGraph q;
+  std::string input_name;                       // as reported
+  std::vector<std::vector<int8_t>> xs, refs;    // inputs and their reference outputs
+  std::vector<int> labels;                      // --dataset: each input's label
+  double reference_s = 0;  // the median of --repeat warm single-process runs of the first input
+};
+RunInputs load_run_inputs(const RunConfig& c);
+
+// What a latency run did.
+struct RunResult {
+  plan::Plan plan;                   // what the last inference ran on (after a failover, fewer boards)
+  plan::Testbed testbed;             // with the probed links (--probe)
+  std::vector<int> used;             // plan worker w is testbed board used[w]
+  std::vector<std::string> addresses;  // per testbed board
+  std::vector<coord::ProbeResult> probes;
+  std::vector<coord::FailoverEvent> failovers;
+  std::vector<coord::RejoinEvent> rejoins;
+  coord::DeployResult deploy;
+  coord::InferenceResult last;       // the last inference, with the median total, compute and communication times
+  bool cost_host = false;            // the plan's prices were the host model's
+  std::string cost_note;             // why the prices are not the configured ones ("": they are)
+  bool match = true;                 // every output and every layer's digest as the reference's
+  int exact = 0, correct = 0, ref_correct = 0;  // per input: bit-exact in every repeat; top-1 right
+  int inferences = 0, exact_inferences = 0;
+  int verified_layers = 0;           // layers that matched on every board in every inference
+  coord::Verification first_bad;     // the first layer that did not (board: testbed board)
+  int first_bad_input = -1;
+  double reference_s = 0;            // reference_s again, interleaved with the inferences
+};
+RunResult run_latency(const RunConfig& c, const RunInputs& in);
+
+// The reports (cli/run_report.cpp): --json or text on stdout.
+void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r);
+void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r);
+
+// The whole command: inputs, session, outputs saved, report; the exit code
+// (2: the result differs from the reference).
+int cmd_run(const RunConfig& c);
+
+}  // namespace ts::cli
