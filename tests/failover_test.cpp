@@ -325,10 +325,10 @@ TEST(FailoverSpec, Parses) {
   EXPECT_EQ(f.layer, -1);
   f = ts::net::parse_fault_spec("corrupt:7:0");
   EXPECT_EQ(f.kind, FaultKind::Corrupt);
-  EXPECT_EQ(ts::net::board_fault_arg(f), "corrupt:0");
-  f = ts::net::parse_board_fault("stall:12");
-  EXPECT_EQ(f.kind, FaultKind::Stall);
-  EXPECT_EQ(f.layer, 12);
+  EXPECT_EQ(ts::net::board_fault_arg(f.at_board()), "corrupt:0");
+  const auto b = ts::net::parse_board_fault("stall:12");
+  EXPECT_EQ(b.kind, FaultKind::Stall);
+  EXPECT_EQ(b.layer, 12);
   for (const char* bad : {"", "kill", "kill:", "kill:x", "kill:1:", "kill:1:2:3", "explode:1", "kill:-1", "kill:70000",
                           ":1", "KILL:1", "kill: 1"})
     EXPECT_THROW(ts::net::parse_fault_spec(bad), ts::Error) << bad;

@@ -322,7 +322,7 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
 }
 
 // A firmware board that changes one output value of layer 20 after
-// computing it (--flip-layer, passed by `run --inject-fault flip:1:20`): the
+// computing it (--inject-fault flip:20, passed by `run --inject-fault flip:1:20`): the
 // run names board 1 and that layer on one line and exits with status 2.
 TEST_F(FirmwareTest, AFlippedOutputOnAQemuBoardIsNamed) {
   ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
