@@ -35,11 +35,13 @@
 //                         for the flash being refused by the board itself)
 //     --cut-after-store N test hook: a power cut in a deploy: stop at once
 //                         (exit code 5) once N fragment bytes were staged
-//     --inject-fault flip:N  test hook (net/fault_port.h, the host board's
-//                         mechanism): change one output value of layer N
-//                         after computing it (`run --inject-fault flip:B:N`;
-//                         the coordinator's per-layer digests must catch it).
-//                         The other kinds (kill, stall, corrupt) are refused.
+//     --inject-fault KIND:N  test hook (net/fault_port.h, the host board's
+//                         mechanism; `run --inject-fault KIND:B:N`): flip
+//                         changes one output value of layer N after computing
+//                         it (the coordinator's per-layer digests must catch
+//                         it); kill ends QEMU (exit code 6), stall stops the
+//                         board for good, corrupt changes its next frame to
+//                         the coordinator, right after computing layer N.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,16 +109,11 @@ void print_layout() {
 
 }  // namespace
 
-// `--inject-fault KIND:LAYER` with the host board's parser; the firmware
-// applies flip only.
+// `--inject-fault KIND:LAYER` with the host board's parser.
 static bool parse_fault(const char* v, ServeOptions* o) {
   ts::net::BoardFault f;
   int bad = 0;
   if (ts::net::parse_board_fault(v, &f, &bad) != ts::net::FaultField::Ok) return false;
-  if (f.kind != ts::net::FaultKind::Flip) {
-    ts_log("error: --inject-fault %s: the firmware applies flip only\n", v);
-    return false;
-  }
   o->fault_kind = int32_t(f.kind);
   o->fault_layer = f.layer;
   return true;

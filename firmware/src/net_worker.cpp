@@ -391,9 +391,23 @@ class LwipPort final : public ts::core::Port {
 };
 
 LwipPort g_port;
-// `--inject-fault flip:N` (`run --inject-fault flip:B:N`): the worker's port
+// `--inject-fault KIND:N` (`run --inject-fault KIND:B:N`): the worker's port
 // is g_port behind the fault decorator (net/fault_port.h), set up in serve.
-ts::net::FaultPort g_fault_port(g_port, {}, nullptr);
+// kill ends QEMU (the host closes the board's sockets, as for a host board
+// killed by SIGKILL); stall stops the board's one loop for good.
+struct FirmwareFaultActions final : ts::net::FaultPort::Actions {
+  void kill() override {
+    ts_log("fault: kill (--inject-fault)\n");
+    sh_exit(6);
+  }
+  void stall() override {
+    ts_log("fault: stall (--inject-fault)\n");
+    for (;;) board_idle(never_ready);
+  }
+  static int never_ready(void) { return 0; }
+};
+FirmwareFaultActions g_fault_actions;
+ts::net::FaultPort g_fault_port(g_port, {}, &g_fault_actions);
 
 // The worker's flash: the A/B store, plus the --cut-after-store test hook
 // (a power cut in the middle of a deploy: the board stops right after a

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "plan/board_kind.h"
+
 namespace ts::cli {
 
 namespace {
@@ -17,12 +19,12 @@ void flip_on_testbed(const net::FaultSpec& f, const plan::Testbed& tb) {
 }
 
 // A kill | stall | corrupt fault against the testbed: its board exists and
-// is one this run starts.
+// is one this run starts (a local or QEMU board).
 void failure_on_testbed(const std::string& text, const net::FaultSpec& f, const plan::Testbed& tb) {
   if (f.board >= int(tb.boards.size()))
     throw Error("--inject-fault '" + text + "': there are only " + std::to_string(tb.boards.size()) + " boards (0.." +
                 std::to_string(tb.boards.size() - 1) + ")");
-  if (tb.boards[size_t(f.board)].address != "local")
+  if (!plan::started_here(tb.boards[size_t(f.board)]))
     throw Error("--inject-fault '" + text + "': board " + std::to_string(f.board) +
                 " is not a local board (faults are injected into boards this run starts)");
 }

@@ -155,8 +155,7 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
 // A board of a QEMU kind: the firmware under QEMU (coord/qemu.h).
 void BoardSet::start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, const std::string& root) {
   const net::BoardFault fault = opt.fault_of(i);
-  if ((fault.on() && fault.kind != net::FaultKind::Flip) ||
-      (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty()))
+  if (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty())
     throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
   QemuBoardOptions q;
   q.id = i;
