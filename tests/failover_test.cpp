@@ -325,15 +325,119 @@ TEST(FailoverSpec, Parses) {
   EXPECT_EQ(f.layer, -1);
   f = ts::net::parse_fault_spec("corrupt:7:0");
   EXPECT_EQ(f.kind, FaultKind::Corrupt);
-  EXPECT_EQ(ts::net::board_fault_arg(f), "corrupt:0");
-  f = ts::net::parse_board_fault("stall:12");
-  EXPECT_EQ(f.kind, FaultKind::Stall);
-  EXPECT_EQ(f.layer, 12);
+  EXPECT_EQ(ts::net::board_fault_arg(f.at_board()), "corrupt:0");
+  const auto b = ts::net::parse_board_fault("stall:12");
+  EXPECT_EQ(b.kind, FaultKind::Stall);
+  EXPECT_EQ(b.layer, 12);
   for (const char* bad : {"", "kill", "kill:", "kill:x", "kill:1:", "kill:1:2:3", "explode:1", "kill:-1", "kill:70000",
                           ":1", "KILL:1", "kill: 1"})
     EXPECT_THROW(ts::net::parse_fault_spec(bad), ts::Error) << bad;
   for (const char* bad : {"kill", "kill:1:2", "stall:", "nap:3"})
     EXPECT_THROW(ts::net::parse_board_fault(bad), ts::Error) << bad;
+}
+
+// Every fault kind is parsed once, by the one parser, and reaches the board
+// in the one form KIND:LAYER, which the board (host or firmware: the same
+// portable parser) reads back as the same fault.
+TEST(FaultSpec, EveryKindRoundTripsToTheBoardForm) {
+  using ts::net::FaultKind;
+  int kinds = 0;
+  for (const auto& k : ts::net::kFaultKinds) {
+    SCOPED_TRACE(k.name);
+    ++kinds;
+    const auto f = ts::net::parse_fault_spec(std::string(k.name) + ":2:17");
+    EXPECT_EQ(f.kind, k.kind);
+    EXPECT_EQ(f.board, 2);
+    EXPECT_EQ(f.layer, 17);
+    const std::string arg = ts::net::board_fault_arg(f.at_board());
+    EXPECT_EQ(arg, std::string(k.name) + ":17");
+    const auto b = ts::net::parse_board_fault(arg);
+    EXPECT_EQ(b.kind, k.kind);
+    EXPECT_EQ(b.layer, 17);
+    ts::net::BoardFault pb;
+    int bad = -1;
+    EXPECT_EQ(ts::net::parse_board_fault(arg.c_str(), &pb, &bad), ts::net::FaultField::Ok);
+    EXPECT_EQ(pb.kind, k.kind);
+    EXPECT_EQ(pb.layer, 17);
+    EXPECT_STREQ(ts::net::fault_kind_name(k.kind), k.name);
+  }
+  EXPECT_EQ(kinds, 4);  // kill, stall, corrupt, flip
+  // The portable parser says which field is at fault.
+  ts::net::BoardFault pb;
+  int bad = -1;
+  EXPECT_EQ(ts::net::parse_board_fault("flip:1:2", &pb, &bad), ts::net::FaultField::Shape);
+  EXPECT_EQ(ts::net::parse_board_fault("melt:2", &pb, &bad), ts::net::FaultField::Kind);
+  EXPECT_EQ(ts::net::parse_board_fault("flip:2x", &pb, &bad), ts::net::FaultField::Number);
+  EXPECT_EQ(bad, 1);
+}
+
+// The fault decorator: kill and stall call the board's actions once, right
+// after computing their layer; corrupt changes the last byte of the next
+// frame to the coordinator (OUTPUT or DONE) once; other frames pass as sent.
+struct RecordingPort final : ts::core::Port {
+  std::vector<std::vector<uint8_t>> sent;
+  bool send(int, const uint8_t* data, size_t len) override {
+    sent.emplace_back(data, data + len);
+    return true;
+  }
+  uint32_t now_us() override { return 0; }
+};
+struct CountingActions final : ts::net::FaultPort::Actions {
+  int kills = 0, stalls = 0;
+  void kill() override { ++kills; }
+  void stall() override { ++stalls; }
+};
+std::vector<uint8_t> frame_of(ts::wire::MsgType type) {
+  ts::wire::FrameHeader h;
+  h.type = type;
+  h.layer = 5;
+  const uint8_t payload[4] = {1, 2, 3, 4};
+  std::vector<uint8_t> out(ts::wire::kMaxFrame);
+  out.resize(ts::wire::encode_frame(h, payload, sizeof payload, out.data(), out.size()));
+  return out;
+}
+
+TEST(FaultPort, EachKindActsOnceAtItsLayer) {
+  using ts::net::FaultKind;
+  for (FaultKind k : {FaultKind::Kill, FaultKind::Stall}) {
+    RecordingPort inner;
+    CountingActions act;
+    ts::net::FaultPort port(inner, {k, 5}, &act);
+    port.after_compute(4, 0, 0);
+    EXPECT_EQ(act.kills + act.stalls, 0);
+    port.after_compute(5, 0, 0);
+    port.after_compute(5, 0, 0);
+    EXPECT_EQ(act.kills, k == FaultKind::Kill ? 1 : 0);
+    EXPECT_EQ(act.stalls, k == FaultKind::Stall ? 1 : 0);
+  }
+  RecordingPort inner;
+  CountingActions act;
+  ts::net::FaultPort port(inner, {FaultKind::Corrupt, 5}, &act);
+  const auto out = frame_of(ts::wire::MsgType::Output), run = frame_of(ts::wire::MsgType::Run);
+  port.send(0, out.data(), out.size());  // before the layer: as sent
+  port.after_compute(5, 0, 0);
+  port.send(0, run.data(), run.size());  // not to the coordinator: as sent
+  port.send(0, out.data(), out.size());  // changed
+  port.send(0, out.data(), out.size());  // once
+  ASSERT_EQ(inner.sent.size(), 4u);
+  EXPECT_EQ(inner.sent[0], out);
+  EXPECT_EQ(inner.sent[1], run);
+  auto changed = out;
+  changed.back() ^= 0x5A;
+  EXPECT_EQ(inner.sent[2], changed);
+  EXPECT_EQ(inner.sent[3], out);
+  EXPECT_EQ(act.kills + act.stalls, 0);
+}
+
+// A bad spec is one line, on `run` and on `worker`, for every kind.
+TEST(FaultSpec, ABadSpecIsOneLine) {
+  for (const char* spec : {"nap:3", "flip:x", "corrupt", "stall:1:2"}) {
+    SCOPED_TRACE(spec);
+    const Shell w = ts::testing::shell("timeout 60 " + std::string(TS_TINYSPLIT) + " worker --inject-fault " + spec);
+    EXPECT_NE(w.code, 0);
+    EXPECT_EQ(std::count(w.err.begin(), w.err.end(), '\n'), 1) << w.err;
+    EXPECT_NE(w.err.find(std::string("--inject-fault '") + spec + "'"), std::string::npos) << w.err;
+  }
 }
 
 // `run PREFIX ARGS` for each {ARGS, NEEDLE}: one error line holding NEEDLE.

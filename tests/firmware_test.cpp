@@ -322,7 +322,7 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
 }
 
 // A firmware board that changes one output value of layer 20 after
-// computing it (--flip-layer, passed by `run --inject-fault flip:1:20`): the
+// computing it (--inject-fault flip:20, passed by `run --inject-fault flip:1:20`): the
 // run names board 1 and that layer on one line and exits with status 2.
 TEST_F(FirmwareTest, AFlippedOutputOnAQemuBoardIsNamed) {
   ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
@@ -340,6 +340,37 @@ TEST_F(FirmwareTest, AFlippedOutputOnAQemuBoardIsNamed) {
   EXPECT_EQ(j.at("first_mismatch").at("layer").get<int>(), 20);
   EXPECT_GE(j.at("verified_layers").get<int>(), 20);
   EXPECT_LT(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+}
+
+// The other fault kinds on firmware boards, through the same spec (`run
+// --inject-fault KIND:B:N` -> firmware `serve --inject-fault KIND:N`, the one
+// decorator, net/fault_port.h): kill ends QEMU, stall stops the board,
+// corrupt changes its next frame to the coordinator. Each is named (board,
+// layer, reason) and the run goes on without the board, bit-exact.
+TEST_F(FirmwareTest, KilledStalledAndCorruptQemuBoardsFailOver) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  struct Case {
+    const char* spec;
+    int board, layer;
+    const char* reason;
+  };
+  for (const Case& c : {Case{"kill:1:20", 1, 20, "closed the connection"}, Case{"stall:2:5", 2, 5, "no answer"},
+                        Case{"corrupt:0:3", 0, 3, "malformed frame"}}) {
+    SCOPED_TRACE(c.spec);
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
+                         " run --json --timeout 5 --strategy neuron --route relay --workers qemu:3 --inject-fault " +
+                         c.spec);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    ASSERT_EQ(j.at("failovers").size(), 1u) << r.out.substr(0, 400);
+    const auto& f = j.at("failovers")[0];
+    EXPECT_EQ(f.at("board").get<int>(), c.board);
+    EXPECT_EQ(f.at("layer").get<int>(), c.layer);
+    EXPECT_EQ(f.at("boards_left").get<int>(), 2);
+    EXPECT_NE(f.at("reason").get<std::string>().find(c.reason), std::string::npos) << f.dump();
+  }
 }
 
 // Every op kind on the target: ONNX test models that together hold Conv,

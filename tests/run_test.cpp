@@ -298,7 +298,8 @@ TEST_F(RunTest, SecondDeployOfUnchangedFragmentsSendsNothing) {
 // (--no-failover: fail fast; with failover the run goes on without the
 // board, tests/failover_test.cpp.)
 void expect_board_failure(const std::string& args, const std::string& board_word) {
-  // The --test-crash/stall/garble hooks act on RUN frames: the paper's mode.
+  // The faults act where a board computes: the paper's mode, where every
+  // board has a share of every layer.
   const Result r = ts::testing::shell("timeout -k 10 600 " + std::string(TS_TINYSPLIT) +
                                       " run --json --no-failover --timeout 2 " + paper_unless_named(args));
   EXPECT_NE(r.code, 124) << "tinysplit run hung: " << r.err;
@@ -311,16 +312,16 @@ void expect_board_failure(const std::string& args, const std::string& board_word
 }
 
 TEST_F(RunTest, BoardThatDiesMidInferenceIsReported) {
-  expect_board_failure("--workers 3 --test-crash 1 --test-crash-layer 10", "board 1");
+  expect_board_failure("--workers 3 --inject-fault kill:1:10", "board 1");
 }
 
 TEST_F(RunTest, BoardThatStallsIsReportedAfterTheTimeout) {
-  expect_board_failure("--workers 3 --test-stall 2 --test-stall-layer 5", "board 2");
+  expect_board_failure("--workers 3 --inject-fault stall:2:5", "board 2");
 }
 
 TEST_F(RunTest, BoardThatSendsCorruptFramesIsReported) {
   const Result r = tinysplit("run --json --no-failover --timeout 2 " +
-                             paper_unless_named("--workers 3 --test-garble 0 --test-garble-layer 3"));
+                             paper_unless_named("--workers 3 --inject-fault corrupt:0:3"));
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("board 0"), std::string::npos) << r.err;

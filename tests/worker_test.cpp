@@ -17,7 +17,7 @@
 #include "model/qgraph.h"
 #include "model/quantize.h"
 #include "plan/fragment_writer.h"
-#include "net/flip_port.h"
+#include "net/fault_port.h"
 #include "plan/plan.h"
 
 namespace {
@@ -323,7 +323,7 @@ std::pair<std::vector<uint8_t>, uint64_t> run_layer(Driver& d, int w, int n) {
 }
 
 // The flip fault (`run --inject-fault flip:BOARD:LAYER`) is a decorator on
-// the board's Port (net/flip_port.h), outside core: the layer it names hands
+// the board's Port (net/fault_port.h), outside core: the layer it names hands
 // on one changed output, before the digest; other layers are untouched.
 TEST(Worker, FlipPortChangesOneOutputOfItsLayerBeforeTheDigest) {
   const auto& f = fixture();
@@ -333,7 +333,7 @@ TEST(Worker, FlipPortChangesOneOutputOfItsLayerBeforeTheDigest) {
   ASSERT_GE(layers.size(), 2u);
   const int flipped = layers[0];
   Driver good, bad;
-  net::FlipPort flip(bad.port, flipped);
+  net::FaultPort flip(bad.port, {net::FaultKind::Flip, flipped}, nullptr);
   core::WorkerConfig cfg;
   cfg.window = 8;
   ASSERT_TRUE(bad.w.init(cfg, bad.arena.data(), uint32_t(bad.arena.size()), &bad.flash, &flip));

@@ -21,7 +21,9 @@ struct ServeOptions {
   // A connection that brings no bytes for this long is closed, so one idle
   // or half-open connection cannot hold the board (it serves one at a time).
   uint32_t idle_ms = 60000;
-  int32_t flip_layer = -1;     // test hook: change one output value of this layer
+  // Injected fault (--inject-fault KIND:LAYER, net/fault_port.h; kind 0 =
+  // none).
+  int32_t fault_kind = 0, fault_layer = -1;
   // Fragment store budget (the flash after the image, split into the two
   // A/B slots); 0 = the whole store region. Smaller values model a board
   // with less flash (the full-flash tests).

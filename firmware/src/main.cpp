@@ -35,9 +35,13 @@
 //                         for the flash being refused by the board itself)
 //     --cut-after-store N test hook: a power cut in a deploy: stop at once
 //                         (exit code 5) once N fragment bytes were staged
-//     --flip-layer N      test hook: change one output value of layer N after
-//                         computing it (`run --inject-fault flip:B:N`; the
-//                         coordinator's per-layer digests must catch it)
+//     --inject-fault KIND:N  test hook (net/fault_port.h, the host board's
+//                         mechanism; `run --inject-fault KIND:B:N`): flip
+//                         changes one output value of layer N after computing
+//                         it (the coordinator's per-layer digests must catch
+//                         it); kill ends QEMU (exit code 6), stall stops the
+//                         board for good, corrupt changes its next frame to
+//                         the coordinator, right after computing layer N.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +49,7 @@
 #include "board.h"
 #include "core/kernel_table.h"
 #include "firmware.h"
+#include "net/fault_port.h"
 #include "semihost.h"
 
 namespace {
@@ -103,6 +108,16 @@ void print_layout() {
 }
 
 }  // namespace
+
+// `--inject-fault KIND:LAYER` with the host board's parser.
+static bool parse_fault(const char* v, ServeOptions* o) {
+  ts::net::BoardFault f;
+  int bad = 0;
+  if (ts::net::parse_board_fault(v, &f, &bad) != ts::net::FaultField::Ok) return false;
+  o->fault_kind = int32_t(f.kind);
+  o->fault_layer = f.layer;
+  return true;
+}
 
 int main(void) {
   sh_init();
@@ -169,7 +184,7 @@ int main(void) {
       else if (strcmp(a, "--advertise-ram") == 0) o.advertise_ram = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--idle-ms") == 0) o.idle_ms = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--kernels") == 0) ok = use_kernels(v), ++i;
-      else if (strcmp(a, "--flip-layer") == 0) o.flip_layer = int32_t(parse_u32(v, &ok) & 0x7FFFFFFFu), ++i;
+      else if (strcmp(a, "--inject-fault") == 0) ok = parse_fault(v, &o), ++i;
       else if (strcmp(a, "--flash") == 0) o.flash_bytes = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--advertise-flash") == 0) o.advertise_flash = parse_u32(v, &ok), ++i;
       else if (strcmp(a, "--cut-after-store") == 0) o.cut_after_store = parse_u32(v, &ok), ++i;

@@ -23,7 +23,7 @@
 #include "board.h"
 #include "core/crc32.h"
 #include "core/worker.h"
-#include "net/flip_port.h"
+#include "net/fault_port.h"
 #include "firmware.h"
 #include "flash_store.h"
 #include "eth.h"
@@ -391,9 +391,23 @@ class LwipPort final : public ts::core::Port {
 };
 
 LwipPort g_port;
-// `--flip-layer N` (`run --inject-fault flip:B:N`): the worker's port is
-// g_port behind the fault decorator (net/flip_port.h), set up in serve.
-ts::net::FlipPort g_flip_port(g_port, -1);
+// `--inject-fault KIND:N` (`run --inject-fault KIND:B:N`): the worker's port
+// is g_port behind the fault decorator (net/fault_port.h), set up in serve.
+// kill ends QEMU (the host closes the board's sockets, as for a host board
+// killed by SIGKILL); stall stops the board's one loop for good.
+struct FirmwareFaultActions final : ts::net::FaultPort::Actions {
+  void kill() override {
+    ts_log("fault: kill (--inject-fault)\n");
+    sh_exit(6);
+  }
+  void stall() override {
+    ts_log("fault: stall (--inject-fault)\n");
+    for (;;) board_idle(never_ready);
+  }
+  static int never_ready(void) { return 0; }
+};
+FirmwareFaultActions g_fault_actions;
+ts::net::FaultPort g_fault_port(g_port, {}, &g_fault_actions);
 
 // The worker's flash: the A/B store, plus the --cut-after-store test hook
 // (a power cut in the middle of a deploy: the board stops right after a
@@ -568,9 +582,9 @@ int fw_serve(const ServeOptions& o) {
     return 2;
   }
   cfg.has_key = prov > 0;
-  g_flip_port.set_layer(o.flip_layer);
+  g_fault_port.set_fault({ts::net::FaultKind(o.fault_kind), o.fault_layer});
   ts::core::Port* port = &g_port;
-  if (o.flip_layer >= 0) port = &g_flip_port;
+  if (o.fault_kind != 0) port = &g_fault_port;
   if (!g_worker.init(cfg, __arena_start, o.ram_bytes, &g_store, port)) {
     ts_log("error: worker init failed\n");
     return 2;

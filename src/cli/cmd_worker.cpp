@@ -13,7 +13,6 @@ struct WorkerOptions {
   double idle_timeout = 60.0;
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
-  int crash = -1, stall = -1, garble = -1, flip = -1;
   std::string fault;  // KIND:LAYER (net/fault.h)
   bool exit_with_parent = false;
 };
@@ -31,11 +30,7 @@ int cmd_worker(const WorkerOptions& w) {
   o.store_dir = w.store;
   o.cycles_per_mac = w.cpm;
   o.delay_ms = w.delay;
-  o.crash_at_layer = w.crash;
-  o.stall_at_layer = w.stall;
-  o.garble_at_layer = w.garble;
   if (!w.fault.empty()) o.fault = net::parse_board_fault(w.fault);
-  o.flip_layer = w.flip;
   o.exit_with_parent = w.exit_with_parent;
   o.idle_timeout_s = w.idle_timeout;
   if (!w.key_file.empty()) {
@@ -72,12 +67,9 @@ void register_worker(CLI::App& app) {
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject this delay before every send and receive (0 = off)")
       ->check(finite_range(0.0, 1e6));
-  sub.add_option("--crash-at-layer", o->crash, "test hook: drop the connection at this layer")->group("");
-  sub.add_option("--stall-at-layer", o->stall, "test hook: stop answering at this layer")->group("");
-  sub.add_option("--garble-at-layer", o->garble, "test hook: corrupt an output frame at this layer")->group("");
   sub.add_option("--inject-fault", o->fault,
-                 "for tests and demos: kill | stall | corrupt the board right after it computes this layer (KIND:LAYER)");
-  sub.add_option("--flip-at-layer", o->flip, "test hook: change one computed output value of this layer")->group("");
+                 "for tests and demos: kill | stall | corrupt the board right after it computes this layer, or flip one "
+                 "output value of it at every inference (KIND:LAYER)");
   // Set by a coordinator that spawns its boards; a standalone board keeps serving.
   sub.add_flag("--exit-with-parent", o->exit_with_parent, "")->group("");
 }

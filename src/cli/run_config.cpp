@@ -77,7 +77,7 @@ RunConfig make_run_config(const RunOptions& o) {
   c.testbed = run_testbed(o);
   // Before the (slow) model work: one process per local board.
   plan::check_spawn_limit(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
-  c.faults = faults_on_testbed(o.faults, o.hooks, c.testbed);
+  c.faults = faults_on_testbed(o.faults, c.testbed);
   refuse_idle_board_options(o, c.testbed);
   c.plan.alloc = plan::parse_allocation(o.alloc);
   plan::check_strategy_name(o.strategy);
@@ -104,8 +104,8 @@ RunConfig make_run_config(const RunOptions& o) {
   c.save_output = o.save_output;
   c.save_int8_output = o.save_int8_output;
   if (c.objective == plan::Objective::Throughput &&
-      (!o.faults.empty() || o.probe || std::any_of(o.hooks.begin(), o.hooks.end(), [](int h) { return h >= 0; })))
-    throw Error("run: --objective throughput does not combine with --inject-fault, --probe or test hooks");
+      (!o.faults.empty() || o.probe))
+    throw Error("run: --objective throughput does not combine with --inject-fault or --probe");
   // Authenticated links: --key-file, else the testbed's key_file.
   c.store = o.store;
   c.key_file = !o.key_file.empty() ? o.key_file : c.testbed.key_file;
@@ -199,12 +199,6 @@ void register_run(CLI::App& app) {
                  "with status 2); layers numbered from 0 as in plan --json; repeatable");
   sub.add_flag("--no-failover", o->no_failover,
                "fail fast: end the run when a board fails instead of re-planning on the boards left");
-  sub.add_option("--test-crash", o->hooks[0], "")->group("");
-  sub.add_option("--test-crash-layer", o->hooks[1], "")->group("");
-  sub.add_option("--test-stall", o->hooks[2], "")->group("");
-  sub.add_option("--test-stall-layer", o->hooks[3], "")->group("");
-  sub.add_option("--test-garble", o->hooks[4], "")->group("");
-  sub.add_option("--test-garble-layer", o->hooks[5], "")->group("");
 }
 
 }  // namespace ts::cli

@@ -34,7 +34,6 @@ struct RunOptions {
   bool probe = false, json = false;
   std::string input, save_output, save_int8_output, dataset;
   int limit = 0;
-  std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
   std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER] (kill | stall | corrupt | flip)
   bool no_failover = false;
   std::string objective = "latency";  // | throughput (cli/run_throughput.h)

@@ -1,13 +1,11 @@
-// `run`'s injected faults (moved here from cmd_run.cpp as they were):
-// --inject-fault kill | stall | corrupt:BOARD[:LAYER] (net/fault.h) and
-// flip:BOARD:LAYER (cli/fault_flip.h), and the hidden --test-crash, --test-stall
-// and --test-garble hooks.
+// `run`'s injected faults, --inject-fault KIND:BOARD[:LAYER] (net/fault.h:
+// kill | stall | corrupt | flip): parsed once, checked against the testbed
+// and then the plan, and handed to the boards (coord::SpawnOptions::faults).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "cli/fault_flip.h"
 #include "coord/boards.h"
 #include "model/qgraph.h"
 #include "net/fault.h"
@@ -15,7 +13,7 @@
 
 namespace ts::cli {
 
-// A kill | stall | corrupt fault as given (for error lines) and as parsed.
+// A fault as given (for error lines) and as parsed.
 struct BoardFault {
   std::string text;
   net::FaultSpec spec;
@@ -23,16 +21,14 @@ struct BoardFault {
 
 // Every fault of one run.
 struct RunFaults {
-  FlipFault flip;
   std::vector<BoardFault> board;
-  std::vector<int> hooks = std::vector<int>(6, -1);  // crash, stall, garble: board and layer
-  bool any() const { return flip.on() || !board.empty(); }
+  bool any() const { return !board.empty(); }
 };
 
 // The --inject-fault specs checked against the testbed alone (syntax, board
-// numbers, local boards, one fault per board): before the model is loaded
-// and planned, so a mistyped spec is one line at once.
-RunFaults faults_on_testbed(const std::vector<std::string>& specs, const std::vector<int>& hooks, const plan::Testbed& tb);
+// numbers, local boards, one fault per board, one flip per run): before the
+// model is loaded and planned, so a mistyped spec is one line at once.
+RunFaults faults_on_testbed(const std::vector<std::string>& specs, const plan::Testbed& tb);
 
 // Checks the faults against the plan `p` made with `*popt`. When the
 // host-priced plan leaves a board named by a fault without a share of its
@@ -41,8 +37,14 @@ RunFaults faults_on_testbed(const std::vector<std::string>& specs, const std::ve
 std::string plan_where_faults_act(const RunFaults& f, const QGraph& q, const plan::Testbed& tb, bool cost_auto,
                                   plan::PlanOptions* popt, plan::Plan* p);
 
-// The faults as the boards are started with them (SpawnOptions) and, per
-// testbed board, the layer of its fault (-1: none; SwarmOptions::fault_layer).
+// Throws ts::Error (one line) unless each flip fault's board and layer exist
+// in the plan and the board computes part of that layer (again after a
+// re-plan).
+void check_flip_faults(const RunFaults& f, const QGraph& q, const plan::Plan& p);
+
+// The faults as the boards are started with them (SpawnOptions::faults) and,
+// per testbed board, the layer of its kill | stall | corrupt fault (-1: none;
+// SwarmOptions::fault_layer).
 void apply_faults(const RunFaults& f, const plan::Testbed& tb, const QGraph& q, const plan::Plan& p,
                   coord::SpawnOptions* so, std::vector<int>* fault_layer);
 

@@ -181,7 +181,7 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
     }
     swarm.replan(tb);
     p = swarm.plan();
-    check_flip_fault(c.faults.flip, q, p);
+    check_flip_faults(c.faults, q, p);
   }
   res.deploy = swarm.deploy();
   infer_all(c, in, swarm, &res);

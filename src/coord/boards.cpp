@@ -154,8 +154,8 @@ static std::string read_ready_line(int fd, pid_t pid, std::chrono::milliseconds 
 
 // A board of a QEMU kind: the firmware under QEMU (coord/qemu.h).
 void BoardSet::start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, const std::string& root) {
-  if (opt.crash_board == i || opt.stall_board == i || opt.garble_board == i ||
-      (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty()))
+  const net::BoardFault fault = opt.fault_of(i);
+  if (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty())
     throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
   QemuBoardOptions q;
   q.id = i;
@@ -168,7 +168,7 @@ void BoardSet::start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, 
   // With --store the board's flash is kept there, so a later run with
   // the same plan finds its fragment committed (deploy cache).
   if (!opt.store_root.empty()) q.flash_path = (fs::path(root) / ("board-" + std::to_string(b.id)) / "flash.img").string();
-  if (opt.flip_board == i && opt.flip_layer >= 0) q.extra_args = "--flip-layer " + std::to_string(opt.flip_layer);
+  if (fault.on()) q.extra_args = "--inject-fault " + net::board_fault_arg(fault);
   const QemuBoard qb = spawn_qemu_board(q);
   children_.push_back({qb.pid, -1});
   addr_.push_back(qb.address);
@@ -176,9 +176,11 @@ void BoardSet::start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, 
 
 // A running board at host:port: nothing to start.
 void BoardSet::reach(int i, const plan::Board& b, const SpawnOptions& opt) {
-  if (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty())
+  const net::FaultKind kind = opt.fault_of(i).kind;
+  if ((kind != net::FaultKind::None && kind != net::FaultKind::Flip) ||
+      (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty()))
     throw Error("board " + std::to_string(b.id) + ": injected faults need a local board, not " + b.address);
-  if (opt.flip_board == i)
+  if (kind == net::FaultKind::Flip)
     throw Error("board " + std::to_string(b.id) + ": --inject-fault flip needs a local or QEMU board, not " + b.address);
   addr_.push_back(b.address);
 }
@@ -205,18 +207,12 @@ void BoardSet::start_process(int i, const plan::Board& b, const SpawnOptions& op
     args.push_back("--delay-ms");
     args.push_back(std::to_string(opt.delay_ms));
   }
-  auto hook = [&](int board, int layer, const char* flag) {
-    if (board == i && layer >= 0) {
-      args.push_back(flag);
-      args.push_back(std::to_string(layer));
-    }
-  };
-  hook(opt.crash_board, opt.crash_layer, "--crash-at-layer");
-  hook(opt.stall_board, opt.stall_layer, "--stall-at-layer");
-  hook(opt.garble_board, opt.garble_layer, "--garble-at-layer");
+  if (opt.fault_of(i).on()) {
+    args.push_back("--inject-fault");
+    args.push_back(net::board_fault_arg(opt.fault_of(i)));
+  }
   if (size_t(i) < opt.board_args.size())
     args.insert(args.end(), opt.board_args[size_t(i)].begin(), opt.board_args[size_t(i)].end());
-  hook(opt.flip_board, opt.flip_layer, "--flip-at-layer");
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) throw Error("cannot create a pipe for a local board");
   SpawnFds fds;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coord/link.h"
+#include "net/fault.h"
 #include "net/keyfile.h"
 #include "net/transport.h"
 #include "plan/testbed.h"
@@ -29,16 +30,13 @@ struct SpawnOptions {
   // coordinator's links use it). Empty key_file = no authentication.
   std::string key_file;
   net::Key key{};
-  // Test hooks (board index -> layer), -1 = none.
-  int crash_board = -1, crash_layer = -1;
-  int stall_board = -1, stall_layer = -1;
-  int garble_board = -1, garble_layer = -1;
-  // Extra `tinysplit worker` arguments per board index (e.g. an injected
-  // fault, net/fault.h); only for local boards.
+  // Injected faults per board index (`run --inject-fault`, net/fault.h),
+  // passed to each board in its form (`--inject-fault KIND:LAYER`): every
+  // kind to local boards, flip to QEMU boards too; none to a running board.
+  std::vector<net::BoardFault> faults;
+  // Extra `tinysplit worker` arguments per board index; only for local boards.
   std::vector<std::vector<std::string>> board_args;
-  // Changes one output value of this layer after computing it (local and
-  // QEMU boards; `run --inject-fault flip:BOARD:LAYER`).
-  int flip_board = -1, flip_layer = -1;
+  net::BoardFault fault_of(int board) const { return size_t(board) < faults.size() ? faults[size_t(board)] : net::BoardFault{}; }
 };
 
 class BoardSet {

@@ -93,7 +93,7 @@ class Port {
   // this board, an int8 output (Outputs), or the first int32 partial sum of
   // the first block it sends to another board (PartialSums, phase 1 of a
   // reduced layer that has sums to send). A port may look at them; a
-  // fault-injecting decorator changes them (net/flip_port.h: the board that
+  // fault-injecting decorator changes them (net/fault_port.h: the board that
   // `run --inject-fault flip:BOARD:LAYER` makes faulty).
   virtual void results(uint32_t layer, ResultKind kind, uint8_t* data) {
     (void)layer;

@@ -6,70 +6,73 @@ namespace ts::net {
 
 namespace {
 
-struct KindName {
-  FaultKind kind;
-  const char* name;
-};
-constexpr KindName kKinds[] = {{FaultKind::Kill, "kill"}, {FaultKind::Stall, "stall"}, {FaultKind::Corrupt, "corrupt"}};
-
 std::string known_kinds() {
   std::string s;
-  for (const auto& k : kKinds) s += std::string(s.empty() ? "" : ", ") + k.name;
+  for (const auto& k : kFaultKinds) s += std::string(s.empty() ? "" : ", ") + k.name;
   return s;
 }
 
-std::vector<std::string> split_colons(const std::string& text) {
-  std::vector<std::string> parts;
+// Field `i` (0 = the kind) of a colon-separated spec, for error lines.
+std::string field(const std::string& text, int i) {
   size_t at = 0;
-  for (;;) {
-    const size_t c = text.find(':', at);
-    parts.push_back(text.substr(at, c == std::string::npos ? std::string::npos : c - at));
-    if (c == std::string::npos) return parts;
-    at = c + 1;
+  for (int k = 0; k < i; ++k) {
+    at = text.find(':', at);
+    if (at == std::string::npos) return "";
+    ++at;
   }
+  const size_t end = text.find(':', at);
+  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
-// A decimal number 0..65535 (boards and layers are 16-bit on the wire).
-int parse_index(const std::string& s, const char* what, const std::string& spec) {
-  if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) > 65535)
-    throw Error("--inject-fault '" + spec + "': " + what + " must be a number 0..65535, got '" + s + "'");
-  return std::stoi(s);
+// parse_fault_fields with its failures as one line each. `shape` says what
+// the spec should look like; `names` names the numbers.
+void fields_or_throw(const std::string& text, FaultKind* kind, int32_t* nums, int max_nums, int* n,
+                     const std::string& shape, const char* const* names) {
+  int bad = 0;
+  switch (parse_fault_fields(text.c_str(), kind, nums, max_nums, n, &bad)) {
+    case FaultField::Ok: return;
+    case FaultField::Shape: throw Error("--inject-fault '" + text + "': expected " + shape + " (KIND: " + known_kinds() + ")");
+    case FaultField::Kind:
+      throw Error("--inject-fault '" + text + "': unknown fault '" + field(text, 0) + "' (known: " + known_kinds() + ")");
+    case FaultField::Number:
+      throw Error("--inject-fault '" + text + "': " + names[bad - 1] + " must be a number 0..65535, got '" +
+                  field(text, bad) + "'");
+  }
 }
 
 }  // namespace
 
-const char* fault_kind_name(FaultKind k) {
-  for (const auto& e : kKinds)
-    if (e.kind == k) return e.name;
-  return "none";
-}
-
-FaultKind parse_fault_kind(const std::string& word, const std::string& spec) {
-  for (const auto& e : kKinds)
-    if (word == e.name) return e.kind;
-  throw Error("--inject-fault '" + spec + "': unknown fault '" + word + "' (known: " + known_kinds() + ")");
-}
-
 FaultSpec parse_fault_spec(const std::string& text) {
-  const auto parts = split_colons(text);
-  if (parts.size() < 2 || parts.size() > 3)
-    throw Error("--inject-fault '" + text + "': expected KIND:BOARD or KIND:BOARD:LAYER (KIND: " + known_kinds() + ")");
+  static const char* const kNames[] = {"BOARD", "LAYER"};
   FaultSpec f;
-  f.kind = parse_fault_kind(parts[0], text);
-  f.board = parse_index(parts[1], "BOARD", text);
-  if (parts.size() == 3) f.layer = parse_index(parts[2], "LAYER", text);
+  int32_t nums[2] = {-1, -1};
+  int n = 0;
+  const bool flip = text.rfind("flip", 0) == 0 && (text.size() == 4 || text[4] == ':');
+  try {
+    fields_or_throw(text, &f.kind, nums, 2, &n, "KIND:BOARD or KIND:BOARD:LAYER", kNames);
+    if (flip && n != 2) throw Error("");
+  } catch (const Error& e) {
+    // flip has a layer always, and its own line.
+    if (flip)
+      throw Error("--inject-fault: expected flip:BOARD:LAYER with two numbers (board and layer from 0), got '" + text +
+                  "'");
+    throw;
+  }
+  f.board = nums[0];
+  f.layer = n == 2 ? nums[1] : -1;
   return f;
 }
 
-FaultSpec parse_board_fault(const std::string& text) {
-  const auto parts = split_colons(text);
-  if (parts.size() != 2) throw Error("--inject-fault '" + text + "': expected KIND:LAYER (KIND: " + known_kinds() + ")");
-  FaultSpec f;
-  f.kind = parse_fault_kind(parts[0], text);
-  f.layer = parse_index(parts[1], "LAYER", text);
+BoardFault parse_board_fault(const std::string& text) {
+  static const char* const kNames[] = {"LAYER"};
+  BoardFault f;
+  int32_t layer = -1;
+  int n = 0;
+  fields_or_throw(text, &f.kind, &layer, 1, &n, "KIND:LAYER", kNames);
+  f.layer = layer;
   return f;
 }
 
-std::string board_fault_arg(const FaultSpec& f) { return std::string(fault_kind_name(f.kind)) + ":" + std::to_string(f.layer); }
+std::string board_fault_arg(const BoardFault& f) { return std::string(fault_kind_name(f.kind)) + ":" + std::to_string(f.layer); }
 
 }  // namespace ts::net

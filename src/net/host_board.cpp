@@ -96,15 +96,11 @@ struct HostBoard::Link {
 
 // The board's mutable state: guarded by `mu` (the board has one thread, serve(); the
 // lock keeps the state consistent should another thread ever look at it).
-class HostBoard::HostPort final : public core::Port {
+class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
  public:
   HostPort(HostBoard& b) : board(b), t0_(Clock::now()) {}
   HostBoard& board;
   std::mutex mu;
-  bool garble_next = false;
-  bool stalled = false;
-  bool fault_fired = false;    // the injected fault acts once
-  bool corrupt_next = false;   // flip a byte of the next OUTPUT/DONE frame
   std::map<uint16_t, wire::PeerEntry> peers;
 
   // Frames the worker emits while handling one chunk of input are gathered
@@ -126,20 +122,6 @@ class HostBoard::HostPort final : public core::Port {
     if (!l.urgent && wire::decode_header(data, len, &fh) == wire::WireError::Ok)
       l.urgent = !(fh.type == wire::MsgType::Done && fh.dst == wire::kCoordinatorId && !(fh.flags & wire::kFlagAckReq));
     out.insert(out.end(), data, data + len);
-    if (garble_next && len > 40) {
-      out[at + len / 2] ^= 0x5A;  // a payload byte: the CRC no longer matches
-      garble_next = false;
-    }
-    if (corrupt_next) {
-      // Only frames that go to the coordinator (OUTPUT, DONE): the last byte
-      // is in the payload (or, for an empty one, in the CRC field).
-      wire::FrameHeader h;
-      if (wire::decode_header(data, len, &h) == wire::WireError::Ok &&
-          (h.type == wire::MsgType::Output || h.type == wire::MsgType::Done)) {
-        out[at + len - 1] ^= 0x5A;
-        corrupt_next = false;
-      }
-    }
     return true;
   }
   // With `mu` held (the worker runs under it).
@@ -194,32 +176,17 @@ class HostBoard::HostPort final : public core::Port {
       if (target > elapsed_us) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(target - elapsed_us)));
       elapsed_us = uint32_t(std::max<double>(target, elapsed_us));
     }
-    inject_fault(layer);
     return elapsed_us;
   }
-  // The injected fault (net/fault.h), once, after this layer's compute and
-  // before any of its results leave. Called with `mu` held: a stall holds it,
-  // so the whole board hangs (no reads, no sends, no new connections).
-  void inject_fault(uint32_t layer) {
-    const FaultSpec& f = board.opt_.fault;
-    if (fault_fired || f.kind == FaultKind::None || int64_t(layer) != f.layer) return;
-    fault_fired = true;
-    switch (f.kind) {
-      case FaultKind::Kill:
-        std::raise(SIGKILL);
-        break;
-      case FaultKind::Stall:
-        // The board's one thread stops here: only the end of the board, or
-        // of the coordinator that spawned it, ends the stall.
-        while (!board.stop_.load() && !(board.opt_.exit_with_parent && getppid() == 1))
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        break;
-      case FaultKind::Corrupt:
-        corrupt_next = true;
-        break;
-      case FaultKind::None:
-        break;
-    }
+  // The injected fault's actions (net/fault_port.h), called by the fault
+  // decorator with `mu` held: a stall holds it, so the whole board hangs
+  // (no reads, no sends, no new connections).
+  void kill() override { std::raise(SIGKILL); }
+  void stall() override {
+    // The board's one thread stops here: only the end of the board, or of
+    // the coordinator that spawned it, ends the stall.
+    while (!board.stop_.load() && !(board.opt_.exit_with_parent && getppid() == 1))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   void delay() const {
     if (board.opt_.delay_ms > 0)
@@ -235,9 +202,9 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
       port_(std::make_unique<HostPort>(*this)) {
   for (int i = 0; i < core::kMaxLinks; ++i) links_.push_back(std::make_unique<Link>());
   core::Port* port = port_.get();
-  if (opt_.flip_layer >= 0) {
-    flip_ = std::make_unique<FlipPort>(*port_, opt_.flip_layer);
-    port = flip_.get();
+  if (opt_.fault.on()) {
+    fault_ = std::make_unique<FaultPort>(*port_, opt_.fault, port_.get());
+    port = fault_.get();
   }
   if (!worker_.init(opt_.cfg, arena_.data(), uint32_t(arena_.size()), &flash_, port))
     throw NetError("board " + std::to_string(opt.cfg.id) + ": RAM budget too small for the worker");
@@ -307,22 +274,6 @@ void HostBoard::drop_dead() {
 void HostBoard::feed(int link, const uint8_t* data, size_t len) {
   Link& l = *links_[size_t(link)];
   HostPort& port = *port_;
-  // Test hooks for misbehaving boards look for RUN frames at frame starts
-  // in this chunk (good enough for tests; frames may also span chunks).
-  if (opt_.crash_at_layer >= 0 || opt_.stall_at_layer >= 0 || opt_.garble_at_layer >= 0) {
-    wire::FrameHeader h;
-    for (size_t off = 0; off < len; off += wire::frame_size(h)) {
-      if (wire::decode_header(data + off, len - off, &h) != wire::WireError::Ok) break;
-      if (h.type != wire::MsgType::Run) continue;
-      if (h.layer == opt_.crash_at_layer) {  // drop the connection, as a board that died would
-        l.dead = true;
-        return;
-      }
-      port.stalled = port.stalled || h.layer == opt_.stall_at_layer;
-      if (h.layer == opt_.garble_at_layer) port.garble_next = true;
-    }
-  }
-  if (port.stalled) return;
   port.delay();
   const int32_t n = worker_.on_bytes(link, data, len);
   if (n < 0) {
@@ -404,7 +355,6 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
         continue;
       }
       l.last_bytes = now;
-      if (port.stalled) continue;  // a stalled board reads and drops
       feed(which[k], buf.data(), rr.bytes);
       fed = true;
     }
@@ -414,7 +364,7 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
       worker_.resume();
       for (size_t i = 0; i < links_.size(); ++i) {
         Link& l = *links_[i];
-        if (!l.t || l.dead || l.pending.empty() || worker_.holding(int(i)) || port.stalled) continue;
+        if (!l.t || l.dead || l.pending.empty() || worker_.holding(int(i))) continue;
         std::vector<uint8_t> rest;
         rest.swap(l.pending);
         feed(int(i), rest.data(), rest.size());

@@ -13,7 +13,7 @@
 
 #include "core/worker.h"
 #include "net/fault.h"
-#include "net/flip_port.h"
+#include "net/fault_port.h"
 #include "net/transport.h"
 
 namespace ts::net {
@@ -27,16 +27,9 @@ struct HostBoardOptions {
   // Injected delay before each send and each receive, as in the paper's
   // Table 2 experiments. 0 = off.
   double delay_ms = 0.0;
-  // Test hooks for misbehaving boards.
-  int crash_at_layer = -1;  // close the connection when RUN for this layer arrives
-  int stall_at_layer = -1;  // stop answering at this layer (keeps the socket open)
-  int garble_at_layer = -1; // corrupt one OUTPUT frame's bytes at this layer
-  // Injected fault (net/fault.h): acts once, after computing `fault.layer`.
-  FaultSpec fault;
-  // `run --inject-fault flip:BOARD:LAYER`: the board hands on one changed
-  // value of this layer (node index) at every inference (net/flip_port.h).
-  // -1 = off.
-  int32_t flip_layer = -1;
+  // Injected fault (`worker --inject-fault KIND:LAYER`), applied by the
+  // fault decorator on the board's port (net/fault_port.h). None = off.
+  BoardFault fault;
   // Exit when the parent process is gone (a board a coordinator spawned).
   // Off for a standalone board, whose parent may well be PID 1 (systemd, a
   // container's init, a shell that has exited).
@@ -95,7 +88,7 @@ class HostBoard {
   std::vector<uint8_t> arena_;
   FileFlash flash_;
   std::unique_ptr<HostPort> port_;
-  std::unique_ptr<FlipPort> flip_;  // wraps port_ when flip_layer >= 0
+  std::unique_ptr<FaultPort> fault_;  // wraps port_ when opt_.fault is on
   core::Worker worker_;
   std::vector<std::unique_ptr<Link>> links_;
   std::atomic<bool> stop_{false};
