@@ -313,6 +313,19 @@ std::vector<int8_t> quantize_input(const QGraph& q, const std::vector<float>& x)
   return out;
 }
 
+namespace {
+
+// Views of node n's whole operands, their data from data(tensor).
+template <class Data>
+void whole_views(const QGraph& q, const QNode& n, Data&& data, core::View* views) {
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Shape& s = q.shape(n.inputs[k]);
+    views[k] = core::View{data(n.inputs[k]), 0, s.c, 0, s.h};
+  }
+}
+
+}  // namespace
+
 std::vector<std::vector<int8_t>> run_int8_all(const QGraph& q, const std::vector<int8_t>& input) {
   std::vector<std::vector<int8_t>> t(q.tensors.size());
   if (int64_t(input.size()) != q.shape(q.input).size()) throw Error("int8 input has the wrong size");
@@ -321,10 +334,7 @@ std::vector<std::vector<int8_t>> run_int8_all(const QGraph& q, const std::vector
     const QNode& n = q.nodes[i];
     const core::LayerDesc d = q.desc(int(i));
     core::View views[core::kMaxInputs];
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const Shape& s = q.shape(n.inputs[k]);
-      views[k] = core::View{t[n.inputs[k]].data(), 0, s.c, 0, s.h};
-    }
+    whole_views(q, n, [&](int x) { return t[size_t(x)].data(); }, views);
     auto& out = t[n.output];
     out.resize(size_t(q.shape(n.output).size()));
     const auto st = core::compute_range(d, views, 0, int32_t(out.size()), out.data(), n.channels_with_data());
@@ -374,10 +384,7 @@ std::vector<int8_t> run_int8(const QGraph& q, const std::vector<int8_t>& input) 
     const QNode& n = q.nodes[i];
     const core::LayerDesc d = q.desc(int(i));
     core::View views[core::kMaxInputs];
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const Shape& s = q.shape(n.inputs[k]);
-      views[k] = core::View{data(n.inputs[k]), 0, s.c, 0, s.h};
-    }
+    whole_views(q, n, data, views);
     const int64_t size = q.shape(n.output).size();
     slot[size_t(n.output)] = take(size_t(size));
     const auto st = core::compute_range(d, views, 0, int32_t(size), data(n.output), n.channels_with_data());

@@ -52,19 +52,28 @@ FrameCount count_gathered(const Piece* pieces, size_t n);
 FrameCount count_message(int64_t count);
 
 // The groups of a layer's send list (consecutive sends with the same peer,
-// layer and operand): calls f(first, n) for every group of peer sends
-// (sends to the coordinator are skipped).
+// layer and operand): calls f(first, n) for every group, the coordinator's
+// included.
 template <class F>
-void for_each_send_group(const std::vector<core::Send>& sends, F&& f) {
+void for_each_send_run(const std::vector<core::Send>& sends, F&& f) {
   size_t i = 0;
   while (i < sends.size()) {
     size_t j = i + 1;
     while (j < sends.size() && sends[j].peer == sends[i].peer && sends[j].layer == sends[i].layer &&
            sends[j].operand == sends[i].operand)
       ++j;
-    if (sends[i].peer != core::kPeerCoordinator) f(i, j - i);
+    f(i, j - i);
     i = j;
   }
+}
+
+// The same for the groups of peer sends only (the ones packed into INPUTS
+// frames; sends to the coordinator are skipped).
+template <class F>
+void for_each_send_group(const std::vector<core::Send>& sends, F&& f) {
+  for_each_send_run(sends, [&](size_t first, size_t n) {
+    if (sends[first].peer != core::kPeerCoordinator) f(first, n);
+  });
 }
 
 // Pieces of sends[first, first + n).

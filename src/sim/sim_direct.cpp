@@ -74,25 +74,18 @@ class DirectSim {
       for (int n = 0; n < L_; ++n) {
         const std::vector<core::Send>& sends = p.workers[size_t(b)].layers[size_t(n)].sends;
         std::vector<OutFrame>& fr = out_frames_[size_t(b)][size_t(n)];
-        size_t i = 0;
-        while (i < sends.size()) {
-          size_t j = i + 1;
-          while (j < sends.size() && sends[j].peer == sends[i].peer && sends[j].layer == sends[i].layer &&
-                 sends[j].operand == sends[i].operand)
-            ++j;
+        plan::for_each_send_run(sends, [&](size_t i, size_t k) {
           if (sends[i].peer == core::kPeerCoordinator) {
-            for (size_t k = i; k < j; ++k)
-              for (int64_t off = 0, pay = 0; off < int64_t(sends[k].count); off += pay) {
-                pay = int64_t(wire::frame_payload(sends[k].count, size_t(off)));
+            for (size_t e = i; e < i + k; ++e)
+              for (int64_t off = 0, pay = 0; off < int64_t(sends[e].count); off += pay) {
+                pay = int64_t(wire::frame_payload(sends[e].count, size_t(off)));
                 fr.push_back(OutFrame{kCoord, n, pay, kHeader + pay});
               }
-          } else {
-            const std::vector<plan::Piece> pcs = plan::pieces_of(sends, i, j - i);
-            for (const plan::GatheredFrame& g : plan::gather_frames(pcs))
-              fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload});
+            return;
           }
-          i = j;
-        }
+          for (const plan::GatheredFrame& g : plan::gather_frames(plan::pieces_of(sends, i, k)))
+            fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload});
+        });
         // Partial sums of a reduced layer (strategy `reduce`) to the owners
         // of the output blocks, after its compute; frames marked by a layer
         // offset of L * K. An owner waits for its sums before its next layer

@@ -153,18 +153,22 @@ class Simulator {
     return cpu_free_;
   }
 
+  // Gives a frame that is not an ACK its sequence number from the sender's
+  // window, as the real sender does; returns the frames then in flight.
+  static uint32_t stamp(wire::SendWindow& win, Frame& f) {
+    if (f.type == MsgType::Ack) return 0;
+    uint32_t seq = 0;
+    win.stamp(0, &seq, &f.flags);
+    f.seq = seq;
+    return win.in_flight();
+  }
+
   // The coordinator hands a frame for board b to its link at time t (t is
   // non-decreasing across calls: it comes from the event clock or the CPU).
   void coord_send(int b, Frame f, double t) {
     t = coord_cpu(t);
     CoordSide& c = coord_[size_t(b)];
-    uint32_t in_flight = 0;
-    if (f.type != MsgType::Ack) {
-      uint32_t seq = 0;
-      c.win.stamp(0, &seq, &f.flags);
-      f.seq = seq;
-      in_flight = c.win.in_flight();
-    }
+    const uint32_t in_flight = stamp(c.win, f);
     trace(t, TraceKind::CoordSend, b, &f, in_flight);
     count_frame(b, f);
     const double bytes = f.bytes();
@@ -308,13 +312,7 @@ class Simulator {
   // The board's hand-off of a frame to its link at time t.
   void board_send(int b, Frame f, double t) {
     BoardSide& s = boards_[size_t(b)];
-    uint32_t in_flight = 0;
-    if (f.type != MsgType::Ack) {
-      uint32_t seq = 0;
-      s.win.stamp(0, &seq, &f.flags);
-      f.seq = seq;
-      in_flight = s.win.in_flight();
-    }
+    const uint32_t in_flight = stamp(s.win, f);
     trace(t, TraceKind::BoardSend, b, &f, in_flight);
     count_frame(b, f);
     push(s.tx.pass(t, f.bytes()) + m_.frame_latency_s, b, Ev::CoordArrive, f);
