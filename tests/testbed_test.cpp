@@ -301,8 +301,10 @@ TEST(Endpoint, ParsedOnce) {
   EXPECT_EQ(e.family, ts::Endpoint::Family::Name);
   ASSERT_TRUE(ts::parse_endpoint("127.9.0.1:80", &e));
   EXPECT_TRUE(e.loopback());
-  ASSERT_TRUE(ts::parse_endpoint("999.1.1.1:80", &e));  // not dotted IPv4: a name to resolve
-  EXPECT_EQ(e.family, ts::Endpoint::Family::Name);
+  for (const char* name : {"999.1.1.1:80", "1234.1.1.1:80", "1.1.1.1111:80", "1.1.1:80"}) {
+    ASSERT_TRUE(ts::parse_endpoint(name, &e)) << name;  // not dotted IPv4: a name to resolve
+    EXPECT_EQ(e.family, ts::Endpoint::Family::Name) << name;
+  }
   std::string why;
   for (const char* bad : {"localhost", ":5000", "h:0", "h:65536", "h:", "h:12a", "h :5", "h:5\n", "[]:5"}) {
     EXPECT_FALSE(ts::parse_endpoint(bad, &e, &why)) << bad;

@@ -16,12 +16,12 @@ bool dotted_ipv4(const std::string& s, uint32_t* ip) {
     if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
     uint32_t part = 0;
     size_t digits = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && digits < 4) {
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && digits < 3) {
       part = part * 10 + uint32_t(s[i] - '0');
       ++i;
       ++digits;
     }
-    if (part > 255 || digits > 3) return false;
+    if (part > 255) return false;  // a fourth digit fails at the next separator check
     v = (v << 8) | part;
     ++parts;
     if (parts < 4) {
