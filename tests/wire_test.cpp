@@ -326,11 +326,21 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   EXPECT_EQ(d2.compute_instructions, 0u);  // not counted unless set
   d.compute_instructions = 0x89ABCDEFu;
   ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
-  EXPECT_EQ(DonePayload::kSize, 32u);
+  EXPECT_EQ(DonePayload::kSize, 40u);
   EXPECT_EQ(buf[28], 0xEF);  // little-endian at 28..31
   EXPECT_EQ(buf[31], 0x89);
   ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
   EXPECT_EQ(d2.compute_instructions, 0x89ABCDEFu);
+  EXPECT_EQ(d2.wait_us, 0u);
+  d.wait_us = 0x01020304u;
+  d.span_us = 0xA0B0C0D0u;
+  ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
+  EXPECT_EQ(buf[32], 0x04);  // wait_us little-endian at 32..35
+  EXPECT_EQ(buf[39], 0xA0);  // span_us at 36..39
+  ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
+  EXPECT_EQ(d2.wait_us, 0x01020304u);
+  EXPECT_EQ(d2.span_us, 0xA0B0C0D0u);
+  EXPECT_FALSE(d2.decode(buf, 32)) << "the 32-byte DONE before the wait and span is refused";
   EXPECT_FALSE(d2.decode(buf, 28));  // the 28-byte DONE before the count is refused
   EXPECT_FALSE(d2.decode(buf, 12)) << "a DONE of the old 12-byte size is refused, not misread";
   EXPECT_FALSE(d2.decode(buf, 24)) << "nor one of 24 bytes";

@@ -53,7 +53,7 @@ inline void add_model_options(CLI::App& sub, std::string& model, int& size, bool
       ->capture_default_str();
   sub.add_option("--size,-s", size,
                  "square input size up to 1024, for models that can be resized (default 0: the model's own size; "
-                 "112, the paper's size, for the bundled MobileNetV2)")
+                 "224, its trained size, for the bundled MobileNetV2; 112 is the paper's)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
 }

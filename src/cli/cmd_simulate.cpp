@@ -150,8 +150,7 @@ void register_simulate(CLI::App& app) {
   CLI::App& sub = add_command(app, "simulate", "Simulate distributed inference on 1..thousands of boards (timing model, no hardware)",
                               [o] { return cmd_simulate(make_sim_config(*o)); });
   o->cli = &sub;
-  o->tm.window = 32;
-  o->tm.cycles_per_mac = 2.0;
+  o->tm = sim::board_preset(o->board).timing;  // --board's figures below replace the default type's
   add_model_options(sub, o->model, o->size, true);
   auto* wopt = sub.add_option("--workers,-n", o->workers, "number of identical boards (default 3)");
   auto* sopt = sub.add_option("--sweep", o->sweep, "board counts: A..B, A..B:STEP, N, comma-separated (e.g. 1..120:5,500,1000)")

@@ -11,9 +11,6 @@ namespace ts::cli {
 
 namespace {
 
-// The cost models `run` takes: auto, its default, and the prices themselves.
-constexpr plan::Choice kRunCostModels[] = {plan::kAutoCostModel, plan::kCostModels[0], plan::kCostModels[1]};
-
 // The boards: a testbed file, or N local (qemu:N: QEMU) boards.
 plan::Testbed run_testbed(const RunOptions& o) {
   if (!o.testbed.empty()) return plan::load_testbed(o.testbed);
@@ -28,17 +25,19 @@ plan::Testbed run_testbed(const RunOptions& o) {
   return plan::default_testbed(n, kind, plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
 }
 
-// The planner's prices: boards that are processes on this machine (not
-// slowed by --cycles-per-mac or --delay-ms) by the measured host model
-// (data/costs/host.json), others by the Teensy figures.
+// The planner's prices: by default the board type each board is or stands
+// in for (a local board emulates a Teensy 4.1), as `plan` prices it; with
+// --cost-model host, boards that are processes on this machine at the
+// measured host figures (data/costs/host.json): the fastest plan on this PC.
+// The host prices are those of processes on this machine: refused for a
+// testbed with other boards.
 plan::CostModel run_cost_model(const RunOptions& o, const plan::Testbed& tb) {
-  check_choice("--cost-model", kRunCostModels, o.cost_model);
-  const std::string host_file = plan::host_costs_path();
-  if (o.cost_model == "host" ||
-      (o.cost_model == "auto" && plan::host_testbed(tb) && o.cpm == 0 && o.delay == 0 &&
-       std::filesystem::is_regular_file(host_file)))
-    return plan::host_cost_model(plan::load_host_costs(host_file));
-  return plan::CostModel{};
+  check_choice("--cost-model", plan::kCostModels, o.cost_model);
+  if (o.cost_model != "host") return plan::CostModel{};
+  if (!plan::host_testbed(tb))
+    throw Error("--cost-model host: it prices boards that are processes on this machine, and this testbed has "
+                "other boards (use --cost-model teensy)");
+  return plan::host_cost_model(plan::load_host_costs(plan::host_costs_path()));
 }
 
 // Options that would do nothing in this combination: one line naming both.
@@ -86,7 +85,6 @@ RunConfig make_run_config(const RunOptions& o) {
   c.plan.route_fallback = !given(o.cli, "--route");  // a named route is kept (plan::PlanOptions::route_fallback)
   c.plan.routing = false;  // the engine reads each board's needs; the routing map is for reports
   c.plan.cost = run_cost_model(o, c.testbed);
-  c.cost_auto = o.cost_model == "auto";
   // The inputs: one photo, one prepared tensor, or the first --limit test
   // images of a data set.
   const int sources = int(!o.image.empty()) + int(!o.input.empty()) + int(!o.dataset.empty());
@@ -163,7 +161,7 @@ void register_run(CLI::App& app) {
   sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
   add_strategy_option(sub, o->strategy);
-  sub.add_option("--cost-model", o->cost_model, "the planner's prices: " + plan::names_help(kRunCostModels))
+  sub.add_option("--cost-model", o->cost_model, "the planner's prices: " + plan::names_help(plan::kCostModels))
       ->capture_default_str();
   add_route_option(sub, o->route, "runs on the relay route");
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")

@@ -44,7 +44,7 @@ struct RunOptions {
   // so they are priced by the measured host figures (data/costs/host.json);
   // QEMU and remote boards by the Teensy 4.1 figures. `teensy` prices local
   // boards as the Teensy-class boards they stand in for.
-  std::string cost_model = "auto";
+  std::string cost_model = "teensy";
   const CLI::App* cli = nullptr;  // which options were given (cli::given)
 };
 
@@ -56,7 +56,6 @@ struct RunConfig {
   // The planner's options, its prices included (the session may re-price a
   // run whose fault the host-priced plan could not act on: run_faults.h).
   plan::PlanOptions plan;
-  bool cost_auto = true;  // --cost-model auto: the prices were chosen from the boards
   // Inputs: one photo, one prepared tensor or a data set's test images.
   std::string model;        // as loaded (a data set's own model by default)
   std::string model_label;  // as reported

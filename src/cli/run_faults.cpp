@@ -105,36 +105,6 @@ void check_flip_faults(const RunFaults& faults, const QGraph& q, const plan::Pla
   }
 }
 
-std::string plan_where_faults_act(const RunFaults& f, const QGraph& q, const plan::Testbed& tb, bool cost_auto,
-                                  plan::PlanOptions* popt_out, plan::Plan* p_out) {
-  plan::PlanOptions& popt = *popt_out;
-  plan::Plan& p = *p_out;
-  // A fault is injected where a board computes: a fault on a board that the
-  // host-priced plan leaves without a share of the fault's layer (on this
-  // machine one board often computes everything) could never act. When the
-  // cost model was the default's choice, such a run is planned with the
-  // Teensy prices instead, which give every board a share of every layer
-  // it can hold, and says so; an explicit --cost-model host keeps its plan
-  // and the fault is refused below with one line.
-  std::string cost_note;
-  if (popt.cost.host && cost_auto && f.any()) {
-    bool acts = true;
-    try {
-      (void)board_faults(f, tb, q, p);
-    } catch (const Error&) {
-      acts = false;
-    }
-    if (!acts) {
-      popt.cost = plan::CostModel{};
-      p = plan::make_plan(q, tb, popt);
-      cost_note = "planned with the Teensy prices: the host-priced plan leaves a board named by --inject-fault "
-                  "without a share of its layer";
-    }
-  }
-  check_flip_faults(f, q, p);
-  return cost_note;
-}
-
 void apply_faults(const RunFaults& f, const plan::Testbed& tb, const QGraph& q, const plan::Plan& p,
                   coord::SpawnOptions* so, std::vector<int>* fault_layer) {
   so->faults = board_faults(f, tb, q, p);

@@ -30,16 +30,8 @@ struct RunFaults {
 // model is loaded and planned, so a mistyped spec is one line at once.
 RunFaults faults_on_testbed(const std::vector<std::string>& specs, const plan::Testbed& tb);
 
-// Checks the faults against the plan `p` made with `*popt`. When the
-// host-priced plan leaves a board named by a fault without a share of its
-// layer and `cost_auto` (the cost model was the default's choice), re-plans
-// with the Teensy prices and returns a note saying so; else "".
-std::string plan_where_faults_act(const RunFaults& f, const QGraph& q, const plan::Testbed& tb, bool cost_auto,
-                                  plan::PlanOptions* popt, plan::Plan* p);
-
 // Throws ts::Error (one line) unless each flip fault's board and layer exist
-// in the plan and the board computes part of that layer (again after a
-// re-plan).
+// in the plan and the board computes part of that layer.
 void check_flip_faults(const RunFaults& f, const QGraph& q, const plan::Plan& p);
 
 // The faults as the boards are started with them (SpawnOptions::faults) and,

@@ -20,6 +20,12 @@ std::string human_bytes(int64_t b) {
   return buf;
 }
 
+std::string fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
 // The last inference's answer: the output as probabilities (or values, for
 // a model without Softmax), its classes best first, their labels.
 struct Answer {
@@ -40,6 +46,16 @@ Answer answer(const QGraph& q, const std::vector<int8_t>& output) {
   for (size_t i = 0; i < a.order.size(); ++i) a.order[i] = int(i);
   std::sort(a.order.begin(), a.order.end(), [&](int x, int y) { return a.probs[size_t(x)] > a.probs[size_t(y)]; });
   return a;
+}
+
+nlohmann::json estimate_json(const BoardTypeEstimate& e) {
+  nlohmann::json j = {{"board_type", e.board_type}, {"total_s", e.total_s}, {"compute_s", e.compute_s},
+                      {"communication_s", e.comm_s}, {"cycles_per_mac", e.cycles_per_mac}, {"window", e.window},
+                      {"source", "tinysplit simulate of this plan"}};
+  j["paper"] = e.paper ? nlohmann::json{{"figure", "Fig. 9"}, {"total_s", e.paper->total_s},
+                                        {"compute_s", e.paper->compute_s}, {"communication_s", e.paper->comm_s}}
+                       : nlohmann::json(nullptr);
+  return j;
 }
 
 }  // namespace
@@ -69,8 +85,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
                                                                            : nlohmann::json(nullptr)}};
     std::vector<int64_t> planned, measured;
     for (size_t n = 0; n < q.nodes.size(); ++n) {
-      const auto& ls = r.plan.workers[i].layers[n];
-      planned.push_back(!ls.active() ? 0 : int64_t(core::kWorkerFixedArena) + ls.ram_bytes);
+      planned.push_back(r.plan.workers[i].computing_ram_bytes(n));
       measured.push_back(b.layer_peak[n]);
     }
     e["planned_layer_ram_bytes"] = planned;
@@ -83,6 +98,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
   }
   for (const auto& l : x.layers)
     jl.push_back({{"name", l.name}, {"wall_s", l.wall_s}, {"compute_s", l.compute_s}, {"communication_s", l.comm_s},
+                  {"wait_s", l.wait_s},
                   {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram},
                   {"result_frames", l.result_frames}});
   nlohmann::json jf = nlohmann::json::array();
@@ -104,7 +120,6 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       {"size_note", note},
       {"workers", r.plan.n_workers()}, {"allocation", plan::to_string(c.plan.alloc)}, {"strategy", r.plan.strategy},
       {"cost_model", r.cost_host ? "host" : "teensy"},
-      {"cost_model_note", r.cost_note},
       {"route", plan::route_name(r.plan.route)}, {"route_note", r.plan.route_note}, {"window", c.window},
       {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
       {"logits_int8", std::vector<int>(x.output.begin(), x.output.end())}, {"probs", probs},
@@ -116,6 +131,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
                                                          {"name", q.nodes[size_t(r.first_bad.node)].name},
                                                          {"input", r.first_bad_input}}},
       {"latency_s", {{"total", x.total_s}, {"compute", x.compute_s}, {"communication", x.comm_s}}},
+      {"board_type_estimate", estimate_json(r.estimate)},
       // total: every byte on the coordinator's links, measured; payload:
       // the plan's activation bytes, board-to-board ones included (with
       // --route direct the coordinator does not see those).
@@ -151,7 +167,6 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
               in_size, r.plan.n_workers(), plan::to_string(c.plan.alloc), c.window,
               c.cycles_per_mac > 0 ? ", emulated clocks" : "", c.delay_ms > 0 ? ", injected delays" : "");
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
-  if (!r.cost_note.empty()) std::printf("note: %s\n", r.cost_note.c_str());
   if (!r.plan.route_note.empty()) std::printf("note: %s\n", r.plan.route_note.c_str());
   if (!c.dataset.empty())
     std::printf("%s: distributed accuracy %.4f (int8 reference %.4f), %d of %zu bit-exact; last image:\n",
@@ -180,6 +195,14 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
   if (!c.key_file.empty()) std::printf("links: authenticated (HMAC-SHA-256 tag on every frame, key %s)\n", c.key_file.c_str());
   std::printf("latency: %.3f s total = %.3f s compute + %.3f s communication (single process: %.3f s)\n", x.total_s,
               x.compute_s, x.comm_s, r.reference_s);
+  const BoardTypeEstimate& e = r.estimate;
+  std::printf("on %d %s boards (simulated, this plan, %.1f cycles/MAC, window %d): %.3f s = %.3f s compute + "
+              "%.3f s communication%s\n",
+              r.plan.n_workers(), e.board_type.c_str(), e.cycles_per_mac, e.window, e.total_s, e.compute_s, e.comm_s,
+              e.paper ? (("; the paper reports " + fixed2(e.paper->total_s) + " s = " + fixed2(e.paper->compute_s) +
+                          " + " + fixed2(e.paper->comm_s) + " (Fig. 9)"))
+                            .c_str()
+                      : "");
   std::printf("wire: %s in frames, %s activations\n", human_bytes(x.wire_bytes).c_str(),
               human_bytes(x.payload_bytes).c_str());
   std::printf("%-6s %-22s %12s %12s %10s %12s %12s %10s\n", "board", "address", "peak RAM", "planned", "budget",
@@ -191,10 +214,12 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
                 (long long)r.testbed.boards[size_t(r.used[i])].ram_bytes,
                 (long long)b.flash_bytes, b.compute_s, (long long)(b.bytes_in / 1024), (long long)(b.bytes_out / 1024));
   }
-  std::printf("%-34s %10s %10s %10s %12s\n", "layer", "wall ms", "compute ms", "comm ms", "payload B");
+  std::printf("per layer, as the boards measured it (the slowest board's time; communication includes its wait for "
+              "inputs):\n");
+  std::printf("%-34s %10s %10s %10s %10s %12s\n", "layer", "time ms", "compute ms", "comm ms", "wait ms", "payload B");
   for (const auto& l : x.layers)
-    std::printf("%-34.34s %10.3f %10.3f %10.3f %12lld\n", l.name.c_str(), 1e3 * l.wall_s, 1e3 * l.compute_s,
-                1e3 * l.comm_s, (long long)l.payload_bytes);
+    std::printf("%-34.34s %10.3f %10.3f %10.3f %10.3f %12lld\n", l.name.c_str(), 1e3 * l.wall_s, 1e3 * l.compute_s,
+                1e3 * l.comm_s, 1e3 * l.wait_s, (long long)l.payload_bytes);
 }
 
 void print_throughput_json(const RunConfig& c, const RunInputs& in, const ThroughputResult& r) {

@@ -153,6 +153,31 @@ RunInputs load_run_inputs(const RunConfig& c) {
   return in;
 }
 
+namespace {
+
+BoardTypeEstimate estimate_on_board_type(const RunConfig& c, const QGraph& q, const RunResult& r) {
+  const sim::BoardPreset& type = sim::board_preset("teensy41");
+  BoardTypeEstimate e;
+  e.board_type = type.name;
+  sim::TimingModel tm = type.timing;
+  tm.window = c.window;
+  plan::Testbed tb = c.testbed;  // the boards as configured (not as probed on this machine)
+  tb.boards.clear();
+  for (int w : r.used) tb.boards.push_back(c.testbed.boards[size_t(w)]);
+  const sim::SimResult s = sim::simulate(q, r.plan, tb, tm);
+  e.total_s = s.total_s;
+  e.compute_s = s.compute_s;
+  e.comm_s = s.comm_s;
+  e.cycles_per_mac = tm.cycles_per_mac;
+  e.window = tm.window;
+  const bool paper_setting = is_default_model(c.model) && q.shape(q.input).h == kPaperInputSize &&
+                             r.plan.strategy == "neuron" && r.plan.route == plan::Route::Relay;
+  if (paper_setting) e.paper = sim::paper_figure(r.plan.n_workers());
+  return e;
+}
+
+}  // namespace
+
 RunResult run_latency(const RunConfig& c, const RunInputs& in) {
   const QGraph& q = in.q;
   RunResult res;
@@ -160,7 +185,7 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
   plan::Testbed& tb = res.testbed;
   plan::PlanOptions popt = c.plan;
   plan::Plan p = plan::make_plan(q, tb, popt);
-  res.cost_note = plan_where_faults_act(c.faults, q, tb, c.cost_auto, &popt, &p);
+  check_flip_faults(c.faults, q, p);
   res.cost_host = popt.cost.host;
   // Boards.
   coord::SpawnOptions so = spawn_options(c);
@@ -193,6 +218,7 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
   res.addresses = boards.addresses();
   res.failovers = swarm.failovers();
   res.rejoins = swarm.rejoins();
+  res.estimate = estimate_on_board_type(c, q, res);
   return res;
 }
 

@@ -14,6 +14,7 @@
 #include "coord/failover.h"
 #include "coord/verify.h"
 #include "model/qgraph.h"
+#include "sim/scenario.h"
 
 namespace ts::cli {
 
@@ -27,6 +28,19 @@ struct RunInputs {
 };
 RunInputs load_run_inputs(const RunConfig& c);
 
+// What the run's plan would take on the board type its boards are or stand
+// in for (Teensy 4.1): the simulator (src/sim) on the plan's boards with the
+// type's timing and the run's window; beside it the paper's figure when the
+// run is the paper's setting (the bundled MobileNetV2 at 112, --strategy
+// neuron --route relay, a board count the paper reports).
+struct BoardTypeEstimate {
+  std::string board_type;
+  double total_s = 0, compute_s = 0, comm_s = 0;
+  double cycles_per_mac = 0;
+  int window = 0;
+  const sim::PaperFigure* paper = nullptr;
+};
+
 // What a latency run did.
 struct RunResult {
   plan::Plan plan;                   // what the last inference ran on (after a failover, fewer boards)
@@ -39,7 +53,6 @@ struct RunResult {
   coord::DeployResult deploy;
   coord::InferenceResult last;       // the last inference, with the median total, compute and communication times
   bool cost_host = false;            // the plan's prices were the host model's
-  std::string cost_note;             // why the prices are not the configured ones ("": they are)
   bool match = true;                 // every output and every layer's digest as the reference's
   int exact = 0, correct = 0, ref_correct = 0;  // per input: bit-exact in every repeat; top-1 right
   int inferences = 0, exact_inferences = 0;
@@ -47,6 +60,7 @@ struct RunResult {
   coord::Verification first_bad;     // the first layer that did not (board: testbed board)
   int first_bad_input = -1;
   double reference_s = 0;            // reference_s again, interleaved with the inferences
+  BoardTypeEstimate estimate;        // of `plan` on the board type
 };
 RunResult run_latency(const RunConfig& c, const RunInputs& in);
 

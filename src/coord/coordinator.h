@@ -49,7 +49,10 @@ struct ProbeResult {
 struct LayerTiming {
   int node = 0;
   std::string name;
-  double wall_s = 0, compute_s = 0, comm_s = 0;  // compute = slowest board's kernel time
+  // Measured on the boards (DONE): the slowest board's time on the layer
+  // (ready -> results handed over), the longest compute, the longest wait
+  // for inputs; comm = wall - compute (the wait included).
+  double wall_s = 0, compute_s = 0, comm_s = 0, wait_s = 0;
   int64_t payload_bytes = 0;                       // activations in + out
   int64_t wire_bytes = 0;                          // all frames, both ways
   int64_t max_peak_ram = 0;                        // max board arena high-water
@@ -60,7 +63,7 @@ struct BoardRunStats {
   int index = 0;
   int board_id = 0;
   uint32_t peak_ram_bytes = 0;        // measured arena high-water (max over layers)
-  int64_t planned_peak_ram_bytes = 0;
+  int64_t planned_peak_ram_bytes = 0;  // plan::WorkerPlan::computing_peak_ram_bytes
   int64_t flash_bytes = 0;
   double compute_s = 0;
   // Instructions the board's kernels took over the inference (sum of DONE's
@@ -152,9 +155,7 @@ class Coordinator {
   // The per-layer figures and the totals of one inference from each board's
   // DONE time (seconds from the start), compute time, frames and wire bytes
   // per layer ([board][node]).
-  void summarise_layers(InferenceResult& res, const std::vector<std::vector<double>>& done_s,
-                        const std::vector<std::vector<uint32_t>>& compute_us,
-                        const std::vector<std::vector<uint32_t>>& frames,
+  void summarise_layers(InferenceResult& res, const std::vector<std::vector<wire::DonePayload>>& done,
                         const std::vector<std::vector<int64_t>>& wire) const;
   void parallel(const std::vector<int>& boards, const std::function<void(int)>& fn);
   struct Pool;

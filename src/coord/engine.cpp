@@ -62,8 +62,7 @@ struct Coordinator::Slot {
   InferenceResult r;
   std::vector<std::vector<int8_t>> t;
   std::vector<int> owed;                                // [node] boards yet to return their outputs
-  std::vector<std::vector<Clock::time_point>> done_at;  // [board][node]
-  std::vector<std::vector<uint32_t>> compute_us, frames;
+  std::vector<std::vector<wire::DonePayload>> done;  // [board][node]: what the board measured
   std::vector<std::vector<int64_t>> wire;
   Clock::time_point start{};
   bool started = false;
@@ -99,7 +98,7 @@ void Coordinator::reset_slot(Slot& S, const Roles& roles, const std::vector<int8
     auto& b = S.r.boards[i];
     b.index = int(i);
     b.board_id = plan().workers[i].board;
-    b.planned_peak_ram_bytes = plan().workers[i].peak_ram_bytes;
+    b.planned_peak_ram_bytes = plan().workers[i].computing_peak_ram_bytes();
     b.flash_bytes = plan().workers[i].flash_bytes;
     b.layer_peak.assign(L, 0);
     b.layer_outputs.assign(L, 0);
@@ -110,9 +109,7 @@ void Coordinator::reset_slot(Slot& S, const Roles& roles, const std::vector<int8
   for (size_t node = 0; node < L; ++node)
     if (roles.collected[node] > 0) S.t[q_.nodes[node].output].assign(size_t(q_.shape(q_.nodes[node].output).size()), 0);
   S.owed = roles.collected;
-  S.done_at.assign(B, std::vector<Clock::time_point>(L));
-  S.compute_us.assign(B, std::vector<uint32_t>(L, 0));
-  S.frames.assign(B, std::vector<uint32_t>(L, 0));
+  S.done.assign(B, std::vector<wire::DonePayload>(L));
   S.wire.assign(B, std::vector<int64_t>(L, 0));
   S.started = false;
   S.boards_done = 0;
@@ -170,10 +167,7 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
     const Clock::time_point end = Clock::now();
     if (!S.started) S.start = end;  // a plan whose boards take nothing from the coordinator: none here
     S.r.total_s = seconds_between(S.start, end);
-    std::vector<std::vector<double>> done_s(B, std::vector<double>(L, 0.0));
-    for (size_t w = 0; w < B; ++w)
-      for (size_t node = 0; node < L; ++node) done_s[w][node] = seconds_between(S.start, S.done_at[w][node]);
-    summarise_layers(S.r, done_s, S.compute_us, S.frames, S.wire);
+    summarise_layers(S.r, S.done, S.wire);
     S.r.output = S.t[q_.output];
     done(k, S.r);
     ++sync.completed;
@@ -249,9 +243,7 @@ bool Coordinator::board_layer(BoardLink& l, size_t w, size_t node, Slot& S, cons
   send_inputs(l, s, node, S.t, bs);
   if (s.run_trigger) l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
   const wire::DonePayload d = collect_layer(l, s, node, S.t[q_.nodes[node].output], bs);
-  S.done_at[w][node] = Clock::now();
-  S.compute_us[w][node] = d.elapsed_us;
-  S.frames[w][node] = d.frames_sent;
+  S.done[w][node] = d;
   const int64_t wn = int64_t(l.stats().wire_out + l.stats().wire_in);
   S.wire[w][node] = wn - wire0;
   wire0 = wn;
@@ -275,33 +267,33 @@ void Coordinator::rethrow_in(const BoardError& e, const BoardLink& l, size_t nod
   }
 }
 
-// The per-layer figures of one inference: a layer ends when its last
-// board's DONE came (seconds from the start, per board and layer), its
-// compute is the slowest board's, the rest of its time is communication;
-// then the totals. Boards may be at different layers at once (direct
-// route), so a layer's wall time is its share of the critical path.
-void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::vector<double>>& done_s,
-                                   const std::vector<std::vector<uint32_t>>& compute_us,
-                                   const std::vector<std::vector<uint32_t>>& frames,
+// The per-layer figures of one inference, from what each board measured
+// and reported in its DONE (wire.h DonePayload): a layer's time is its
+// slowest board's (from being ready for the layer to having handed over its
+// results), its compute the longest compute, its wait the longest wait for
+// inputs, its communication the rest of its time. The totals: compute is
+// the sum over layers, communication the rest of the coordinator's
+// end-to-end time.
+void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::vector<wire::DonePayload>>& done,
                                    const std::vector<std::vector<int64_t>>& wire) const {
-  double before = 0;
   for (size_t node = 0; node < q_.nodes.size(); ++node) {
     LayerTiming lt;
     lt.node = int(node);
     lt.name = q_.nodes[node].name;
-    double last = before;
-    uint32_t mx = 0;
-    for (size_t w = 0; w < done_s.size(); ++w) {
+    uint32_t compute = 0, span = 0, wait = 0;
+    for (size_t w = 0; w < done.size(); ++w) {
       if (!plan().workers[w].layers[node].active()) continue;
-      last = std::max(last, done_s[w][node]);
-      mx = std::max(mx, compute_us[w][node]);
-      lt.result_frames += frames[w][node];
+      const wire::DonePayload& d = done[w][node];
+      compute = std::max(compute, d.elapsed_us);
+      span = std::max(span, std::max(d.span_us, d.elapsed_us));
+      wait = std::max(wait, d.wait_us);
+      lt.result_frames += d.frames_sent;
       lt.wire_bytes += wire[w][node];
       lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[w].layer_peak[node]);
     }
-    lt.wall_s = last - before;
-    before = last;
-    lt.compute_s = std::min(lt.wall_s, mx * 1e-6);
+    lt.wall_s = span * 1e-6;
+    lt.compute_s = compute * 1e-6;
+    lt.wait_s = wait * 1e-6;
     lt.comm_s = lt.wall_s - lt.compute_s;
     lt.payload_bytes = plan().layers[node].bytes_moved;
     res.compute_s += lt.compute_s;
@@ -310,7 +302,7 @@ void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::
     res.result_frames += lt.result_frames;
     res.layers.push_back(lt);
   }
-  res.comm_s = res.total_s - res.compute_s;
+  res.comm_s = std::max(0.0, res.total_s - res.compute_s);
 }
 
 }  // namespace ts::coord

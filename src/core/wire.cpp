@@ -327,6 +327,8 @@ size_t DonePayload::encode(uint8_t* out, size_t cap) const {
   put_u32(out + 20, uint32_t(output_digest));
   put_u32(out + 24, uint32_t(output_digest >> 32));
   put_u32(out + 28, compute_instructions);
+  put_u32(out + 32, wait_us);
+  put_u32(out + 36, span_us);
   return kSize;
 }
 
@@ -339,6 +341,8 @@ bool DonePayload::decode(const uint8_t* in, size_t len) {
   outputs = get_u32(in + 16);
   output_digest = uint64_t(get_u32(in + 20)) | (uint64_t(get_u32(in + 24)) << 32);
   compute_instructions = get_u32(in + 28);
+  wait_us = get_u32(in + 32);
+  span_us = get_u32(in + 36);
   return true;
 }
 

@@ -321,7 +321,7 @@ struct AckPayload {
 // An ACK frame on the wire (untagged).
 constexpr size_t kAckFrameBytes = kHeaderSize + AckPayload::kSize;
 
-// DONE, 32 bytes: the request with sequence number request_seq (a RUN after
+// DONE, 40 bytes: the request with sequence number request_seq (a RUN after
 // its OUTPUT messages, or a COMMIT) completed. Metrics are 0 if not measured.
 //   0 u32 request_seq
 //   4 u32 elapsed_us      compute time on the board
@@ -337,8 +337,15 @@ constexpr size_t kAckFrameBytes = kHeaderSize + AckPayload::kSize;
 //                         counted exactly (the firmware under QEMU -icount:
 //                         its 25 MHz timer ticks x 40); 0 = not counted (host
 //                         boards, QEMU without -icount, a COMMIT)
+//  32 u32 wait_us         the board's time from being ready for the layer
+//                         (its previous layer's results handed to its links,
+//                         or the inference's first frame) to starting it:
+//                         waiting for its inputs (and, relayed, for RUN)
+//  36 u32 span_us         from being ready to this DONE: wait + compute +
+//                         handing the results to the links (a reduced
+//                         layer: its partial-sum exchange too); 0 for a COMMIT
 struct DonePayload {
-  static constexpr size_t kSize = 32;
+  static constexpr size_t kSize = 40;
   uint32_t request_seq = 0;
   uint32_t elapsed_us = 0;
   uint32_t peak_ram_bytes = 0;
@@ -346,6 +353,8 @@ struct DonePayload {
   uint32_t outputs = 0;
   uint64_t output_digest = 0;
   uint32_t compute_instructions = 0;  // exact instruction count of the compute, 0 = not counted
+  uint32_t wait_us = 0;
+  uint32_t span_us = 0;
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };

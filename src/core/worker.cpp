@@ -18,7 +18,7 @@ bool Worker::init(const WorkerConfig& cfg, uint8_t* arena, uint32_t arena_size, 
   deploy_.init(&cfg_, flash, &stats_, &links_, this);
   links_.init(&cfg_, port_, &stats_, &deploy_, this, tx);
   sched_.init(&cfg_, port_, &stats_, &deploy_, &links_, &sender_, this, base, fixed_mark_);
-  sender_.init(&cfg_, &links_, this, base);
+  sender_.init(&cfg_, port_, &links_, this, base);
   deploy_.open_fragment();
   return true;
 }

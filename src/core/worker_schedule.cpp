@@ -182,6 +182,7 @@ Verdict LayerScheduler::admit(int link, const FrameHeader& h, const FragLayer& e
   *slot = find_open(h.layer);
   if (*slot) return early() ? Verdict::Hold : Verdict::Ok;
   if (idle()) {
+    if (cursor_ >= n_layers) ready_us_ = port_->now_us();  // this frame starts an inference here
     if (from_coord) cursor_ = h.layer;
     else if (cursor_ >= n_layers) cursor_ = deploy_->first_active();
   } else if (from_coord && h.layer != cursor_) {
@@ -449,6 +450,8 @@ void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_
   r.seq = slot ? slot->run_seq : 0;
   r.us = us;
   r.instructions = port_->compute_instructions();
+  r.ready_at_us = ready_us_;
+  r.wait_us = wait_us_;
   if (slot) *slot = Open();
   sender_->send_results(e, r);
 }
@@ -478,6 +481,7 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   // ACKs) goes out before we are busy.
   links_->flush_peers();
   const uint32_t t0 = port_->now_us();
+  if (!(e.partial() && slot->ps_done)) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (e.partial() && !slot->ps_done) {
     if (!sums_phase(e, slot, t0)) return false;
     *started = true;
@@ -503,6 +507,7 @@ void LayerScheduler::sent() {
     return;
   }
   cursor_ = uint32_t(layer) + 1;
+  ready_us_ = port_->now_us();
   // Buffers in use now: the open layers' windows and outputs still held.
   touched_ = 0;
   for (const Open& o : open_)

@@ -82,6 +82,10 @@ class LayerScheduler {
   uint32_t fixed_ = 0;  // the arena's fixed part (the transmit buffer)
   // The next layer to run, and the layers receiving inputs.
   uint32_t cursor_ = 0;
+  // Board clock (Port::now_us) when the board became ready for its next
+  // layer: its last layer's results handed over, or the first frame of an
+  // inference; and the wait of the layer in progress (ready -> start).
+  uint32_t ready_us_ = 0, wait_us_ = 0;
   Open open_[kMaxOpenLayers];
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
 };

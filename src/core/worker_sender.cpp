@@ -32,8 +32,9 @@ class GroupSends final : public PieceSource {
 
 }  // namespace
 
-void Sender::init(const WorkerConfig* cfg, LinkSet* links, Worker* worker, const uint8_t* base) {
+void Sender::init(const WorkerConfig* cfg, Port* port, LinkSet* links, Worker* worker, const uint8_t* base) {
   cfg_ = cfg;
+  port_ = port;
   links_ = links;
   worker_ = worker;
   base_ = base;
@@ -87,6 +88,8 @@ bool Sender::send_done(int coord) {
   d.frames_sent = frames_;
   d.outputs = fl_.out_elems;
   d.output_digest = report_.digest;
+  d.wait_us = report_.wait_us;
+  d.span_us = port_->now_us() - report_.ready_at_us;
   uint8_t buf[wire::DonePayload::kSize];
   d.encode(buf, sizeof buf);
   // Relay: the coordinator answers DONE with the next RUN, ACK it now.

@@ -23,12 +23,13 @@ class Worker;
 struct LayerReport {
   uint32_t seq = 0;  // the RUN's sequence number (0 without one)
   uint32_t us = 0, peak = 0, instructions = 0;
+  uint32_t ready_at_us = 0, wait_us = 0;  // board clock when it was ready for the layer; ready -> start
   uint64_t digest = 0;
 };
 
 class Sender {
  public:
-  void init(const WorkerConfig* cfg, LinkSet* links, Worker* worker, const uint8_t* base);
+  void init(const WorkerConfig* cfg, Port* port, LinkSet* links, Worker* worker, const uint8_t* base);
   void reset();
   bool busy() const { return sending_; }
   // The results being sent are partial sums (phase 1 of a reduced layer).
@@ -52,6 +53,7 @@ class Sender {
   bool send_done(int coord);
 
   const WorkerConfig* cfg_ = nullptr;
+  Port* port_ = nullptr;
   LinkSet* links_ = nullptr;
   Worker* worker_ = nullptr;
   const uint8_t* base_ = nullptr;  // planned buffers start here

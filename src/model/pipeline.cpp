@@ -73,7 +73,7 @@ int resolve_input_size(const std::string& spec, int requested) {
   if (is_tfjs_file(path)) {
     // TF.js MobileNets are fully convolutional: any size the layers accept.
     if (requested > 0) return requested;
-    return is_default_model(path) ? kPaperInputSize : 0;
+    return is_default_model(path) ? kMobileNetTrainedSize : 0;
   }
   const std::vector<int64_t> d = onnx_input_dims(path);
   const bool fixed = d.size() == 4 && d[2] > 0 && d[3] > 0;
@@ -93,8 +93,8 @@ std::string size_note(const std::string& spec, int size) {
   if (size != kPaperInputSize || !is_default_model(spec)) return {};
   return "112x112 is the paper's input size; this MobileNetV2 was trained at 224x224, and at 112 the float model "
          "itself calls 10 of the 25 evaluation photos 'Drawing' (2 of 25 at 224) and agrees with its own 224 "
-         "prediction on 13 of 25 (measured by: tinysplit eval --compare-size 224); --size 224 runs the trained size "
-         "and fits 3 default boards in bands of rows sent board to board (--size 224 --strategy spatial --route direct)";
+         "prediction on 13 of 25 (measured by: tinysplit eval --size 112 --compare-size 224); the default, 224, is the "
+         "trained size";
 }
 
 Graph import_model(const std::string& spec, int size) {

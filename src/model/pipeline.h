@@ -27,8 +27,8 @@ bool is_quantized_file(const std::string& path);
 // Input sizes. A model that declares a fixed input size (an ONNX file with
 // fixed height and width, a .tsqm) runs at that size; asking it for another
 // size is an error. Only TF.js models (fully convolutional MobileNets) may be
-// resized with --size. The bundled MobileNetV2 runs at the paper's 112 by
-// default although it was trained at 224 (see size_note()).
+// resized with --size. The bundled MobileNetV2 runs at its trained size, 224,
+// by default; 112 is the paper's size (see size_note()).
 inline constexpr int kPaperInputSize = 112;
 inline constexpr int kMobileNetTrainedSize = 224;
 

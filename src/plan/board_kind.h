@@ -42,8 +42,8 @@ struct BoardKind {
   // measured_for); "" = none (a host process: priced by the host model).
   const char* costs;
   // True if the board computes at this machine's speed (a host process):
-  // the `auto` cost model prices a testbed of only such boards with the
-  // measured host figures (cost.h host_testbed).
+  // only a testbed of such boards can be priced with the measured host
+  // figures (--cost-model host, cost.h host_testbed).
   bool host_speed;
   const char* transport;  // the coordinator's transport to it ("tcp")
 };

@@ -22,15 +22,12 @@ inline constexpr Choice kRoutes[] = {
     {"direct", "boards send to boards"},
 };
 
-// The planner's prices (plan/cost.h). `plan` takes these; `run` also takes
-// kAutoCostModel, its default.
+// The planner's prices (plan/cost.h), for `plan`, `run` and `simulate`;
+// the first is the default.
 inline constexpr Choice kCostModels[] = {
     {"teensy", "the Teensy 4.1 figures, what local boards stand in for"},
     {"host", "the measured prices of boards run as processes on this machine, data/costs/host.json"},
 };
-inline constexpr Choice kAutoCostModel = {
-    "auto", "host when every board is a process on this machine, not slowed by --cycles-per-mac or --delay-ms, and data/costs/host.json exists; else teensy"};
-
 // "a, b, c" (last = ", ") or "a, b or c" (last = " or "): for error lines.
 template <class Range>
 std::string join_names(const Range& choices, const char* last = ", ") {

@@ -492,4 +492,15 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   return r;
 }
 
+int64_t WorkerPlan::computing_ram_bytes(size_t node) const {
+  const LayerShare& ls = layers[node];
+  return ls.active() ? int64_t(core::kWorkerFixedArena) + ls.ram_bytes : 0;
+}
+
+int64_t WorkerPlan::computing_peak_ram_bytes() const {
+  int64_t peak = 0;
+  for (size_t n = 0; n < layers.size(); ++n) peak = std::max(peak, computing_ram_bytes(n));
+  return peak;
+}
+
 }  // namespace ts::plan

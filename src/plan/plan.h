@@ -142,6 +142,15 @@ struct WorkerPlan {
   int64_t macs = 0;
   int64_t bytes_in = 0;     // activations received per inference
   int64_t bytes_out = 0;    // activations sent per inference
+
+  // What the board's arena holds while it computes layer `node`, as its
+  // DONE measures it: kWorkerFixedArena + the layer's ram_bytes; 0 for a
+  // layer it does not compute (it sends no DONE for it).
+  int64_t computing_ram_bytes(size_t node) const;
+  // The max of that over the layers: the peak an inference measures (0 for a
+  // board with no share; peak_ram_bytes, which sizes its arena, still counts
+  // the fixed part and windows held across layers it does not compute).
+  int64_t computing_peak_ram_bytes() const;
 };
 
 struct LayerStats {

@@ -9,13 +9,35 @@
 
 namespace ts::sim {
 
+namespace {
+
+// Teensy 4.1: the engine's window, 2 cycles per MAC (the planner's default
+// price, about what the Cortex-M7 kernels measure: data/costs/cortex-m7.json),
+// an ideal network otherwise.
+TimingModel teensy_timing() {
+  TimingModel m;
+  m.window = 32;
+  m.cycles_per_mac = 2.0;
+  return m;
+}
+
+}  // namespace
+
 const std::vector<BoardPreset>& board_presets() {
   static const std::vector<BoardPreset> presets = {
       {"teensy41", "Teensy 4.1: Cortex-M7 600 MHz, 512 KiB RAM budget, 8 MiB flash, 100 Mbit/s Ethernet",
        plan::kTeensyClockMhz, plan::kTeensyRamBytes, plan::kTeensyFlashBytes, plan::kDefaultBandwidthKBps,
-       plan::kDefaultDelaySPerKB},
+       plan::kDefaultDelaySPerKB, teensy_timing()},
   };
   return presets;
+}
+
+const PaperFigure* paper_figure(int workers) {
+  // Fig. 9 of the paper: total = compute + communication, seconds.
+  static const PaperFigure figures[] = {{3, 42.97, 15.37, 27.60}, {8, 56.89, 7.07, 49.82}};
+  for (const PaperFigure& f : figures)
+    if (f.workers == workers) return &f;
+  return nullptr;
 }
 
 const BoardPreset& board_preset(const std::string& name) {

@@ -23,7 +23,20 @@ struct BoardPreset {
   int64_t flash_bytes = 0;
   double bandwidth_kbps = 0; // link, KB/s (1 KB = 1000 bytes)
   double delay_s_per_kb = 0;
+  // The type's protocol, compute and software figures: what `simulate`
+  // starts from and what `run` estimates its plan with.
+  TimingModel timing;
 };
+
+// The paper's reported latency for its own setting (Fig. 9: MobileNetV2 at
+// 112x112 on Teensy 4.1 boards, runs of output neurons relayed through the
+// coordinator, stop-and-wait), by board count.
+struct PaperFigure {
+  int workers = 0;
+  double total_s = 0, compute_s = 0, comm_s = 0;
+};
+// The figure for `workers` boards, nullptr where the paper reports none.
+const PaperFigure* paper_figure(int workers);
 
 // Known presets (currently "teensy41": Cortex-M7 at 600 MHz, the 512 KiB
 // RAM budget the paper evaluates against, 8 MiB flash, 100 Mbit/s Ethernet).
