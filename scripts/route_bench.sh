@@ -64,4 +64,4 @@ for mode in modes:
     each = " ".join(f"{j['latency_s']['total'] / j['reference_s']:.2f}" for j in runs)
     print(f"{mode:<18} {lat:>10.4f} {ref:>12.4f} {ratio:>6.2f} {each:<30} {str(exact):>9} {runs[0]['result_frames']:>13} {ram:>14}")
 EOF
-echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; $ROUNDS rounds x --repeat $REPEAT, $WORKERS boards, size ${SIZE:-the model's own}"
+echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; $ROUNDS rounds x --repeat $REPEAT, $WORKERS boards, size ${SIZE:-as the model declares}"
