@@ -3,6 +3,7 @@
 // reference bit for bit (the command checks it on every run and reports
 // match_reference); failures must give one clear line, in bounded time.
 #include <algorithm>
+#include <map>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -144,6 +145,42 @@ TEST_F(RunTest, DefaultMainJobIsExactOnThreeBoards) {
   // Every frame's 32-byte header comes on top (and the ACKs): at least one
   // header per 1368 payload bytes.
   EXPECT_GE(j.at("wire_bytes").at("total").get<int64_t>(), measured + measured / 1368 * 32);
+}
+
+// Per-layer figures come from the boards (DONE: wait, compute, span): with
+// an emulated clock every layer's compute is at least its emulated time
+// (MACs x cycles / clock; a board's sleep never ends early), on both
+// routes; compute sums to the total and each layer's time covers its
+// compute and its wait. (How close they are is a measurement, not a test:
+// docs/execution.md.)
+TEST_F(RunTest, PerLayerComputeIsMeasuredOnTheBoards) {
+  const Result ins = tinysplit("inspect --json");
+  ASSERT_EQ(ins.code, 0) << ins.err;
+  std::map<std::string, int64_t> macs;
+  const nlohmann::json layers = nlohmann::json::parse(ins.out).at("layers");
+  for (const auto& l : layers)
+    macs[l.at("name").get<std::string>()] = l.at("macs").get<int64_t>();
+  for (const char* route : {"direct", "relay"}) {
+    SCOPED_TRACE(route);
+    const auto j = run_json_as_given(std::string("--size 112 --workers 1 --cycles-per-mac 50 --route ") + route);
+    expect_exact_and_planned(j, 1);
+    if (j.is_null()) continue;
+    double sum = 0;
+    for (const auto& l : j.at("per_layer")) {
+      const std::string name = l.at("name").get<std::string>();
+      const auto m = macs.find(name);
+      ASSERT_NE(m, macs.end()) << name << " is not a layer of inspect --json";
+      const double emulated = double(m->second) * 50 / 600e6;
+      EXPECT_GE(l.at("compute_s").get<double>(), emulated - 2e-6) << name;
+      EXPECT_GE(l.at("wall_s").get<double>(), l.at("compute_s").get<double>()) << name;
+      EXPECT_GE(l.at("wall_s").get<double>() + 1e-9, l.at("compute_s").get<double>() + l.at("wait_s").get<double>())
+          << name;
+      EXPECT_NEAR(l.at("communication_s").get<double>(), l.at("wall_s").get<double>() - l.at("compute_s").get<double>(),
+                  1e-9);
+      sum += l.at("compute_s").get<double>();
+    }
+    EXPECT_NEAR(j.at("latency_s").at("compute").get<double>(), sum, 1e-6);
+  }
 }
 
 TEST_F(RunTest, ExactForOneToSixteenBoards) {
