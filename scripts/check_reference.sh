@@ -62,7 +62,7 @@ args=(dump --model "$MODEL" --out "$DIR")
 [ -n "$SIZE" ] && args+=(--size "$SIZE")
 [ -n "$IMAGE" ] && args+=(--image "$IMAGE")
 t0=$SECONDS
-"$BIN" "${args[@]}" || die "tinysplit dump failed (model '$MODEL', size ${SIZE:-the model's own})"
+"$BIN" "${args[@]}" || die "tinysplit dump failed (model '$MODEL', size ${SIZE:-its default})"
 echo "check_reference: quantise (or cached model) + C++ dump took $((SECONDS - t0)) s" >&2
 # The Python side prints one line per differing layer, then the JSON summary (last line).
 "$PY" "$ROOT/scripts/int8_reference.py" compare "$DIR"
