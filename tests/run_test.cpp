@@ -515,4 +515,25 @@ TEST(RunOnnx, TestModelsAreExactAcrossBoardCounts) {
   EXPECT_GE(models, 6);
 }
 
+// The ops of issue 23 (Slice, Split, the channel shuffle, LeakyRelu, PRelu,
+// Tanh): each test model, and ShuffleNetV2 x0.5, equals the int8 reference on
+// 1, 3 and 8 boards with the default strategy, bands of rows and the paper's
+// mode, boards sending to boards or through the coordinator.
+TEST(RunOnnx, ShuffleAndSliceModelsAreExactForEveryStrategy) {
+  const fs::path dir = fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx";
+  for (const char* name : {"slices", "activations", "shuffle", "shufflenet_v2"}) {
+    const std::string model = (dir / (std::string(name) + ".onnx")).string();
+    ASSERT_TRUE(fs::exists(model)) << model;
+    for (int n : {1, 3, 8})
+      for (const char* how : {"--strategy auto", "--strategy spatial", "--strategy neuron --route relay"}) {
+        SCOPED_TRACE(std::string(name) + " on " + std::to_string(n) + " with " + how);
+        expect_exact_and_planned(
+            run_json(std::string(how) + " --size 0 --workers " + std::to_string(n) + " --model " + model), n);
+      }
+  }
+  // ShuffleNetV2 on 4 boards, as issue 23 asks.
+  const auto j = run_json_as_given("--size 0 --workers 4 --model " + (dir / "shufflenet_v2.onnx").string());
+  expect_exact_and_planned(j, 4);
+}
+
 }  // namespace

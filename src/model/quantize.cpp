@@ -106,8 +106,23 @@ float apply_unary(const Node& n, float x) {
     case Op::HardSigmoid: return std::max(0.f, std::min(1.f, n.alpha * x + n.beta_hs));
     case Op::HardSwish: return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
     case Op::Sigmoid: return 1.f / (1.f + std::exp(-x));
-    default: return x;
+    default: return unary_value(n, x, 0);
   }
+}
+
+// An activation as a table of its 256 inputs: one (Lut), or one per channel
+// when it depends on the channel (PRelu: ChannelLut).
+void tables(const Node& n, const QTensor& xin, const QTensor& out, QNode& qn) {
+  const bool per_channel = n.op == Op::PRelu;
+  qn.op = per_channel ? QOp::ChannelLut : QOp::Lut;
+  const int C = per_channel ? xin.shape.c : 1;
+  qn.lut.resize(size_t(C) * 256);
+  for (int c = 0; c < C; ++c)
+    for (int v = -128; v < 128; ++v) {
+      const float x = xin.scale * float(v - xin.zp);
+      const float y = per_channel ? unary_value(n, x, c) : apply_unary(n, x);
+      qn.lut[size_t(c) * 256 + size_t(v + 128)] = int8_t(q_of(y, out.scale, out.zp));
+    }
 }
 
 }  // namespace
@@ -225,8 +240,10 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
       }
       case Op::MaxPool:
       case Op::Pad:
+      case Op::Slice:
+      case Op::Shuffle:
         // Same quantisation as the input: values are only moved.
-        qn.op = n.op == Op::MaxPool ? QOp::MaxPool : QOp::Pad;
+        qn.op = n.op == Op::MaxPool ? QOp::MaxPool : n.op == Op::Pad ? QOp::Pad : n.op == Op::Slice ? QOp::Slice : QOp::Shuffle;
         out.scale = q.tensors[n.inputs[0]].scale;
         out.zp = q.tensors[n.inputs[0]].zp;
         break;
@@ -234,16 +251,12 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
       case Op::Clip:
       case Op::HardSigmoid:
       case Op::HardSwish:
-      case Op::Sigmoid: {
-        qn.op = QOp::Lut;
-        const QTensor& xin = q.tensors[n.inputs[0]];
-        qn.lut.resize(256);
-        for (int v = -128; v < 128; ++v) {
-          const float x = xin.scale * float(v - xin.zp);
-          qn.lut[v + 128] = int8_t(q_of(apply_unary(n, x), out.scale, out.zp));
-        }
+      case Op::Sigmoid:
+      case Op::LeakyRelu:
+      case Op::Tanh:
+      case Op::PRelu:
+        tables(n, q.tensors[n.inputs[0]], out, qn);
         break;
-      }
       default:
         throw Error("node '" + n.name + "': op " + op_name(n.op) + " must be folded before quantisation");
     }
