@@ -1,0 +1,161 @@
+// Convolutions 3 wide (dilation 1 across, column stride 1 or 2: depthwise
+// 3x3, the first 3x3 conv) with AVX2's byte multiply-add, vpmaddubsw
+// (compiled with -mavx2 -mfma; called only after select.cpp has checked the
+// CPU).
+//
+// An output channel's taps are taken a kernel row at a time: for input row
+// r = (ci, ky), each 32-bit lane (one output column) gets the row's three
+// input bytes and a fourth whose weight is 0, from one vpshufb of 16 input
+// bytes (8 output columns per vector: 4 per 128-bit half, the upper half
+// loaded 4 * stride columns on).
+//
+// vpmaddubsw multiplies unsigned by signed bytes and adds the pairs into
+// int16 with saturation. It is exact here because the unsigned operand is
+// |w| (<= 128) and the signed one x' = x, or ~x = -x - 1 where w < 0 (a byte
+// XOR with the weight's sign): |w| * x' is w * x, or w * x + w, and a pair
+// sum lies in [-32768, 32512]. vpmaddwd against ones adds the two pairs into
+// int32. So the accumulator starts at bias - zp * sum(w) - sum(w < 0) and
+// sum |w| * x' over all taps is then exactly sum (x - zp) * w, in int32
+// (core/op.h bounds the true sum; wrapping cancels). Input columns outside
+// the image read the zero point: each row is copied into a buffer with
+// zero-point borders, so a padded tap adds (zp - zp) * w, i.e. its share of
+// the -zp * sum(w) correction, and nothing is read outside the window.
+// The accumulators are requantised in registers (rq_avx2.h).
+#include <string.h>
+
+#include "core/layer.h"
+#include "core/ops/common.h"
+#include "core/x86/rq_avx2.h"
+#include "core/x86/x86_kernels.h"
+
+namespace ts {
+namespace core {
+namespace x86 {
+
+namespace {
+
+using namespace opk;
+
+constexpr int32_t kMaxRows = 16;   // (input channel, kernel row) pairs per output channel
+constexpr int32_t kMaxOcG = 64;    // output channels set up at once
+constexpr int32_t kMaxW = 1024;    // input and output row width
+constexpr int32_t kPad = 32;       // buffer bytes before input column 0
+constexpr int32_t kBufW = kPad + 2 * (kMaxW + 16) + 32;
+
+struct Chan {
+  int32_t wabs[kMaxRows], sign[kMaxRows];  // per row: |w| and the sign bytes (4th byte 0)
+  int32_t init;
+  Rq8 rq;
+};
+
+void chan_make(const LayerDesc& L, int32_t o, int32_t nrows, Chan* c) {
+  const int32_t local = o - L.oc_base;
+  const int8_t* w = L.weights + int64_t(local) * nrows * 3;
+  int64_t init = L.bias ? L.bias[local] : 0;
+  for (int32_t r = 0; r < nrows; ++r) {
+    uint32_t a = 0, s = 0;
+    for (int32_t k = 0; k < 3; ++k) {
+      const int32_t v = w[3 * r + k];
+      a |= uint32_t(v < 0 ? -v : v) << (8 * k);
+      s |= uint32_t(v < 0 ? 0xFF : 0) << (8 * k);
+      init -= int64_t(L.in_zp[0]) * v + (v < 0 ? v : 0);
+    }
+    c->wabs[r] = int32_t(a);
+    c->sign[r] = int32_t(s);
+  }
+  c->init = int32_t(uint32_t(init));
+  rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &c->rq);
+}
+
+// NB output channels, 16 output columns from buffer column b0 (stride s).
+template <int NB>
+inline void cols16(const uint8_t (*rows)[kBufW], int32_t nrows, int32_t b0, int32_t s, __m256i ctl, const Chan* ch,
+                   int8_t* out, int64_t cstride, int32_t nl) {
+  __m256i acc[NB][2];
+  for (int k = 0; k < NB; ++k) acc[k][0] = acc[k][1] = _mm256_set1_epi32(ch[k].init);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int32_t r = 0; r < nrows; ++r) {
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* p = rows[r] + b0 + 8 * h * s;
+      const __m256i raw = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * s)), 1);
+      const __m256i q = _mm256_shuffle_epi8(raw, ctl);
+      for (int k = 0; k < NB; ++k) {
+        const __m256i x = _mm256_xor_si256(q, _mm256_set1_epi32(ch[k].sign[r]));
+        const __m256i pr = _mm256_maddubs_epi16(_mm256_set1_epi32(ch[k].wabs[r]), x);
+        acc[k][h] = _mm256_add_epi32(acc[k][h], _mm256_madd_epi16(pr, ones));
+      }
+    }
+  }
+  for (int k = 0; k < NB; ++k) store_n(out + int64_t(k) * cstride, rq8_16<false>(acc[k][0], acc[k][1], ch[k].rq), nl);
+}
+
+// Input row iy of channel ci into buf (zero points outside the image), for
+// output columns up to W (stride s) from buffer column 0 = input column -kPad.
+void fill_row(const LayerDesc& L, const View& v, int32_t ci, int32_t iy, int32_t W, uint8_t* buf) {
+  const Dims& X = L.in[0];
+  const int32_t end = kPad + (W + 16) * L.sw + 32;  // bytes cols16 may read
+  const uint8_t zp = uint8_t(int8_t(L.in_zp[0]));
+  if (iy < 0 || iy >= X.h) {
+    memset(buf, zp, size_t(end));
+    return;
+  }
+  memset(buf, zp, kPad);
+  memcpy(buf + kPad, row_ptr(v, X.w, ci, iy), size_t(X.w));
+  if (end > kPad + X.w) memset(buf + kPad + X.w, zp, size_t(end - kPad - X.w));
+}
+
+}  // namespace
+
+bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, s = L.sw;
+  const int32_t cin_g = X.c / L.groups, cout_g = L.out.c / L.groups;
+  const int32_t nrows = cin_g * L.kh;
+  if (L.kw != 3 || L.dw != 1 || s < 1 || s > 2 || L.kh < 1 || L.sh < 1 || L.dh < 1 || nrows > kMaxRows ||
+      X.w > kMaxW || W > kMaxW || L.pad_l > kPad - 1 || L.pad_l < 0)
+    return false;
+  alignas(32) uint8_t ix[32];
+  for (int32_t k = 0; k < 8; ++k)
+    for (int32_t j = 0; j < 4; ++j) ix[4 * k + j] = uint8_t((k % 4) * s + j);
+  const __m256i ctl = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
+  alignas(32) uint8_t rows[kMaxRows][kBufW];
+  Chan ch[kMaxOcG];
+  for (int32_t c = c0; c < c1;) {
+    const int32_t ge = mini(c1, mini((c / cout_g + 1) * cout_g, c + kMaxOcG));  // channels of c's group set up at once
+    const int32_t ci0 = (c / cout_g) * cin_g;
+    for (int32_t o = c; o < ge; ++o) chan_make(L, o, nrows, &ch[o - c]);
+    int32_t pos = p0;
+    while (pos < p1) {
+      const int32_t oy = pos / W, ox0 = pos % W;
+      const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+      for (int32_t r = 0; r < nrows; ++r) {
+        const int32_t ci = r / L.kh, ky = r % L.kh;
+        fill_row(L, v, ci0 + ci, oy * L.sh - L.pad_t + ky * L.dh, W, rows[r]);
+      }
+      for (int32_t o = c; o < ge;) {
+        const int32_t nb = mini(4, ge - o);
+        for (int32_t x = ox0; x < ox1; x += 16) {
+          const int32_t b0 = kPad + x * s - L.pad_l;
+          int8_t* d = out + int64_t(o - c0) * cstride + (pos - p0) + (x - ox0);
+          const int32_t nl = mini(16, ox1 - x);
+          const Chan* k = ch + (o - c);
+          if (nb == 4) cols16<4>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
+          else if (nb == 1) cols16<1>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
+          else if (nb == 2) cols16<2>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
+          else cols16<3>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
+        }
+        o += nb;
+      }
+      pos += ox1 - ox0;
+    }
+    c = ge;
+  }
+  return true;
+}
+
+}  // namespace x86
+}  // namespace core
+}  // namespace ts
