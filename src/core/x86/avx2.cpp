@@ -65,7 +65,18 @@ inline void pw_pass(const __m256i* xp, int32_t ng, const int32_t* wq, const int3
       a[k][1] = _mm256_add_epi32(a[k][1], _mm256_madd_epi16(x1, w));
     }
   }
-  for (int k = 0; k < NO; ++k) store_n(out + int64_t(k) * cstride, rq8_16<true>(a[k][0], a[k][1], rq[k]), np);
+  // Through memory: a register array handed to the epilogue makes GCC keep
+  // the accumulators in memory inside the loop above (as in vnni.cpp).
+  alignas(32) int32_t acc[NO][16];
+  for (int k = 0; k < NO; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(acc[k]), a[k][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(acc[k] + 8), a[k][1]);
+  }
+  for (int k = 0; k < NO; ++k) {
+    const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[k]));
+    const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[k] + 8));
+    store_n(out + int64_t(k) * cstride, rq8_16<true>(lo, hi, rq[k]), np);
+  }
 }
 
 inline void pw_pass_no(int no, const __m256i* xp, int32_t ng, const int32_t* wq, const int32_t* init, const Rq8* rq,

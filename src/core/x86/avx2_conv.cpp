@@ -67,16 +67,24 @@ void chan_make(const LayerDesc& L, int32_t o, int32_t nrows, Chan* c) {
   rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &c->rq);
 }
 
-// NB output channels, 16 output columns from buffer column b0 (stride s).
+// 8 output columns of one output row: its input rows, the buffer column
+// of its first output's first tap, where its outputs go and how many.
+struct Half {
+  const uint8_t (*rows)[kBufW];
+  int32_t b0;
+  int8_t* out;
+  int32_t n;  // 0..8
+};
+
+// NB output channels x two halves of 8 output columns (stride s).
 template <int NB>
-inline void cols16(const uint8_t (*rows)[kBufW], int32_t nrows, int32_t b0, int32_t s, __m256i ctl, const Chan* ch,
-                   int8_t* out, int64_t cstride, int32_t nl) {
+inline void cols16(const Half* hf, int32_t nrows, int32_t s, __m256i ctl, const Chan* ch, int64_t cstride) {
   __m256i acc[NB][2];
   for (int k = 0; k < NB; ++k) acc[k][0] = acc[k][1] = _mm256_set1_epi32(ch[k].init);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int32_t r = 0; r < nrows; ++r) {
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* p = rows[r] + b0 + 8 * h * s;
+      const uint8_t* p = hf[h].rows[r] + hf[h].b0;
       const __m256i raw = _mm256_inserti128_si256(
           _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * s)), 1);
@@ -88,23 +96,40 @@ inline void cols16(const uint8_t (*rows)[kBufW], int32_t nrows, int32_t b0, int3
       }
     }
   }
-  for (int k = 0; k < NB; ++k) store_n(out + int64_t(k) * cstride, rq8_16<false>(acc[k][0], acc[k][1], ch[k].rq), nl);
+  const bool joined = hf[0].n == 8 && hf[1].out == hf[0].out + 8;
+  alignas(32) int32_t sums[NB][16];  // through memory, as in avx2.cpp's pw_pass
+  for (int k = 0; k < NB; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[k]), acc[k][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[k] + 8), acc[k][1]);
+  }
+  for (int k = 0; k < NB; ++k) {
+    const __m128i v = rq8_16<false>(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums[k])),
+                                    _mm256_load_si256(reinterpret_cast<const __m256i*>(sums[k] + 8)), ch[k].rq);
+    if (joined) {
+      store_n(hf[0].out + int64_t(k) * cstride, v, 8 + hf[1].n);
+    } else {
+      store_n(hf[0].out + int64_t(k) * cstride, v, hf[0].n);
+      store_n(hf[1].out + int64_t(k) * cstride, _mm_srli_si128(v, 8), hf[1].n);
+    }
+  }
 }
 
-// Input row iy of channel ci into buf (zero points outside the image), for
-// output columns up to W (stride s) from buffer column 0 = input column -kPad.
-void fill_row(const LayerDesc& L, const View& v, int32_t ci, int32_t iy, int32_t W, uint8_t* buf) {
+// Input row iy of channel ci into buf, whose bytes outside the image's
+// columns already hold the zero point; rows outside the image are all zero
+// points.
+void fill_row(const LayerDesc& L, const View& v, int32_t ci, int32_t iy, uint8_t* buf) {
   const Dims& X = L.in[0];
-  const int32_t end = kPad + (W + 16) * L.sw + 32;  // bytes cols16 may read
-  const uint8_t zp = uint8_t(int8_t(L.in_zp[0]));
-  if (iy < 0 || iy >= X.h) {
-    memset(buf, zp, size_t(end));
-    return;
-  }
-  memset(buf, zp, kPad);
-  memcpy(buf + kPad, row_ptr(v, X.w, ci, iy), size_t(X.w));
-  if (end > kPad + X.w) memset(buf + kPad + X.w, zp, size_t(end - kPad - X.w));
+  if (iy < 0 || iy >= X.h)
+    memset(buf + kPad, uint8_t(int8_t(L.in_zp[0])), size_t(X.w));
+  else
+    memcpy(buf + kPad, row_ptr(v, X.w, ci, iy), size_t(X.w));
 }
+
+// One output row segment [ox0, ox1) of row oy (and, for rows of at most 8
+// columns, the next segment in the second half of each vector).
+struct Seg {
+  int32_t oy, ox0, ox1, pos;
+};
 
 }  // namespace
 
@@ -121,35 +146,53 @@ bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   for (int32_t k = 0; k < 8; ++k)
     for (int32_t j = 0; j < 4; ++j) ix[4 * k + j] = uint8_t((k % 4) * s + j);
   const __m256i ctl = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
-  alignas(32) uint8_t rows[kMaxRows][kBufW];
+  // Two sets of row buffers (the second for the next output row of narrow
+  // planes); bytes outside the image's columns are zero points throughout.
+  alignas(32) uint8_t rows[2][kMaxRows][kBufW];
+  const bool narrow = W <= 8;
+  const size_t used = size_t(kPad + (W + 16) * s + 32);  // bytes cols16 may read
+  for (int set = 0; set < (narrow ? 2 : 1); ++set)
+    for (int32_t r = 0; r < nrows; ++r) memset(rows[set][r], uint8_t(int8_t(L.in_zp[0])), used);
   Chan ch[kMaxOcG];
+  auto fill = [&](int set, int32_t ci0, int32_t oy) {
+    for (int32_t r = 0; r < nrows; ++r)
+      fill_row(L, v, ci0 + r / L.kh, oy * L.sh - L.pad_t + (r % L.kh) * L.dh, rows[set][r]);
+  };
   for (int32_t c = c0; c < c1;) {
     const int32_t ge = mini(c1, mini((c / cout_g + 1) * cout_g, c + kMaxOcG));  // channels of c's group set up at once
     const int32_t ci0 = (c / cout_g) * cin_g;
     for (int32_t o = c; o < ge; ++o) chan_make(L, o, nrows, &ch[o - c]);
     int32_t pos = p0;
     while (pos < p1) {
-      const int32_t oy = pos / W, ox0 = pos % W;
-      const int32_t ox1 = mini(W, ox0 + (p1 - pos));
-      for (int32_t r = 0; r < nrows; ++r) {
-        const int32_t ci = r / L.kh, ky = r % L.kh;
-        fill_row(L, v, ci0 + ci, oy * L.sh - L.pad_t + ky * L.dh, W, rows[r]);
+      Seg a{pos / W, pos % W, 0, pos};
+      a.ox1 = mini(W, a.ox0 + (p1 - pos));
+      pos += a.ox1 - a.ox0;
+      fill(0, ci0, a.oy);
+      Seg b{a.oy + 1, 0, 0, pos};
+      if (narrow && pos < p1) {
+        b.ox1 = mini(W, p1 - pos);
+        pos += b.ox1;
+        fill(1, ci0, b.oy);
       }
       for (int32_t o = c; o < ge;) {
         const int32_t nb = mini(4, ge - o);
-        for (int32_t x = ox0; x < ox1; x += 16) {
-          const int32_t b0 = kPad + x * s - L.pad_l;
-          int8_t* d = out + int64_t(o - c0) * cstride + (pos - p0) + (x - ox0);
-          const int32_t nl = mini(16, ox1 - x);
-          const Chan* k = ch + (o - c);
-          if (nb == 4) cols16<4>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
-          else if (nb == 1) cols16<1>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
-          else if (nb == 2) cols16<2>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
-          else cols16<3>(rows, nrows, b0, s, ctl, k, d, cstride, nl);
+        const Chan* k = ch + (o - c);
+        int8_t* base = out + int64_t(o - c0) * cstride - p0;
+        for (int32_t x = a.ox0; x < a.ox1; x += 16) {
+          Half hf[2];
+          const int32_t nl = mini(16, a.ox1 - x);
+          hf[0] = Half{rows[0], kPad + x * s - L.pad_l, base + a.pos + (x - a.ox0), mini(8, nl)};
+          if (narrow)
+            hf[1] = Half{rows[1], kPad - L.pad_l, base + b.pos, b.ox1};
+          else
+            hf[1] = Half{rows[0], hf[0].b0 + 8 * s, hf[0].out + 8, nl - 8 > 0 ? nl - 8 : 0};
+          if (nb == 4) cols16<4>(hf, nrows, s, ctl, k, cstride);
+          else if (nb == 1) cols16<1>(hf, nrows, s, ctl, k, cstride);
+          else if (nb == 2) cols16<2>(hf, nrows, s, ctl, k, cstride);
+          else cols16<3>(hf, nrows, s, ctl, k, cstride);
         }
         o += nb;
       }
-      pos += ox1 - ox0;
     }
     c = ge;
   }
