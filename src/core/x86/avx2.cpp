@@ -1,6 +1,9 @@
 // AVX2 kernel variants (compiled with -mavx2 -mfma; used only after
-// select.cpp has checked the CPU). Bit-identical with the portable table:
-// integer sums in another order, and rq_avx2.h's exact requantisation.
+// select.cpp has checked the CPU, or forced with TS_KERNELS=avx2, which is
+// how the path is tested and timed on AVX-512 machines). Bit-identical with
+// the portable table: integer sums in another order, and rq_avx2.h's exact
+// requantisation. The 3-wide convolutions (depthwise, the first conv) are in
+// avx2_conv.cpp.
 #include <string.h>
 
 #include "core/ops/conv_impl.h"
