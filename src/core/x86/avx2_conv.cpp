@@ -77,17 +77,22 @@ struct Half {
 };
 
 // NB output channels x two halves of 8 output columns (stride s).
-template <int NB>
-inline void cols16(const Half* hf, int32_t nrows, int32_t s, __m256i ctl, const Chan* ch, int64_t cstride) {
+template <int NB, int S>
+inline void cols16(const Half* hf, int32_t nrows, __m256i ctl, const Chan* ch, int64_t cstride) {
+  constexpr int32_t s = S;
   __m256i acc[NB][2];
   for (int k = 0; k < NB; ++k) acc[k][0] = acc[k][1] = _mm256_set1_epi32(ch[k].init);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int32_t r = 0; r < nrows; ++r) {
     for (int h = 0; h < 2; ++h) {
       const uint8_t* p = hf[h].rows[r] + hf[h].b0;
-      const __m256i raw = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * s)), 1);
+      // Stride 1: both halves' bytes lie in the same 16 (one broadcast load,
+      // the control picks 4 columns on in the upper half); stride 2: the
+      // upper half's 16 bytes start 8 columns on.
+      const __m256i raw =
+          s == 1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+                 : _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * s)), 1);
       const __m256i q = _mm256_shuffle_epi8(raw, ctl);
       for (int k = 0; k < NB; ++k) {
         const __m256i x = _mm256_xor_si256(q, _mm256_set1_epi32(ch[k].sign[r]));
@@ -112,6 +117,14 @@ inline void cols16(const Half* hf, int32_t nrows, int32_t s, __m256i ctl, const 
       store_n(hf[1].out + int64_t(k) * cstride, _mm_srli_si128(v, 8), hf[1].n);
     }
   }
+}
+
+template <int S>
+inline void cols16_nb(int32_t nb, const Half* hf, int32_t nrows, __m256i ctl, const Chan* ch, int64_t cstride) {
+  if (nb == 4) cols16<4, S>(hf, nrows, ctl, ch, cstride);
+  else if (nb == 1) cols16<1, S>(hf, nrows, ctl, ch, cstride);
+  else if (nb == 2) cols16<2, S>(hf, nrows, ctl, ch, cstride);
+  else cols16<3, S>(hf, nrows, ctl, ch, cstride);
 }
 
 // Input row iy of channel ci into buf, whose bytes outside the image's
@@ -144,7 +157,7 @@ bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
     return false;
   alignas(32) uint8_t ix[32];
   for (int32_t k = 0; k < 8; ++k)
-    for (int32_t j = 0; j < 4; ++j) ix[4 * k + j] = uint8_t((k % 4) * s + j);
+    for (int32_t j = 0; j < 4; ++j) ix[4 * k + j] = uint8_t((s == 1 ? k : k % 4) * s + j);
   const __m256i ctl = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
   // Two sets of row buffers (the second for the next output row of narrow
   // planes); bytes outside the image's columns are zero points throughout.
@@ -186,10 +199,8 @@ bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
             hf[1] = Half{rows[1], kPad - L.pad_l, base + b.pos, b.ox1};
           else
             hf[1] = Half{rows[0], hf[0].b0 + 8 * s, hf[0].out + 8, nl - 8 > 0 ? nl - 8 : 0};
-          if (nb == 4) cols16<4>(hf, nrows, s, ctl, k, cstride);
-          else if (nb == 1) cols16<1>(hf, nrows, s, ctl, k, cstride);
-          else if (nb == 2) cols16<2>(hf, nrows, s, ctl, k, cstride);
-          else cols16<3>(hf, nrows, s, ctl, k, cstride);
+          if (s == 1) cols16_nb<1>(nb, hf, nrows, ctl, k, cstride);
+          else cols16_nb<2>(nb, hf, nrows, ctl, k, cstride);
         }
         o += nb;
       }
