@@ -27,7 +27,7 @@ TMP="$(mktemp)"; trap 'rm -f "$TMP"' EXIT
 for r in $(seq "$ROUNDS"); do
   for v in "${VARIANTS[@]}"; do
     echo "$v $(TS_KERNELS=$v "$BUILD/int8_bench" --benchmark_filter="BM_Int8ByOp/$SIZE\$" --benchmark_repetitions=1 \
-      --benchmark_min_time=1 2>/dev/null | grep -o '[A-Za-z0-9]*_ms=[0-9.]*' | tr '\n' ' ')" >>"$TMP"
+      --benchmark_min_time=1 2>/dev/null | grep -o '[A-Za-z0-9]*_ms=[0-9.]*[munk]\?' | tr '\n' ' ')" >>"$TMP"
   done
 done
 "$BUILD/tinysplit" inspect --size "$SIZE" --json | /usr/bin/python3 -c '
@@ -48,7 +48,10 @@ for line in open(sys.argv[1]):
     for kv in parts[1:]:
         k, x = kv.split("=")
         k = k[:-3]
-        best[parts[0]][k] = min(best[parts[0]].get(k, 1e9), float(x))
+        # Google Benchmark prints small counters with an SI suffix (8.2m = 0.0082).
+        scale = {"k": 1e3, "m": 1e-3, "u": 1e-6, "n": 1e-9}.get(x[-1], 1.0)
+        x = float(x[:-1]) * scale if x[-1] in "kmun" else float(x)
+        best[parts[0]][k] = min(best[parts[0]].get(k, 1e9), x)
 kinds = sorted({k for d in best.values() for k in d})
 print("size %s, min of %s rounds; ms per inference (ns per MAC)" % (sys.argv[2], sys.argv[3]))
 print("%-10s" % "variant" + "".join("%22s" % k for k in kinds) + "%10s" % "total")

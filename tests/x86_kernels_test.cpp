@@ -273,6 +273,49 @@ TEST(KernelVariants, ConvSharesWithWindowsMatchPortable) {
   }
 }
 
+// Convolutions 3 wide (the AVX2 table's vpmaddubsw block: kernel rows 1-5,
+// row dilation 1-3, row stride 1-3, column stride 1-2, 1-5 input channels
+// per group, planes 1 to 40 wide incl. the two-rows-per-vector case of <= 8)
+// and their neighbours it must hand back (column dilation 2, column stride
+// 3, more than 16 kernel rows), as whole layers and as board shares.
+TEST(KernelVariants, ThreeWideConvMatchesPortable) {
+  Rng r(12);
+  for (int it = 0; it < 150; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    d.groups = rnd(r, 1, 3);
+    const int cin_g = rnd(r, 1, it % 10 == 9 ? 7 : 5), cout_g = rnd(r, 1, 9);
+    d.kh = rnd(r, 1, 5); d.kw = 3;
+    d.dh = rnd(r, 1, 3); d.dw = it % 7 == 6 ? 2 : 1;
+    d.sh = rnd(r, 1, 3); d.sw = it % 11 == 10 ? 3 : rnd(r, 1, 2);
+    d.pad_t = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    const int H = rnd(r, (d.kh - 1) * d.dh + 1, 30), W = rnd(r, 2 * d.dw + 1, it % 3 == 0 ? 12 : 40);
+    d.in[0] = Dims{cin_g * d.groups, H, W};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.out = Dims{cout_g * d.groups, conv_out(H, d.kh, d.sh, d.dh, d.pad_t, d.pad_b),
+                 conv_out(W, d.kw, d.sw, d.dw, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, d.out.c, cin_g * d.kh * d.kw);
+    expect_same(L, "3-wide it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+    const int32_t total = d.out.size();
+    const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
+    OutBox ob;
+    ob.c0 = rnd(r, 0, d.out.c - 1); ob.c1 = rnd(r, ob.c0 + 1, d.out.c);
+    ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
+    ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
+    for (const bool box : {false, true}) {
+      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
+      for (const KernelTable* t : variants()) {
+        const std::vector<int8_t> got = run_part(L, t, box, a, b, ob);
+        ASSERT_EQ(got, want) << t->name << " 3-wide it " << it << (box ? " box" : " range");
+      }
+    }
+  }
+}
+
 TEST(KernelVariants, GemmMatchesPortable) {
   Rng r(8);
   for (int it = 0; it < 60; ++it) {

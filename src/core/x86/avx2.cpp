@@ -1,6 +1,9 @@
 // AVX2 kernel variants (compiled with -mavx2 -mfma; used only after
-// select.cpp has checked the CPU). Bit-identical with the portable table:
-// integer sums in another order, and rq_avx2.h's exact requantisation.
+// select.cpp has checked the CPU, or forced with TS_KERNELS=avx2, which is
+// how the path is tested and timed on AVX-512 machines). Bit-identical with
+// the portable table: integer sums in another order, and rq_avx2.h's exact
+// requantisation. The 3-wide convolutions (depthwise, the first conv) are in
+// avx2_conv.cpp.
 #include <string.h>
 
 #include "core/ops/conv_impl.h"
@@ -13,7 +16,15 @@ namespace x86 {
 
 void requant_row_avx2(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
   int32_t k = 0;
-  if (vec_ok(rq)) {
+  if (rqf_ok(rq)) {
+    RqF f;
+    rqf_make(rq, &f);
+    for (; k + 16 <= n; k += 16) {
+      const __m256i a = rqf_apply(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + k)), f);
+      const __m256i b = rqf_apply(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + k + 8)), f);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), pack16(a, b));
+    }
+  } else if (vec_ok(rq)) {
     const RqVec c = rq_vec(rq);
     for (; k + 16 <= n; k += 16) {
       const __m256i a = rq_apply(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + k)), c);
@@ -26,20 +37,83 @@ void requant_row_avx2(const int32_t* acc, int32_t n, const Requant& rq, int8_t* 
 
 namespace {
 
-// Pointwise conv as a matrix product with 16-bit pairs: a tile of 32
-// positions of the input is packed as xp[g][p][2] = (x(2g, p) - zp,
-// x(2g+1, p) - zp) (int16; an odd last channel pairs with 0), so that one
-// _mm256_madd_epi16 with the broadcast weight pair (w[o][2g], w[o][2g+1])
-// adds both products for 8 positions. Two output channels x 32 positions
-// per pass (8 accumulators). Exact: each product fits int16 x int16, sums
-// are int32 like the portable code's.
+// Pointwise conv as a matrix product on 16-bit pairs (vpmaddwd). A tile of
+// 32 positions of the input is packed once as, per pair g of input channels
+// (2g, 2g+1; an odd last channel pairs with 0), 16-bit lanes x(2g, p),
+// x(2g+1, p) (sign-extended, no zero point), interleaved with
+// unpacklo/unpackhi within 128-bit lanes, so each 16-position half is two
+// vectors of 8 positions in the order 0-3 8-11 / 4-7 12-15, which pack16_il
+// puts back in order. One vpmaddwd with the broadcast weight pair adds both
+// products for 8 positions; 6 output channels x 16 positions per pass (12
+// accumulators in registers), weights read as prepacked int16 pairs (one
+// broadcast load each). The zero point goes into the starting value:
+// sum (x - zp) w = sum x w - zp sum w, exact in int32 (core/op.h bounds the
+// true sum; wrapping cancels). The accumulators are requantised straight
+// from the pass (rq_avx2.h's fast form where it applies).
 constexpr int32_t kTile = 32;
 constexpr int32_t kMaxCin = 1024;
+constexpr int32_t kOcChunk = 256;  // output channels whose set-up is done at once
+constexpr int kPwOc = 6;
 
-inline int32_t wpair(const int8_t* w, int32_t g, int32_t cin) {
-  const int32_t a = w[2 * g];
-  const int32_t b = 2 * g + 1 < cin ? w[2 * g + 1] : 0;
-  return int32_t(uint32_t(uint16_t(int16_t(a))) | (uint32_t(uint16_t(int16_t(b))) << 16));
+template <int NO>
+inline void pw_pass(const __m256i* xp, int32_t ng, const int32_t* wq, const int32_t* init, const Rq8* rq, int32_t np,
+                    int8_t* out, int64_t cstride) {
+  __m256i a[NO][2];
+  for (int k = 0; k < NO; ++k) a[k][0] = a[k][1] = _mm256_set1_epi32(init[k]);
+  for (int32_t g = 0; g < ng; ++g) {
+    const __m256i x0 = _mm256_load_si256(xp + 4 * g), x1 = _mm256_load_si256(xp + 4 * g + 1);
+    for (int k = 0; k < NO; ++k) {
+      const __m256i w = _mm256_set1_epi32(wq[k * ng + g]);
+      a[k][0] = _mm256_add_epi32(a[k][0], _mm256_madd_epi16(x0, w));
+      a[k][1] = _mm256_add_epi32(a[k][1], _mm256_madd_epi16(x1, w));
+    }
+  }
+  // Through memory: a register array handed to the epilogue makes GCC keep
+  // the accumulators in memory inside the loop above (as in vnni.cpp).
+  alignas(32) int32_t acc[NO][16];
+  for (int k = 0; k < NO; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(acc[k]), a[k][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(acc[k] + 8), a[k][1]);
+  }
+  for (int k = 0; k < NO; ++k) {
+    const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[k]));
+    const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[k] + 8));
+    store_n(out + int64_t(k) * cstride, rq8_16<true>(lo, hi, rq[k]), np);
+  }
+}
+
+inline void pw_pass_no(int no, const __m256i* xp, int32_t ng, const int32_t* wq, const int32_t* init, const Rq8* rq,
+                       int32_t np, int8_t* out, int64_t cstride) {
+  switch (no) {
+    case 6: return pw_pass<6>(xp, ng, wq, init, rq, np, out, cstride);
+    case 5: return pw_pass<5>(xp, ng, wq, init, rq, np, out, cstride);
+    case 4: return pw_pass<4>(xp, ng, wq, init, rq, np, out, cstride);
+    case 3: return pw_pass<3>(xp, ng, wq, init, rq, np, out, cstride);
+    case 2: return pw_pass<2>(xp, ng, wq, init, rq, np, out, cstride);
+    default: return pw_pass<1>(xp, ng, wq, init, rq, np, out, cstride);
+  }
+}
+
+// Packs positions [at, at + np) (np <= 32) of input channels ci, ci + 1 (s1
+// null: an odd last channel) into the four vectors of pair g.
+inline void pw_pack(const int8_t* s0, const int8_t* s1, int32_t np, __m256i* d) {
+  for (int32_t h = 0; h < 2; ++h) {
+    __m256i a, b;
+    if (np >= 16 * (h + 1)) {
+      a = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + 16 * h)));
+      b = s1 ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + 16 * h))) : _mm256_setzero_si256();
+    } else {
+      alignas(16) int8_t t0[16] = {}, t1[16] = {};
+      for (int32_t k = 16 * h; k < np; ++k) {
+        t0[k - 16 * h] = s0[k];
+        if (s1) t1[k - 16 * h] = s1[k];
+      }
+      a = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(t0)));
+      b = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(t1)));
+    }
+    _mm256_store_si256(d + 2 * h, _mm256_unpacklo_epi16(a, b));
+    _mm256_store_si256(d + 2 * h + 1, _mm256_unpackhi_epi16(a, b));
+  }
 }
 
 void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
@@ -51,65 +125,42 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
   const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 1) / 2;
   const int64_t plane = int64_t(v.nh) * W;
-  alignas(32) int16_t xp[kMaxCin / 2 * kTile * 2];
-  alignas(32) int32_t acc[2][kTile];
-  const __m256i vzp = _mm256_set1_epi16(int16_t(zp));
+  alignas(32) __m256i xp[kMaxCin / 2 * 4];
+  alignas(32) int32_t wq[kPwOc * kMaxCin / 2];
+  int32_t init[kOcChunk];
+  Rq8 rq[kOcChunk];
   const int32_t n = p1 - p0;
-  for (int32_t t = 0; t < n; t += kTile) {
-    const int32_t np = mini(kTile, n - t);
-    const int64_t at = p0 + t - int64_t(v.h0) * W;  // offset of position p0+t in a channel of the view
-    for (int32_t g = 0; g < ng; ++g) {
-      const int8_t* s0 = v.data + int64_t(ci0 + 2 * g - v.c0) * plane + at;
-      const int8_t* s1 = 2 * g + 1 < cin ? s0 + plane : nullptr;
-      int16_t* d = xp + int64_t(g) * kTile * 2;
-      if (np == kTile && s1) {
-        for (int32_t h = 0; h < kTile; h += 16) {
-          const __m256i a = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + h))), vzp);
-          const __m256i b = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + h))), vzp);
-          // Interleave within 128-bit lanes, then put the halves in order.
-          const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
-          _mm256_store_si256(reinterpret_cast<__m256i*>(d + 2 * h), _mm256_permute2x128_si256(lo, hi, 0x20));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(d + 2 * h + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
-        }
-      } else {
-        for (int32_t k = 0; k < kTile; ++k) {
-          d[2 * k] = int16_t(k < np ? int32_t(s0[k]) - zp : 0);
-          d[2 * k + 1] = int16_t(k < np && s1 ? int32_t(s1[k]) - zp : 0);
-        }
-      }
+  for (int32_t c = 0; c < no; c += kOcChunk) {
+    const int32_t nc = mini(kOcChunk, no - c);
+    for (int32_t j = 0; j < nc; ++j) {
+      const int32_t local = o0 + c + j - L.oc_base;
+      const int8_t* w = L.weights + int64_t(local) * cin;
+      int32_t sw = 0;
+      for (int32_t i = 0; i < cin; ++i) sw += w[i];
+      init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp) * sw));
+      rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[j]);
     }
-    for (int32_t j = 0; j < no; j += 2) {
-      const int32_t local0 = o0 + j - L.oc_base;
-      const bool two = j + 1 < no;
-      const int32_t local1 = two ? local0 + 1 : local0;
-      const int8_t* w0 = L.weights + int64_t(local0) * cin;
-      const int8_t* w1 = L.weights + int64_t(local1) * cin;
-      const __m256i b0 = _mm256_set1_epi32(L.bias ? L.bias[local0] : 0);
-      const __m256i b1 = _mm256_set1_epi32(L.bias ? L.bias[local1] : 0);
-      __m256i a00 = b0, a01 = b0, a02 = b0, a03 = b0, a10 = b1, a11 = b1, a12 = b1, a13 = b1;
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      const int64_t at = p0 + t - int64_t(v.h0) * W;  // offset of position p0+t in a channel of the view
       for (int32_t g = 0; g < ng; ++g) {
-        const __m256i* x = reinterpret_cast<const __m256i*>(xp + int64_t(g) * kTile * 2);
-        const __m256i x0 = _mm256_load_si256(x), x1 = _mm256_load_si256(x + 1), x2 = _mm256_load_si256(x + 2),
-                      x3 = _mm256_load_si256(x + 3);
-        const __m256i u = _mm256_set1_epi32(wpair(w0, g, cin)), s = _mm256_set1_epi32(wpair(w1, g, cin));
-        a00 = _mm256_add_epi32(a00, _mm256_madd_epi16(x0, u));
-        a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(x1, u));
-        a02 = _mm256_add_epi32(a02, _mm256_madd_epi16(x2, u));
-        a03 = _mm256_add_epi32(a03, _mm256_madd_epi16(x3, u));
-        a10 = _mm256_add_epi32(a10, _mm256_madd_epi16(x0, s));
-        a11 = _mm256_add_epi32(a11, _mm256_madd_epi16(x1, s));
-        a12 = _mm256_add_epi32(a12, _mm256_madd_epi16(x2, s));
-        a13 = _mm256_add_epi32(a13, _mm256_madd_epi16(x3, s));
+        const int8_t* s0 = v.data + int64_t(ci0 + 2 * g - v.c0) * plane + at;
+        pw_pack(s0, 2 * g + 1 < cin ? s0 + plane : nullptr, np, xp + 4 * g);
       }
-      __m256i* A0 = reinterpret_cast<__m256i*>(acc[0]);
-      __m256i* A1 = reinterpret_cast<__m256i*>(acc[1]);
-      _mm256_store_si256(A0, a00); _mm256_store_si256(A0 + 1, a01); _mm256_store_si256(A0 + 2, a02); _mm256_store_si256(A0 + 3, a03);
-      _mm256_store_si256(A1, a10); _mm256_store_si256(A1 + 1, a11); _mm256_store_si256(A1 + 2, a12); _mm256_store_si256(A1 + 3, a13);
-      const Requant r0(L.mult[local0], L.shift[local0], L.out_zp, L.act_min, L.act_max);
-      requant_row_avx2(acc[0], np, r0, out + int64_t(j) * cstride + t);
-      if (two) {
-        const Requant r1(L.mult[local1], L.shift[local1], L.out_zp, L.act_min, L.act_max);
-        requant_row_avx2(acc[1], np, r1, out + int64_t(j + 1) * cstride + t);
+      for (int32_t j = 0; j < nc; j += kPwOc) {
+        const int nb = mini(kPwOc, nc - j);
+        for (int k = 0; k < nb; ++k) {
+          const int8_t* w = L.weights + int64_t(o0 + c + j + k - L.oc_base) * cin;
+          int16_t* d = reinterpret_cast<int16_t*>(wq + k * ng);
+          int32_t i = 0;
+          for (; i + 16 <= cin; i += 16)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))));
+          for (; i < 2 * ng; ++i) d[i] = int16_t(i < cin ? w[i] : 0);
+        }
+        for (int32_t h = 0; h < np; h += 16)
+          pw_pass_no(nb, xp + 2 * (h / 16), ng, wq, init + j, rq + j, np - h,
+                     out + int64_t(c + j) * cstride + t + h, cstride);
       }
     }
   }
@@ -177,7 +228,8 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
 
 }  // namespace
 
-const KernelTable kAvx2Kernels = {"avx2", requant_row_avx2, pointwise, conv_ch, conv_ch_flat, add_row_avx2, gemm, nullptr};
+const KernelTable kAvx2Kernels = {"avx2", requant_row_avx2, pointwise, conv_ch, conv_ch_flat, add_row_avx2, gemm,
+                                  conv_block_avx2};
 
 }  // namespace x86
 }  // namespace core

@@ -42,6 +42,10 @@ const KernelTable* find_kernels(const char* name) {
 
 const KernelTable* select_kernels(const KernelTable* portable) {
   const KernelTable* best = has_vnni() ? &kVnniKernels : has_avx2() ? &kAvx2Kernels : portable;
+  // One switch chooses the table; the name some write for forcing the AVX2
+  // path elsewhere is not a second one (a line says so rather than nothing).
+  if (getenv("TS_X86_ISA"))
+    fprintf(stderr, "TS_X86_ISA is not read; TS_KERNELS=avx2 forces the AVX2 kernels (portable|avx2|vnni|dsp)\n");
   const char* want = getenv("TS_KERNELS");
   if (!want || !*want) return best;
   if (strcmp(want, "portable") == 0) return portable;

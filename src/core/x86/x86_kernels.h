@@ -36,6 +36,12 @@ bool has_vbmi();
 bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                      int64_t cstride);
 
+// avx2_conv.cpp (AVX2): KernelTable::conv_block for convolutions 3 wide
+// (dilation 1 across, column stride 1 or 2: depthwise 3x3, the first 3x3
+// conv); false for layers it does not take.
+bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride);
+
 }  // namespace x86
 }  // namespace core
 }  // namespace ts
