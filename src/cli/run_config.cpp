@@ -85,9 +85,9 @@ RunConfig make_run_config(const RunOptions& o) {
   plan::check_spawn_limit(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
   if (!o.store.empty() && std::filesystem::exists(o.store) && !std::filesystem::is_directory(o.store))
     throw Error("--store '" + o.store + "' is not a folder");
-  plan::check_board_addresses(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
   c.faults = faults_on_testbed(o.faults, c.testbed);
   refuse_idle_board_options(o, c.testbed);
+  plan::check_board_addresses(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
   c.plan.alloc = plan::parse_allocation(o.alloc);
   plan::check_strategy_name(o.strategy);
   c.plan.strategy = o.strategy;
