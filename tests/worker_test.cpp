@@ -57,6 +57,7 @@ class MemFlash final : public core::FlashStore {
   const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override {
     if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
+    if (full) return false;  // a store that cannot write (a full disk)
     current_.assign(staging_.begin(), staging_.begin() + size);
     return true;
   }
@@ -65,6 +66,8 @@ class MemFlash final : public core::FlashStore {
     return current_.empty() ? nullptr : current_.data();
   }
   std::vector<uint8_t>& committed() { return current_; }  // to damage it in tests
+  const char* commit_error() const override { return full ? "store full: no space left on device" : nullptr; }
+  bool full = false;
 
  private:
   uint32_t cap_;
@@ -383,6 +386,38 @@ std::vector<uint8_t> fragment_of_other_plan(int w, uint32_t* plan_id) {
   p.plan_id ^= 0x5A5A5A5Au;
   *plan_id = p.plan_id;
   return plan::write_fragment(f.q, p, w);
+}
+
+TEST(Worker, AStoreThatCannotWriteIsSaidAsSoNotAsABadFragment) {
+  // Issue 26: every commit failure was answered HashMismatch, so a full disk
+  // looked like a bad fragment and failover dropped a healthy board.
+  const auto& f = fixture();
+  Driver d;
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  const std::vector<uint8_t> before = d.flash.committed();
+  uint32_t other_id = 0;
+  const std::vector<uint8_t> other = fragment_of_other_plan(0, &other_id);
+  d.flash.full = true;
+  d.got.clear();
+  d.deploy(other, other_id);
+  bool store_failed = false, hash_mismatch = false;
+  for (auto& g : d.got)
+    if (g.first.type == MsgType::Error) {
+      wire::ErrorPayload e;
+      ASSERT_TRUE(e.decode(g.second.data(), g.second.size()));
+      store_failed = store_failed || e.code == wire::ErrorCode::StoreFailed;
+      hash_mismatch = hash_mismatch || (e.code == wire::ErrorCode::HashMismatch && e.text != std::string("not stored"));
+    }
+  EXPECT_TRUE(store_failed);
+  EXPECT_FALSE(hash_mismatch);
+  EXPECT_EQ(d.last_error(), "store full: no space left on device");
+  EXPECT_EQ(d.flash.committed(), before);  // the previous fragment is kept
+  // With room again the same fragment commits.
+  d.flash.full = false;
+  d.got.clear();
+  ASSERT_TRUE(d.deploy(other, other_id));
+  EXPECT_TRUE(d.saw(MsgType::Done)) << d.last_error();
+  EXPECT_EQ(d.flash.committed(), other);
 }
 
 TEST(Worker, EqualSizeFragmentOfAnotherPlanIsNotTakenForCached) {

@@ -80,7 +80,7 @@ void register_plan(CLI::App& app) {
                                [o] { return cmd_plan(make_plan_config(*o)); });
   o->cli = sub;
   add_model_options(*sub, o->model, o->size, true);
-  auto* w_opt = sub->add_option("--workers,-n", o->workers, "number of identical boards")->check(CLI::Range(1, 65535));
+  auto* w_opt = sub->add_option("--workers,-n", o->workers, "number of identical boards")->check(CLI::Range(1, plan::kMaxBoards));
   auto* t_opt = sub->add_option("--testbed,-t", o->testbed, "testbed JSON file (boards, clocks, links, budgets)");
   w_opt->excludes(t_opt);
   t_opt->excludes(w_opt);

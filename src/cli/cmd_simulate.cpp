@@ -68,6 +68,9 @@ SimConfig make_sim_config(const SimulateOptions& o) {
     if (!o.ram.empty()) c.preset.ram_bytes = plan::parse_bytes(o.ram);
     c.counts = o.sweep.empty() ? std::vector<int>{o.workers} : sim::parse_sweep(o.sweep);
     if (c.counts.front() < 1) throw Error("at least one board is needed (got " + std::to_string(c.counts.front()) + ")");
+    if (c.counts.back() > plan::kMaxBoards)
+      throw Error("--workers: " + std::to_string(c.counts.back()) + " boards; at most " +
+                  std::to_string(plan::kMaxBoards) + " are simulated");
     c.board_label = c.preset.name;
   }
   c.model = o.model;

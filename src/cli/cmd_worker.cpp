@@ -22,8 +22,8 @@ int cmd_worker(const WorkerOptions& w) {
   o.cfg.id = uint16_t(w.id);
   o.cfg.clock_mhz = uint16_t(w.clock);
   const int64_t r = plan::parse_bytes(w.ram), f = plan::parse_bytes(w.flash);
-  if (r <= 0 || r > (int64_t(1) << 31)) throw Error("--ram must be between 1 byte and 2 GiB");
-  if (f <= 0 || f > (int64_t(1) << 31)) throw Error("--flash must be between 1 byte and 2 GiB");
+  const std::string budget = plan::board_budget_error(r, f, w.clock, plan::kBudgetOptions);
+  if (!budget.empty()) throw Error(budget);
   o.cfg.ram_bytes = uint32_t(r);
   o.cfg.flash_bytes = uint32_t(f);
   o.cfg.window = uint16_t(w.window);

@@ -21,7 +21,13 @@ plan::Testbed run_testbed(const RunOptions& o) {
   }
   const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
   const int n = digits ? std::stoi(count) : 0;
-  if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + o.workers + "'");
+  if (n < 1 || n > plan::kMaxBoards)
+    throw Error("--workers: expected N or qemu:N with N in 1.." + std::to_string(plan::kMaxBoards) + ", got '" +
+                o.workers + "'");
+  const std::string budget =
+      plan::board_budget_error(plan::parse_bytes(o.ram), plan::parse_bytes(o.flash), plan::kTeensyClockMhz,
+                               plan::kBudgetOptions);
+  if (!budget.empty()) throw Error(budget);
   return plan::default_testbed(n, kind, plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
 }
 
@@ -76,8 +82,11 @@ RunConfig make_run_config(const RunOptions& o) {
   c.testbed = run_testbed(o);
   // Before the (slow) model work: one process per local board.
   plan::check_spawn_limit(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
+  if (!o.store.empty() && std::filesystem::exists(o.store) && !std::filesystem::is_directory(o.store))
+    throw Error("--store '" + o.store + "' is not a folder");
   c.faults = faults_on_testbed(o.faults, c.testbed);
   refuse_idle_board_options(o, c.testbed);
+  plan::check_board_addresses(c.testbed, o.testbed.empty() ? "--workers" : o.testbed);
   c.plan.alloc = plan::parse_allocation(o.alloc);
   plan::check_strategy_name(o.strategy);
   c.plan.strategy = o.strategy;

@@ -220,6 +220,12 @@ DeployResult Coordinator::deploy() {
       if (f.h.type == MsgType::Error) {
         wire::ErrorPayload e;
         e.decode(f.payload.data(), f.payload.size());
+        // The board is healthy and its fragment good, but its store failed
+        // (full disk, not a folder): no failover fixes that, so the run ends
+        // with the reason (ts::Error, not BoardError).
+        if (e.code == wire::ErrorCode::StoreFailed)
+          throw Error(l.who() + ": its store could not keep the fragment (" + e.text +
+                      "); the previous fragment is kept");
         throw BoardError(l.who() + ": refused its fragment: " + wire::error_code_name(e.code) + " " + e.text,
                          l.index());
       }

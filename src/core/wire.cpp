@@ -92,6 +92,7 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::Internal: return "internal error";
     case ErrorCode::AuthFailed: return "authentication failed";
     case ErrorCode::PeerLost: return "peer link lost";
+    case ErrorCode::StoreFailed: return "store failed";
   }
   return "unknown error code";
 }

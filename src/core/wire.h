@@ -422,6 +422,8 @@ enum class ErrorCode : uint16_t {
   Internal = 11,
   AuthFailed = 12,      // a frame failed authentication, or a key is missing
   PeerLost = 13,        // direct route: the link to peer board `request_seq` (plan index) closed
+  StoreFailed = 14,     // COMMIT: the board's store could not keep the fragment (full, not a folder, I/O
+                        // error); the fragment was good and the previous one is kept
 };
 const char* error_code_name(ErrorCode c);
 

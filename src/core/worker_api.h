@@ -136,6 +136,10 @@ class FlashStore {
   virtual bool commit(uint32_t size, uint32_t crc) = 0;
   // The committed fragment (in place), or nullptr.
   virtual const uint8_t* current(uint32_t* size) const = 0;
+  // After a commit that returned false: why, when the store itself failed
+  // (full, not a folder, an I/O error) rather than the fragment; nullptr if
+  // the fragment was refused (or the store cannot fail so).
+  virtual const char* commit_error() const { return nullptr; }
 
  protected:
   ~FlashStore() = default;

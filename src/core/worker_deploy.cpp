@@ -158,7 +158,9 @@ bool DeploySession::commit_staged(int link, const FrameHeader& h, const wire::Co
     return false;
   }
   if (!flash_->commit(c.fragment_size, c.fragment_crc)) {
-    links_->send_error(link, ErrorCode::HashMismatch, h.seq, "not stored");
+    // A store that failed is said as what it is: the fragment was good.
+    const char* why = flash_->commit_error();
+    links_->send_error(link, why ? ErrorCode::StoreFailed : ErrorCode::HashMismatch, h.seq, why ? why : "not stored");
     return false;
   }
   if (!open_fragment() || plan_id_ != h.deployment) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,8 @@
 // numbers overflow int). Photos come as JPEG or PNG; PNM is not compiled in.
 #define STBI_NO_PNM
 #include <stb_image.h>
+
+#include "util/input_file.h"
 
 namespace ts {
 
@@ -28,8 +31,9 @@ namespace {
 // itself, but only after it has built the tables. A scan that selects a
 // Huffman table no DHT segment defined is refused too: stb decodes it with a
 // table it never built and reads past the table's code limits (found by
-// fuzz_image: maxcode[18] of an 18-entry array).
-bool jpeg_tables_ok(const uint8_t* d, size_t n) {
+// fuzz_image: maxcode[18] of an 18-entry array). The walk also reads the
+// frame's declared size from its SOF segment (into *w, *h; 0 if none).
+bool jpeg_tables_ok(const uint8_t* d, size_t n, int* w, int* h) {
   bool defined[2][4] = {};  // [DC, AC][table id] seen in a DHT segment
   bool progressive = false;
   // SOI, which stb also finds after any number of 0xFF fill bytes.
@@ -54,6 +58,11 @@ bool jpeg_tables_ok(const uint8_t* d, size_t n) {
     const size_t seg = size_t(d[i]) << 8 | d[i + 1];
     if (seg < 2) return false;
     if (m == 0xC2) progressive = true;
+    const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+    if (sof && i + 7 <= n) {  // SOFn: (length, precision, height, width, ...)
+      *h = d[i + 3] << 8 | d[i + 4];
+      *w = d[i + 5] << 8 | d[i + 6];
+    }
     if (m == 0xDA) {  // SOS: (count, per component (id, DC/AC table ids), Ss, Se, Ah/Al)
       if (i + seg > n || seg < 3) return false;
       const size_t ns = d[i + 2];
@@ -109,24 +118,41 @@ bool png_chunks_ok(const uint8_t* d, size_t n) {
   return i == n;  // a partial chunk header at the end is a truncated file
 }
 
+// A PNG's size from its IHDR chunk (which must come first), else 0.
+void png_size(const uint8_t* d, size_t n, int* w, int* h) {
+  if (n < 24 || d[0] != 0x89 || d[1] != 'P' || std::memcmp(d + 12, "IHDR", 4) != 0) return;
+  auto be32 = [&](size_t i) { return uint32_t(d[i]) << 24 | uint32_t(d[i + 1]) << 16 | uint32_t(d[i + 2]) << 8 | d[i + 3]; };
+  const uint32_t ww = be32(16), hh = be32(20);
+  *w = ww > uint32_t(INT32_MAX) ? INT32_MAX : int(ww);
+  *h = hh > uint32_t(INT32_MAX) ? INT32_MAX : int(hh);
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t len, const std::string& what, int64_t max_pixels) {
   if (len > size_t(INT32_MAX)) throw Error("image '" + what + "' is too large to decode");
   if (len >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '7')
     throw Error("cannot decode image '" + what + "': PGM/PPM images are not supported (use PNG or JPEG)");
-  if (!jpeg_tables_ok(data, len))
+  int w = 0, h = 0, ch = 0;
+  // The declared size is checked before any pixel memory is taken: first
+  // from the PNG or JPEG header itself (stb refuses a very large image with
+  // "unknown image type"), then from stb's header reader.
+  auto check_size = [&] {
+    if (w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > max_pixels)
+      throw Error("image '" + what + "' is too large: " + std::to_string(w) + "x" + std::to_string(h) +
+                  " pixels; at most " + std::to_string(max_pixels) + " pixels and " + std::to_string(kMaxImageSide) +
+                  " per side are accepted");
+  };
+  if (!jpeg_tables_ok(data, len, &w, &h))
     throw Error("cannot decode image '" + what + "': corrupt JPEG (bad quantisation or Huffman table)");
   if (!png_chunks_ok(data, len))
     throw Error("cannot decode image '" + what + "': corrupt PNG (a chunk runs past the end of the file)");
-  int w = 0, h = 0, ch = 0;
-  // Header only: the declared size is checked before any pixel memory is taken.
+  png_size(data, len, &w, &h);
+  check_size();
   if (!stbi_info_from_memory(data, int(len), &w, &h, &ch))
     throw Error("cannot decode image '" + what + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
   if (w <= 0 || h <= 0) throw Error("image '" + what + "' is empty");
-  if (w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > max_pixels)
-    throw Error("image '" + what + "' is " + std::to_string(w) + "x" + std::to_string(h) + " pixels; at most " +
-                std::to_string(max_pixels) + " pixels and " + std::to_string(kMaxImageSide) + " per side are accepted");
+  check_size();
   unsigned char* px = stbi_load_from_memory(data, int(len), &w, &h, &ch, 3);
   if (!px) throw Error("cannot decode image '" + what + "': " + (stbi_failure_reason() ? stbi_failure_reason() : "unknown"));
   // The decoder must deliver what the header declared (checked above).
@@ -143,11 +169,8 @@ Image decode_image(const uint8_t* data, size_t len, const std::string& what, int
 }
 
 Image load_image(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw Error("image '" + path + "' does not exist");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open image '" + path + "'");
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return decode_image(bytes.data(), bytes.size(), path);
+  const std::string bytes = read_input_file(path, "image", kMaxImageFileBytes);
+  return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
 std::vector<float> preprocess(const Image& img, int size, const float mean[3], const float stdv[3]) {

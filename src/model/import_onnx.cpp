@@ -11,6 +11,7 @@
 
 #include "model/onnx_decode.h"
 #include "model/onnx_lower.h"
+#include "util/input_file.h"
 
 namespace ts {
 
@@ -30,21 +31,12 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& name, int i
 }
 
 std::vector<int64_t> onnx_input_dims(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(path + ": read error");
-  return onnx_import::declared_input_dims(*onnx_import::parse_model(ss.str(), path));
+  const std::string bytes = read_input_file(path, "model file", kMaxModelFileBytes);
+  return onnx_import::declared_input_dims(*onnx_import::parse_model(bytes, path));
 }
 
 Graph import_onnx(const std::string& path, int input_size) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(path + ": read error");
-  return import_onnx_bytes(ss.str(), path, input_size);
+  return import_onnx_bytes(read_input_file(path, "model file", kMaxModelFileBytes), path, input_size);
 }
 
 }  // namespace ts

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "model/json_bounded.h"
+#include "util/input_file.h"
 
 namespace ts {
 namespace {
@@ -32,11 +33,7 @@ struct WeightStore {
 };
 
 std::string read_file(const fs::path& p, const std::string& what) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw Error("cannot open " + what + " '" + p.string() + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_input_file(p.string(), what, kMaxModelFileBytes);
 }
 
 size_t dtype_bytes(const std::string& dt, const std::string& ctx) {
@@ -496,9 +493,11 @@ Graph import_tfjs(const std::string& model_json, int input_size) {
   Graph g = import_tfjs_text(text, model_json, [&](const std::string& p) { return read_file(dir / p, "weight shard"); },
                              input_size);
   // Labels, if shipped beside the model.
-  std::ifstream lf(dir / "labels.txt");
-  for (std::string line; std::getline(lf, line);)
-    if (!line.empty()) g.labels.push_back(line);
+  if (std::filesystem::exists(dir / "labels.txt")) {
+    std::istringstream lf(read_input_file((dir / "labels.txt").string(), "labels file", kMaxTextFileBytes));
+    for (std::string line; std::getline(lf, line);)
+      if (!line.empty()) g.labels.push_back(line);
+  }
   return g;
 }
 

@@ -1,5 +1,6 @@
 #include "model/npy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -7,6 +8,7 @@
 
 #include "model/graph.h"
 #include "util/atomic_file.h"
+#include "util/input_file.h"
 
 namespace ts {
 namespace {
@@ -138,10 +140,15 @@ NpyArray parse_npy(const std::string& b, const std::string& name) {
   } else {
     throw fail("dtype '" + descr + "' is not supported; expected float32 ('<f4') or int8 ('|i1')");
   }
+  // The product is checked before each step, so it cannot overflow (a
+  // shape of (2^32, 2^32) wrapped to 0); a zero anywhere makes it 0.
+  constexpr int64_t kMaxValues = int64_t(1) << 34;
   int64_t n = 1;
+  const bool empty = std::find(shape.begin(), shape.end(), int64_t(0)) != shape.end();
   for (int64_t d : shape) {
-    n *= d;
-    if (n > (int64_t(1) << 34)) throw fail("shape is too large");
+    if (empty) n = 0;
+    else if (n > kMaxValues / d) throw fail("shape is too large (more than 2^34 values)");
+    else n *= d;
   }
   const size_t need = size_t(n) * item, have = b.size() - start - hlen;
   if (have < need)
@@ -159,12 +166,7 @@ NpyArray parse_npy(const std::string& b, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(path + ": read error");
-  return parse_npy(ss.str(), path);
+  return parse_npy(read_input_file(path, "tensor file", kMaxTensorFileBytes), path);
 }
 
 std::string npy_bytes(const std::vector<int64_t>& shape, const std::string& descr, const void* data, size_t bytes) {

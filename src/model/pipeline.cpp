@@ -12,6 +12,7 @@
 #include "model/image.h"
 #include "model/import_onnx.h"
 #include "model/import_tfjs.h"
+#include "util/input_file.h"
 
 namespace ts {
 namespace fs = std::filesystem;
@@ -29,6 +30,8 @@ std::string resolve_model(const std::string& spec) {
     if (fs::exists(fs::path(spec) / "model.json")) return (fs::path(spec) / "model.json").string();
     throw Error("model folder '" + spec + "' has no model.json");
   }
+  // Before anything peeks at it: a regular file within the model cap.
+  check_input_file(spec, "model file", kMaxModelFileBytes);
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #include "core/op.h"
 #include "model/bytes.h"
 #include "util/atomic_file.h"
+#include "util/input_file.h"
 
 namespace ts {
 
@@ -295,10 +296,8 @@ void save_qgraph(const QGraph& q, const std::string& path) {
 }
 
 QGraph load_qgraph(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open quantised model '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return deserialize_qgraph(bytes, path);
+  const std::string text = read_input_file(path, "quantised model", kMaxModelFileBytes);
+  return deserialize_qgraph(std::vector<uint8_t>(text.begin(), text.end()), path);
 }
 
 // ---------------------------------------------------------------- execution

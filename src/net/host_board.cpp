@@ -15,6 +15,9 @@
 #include "core/crc32.h"
 #include "net/keyfile.h"
 #include "net/tcp.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/input_file.h"
 
 namespace ts::net {
 
@@ -23,13 +26,20 @@ using Clock = std::chrono::steady_clock;
 
 FileFlash::FileFlash(uint32_t capacity, std::string dir) : capacity_(capacity), dir_(std::move(dir)) {
   if (dir_.empty()) return;
-  std::ifstream f(fs::path(dir_) / "fragment.bin", std::ios::binary);
-  if (!f) return;
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (bytes.size() <= capacity_) {
-    current_ = std::move(bytes);
-    have_ = !current_.empty();
-  }
+  // The folder is checked (and made) at start: a board whose store cannot
+  // keep a fragment says so before it serves anyone.
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    throw Error("store '" + dir_ + "' is not a folder");
+  fs::create_directories(dir_, ec);
+  if (ec) throw Error("store '" + dir_ + "': cannot make the folder (" + ec.message() + ")");
+  const std::string path = (fs::path(dir_) / "fragment.bin").string();
+  if (!fs::exists(path, ec)) return;
+  // A fragment larger than this flash (kept by a board with more) is none.
+  if (check_input_file(path, "stored fragment", uint64_t(1) << 32) > capacity_) return;
+  const std::string bytes = read_input_file(path, "stored fragment", capacity_);
+  current_.assign(bytes.begin(), bytes.end());
+  have_ = !current_.empty();
 }
 
 bool FileFlash::stage(uint32_t offset, const uint8_t* data, uint32_t len) {
@@ -40,25 +50,16 @@ bool FileFlash::stage(uint32_t offset, const uint8_t* data, uint32_t len) {
 }
 
 bool FileFlash::commit(uint32_t size, uint32_t crc) {
+  commit_error_ = nullptr;
   if (size > capacity_ || size > staging_.size()) return false;
   if (ts::crc32(staging_.data(), size) != crc) return false;
   std::vector<uint8_t> next(staging_.begin(), staging_.begin() + size);
   if (!dir_.empty()) {
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    const fs::path tmp = fs::path(dir_) / ("fragment.bin.tmp" + std::to_string(getpid()));
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f.write(reinterpret_cast<const char*>(next.data()), std::streamsize(next.size()));
-      f.close();
-      if (!f) {  // a full disk: no temporary left behind
-        fs::remove(tmp, ec);
-        return false;
-      }
-    }
-    fs::rename(tmp, fs::path(dir_) / "fragment.bin", ec);
-    if (ec) {
-      fs::remove(tmp, ec);
+    // Written beside, fsynced and renamed over (util/atomic_file.h): a failed
+    // write leaves the previous fragment as it was and no temporary.
+    const int err = try_write_file_atomic((fs::path(dir_) / "fragment.bin").string(), next.data(), next.size());
+    if (err != 0) {
+      commit_error_ = store_error_text(err);
       return false;
     }
   }
@@ -67,6 +68,20 @@ bool FileFlash::commit(uint32_t size, uint32_t crc) {
   staging_.clear();
   staging_.shrink_to_fit();
   return true;
+}
+
+const char* FileFlash::store_error_text(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT: return "store full: no space left on device";
+    case ENOTDIR:
+    case EEXIST: return "store is not a folder";
+    case EIO: return "store I/O error";
+    case EROFS: return "store is on a read-only file system";
+    case EACCES:
+    case EPERM: return "store not writable: permission denied";
+    default: return "store write failed";
+  }
 }
 
 const uint8_t* FileFlash::current(uint32_t* size) const {

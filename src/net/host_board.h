@@ -41,7 +41,9 @@ struct HostBoardOptions {
 };
 
 // Flash emulated by memory, persisted to <dir>/fragment.bin on commit
-// (write to a temporary file, fsync, rename: atomic).
+// (write to a temporary file, fsync, rename: atomic). The folder is checked
+// at construction (ts::Error if it is a file or cannot be made); a commit
+// the store cannot keep says why (commit_error: full, not a folder, I/O).
 class FileFlash final : public core::FlashStore {
  public:
   FileFlash(uint32_t capacity, std::string dir);
@@ -50,8 +52,12 @@ class FileFlash final : public core::FlashStore {
   const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
   bool commit(uint32_t size, uint32_t crc) override;
   const uint8_t* current(uint32_t* size) const override;
+  const char* commit_error() const override { return commit_error_; }
+  // The line a commit failure with this errno is said as (on the wire too).
+  static const char* store_error_text(int err);
 
  private:
+  const char* commit_error_ = nullptr;
   uint32_t capacity_;
   std::string dir_;
   std::vector<uint8_t> staging_, current_;

@@ -17,6 +17,7 @@
 #include "plan/frames.h"
 #include "plan/plan.h"
 #include "util/paths.h"
+#include "util/input_file.h"
 
 namespace ts::plan {
 
@@ -76,11 +77,10 @@ double MeasuredCosts::of(const core::LayerDesc& d) const {
 }
 
 MeasuredCosts load_measured_costs(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error("cost file " + path + ": cannot read it");
+  const std::string text = read_input_file(path, "cost file", kMaxTextFileBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw Error("cost file " + path + ": not JSON (" + e.what() + ")");
   }
@@ -148,11 +148,7 @@ HostCosts parse_host_costs(const std::string& text, const std::string& source) {
 }
 
 HostCosts load_host_costs(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error("host cost file " + path + ": cannot read it");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_host_costs(ss.str(), path);
+  return parse_host_costs(read_input_file(path, "host cost file", kMaxTextFileBytes), path);
 }
 
 std::string host_costs_path(const std::string& dir) { return (dir.empty() ? project_home() + "/data/costs" : dir) + "/host.json"; }

@@ -12,6 +12,7 @@
 #include "plan/board_kind.h"
 #include "util/endpoint.h"
 #include "util/atomic_file.h"
+#include "util/input_file.h"
 
 namespace ts::plan {
 namespace {
@@ -143,6 +144,21 @@ void check_kind(const Board& b, const std::string& ctx) {
     fail(ctx, "'address' \"qemu\" is a qemu-m7 board, not kind " + b.kind);
 }
 
+}  // namespace
+
+std::string board_budget_error(int64_t ram, int64_t flash, double clock, const BudgetNames& n) {
+  auto bytes = [](const char* name, int64_t v) {
+    return std::string(name) + " must be between 1 byte and 2 GiB (got " + std::to_string(v) + ")";
+  };
+  if (ram <= 0 || ram > kMaxBoardBytes) return bytes(n.ram, ram);
+  if (flash <= 0 || flash > kMaxBoardBytes) return bytes(n.flash, flash);
+  if (!(std::isfinite(clock) && clock >= kMinBoardClockMhz && clock <= kMaxBoardClockMhz))
+    return std::string(n.clock) + " must be between 1 and 65535 MHz (got " + show(clock) + ")";
+  return "";
+}
+
+namespace {
+
 // Range checks for one board; shared by loading and validate_testbed.
 void check_board(const Board& b, const std::string& ctx) {
   if (b.id < 0) fail(ctx, "'id' must be >= 0 (got " + std::to_string(b.id) + ")");
@@ -150,12 +166,8 @@ void check_board(const Board& b, const std::string& ctx) {
     fail(ctx, "'address' must be \"local\", \"qemu\" or \"host:port\" (got \"" + printable(b.address) +
                   "\")");
   check_kind(b, ctx);
-  if (!(std::isfinite(b.clock_mhz) && b.clock_mhz > 0))
-    fail(ctx, "'clock_mhz' must be > 0 (got " + show(b.clock_mhz) + ")");
-  if (b.ram_bytes <= 0)
-    fail(ctx, "'ram_bytes' must be > 0 (got " + std::to_string(b.ram_bytes) + ")");
-  if (b.flash_bytes <= 0)
-    fail(ctx, "'flash_bytes' must be > 0 (got " + std::to_string(b.flash_bytes) + ")");
+  const std::string budget = board_budget_error(b.ram_bytes, b.flash_bytes, b.clock_mhz, kBudgetFields);
+  if (!budget.empty()) fail(ctx, budget);
   if (!(std::isfinite(b.delay_s_per_kb) && b.delay_s_per_kb >= 0))
     fail(ctx, "'delay_s_per_kb' must be >= 0 (got " + show(b.delay_s_per_kb) + ")");
   if (!(std::isfinite(b.bandwidth_kbps) && b.bandwidth_kbps > 0))
@@ -172,6 +184,9 @@ int board_links(const Board& b) {
 
 void validate_testbed(const Testbed& t, const std::string& source) {
   if (t.boards.empty()) fail(source, "testbed has no boards");
+  if (t.boards.size() > size_t(kMaxBoards))
+    fail(source, "lists " + std::to_string(t.boards.size()) + " boards; at most " + std::to_string(kMaxBoards) +
+                     " are planned (the limit keeps planning within about 1 GB and 20 s)");
   std::map<int, size_t> first_index_of_id;
   for (size_t i = 0; i < t.boards.size(); ++i) {
     const Board& b = t.boards[i];
@@ -229,12 +244,22 @@ void check_spawn_limit(const Testbed& t, const std::string& source) {
                      std::to_string(kMaxSpawnedBoards) + " board processes are started on one machine");
 }
 
+void check_board_addresses(const Testbed& t, const std::string& source) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < t.boards.size(); ++i) {
+    const std::string& a = t.boards[i].address;
+    if (a == "local" || a == "qemu") continue;  // each one a board of its own
+    std::string key = a;
+    for (char& c : key) c = char(std::tolower(static_cast<unsigned char>(c)));
+    auto [it, inserted] = first.emplace(key, i);
+    if (!inserted)
+      fail(board_ctx(source, i), "address " + printable(a) + " is also board " + std::to_string(it->second) +
+                                     "'s; one board serves one place in a testbed");
+  }
+}
+
 Testbed load_testbed(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open testbed file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Testbed t = parse_testbed(ss.str(), path);
+  Testbed t = parse_testbed(read_input_file(path, "testbed file", kMaxTextFileBytes), path);
   if (!t.key_file.empty() && std::filesystem::path(t.key_file).is_relative())
     t.key_file = (std::filesystem::path(path).parent_path() / t.key_file).string();
   return t;

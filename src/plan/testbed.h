@@ -55,6 +55,28 @@ inline constexpr int kHostBoardLinks = 40;
 inline constexpr int kFirmwareLinks = 16;
 inline constexpr int kMaxBoardLinks = 1024;  // the largest "links" a testbed may give
 
+// What a board accepts as its budget: RAM and flash of 1 byte to 2 GiB each
+// (the hello carries them as u32) and a clock of 1 to 65535 MHz (a u16). The
+// coordinator checks every testbed against these (check_board) and
+// `tinysplit worker` its options, so a board out of range is refused in one
+// line before any board starts.
+inline constexpr int64_t kMaxBoardBytes = int64_t(1) << 31;
+inline constexpr double kMinBoardClockMhz = 1, kMaxBoardClockMhz = 65535;
+struct BudgetNames {
+  const char* ram;
+  const char* flash;
+  const char* clock;
+};
+inline constexpr BudgetNames kBudgetOptions{"--ram", "--flash", "--clock-mhz"};
+inline constexpr BudgetNames kBudgetFields{"'ram_bytes'", "'flash_bytes'", "'clock_mhz'"};
+// "" if all three are in range, else one line naming the first that is not.
+std::string board_budget_error(int64_t ram_bytes, int64_t flash_bytes, double clock_mhz, const BudgetNames& names);
+
+// The most boards a testbed (or --workers, --sweep) may list: planning 1,024
+// boards takes about 17 s and 1 GB (MobileNetV2, x86); past that, time and
+// memory grow with the count (docs/reliability.md, "Bounded inputs").
+inline constexpr int kMaxBoards = 1024;
+
 struct Board {
   int id = 0;
   // "local" = start the board on this machine (as its kind starts: a host
@@ -127,6 +149,11 @@ inline constexpr int kMaxSpawnedBoards = 64;
 // kMaxSpawnedBoards local or QEMU boards. Checked before any board process is
 // started; planning and simulating such testbeds remain allowed.
 void check_spawn_limit(const Testbed& t, const std::string& source);
+
+// Throws ts::Error (one line, naming `source` and both boards) if two boards
+// of `t` give the same "host:port" (compared without case): one running
+// board cannot be two boards of a run. Checked before any work.
+void check_board_addresses(const Testbed& t, const std::string& source);
 
 // "1048576" -> 1048576; "512K"/"512k"/"512KB"/"512KiB" -> 524288;
 // "8M" -> 8388608; "1G" -> 1073741824. Suffixes are binary (1K = 1024 bytes),

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/input_file.h"
 
 namespace ts::sim {
 
@@ -57,11 +58,7 @@ void apply_host_calibration(const nlohmann::json& doc, const std::string& source
 }
 
 void load_host_calibration(const std::string& path, TimingModel& m) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(path, "cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  nlohmann::json doc = nlohmann::json::parse(read_input_file(path, "calibration file", kMaxTextFileBytes), nullptr, false);
   if (doc.is_discarded()) bad(path, "not valid JSON");
   apply_host_calibration(doc, path, m);
 }

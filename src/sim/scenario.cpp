@@ -6,6 +6,7 @@
 
 #include "core/fragment.h"
 #include "plan/replicate.h"
+#include "plan/testbed.h"
 
 namespace ts::sim {
 
@@ -101,6 +102,8 @@ std::vector<int> parse_sweep(const std::string& spec) {
       if (a > b) throw Error(bad + "is an empty range (" + std::to_string(a) + " > " + std::to_string(b) + ")");
     }
     if (a < 1) throw Error(bad + "includes 0 boards; at least one board is needed");
+    if (b > plan::kMaxBoards)
+      throw Error(bad + "goes past " + std::to_string(plan::kMaxBoards) + " boards, the most a testbed may list");
     for (long n = a; n <= b; n += step) {
       out.push_back(int(n));
       if (out.size() > kMaxCounts) throw Error("sweep: more than " + std::to_string(kMaxCounts) + " board counts");

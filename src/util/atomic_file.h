@@ -14,6 +14,9 @@
 namespace ts {
 
 void write_file_atomic(const std::string& path, const void* data, size_t size);
+// The same, for callers that answer a failure themselves: 0, or the errno of
+// the step that failed (the target is then left as it was).
+int try_write_file_atomic(const std::string& path, const void* data, size_t size);
 inline void write_file_atomic(const std::string& path, const std::string& bytes) {
   write_file_atomic(path, bytes.data(), bytes.size());
 }
