@@ -555,7 +555,7 @@ std::vector<std::string> check_no_whole_layer(const QGraph& q, const Plan& p) {
   return broadcast;
 }
 
-Testbed bed(int n, int64_t ram = 1 << 30, int64_t flash = int64_t(1) << 34) {
+Testbed bed(int n, int64_t ram = 1 << 30, int64_t flash = int64_t(1) << 30) {
   return default_testbed(n, "local", ram, flash);
 }
 

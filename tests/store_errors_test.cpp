@@ -50,13 +50,14 @@ TEST(StoreErrors, AFullStoreEndsTheRunInOneLineAndKeepsThePreviousFragment) {
     GTEST_SKIP() << "needs root to mount a 4 MiB tmpfs (worker_test covers the worker's answer)";
   }
   const std::string store = (mnt / "st").string();
-  // 3 boards at 112x112: about 2.9 MB of fragments, which fit.
-  const auto first = tinysplit("run --workers 3 --store " + store);
+  // 3 boards at 112x112 at the host prices (one board computes): about 2.9 MB
+  // of fragments, which fit.
+  const auto first = tinysplit("run --workers 3 --cost-model host --store " + store);
   ASSERT_EQ(first.code, 0) << first.err;
   std::vector<std::string> before;
   for (int b = 0; b < 3; ++b) before.push_back(slurp(fs::path(store) / ("board-" + std::to_string(b)) / "fragment.bin"));
   // At 224x224 the big board's new fragment does not fit beside its old one.
-  const auto full = tinysplit("run --workers 3 --size 224 --store " + store);
+  const auto full = tinysplit("run --workers 3 --cost-model host --size 224 --store " + store);
   EXPECT_EQ(full.code, 1);
   EXPECT_NE(full.err.find("store full: no space left on device"), std::string::npos) << full.err;
   EXPECT_EQ(std::count(full.err.begin(), full.err.end(), '\n'), 1) << full.err;
@@ -69,7 +70,7 @@ TEST(StoreErrors, AFullStoreEndsTheRunInOneLineAndKeepsThePreviousFragment) {
   }
   EXPECT_GE(kept, 1) << "the board whose store was full lost its previous fragment";
   // The next run with the first plan uses what was kept, bit-exact.
-  const auto again = tinysplit("run --workers 3 --json --store " + store);
+  const auto again = tinysplit("run --workers 3 --cost-model host --json --store " + store);
   EXPECT_EQ(again.code, 0) << again.err;
   EXPECT_NE(again.out.find("\"match_reference\": true"), std::string::npos);
   EXPECT_NE(again.out.find("\"cached\": " + std::to_string(kept)), std::string::npos) << again.out.substr(0, 400);
