@@ -47,6 +47,13 @@ inline constexpr int64_t kTeensyFlashBytes = 8 * 1024 * 1024;
 inline constexpr double kDefaultDelaySPerKB = 0.0;
 inline constexpr double kDefaultBandwidthKBps = 12500.0;  // 100 Mbit/s
 
+// Seconds per byte of a link with delay d (s/KB) and bandwidth B (KB/s):
+// eq. 1's d + 1/B per KB. The cost model, the simulator and emulated links
+// (`run --emulate`) all read a board's link so.
+inline double link_s_per_byte(double delay_s_per_kb, double bandwidth_kbps) {
+  return (delay_s_per_kb + 1.0 / bandwidth_kbps) / kBytesPerKB;
+}
+
 // Links a board holds at once (the coordinator's and one per peer board on
 // the direct route): a host board (`tinysplit worker`, core::kMaxLinks of
 // the host build) and the firmware as built by default (firmware/Makefile
