@@ -17,8 +17,8 @@ namespace {
 // data/costs/cortex-m7.json, as the planner prices the kind), 2 cycles per
 // MAC (the planner's default price) for ops the file does not list; 0.65 ms
 // round trip per frame on its native Ethernet with lwIP (0.325 ms one way).
-// Its link's bandwidth is the testbed's (plan/testbed.h kDefaultBandwidthKBps by
-// default). `run --emulate` paces host boards by these same figures
+// Its link's bandwidth is the testbed's (plan/testbed.h kDefaultBandwidthKBps, 94 Mbit/s,
+// by default). `run --emulate` paces host boards by these same figures
 // (docs/simulator.md, "Emulated runs").
 TimingModel teensy_timing() {
   TimingModel m;
@@ -33,7 +33,7 @@ TimingModel teensy_timing() {
 
 const std::vector<BoardPreset>& board_presets() {
   static const std::vector<BoardPreset> presets = {
-      {"teensy41", "Teensy 4.1: Cortex-M7 600 MHz, 512 KiB RAM budget, 8 MiB flash, 100 Mbit/s Ethernet",
+      {"teensy41", "Teensy 4.1: Cortex-M7 600 MHz, 512 KiB RAM budget, 8 MiB flash, Ethernet at 94 Mbit/s and 0.65 ms round trip (lwIP)",
        plan::kTeensyClockMhz, plan::kTeensyRamBytes, plan::kTeensyFlashBytes, plan::kDefaultBandwidthKBps,
        plan::kDefaultDelaySPerKB, teensy_timing()},
   };
