@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <deque>
@@ -196,7 +197,7 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
       if (board.shaper_) board.serve_links_until(until);
       else std::this_thread::sleep_until(until);
     }
-    return uint32_t(std::max<double>(target, elapsed_us));
+    return uint32_t(std::ceil(std::max<double>(target, elapsed_us)));  // never below the emulated time
   }
   // Cycles per MAC of layer `layer` of the committed fragment (a table made
   // once per fragment from its descriptors).
