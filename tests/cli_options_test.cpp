@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "support/shell.h"
 
 namespace fs = std::filesystem;
@@ -145,6 +147,33 @@ TEST(CliOptions, RepeatEmulationAndDelaysStayBitExact) {
   ASSERT_EQ(plain.code, 0) << plain.err;
   EXPECT_EQ(int8_logits(r.out), int8_logits(plain.out));
   EXPECT_FALSE(int8_logits(r.out).empty());
+}
+
+// --emulate: every local board takes the Teensy 4.1's time for its share,
+// each layer at its op's measured cycles per MAC (what `simulate` charges the
+// same plan's boards), over paced links; the answer stays bit-exact.
+TEST(CliOptions, EmulatedRunTakesTheBoardTypesComputeAndStaysBitExact) {
+  const auto r = tinysplit("run --workers 2 --size 112 --emulate --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(bit_exact(r.out));
+  const auto run = nlohmann::json::parse(r.out);
+  EXPECT_EQ(run["emulation"]["board_type"], "teensy41");
+  const auto s = tinysplit("simulate --workers 2 --size 112 --json --per-board");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto sim = nlohmann::json::parse(s.out)["runs"][0];
+  ASSERT_EQ(run["per_worker"].size(), sim["per_board"].size());
+  // Each board's measured compute is at least its emulated compute (sleeps
+  // end late, never early); the run at least the slowest board's layers.
+  for (size_t b = 0; b < run["per_worker"].size(); ++b) {
+    const double want = sim["per_board"][b]["compute_s"].get<double>();
+    EXPECT_GT(want, 0.0) << "board " << b;
+    EXPECT_GE(run["per_worker"][b]["compute_s"].get<double>(), want * (1 - 1e-6)) << "board " << b;
+  }
+  EXPECT_GE(run["latency_s"]["total"].get<double>(), sim["latency_s"]["compute"].get<double>());
+  // The emulated type sets the clocks and links: a clock of its own is refused.
+  const auto bad = tinysplit("run --workers 2 --size 112 --emulate --cycles-per-mac 2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--cycles-per-mac does nothing with --emulate"), std::string::npos) << bad.err;
 }
 
 TEST(CliOptions, ImageOptionClassifiesThePhotoGiven) {

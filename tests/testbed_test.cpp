@@ -70,7 +70,7 @@ TEST(Testbed, OmittedKeysTakeTeensyDefaults) {
   EXPECT_EQ(b.ram_bytes, 512 * 1024);
   EXPECT_EQ(b.flash_bytes, 8 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(b.delay_s_per_kb, 0.0);
-  EXPECT_DOUBLE_EQ(b.bandwidth_kbps, 12500.0);  // 100 Mbit/s with 1 KB = 1000 B
+  EXPECT_DOUBLE_EQ(b.bandwidth_kbps, 11750.0);  // 94 Mbit/s with 1 KB = 1000 B
 }
 
 TEST(Testbed, AddressForms) {

@@ -22,6 +22,9 @@ sim::TimingModel timing_model(const SimulateOptions& o) {
   tm.board_frame_s = o.board_frame_us * 1e-6;
   tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
   tm.wake_slot_s = o.wake_slot_us * 1e-6;
+  // A flat --cycles-per-mac prices every layer alike (the type's per-op
+  // figures are for its default).
+  if (given(o.cli, "--cycles-per-mac")) tm.costs.clear();
   if (!o.host_calibration.empty()) sim::load_host_calibration(o.host_calibration, tm);
   sim::validate(tm);
   return tm;
@@ -154,6 +157,7 @@ void register_simulate(CLI::App& app) {
                               [o] { return cmd_simulate(make_sim_config(*o)); });
   o->cli = &sub;
   o->tm = sim::board_preset(o->board).timing;  // --board's figures below replace the default type's
+  o->frame_latency_us = o->tm.frame_latency_s * 1e6;
   add_model_options(sub, o->model, o->size, true);
   auto* wopt = sub.add_option("--workers,-n", o->workers, "number of identical boards (default 3)");
   auto* sopt = sub.add_option("--sweep", o->sweep, "board counts: A..B, A..B:STEP, N, comma-separated (e.g. 1..120:5,500,1000)")
@@ -175,7 +179,9 @@ void register_simulate(CLI::App& app) {
   sub.add_option("--ram", o->ram, "override the board type's RAM budget (e.g. 512K)")->excludes(topt);
   sub.add_option("--window,-w", o->tm.window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str();
-  sub.add_option("--cycles-per-mac", o->tm.cycles_per_mac, "board cycles per MAC of its kernels")
+  sub.add_option("--cycles-per-mac", o->tm.cycles_per_mac,
+                 "board cycles per MAC of every layer (default: the board type's measured per-op figures, "
+                 "data/costs/, this for ops without one)")
       ->capture_default_str();
   sub.add_option("--layer-overhead-ms", o->layer_overhead_ms, "fixed compute cost per board per layer, ms")
       ->capture_default_str();

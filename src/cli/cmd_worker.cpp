@@ -3,7 +3,9 @@
 #include "net/fault.h"
 #include "net/host_board.h"
 #include "net/keyfile.h"
+#include "plan/cost.h"
 #include "plan/testbed.h"
+#include "util/paths.h"
 #include "util/endpoint.h"
 
 namespace ts::cli {
@@ -13,6 +15,8 @@ struct WorkerOptions {
   double idle_timeout = 60.0;
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
+  std::string costs;  // a board type's cost file (data/costs/<costs>.json)
+  double link_kbps = 0, link_delay_s_per_kb = 0, frame_latency_us = 0;
   std::string fault;  // KIND:LAYER (net/fault.h)
   bool exit_with_parent = false;
 };
@@ -28,7 +32,17 @@ int cmd_worker(const WorkerOptions& w) {
   o.cfg.flash_bytes = uint32_t(f);
   o.cfg.window = uint16_t(w.window);
   o.store_dir = w.store;
-  o.cycles_per_mac = w.cpm;
+  // The emulated clock: every layer at --cycles-per-mac, or at the type's
+  // measured per-op figures (--cycles-per-mac, else the planner's default,
+  // for ops its file does not list): the planner's own prices.
+  if (w.cpm > 0 || !w.costs.empty()) {
+    plan::CostModel cm;
+    if (w.cpm > 0) cm.default_cycles_per_mac = w.cpm;
+    if (!w.costs.empty()) (void)plan::load_measured_costs(project_home() + "/data/costs/" + w.costs + ".json");
+    o.cycles_per_mac = [cm, type = w.costs](const core::LayerDesc& d) { return cm.type_cycles_per_mac(d, type); };
+  }
+  if (w.link_kbps > 0) o.link.s_per_byte = plan::link_s_per_byte(w.link_delay_s_per_kb, w.link_kbps);
+  o.link.latency_s = w.frame_latency_us * 1e-6;
   o.delay_ms = w.delay;
   if (!w.fault.empty()) o.fault = net::parse_board_fault(w.fault);
   o.exit_with_parent = w.exit_with_parent;
@@ -66,6 +80,15 @@ void register_worker(CLI::App& app) {
   sub.add_option("--cycles-per-mac", o->cpm, "emulate the clock: stretch compute to MACs*cycles/clock (0 = off)")
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject this delay before every send and receive (0 = off)")
+      ->check(finite_range(0.0, 1e6));
+  sub.add_option("--costs", o->costs,
+                 "emulate a board type's compute: each layer at the measured cycles per MAC of its op in "
+                 "data/costs/NAME.json (e.g. cortex-m7; --cycles-per-mac for ops it does not list)");
+  sub.add_option("--link-kbps", o->link_kbps, "emulate the board's link: its bandwidth, KB/s (0 = loopback speed)")
+      ->check(finite_range(0.0, 1e9));
+  sub.add_option("--link-delay-s-per-kb", o->link_delay_s_per_kb, "with --link-kbps: the link's delay per KB, s")
+      ->check(finite_range(0.0, 1e3));
+  sub.add_option("--frame-latency-us", o->frame_latency_us, "emulate the link's one-way latency per frame, us")
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--inject-fault", o->fault,
                  "for tests and demos: kill | stall | corrupt the board right after it computes this layer, or flip one "

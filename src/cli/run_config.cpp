@@ -5,7 +5,9 @@
 
 #include "cli/run_session.h"
 #include "model/pipeline.h"
+#include "plan/board_kind.h"
 #include "plan/names.h"
+#include "sim/scenario.h"
 
 namespace ts::cli {
 
@@ -73,6 +75,26 @@ void refuse_idle_board_options(const RunOptions& o, const plan::Testbed& tb) {
               "it keeps the flash of the boards this run starts, and there are none");
 }
 
+// --emulate: the one board type every local board stands in for.
+std::string emulated_type(const RunOptions& o, const plan::Testbed& tb) {
+  if (!o.emulate) return "";
+  refuse_idle(o.cli, "run", "--cycles-per-mac", true, "with --emulate", "the emulated board type sets the clocks");
+  refuse_idle(o.cli, "run", "--delay-ms", true, "with --emulate", "the emulated board type sets the links");
+  if (plan::parse_objective(o.objective) != plan::Objective::Latency)
+    throw Error("run: --emulate is for latency runs (not --objective throughput)");
+  std::string type;
+  for (const auto& b : tb.boards) {
+    const plan::BoardKind& k = plan::kind_of(b);
+    if (!plan::started_here(b) || !*k.emulates) continue;
+    if (!type.empty() && type != k.emulates)
+      throw Error("run: --emulate needs the local boards to stand in for one board type");
+    type = k.emulates;
+  }
+  if (type.empty()) throw Error("run: --emulate slows the local boards this run starts, and there are none");
+  (void)sim::board_preset(type);
+  return type;
+}
+
 }  // namespace
 
 RunConfig make_run_config(const RunOptions& o) {
@@ -119,6 +141,7 @@ RunConfig make_run_config(const RunOptions& o) {
   if (!c.key_file.empty()) c.key = net::load_key_file(c.key_file);
   c.cycles_per_mac = o.cpm;
   c.delay_ms = o.delay;
+  c.emulate = emulated_type(o, c.testbed);
   c.window = o.window;
   c.timeout = std::chrono::milliseconds(int64_t(o.timeout * 1000));
   c.failover = !o.no_failover && c.objective == plan::Objective::Latency;
@@ -137,6 +160,12 @@ coord::SpawnOptions spawn_options(const RunConfig& c) {
   so.cycles_per_mac = c.cycles_per_mac;
   so.delay_ms = c.delay_ms;
   so.window = uint16_t(c.window);
+  if (!c.emulate.empty()) {  // the type's figures, as the simulator reads them
+    const sim::TimingModel& tm = sim::board_preset(c.emulate).timing;
+    so.emulate_costs = tm.costs;
+    so.cycles_per_mac = tm.cycles_per_mac;
+    so.frame_latency_s = tm.frame_latency_s;
+  }
   return so;
 }
 
@@ -148,6 +177,13 @@ coord::SwarmOptions swarm_options(const RunConfig& c) {
   sw.failover = c.failover;
   sw.auth = !c.key_file.empty();
   sw.key = c.key;
+  if (!c.emulate.empty()) {  // the coordinator's link, as the simulator models it
+    const sim::TimingModel& tm = sim::board_preset(c.emulate).timing;
+    net::LinkShape s;
+    s.s_per_byte = tm.coord_bandwidth_kbps > 0 ? 1.0 / (tm.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
+    s.latency_s = tm.frame_latency_s;
+    sw.link = std::make_shared<net::LinkShaper>(s);
+  }
   return sw;
 }
 
@@ -183,6 +219,10 @@ void register_run(CLI::App& app) {
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--delay-ms", o->delay, "inject a delay before each board send and receive (0 = off)")
       ->check(finite_range(0.0, 1e6));
+  sub.add_flag("--emulate", o->emulate,
+               "local boards take the time of the board type they stand in for (Teensy 4.1): each layer at its "
+               "op's measured cycles per MAC (data/costs/), every link paced at the type's bandwidth and latency, "
+               "as `simulate` models them (docs/simulator.md, \"Emulated runs\")");
   sub.add_option("--objective", o->objective,
                  "latency (inferences one after another) | throughput (images side by side: the planner groups the "
                  "boards, e.g. one board per image when one holds the model; reports images_per_s)")

@@ -32,6 +32,7 @@ struct RunOptions {
   int repeat = 1;
   std::string store, key_file;
   bool probe = false, json = false;
+  bool emulate = false;  // --emulate: local boards take their board type's time (docs/simulator.md)
   std::string input, save_output, save_int8_output, dataset;
   int limit = 0;
   std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER] (kill | stall | corrupt | flip)
@@ -67,6 +68,10 @@ struct RunConfig {
   std::string store, key_file;  // key_file: --key-file, else the testbed's; "" = no authentication
   net::Key key{};
   double cycles_per_mac = 0, delay_ms = 0;
+  // --emulate: the board type the local boards stand in for (a simulator
+  // preset, plan/board_kind.h BoardKind::emulates), "" = off. Its figures
+  // pace the boards and the coordinator's link (spawn_options, swarm_options).
+  std::string emulate;
   int window = 32;
   std::chrono::milliseconds timeout{10000};
   bool failover = true;  // re-plan on the boards left when one fails (latency only)

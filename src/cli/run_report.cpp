@@ -164,7 +164,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       {"planned_wire_payload_bytes", r.plan.total_wire_bytes},
       {"deploy", {{"sent", r.deploy.sent}, {"cached", r.deploy.cached}, {"bytes", r.deploy.bytes}, {"seconds", r.deploy.seconds}}},
       {"authenticated", !c.key_file.empty()},
-      {"emulation", {{"cycles_per_mac", c.cycles_per_mac}, {"delay_ms", c.delay_ms}}},
+      {"emulation", {{"cycles_per_mac", c.cycles_per_mac}, {"delay_ms", c.delay_ms}, {"board_type", c.emulate}}},
       {"boards_started", r.testbed.boards.size()}, {"failover", c.failover}, {"failovers", jf}, {"rejoins", jr},
       {"per_worker", jw}, {"per_layer", jl}};
   if (!c.dataset.empty())
@@ -183,10 +183,11 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
   const auto& probs = a.probs;
   const auto& order = a.order;
   auto label = [&](int i) { return a.label(i); };
-  std::printf("tinysplit run: %s at %dx%d on %s; strategy %s, %s route, %s prices, %s allocation, window %d%s%s\n",
+  std::printf("tinysplit run: %s at %dx%d on %s; strategy %s, %s route, %s prices, %s allocation, window %d%s%s%s\n",
               c.model_label.c_str(), in_size, in_size, boards_text(r).c_str(), r.plan.strategy.c_str(),
               plan::route_name(r.plan.route), r.cost_host ? "host" : "Teensy 4.1", plan::to_string(c.plan.alloc),
-              c.window, c.cycles_per_mac > 0 ? ", emulated clocks" : "", c.delay_ms > 0 ? ", injected delays" : "");
+              c.window, c.cycles_per_mac > 0 && c.emulate.empty() ? ", emulated clocks" : "", c.delay_ms > 0 ? ", injected delays" : "",
+              c.emulate.empty() ? "" : (", emulating " + c.emulate + " boards").c_str());
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
   if (!r.plan.route_note.empty()) std::printf("note: %s\n", r.plan.route_note.c_str());
   if (!c.dataset.empty())

@@ -203,6 +203,12 @@ void BoardSet::start_process(int i, const plan::Board& b, const SpawnOptions& op
     args.push_back("--cycles-per-mac");
     args.push_back(std::to_string(opt.cycles_per_mac));
   }
+  if (!opt.emulate_costs.empty()) {
+    const std::vector<std::string> emu = {"--costs", opt.emulate_costs, "--link-kbps", plan::format_number(b.bandwidth_kbps),
+                                          "--link-delay-s-per-kb", plan::format_number(b.delay_s_per_kb),
+                                          "--frame-latency-us", plan::format_number(opt.frame_latency_s * 1e6)};
+    args.insert(args.end(), emu.begin(), emu.end());
+  }
   if (opt.delay_ms > 0) {
     args.push_back("--delay-ms");
     args.push_back(std::to_string(opt.delay_ms));

@@ -24,6 +24,13 @@ struct SpawnOptions {
   std::string store_root;       // board flash folders; empty = a temporary folder removed at exit
   double cycles_per_mac = 0;    // emulated clock, 0 = off
   double delay_ms = 0;          // injected delay per send/receive, 0 = off
+  // `run --emulate` (docs/simulator.md "Emulated runs"): local boards take a
+  // board type's time: each layer at the type's measured per-op cycles per
+  // MAC (data/costs/<emulate_costs>.json; cycles_per_mac for ops it does not
+  // list), each link paced at the testbed board's bandwidth and delay per KB
+  // with this one-way latency per frame. emulate_costs "" = off.
+  std::string emulate_costs;
+  double frame_latency_s = 0;
   uint16_t window = 32;
   // Authenticated links (core/auth.h): the key file local boards are started
   // with, and the key itself (QEMU boards get it in their provisioning, the

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "net/link_shaper.h"
 #include "net/transport.h"
 #include "plan/board_kind.h"
 #include "util/endpoint.h"
@@ -78,6 +79,7 @@ std::vector<std::unique_ptr<BoardLink>> Swarm::connect(const std::vector<int>& b
     } catch (const std::exception& e) {
       throw BoardError("board " + std::to_string(b) + " (" + addr_[size_t(b)] + "): " + e.what(), b);
     }
+    if (opt_.link) t = std::make_unique<net::ShapedTransport>(std::move(t), opt_.link);
     links.push_back(std::make_unique<BoardLink>(std::move(t), b, opt_.window, opt_.timeout));
     secure(*links.back());
   }

@@ -29,6 +29,7 @@
 
 #include "coord/coordinator.h"
 #include "net/keyfile.h"
+#include "net/link_shaper.h"
 #include "plan/plan.h"
 #include "plan/testbed.h"
 
@@ -47,6 +48,9 @@ struct SwarmOptions {
   // that drops such a board names that layer, the one the board failed at:
   // the error the coordinator sees may come from a peer at another layer.
   std::vector<int> fault_layer;
+  // `run --emulate`: the coordinator's link, paced as the simulator models it
+  // (net/link_shaper.h), shared by its links to every board. nullptr = off.
+  std::shared_ptr<net::LinkShaper> link;
 };
 
 // One board dropped from the swarm.

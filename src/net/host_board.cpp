@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -65,6 +67,7 @@ bool FileFlash::commit(uint32_t size, uint32_t crc) {
   }
   current_ = std::move(next);
   have_ = true;
+  ++generation_;
   staging_.clear();
   staging_.shrink_to_fit();
   return true;
@@ -99,6 +102,12 @@ const uint8_t* FileFlash::current(uint32_t* size) const {
 // 2 ms (docs/benchmarks.md, "Host boards").
 constexpr auto kHoldTelemetry = std::chrono::milliseconds(2);
 
+// Bytes held by an emulated link (opt_.link) until `due`.
+struct Timed {
+  Clock::time_point due;
+  std::vector<uint8_t> bytes;
+};
+
 struct HostBoard::Link {
   std::unique_ptr<Transport> t;
   std::vector<uint8_t> out;      // frames the worker queued for this link
@@ -107,6 +116,9 @@ struct HostBoard::Link {
   std::vector<uint8_t> pending;  // received bytes the worker holds back
   bool dead = false;             // closed; the slot is freed (drop_dead)
   Clock::time_point last_bytes;  // for the idle limit
+  // Emulated links: frames the worker sent, each until its link has
+  // serialised it; bytes read, until they have crossed.
+  std::deque<Timed> out_q, in_q;
 };
 
 // The board's mutable state: guarded by `mu` (the board has one thread, serve(); the
@@ -125,6 +137,10 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
     if (link < 0 || size_t(link) >= board.links_.size() || !board.links_[size_t(link)]->t) return false;
     delay();  // the injected delay is per frame sent, as the paper's was per send
     Link& l = *board.links_[size_t(link)];
+    if (board.shaper_) {  // an emulated link: the frame leaves once the link has serialised it
+      l.out_q.push_back(Timed{board.shaper_->depart(Clock::now(), len), std::vector<uint8_t>(data, data + len)});
+      return true;
+    }
     std::vector<uint8_t>& out = l.out;
     const size_t at = out.size();
     if (at == 0) {
@@ -141,6 +157,7 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
   }
   // With `mu` held (the worker runs under it).
   void flush(int link) override {
+    if (board.shaper_) return board.release_due(Clock::now());
     if (link < 0 || size_t(link) >= board.links_.size()) return;
     Link& l = *board.links_[size_t(link)];
     if (!l.t || l.out.empty() || l.dead) return;
@@ -184,14 +201,34 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
   uint32_t now_us() override {
     return uint32_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count());
   }
+  // The emulated clock: the layer takes its MACs x its cycles per MAC over
+  // the clock. Meanwhile an emulated link goes on sending and receiving.
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
     const HostBoardOptions& o = board.opt_;
-    if (o.cycles_per_mac > 0) {
-      const double target = double(macs) * o.cycles_per_mac / double(o.cfg.clock_mhz);  // us
-      if (target > elapsed_us) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(target - elapsed_us)));
-      elapsed_us = uint32_t(std::max<double>(target, elapsed_us));
+    if (!o.cycles_per_mac) return elapsed_us;
+    const double target = double(macs) * layer_cycles(layer) / double(o.cfg.clock_mhz);  // us
+    if (target > elapsed_us) {
+      const auto until = Clock::now() + std::chrono::microseconds(int64_t(target - elapsed_us));
+      if (board.shaper_) board.serve_links_until(until);
+      else std::this_thread::sleep_until(until);
     }
-    return elapsed_us;
+    return uint32_t(std::ceil(std::max<double>(target, elapsed_us)));  // never below the emulated time
+  }
+  // Cycles per MAC of layer `layer` of the committed fragment (a table made
+  // once per fragment from its descriptors).
+  double layer_cycles(uint32_t layer) {
+    if (board.flash_.generation() != cycles_gen_) {
+      cycles_gen_ = board.flash_.generation();
+      cycles_.clear();
+      uint32_t size = 0;
+      const uint8_t* p = board.flash_.current(&size);
+      core::FragmentReader r;
+      core::FragLayer e;
+      if (p && r.open(p, size) == core::FragStatus::Ok)
+        for (uint32_t i = 0; i < r.layer_count(); ++i)
+          cycles_.push_back(r.layer(i, &e) == core::FragStatus::Ok ? board.opt_.cycles_per_mac(e.desc) : 0.0);
+    }
+    return layer < cycles_.size() ? cycles_[layer] : 0.0;
   }
   // The injected fault's actions (net/fault_port.h), called by the fault
   // decorator with `mu` held: a stall holds it, so the whole board hangs
@@ -203,6 +240,8 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
     while (!board.stop_.load() && !(board.opt_.exit_with_parent && getppid() == 1))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  std::vector<double> cycles_;
+  uint32_t cycles_gen_ = ~0u;
   void delay() const {
     if (board.opt_.delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(int64_t(board.opt_.delay_ms * 1000)));
@@ -216,6 +255,7 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
     : opt_(opt), arena_(opt.cfg.ram_bytes), flash_(opt.cfg.flash_bytes, opt.store_dir),
       port_(std::make_unique<HostPort>(*this)) {
   for (int i = 0; i < core::kMaxLinks; ++i) links_.push_back(std::make_unique<Link>());
+  if (opt_.link.on()) shaper_ = std::make_unique<LinkShaper>(opt_.link);
   core::Port* port = port_.get();
   if (opt_.fault.on()) {
     fault_ = std::make_unique<FaultPort>(*port_, opt_.fault, port_.get());
@@ -234,6 +274,8 @@ int HostBoard::attach(std::unique_ptr<Transport>& t) {
     l.t = std::move(t);
     l.out.clear();
     l.pending.clear();
+    l.out_q.clear();
+    l.in_q.clear();
     l.dead = false;
     l.last_bytes = Clock::now();
     return int(i);
@@ -265,6 +307,13 @@ void HostBoard::close_dead() {
   for (size_t i = 0; i < links_.size(); ++i) {
     Link& l = *links_[i];
     if (l.t && (l.dead || !worker_.link_open(int(i)))) {
+      // An emulated link still sends what the worker queued last (the ERROR saying why).
+      for (const Timed& f : l.out_q) try {
+          if (!l.dead) l.t->send(f.bytes.data(), f.bytes.size());
+        } catch (const std::exception&) {
+          break;
+        }
+      l.out_q.clear();
       l.dead = true;
       l.t->close();
     }
@@ -281,6 +330,99 @@ void HostBoard::drop_dead() {
     l.t.reset();
     l.out.clear();
     l.pending.clear();
+    l.out_q.clear();
+    l.in_q.clear();
+  }
+}
+
+void HostBoard::release_due(Clock::time_point now) {
+  std::vector<uint8_t> batch;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    if (!l.t || l.dead || l.out_q.empty()) continue;
+    batch.clear();
+    while (!l.out_q.empty() && l.out_q.front().due <= now + kShapeSlack) {
+      batch.insert(batch.end(), l.out_q.front().bytes.begin(), l.out_q.front().bytes.end());
+      l.out_q.pop_front();
+    }
+    if (batch.empty()) continue;
+    try {
+      l.t->send(batch.data(), batch.size());
+    } catch (const std::exception&) {
+      l.dead = true;  // close_dead() closes it when the worker returns
+    }
+  }
+}
+
+bool HostBoard::feed_due(Clock::time_point now) {
+  bool fed = false;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    while (l.t && !l.dead && l.pending.empty() && !l.in_q.empty() && l.in_q.front().due <= now + kShapeSlack) {
+      const std::vector<uint8_t> bytes = std::move(l.in_q.front().bytes);
+      l.in_q.pop_front();
+      feed(int(i), bytes.data(), bytes.size());
+      fed = true;
+    }
+  }
+  return fed;
+}
+
+Clock::time_point HostBoard::next_due() const {
+  Clock::time_point t = Clock::time_point::max();
+  for (const auto& lp : links_) {
+    if (!lp->t || lp->dead) continue;
+    if (!lp->out_q.empty()) t = std::min(t, lp->out_q.front().due);
+    if (!lp->in_q.empty() && lp->pending.empty()) t = std::min(t, lp->in_q.front().due);
+  }
+  return t;
+}
+
+namespace {
+
+timespec to_timespec(Clock::duration d) {
+  const auto ns = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  return timespec{time_t(ns / 1000000000), long(ns % 1000000000)};
+}
+
+}  // namespace
+
+void HostBoard::serve_links_until(Clock::time_point until) {
+  std::vector<uint8_t> buf(64 * 1024);
+  std::vector<pollfd> fds;
+  std::vector<int> which;
+  for (;;) {
+    auto now = Clock::now();
+    release_due(now);
+    if (now >= until) return;
+    fds.clear();
+    which.clear();
+    Clock::time_point wake = until;
+    for (size_t i = 0; i < links_.size(); ++i) {
+      const Link& l = *links_[i];
+      if (!l.t || l.dead) continue;
+      if (!l.out_q.empty()) wake = std::min(wake, l.out_q.front().due);
+      if (!l.pending.empty() || l.t->poll_handle() < 0) continue;
+      fds.push_back(pollfd{l.t->poll_handle(), POLLIN, 0});
+      which.push_back(int(i));
+    }
+    const timespec ts = to_timespec(wake - now);
+    const int r = ppoll(fds.data(), nfds_t(fds.size()), &ts, nullptr);
+    now = Clock::now();
+    for (size_t k = 0; r > 0 && k < fds.size(); ++k) {
+      if (!fds[k].revents) continue;
+      Link& l = *links_[size_t(which[k])];
+      RecvResult rr;
+      try {
+        rr = l.t->recv(buf.data(), buf.size(), Millis(0));
+      } catch (const std::exception&) {
+        rr = {RecvStatus::Closed, 0};
+      }
+      if (rr.status == RecvStatus::Closed) l.dead = true;
+      if (rr.status != RecvStatus::Data) continue;
+      l.last_bytes = now;
+      l.in_q.push_back(Timed{shaper_->arrive(now, rr.bytes), std::vector<uint8_t>(buf.begin(), buf.begin() + long(rr.bytes))});
+    }
   }
 }
 
@@ -344,7 +486,19 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
           wait_ms = std::max(0, std::min<int>(wait_ms, int(left)));
         }
     }
-    int r = poll(fds.data(), nfds_t(fds.size()), wait_ms);
+    int r = 0;
+    if (shaper_) {  // an emulated link: wake when a queued frame is due
+      Clock::duration wait = std::chrono::milliseconds(wait_ms);
+      {
+        std::lock_guard<std::mutex> lock(port.mu);
+        const Clock::time_point due = next_due();
+        if (due != Clock::time_point::max()) wait = std::min(wait, due - Clock::now());
+      }
+      const timespec ts = to_timespec(wait);
+      r = ppoll(fds.data(), nfds_t(fds.size()), &ts, nullptr);
+    } else {
+      r = poll(fds.data(), nfds_t(fds.size()), wait_ms);
+    }
     if (r < 0 && errno != EINTR) throw NetError("board " + std::to_string(opt_.cfg.id) + ": poll failed");
     const auto now = Clock::now();
     if (exit_with_parent && now - parent_checked > std::chrono::seconds(1)) {
@@ -370,7 +524,15 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
         continue;
       }
       l.last_bytes = now;
+      if (shaper_) {  // held until it has crossed the emulated link
+        l.in_q.push_back(Timed{shaper_->arrive(now, rr.bytes), std::vector<uint8_t>(buf.begin(), buf.begin() + long(rr.bytes))});
+        continue;
+      }
       feed(which[k], buf.data(), rr.bytes);
+      fed = true;
+    }
+    if (shaper_) {
+      feed_due(Clock::now());
       fed = true;
     }
     // Held frames: offer them again while the worker makes progress.
@@ -385,6 +547,7 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
         feed(int(i), rest.data(), rest.size());
         again = again || l.pending.size() != rest.size();
       }
+      if (shaper_) again = feed_due(Clock::now()) || again;
     }
     // Nothing from a peer for too long: free the slot. A coordinator
     // mid-inference always has frames in flight or answers to send well
@@ -418,6 +581,7 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
       }
     }
     flush_all();
+    if (shaper_) release_due(Clock::now());
     close_dead();
     drop_dead();
   }
@@ -430,9 +594,9 @@ int run_worker_process(const std::string& host, uint16_t port, const HostBoardOp
   at.host = host;
   at.port = port;
   const std::unique_ptr<Listener> listener = network("tcp").listen(at);
-  std::printf("board %u listening on %s:%u (ram %u, flash %u, clock %u MHz%s%s)\n", opt.cfg.id, host.c_str(),
+  std::printf("board %u listening on %s:%u (ram %u, flash %u, clock %u MHz%s%s%s)\n", opt.cfg.id, host.c_str(),
               listener->port(), opt.cfg.ram_bytes, opt.cfg.flash_bytes, opt.cfg.clock_mhz,
-              opt.cycles_per_mac > 0 ? ", emulated clock" : "", opt.delay_ms > 0 ? ", injected delay" : "");
+              opt.cycles_per_mac ? ", emulated clock" : "", opt.link.on() ? ", emulated link" : "", opt.delay_ms > 0 ? ", injected delay" : "");
   std::fflush(stdout);
   std::atomic<bool> stop{false};
   board.serve(*listener, stop, opt.exit_with_parent);

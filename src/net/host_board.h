@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "core/worker.h"
 #include "net/fault.h"
 #include "net/fault_port.h"
+#include "net/link_shaper.h"
 #include "net/transport.h"
 
 namespace ts::net {
@@ -21,9 +23,15 @@ namespace ts::net {
 struct HostBoardOptions {
   core::WorkerConfig cfg;
   std::string store_dir;  // committed fragment persists here; empty = memory only
-  // Emulated clock: compute time stretched to macs * cycles_per_mac / clock.
-  // 0 = off (run at host speed).
-  double cycles_per_mac = 0.0;
+  // Emulated clock: each layer's compute stretched to its MACs times the
+  // layer's cycles per MAC (from its descriptor in the deployed fragment)
+  // over the clock. Empty = off (host speed). `worker --cycles-per-mac X`
+  // gives every layer X; `worker --costs TYPE` a board type's measured per-op
+  // figures (plan/cost.h CostModel::type_cycles_per_mac, `run --emulate`).
+  std::function<double(const core::LayerDesc&)> cycles_per_mac;
+  // Emulated link (`run --emulate`, net/link_shaper.h): this board's side of
+  // every link it holds paced at the board type's figures. Off by default.
+  LinkShape link;
   // Injected delay before each send and each receive, as in the paper's
   // Table 2 experiments. 0 = off.
   double delay_ms = 0.0;
@@ -55,6 +63,8 @@ class FileFlash final : public core::FlashStore {
   const char* commit_error() const override { return commit_error_; }
   // The line a commit failure with this errno is said as (on the wire too).
   static const char* store_error_text(int err);
+  // Changes at every commit (a new fragment).
+  uint32_t generation() const { return generation_; }
 
  private:
   const char* commit_error_ = nullptr;
@@ -62,6 +72,7 @@ class FileFlash final : public core::FlashStore {
   std::string dir_;
   std::vector<uint8_t> staging_, current_;
   bool have_ = false;
+  uint32_t generation_ = 0;
 };
 
 class Listener;
@@ -90,6 +101,16 @@ class HostBoard {
   void flush_all();                          // with mu_ held
   void close_dead();                         // with mu_ held
   void drop_dead();                          // with mu_ held
+  // Emulated links (opt_.link), with mu_ held: writes the frames whose time
+  // has come; feeds the worker what has arrived (not from inside a compute).
+  void release_due(LinkShaper::Clock::time_point now);
+  bool feed_due(LinkShaper::Clock::time_point now);  // true if it fed any
+  // Reads every link into its arrival queue until `until` while releasing
+  // frames (an emulated compute: the board's link works on meanwhile).
+  void serve_links_until(LinkShaper::Clock::time_point until);
+  // The next time a queued frame is due either way (max() if none).
+  LinkShaper::Clock::time_point next_due() const;
+  std::unique_ptr<LinkShaper> shaper_;  // set when opt_.link is on
   HostBoardOptions opt_;
   std::vector<uint8_t> arena_;
   FileFlash flash_;

@@ -46,6 +46,10 @@ struct BoardKind {
   // figures (--cost-model host, cost.h host_testbed).
   bool host_speed;
   const char* transport;  // the coordinator's transport to it ("tcp")
+  // The board type whose time a board of this kind takes with `run
+  // --emulate` (a simulator preset, sim/scenario.h: its per-op prices and
+  // link figures); "" = none (the board has a time of its own).
+  const char* emulates;
 };
 
 // Every kind, in a fixed order.

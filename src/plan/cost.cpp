@@ -186,8 +186,11 @@ double CostModel::cycles_per_mac(const core::LayerDesc& d) const {
 }
 
 double CostModel::cycles_per_mac(const core::LayerDesc& d, const Board& b) const {
+  return type_cycles_per_mac(d, board_type(b));
+}
+
+double CostModel::type_cycles_per_mac(const core::LayerDesc& d, const std::string& type) const {
   if (const double c = explicit_cpm(*this, d); c > 0) return c;
-  const std::string type = board_type(b);
   if (!type.empty() && costs_dir != "none")
     if (const MeasuredCosts* mc = measured_for(costs_dir, type))
       if (const double c = mc->of(d); c > 0) return c;
@@ -228,7 +231,7 @@ void parse_op_cycles(const std::string& spec, CostModel* m) {
 namespace {
 
 double s_per_byte(const Board& b, const CostModel& m) {
-  return m.host ? m.host_costs.s_per_byte : (b.delay_s_per_kb + 1.0 / b.bandwidth_kbps) / kBytesPerKB;
+  return m.host ? m.host_costs.s_per_byte : link_s_per_byte(b.delay_s_per_kb, b.bandwidth_kbps);
 }
 
 double coord_spb(const CostModel& m) {

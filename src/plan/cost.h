@@ -136,6 +136,11 @@ struct CostModel {
   double cycles_per_mac(const core::LayerDesc& d) const;
   // For a board: explicit entry, else its type's measured figure, else the default.
   double cycles_per_mac(const core::LayerDesc& d, const Board& b) const;
+  // For a board type (a cost file's name, board_type; "" = none): explicit
+  // entry, else the type's measured figure, else the default. What the
+  // planner, the simulator (sim.h TimingModel::costs) and an emulated host
+  // board (`run --emulate`) all price a layer with.
+  double type_cycles_per_mac(const core::LayerDesc& d, const std::string& type) const;
 };
 
 // The model for a host testbed from a host cost file: host = true, the

@@ -1,6 +1,8 @@
 // The simulator's shared core (sim/core.h).
 #include "sim/core.h"
 
+#include "plan/cost.h"
+
 namespace ts::sim::core_sim {
 
 Links::Links(const plan::Testbed& t, const TimingModel& m, int boards) {
@@ -10,11 +12,20 @@ Links::Links(const plan::Testbed& t, const TimingModel& m, int boards) {
     const plan::Board& bd = t.boards[size_t(b)];
     const double bw = m.board_bandwidth_kbps > 0 ? m.board_bandwidth_kbps : bd.bandwidth_kbps;
     const double d = m.board_delay_s_per_kb >= 0 ? m.board_delay_s_per_kb : bd.delay_s_per_kb;
-    board_spb[size_t(b)] = (d + 1.0 / bw) / plan::kBytesPerKB;
+    board_spb[size_t(b)] = plan::link_s_per_byte(d, bw);
     clock_hz[size_t(b)] = bd.clock_mhz * 1e6;
   }
   coord_spb = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
   op_delay = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;
+}
+
+std::vector<double> layer_cycles_per_mac(const QGraph& q, const TimingModel& m) {
+  plan::CostModel cm;
+  cm.default_cycles_per_mac = m.cycles_per_mac;
+  std::vector<double> v(q.nodes.size(), m.cycles_per_mac);
+  if (!m.costs.empty())
+    for (size_t n = 0; n < v.size(); ++n) v[n] = cm.type_cycles_per_mac(q.desc(int(n)), m.costs);
+  return v;
 }
 
 namespace {

@@ -71,13 +71,16 @@ inline double sleep_overshoot(WakeSampler& wake, double t, const TimingModel& m)
   return wake.enabled() ? wake.sleep(t) : m.sleep_overshoot_s;
 }
 
+// Cycles per MAC of every layer of q under m (TimingModel::costs).
+std::vector<double> layer_cycles_per_mac(const QGraph& q, const TimingModel& m);
+
 // A board's compute of one share: the emulated time (MACs x cycles per MAC
 // over its clock, plus the layer overhead) and, for host boards, the
 // kernels' real CPU work; it takes the longer of the two.
 struct Compute {
   double emulated = 0, work = 0;
-  Compute(const plan::LayerShare& ls, double clock_hz, const TimingModel& m)
-      : emulated(double(ls.macs) * m.cycles_per_mac / clock_hz + m.layer_overhead_s),
+  Compute(const plan::LayerShare& ls, double clock_hz, double cycles_per_mac, const TimingModel& m)
+      : emulated(double(ls.macs) * cycles_per_mac / clock_hz + m.layer_overhead_s),
         work(double(ls.macs) * m.host_s_per_mac) {}
   double busy() const { return std::max(emulated, work); }
   // An emulated compute (started at c) ends in a sleep up to its time,

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/fragment.h"
+#include "plan/board_kind.h"
 #include "plan/replicate.h"
 #include "plan/testbed.h"
 
@@ -12,13 +13,20 @@ namespace ts::sim {
 
 namespace {
 
-// Teensy 4.1: the engine's window, 2 cycles per MAC (the planner's default
-// price, about what the Cortex-M7 kernels measure: data/costs/cortex-m7.json),
-// an ideal network otherwise.
+// Teensy 4.1: the engine's window; each layer at the Cortex-M7 kernels'
+// measured cycles per MAC for its op (the kind's cost file,
+// data/costs/cortex-m7.json, as the planner prices the kind), 2 cycles per
+// MAC (the planner's default price) for ops the file does not list; 0.65 ms
+// round trip per frame on its native Ethernet with lwIP (0.325 ms one way).
+// Its link's bandwidth is the testbed's (plan/testbed.h kDefaultBandwidthKBps, 94 Mbit/s,
+// by default). `run --emulate` paces host boards by these same figures
+// (docs/simulator.md, "Emulated runs").
 TimingModel teensy_timing() {
   TimingModel m;
   m.window = 32;
   m.cycles_per_mac = 2.0;
+  m.costs = plan::find_board_kind("teensy41")->costs;
+  m.frame_latency_s = 325e-6;
   return m;
 }
 
@@ -26,7 +34,7 @@ TimingModel teensy_timing() {
 
 const std::vector<BoardPreset>& board_presets() {
   static const std::vector<BoardPreset> presets = {
-      {"teensy41", "Teensy 4.1: Cortex-M7 600 MHz, 512 KiB RAM budget, 8 MiB flash, 100 Mbit/s Ethernet",
+      {"teensy41", "Teensy 4.1: Cortex-M7 600 MHz, 512 KiB RAM budget, 8 MiB flash, Ethernet at 94 Mbit/s and 0.65 ms round trip (lwIP)",
        plan::kTeensyClockMhz, plan::kTeensyRamBytes, plan::kTeensyFlashBytes, plan::kDefaultBandwidthKBps,
        plan::kDefaultDelaySPerKB, teensy_timing()},
   };

@@ -33,8 +33,9 @@
 //     testbed (eq. 1: d + 1/B seconds per KB); every frame also pays a fixed
 //     one-way latency. The coordinator has one CPU that handles frames one
 //     at a time (TimingModel::coord_frame_s each).
-//   * Compute: a board's MACs for the layer (LayerShare::macs) times
-//     cycles_per_mac over its clock, plus a fixed per-layer overhead.
+//   * Compute: a board's MACs for the layer (LayerShare::macs) times the
+//     layer's cycles per MAC (its op's measured figure with `costs`, else
+//     cycles_per_mac) over its clock, plus a fixed per-layer overhead.
 //
 // Reported, as the engine reports them: per layer wall time, compute = the
 // slowest board's compute time (at most the wall time), communication = the
@@ -65,6 +66,11 @@ struct TimingModel {
 
   // Compute on the boards.
   double cycles_per_mac = 1.0;       // cycles per MAC of the board's kernels
+  // A board type's measured per-op prices (data/costs/<costs>.json, the
+  // planner's: plan::CostModel::type_cycles_per_mac): each layer at its op's
+  // figure, cycles_per_mac for ops the file has none for. "" = cycles_per_mac
+  // for every layer.
+  std::string costs;
   double layer_overhead_s = 0.0;     // fixed cost per board per layer it computes
 
   // Links.

@@ -52,7 +52,7 @@ class DirectSim {
  public:
   DirectSim(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m)
       : q_(q), p_(p), m_(m), n_(p.n_workers()), L_(int(q.nodes.size())), K_(std::max(1, m.images)),
-        links_(t, m, p.n_workers()), peers_(m), coord_acks_(m.board_ack_every),
+        links_(t, m, p.n_workers()), cpm_(core_sim::layer_cycles_per_mac(q, m)), peers_(m), coord_acks_(m.board_ack_every),
         wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s),
         pool_(p.n_workers(), m.host_cores > 0 ? m.host_cores : t.host_cores) {
     comp_start_.assign(size_t(n_), 0.0);
@@ -297,7 +297,7 @@ class DirectSim {
     double c = std::max(t, free_at_[size_t(b)]);
     r.run_at_s = c;
     // Host boards: the kernels' real CPU work is on the shared cores.
-    const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], m_);
+    const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_);
     r.compute_s = compute.busy();
     sending_[size_t(b)] = true;
     send_v_[size_t(b)] = v;
@@ -417,6 +417,7 @@ class DirectSim {
   int n_, L_, K_;
   std::vector<double> image_end_;
   core_sim::Links links_;
+  std::vector<double> cpm_;          // cycles per MAC per layer
   core_sim::PeerWindows peers_;      // windows and ACKs between boards
   core_sim::CountedAcks coord_acks_;  // frames to and from the coordinator
   core_sim::Fifo crx_;               // the coordinator's link, incoming

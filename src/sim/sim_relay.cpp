@@ -79,7 +79,7 @@ class Simulator {
  public:
   Simulator(const QGraph& q, const plan::Plan& p, const plan::Testbed& t, const TimingModel& m,
             std::vector<TraceEvent>* trace)
-      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), links_(t, m, p.n_workers()), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s) {
+      : q_(q), p_(p), m_(m), trace_(trace), n_(p.n_workers()), links_(t, m, p.n_workers()), cpm_(core_sim::layer_cycles_per_mac(q, m)), wake_(m.wake_quantiles_s, m.timer_slack_s, m.wake_seed, m.wake_slot_s) {
     coord_.resize(size_t(n_));
     boards_.resize(size_t(n_));
     for (int b = 0; b < n_; ++b) {
@@ -342,7 +342,7 @@ class Simulator {
         const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(layer_)];
         // Host boards: the kernels' real CPU work (the relay route does not
         // share cores: a layer's boards compute side by side on their own).
-        const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], m_);
+        const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(layer_)], m_);
         BoardLayer& r = bl(b);
         r.run_at_s = c - layer_start_;
         r.compute_s = compute.busy();
@@ -434,6 +434,7 @@ class Simulator {
   std::vector<CoordSide> coord_;
   std::vector<BoardSide> boards_;
   core_sim::Links links_;
+  std::vector<double> cpm_;  // cycles per MAC per layer
   core_sim::EventQueue<Event> events_;
   double cpu_free_ = 0;
   core_sim::Fifo ctx_, crx_;  // the coordinator's link, both ways
