@@ -164,6 +164,43 @@ class TinyNet(nn.Module):
         return F.softmax(self.fc(x), dim=1)
 
 
+class UNetSmall(nn.Module):
+    """A small FPN / U-Net: strided encoder, a top-down path with nearest
+    Resize (asymmetric, floor) and lateral adds, ConvTranspose up (2x2 stride 2;
+    3x3 stride 2 pad 1 output_padding 1 in 2 groups), bilinear Resize in both
+    torch modes (pytorch_half_pixel, align_corners), a per-pixel sigmoid map."""
+
+    def __init__(self):
+        super().__init__()
+
+        def cbr(cin, cout, s):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, s, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+
+        self.e1 = cbr(3, 8, 1)      # 8x32x32
+        self.e2 = cbr(8, 16, 2)     # 16x16x16
+        self.e3 = cbr(16, 24, 2)    # 24x8x8
+        self.e4 = cbr(24, 32, 2)    # 32x4x4
+        self.l4 = nn.Conv2d(32, 16, 1)
+        self.l3 = nn.Conv2d(24, 16, 1)
+        self.l2 = nn.Conv2d(16, 16, 1)
+        self.up2 = nn.Sequential(nn.ConvTranspose2d(16, 8, 2, 2), nn.BatchNorm2d(8), nn.ReLU())
+        self.up3 = nn.ConvTranspose2d(16, 8, 3, 2, padding=1, output_padding=1, groups=2)
+        self.head = nn.Conv2d(32, 2, 3, 1, 1)
+
+    def forward(self, x):
+        c1 = self.e1(x)
+        c2 = self.e2(c1)
+        c3 = self.e3(c2)
+        c4 = self.e4(c3)
+        p4 = self.l4(c4)                                                    # 16x4x4
+        p3 = self.l3(c3) + F.interpolate(p4, scale_factor=2, mode="nearest")  # 16x8x8
+        p2 = self.l2(c2) + F.interpolate(p3, scale_factor=2, mode="bilinear", align_corners=False)
+        u1 = self.up2(p2)                                                   # 8x32x32
+        u2 = self.up3(F.interpolate(p3, scale_factor=2, mode="bilinear", align_corners=True))  # 8x32x32
+        u3 = F.interpolate(p4, scale_factor=8, mode="nearest")              # 16x32x32
+        return torch.sigmoid(self.head(torch.cat([u1, u2, u3], dim=1)))     # 2x32x32
+
+
 def mobilenet_v3_small_half():
     setting, last = tv_mobilenetv3._mobilenet_v3_conf(
         "mobilenet_v3_small", width_mult=0.5, reduced_tail=True)
@@ -179,6 +216,7 @@ MODELS = {
     "mnasnet": (lambda: tv_mnasnet.MNASNet(0.25, num_classes=NUM_CLASSES), 64, 13),
     "tiny": (TinyNet, 32, 13),
     "tiny_opset10": (TinyNet, 32, 10),
+    "unet_small": (UNetSmall, 32, 13),
 }
 
 
@@ -209,7 +247,11 @@ def count_layers(model, size):
     params = [0]
 
     def hook(mod, inp, out):
-        if isinstance(mod, nn.Conv2d):
+        if isinstance(mod, nn.ConvTranspose2d):  # core/op.h: the most taps one output reads
+            kh, kw = mod.weight.shape[2], mod.weight.shape[3]
+            sh, sw = mod.stride
+            macs[0] += out.numel() * (mod.in_channels // mod.groups) * (-(-kh // sh)) * (-(-kw // sw))
+        elif isinstance(mod, nn.Conv2d):
             k = mod.weight.shape[1] * mod.weight.shape[2] * mod.weight.shape[3]
             macs[0] += out.numel() * k
         elif isinstance(mod, nn.Linear):
@@ -221,7 +263,7 @@ def count_layers(model, size):
         params[0] += sum(p.numel() for p in mod.parameters(recurse=False))
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, (nn.Conv2d, nn.Linear, MatMulHead))]
+               if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear, MatMulHead))]
     with torch.no_grad():
         model(torch.zeros(1, 3, size, size))
     for h in handles:

@@ -34,6 +34,9 @@ constexpr int kMaxInputs = 8;
 //   MaxPool        output shares the input's quantisation
 //   Lut            elementwise int8 -> int8 table (activations not fused)
 //   Pad            explicit zero padding that could not be folded
+//   Resize         nearest or bilinear upsampling of H and W (ops/resize.h:
+//                  the mode in kh, kw, dh)
+//   ConvTranspose  transposed convolution: groups, stride, pads, dilation 1
 #define TS_QOPS(X) \
   X(Conv, 1)       \
   X(Gemm, 2)       \
@@ -44,7 +47,9 @@ constexpr int kMaxInputs = 8;
   X(GlobalAvgPool, 7) \
   X(MaxPool, 8)    \
   X(Lut, 9)        \
-  X(Pad, 10)
+  X(Pad, 10)       \
+  X(Resize, 11)    \
+  X(ConvTranspose, 12)
 
 enum class QOp : uint8_t {
 #define TS_QOP_ENUM(name, code) name = code,

@@ -54,11 +54,18 @@ struct Access {
     kPerChannel,    // output channel c reads element c (a (C,1,1) operand)
     kChannelSlice,  // output channels [offset, offset + C) read the operand's C
                     // channels at the same positions (Concat)
+    kSpans,         // upsampling (Resize, ConvTranspose): output (oy, ox) reads
+                    // input rows span(0, oy) x columns span(1, ox), each a
+                    // half-open range non-decreasing in the output index;
+                    // channels grouped as kWindow (cin_g, cout_g)
   };
   Kind kind = kSame;
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // kWindow
   int32_t cin_g = 1, cout_g = 1;                                          // kWindow
   int32_t offset = 0;                                                     // kChannelSlice
+  // kSpans: the input indices [*lo, *hi) along axis (0 rows, 1 columns) that
+  // output index o reads, clipped to the input (empty: *hi <= *lo).
+  void (*span)(const LayerDesc& L, int axis, int32_t o, int32_t* lo, int32_t* hi) = nullptr;
 };
 
 // The data arrays of a layer share (the five of a fragment entry and of a

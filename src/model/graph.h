@@ -32,6 +32,8 @@ enum class Op : uint8_t {
   Flatten,        // (C,H,W) -> (C*H*W,1,1) in CHW order
   Pad,            // constant zero padding of H and W
   Softmax,        // over channels of a (C,1,1) tensor
+  Resize,         // nearest or bilinear to out_h x out_w (interp, coord, rounding)
+  ConvTranspose,  // groups, stride, pads, dilation 1; weights stored as Conv's OIHW
   Identity,
 };
 
@@ -70,6 +72,10 @@ struct Node {
   int dh = 1, dw = 1;
   int groups = 1;
   bool count_include_pad = false;  // AvgPool
+
+  // Resize: the output size and the mode, as core/ops/resize.h codes.
+  int out_h = 0, out_w = 0;
+  int interp = 1, coord = 1, rounding = 1;
 
   // Conv: OIHW [out][in/groups][kh][kw]; Gemm: [out][in]. bias may be empty.
   std::vector<float> weights;

@@ -161,8 +161,9 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
 
     switch (n.op) {
       case Op::Conv:
+      case Op::ConvTranspose:
       case Op::Gemm: {
-        qn.op = n.op == Op::Conv ? QOp::Conv : QOp::Gemm;
+        qn.op = n.op == Op::Conv ? QOp::Conv : n.op == Op::ConvTranspose ? QOp::ConvTranspose : QOp::Gemm;
         const int C = out.shape.c;
         const size_t per = n.weights.size() / size_t(C);
         qn.weights.resize(n.weights.size());
@@ -223,10 +224,16 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
         quantize_multiplier(double(s_in) / (double(out.scale) * xs.h * xs.w), &d.out_mult, &d.out_shift);
         break;
       }
+      case Op::Resize:
+        // The mode in kh, kw, dh (core/ops/resize.h); bilinear blends values
+        // of one quantisation, so the output keeps the input's.
+        d.kh = n.interp; d.kw = n.coord; d.dh = n.rounding;
+        d.sh = d.sw = d.dw = 1;
+        [[fallthrough]];
       case Op::MaxPool:
       case Op::Pad:
         // Same quantisation as the input: values are only moved.
-        qn.op = n.op == Op::MaxPool ? QOp::MaxPool : QOp::Pad;
+        qn.op = n.op == Op::MaxPool ? QOp::MaxPool : n.op == Op::Pad ? QOp::Pad : QOp::Resize;
         out.scale = q.tensors[n.inputs[0]].scale;
         out.zp = q.tensors[n.inputs[0]].zp;
         break;
