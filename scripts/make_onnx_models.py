@@ -217,6 +217,7 @@ MODELS = {
     "tiny": (TinyNet, 32, 13),
     "tiny_opset10": (TinyNet, 32, 10),
     "unet_small": (UNetSmall, 32, 13),
+    "unet_small_dyn": (UNetSmall, 32, 13),  # symbolic H and W (dynamic sizes)
 }
 
 
@@ -273,7 +274,7 @@ def count_layers(model, size):
 
 def build(name, out_dir):
     ctor, size, opset = MODELS[name]
-    seed = sum(ord(ch) for ch in name.replace("_opset10", ""))
+    seed = sum(ord(ch) for ch in name.replace("_opset10", "").replace("_dyn", ""))
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     model = ctor()
@@ -284,6 +285,8 @@ def build(name, out_dir):
     torch.onnx.export(model, dummy, onnx_path, opset_version=opset,
                       input_names=["input"], output_names=["output"],
                       do_constant_folding=True,
+                      dynamic_axes=({"input": {2: "H", 3: "W"}, "output": {2: "H", 3: "W"}}
+                                    if name.endswith("_dyn") else None),
                       # PRESERVE keeps BatchNormalization nodes (EVAL would fold them
                       # into the convs at export; the importer must see them raw).
                       training=torch.onnx.TrainingMode.PRESERVE)
