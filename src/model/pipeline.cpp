@@ -24,6 +24,13 @@ std::string resolve_model(const std::string& spec) {
       throw Error("default model not found at '" + p.string() + "'; run scripts/setup.sh (or scripts/fetch_model.sh) first");
     return p.string();
   }
+  if (spec == "ppocr-det") {  // PP-OCRv4 text detection (scripts/fetch_model.sh ppocr-det)
+    const std::string home = project_home();
+    const fs::path p = fs::path(home.empty() ? "." : home) / "models" / "ppocr-det" / "model.onnx";
+    if (!fs::exists(p))
+      throw Error("model 'ppocr-det' not found at '" + p.string() + "'; run scripts/fetch_model.sh ppocr-det first");
+    return p.string();
+  }
   if (!fs::exists(spec)) throw Error("model file '" + spec + "' does not exist");
   if (fs::is_directory(spec)) {
     if (fs::exists(fs::path(spec) / "model.json")) return (fs::path(spec) / "model.json").string();

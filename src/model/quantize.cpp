@@ -173,7 +173,12 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
         for (int o = 0; o < C; ++o) {
           float amax = 0.f;
           for (size_t k = 0; k < per; ++k) amax = std::max(amax, std::fabs(n.weights[o * per + k]));
-          const double ws = amax > 0 ? double(amax) / 127.0 : 1.0;
+          double ws = amax > 0 ? double(amax) / 127.0 : 1.0;
+          // A channel whose weights are (nearly) zero but whose bias is
+          // large (BatchNorm folded into a dead filter): widen its weight
+          // scale until the bias fits 2^30 steps of s_in * ws.
+          const double bmax = n.bias.empty() ? 0.0 : std::fabs(double(n.bias[o]));
+          ws = std::max(ws, bmax / (double(s_in) * double(1 << 30)));
           for (size_t k = 0; k < per; ++k)
             qn.weights[o * per + k] = int8_t(std::clamp<long>(std::lround(n.weights[o * per + k] / ws), -127, 127));
           const double b = n.bias.empty() ? 0.0 : double(n.bias[o]);
