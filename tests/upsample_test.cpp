@@ -176,7 +176,7 @@ TEST(UpsampleRuns, UnetBitExactOnOneThreeAndEightBoards) {
 }
 
 TEST(UpsampleRuns, SymbolicSizesRunAndAWrongSizeIsOneLine) {
-  const std::string m = kOnnx + "unet_small_dyn.onnx";
+  const std::string m = std::string(TS_SOURCE_DIR) + "/tests/data/onnx_dyn/unet_small_dyn.onnx";
   const auto j = run_json("--model " + m + " --size 64 --workers 3 --strategy spatial");
   expect_exact(j, "size 64");
   const auto r = tinysplit("run --model " + m + " --size 36 --workers 3");
