@@ -666,7 +666,8 @@ def random_model(rng, n_layers, past_cip=False):
 
     C, H, W = int(rng.integers(1, 7)), int(rng.integers(3, 15)), int(rng.integers(3, 15))
     x = new_tensor((C, H, W))
-    ops = ["Conv", "Conv", "Conv", "Gemm", "Add", "Mul", "Concat", "AvgPool", "GlobalAvgPool", "MaxPool", "Lut", "Pad"]
+    ops = ["Conv", "Conv", "Conv", "Gemm", "Add", "Mul", "Concat", "AvgPool", "GlobalAvgPool", "MaxPool", "Lut", "Pad",
+           "Resize", "ConvTranspose"]
     for _ in range(n_layers):
         op = str(rng.choice(ops))
         spatial = [i for i, t in enumerate(tensors) if t["shape"][1] > 1 or t["shape"][2] > 1]
@@ -739,6 +740,33 @@ def random_model(rng, n_layers, past_cip=False):
             node("GlobalAvgPool", [src], (C, 1, 1), out_mult=m, out_shift=s)
         elif op == "Lut":
             node("Lut", [src], (C, H, W), lut=rng.integers(-128, 128, size=256).astype(np.int8))
+        elif op == "Resize":
+            if H * W > 400:
+                continue
+            interp = int(rng.integers(1, 3))
+            oh, ow = int(rng.integers(1, 3 * H + 1)), int(rng.integers(1, 3 * W + 1))
+            lo, hi = clamp_pair()
+            node("Resize", [src], (C, oh, ow), out_zp=tensors[src]["zp"], kh=interp, kw=int(rng.integers(1, 5)),
+                 dh=int(rng.integers(1, 5)) if interp == 1 else 1, act_min=lo, act_max=hi)
+        elif op == "ConvTranspose":
+            if H * W > 400:
+                continue
+            kh, kw, sh, sw = (int(v) for v in rng.integers(1, 5, size=4))
+            pt, pb = int(rng.integers(0, kh)), int(rng.integers(0, kh))
+            pl, pr = int(rng.integers(0, kw)), int(rng.integers(0, kw))
+            oh, ow = (H - 1) * sh + kh - pt - pb, (W - 1) * sw + kw - pl - pr
+            if oh < 1 or ow < 1:
+                continue
+            divs = [d for d in range(1, C + 1) if C % d == 0]
+            G = int(rng.choice(divs))
+            OC = G * int(rng.integers(1, 4))
+            mults = [random_multiplier(rng) for _ in range(OC)]
+            lo, hi = clamp_pair()
+            node("ConvTranspose", [src], (OC, oh, ow), groups=G, act_min=lo, act_max=hi, kh=kh, kw=kw, sh=sh, sw=sw,
+                 pad_t=pt, pad_l=pl, pad_b=pb, pad_r=pr,
+                 weights=rng.integers(-127, 128, size=OC * (C // G) * kh * kw).astype(np.int8),
+                 bias=rng.integers(-(1 << 20), 1 << 20, size=OC), mult=np.array([m for m, _ in mults]),
+                 shift=np.array([s for _, s in mults]))
         elif op == "Pad":
             p = [int(v) for v in rng.integers(0, 4, size=4)]
             node("Pad", [src], (C, H + p[0] + p[2], W + p[1] + p[3]), out_zp=tensors[src]["zp"],
