@@ -185,4 +185,21 @@ TEST(UpsampleRuns, SymbolicSizesRunAndAWrongSizeIsOneLine) {
   EXPECT_NE(r.err.find("multiples of 8; 36 is not (try 32 or 40)"), std::string::npos) << r.err;
 }
 
+TEST(UpsampleRuns, TooLittleRamNamesABoardCountThatHoldsIt) {
+  // 20 KiB boards: one cannot hold the 3x3 ConvTranspose's share; the line
+  // names a count, and a plan on that many such boards passes.
+  const std::string m = "--model " + kOnnx + "unet_small.onnx --ram 20K";
+  const auto r = tinysplit("plan " + m + " --workers 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const size_t at = r.err.find(" such boards hold it (--workers ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const size_t from = r.err.rfind("; ", at);
+  ASSERT_NE(from, std::string::npos) << r.err;
+  const int n = std::stoi(r.err.substr(from + 2, at - from - 2));
+  EXPECT_GT(n, 1);
+  const auto ok = tinysplit("plan " + m + " --workers " + std::to_string(n));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 }  // namespace
