@@ -280,6 +280,91 @@ void onnx_upsample_seed() {
   s.write("upsample.onnx");
 }
 
+// The ops of ShuffleNet and of dense heads: Split on channels, LeakyRelu,
+// Concat, the channel shuffle (Reshape 5-D, Transpose, Reshape), a strided
+// spatial Slice, PRelu per channel, Tanh.
+void onnx_shuffle_seed() {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("shuffle_ops");
+  auto* vi = g->add_input();
+  vi->set_name("x");
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  auto init = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) { t->add_dims(d); n *= d; }
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(float((i * 5) % 13) / 13.f - 0.45f);
+  };
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + out[0]);
+    for (auto& s : in) n->add_input(s);
+    for (auto& s : out) n->add_output(s);
+    return n;
+  };
+  auto attr_i = [](onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  init("w1", {8, 3, 3, 3});
+  auto* c1 = node("Conv", {"x", "w1"}, {"c1"});
+  auto* pads = c1->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  ints("halves", {4, 4});
+  attr_i(node("Split", {"c1", "halves"}, {"a", "b"}), "axis", 1);
+  auto* lr = node("LeakyRelu", {"b"}, {"lb"});
+  auto* al = lr->add_attribute();
+  al->set_name("alpha");
+  al->set_type(onnx::AttributeProto::FLOAT);
+  al->set_f(0.1f);
+  attr_i(node("Concat", {"a", "lb"}, {"cat"}), "axis", 1);
+  ints("shape5", {1, 2, 4, 8, 8});
+  node("Reshape", {"cat", "shape5"}, {"v5"});
+  auto* tr = node("Transpose", {"v5"}, {"t5"});
+  auto* perm = tr->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : {0, 2, 1, 3, 4}) perm->add_ints(v);
+  ints("shape4", {1, 8, 8, 8});
+  node("Reshape", {"t5", "shape4"}, {"sh"});
+  ints("starts", {1, 0});
+  ints("ends", {8, 8});
+  ints("axes", {2, 3});
+  ints("steps", {2, 2});
+  node("Slice", {"sh", "starts", "ends", "axes", "steps"}, {"sl"});
+  init("slope", {8, 1, 1});
+  node("PRelu", {"sl", "slope"}, {"pr"});
+  node("Tanh", {"pr"}, {"th"});
+  node("GlobalAveragePool", {"th"}, {"gp"});
+  node("Flatten", {"gp"}, {"f1"});
+  init("w3", {3, 8});
+  init("b3", {3});
+  attr_i(node("Gemm", {"f1", "w3", "b3"}, {"y"}), "transB", 1);
+  g->add_output()->set_name("y");
+  put("onnx", "shuffle_ops.onnx", m.SerializeAsString());
+}
+
 void testbed_seeds() {
   put("testbed", "list", R"([{"id": 0, "address": "local", "clock_mhz": 600, "ram_bytes": "512K", "flash_bytes": "8M"},
  {"id": 1, "address": "192.168.1.21:5000", "clock_mhz": 396, "delay_s_per_kb": 0.001, "bandwidth_kbps": 1200}])");
@@ -316,6 +401,7 @@ int main(int argc, char** argv) {
     wire_seeds();
     model_seeds();
     onnx_seed();
+    onnx_shuffle_seed();
     onnx_upsample_seed();
     testbed_seeds();
     image_seeds();

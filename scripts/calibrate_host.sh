@@ -16,7 +16,7 @@
 #   load_before / load_after   /proc/loadavg around the measurement (the figures depend on it)
 #
 # Usage: scripts/calibrate_host.sh [tinysplit binary] > calib.json
-# Environment: BOARDS=3 SLEEP_MS=5 SAMPLES=60 ROUNDS=5 MODEL=mobilenetv2 SIZE=112
+# Environment: BOARDS=3 SLEEP_MS=5 SAMPLES=60 ROUNDS=5 MODEL=mobilenetv2 SIZE=224
 #              NS_PER_MAC=x (skip the run and use this figure)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +26,7 @@ SLEEP_MS=${SLEEP_MS:-5}
 SAMPLES=${SAMPLES:-60}
 ROUNDS=${ROUNDS:-5}
 MODEL=${MODEL:-mobilenetv2}
-SIZE=${SIZE:-112}
+SIZE=${SIZE:-224}
 [ -x "$bin" ] || { echo "calibrate_host: no tinysplit binary at $bin (pass it as the first argument)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "calibrate_host: python3 is needed" >&2; exit 1; }
 for v in BOARDS SAMPLES ROUNDS; do
@@ -34,8 +34,8 @@ for v in BOARDS SAMPLES ROUNDS; do
 done
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -z "${NS_PER_MAC:-}" ]; then
-  ref=$("$bin" run --json --workers 1 --repeat 5 --model "$MODEL" --size "$SIZE" | python3 -c 'import json,sys; print(json.load(sys.stdin)["reference_s"])')
-  macs=$("$bin" simulate --json --workers 1 --model "$MODEL" --size "$SIZE" --per-board | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["per_board"][0]["macs"])')
+  ref=$("$bin" run --json --workers 1 --ram 64M --repeat 5 --model "$MODEL" --size "$SIZE" | python3 -c 'import json,sys; print(json.load(sys.stdin)["reference_s"])')
+  macs=$("$bin" simulate --json --workers 1 --ram 64M --model "$MODEL" --size "$SIZE" --per-board | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["per_board"][0]["macs"])')
   NS_PER_MAC=$(python3 -c "print($ref * 1e9 / $macs)")
 fi
 python3 - "$BOARDS" "$SLEEP_MS" "$SAMPLES" "$ROUNDS" "$NS_PER_MAC" "$load_before" "$*" <<'PY'

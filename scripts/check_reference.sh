@@ -5,7 +5,7 @@
 #   bash scripts/check_reference.sh [--model M] [--size S] [--image IMG] [--keep DIR]
 #
 #   --model M    mobilenetv2 (default), a TF.js model.json, an ONNX file or a .tsqm
-#   --size S     input size (default 112; 0 = as stored in the model)
+#   --size S     input size (default: the model's own, as tinysplit's; 224 for MobileNetV2)
 #   --image IMG  photo to run (default: the first of data/eval)
 #   --keep DIR   write the C++ dump into DIR and keep it (default: a temporary folder)
 #   --dump DIR   compare an existing dump folder (from `tinysplit dump` or --keep); no C++ step
@@ -24,7 +24,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${TS_BIN:-$ROOT/build/tinysplit}"
 PY="${TS_PYTHON:-/usr/bin/python3}"
 MODEL=mobilenetv2
-SIZE=112
+SIZE=
 IMAGE=
 KEEP=
 DUMP=
@@ -58,10 +58,11 @@ else
   trap 'rm -rf "$DIR"' EXIT
 fi
 
-args=(dump --model "$MODEL" --size "$SIZE" --out "$DIR")
+args=(dump --model "$MODEL" --out "$DIR")
+[ -n "$SIZE" ] && args+=(--size "$SIZE")
 [ -n "$IMAGE" ] && args+=(--image "$IMAGE")
 t0=$SECONDS
-"$BIN" "${args[@]}" || die "tinysplit dump failed (model '$MODEL', size $SIZE)"
+"$BIN" "${args[@]}" || die "tinysplit dump failed (model '$MODEL', size ${SIZE:-as the model declares})"
 echo "check_reference: quantise (or cached model) + C++ dump took $((SECONDS - t0)) s" >&2
 # The Python side prints one line per differing layer, then the JSON summary (last line).
 "$PY" "$ROOT/scripts/int8_reference.py" compare "$DIR"

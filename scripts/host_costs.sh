@@ -24,7 +24,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TS="${TINYSPLIT:-$ROOT/build/tinysplit}"
 BENCH="${INT8_BENCH:-$ROOT/build/int8_bench}"
-ROUNDS=3 REPEAT=20 SIZE=112 OUTF="$ROOT/data/costs/host.json"
+ROUNDS=3 REPEAT=20 SIZE=224 OUTF="$ROOT/data/costs/host.json"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -83,7 +83,8 @@ done
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
   for m in "${MODES[@]}"; do
-    "$TS" run --json --repeat "$REPEAT" --workers 3 --size "$SIZE" --strategy "$m" --route direct > "$D/run-$m-$r.json"
+    "$TS" run --json --repeat "$REPEAT" --workers 3 --size "$SIZE" --strategy "$m" --route direct \
+      --cost-model host > "$D/run-$m-$r.json"
   done
 done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"

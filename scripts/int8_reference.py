@@ -30,8 +30,8 @@ import numpy as np
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 OPS = {1: "Conv", 2: "Gemm", 3: "Add", 4: "Mul", 5: "Concat", 6: "AvgPool",
-       7: "GlobalAvgPool", 8: "MaxPool", 9: "Lut", 10: "Pad", 11: "Resize",
-       12: "ConvTranspose"}
+       7: "GlobalAvgPool", 8: "MaxPool", 9: "Lut", 10: "Pad", 11: "Slice", 12: "Shuffle",
+       13: "ChannelLut", 14: "Resize", 15: "ConvTranspose"}
 MAX_INPUTS = 8
 SCALARS = ("out_zp", "act_min", "act_max", "kh", "kw", "sh", "sw", "dh", "dw",
            "pad_t", "pad_l", "pad_b", "pad_r", "groups", "left_shift", "out_mult", "out_shift")
@@ -396,6 +396,34 @@ def op_pad(n, xs, what):
     return y
 
 
+def op_slice(n, xs, what):
+    # docs/int8.md: out[c, y, x] = in[pad_b + c*dh, pad_t + y*sh, pad_l + x*sw]
+    x = xs[0]
+    C, OH, OW = n["out_dims"]
+    c0, y0, x0 = n["pad_b"], n["pad_t"], n["pad_l"]
+    cs, ys, xs_ = n["dh"], n["sh"], n["sw"]
+    if c0 + (C - 1) * cs >= x.shape[0] or y0 + (OH - 1) * ys >= x.shape[1] or x0 + (OW - 1) * xs_ >= x.shape[2]:
+        raise RefError(f"{what}: the slice reaches past the input")
+    return x[c0:c0 + (C - 1) * cs + 1:cs, y0:y0 + (OH - 1) * ys + 1:ys, x0:x0 + (OW - 1) * xs_ + 1:xs_].copy()
+
+
+def op_shuffle(n, xs, what):
+    # docs/int8.md: view [g, C/g, H, W], swap the two channel axes, view [C, H, W]
+    x = xs[0]
+    C, H, W = x.shape
+    g = n["groups"]
+    if g < 1 or C % g:
+        raise RefError(f"{what}: {g} groups do not divide {C} channels")
+    return x.reshape(g, C // g, H, W).transpose(1, 0, 2, 3).reshape(C, H, W).copy()
+
+
+def op_channel_lut(n, xs, what):
+    x = xs[0]
+    C = x.shape[0]
+    if n["lut"].size != 256 * C:
+        raise RefError(f"{what}: per-channel LUT has {n['lut'].size} entries, not 256 x {C}")
+    tables = n["lut"].reshape(C, 256)
+    return tables[np.arange(C)[:, None, None], x.astype(np.int64) + 128]
 def resize_source(coord, n, m, o):
     """docs/int8.md, Resize: the source coordinate of output index o as an exact fraction."""
     if coord == 1:                       # asymmetric
@@ -491,6 +519,7 @@ def op_conv_transpose(n, xs, what):
 
 KERNELS = {"Conv": op_conv, "Gemm": op_gemm, "Add": op_add, "Mul": op_mul, "Concat": op_concat,
            "AvgPool": op_avgpool, "GlobalAvgPool": op_gap, "MaxPool": op_maxpool, "Lut": op_lut, "Pad": op_pad,
+           "Slice": op_slice, "Shuffle": op_shuffle, "ChannelLut": op_channel_lut,
            "Resize": op_resize, "ConvTranspose": op_conv_transpose}
 
 
@@ -667,7 +696,7 @@ def random_model(rng, n_layers, past_cip=False):
     C, H, W = int(rng.integers(1, 7)), int(rng.integers(3, 15)), int(rng.integers(3, 15))
     x = new_tensor((C, H, W))
     ops = ["Conv", "Conv", "Conv", "Gemm", "Add", "Mul", "Concat", "AvgPool", "GlobalAvgPool", "MaxPool", "Lut", "Pad",
-           "Resize", "ConvTranspose"]
+           "Slice", "Shuffle", "ChannelLut", "Resize", "ConvTranspose"]
     for _ in range(n_layers):
         op = str(rng.choice(ops))
         spatial = [i for i, t in enumerate(tensors) if t["shape"][1] > 1 or t["shape"][2] > 1]
@@ -740,6 +769,17 @@ def random_model(rng, n_layers, past_cip=False):
             node("GlobalAvgPool", [src], (C, 1, 1), out_mult=m, out_shift=s)
         elif op == "Lut":
             node("Lut", [src], (C, H, W), lut=rng.integers(-128, 128, size=256).astype(np.int8))
+        elif op == "Slice":
+            step = [int(v) for v in rng.integers(1, 3, size=3)]
+            start = [int(rng.integers(0, d)) for d in (C, H, W)]
+            cnt = [int(rng.integers(1, (d - s0 - 1) // st + 2)) for d, s0, st in zip((C, H, W), start, step)]
+            node("Slice", [src], tuple(cnt), out_zp=tensors[src]["zp"], pad_b=start[0], dh=step[0],
+                 pad_t=start[1], sh=step[1], pad_l=start[2], sw=step[2])
+        elif op == "Shuffle":
+            g = int(rng.choice([d for d in range(1, C + 1) if C % d == 0]))
+            node("Shuffle", [src], (C, H, W), out_zp=tensors[src]["zp"], groups=g)
+        elif op == "ChannelLut":
+            node("ChannelLut", [src], (C, H, W), lut=rng.integers(-128, 128, size=256 * C).astype(np.int8))
         elif op == "Resize":
             if H * W > 400:
                 continue

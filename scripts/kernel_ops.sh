@@ -11,7 +11,7 @@
 # back with a warning). Needs int8_bench and tinysplit built in DIR (default build).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="$ROOT/build"; SIZE=112; ROUNDS=3; VARIANTS=()
+BUILD="$ROOT/build"; SIZE=224; ROUNDS=3; VARIANTS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --size) SIZE="$2"; shift 2 ;;

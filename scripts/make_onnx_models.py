@@ -164,6 +164,127 @@ class TinyNet(nn.Module):
         return F.softmax(self.fc(x), dim=1)
 
 
+def channel_shuffle(x, groups):
+    """ShuffleNet's shuffle: view the channels as [groups, C/groups], swap the two, flatten."""
+    b, c, h, w = x.shape
+    x = x.view(b, groups, c // groups, h, w)
+    x = torch.transpose(x, 1, 2).contiguous()
+    return x.view(b, -1, h, w)
+
+
+class ShuffleUnit(nn.Module):
+    """One ShuffleNetV2 unit (Ma et al. 2018, as torchvision lays it out): with stride 1 the
+    input is halved, one half passes, the other goes 1x1 - depthwise 3x3 - 1x1; with stride 2
+    both halves are computed from the whole input. The halves are joined and shuffled."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.stride = stride
+        half = cout // 2
+
+        def bn_conv(a, b, k, s, groups, relu):
+            layers = [nn.Conv2d(a, b, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(b)]
+            return layers + ([nn.ReLU(inplace=True)] if relu else [])
+
+        if stride > 1:
+            self.left = nn.Sequential(*bn_conv(cin, cin, 3, stride, cin, False), *bn_conv(cin, half, 1, 1, 1, True))
+        else:
+            self.left = nn.Sequential()
+        right_in = cin if stride > 1 else half
+        self.right = nn.Sequential(*bn_conv(right_in, half, 1, 1, 1, True), *bn_conv(half, half, 3, stride, half, False),
+                                   *bn_conv(half, half, 1, 1, 1, True))
+
+    def forward(self, x):
+        if self.stride == 1:
+            a, b = x.chunk(2, dim=1)
+            y = torch.cat((a, self.right(b)), dim=1)
+        else:
+            y = torch.cat((self.left(x), self.right(x)), dim=1)
+        return channel_shuffle(y, 2)
+
+
+class ShuffleNetV2(nn.Module):
+    """ShuffleNetV2 x0.5 (channels 24-48-96-192-1024, units 4-8-4), written out here."""
+
+    def __init__(self, widths=(24, 48, 96, 192, 1024), repeats=(4, 8, 4), num_classes=NUM_CLASSES):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 3, 2, 1, bias=False), nn.BatchNorm2d(widths[0]),
+                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        units, cin = [], widths[0]
+        for cout, n in zip(widths[1:4], repeats):
+            units.append(ShuffleUnit(cin, cout, 2))
+            units += [ShuffleUnit(cout, cout, 1) for _ in range(n - 1)]
+            cin = cout
+        self.units = nn.Sequential(*units)
+        self.head = nn.Sequential(nn.Conv2d(cin, widths[4], 1, bias=False), nn.BatchNorm2d(widths[4]), nn.ReLU(inplace=True))
+        self.fc = nn.Linear(widths[4], num_classes)
+
+    def forward(self, x):
+        x = self.head(self.units(self.stem(x)))
+        return self.fc(x.mean([2, 3]))
+
+
+class SliceNet(nn.Module):
+    """Slice and Split on channels and spatially: chunk, split with uneven parts, a channel
+    slice, a strided spatial slice (x[..., 1::2, ::2]) and a crop."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 24, 3, padding=1)
+        self.conv2 = nn.Conv2d(12, 16, 3, padding=1)
+        self.proj = nn.Conv2d(8, 16, 1)
+        self.conv3 = nn.Conv2d(16 + 7, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 2 + 5, num_classes)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))                       # 24x16x16
+        a, b = x.chunk(2, dim=1)                        # Split on channels: 12 + 12
+        y = F.relu(self.conv2(a) + self.proj(b[:, 2:10]))  # a channel slice
+        p, q, r = torch.split(y, [7, 4, 5], dim=1)      # uneven Split
+        z = torch.cat((p, y), dim=1)[:, :, 1::2, ::2]   # strided spatial slice: 23x8x8
+        z = F.relu(self.conv3(z))                       # 16x8x8
+        c = z[:, :, 2:6, 1:7]                           # crop: 16x4x6
+        return self.fc(torch.cat((c.mean([2, 3]), z.mean([2, 3]), r.mean([2, 3])), dim=1))
+
+
+class ActNet(nn.Module):
+    """LeakyRelu, Tanh, PRelu with one slope per channel and with a single slope."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(16, 24, 3, padding=1)
+        self.prelu_c = nn.PReLU(24)
+        self.conv3 = nn.Conv2d(24, 24, 3, stride=2, padding=1, groups=24)
+        self.prelu_1 = nn.PReLU()
+        self.conv4 = nn.Conv2d(24, 32, 1)
+        self.fc = nn.Linear(32, num_classes)
+        with torch.no_grad():
+            self.prelu_c.weight.copy_(torch.linspace(-0.5, 0.8, 24))
+
+    def forward(self, x):
+        x = F.leaky_relu(self.conv1(x), 0.1)
+        x = self.prelu_c(self.conv2(x))
+        x = self.prelu_1(self.conv3(x))
+        x = torch.tanh(self.conv4(x))
+        return self.fc(x.mean([2, 3]))
+
+
+class ShuffleOnly(nn.Module):
+    """Channel shuffles with 2, 3 and 4 groups between convolutions."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 24, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(24, 24, 3, padding=1, groups=4)
+        self.conv3 = nn.Conv2d(24, 24, 3, padding=1, groups=3)
+        self.fc = nn.Linear(24, num_classes)
+
+    def forward(self, x):
+        x = channel_shuffle(F.relu(self.conv1(x)), 2)
+        x = channel_shuffle(F.relu(self.conv2(x)), 3)
+        x = channel_shuffle(F.relu(self.conv3(x)), 4)
+        return self.fc(x.mean([2, 3]))
 class UNetSmall(nn.Module):
     """A small FPN / U-Net: strided encoder, a top-down path with nearest
     Resize (asymmetric, floor) and lateral adds, ConvTranspose up (2x2 stride 2;
@@ -216,6 +337,11 @@ MODELS = {
     "mnasnet": (lambda: tv_mnasnet.MNASNet(0.25, num_classes=NUM_CLASSES), 64, 13),
     "tiny": (TinyNet, 32, 13),
     "tiny_opset10": (TinyNet, 32, 10),
+    "shufflenet_v2": (ShuffleNetV2, 96, 13),
+    "slices": (SliceNet, 16, 13),
+    "slices_opset11": (SliceNet, 16, 11),
+    "activations": (ActNet, 32, 13),
+    "shuffle": (ShuffleOnly, 32, 13),
     "unet_small": (UNetSmall, 32, 13),
     "unet_small_dyn": (UNetSmall, 32, 13),  # symbolic H and W (dynamic sizes)
 }
@@ -274,6 +400,7 @@ def count_layers(model, size):
 
 def build(name, out_dir):
     ctor, size, opset = MODELS[name]
+    seed = sum(ord(ch) for ch in name.replace("_opset10", "").replace("_opset11", ""))
     seed = sum(ord(ch) for ch in name.replace("_opset10", "").replace("_dyn", ""))
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -5,7 +5,7 @@
 #   whole+direct (one board computes everything); a third part names the
 #   planner's cost model (auto-direct-host: the measured prices of board
 #   processes on this machine, data/costs/host.json; -teensy or none: run's
-#   default, the Teensy prices)
+#   default, the Teensy prices). --size: default the CLI's (the model's own).
 # Each round runs every mode once (`tinysplit run --repeat N --json`: median
 # latency over N inferences and median of N warm single-process runs in the
 # same process), alternating the modes so that a busy machine slows them
@@ -21,7 +21,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TS="${TINYSPLIT:-$ROOT/build/tinysplit}"
-ROUNDS=5 REPEAT=20 WORKERS=3 SIZE=112
+ROUNDS=5 REPEAT=20 WORKERS=3 SIZE=
 MODES_ARG="neuron-relay neuron-direct spatial-direct auto-direct"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,15 +38,15 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 read -r -a MODES <<< "$MODES_ARG"
 for m in "${MODES[@]}"; do
-  [[ "$m" =~ ^(neuron|spatial|channel|whole|auto)-(relay|direct)(-(teensy|host|auto))?$ ]] ||
+  [[ "$m" =~ ^(neuron|spatial|channel|whole|auto)-(relay|direct)(-(teensy|host))?$ ]] ||
     { echo "route_bench.sh: bad mode $m (STRATEGY-ROUTE[-COSTMODEL])" >&2; exit 2; }
 done
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
   for m in "${MODES[@]}"; do
     IFS=- read -r st rt cm <<< "$m"
-    "$TS" run --json --repeat "$REPEAT" --workers "$WORKERS" --size "$SIZE" --strategy "$st" --route "$rt" \
-      --cost-model "${cm:-auto}" > "$OUT/$m-$r.json"
+    "$TS" run --json --repeat "$REPEAT" --workers "$WORKERS" ${SIZE:+--size "$SIZE"} --strategy "$st" --route "$rt" \
+      --cost-model "${cm:-teensy}" > "$OUT/$m-$r.json"
   done
 done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -64,4 +64,4 @@ for mode in modes:
     each = " ".join(f"{j['latency_s']['total'] / j['reference_s']:.2f}" for j in runs)
     print(f"{mode:<18} {lat:>10.4f} {ref:>12.4f} {ratio:>6.2f} {each:<30} {str(exact):>9} {runs[0]['result_frames']:>13} {ram:>14}")
 EOF
-echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; $ROUNDS rounds x --repeat $REPEAT, $WORKERS boards, size $SIZE"
+echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; $ROUNDS rounds x --repeat $REPEAT, $WORKERS boards, size ${SIZE:-as the model declares}"

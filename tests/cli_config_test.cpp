@@ -118,7 +118,8 @@ TEST(CliConfig, StrategyAndRouteNamesComeFromOneRegistry) {
                    "unknown split strategy 'bogus' (expected neuron, spatial, channel, whole, reduce, reduce-all, auto)");
     expect_refused(std::string(cmd) + workers + " --route sideways", "unknown route 'sideways' (expected relay, direct)");
   }
-  expect_refused("run --workers 2 --cost-model cheap", "--cost-model: expected auto, teensy or host, got 'cheap'");
+  expect_refused("run --workers 2 --cost-model cheap", "--cost-model: expected teensy or host, got 'cheap'");
+  expect_refused("run --workers 2 --cost-model auto", "--cost-model: expected teensy or host, got 'auto'");
   expect_refused("plan --workers 3 --cost-model cheap", "--cost-model: expected teensy or host, got 'cheap'");
   expect_refused("simulate --workers 3 --objective fastest", "unknown objective 'fastest' (expected latency, throughput)");
 }

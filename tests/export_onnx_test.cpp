@@ -414,3 +414,52 @@ TEST(ExportOnnx, MobileNetV2) {
 
 }  // namespace
 }  // namespace ts
+
+namespace ts {
+namespace {
+
+// Issue 23's ops export as ONNX of the same meaning: Shuffle as Reshape,
+// Transpose, Reshape on the int8 tensor; Slice as Slice; ChannelLut as one
+// Gather from a C x 256 table with per-channel offsets.
+TEST(ExportOnnx, ShuffleSliceAndPerChannelTables) {
+  const std::string dir = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
+  QuantizeOptions opt;
+  {
+    const QGraph q = quantized_model(dir + "shufflenet_v2.onnx", 0, opt);
+    const onnx::ModelProto m = parse(qdq_onnx_bytes(q));
+    expect_well_formed(m.graph());
+    auto ops = op_counts(m.graph());
+    int shuffles = 0, slices = 0;
+    for (const QNode& n : q.nodes) {
+      shuffles += n.op == QOp::Shuffle;
+      slices += n.op == QOp::Slice;
+    }
+    EXPECT_EQ(shuffles, 16);
+    EXPECT_EQ(ops["Transpose"], shuffles);
+    EXPECT_EQ(ops["Slice"], slices);
+    EXPECT_GE(ops["Reshape"], 2 * shuffles);
+  }
+  {
+    const QGraph q = quantized_model(dir + "activations.onnx", 0, opt);
+    const onnx::ModelProto m = parse(qdq_onnx_bytes(q));
+    expect_well_formed(m.graph());
+    int tables = 0, per_channel = 0;
+    for (const QNode& n : q.nodes) {
+      tables += n.op == QOp::Lut || n.op == QOp::ChannelLut;
+      if (n.op == QOp::ChannelLut) {
+        ++per_channel;
+        EXPECT_EQ(int64_t(n.lut.size()), int64_t(256) * n.geo.out.c) << n.name;
+      }
+    }
+    EXPECT_EQ(per_channel, 2);  // the two PRelus
+    EXPECT_EQ(op_counts(m.graph())["Gather"], tables);
+    // The per-channel table holds the whole C x 256 entries.
+    bool found = false;
+    for (const auto& t : m.graph().initializer())
+      if (t.name().find(".table") != std::string::npos && t.dims_size() == 1 && t.dims(0) == 24 * 256) found = true;
+    EXPECT_TRUE(found);
+  }
+}
+
+}  // namespace
+}  // namespace ts

@@ -33,7 +33,8 @@ using ts::testing::Shell;
 bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
 
 Shell run(const std::string& args) {
-  return ts::testing::shell("timeout 180 " + std::string(TS_TINYSPLIT) + " run --timeout 2 " + args);
+  return ts::testing::shell("timeout 180 " + std::string(TS_TINYSPLIT) + " " +
+                            ts::testing::at_paper_size("run --timeout 2 " + args));
 }
 
 nlohmann::json run_json(const std::string& args) {

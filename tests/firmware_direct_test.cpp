@@ -89,7 +89,7 @@ class FirmwareDirectTest : public ::testing::Test {
   // in dir_/store/board-N/qemu.log.
   ts::testing::Shell run(const std::string& args) {
     return shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
-                 " run --json --timeout 60 --workers qemu:3 --route direct " + args + " --store " +
+                 " run --size 112 --json --timeout 60 --workers qemu:3 --route direct " + args + " --store " +
                  (dir_ / "store").string());
   }
   std::string board_log(int b) { return read_text(dir_ / "store" / ("board-" + std::to_string(b)) / "qemu.log"); }
@@ -241,7 +241,7 @@ namespace {
 // every layer digest the reference's. The rate is not asserted.
 TEST_F(FirmwareDirectTest, PipelinedImagesOnThreeBoardsAreExact) {
   const auto r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
-                       " run --json --timeout 60 --workers qemu:3 --ram 200K --objective throughput --repeat 3");
+                       " run --size 112 --json --timeout 60 --workers qemu:3 --ram 200K --objective throughput --repeat 3");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("groups").get<int>(), 1);

@@ -377,7 +377,7 @@ TEST_F(FirmwareFlashTest, FragmentLargerThanTheFlashIsRefusedAndTheBoardKeepsSer
 TEST_F(FirmwareFlashTest, WindowOneOnThreeQemuBoardsIsBitExact) {
   ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
       << "models/mobilenetv2 is missing: run scripts/setup.sh first";
-  const ts::testing::Shell r = shell("TS_QEMU_ICOUNT=0 " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 --window 1 " +
+  const ts::testing::Shell r = shell("TS_QEMU_ICOUNT=0 " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 60 --window 1 " +
                                      "--workers qemu:3 --store " + (dir_ / "store").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const Json j = Json::parse(r.out);

@@ -189,7 +189,7 @@ TEST_F(FirmwareTest, OverBudgetPlanIsRefusedByTheBoard) {
     std::ofstream tb(dir / "testbed.json");
     tb << R"({"boards": [{"id": 0, "address": ")" << b.address << R"("}]})";
   }
-  const Proc r = shell(std::string(TS_TINYSPLIT) + " run --json --timeout 60 --strategy neuron --route relay -t " +
+  const Proc r = shell(std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 60 --strategy neuron --route relay -t " +
                        (dir / "testbed.json").string());
   int status = 0;
   for (int i = 0; i < 200 && waitpid(b.pid, &status, WNOHANG) == 0; ++i) usleep(50 * 1000);
@@ -234,7 +234,7 @@ TEST_F(FirmwareTest, ProvisionedKeyAuthenticatesTheCoordinator) {
     std::ofstream tb(dir / "testbed.json");
     tb << R"({"boards": [{"id": 0, "address": ")" << b.address << R"("}]})";
   }
-  const Proc r = shell(std::string(TS_TINYSPLIT) + " run --json --timeout 60 --strategy neuron --route relay -t " +
+  const Proc r = shell(std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 60 --strategy neuron --route relay -t " +
                        (dir / "testbed.json").string() + " --key-file " + kb);
   int status = 0;
   for (int i = 0; i < 200 && waitpid(b.pid, &status, WNOHANG) == 0; ++i) usleep(50 * 1000);
@@ -254,7 +254,7 @@ TEST_F(FirmwareTest, ProvisionedKeyAuthenticatesTheCoordinator) {
     std::ofstream tb(dir / "testbed_qemu.json");
     tb << R"({"boards": [{"id": 0, "address": "qemu"}], "key_file": "a.key"})";
   }
-  const Proc ok = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 --strategy neuron --route relay -t " +
+  const Proc ok = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 60 --strategy neuron --route relay -t " +
                         (dir / "testbed_qemu.json").string());
   fs::remove_all(dir);
   ASSERT_EQ(ok.code, 0) << ok.err;
@@ -273,7 +273,7 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
     tb << R"({"boards": [{"id": 0, "address": "qemu"}, {"id": 1, "address": "qemu"}, {"id": 2, "address": "qemu"}]})";
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 --strategy neuron --route relay -t " +
+  const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 60 --strategy neuron --route relay -t " +
                       (dir / "testbed.json").string() + " --store " + (dir / "store").string());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.code, 0) << r.err;
@@ -328,7 +328,7 @@ TEST_F(FirmwareTest, AFlippedOutputOnAQemuBoardIsNamed) {
   ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
       << "models/mobilenetv2 is missing: run scripts/setup.sh first";
   const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
-                       " run --json --timeout 60 --strategy neuron --route relay --workers qemu:3 --inject-fault flip:1:20");
+                       " run --size 112 --json --timeout 60 --strategy neuron --route relay --workers qemu:3 --inject-fault flip:1:20");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   ASSERT_FALSE(r.out.empty()) << r.err;
@@ -359,7 +359,7 @@ TEST_F(FirmwareTest, KilledStalledAndCorruptQemuBoardsFailOver) {
                         Case{"corrupt:0:3", 0, 3, "malformed frame"}}) {
     SCOPED_TRACE(c.spec);
     const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
-                         " run --json --timeout 5 --strategy neuron --route relay --workers qemu:3 --inject-fault " +
+                         " run --size 112 --json --timeout 5 --strategy neuron --route relay --workers qemu:3 --inject-fault " +
                          c.spec);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);

@@ -212,7 +212,8 @@ TEST_P(TorchModel, MatchesTorchAfterFold) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchModel,
                          ::testing::Values("mobilenet_v2", "mobilenet_v3_small", "squeezenet_mini", "resnet_small",
-                                           "mnasnet", "tiny", "tiny_opset10", "unet_small"));
+                                           "mnasnet", "tiny", "tiny_opset10", "shufflenet_v2", "slices",
+                                           "slices_opset11", "activations", "shuffle", "unet_small"));
 
 TEST(OnnxImport, ResidualEdgesInResNet) {
   Graph g = import_onnx(kDataDir + "resnet_small.onnx");
@@ -491,9 +492,9 @@ TEST(OnnxImport, UnsupportedOp) {
 
   Builder c(13, {1, 3, 8, 8});
   c.node("Relu", {"x"}, "r");
-  c.node("LeakyRelu", {"r"}, "y", "leaky");
+  c.node("Elu", {"r"}, "y", "elu");
   c.output("y");
-  expect_error([&] { c.import(); }, {"LeakyRelu", "leaky"});
+  expect_error([&] { c.import(); }, {"Elu", "elu"});
 
   Builder d(13, {1, 3, 8, 8});
   auto* n = d.node("FusedConv", {"x"}, "y", "fc");
@@ -854,6 +855,113 @@ TEST(OnnxImport, DeadBranchesAreDropped) {
   Graph g = b.import();
   ASSERT_EQ(g.nodes.size(), 1u);
   EXPECT_EQ(g.nodes[0].name, "used");
+}
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+// Issue 23: ShuffleNetV2's channel shuffles are Shuffle nodes (no Transpose
+// survives), its chunks Slice nodes on channels; the test models' Slice,
+// Split, LeakyRelu, PRelu and Tanh reach the IR.
+TEST(OnnxImport, ShuffleNetShufflesAndSlices) {
+  const Graph g = import_onnx(kDataDir + "shufflenet_v2.onnx");
+  EXPECT_EQ(count_ops(g, Op::Shuffle), 16);  // one per unit: 4 + 8 + 4
+  EXPECT_EQ(count_ops(g, Op::Slice), 2 * 13);  // both halves of every stride-1 unit
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Shuffle) EXPECT_EQ(n.groups, 2) << n.name;
+  const Graph s = import_onnx(kDataDir + "slices.onnx");
+  EXPECT_GE(count_ops(s, Op::Slice), 6);
+  bool rows = false, cols = false, crop = false;  // x[..., 1::2, ::2] and [..., 2:6, 1:7]
+  for (const Node& n : s.nodes) {
+    if (n.op != Op::Slice) continue;
+    rows = rows || (n.sh == 2 && n.pad_t == 1);
+    cols = cols || (n.sw == 2 && n.pad_l == 0);
+    crop = crop || (n.pad_t == 2 && n.slice_h == 4) || (n.pad_l == 1 && n.slice_w == 6);
+  }
+  EXPECT_TRUE(rows);
+  EXPECT_TRUE(cols);
+  EXPECT_TRUE(crop);
+  const Graph a = import_onnx(kDataDir + "activations.onnx");
+  EXPECT_EQ(count_ops(a, Op::LeakyRelu), 1);
+  EXPECT_EQ(count_ops(a, Op::PRelu), 2);
+  EXPECT_EQ(count_ops(a, Op::Tanh), 1);
+}
+
+// Refusals name the node, the op and what is unsupported.
+TEST(OnnxImport, TransposeSliceSplitRefusalsAreClear) {
+  {
+    Builder b(13, {1, 2, 4, 6});
+    Builder::ints(b.node("Transpose", {"x"}, "y", "swap_hw"), "perm", {0, 1, 3, 2});
+    b.output("y");
+    expect_error([&] { b.import(); }, {"'swap_hw'", "(Transpose)", "perm [0,1,3,2]", "not supported"});
+  }
+  {
+    Builder b(13, {1, 2, 4, 6});
+    b.init_i64("st", {1}, {-1});
+    b.init_i64("en", {1}, {-5});
+    b.init_i64("ax", {1}, {2});
+    b.init_i64("sp", {1}, {-1});
+    b.node("Slice", {"x", "st", "en", "ax", "sp"}, "y", "flip");
+    b.output("y");
+    expect_error([&] { b.import(); }, {"'flip'", "(Slice)", "negative step"});
+  }
+  {
+    Builder b(13, {1, 2, 4, 6});
+    b.init_i64("st", {1}, {0});
+    b.init_i64("en", {1}, {1});
+    b.init_i64("ax", {1}, {0});
+    b.node("Slice", {"x", "st", "en", "ax"}, "y", "batch");
+    b.init_i64("st2", {1}, {3});
+    b.init_i64("en2", {1}, {3});
+    b.init_i64("ax2", {1}, {3});
+    b.node("Slice", {"y", "st2", "en2", "ax2"}, "z", "empty");
+    b.output("z");
+    expect_error([&] { b.import(); }, {"'empty'", "(Slice)", "empty"});
+  }
+  {
+    Builder b(13, {1, 6, 4, 4});
+    b.init_i64("parts", {2}, {2, 3});
+    auto* n = b.node("Split", {"x", "parts"}, "a", "bad_split");
+    n->add_output("b");
+    Builder::i(n, "axis", 1);
+    b.output("a");
+    expect_error([&] { b.import(); }, {"'bad_split'", "(Split)", "split lengths [2,3]"});
+  }
+  {
+    Builder b(13, {1, 6, 4, 4});
+    b.init_i64("s5", {5}, {1, 2, 3, 4, 4});
+    b.node("Reshape", {"x", "s5"}, "v", "view5");
+    Builder::ints(b.node("Transpose", {"v"}, "t", "odd_perm"), "perm", {0, 1, 2, 4, 3});
+    b.output("t");
+    expect_error([&] { b.import(); }, {"'odd_perm'", "(Transpose)", "perm [0,1,2,4,3]", "channel shuffle"});
+  }
+}
+
+// Split along the rows with the lengths from the 'split' input: each part is
+// a Slice with its start; the float executor adds them as torch would.
+TEST(OnnxImport, SplitSpatiallyIsSlices) {
+  Builder b(13, {1, 2, 6, 3});
+  b.init_i64("parts", {2}, {3, 3});
+  auto* n = b.node("Split", {"x", "parts"}, "p0", "rows");
+  n->add_output("p1");
+  Builder::i(n, "axis", 2);
+  b.node("Add", {"p0", "p1"}, "y", "join");
+  b.output("y");
+  const Graph g = b.import();
+  ASSERT_EQ(count_ops(g, Op::Slice), 2);
+  for (const Node& s : g.nodes)
+    if (s.op == Op::Slice) EXPECT_TRUE((s.pad_t == 0 || s.pad_t == 3) && s.slice_h == 3 && s.slice_c == 2) << s.name;
+  std::vector<float> x(36);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i * i % 17);
+  const std::vector<float> y = run_float(g, x);
+  ASSERT_EQ(y.size(), 18u);
+  for (int c = 0; c < 2; ++c)
+    for (int r = 0; r < 3; ++r)
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(y[size_t((c * 3 + r) * 3 + k)], x[size_t((c * 6 + r) * 3 + k)] + x[size_t((c * 6 + r + 3) * 3 + k)]);
 }
 
 }  // namespace

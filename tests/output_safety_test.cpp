@@ -31,7 +31,7 @@ bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobi
 // `tinysplit ARGS` in DIR with files limited to `kib` KiB.
 Shell limited(const fs::path& dir, int kib, const std::string& args) {
   return ts::testing::shell("cd '" + dir.string() + "' && timeout 300 bash -c \"trap '' XFSZ; ulimit -f " +
-                            std::to_string(kib) + "; exec '" + std::string(TS_TINYSPLIT) + "' " + args + "\"");
+                            std::to_string(kib) + "; exec '" + std::string(TS_TINYSPLIT) + "' " + ts::testing::at_paper_size(args) + "\"");
 }
 
 std::string slurp(const fs::path& p) {
@@ -162,7 +162,7 @@ TEST_F(OutputSafety, InterruptedRunLeavesNoBoardFolder) {
       freopen((tmp.parent_path() / ("err" + std::to_string(sig))).c_str(), "w", stderr);
       // Slow links (20 ms per board send and receive): the run is still going
       // when the signal comes.
-      execl(TS_TINYSPLIT, TS_TINYSPLIT, "run", "--json", "--repeat", "3", "--delay-ms", "20", "--workers", "3",
+      execl(TS_TINYSPLIT, TS_TINYSPLIT, "run", "--size", "112", "--json", "--repeat", "3", "--delay-ms", "20", "--workers", "3",
             (char*)nullptr);
       _exit(127);
     }

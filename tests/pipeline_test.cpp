@@ -467,7 +467,7 @@ TEST(PipelineHost, SlowBoardPipelinedRunIsExact) {
 // another. Rates are not asserted (wall clock).
 TEST(PipelineHost, RunThroughputPipelinesInsideOneDeployment) {
   const std::string base = "timeout 300 " + std::string(TS_TINYSPLIT) +
-                           " run --json --timeout 20 --workers 3 --ram 200K --objective throughput --repeat 6";
+                           " run --size 112 --json --timeout 20 --workers 3 --ram 200K --objective throughput --repeat 6";
   const ts::testing::Shell r = ts::testing::shell(base);
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);

@@ -180,7 +180,7 @@ TEST(RunThroughput, ReplicatesOnHostBoardsBitExactAndReportsImagesPerSecond) {
   // so three one-board deployments run images side by side; every output
   // bit-exact; images_per_s reported (its value is not asserted: wall clock).
   const std::string base = "timeout 300 " + std::string(TS_TINYSPLIT) +
-                           " run --json --timeout 20 --workers 3 --strategy auto --route direct --repeat 6";
+                           " run --size 112 --json --timeout 20 --workers 3 --strategy auto --route direct --repeat 6";
   const ts::testing::Shell r = ts::testing::shell(base + " --objective throughput");
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);

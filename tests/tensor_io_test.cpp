@@ -301,22 +301,28 @@ TEST(ModelSize, AnotherSizeForAFixedModelIsOneLineNamingTheStoredSize) {
   }
 }
 
-TEST(ModelSize, TheBundledMobileNetV2DefaultsTo112AndResizes) {
+TEST(ModelSize, TheBundledMobileNetV2DefaultsTo224AndResizes) {
   if (!fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
     GTEST_FAIL() << "models/mobilenetv2 is missing: run scripts/setup.sh first";
-  EXPECT_EQ(json_of("inspect --json").at("size").get<int>(), 112);
-  EXPECT_EQ(json_of("inspect --json --size 0").at("size").get<int>(), 112);
-  EXPECT_EQ(json_of("inspect --json --size 160").at("size").get<int>(), 160);
+  auto as_given = [](const std::string& args) {
+    const auto r = ts::testing::tinysplit_as_given(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  EXPECT_EQ(as_given("inspect --json").at("size").get<int>(), 224);
+  EXPECT_EQ(as_given("inspect --json --size 0").at("size").get<int>(), 224);
+  EXPECT_EQ(as_given("inspect --json --size 160").at("size").get<int>(), 160);
   const std::string path = (fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json").string();
-  EXPECT_EQ(json_of("inspect --json --model " + path).at("size").get<int>(), 112);
+  EXPECT_EQ(as_given("inspect --json --model " + path).at("size").get<int>(), 224);
+  EXPECT_EQ(as_given("run --json").at("size_note").get<std::string>(), "");
   // At 112 the run says that this is the paper's size and what it costs.
-  const auto run = json_of("run --json");
+  const auto run = as_given("run --json --size 112");
   ASSERT_FALSE(run.is_null());
   const std::string note = run.at("size_note").get<std::string>();
   EXPECT_NE(note.find("paper"), std::string::npos) << note;
   EXPECT_NE(note.find("224"), std::string::npos) << note;
-  EXPECT_NE(note.find("tinysplit eval --compare-size 224"), std::string::npos) << note;
-  const auto r = tinysplit("run");
+  EXPECT_NE(note.find("tinysplit eval --size 112 --compare-size 224"), std::string::npos) << note;
+  const auto r = ts::testing::tinysplit_as_given("run --size 112");
   EXPECT_NE(r.out.find("note: 112x112 is the paper's input size"), std::string::npos) << r.out;
 }
 

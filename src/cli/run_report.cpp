@@ -7,6 +7,7 @@
 #include "cli/run_session.h"
 #include "cli/run_throughput.h"
 #include "model/pipeline.h"
+#include "plan/board_kind.h"
 
 namespace ts::cli {
 
@@ -56,6 +57,26 @@ nlohmann::json estimate_json(const BoardTypeEstimate& e) {
                                         {"compute_s", e.paper->compute_s}, {"communication_s", e.paper->comm_s}}
                        : nlohmann::json(nullptr);
   return j;
+}
+
+// "3 boards (host: local processes standing in for Teensy 4.1 boards)", or
+// with their kinds counted: "4 boards (2 qemu-m7, 2 host: ...)".
+std::string boards_text(const RunResult& r) {
+  std::vector<std::pair<std::string, int>> kinds;
+  for (int w : r.used) {
+    const std::string k = plan::kind_of(r.testbed.boards[size_t(w)]).name;
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == k; });
+    if (it == kinds.end()) kinds.push_back({k, 1});
+    else ++it->second;
+  }
+  std::string s = std::to_string(r.used.size()) + " boards (";
+  bool host = false;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds.size() > 1) s += (i ? ", " : "") + std::to_string(kinds[i].second) + " ";
+    s += kinds[i].first;
+    host = host || kinds[i].first == "host";
+  }
+  return s + (host ? ": local processes standing in for Teensy 4.1 boards)" : ")");
 }
 
 }  // namespace
@@ -162,10 +183,10 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
   const auto& probs = a.probs;
   const auto& order = a.order;
   auto label = [&](int i) { return a.label(i); };
-  std::printf("tinysplit run: %s at %dx%d on %d boards (%s allocation, window %d)%s%s\n",
-              c.model_label.c_str(), in_size,
-              in_size, r.plan.n_workers(), plan::to_string(c.plan.alloc), c.window,
-              c.cycles_per_mac > 0 ? ", emulated clocks" : "", c.delay_ms > 0 ? ", injected delays" : "");
+  std::printf("tinysplit run: %s at %dx%d on %s; strategy %s, %s route, %s prices, %s allocation, window %d%s%s\n",
+              c.model_label.c_str(), in_size, in_size, boards_text(r).c_str(), r.plan.strategy.c_str(),
+              plan::route_name(r.plan.route), r.cost_host ? "host" : "Teensy 4.1", plan::to_string(c.plan.alloc),
+              c.window, c.cycles_per_mac > 0 ? ", emulated clocks" : "", c.delay_ms > 0 ? ", injected delays" : "");
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
   if (!r.plan.route_note.empty()) std::printf("note: %s\n", r.plan.route_note.c_str());
   if (!c.dataset.empty())

@@ -49,9 +49,9 @@ struct ProbeResult {
 struct LayerTiming {
   int node = 0;
   std::string name;
-  // Measured on the boards (DONE): the slowest board's time on the layer
-  // (ready -> results handed over), the longest compute, the longest wait
-  // for inputs; comm = wall - compute (the wait included).
+  // Measured on the layer's slowest board (DONE): its time on the layer
+  // (ready -> results handed over), compute, wait for inputs; comm = wall -
+  // compute (the wait included).
   double wall_s = 0, compute_s = 0, comm_s = 0, wait_s = 0;
   int64_t payload_bytes = 0;                       // activations in + out
   int64_t wire_bytes = 0;                          // all frames, both ways

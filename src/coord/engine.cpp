@@ -268,11 +268,11 @@ void Coordinator::rethrow_in(const BoardError& e, const BoardLink& l, size_t nod
 }
 
 // The per-layer figures of one inference, from what each board measured
-// and reported in its DONE (wire.h DonePayload): a layer's time is its
-// slowest board's (from being ready for the layer to having handed over its
-// results), its compute the longest compute, its wait the longest wait for
-// inputs, its communication the rest of its time. The totals: compute is
-// the sum over layers, communication the rest of the coordinator's
+// and reported in its DONE (wire.h DonePayload), for the layer's slowest
+// board (the longest time from being ready for the layer to having handed
+// over its results): its time, its compute, its wait for inputs, and its
+// communication = time - compute (the wait included). The totals: compute
+// is the sum over layers, communication the rest of the coordinator's
 // end-to-end time.
 void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::vector<wire::DonePayload>>& done,
                                    const std::vector<std::vector<int64_t>>& wire) const {
@@ -284,9 +284,8 @@ void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::
     for (size_t w = 0; w < done.size(); ++w) {
       if (!plan().workers[w].layers[node].active()) continue;
       const wire::DonePayload& d = done[w][node];
-      compute = std::max(compute, d.elapsed_us);
-      span = std::max(span, std::max(d.span_us, d.elapsed_us));
-      wait = std::max(wait, d.wait_us);
+      const uint32_t s = std::max(d.span_us, d.elapsed_us + d.wait_us);
+      if (s >= span) span = s, compute = d.elapsed_us, wait = d.wait_us;
       lt.result_frames += d.frames_sent;
       lt.wire_bytes += wire[w][node];
       lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[w].layer_peak[node]);

@@ -34,6 +34,9 @@ constexpr int kMaxInputs = 8;
 //   MaxPool        output shares the input's quantisation
 //   Lut            elementwise int8 -> int8 table (activations not fused)
 //   Pad            explicit zero padding that could not be folded
+//   Slice          strided sub-box of channels, rows and columns (Slice, Split)
+//   Shuffle        channel shuffle: a permutation of whole channels (groups)
+//   ChannelLut     elementwise int8 -> int8 table per channel (PRelu)
 //   Resize         nearest or bilinear upsampling of H and W (ops/resize.h:
 //                  the mode in kh, kw, dh)
 //   ConvTranspose  transposed convolution: groups, stride, pads, dilation 1
@@ -48,8 +51,11 @@ constexpr int kMaxInputs = 8;
   X(MaxPool, 8)    \
   X(Lut, 9)        \
   X(Pad, 10)       \
-  X(Resize, 11)    \
-  X(ConvTranspose, 12)
+  X(Slice, 11)     \
+  X(Shuffle, 12)   \
+  X(ChannelLut, 13) \
+  X(Resize, 14)    \
+  X(ConvTranspose, 15)
 
 enum class QOp : uint8_t {
 #define TS_QOP_ENUM(name, code) name = code,
@@ -106,7 +112,9 @@ struct LayerDesc {
   int32_t out_zp = 0;
   int32_t act_min = -128, act_max = 127;  // fused activation as an int8 clamp
 
-  // Geometry (Conv, pools, Pad).
+  // Geometry (Conv, pools, Pad). Slice keeps its starts and steps here
+  // (channels pad_b, dh; rows pad_t, sh; columns pad_l, sw: ops/slice.cpp);
+  // Shuffle its group count in `groups`.
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int32_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   int32_t groups = 1;
@@ -128,7 +136,8 @@ struct LayerDesc {
   // Add, Mul, GlobalAvgPool: output requantisation.
   int32_t out_mult = 0, out_shift = 0;
 
-  const int8_t* lut = nullptr;  // Lut: 256 entries indexed by x + 128
+  const int8_t* lut = nullptr;  // Lut: 256 entries indexed by x + 128; ChannelLut:
+                                // 256 per channel, indexed from oc_base
 };
 
 enum class KernelStatus : int32_t {

@@ -16,7 +16,8 @@
 //   Gemm           fan_in = C x H x W of the input
 //   AvgPool/MaxPool kh x kw                 (window taps, padded ones included)
 //   GlobalAvgPool  H x W of the input
-//   Add, Mul, Concat, Lut, Pad   1          (one operation per output element)
+//   Add, Mul, Concat, Lut, Pad, Slice, Shuffle, ChannelLut
+//                  1                        (one operation per output element)
 // so the MACs of any set of outputs is (number of outputs) x macs_per_output,
 // and the shares of a layer add up to the layer's count exactly.
 //
@@ -54,6 +55,8 @@ struct Access {
     kPerChannel,    // output channel c reads element c (a (C,1,1) operand)
     kChannelSlice,  // output channels [offset, offset + C) read the operand's C
                     // channels at the same positions (Concat)
+    kChannelShuffle,  // output channel o reads the whole-channel source
+                      // shuffle_source(o, cout_g, C) at the same positions (Shuffle)
     kSpans,         // upsampling (Resize, ConvTranspose): output (oy, ox) reads
                     // input rows span(0, oy) x columns span(1, ox), each a
                     // half-open range non-decreasing in the output index;
@@ -62,11 +65,18 @@ struct Access {
   Kind kind = kSame;
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // kWindow
   int32_t cin_g = 1, cout_g = 1;                                          // kWindow
+  // kWindow: group grp's input channels start at c_off + grp * c_step
+  // (c_step 0: cin_g, the grouped convolution's); a Slice's channel start and step.
+  int32_t c_off = 0, c_step = 0;
   int32_t offset = 0;                                                     // kChannelSlice
   // kSpans: the input indices [*lo, *hi) along axis (0 rows, 1 columns) that
   // output index o reads, clipped to the input (empty: *hi <= *lo).
   void (*span)(const LayerDesc& L, int axis, int32_t o, int32_t* lo, int32_t* hi) = nullptr;
 };
+
+// The input channel that output channel o of a channel shuffle of C
+// channels in g groups reads: o = i*g + j reads j*(C/g) + i.
+inline int32_t shuffle_source(int32_t o, int32_t g, int32_t C) { return (o % g) * (C / g) + o / g; }
 
 // The data arrays of a layer share (the five of a fragment entry and of a
 // quantised node), as element counts.

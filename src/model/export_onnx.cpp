@@ -379,6 +379,40 @@ class Exporter {
         rank_[y] = rank_[n.inputs[0]];
         return;
       }
+      case QOp::ChannelLut: {
+        // As Lut, from one flat table of C x 256 entries: channel c's index
+        // is offset by c * 256.
+        const int32_t C = d.out.c;
+        std::vector<int32_t> table(n.lut.begin(), n.lut.end());
+        std::vector<int32_t> offs(static_cast<size_t>(C));
+        for (int32_t c = 0; c < C; ++c) offs[size_t(c)] = c * 256 + (off_ ? 0 : 128);
+        const std::string lut = init_act(fresh(base + ".table"), {int64_t(C) * 256}, table);
+        const std::string idx = fresh(base + ".idx"), index = fresh(base + ".index");
+        attr_int(node("Cast", {as_4d(n.inputs[0])}, {idx}), "to", pb::TensorProto::INT32);
+        node("Add", {idx, init_i32(fresh(base + ".offsets"), {1, C, 1, 1}, offs)}, {index});
+        node("Gather", {lut, index}, {qname_[y]}, base);
+        return;
+      }
+      case QOp::Slice: {
+        // Values are only moved: Slice the quantised tensor.
+        const std::string starts = init_i64(fresh(base + ".starts"), {3}, {d.pad_b, d.pad_t, d.pad_l});
+        const std::string ends = init_i64(fresh(base + ".ends"), {3},
+                                          {d.pad_b + int64_t(d.out.c - 1) * d.dh + 1, d.pad_t + int64_t(d.out.h - 1) * d.sh + 1,
+                                           d.pad_l + int64_t(d.out.w - 1) * d.sw + 1});
+        const std::string axes = init_i64(fresh(base + ".axes"), {3}, {1, 2, 3});
+        const std::string steps = init_i64(fresh(base + ".steps"), {3}, {d.dh, d.sh, d.sw});
+        node("Slice", {as_4d(n.inputs[0]), starts, ends, axes, steps}, {qname_[y]}, base);
+        return;
+      }
+      case QOp::Shuffle: {
+        // The channel shuffle as torch writes it: Reshape, Transpose, Reshape.
+        const int64_t g = d.groups, C = d.out.c, H = d.out.h, W = d.out.w;
+        const std::string split = fresh(base + ".split"), swapped = fresh(base + ".swapped");
+        node("Reshape", {as_4d(n.inputs[0]), init_i64(fresh(base + ".shape5"), {5}, {1, g, C / g, H, W})}, {split});
+        attr_ints(node("Transpose", {split}, {swapped}), "perm", {0, 2, 1, 3, 4});
+        node("Reshape", {swapped, init_i64(fresh(base + ".shape4"), {4}, {1, C, H, W})}, {qname_[y]}, base);
+        return;
+      }
     }
     throw Error("ONNX export: node '" + n.name + "' has an op that cannot be exported");
   }

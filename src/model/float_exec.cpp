@@ -5,9 +5,20 @@
 #include <cmath>
 #include <limits>
 
+#include "core/op.h"
 #include "core/ops/resize.h"
 
 namespace ts {
+
+float unary_value(const Node& n, float x, int channel) {
+  switch (n.op) {
+    case Op::LeakyRelu: return x >= 0.f ? x : n.alpha * x;
+    case Op::Tanh: return std::tanh(x);
+    case Op::PRelu: return x >= 0.f ? x : n.weights.at(size_t(channel)) * x;
+    default: throw Error("node '" + n.name + "' (" + op_name(n.op) + "): not an elementwise activation");
+  }
+}
+
 namespace {
 
 [[noreturn]] void bad(const Node& n, const std::string& why) {
@@ -201,6 +212,14 @@ bool eval_unary(const Operands& a, std::vector<float>& y) {
       a.same_size(y);
       for (size_t i = 0; i < N; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
       return true;
+    case Op::LeakyRelu:
+    case Op::Tanh:
+    case Op::PRelu: {
+      a.same_size(y);
+      const size_t plane = size_t(a.is.h) * a.is.w;
+      for (size_t i = 0; i < N; ++i) y[i] = unary_value(n, x[i], int(i / plane));
+      return true;
+    }
     case Op::Flatten:
     case Op::Identity:
       a.same_size(y);
@@ -302,6 +321,25 @@ void eval_pad(const Operands& a, std::vector<float>& y) {
       float* dst = y.data() + (size_t(c) * os.h + yy + n.pad_t) * os.w + n.pad_l;
       std::copy(src, src + is.w, dst);
     }
+}
+
+void eval_slice(const Operands& a, std::vector<float>& y) {
+  const Node& n = a.n;
+  const Shape &is = a.is, &os = a.os;
+  for (int c = 0; c < os.c; ++c)
+    for (int yy = 0; yy < os.h; ++yy)
+      for (int xx = 0; xx < os.w; ++xx)
+        y[(size_t(c) * os.h + yy) * os.w + xx] =
+            a.x()[(size_t(n.pad_b + c * n.dh) * is.h + (n.pad_t + yy * n.sh)) * is.w + (n.pad_l + xx * n.sw)];
+}
+
+void eval_shuffle(const Operands& a, std::vector<float>& y) {
+  const size_t plane = size_t(a.is.h) * a.is.w;
+  for (int c = 0; c < a.os.c; ++c) {
+    const size_t src = size_t(core::shuffle_source(c, a.n.groups, a.is.c));
+    std::copy(a.x().begin() + ptrdiff_t(src * plane), a.x().begin() + ptrdiff_t((src + 1) * plane),
+              y.begin() + ptrdiff_t(size_t(c) * plane));
+  }
 }
 
 // Resize: nearest copies the element core/ops/resize.h picks (the same
@@ -419,6 +457,8 @@ std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<co
       case Op::Gemm: eval_gemm(a, y); break;
       case Op::Pad: eval_pad(a, y); break;
       case Op::Softmax: eval_softmax(a, y); break;
+      case Op::Slice: eval_slice(a, y); break;
+      case Op::Shuffle: eval_shuffle(a, y); break;
       case Op::Resize: eval_resize(a, y); break;
       case Op::ConvTranspose: eval_conv_transpose(a, y); break;
       default: bad(n, "unknown op");

@@ -21,6 +21,11 @@ std::vector<float> run_float(const Graph& g, const std::vector<float>& input_chw
 
 // Evaluates a single node given its input values (indexed like n.inputs).
 // Used by run_float; exposed for tests and for passes that need one layer.
+// One element of an activation with no closed int8 form (LeakyRelu, Tanh,
+// PRelu): the float value the executor computes and the quantiser's tables
+// are built from. `channel` picks PRelu's slope.
+float unary_value(const Node& n, float x, int channel);
+
 std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<const std::vector<float>*>& inputs);
 
 }  // namespace ts

@@ -26,6 +26,11 @@ const char* op_name(Op op) {
     case Op::Flatten: return "Flatten";
     case Op::Pad: return "Pad";
     case Op::Softmax: return "Softmax";
+    case Op::LeakyRelu: return "LeakyRelu";
+    case Op::Tanh: return "Tanh";
+    case Op::PRelu: return "PRelu";
+    case Op::Slice: return "Slice";
+    case Op::Shuffle: return "Shuffle";
     case Op::Resize: return "Resize";
     case Op::ConvTranspose: return "ConvTranspose";
     case Op::Identity: return "Identity";
@@ -169,8 +174,27 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
     case Op::HardSigmoid:
     case Op::HardSwish:
     case Op::Sigmoid:
+    case Op::LeakyRelu:
+    case Op::Tanh:
     case Op::Identity:
       return in(0);
+    case Op::PRelu:
+      if (int64_t(n.weights.size()) != in(0).c) throw fail("slope count does not match the channels");
+      return in(0);
+    case Op::Shuffle:
+      if (n.groups < 1 || in(0).c % n.groups) throw fail("groups do not divide the channels");
+      return in(0);
+    case Op::Slice: {
+      const Shape& x = in(0);
+      const Shape o{n.slice_c, n.slice_h, n.slice_w};
+      for (int v : {n.dh, n.sh, n.sw, n.pad_b, n.pad_t, n.pad_l})
+        if (v < 0 || v > kMaxGeom) throw fail("slice start or step " + std::to_string(v) + " is outside 0.." + std::to_string(kMaxGeom));
+      if (o.c < 1 || o.h < 1 || o.w < 1 || n.dh < 1 || n.sh < 1 || n.sw < 1 ||
+          int64_t(n.pad_b) + int64_t(o.c - 1) * n.dh >= x.c || int64_t(n.pad_t) + int64_t(o.h - 1) * n.sh >= x.h ||
+          int64_t(n.pad_l) + int64_t(o.w - 1) * n.sw >= x.w)
+        throw fail("slice " + to_string(o) + " does not fit the input " + to_string(x));
+      return o;
+    }
     case Op::Softmax: return in(0);
     case Op::Add: {
       if (in(0) != in(1)) throw fail("operand shapes differ: " + to_string(in(0)) + " vs " + to_string(in(1)));
@@ -309,7 +333,12 @@ int64_t node_macs(const Graph& g, const Node& n) {
     case Op::Clip:
     case Op::HardSigmoid:
     case Op::HardSwish:
-    case Op::Sigmoid: d.op = core::QOp::Lut; break;
+    case Op::Sigmoid:
+    case Op::LeakyRelu:
+    case Op::Tanh: d.op = core::QOp::Lut; break;
+    case Op::PRelu: d.op = core::QOp::ChannelLut; break;
+    case Op::Slice: d.op = core::QOp::Slice; break;
+    case Op::Shuffle: d.op = core::QOp::Shuffle; break;
     default: return 0;
   }
   if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs)) return 0;

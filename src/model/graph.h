@@ -32,6 +32,12 @@ enum class Op : uint8_t {
   Flatten,        // (C,H,W) -> (C*H*W,1,1) in CHW order
   Pad,            // constant zero padding of H and W
   Softmax,        // over channels of a (C,1,1) tensor
+  LeakyRelu,      // x >= 0 ? x : alpha * x
+  Tanh,           // tanh(x)
+  PRelu,          // x >= 0 ? x : slope[c] * x (slopes in weights, one per channel)
+  Slice,          // strided sub-box: channels from pad_b step dh, rows from pad_t
+                  // step sh, columns from pad_l step sw; extents slice_c/h/w
+  Shuffle,        // channel shuffle in `groups` groups (o = i*g + j reads j*(C/g) + i)
   Resize,         // nearest or bilinear to out_h x out_w (interp, coord, rounding)
   ConvTranspose,  // groups, stride, pads, dilation 1; weights stored as Conv's OIHW
   Identity,
@@ -85,7 +91,10 @@ struct Node {
   std::vector<float> gamma, beta, mean, var;
   float eps = 1e-5f;
 
-  // Clip bounds; HardSigmoid alpha/beta
+  // Slice: output extents (the starts and steps are in the geometry above)
+  int slice_c = 0, slice_h = 0, slice_w = 0;
+
+  // Clip bounds; HardSigmoid alpha/beta; LeakyRelu alpha
   float lo = 0.f, hi = 6.f;
   float alpha = 0.2f, beta_hs = 0.5f;
 

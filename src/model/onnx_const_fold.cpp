@@ -239,8 +239,9 @@ Const gather(const OnnxNode& n, const Const& d, const Const& ix) {
   return r;
 }
 
-Const slice(const OnnxNode& n, const ConstInput& operand, int opset) {
-  const Const& d = need(operand, 0);
+}  // namespace
+
+SliceAxes slice_axes(const OnnxNode& n, int opset, const Dims& in, const ConstInput& operand) {
   std::vector<int64_t> starts, ends, axes, steps;
   if (opset < 10) {
     starts = n.attr_ints("starts");
@@ -257,12 +258,14 @@ Const slice(const OnnxNode& n, const ConstInput& operand, int opset) {
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     throw Fail("Slice starts/ends/axes/steps differ in length");
-  const size_t rank = d.dims.size();
-  std::vector<int64_t> st(rank, 0), sp(rank, 1);
-  Dims od = d.dims;
+  const size_t rank = in.size();
+  SliceAxes r;
+  r.start.assign(rank, 0);
+  r.step.assign(rank, 1);
+  r.out = in;
   for (size_t i = 0; i < starts.size(); ++i) {
     const size_t a = size_t(norm_axis(axes[i], rank));
-    const int64_t dim = d.dims[a], step = steps[i];
+    const int64_t dim = in[a], step = steps[i];
     if (step == 0) throw Fail("Slice step 0");
     int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
     int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
@@ -276,10 +279,44 @@ Const slice(const OnnxNode& n, const ConstInput& operand, int opset) {
       e = std::clamp<int64_t>(e, -1, dim - 1);
       cnt = s > e ? (s - e - step - 1) / -step : 0;
     }
-    st[a] = s;
-    sp[a] = step;
-    od[a] = cnt;
+    r.start[a] = s;
+    r.step[a] = step;
+    r.out[a] = cnt;
   }
+  return r;
+}
+
+std::vector<int64_t> split_lengths(const OnnxNode& n, int opset, const Dims& in, int64_t axis,
+                                   const ConstInput& operand) {
+  const int64_t dim = in.at(size_t(axis));
+  std::vector<int64_t> len = opset < 13 ? n.attr_ints("split") : (operand(1) ? to_ints(*operand(1)) : std::vector<int64_t>{});
+  const int64_t parts = int64_t(n.outputs.size());
+  if (len.empty()) {
+    const int64_t k = n.attr_i("num_outputs", parts);
+    if (k < 1 || k != parts) throw Fail("num_outputs " + std::to_string(k) + " differs from the node's " + std::to_string(parts) + " outputs");
+    const int64_t each = (dim + k - 1) / k;  // the last part takes what is left
+    for (int64_t i = 0; i < k; ++i) len.push_back(std::max<int64_t>(0, std::min(each, dim - i * each)));
+  }
+  int64_t sum = 0;
+  for (int64_t l : len) {
+    if (l < 0) throw Fail("negative split length " + std::to_string(l));
+    sum += l;
+  }
+  if (int64_t(len.size()) != parts || sum != dim)
+    throw Fail("split lengths " + dims_str(len) + " do not cut axis " + std::to_string(axis) + " of " + dims_str(in) +
+               " into the node's " + std::to_string(parts) + " outputs");
+  return len;
+}
+
+namespace {
+
+Const slice(const OnnxNode& n, const ConstInput& operand, int opset) {
+  const Const& d = need(operand, 0);
+  const SliceAxes ax = slice_axes(n, opset, d.dims, operand);
+  const size_t rank = d.dims.size();
+  const std::vector<int64_t>& st = ax.start;
+  const std::vector<int64_t>& sp = ax.step;
+  const Dims& od = ax.out;
   Const r;
   r.is_int = d.is_int;
   r.dims = od;

@@ -35,6 +35,21 @@ bool is_reshape_like(const std::string& op);
 // Unsqueeze axes, and its Squeeze errors name the axis.
 Dims reshaped_dims(const OnnxNode& n, int opset, const Dims& in, const ConstInput& operand, bool constant);
 
+// What a Slice takes from each axis of an input of dims `in`: first
+// element, step and count (ONNX clamping of starts and ends; a step may be
+// negative). Shared by constants and computed tensors.
+struct SliceAxes {
+  std::vector<int64_t> start, step;
+  Dims out;
+};
+SliceAxes slice_axes(const OnnxNode& n, int opset, const Dims& in, const ConstInput& operand);
+
+// The lengths of a Split's outputs along `axis` of dims `in` (the 'split'
+// attribute or input, 'num_outputs', or equal parts); throws Fail if they do
+// not add up.
+std::vector<int64_t> split_lengths(const OnnxNode& n, int opset, const Dims& in, int64_t axis,
+                                   const ConstInput& operand);
+
 // Shape or Size of a tensor (constant or computed) of dims `d`.
 Const shape_of(const OnnxNode& n, const Dims& d);
 

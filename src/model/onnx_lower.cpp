@@ -63,9 +63,9 @@ class Lowering {
   Shape ir_shape(const Dims& d) const;
   void define(const std::string& name, Value v);
   void define_const(Const c) { define(cur_->outputs[0], Value{true, -1, {}, std::make_shared<Const>(std::move(c))}); }
-  void alias(const Value& v, const Dims& dims);
+  void alias(const Value& v, const Dims& dims, int k = 0);
   Node base(Op op, std::vector<int> inputs = {}) const;
-  int emit(Node nd, const Dims& out_dims);
+  int emit(Node nd, const Dims& out_dims, int k = 0);  // defines output k
   Window window(const Dims& x, int kh, int kw, bool pool) const;
   std::vector<float> per_channel(const Const& k, const Dims& x) const;
   void affine(const Value& x, std::vector<float> gamma, std::vector<float> beta, bool pure_add);
@@ -87,6 +87,11 @@ class Lowering {
   void pad();
   void softmax();
   void reshape_like();
+  void slice();
+  void split();
+  void transpose();
+  void prelu();
+  void take(const Value& x, const std::vector<int64_t>& start, const std::vector<int64_t>& step, const Dims& out, int k);
   void resize();
   void conv_transpose();
 
@@ -149,10 +154,10 @@ void Lowering::define(const std::string& name, Value v) {
   if (!env_.emplace(name, std::move(v)).second) throw Fail("value '" + name + "' is defined twice");
 }
 
-void Lowering::alias(const Value& v, const Dims& dims) {
+void Lowering::alias(const Value& v, const Dims& dims, int k) {
   Value a = v;
   if (!a.is_const) a.dims = dims;
-  define(cur_->outputs[0], std::move(a));
+  define(cur_->outputs[size_t(k)], std::move(a));
 }
 
 Node Lowering::base(Op op, std::vector<int> inputs) const {
@@ -163,19 +168,19 @@ Node Lowering::base(Op op, std::vector<int> inputs) const {
   return nd;
 }
 
-int Lowering::emit(Node nd, const Dims& out_dims) {
+int Lowering::emit(Node nd, const Dims& out_dims, int k) {
   for (int64_t d : out_dims)
     if (d < 1 || d > kMaxDim) throw Fail("output shape " + dims_str(out_dims) + " is not valid");
   const Shape s = ir_shape(out_dims);
   numel(out_dims);
   const int t = int(tname_.size());
-  tname_.push_back(cur_->outputs[0]);
+  tname_.push_back(cur_->outputs[size_t(k)]);
   tshape_.push_back(s);
   producer_.push_back(int(nodes_.size()));
   nd.output = t;
   nodes_.push_back(std::move(nd));
   pure_add_.push_back(0);
-  define(cur_->outputs[0], Value{false, t, out_dims, nullptr});
+  define(cur_->outputs[size_t(k)], Value{false, t, out_dims, nullptr});
   return int(nodes_.size()) - 1;
 }
 
@@ -346,6 +351,12 @@ void Lowering::handle(const OnnxNode& n) {
       {"Sigmoid", [](Lowering& l) { l.unary(Op::Sigmoid); }},
       {"HardSwish", [](Lowering& l) { l.unary(Op::HardSwish); }},
       {"HardSigmoid", [](Lowering& l) { l.unary(Op::HardSigmoid); }},
+      {"LeakyRelu", [](Lowering& l) { l.unary(Op::LeakyRelu); }},
+      {"Tanh", [](Lowering& l) { l.unary(Op::Tanh); }},
+      {"PRelu", &Lowering::prelu},
+      {"Slice", &Lowering::slice},
+      {"Split", &Lowering::split},
+      {"Transpose", &Lowering::transpose},
       {"Clip", &Lowering::clip},
       {"Add", &Lowering::binary},
       {"Sub", &Lowering::binary},
@@ -389,6 +400,12 @@ void Lowering::reshape_like() {
   const Value& x = dyn(0);
   const Dims out = reshaped_dims(*cur_, m_.opset, x.dims, operand_, false);
   if (numel(out) != numel(x.dims)) throw Fail("cannot reshape " + dims_str(x.dims) + " to " + dims_str(out));
+  // The channel axis cut in two ([1,C,H,W] -> [1,g,C/g,H,W]) or joined
+  // again: the same memory, kept as 5-D dims of the same tensor (the first
+  // and last step of a channel shuffle, see transpose()).
+  const Dims& xd = x.dims;
+  if (xd.size() == 4 && out.size() == 5 && out[0] == 1 && out[3] == xd[2] && out[4] == xd[3]) return alias(x, out);
+  if (xd.size() == 5 && out.size() == 4 && out[0] == 1 && out[2] == xd[3] && out[3] == xd[4]) return alias(x, out);
   const bool flat = out.size() == 2 && out[0] == 1;
   const bool img = out.size() == 4 && out[0] == 1;
   if ((flat || img) && ir_shape(out) == ir_shape(x.dims)) return alias(x, out);
@@ -408,7 +425,85 @@ void Lowering::unary(Op op) {
     nd.alpha = cur_->attr_f("alpha", 0.2f);
     nd.beta_hs = cur_->attr_f("beta", 0.5f);
   }
+  if (op == Op::LeakyRelu) nd.alpha = cur_->attr_f("alpha", 0.01f);
   emit(std::move(nd), x.dims);
+}
+
+void Lowering::prelu() {
+  const Value& x = dyn_map(0);
+  Node nd = base(Op::PRelu, {x.tensor});
+  nd.weights = per_channel(cst(1), x.dims);
+  emit(std::move(nd), x.dims);
+}
+
+// Output k as elements start + i * step of each axis of x (a 4-D tensor):
+// free when it is all of x, a Slice node otherwise.
+void Lowering::take(const Value& x, const std::vector<int64_t>& start, const std::vector<int64_t>& step,
+                    const Dims& out, int k) {
+  for (size_t a = 0; a < 4; ++a)
+    if (step[a] < 1) throw Fail("a negative step " + dims_str(step) + " (reversing an axis) is not supported");
+  if (out[0] != 1) throw Fail("slicing the batch axis " + dims_str(out) + " is not supported");
+  if (numel(out) == 0) throw Fail("output " + std::to_string(k) + " would be empty " + dims_str(out));
+  if (out == x.dims) return alias(x, out, k);
+  Node nd = base(Op::Slice, {x.tensor});
+  nd.pad_b = int(start[1]);
+  nd.dh = int(step[1]);
+  nd.pad_t = int(start[2]);
+  nd.sh = int(step[2]);
+  nd.pad_l = int(start[3]);
+  nd.sw = int(step[3]);
+  nd.slice_c = int(out[1]);
+  nd.slice_h = int(out[2]);
+  nd.slice_w = int(out[3]);
+  if (k > 0) nd.name += ":" + std::to_string(k);
+  emit(std::move(nd), out, k);
+}
+
+void Lowering::slice() {
+  const Value& x = dyn_map(0);
+  const SliceAxes ax = slice_axes(*cur_, m_.opset, x.dims, operand_);
+  take(x, ax.start, ax.step, ax.out, 0);
+}
+
+// Each used output is a Slice along the axis (a Concat's inverse).
+void Lowering::split() {
+  const Value x = dyn_map(0);
+  const int64_t axis = norm_axis(cur_->attr_i("axis", 0), 4);
+  const std::vector<int64_t> len = split_lengths(*cur_, m_.opset, x.dims, axis, operand_);
+  int64_t at = 0;
+  for (size_t k = 0; k < len.size(); ++k) {
+    std::vector<int64_t> start(4, 0), step(4, 1);
+    Dims out = x.dims;
+    start[size_t(axis)] = at;
+    out[size_t(axis)] = len[k];
+    at += len[k];
+    if (output_used(int(k))) take(x, start, step, out, int(k));
+  }
+}
+
+// Only the channel shuffle (a [1,g,C/g,H,W] view of a [1,C,H,W] tensor with
+// its two channel axes swapped) and permutations that move nothing.
+void Lowering::transpose() {
+  const Value& x = dyn(0);
+  const Dims& d = x.dims;
+  std::vector<int64_t> perm = cur_->attr_ints("perm");
+  if (perm.empty())
+    for (size_t a = d.size(); a-- > 0;) perm.push_back(int64_t(a));
+  if (perm.size() != d.size()) throw Fail("perm " + dims_str(perm) + " does not match the rank of " + dims_str(d));
+  bool identity = true;
+  for (size_t a = 0; a < perm.size(); ++a) identity = identity && perm[a] == int64_t(a);
+  if (identity) return alias(x, d);
+  const bool shuffle = d.size() == 5 && d[0] == 1 && perm == std::vector<int64_t>{0, 2, 1, 3, 4};
+  if (!shuffle)
+    throw Fail("perm " + dims_str(perm) + " of " + dims_str(d) +
+               " is not supported (only the channel shuffle: Reshape [1,C,H,W] to [1,g,C/g,H,W], Transpose perm "
+               "[0,2,1,3,4], Reshape back)");
+  const Dims flat{1, d[1] * d[2], d[3], d[4]}, swapped{1, d[2], d[1], d[3], d[4]};
+  if (d[1] == 1 || d[2] == 1) return alias(x, swapped);
+  Node nd = base(Op::Shuffle, {x.tensor});
+  nd.groups = int(d[1]);
+  emit(std::move(nd), flat);
+  env_.at(cur_->outputs[0]).dims = swapped;
 }
 
 void Lowering::clip() {

@@ -22,7 +22,9 @@ int32_t QNode::channels_with_data() const {
 int64_t QNode::bytes_per_channel() const {
   const int32_t c = channels_with_data();
   if (c == 0) return 0;
-  return int64_t(weights.size()) / c + 4 * 3;  // weights + bias, mult, shift
+  // One channel's arrays as the op lays them out (core/op.h).
+  const core::DataLayout one = core::op_def(op)->layout(geo, 1);
+  return one.n[core::kWeights] + 4 * (one.n[core::kBias] + one.n[core::kMult] + one.n[core::kShift]) + one.n[core::kLut];
 }
 
 int64_t QNode::shared_bytes() const {

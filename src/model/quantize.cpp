@@ -106,37 +106,52 @@ float apply_unary(const Node& n, float x) {
     case Op::HardSigmoid: return std::max(0.f, std::min(1.f, n.alpha * x + n.beta_hs));
     case Op::HardSwish: return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
     case Op::Sigmoid: return 1.f / (1.f + std::exp(-x));
-    default: return x;
+    default: return unary_value(n, x, 0);
   }
+}
+
+// An activation as a table of its 256 inputs: one (Lut), or one per channel
+// when it depends on the channel (PRelu: ChannelLut).
+void tables(const Node& n, const QTensor& xin, const QTensor& out, QNode& qn) {
+  const bool per_channel = n.op == Op::PRelu;
+  qn.op = per_channel ? QOp::ChannelLut : QOp::Lut;
+  const int C = per_channel ? xin.shape.c : 1;
+  qn.lut.resize(size_t(C) * 256);
+  for (int c = 0; c < C; ++c)
+    for (int v = -128; v < 128; ++v) {
+      const float x = xin.scale * float(v - xin.zp);
+      const float y = per_channel ? unary_value(n, x, c) : apply_unary(n, x);
+      qn.lut[size_t(c) * 256 + size_t(v + 128)] = int8_t(q_of(y, out.scale, out.zp));
+    }
 }
 
 // Conv, ConvTranspose, Gemm: per-output-channel int8 weights (symmetric, the
 // channel's largest magnitude at 127), int32 bias at s_in * ws, and the
 // requantisation multiplier of each channel.
 void quantize_weights(const Node& n, float s_in, const QTensor& out, QNode& qn) {
-const int C = out.shape.c;
-const size_t per = n.weights.size() / size_t(C);
-qn.weights.resize(n.weights.size());
-qn.bias.resize(C);
-qn.mult.resize(C);
-qn.shift.resize(C);
-for (int o = 0; o < C; ++o) {
-  float amax = 0.f;
-  for (size_t k = 0; k < per; ++k) amax = std::max(amax, std::fabs(n.weights[o * per + k]));
-  double ws = amax > 0 ? double(amax) / 127.0 : 1.0;
-  // A channel whose weights are (nearly) zero but whose bias is
-  // large (BatchNorm folded into a dead filter): widen its weight
-  // scale until the bias fits 2^30 steps of s_in * ws.
-  const double bmax = n.bias.empty() ? 0.0 : std::fabs(double(n.bias[o]));
-  ws = std::max(ws, bmax / (double(s_in) * double(1 << 30)));
-  for (size_t k = 0; k < per; ++k)
-    qn.weights[o * per + k] = int8_t(std::clamp<long>(std::lround(n.weights[o * per + k] / ws), -127, 127));
-  const double b = n.bias.empty() ? 0.0 : double(n.bias[o]);
-  const double bq = std::round(b / (double(s_in) * ws));
-  if (std::fabs(bq) > 2147483647.0) throw Error("node '" + n.name + "': bias does not fit int32");
-  qn.bias[o] = int32_t(bq);
-  quantize_multiplier(double(s_in) * ws / double(out.scale), &qn.mult[o], &qn.shift[o]);
-}
+  const int C = out.shape.c;
+  const size_t per = n.weights.size() / size_t(C);
+  qn.weights.resize(n.weights.size());
+  qn.bias.resize(C);
+  qn.mult.resize(C);
+  qn.shift.resize(C);
+  for (int o = 0; o < C; ++o) {
+    float amax = 0.f;
+    for (size_t k = 0; k < per; ++k) amax = std::max(amax, std::fabs(n.weights[o * per + k]));
+    double ws = amax > 0 ? double(amax) / 127.0 : 1.0;
+    // A channel whose weights are (nearly) zero but whose bias is
+    // large (BatchNorm folded into a dead filter): widen its weight
+    // scale until the bias fits 2^30 steps of s_in * ws.
+    const double bmax = n.bias.empty() ? 0.0 : std::fabs(double(n.bias[o]));
+    ws = std::max(ws, bmax / (double(s_in) * double(1 << 30)));
+    for (size_t k = 0; k < per; ++k)
+      qn.weights[o * per + k] = int8_t(std::clamp<long>(std::lround(n.weights[o * per + k] / ws), -127, 127));
+    const double b = n.bias.empty() ? 0.0 : double(n.bias[o]);
+    const double bq = std::round(b / (double(s_in) * ws));
+    if (std::fabs(bq) > 2147483647.0) throw Error("node '" + n.name + "': bias does not fit int32");
+    qn.bias[o] = int32_t(bq);
+    quantize_multiplier(double(s_in) * ws / double(out.scale), &qn.mult[o], &qn.shift[o]);
+  }
 }
 
 }  // namespace
@@ -244,8 +259,14 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
         [[fallthrough]];
       case Op::MaxPool:
       case Op::Pad:
+      case Op::Slice:
+      case Op::Shuffle:
         // Same quantisation as the input: values are only moved.
-        qn.op = n.op == Op::MaxPool ? QOp::MaxPool : n.op == Op::Pad ? QOp::Pad : QOp::Resize;
+        qn.op = n.op == Op::MaxPool ? QOp::MaxPool
+                : n.op == Op::Pad   ? QOp::Pad
+                : n.op == Op::Slice ? QOp::Slice
+                : n.op == Op::Resize ? QOp::Resize
+                                     : QOp::Shuffle;
         out.scale = q.tensors[n.inputs[0]].scale;
         out.zp = q.tensors[n.inputs[0]].zp;
         break;
@@ -253,16 +274,12 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
       case Op::Clip:
       case Op::HardSigmoid:
       case Op::HardSwish:
-      case Op::Sigmoid: {
-        qn.op = QOp::Lut;
-        const QTensor& xin = q.tensors[n.inputs[0]];
-        qn.lut.resize(256);
-        for (int v = -128; v < 128; ++v) {
-          const float x = xin.scale * float(v - xin.zp);
-          qn.lut[v + 128] = int8_t(q_of(apply_unary(n, x), out.scale, out.zp));
-        }
+      case Op::Sigmoid:
+      case Op::LeakyRelu:
+      case Op::Tanh:
+      case Op::PRelu:
+        tables(n, q.tensors[n.inputs[0]], out, qn);
         break;
-      }
       default:
         throw Error("node '" + n.name + "': op " + op_name(n.op) + " must be folded before quantisation");
     }

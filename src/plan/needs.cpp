@@ -42,7 +42,8 @@ struct Window {
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   int32_t hin = 0, win = 0, hout = 0, wout = 0;
   int32_t cin_g = 1, cout_g = 1;  // channel grouping: out channel o reads the
-                                  // cin_g inputs of group o / cout_g
+                                  // cin_g inputs of group o / cout_g, from
+  int32_t c_off = 0, c_step = 1;  // input channel c_off + (o / cout_g) * c_step
   // Access::kSpans (upsampling): output row oy reads input rows span(0, oy),
   // output column ox columns span(1, ox), in place of the taps above.
   const core::LayerDesc* d = nullptr;
@@ -59,6 +60,8 @@ Window window_of(const core::LayerDesc& d, const Access& a) {
   g.pt = a.pt; g.pl = a.pl;
   g.cin_g = a.cin_g;
   g.cout_g = a.cout_g;
+  g.c_off = a.c_off;
+  g.c_step = a.c_step ? a.c_step : a.cin_g;
   if (a.kind == Access::kSpans) {
     g.d = &d;
     g.span = a.span;
@@ -219,7 +222,7 @@ void window_needs(const Window& g, WindowField& field, int64_t begin, int64_t en
         pr = &plane;
       }
     }
-    const int64_t ci0 = grp * g.cin_g;
+    const int64_t ci0 = g.c_off + grp * g.c_step;
     if (pr->size() == 1 && (*pr)[0].first == 0 && (*pr)[0].second == hw_in) {
       sink.add(ci0 * hw_in, int64_t(g.cin_g) * hw_in);
       continue;
@@ -270,6 +273,20 @@ void NodeNeeds::operand(int k, int64_t begin, int64_t end, std::vector<InputRun>
       // One element per output channel touched.
       const int64_t oc0 = begin / hw_out, oc1 = (end - 1) / hw_out;
       sink.add(oc0, oc1 - oc0 + 1);
+      return;
+    }
+    case Access::kChannelShuffle: {
+      // Each output channel's positions, from its source channel; sorted by
+      // source so the runs come out in increasing order.
+      const int64_t oc0 = begin / hw_out, oc1 = (end - 1) / hw_out;
+      std::vector<std::pair<int64_t, int64_t>> parts;  // (input offset, count)
+      for (int64_t oc = oc0; oc <= oc1; ++oc) {
+        const int64_t lo = oc == oc0 ? begin % hw_out : 0, hi = oc == oc1 ? (end - 1) % hw_out + 1 : hw_out;
+        const int64_t src = core::shuffle_source(int32_t(oc), a.cout_g, X.c);
+        parts.emplace_back(src * hw_in + lo, hi - lo);
+      }
+      std::sort(parts.begin(), parts.end());
+      for (const auto& p : parts) sink.add(p.first, p.second);
       return;
     }
     case Access::kChannelSlice: {
