@@ -166,69 +166,118 @@ void model_seeds() {
                                     record(MsgType::Probe, 1, 9, 77, std::string(16, 'q')));
 }
 
-void onnx_seed() {
+// A small ONNX graph under construction: x [1,3,8,8] float in, "y" out.
+struct OnnxSeed {
   onnx::ModelProto m;
-  m.set_ir_version(7);
-  auto* o = m.add_opset_import();
-  o->set_domain("");
-  o->set_version(13);
-  auto* g = m.mutable_graph();
-  g->set_name("tiny");
-  auto* vi = g->add_input();
-  vi->set_name("x");
-  auto* tt = vi->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  auto init = [&](const std::string& name, std::vector<int64_t> dims) {
+  onnx::GraphProto* g;
+  explicit OnnxSeed(const std::string& name) {
+    m.set_ir_version(7);
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(13);
+    g = m.mutable_graph();
+    g->set_name(name);
+    auto* vi = g->add_input();
+    vi->set_name("x");
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  void init(const std::string& name, std::vector<int64_t> dims, std::vector<float> values = {}) {
     auto* t = g->add_initializer();
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::FLOAT);
     int64_t n = 1;
     for (int64_t d : dims) { t->add_dims(d); n *= d; }
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(float((i * 7) % 11) / 11.f - 0.4f);
-  };
-  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    for (int64_t i = 0; i < n; ++i)
+      t->add_float_data(values.empty() ? float((i * 7) % 11) / 11.f - 0.4f : values[size_t(i)]);
+  }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, const std::string& out) {
     auto* n = g->add_node();
     n->set_op_type(op);
     n->set_name(op + "_" + out);
     for (auto& s : in) n->add_input(s);
     n->add_output(out);
     return n;
-  };
-  auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  }
+  static void ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
     auto* a = n->add_attribute();
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t x : v) a->add_ints(x);
-  };
-  init("w1", {4, 3, 3, 3});
-  init("b1", {4});
-  auto* c1 = node("Conv", {"x", "w1", "b1"}, "c1");
-  ints(c1, "pads", {1, 1, 1, 1});
-  ints(c1, "strides", {2, 2});
-  node("Relu", {"c1"}, "r1");
-  init("w2", {4, 1, 3, 3});
-  auto* c2 = node("Conv", {"r1", "w2"}, "c2");
-  ints(c2, "pads", {1, 1, 1, 1});
-  auto* gr = c2->add_attribute();
-  gr->set_name("group");
-  gr->set_type(onnx::AttributeProto::INT);
-  gr->set_i(4);
-  node("Add", {"c2", "r1"}, "a1");
-  auto* mp = node("MaxPool", {"a1"}, "m1");
-  ints(mp, "kernel_shape", {2, 2});
-  ints(mp, "strides", {2, 2});
-  node("GlobalAveragePool", {"m1"}, "g1");
-  node("Flatten", {"g1"}, "f1");
-  init("w3", {3, 4});
-  init("b3", {3});
-  auto* gm = node("Gemm", {"f1", "w3", "b3"}, "y");
-  auto* tb = gm->add_attribute();
-  tb->set_name("transB");
-  tb->set_type(onnx::AttributeProto::INT);
-  tb->set_i(1);
-  g->add_output()->set_name("y");
-  put("onnx", "tiny.onnx", m.SerializeAsString());
+  }
+  static void integer(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void text(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  void write(const std::string& file) {
+    g->add_output()->set_name("y");
+    put("onnx", file, m.SerializeAsString());
+  }
+};
+
+void onnx_seed() {
+  OnnxSeed s("tiny");
+  s.init("w1", {4, 3, 3, 3});
+  s.init("b1", {4});
+  auto* c1 = s.node("Conv", {"x", "w1", "b1"}, "c1");
+  s.ints(c1, "pads", {1, 1, 1, 1});
+  s.ints(c1, "strides", {2, 2});
+  s.node("Relu", {"c1"}, "r1");
+  s.init("w2", {4, 1, 3, 3});
+  auto* c2 = s.node("Conv", {"r1", "w2"}, "c2");
+  s.ints(c2, "pads", {1, 1, 1, 1});
+  s.integer(c2, "group", 4);
+  s.node("Add", {"c2", "r1"}, "a1");
+  auto* mp = s.node("MaxPool", {"a1"}, "m1");
+  s.ints(mp, "kernel_shape", {2, 2});
+  s.ints(mp, "strides", {2, 2});
+  s.node("GlobalAveragePool", {"m1"}, "g1");
+  s.node("Flatten", {"g1"}, "f1");
+  s.init("w3", {3, 4});
+  s.init("b3", {3});
+  auto* gm = s.node("Gemm", {"f1", "w3", "b3"}, "y");
+  s.integer(gm, "transB", 1);
+  s.write("tiny.onnx");
+}
+
+// The upsampling ops: nearest Resize by scales, a grouped ConvTranspose with
+// output_padding, bilinear Resize by sizes (half_pixel), down again.
+void onnx_upsample_seed() {
+  OnnxSeed s("upsample");
+  s.init("w1", {4, 3, 3, 3});
+  auto* c1 = s.node("Conv", {"x", "w1"}, "c1");
+  s.ints(c1, "pads", {1, 1, 1, 1});
+  s.ints(c1, "strides", {2, 2});
+  s.init("scales", {4}, {1, 1, 2, 2});
+  auto* r1 = s.node("Resize", {"c1", "", "scales"}, "r1");
+  s.text(r1, "mode", "nearest");
+  s.text(r1, "coordinate_transformation_mode", "asymmetric");
+  s.text(r1, "nearest_mode", "floor");
+  s.init("wt", {4, 2, 3, 3});
+  auto* t1 = s.node("ConvTranspose", {"r1", "wt"}, "t1");
+  s.ints(t1, "strides", {2, 2});
+  s.ints(t1, "pads", {1, 1, 1, 1});
+  s.ints(t1, "output_padding", {1, 1});
+  s.integer(t1, "group", 2);
+  auto* sz = s.g->add_initializer();
+  sz->set_name("sizes");
+  sz->set_data_type(onnx::TensorProto::INT64);
+  sz->add_dims(4);
+  for (int64_t v : {1, 4, 6, 6}) sz->add_int64_data(v);
+  auto* r2 = s.node("Resize", {"t1", "", "", "sizes"}, "r2");
+  s.text(r2, "mode", "linear");
+  s.node("GlobalAveragePool", {"r2"}, "g1");
+  s.node("Flatten", {"g1"}, "y");
+  s.write("upsample.onnx");
 }
 
 // The ops of ShuffleNet and of dense heads: Split on channels, LeakyRelu,
@@ -353,6 +402,7 @@ int main(int argc, char** argv) {
     model_seeds();
     onnx_seed();
     onnx_shuffle_seed();
+    onnx_upsample_seed();
     testbed_seeds();
     image_seeds();
   } catch (const std::exception& e) {

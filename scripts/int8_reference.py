@@ -17,11 +17,13 @@ Needs only /usr/bin/python3 and numpy (Debian: python3-numpy).
 """
 import argparse
 import json
+import math
 import os
 import struct
 import sys
 import time
 import zlib
+from fractions import Fraction
 
 import numpy as np
 
@@ -29,7 +31,7 @@ INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 OPS = {1: "Conv", 2: "Gemm", 3: "Add", 4: "Mul", 5: "Concat", 6: "AvgPool",
        7: "GlobalAvgPool", 8: "MaxPool", 9: "Lut", 10: "Pad", 11: "Slice", 12: "Shuffle",
-       13: "ChannelLut"}
+       13: "ChannelLut", 14: "Resize", 15: "ConvTranspose"}
 MAX_INPUTS = 8
 SCALARS = ("out_zp", "act_min", "act_max", "kh", "kw", "sh", "sw", "dh", "dw",
            "pad_t", "pad_l", "pad_b", "pad_r", "groups", "left_shift", "out_mult", "out_shift")
@@ -422,11 +424,103 @@ def op_channel_lut(n, xs, what):
         raise RefError(f"{what}: per-channel LUT has {n['lut'].size} entries, not 256 x {C}")
     tables = n["lut"].reshape(C, 256)
     return tables[np.arange(C)[:, None, None], x.astype(np.int64) + 128]
+def resize_source(coord, n, m, o):
+    """docs/int8.md, Resize: the source coordinate of output index o as an exact fraction."""
+    if coord == 1:                       # asymmetric
+        return Fraction(o * n, m)
+    if coord == 2 or (coord == 4 and m > 1):   # half_pixel, pytorch_half_pixel
+        return Fraction(2 * o + 1, 2) * Fraction(n, m) - Fraction(1, 2)
+    if coord == 4:
+        return Fraction(0)
+    if coord == 3:                       # align_corners
+        return Fraction(o * (n - 1), m - 1) if m > 1 else Fraction(0)
+    raise RefError(f"Resize coordinate transform {coord} unknown")
+
+
+def resize_axis(interp, coord, rounding, n, m):
+    """Per output index: (i0, i1, w1) with w1 the weight of i1 in 256ths."""
+    out = []
+    for o in range(m):
+        x = resize_source(coord, n, m, o)
+        if interp == 1:
+            if rounding == 1:
+                i = math.floor(x)
+            elif rounding == 2:
+                i = math.ceil(x)
+            elif rounding == 3:          # round, halves down
+                i = math.ceil(x - Fraction(1, 2))
+            elif rounding == 4:          # round, halves up
+                i = math.floor(x + Fraction(1, 2))
+            else:
+                raise RefError(f"Resize rounding {rounding} unknown")
+            i = min(max(i, 0), n - 1)
+            out.append((i, i, 0))
+            continue
+        x = min(max(x, Fraction(0)), Fraction(n - 1))
+        i0 = math.floor(x)
+        w1 = math.floor((x - i0) * 256 + Fraction(1, 2))
+        out.append((i0, min(i0 + 1, n - 1), w1))
+    return out
+
+
+def op_resize(n, xs, what):
+    x = xs[0].astype(np.int64)
+    C0, H, W = x.shape
+    C, OH, OW = n["out_dims"]
+    interp, coord, rounding = n["kh"], n["kw"], n["dh"]
+    if C != C0 or interp not in (1, 2):
+        raise RefError(f"{what}: bad Resize")
+    zp = n["slots"][0]["zp"]
+    if n["out_zp"] != zp:
+        raise RefError(f"{what}: Resize output zero point differs from the input's")
+    ry = resize_axis(interp, coord, rounding, H, OH)
+    rx = resize_axis(interp, coord, rounding, W, OW)
+    lo, hi = clamp_bounds(n)
+    y0 = np.array([r[0] for r in ry]); y1 = np.array([r[1] for r in ry]); wy = np.array([r[2] for r in ry])
+    x0 = np.array([r[0] for r in rx]); x1 = np.array([r[1] for r in rx]); wx = np.array([r[2] for r in rx])
+    if interp == 1:
+        return np.clip(x[:, y0][:, :, x0], lo, hi).astype(np.int8)
+    xc = x - zp
+    a, b = xc[:, y0][:, :, x0], xc[:, y0][:, :, x1]
+    c, d = xc[:, y1][:, :, x0], xc[:, y1][:, :, x1]
+    wxr, wyr = wx[None, None, :], wy[None, :, None]
+    acc = (256 - wyr) * ((256 - wxr) * a + wxr * b) + wyr * ((256 - wxr) * c + wxr * d)
+    v = ((acc + (1 << 15)) >> 16) + zp          # nearest, halves up
+    return np.clip(v, lo, hi).astype(np.int8)
+
+
+def op_conv_transpose(n, xs, what):
+    """Scatter form: input (ci, iy, ix) adds w[o][ci][ky][kx] * (x - zp) to output
+    (iy*sh - pad_t + ky, ix*sw - pad_l + kx); the full frame is then cropped."""
+    x = xs[0].astype(np.int64) - n["slots"][0]["zp"]
+    C0, H, W = x.shape
+    C, OH, OW = n["out_dims"]
+    G, kh, kw, sh, sw = n["groups"], n["kh"], n["kw"], n["sh"], n["sw"]
+    if G <= 0 or C0 % G or C % G or n["dh"] != 1 or n["dw"] != 1:
+        raise RefError(f"{what}: bad ConvTranspose geometry")
+    Cg, Og = C0 // G, C // G
+    pt, pl = n["pad_t"], n["pad_l"]
+    FH, FW = (H - 1) * sh + kh, (W - 1) * sw + kw
+    if pt + OH > FH or pl + OW > FW:
+        raise RefError(f"{what}: output larger than the transposed frame")
+    w = n["weights"].astype(np.int64).reshape(G, Og, Cg, kh, kw)
+    full = np.zeros((C, FH, FW), dtype=np.int64)
+    for g in range(G):
+        xg = x[g * Cg:(g + 1) * Cg].reshape(Cg, H * W)
+        for ky in range(kh):
+            for kx in range(kw):
+                contrib = (w[g, :, :, ky, kx] @ xg).reshape(Og, H, W)
+                full[g * Og:(g + 1) * Og, ky:ky + (H - 1) * sh + 1:sh, kx:kx + (W - 1) * sw + 1:sw] += contrib
+    acc = full[:, pt:pt + OH, pl:pl + OW].reshape(C, OH * OW) + n["bias"][:, None]
+    lo, hi = clamp_bounds(n)
+    y = requant(acc, n["mult"][:, None], n["shift"][:, None], n["out_zp"], lo, hi, what)
+    return y.reshape(C, OH, OW)
 
 
 KERNELS = {"Conv": op_conv, "Gemm": op_gemm, "Add": op_add, "Mul": op_mul, "Concat": op_concat,
            "AvgPool": op_avgpool, "GlobalAvgPool": op_gap, "MaxPool": op_maxpool, "Lut": op_lut, "Pad": op_pad,
-           "Slice": op_slice, "Shuffle": op_shuffle, "ChannelLut": op_channel_lut}
+           "Slice": op_slice, "Shuffle": op_shuffle, "ChannelLut": op_channel_lut,
+           "Resize": op_resize, "ConvTranspose": op_conv_transpose}
 
 
 def run_model(m, x):
@@ -602,7 +696,7 @@ def random_model(rng, n_layers, past_cip=False):
     C, H, W = int(rng.integers(1, 7)), int(rng.integers(3, 15)), int(rng.integers(3, 15))
     x = new_tensor((C, H, W))
     ops = ["Conv", "Conv", "Conv", "Gemm", "Add", "Mul", "Concat", "AvgPool", "GlobalAvgPool", "MaxPool", "Lut", "Pad",
-           "Slice", "Shuffle", "ChannelLut"]
+           "Slice", "Shuffle", "ChannelLut", "Resize", "ConvTranspose"]
     for _ in range(n_layers):
         op = str(rng.choice(ops))
         spatial = [i for i, t in enumerate(tensors) if t["shape"][1] > 1 or t["shape"][2] > 1]
@@ -686,6 +780,33 @@ def random_model(rng, n_layers, past_cip=False):
             node("Shuffle", [src], (C, H, W), out_zp=tensors[src]["zp"], groups=g)
         elif op == "ChannelLut":
             node("ChannelLut", [src], (C, H, W), lut=rng.integers(-128, 128, size=256 * C).astype(np.int8))
+        elif op == "Resize":
+            if H * W > 400:
+                continue
+            interp = int(rng.integers(1, 3))
+            oh, ow = int(rng.integers(1, 3 * H + 1)), int(rng.integers(1, 3 * W + 1))
+            lo, hi = clamp_pair()
+            node("Resize", [src], (C, oh, ow), out_zp=tensors[src]["zp"], kh=interp, kw=int(rng.integers(1, 5)),
+                 dh=int(rng.integers(1, 5)) if interp == 1 else 1, act_min=lo, act_max=hi)
+        elif op == "ConvTranspose":
+            if H * W > 400:
+                continue
+            kh, kw, sh, sw = (int(v) for v in rng.integers(1, 5, size=4))
+            pt, pb = int(rng.integers(0, kh)), int(rng.integers(0, kh))
+            pl, pr = int(rng.integers(0, kw)), int(rng.integers(0, kw))
+            oh, ow = (H - 1) * sh + kh - pt - pb, (W - 1) * sw + kw - pl - pr
+            if oh < 1 or ow < 1:
+                continue
+            divs = [d for d in range(1, C + 1) if C % d == 0]
+            G = int(rng.choice(divs))
+            OC = G * int(rng.integers(1, 4))
+            mults = [random_multiplier(rng) for _ in range(OC)]
+            lo, hi = clamp_pair()
+            node("ConvTranspose", [src], (OC, oh, ow), groups=G, act_min=lo, act_max=hi, kh=kh, kw=kw, sh=sh, sw=sw,
+                 pad_t=pt, pad_l=pl, pad_b=pb, pad_r=pr,
+                 weights=rng.integers(-127, 128, size=OC * (C // G) * kh * kw).astype(np.int8),
+                 bias=rng.integers(-(1 << 20), 1 << 20, size=OC), mult=np.array([m for m, _ in mults]),
+                 shift=np.array([s for _, s in mults]))
         elif op == "Pad":
             p = [int(v) for v in rng.integers(0, 4, size=4)]
             node("Pad", [src], (C, H + p[0] + p[2], W + p[1] + p[3]), out_zp=tensors[src]["zp"],

@@ -285,6 +285,41 @@ class ShuffleOnly(nn.Module):
         x = channel_shuffle(F.relu(self.conv2(x)), 3)
         x = channel_shuffle(F.relu(self.conv3(x)), 4)
         return self.fc(x.mean([2, 3]))
+class UNetSmall(nn.Module):
+    """A small FPN / U-Net: strided encoder, a top-down path with nearest
+    Resize (asymmetric, floor) and lateral adds, ConvTranspose up (2x2 stride 2;
+    3x3 stride 2 pad 1 output_padding 1 in 2 groups), bilinear Resize in both
+    torch modes (pytorch_half_pixel, align_corners), a per-pixel sigmoid map."""
+
+    def __init__(self):
+        super().__init__()
+
+        def cbr(cin, cout, s):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, s, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+
+        self.e1 = cbr(3, 8, 1)      # 8x32x32
+        self.e2 = cbr(8, 16, 2)     # 16x16x16
+        self.e3 = cbr(16, 24, 2)    # 24x8x8
+        self.e4 = cbr(24, 32, 2)    # 32x4x4
+        self.l4 = nn.Conv2d(32, 16, 1)
+        self.l3 = nn.Conv2d(24, 16, 1)
+        self.l2 = nn.Conv2d(16, 16, 1)
+        self.up2 = nn.Sequential(nn.ConvTranspose2d(16, 8, 2, 2), nn.BatchNorm2d(8), nn.ReLU())
+        self.up3 = nn.ConvTranspose2d(16, 8, 3, 2, padding=1, output_padding=1, groups=2)
+        self.head = nn.Conv2d(32, 2, 3, 1, 1)
+
+    def forward(self, x):
+        c1 = self.e1(x)
+        c2 = self.e2(c1)
+        c3 = self.e3(c2)
+        c4 = self.e4(c3)
+        p4 = self.l4(c4)                                                    # 16x4x4
+        p3 = self.l3(c3) + F.interpolate(p4, scale_factor=2, mode="nearest")  # 16x8x8
+        p2 = self.l2(c2) + F.interpolate(p3, scale_factor=2, mode="bilinear", align_corners=False)
+        u1 = self.up2(p2)                                                   # 8x32x32
+        u2 = self.up3(F.interpolate(p3, scale_factor=2, mode="bilinear", align_corners=True))  # 8x32x32
+        u3 = F.interpolate(p4, scale_factor=8, mode="nearest")              # 16x32x32
+        return torch.sigmoid(self.head(torch.cat([u1, u2, u3], dim=1)))     # 2x32x32
 
 
 def mobilenet_v3_small_half():
@@ -307,6 +342,8 @@ MODELS = {
     "slices_opset11": (SliceNet, 16, 11),
     "activations": (ActNet, 32, 13),
     "shuffle": (ShuffleOnly, 32, 13),
+    "unet_small": (UNetSmall, 32, 13),
+    "unet_small_dyn": (UNetSmall, 32, 13),  # symbolic H and W (dynamic sizes)
 }
 
 
@@ -337,7 +374,11 @@ def count_layers(model, size):
     params = [0]
 
     def hook(mod, inp, out):
-        if isinstance(mod, nn.Conv2d):
+        if isinstance(mod, nn.ConvTranspose2d):  # core/op.h: the most taps one output reads
+            kh, kw = mod.weight.shape[2], mod.weight.shape[3]
+            sh, sw = mod.stride
+            macs[0] += out.numel() * (mod.in_channels // mod.groups) * (-(-kh // sh)) * (-(-kw // sw))
+        elif isinstance(mod, nn.Conv2d):
             k = mod.weight.shape[1] * mod.weight.shape[2] * mod.weight.shape[3]
             macs[0] += out.numel() * k
         elif isinstance(mod, nn.Linear):
@@ -349,7 +390,7 @@ def count_layers(model, size):
         params[0] += sum(p.numel() for p in mod.parameters(recurse=False))
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, (nn.Conv2d, nn.Linear, MatMulHead))]
+               if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear, MatMulHead))]
     with torch.no_grad():
         model(torch.zeros(1, 3, size, size))
     for h in handles:
@@ -360,6 +401,7 @@ def count_layers(model, size):
 def build(name, out_dir):
     ctor, size, opset = MODELS[name]
     seed = sum(ord(ch) for ch in name.replace("_opset10", "").replace("_opset11", ""))
+    seed = sum(ord(ch) for ch in name.replace("_opset10", "").replace("_dyn", ""))
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     model = ctor()
@@ -370,6 +412,8 @@ def build(name, out_dir):
     torch.onnx.export(model, dummy, onnx_path, opset_version=opset,
                       input_names=["input"], output_names=["output"],
                       do_constant_folding=True,
+                      dynamic_axes=({"input": {2: "H", 3: "W"}, "output": {2: "H", 3: "W"}}
+                                    if name.endswith("_dyn") else None),
                       # PRESERVE keeps BatchNormalization nodes (EVAL would fold them
                       # into the convs at export; the importer must see them raw).
                       training=torch.onnx.TrainingMode.PRESERVE)
@@ -426,7 +470,11 @@ def main():
     for name in args.names or MODELS:
         if name not in MODELS:
             sys.exit("unknown model '%s' (have: %s)" % (name, ", ".join(MODELS)))
-        build(name, args.out)
+        # models with a symbolic input size live apart: the per-model tests
+        # of tests/data/onnx run each file at its stored size
+        out = os.path.join(args.out, "..", "onnx_dyn") if name.endswith("_dyn") else args.out
+        os.makedirs(out, exist_ok=True)
+        build(name, out)
 
 
 if __name__ == "__main__":

@@ -105,8 +105,10 @@ TEST_P(TorchModel, MatchesTorch) {
   // Shapes: the input as stored, the output flat.
   const auto& is = ref.meta["input_shape"];
   EXPECT_EQ(g.shape(g.input), (Shape{is[1].get<int>(), is[2].get<int>(), is[3].get<int>()}));
-  const int classes = ref.meta["output_shape"][1].get<int>();
-  EXPECT_EQ(g.shape(g.output), (Shape{classes, 1, 1}));
+  const auto& os = ref.meta["output_shape"];  // [1,N] (classifiers) or [1,C,H,W] (maps)
+  const Shape out_shape = os.size() == 4 ? Shape{os[1].get<int>(), os[2].get<int>(), os[3].get<int>()}
+                                         : Shape{os[1].get<int>(), 1, 1};
+  EXPECT_EQ(g.shape(g.output), out_shape);
 
   // Layer counts and work as torch counts them.
   const auto& counts = ref.meta["counts"];
@@ -117,7 +119,7 @@ TEST_P(TorchModel, MatchesTorch) {
   EXPECT_EQ(real_bn, counts["BatchNorm"].get<int>());
   int64_t macs = 0, params = 0;
   for (const Node& n : g.nodes)
-    if (n.op == Op::Conv || n.op == Op::Gemm) {
+    if (n.op == Op::Conv || n.op == Op::ConvTranspose || n.op == Op::Gemm) {
       macs += node_macs(g, n);
       params += int64_t(n.weights.size() + n.bias.size());
       EXPECT_EQ(node_params(n), int64_t(n.weights.size() + n.bias.size()));
@@ -211,7 +213,7 @@ TEST_P(TorchModel, MatchesTorchAfterFold) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchModel,
                          ::testing::Values("mobilenet_v2", "mobilenet_v3_small", "squeezenet_mini", "resnet_small",
                                            "mnasnet", "tiny", "tiny_opset10", "shufflenet_v2", "slices",
-                                           "slices_opset11", "activations", "shuffle"));
+                                           "slices_opset11", "activations", "shuffle", "unet_small"));
 
 TEST(OnnxImport, ResidualEdgesInResNet) {
   Graph g = import_onnx(kDataDir + "resnet_small.onnx");

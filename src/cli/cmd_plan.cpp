@@ -58,7 +58,7 @@ PlanConfig make_plan_config(const PlanCmdOptions& o) {
 PlanResult run_plan(const PlanConfig& c) {
   PlanResult r;
   r.q = quantized_model(c.model, c.size, QuantizeOptions{});
-  r.plan = plan::make_plan(r.q, c.testbed, c.plan);
+  r.plan = plan::make_plan_or_count(r.q, c.testbed, c.plan);
   if (!c.out.empty()) r.paths = plan::write_fragments(r.q, r.plan, c.out);
   return r;
 }

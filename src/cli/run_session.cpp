@@ -184,7 +184,7 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
   res.testbed = c.testbed;
   plan::Testbed& tb = res.testbed;
   plan::PlanOptions popt = c.plan;
-  plan::Plan p = plan::make_plan(q, tb, popt);
+  plan::Plan p = plan::make_plan_or_count(q, tb, popt);
   check_flip_faults(c.faults, q, p);
   res.cost_host = popt.cost.host;
   // Boards.

@@ -37,6 +37,9 @@ constexpr int kMaxInputs = 8;
 //   Slice          strided sub-box of channels, rows and columns (Slice, Split)
 //   Shuffle        channel shuffle: a permutation of whole channels (groups)
 //   ChannelLut     elementwise int8 -> int8 table per channel (PRelu)
+//   Resize         nearest or bilinear upsampling of H and W (ops/resize.h:
+//                  the mode in kh, kw, dh)
+//   ConvTranspose  transposed convolution: groups, stride, pads, dilation 1
 #define TS_QOPS(X) \
   X(Conv, 1)       \
   X(Gemm, 2)       \
@@ -50,7 +53,9 @@ constexpr int kMaxInputs = 8;
   X(Pad, 10)       \
   X(Slice, 11)     \
   X(Shuffle, 12)   \
-  X(ChannelLut, 13)
+  X(ChannelLut, 13) \
+  X(Resize, 14)    \
+  X(ConvTranspose, 15)
 
 enum class QOp : uint8_t {
 #define TS_QOP_ENUM(name, code) name = code,

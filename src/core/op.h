@@ -57,6 +57,10 @@ struct Access {
                     // channels at the same positions (Concat)
     kChannelShuffle,  // output channel o reads the whole-channel source
                       // shuffle_source(o, cout_g, C) at the same positions (Shuffle)
+    kSpans,         // upsampling (Resize, ConvTranspose): output (oy, ox) reads
+                    // input rows span(0, oy) x columns span(1, ox), each a
+                    // half-open range non-decreasing in the output index;
+                    // channels grouped as kWindow (cin_g, cout_g)
   };
   Kind kind = kSame;
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // kWindow
@@ -65,6 +69,9 @@ struct Access {
   // (c_step 0: cin_g, the grouped convolution's); a Slice's channel start and step.
   int32_t c_off = 0, c_step = 0;
   int32_t offset = 0;                                                     // kChannelSlice
+  // kSpans: the input indices [*lo, *hi) along axis (0 rows, 1 columns) that
+  // output index o reads, clipped to the input (empty: *hi <= *lo).
+  void (*span)(const LayerDesc& L, int axis, int32_t o, int32_t* lo, int32_t* hi) = nullptr;
 };
 
 // The input channel that output channel o of a channel shuffle of C

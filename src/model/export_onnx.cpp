@@ -1,6 +1,8 @@
 // QGraph -> ONNX (QDQ form). See export_onnx.h for the mapping and its limits.
 #include "model/export_onnx.h"
 
+#include "core/ops/resize.h"
+
 #include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h (ONNX_ML)
 
 #include <cctype>
@@ -108,6 +110,12 @@ class Exporter {
     a->set_name(name);
     a->set_type(pb::AttributeProto::INT);
     a->set_i(v);
+  }
+  static void attr_str(pb::NodeProto* n, const char* name, const char* v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(pb::AttributeProto::STRING);
+    a->set_s(v);
   }
   static void attr_ints(pb::NodeProto* n, const char* name, std::initializer_list<int64_t> v) {
     auto* a = n->add_attribute();
@@ -338,6 +346,22 @@ class Exporter {
         node("Pad", {as_4d(n.inputs[0]), pads, value}, {qname_[y]}, base);
         return;
       }
+      case QOp::Resize: {
+        // Nearest only moves values: ONNX Resize on the quantised tensor, to
+        // the stored size. Bilinear's integer blend has no ONNX equivalent.
+        if (d.kh != core::resize::kNearest)
+          throw Error("ONNX export: node '" + n.name + "' (Resize): bilinear Resize cannot be exported");
+        static const char* const kCoord[] = {"", "asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel"};
+        static const char* const kRound[] = {"", "floor", "ceil", "round_prefer_floor", "round_prefer_ceil"};
+        const std::string sizes = init_i64(fresh(base + ".sizes"), {4}, {1, d.out.c, d.out.h, d.out.w});
+        auto* r = node("Resize", {as_4d(n.inputs[0]), "", "", sizes}, {qname_[y]}, base);
+        attr_str(r, "mode", "nearest");
+        attr_str(r, "coordinate_transformation_mode", kCoord[d.kw]);
+        attr_str(r, "nearest_mode", kRound[d.dh]);
+        return;
+      }
+      case QOp::ConvTranspose:
+        throw Error("ONNX export: node '" + n.name + "' (ConvTranspose) cannot be exported yet");
       case QOp::Lut: {
         // out = table[x + 128] in the integer domain: Cast to int32, offset
         // (uint8 values already start at 0), Gather from the 256 entries.

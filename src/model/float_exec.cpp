@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/op.h"
+#include "core/ops/resize.h"
 
 namespace ts {
 
@@ -341,6 +342,83 @@ void eval_shuffle(const Operands& a, std::vector<float>& y) {
   }
 }
 
+// Resize: nearest copies the element core/ops/resize.h picks (the same
+// rational coordinates as the int8 kernel); linear blends in double.
+void eval_resize(const Operands& a, std::vector<float>& y) {
+  namespace rs = core::resize;
+  const Node& n = a.n;
+  const Shape &is = a.is, &os = a.os;
+  if (os.c != is.c) bad(n, "channel count changes");
+  // Per axis: the two sources and the weight of the second.
+  auto axis = [&](int in, int out, std::vector<int>& i0, std::vector<int>& i1, std::vector<double>& w) {
+    i0.resize(size_t(out)); i1.resize(size_t(out)); w.assign(size_t(out), 0.0);
+    for (int o = 0; o < out; ++o) {
+      if (n.interp == rs::kNearest) {
+        i0[size_t(o)] = i1[size_t(o)] = rs::nearest(n.coord, n.rounding, in, out, o);
+        continue;
+      }
+      int64_t num, den;
+      rs::source(n.coord, in, out, o, &num, &den);
+      const double src = std::clamp(double(num) / double(den), 0.0, double(in - 1));
+      const int f = std::min(int(src), in - 1);
+      i0[size_t(o)] = f;
+      i1[size_t(o)] = std::min(f + 1, in - 1);
+      w[size_t(o)] = src - f;
+    }
+  };
+  std::vector<int> y0, y1, x0, x1;
+  std::vector<double> wy, wx;
+  axis(is.h, os.h, y0, y1, wy);
+  axis(is.w, os.w, x0, x1, wx);
+  for (int c = 0; c < os.c; ++c) {
+    const float* x = a.x().data() + size_t(c) * is.h * is.w;
+    float* o = y.data() + size_t(c) * os.h * os.w;
+    for (int oy = 0; oy < os.h; ++oy) {
+      const float* r0 = x + size_t(y0[size_t(oy)]) * is.w;
+      const float* r1 = x + size_t(y1[size_t(oy)]) * is.w;
+      for (int ox = 0; ox < os.w; ++ox) {
+        const size_t a0 = size_t(x0[size_t(ox)]), a1 = size_t(x1[size_t(ox)]);
+        const double top = r0[a0] + (r0[a1] - double(r0[a0])) * wx[size_t(ox)];
+        const double bot = r1[a0] + (r1[a1] - double(r1[a0])) * wx[size_t(ox)];
+        o[size_t(oy) * os.w + ox] = float(top + (bot - top) * wy[size_t(oy)]);
+      }
+    }
+  }
+}
+
+// ConvTranspose: every input element scatters its kernel into the output
+// (weights stored as Conv's, [o][cin/groups][kh][kw]).
+void eval_conv_transpose(const Operands& a, std::vector<float>& y) {
+  const Node& n = a.n;
+  const Shape &is = a.is, &os = a.os;
+  const int G = n.groups;
+  if (G <= 0 || is.c % G || os.c % G) bad(n, "channels do not divide into groups");
+  const int cin_g = is.c / G, cout_g = os.c / G;
+  if (n.weights.size() != size_t(os.c) * cin_g * n.kh * n.kw) bad(n, "weight count does not match the shapes");
+  const size_t plane = size_t(os.h) * os.w;
+  for (int oc = 0; oc < os.c; ++oc) {
+    float* o = y.data() + size_t(oc) * plane;
+    std::fill(o, o + plane, n.bias.empty() ? 0.f : n.bias[size_t(oc)]);
+    const int ci0 = (oc / cout_g) * cin_g;
+    for (int ci = 0; ci < cin_g; ++ci) {
+      const float* x = a.x().data() + size_t(ci0 + ci) * is.h * is.w;
+      const float* wk = n.weights.data() + (size_t(oc) * cin_g + ci) * n.kh * n.kw;
+      for (int iy = 0; iy < is.h; ++iy)
+        for (int ky = 0; ky < n.kh; ++ky) {
+          const int oy = iy * n.sh - n.pad_t + ky;
+          if (oy < 0 || oy >= os.h) continue;
+          for (int ix = 0; ix < is.w; ++ix) {
+            const float v = x[size_t(iy) * is.w + ix];
+            for (int kx = 0; kx < n.kw; ++kx) {
+              const int ox = ix * n.sw - n.pad_l + kx;
+              if (ox >= 0 && ox < os.w) o[size_t(oy) * os.w + ox] += wk[ky * n.kw + kx] * v;
+            }
+          }
+        }
+    }
+  }
+}
+
 void eval_softmax(const Operands& a, std::vector<float>& y) {
   const std::vector<float>& x = a.x();
   const size_t N = y.size();
@@ -381,6 +459,8 @@ std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<co
       case Op::Softmax: eval_softmax(a, y); break;
       case Op::Slice: eval_slice(a, y); break;
       case Op::Shuffle: eval_shuffle(a, y); break;
+      case Op::Resize: eval_resize(a, y); break;
+      case Op::ConvTranspose: eval_conv_transpose(a, y); break;
       default: bad(n, "unknown op");
     }
   }

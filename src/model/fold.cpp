@@ -9,7 +9,7 @@ bool single_consumer(const Graph& g, int tensor) {
   return g.tensors[tensor].consumers.size() == 1 && tensor != g.output;
 }
 
-// Scales output channel o of a Conv/Gemm by s and adds t to its bias.
+// Scales output channel o of a Conv/ConvTranspose/Gemm by s and adds t to its bias.
 void scale_channel(Node& n, int o, double s, double t, size_t per_out) {
   for (size_t k = 0; k < per_out; ++k) n.weights[o * per_out + k] = float(n.weights[o * per_out + k] * s);
   n.bias[o] = float(n.bias[o] * s + t);
@@ -52,7 +52,7 @@ Graph fold(const Graph& src, FoldStats* stats) {
       s[c] = double(n.gamma[c]) / std::sqrt(double(n.var[c]) + double(n.eps));
       t[c] = double(n.beta[c]) - double(n.mean[c]) * s[c];
     }
-    if (p >= 0 && single_consumer(g, x) && (g.nodes[p].op == Op::Conv || g.nodes[p].op == Op::Gemm) &&
+    if (p >= 0 && single_consumer(g, x) && (g.nodes[p].op == Op::Conv || g.nodes[p].op == Op::ConvTranspose || g.nodes[p].op == Op::Gemm) &&
         g.nodes[p].act == Act::None) {
       Node& c = g.nodes[p];
       if (c.bias.empty()) c.bias.assign(C, 0.f);
@@ -84,7 +84,8 @@ Graph fold(const Graph& src, FoldStats* stats) {
     const int p = g.tensors[x].producer;
     if (p < 0 || !single_consumer(g, x)) continue;
     Node& prod = g.nodes[p];
-    if ((prod.op != Op::Conv && prod.op != Op::Gemm && prod.op != Op::Add) || prod.act != Act::None) continue;
+    const bool fusable = prod.op == Op::Conv || prod.op == Op::ConvTranspose || prod.op == Op::Gemm || prod.op == Op::Add;
+    if (!fusable || prod.act != Act::None) continue;
     if (n.op == Op::Relu) {
       prod.act = Act::Relu;
     } else if (n.lo == 0.f && n.hi == 6.f) {

@@ -31,6 +31,8 @@ const char* op_name(Op op) {
     case Op::PRelu: return "PRelu";
     case Op::Slice: return "Slice";
     case Op::Shuffle: return "Shuffle";
+    case Op::Resize: return "Resize";
+    case Op::ConvTranspose: return "ConvTranspose";
     case Op::Identity: return "Identity";
   }
   return "?";
@@ -130,6 +132,25 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
               conv_out(x.w, n.kw, n.sw, n.dw, n.pad_l, n.pad_r)};
       if (o.h <= 0 || o.w <= 0) throw fail("input " + to_string(x) + " is too small for the kernel");
       return o;
+    }
+    case Op::ConvTranspose: {
+      const Shape& x = in(0);
+      check_geometry(n, false);
+      if (n.groups <= 0 || x.c % n.groups) throw fail("input channels not divisible by groups");
+      const size_t per_out = size_t(x.c / n.groups) * n.kh * n.kw;
+      if (n.weights.empty() || n.weights.size() % per_out) throw fail("weight size does not match kernel and input channels");
+      if (n.weights.size() / per_out > size_t(kMaxTensorElems)) throw fail("too many output channels");
+      const int cout = int(n.weights.size() / per_out);
+      if (cout % n.groups) throw fail("output channels not divisible by groups");
+      if (!n.bias.empty() && int(n.bias.size()) != cout) throw fail("bias size mismatch");
+      return {cout, int(std::min<int64_t>(kMaxTensorElems, int64_t(x.h - 1) * n.sh + n.kh - n.pad_t - n.pad_b)),
+              int(std::min<int64_t>(kMaxTensorElems, int64_t(x.w - 1) * n.sw + n.kw - n.pad_l - n.pad_r))};
+    }
+    case Op::Resize: {
+      const Shape& x = in(0);
+      if (n.interp < 1 || n.interp > 2 || n.coord < 1 || n.coord > 4 || n.rounding < 1 || n.rounding > 4)
+        throw fail("unknown Resize mode");
+      return {x.c, n.out_h, n.out_w};
     }
     case Op::AvgPool:
     case Op::MaxPool: {
@@ -306,6 +327,8 @@ int64_t node_macs(const Graph& g, const Node& n) {
     case Op::GlobalAvgPool: d.op = core::QOp::GlobalAvgPool; break;
     case Op::MaxPool: d.op = core::QOp::MaxPool; break;
     case Op::Pad: d.op = core::QOp::Pad; break;
+    case Op::Resize: d.op = core::QOp::Resize; break;
+    case Op::ConvTranspose: d.op = core::QOp::ConvTranspose; break;
     case Op::Relu:
     case Op::Clip:
     case Op::HardSigmoid:
@@ -326,6 +349,9 @@ int64_t node_macs(const Graph& g, const Node& n) {
   d.kh = n.kh; d.kw = n.kw; d.sh = n.sh; d.sw = n.sw; d.dh = n.dh; d.dw = n.dw;
   d.pad_t = n.pad_t; d.pad_l = n.pad_l; d.pad_b = n.pad_b; d.pad_r = n.pad_r;
   d.groups = n.groups;
+  if (n.op == Op::Resize) {
+    d.kh = n.interp; d.kw = n.coord; d.dh = n.rounding;
+  }
   return int64_t(core::range_macs(d, 0, d.out.size()));
 }
 

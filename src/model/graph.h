@@ -38,6 +38,8 @@ enum class Op : uint8_t {
   Slice,          // strided sub-box: channels from pad_b step dh, rows from pad_t
                   // step sh, columns from pad_l step sw; extents slice_c/h/w
   Shuffle,        // channel shuffle in `groups` groups (o = i*g + j reads j*(C/g) + i)
+  Resize,         // nearest or bilinear to out_h x out_w (interp, coord, rounding)
+  ConvTranspose,  // groups, stride, pads, dilation 1; weights stored as Conv's OIHW
   Identity,
 };
 
@@ -76,6 +78,10 @@ struct Node {
   int dh = 1, dw = 1;
   int groups = 1;
   bool count_include_pad = false;  // AvgPool
+
+  // Resize: the output size and the mode, as core/ops/resize.h codes.
+  int out_h = 0, out_w = 0;
+  int interp = 1, coord = 1, rounding = 1;
 
   // Conv: OIHW [out][in/groups][kh][kw]; Gemm: [out][in]. bias may be empty.
   std::vector<float> weights;

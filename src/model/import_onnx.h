@@ -8,7 +8,11 @@
 //   channels, AveragePool, MaxPool (ceil_mode), GlobalAveragePool,
 //   GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul with constant weights,
 //   Flatten, Reshape / Squeeze / Unsqueeze that only flatten, Identity,
-//   Dropout, Pad (constant zero, spatial), Softmax.
+//   Dropout, Pad (constant zero, spatial), Softmax, Resize / Upsample
+//   (nearest or linear; asymmetric, half_pixel, align_corners,
+//   pytorch_half_pixel; every nearest_mode; by scales giving whole sizes or by
+//   sizes, onnx_upsample.cpp), ConvTranspose (groups, strides, pads,
+//   output_padding; dilation 1).
 //   Add/Sub/Mul/Div of a computed tensor with a scalar or per-channel constant
 //   become a BatchNorm node with mean 0, var 1, eps 0 (an affine map); an Add
 //   of constants right after a Conv/Gemm whose output has no other user is

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "model/onnx_const_fold.h"
+#include "model/onnx_upsample.h"
 
 namespace ts::onnx_import {
 namespace {
@@ -91,6 +92,8 @@ class Lowering {
   void transpose();
   void prelu();
   void take(const Value& x, const std::vector<int64_t>& start, const std::vector<int64_t>& step, const Dims& out, int k);
+  void resize();
+  void conv_transpose();
 
   const Model& m_;
   std::string name_;
@@ -368,6 +371,9 @@ void Lowering::handle(const OnnxNode& n) {
       {"Gemm", &Lowering::gemm},
       {"MatMul", &Lowering::matmul},
       {"Pad", &Lowering::pad},
+      {"Resize", &Lowering::resize},
+      {"Upsample", &Lowering::resize},
+      {"ConvTranspose", &Lowering::conv_transpose},
       {"Softmax", &Lowering::softmax},
       {"Flatten", &Lowering::reshape_like},
       {"Reshape", &Lowering::reshape_like},
@@ -551,6 +557,28 @@ void Lowering::conv() {
     nd.bias = to_floats(b);
   }
   emit(std::move(nd), {1, O, win.oh, win.ow});
+}
+
+// Resize, Upsample, ConvTranspose: onnx_upsample.cpp.
+void Lowering::resize() {
+  const Value& x = dyn_map(0);
+  Dims out;
+  Node nd = lower_resize(*cur_, m_.opset, x.dims, operand_, &out);
+  Node b = base(Op::Resize, {x.tensor});
+  nd.name = b.name;
+  nd.inputs = b.inputs;
+  if (out == x.dims) return alias(x, x.dims);
+  emit(std::move(nd), out);
+}
+
+void Lowering::conv_transpose() {
+  const Value& x = dyn_map(0);
+  Dims out;
+  Node nd = lower_conv_transpose(*cur_, x.dims, cst(1), present(2) ? &cst(2) : nullptr, &out);
+  Node b = base(Op::ConvTranspose, {x.tensor});
+  nd.name = b.name;
+  nd.inputs = b.inputs;
+  emit(std::move(nd), out);
 }
 
 void Lowering::batchnorm() {
@@ -855,7 +883,7 @@ Graph Lowering::finish() {
     const Node& add = nodes_[i];
     const int x = resolve(add.inputs[0]);
     Node* prod = producer(x);
-    if (!prod || users[size_t(x)] != 1 || (prod->op != Op::Conv && prod->op != Op::Gemm)) continue;
+    if (!prod || users[size_t(x)] != 1 || (prod->op != Op::Conv && prod->op != Op::ConvTranspose && prod->op != Op::Gemm)) continue;
     const size_t C = add.beta.size();
     if (prod->bias.empty()) prod->bias.assign(C, 0.f);
     for (size_t c = 0; c < C; ++c) prod->bias[c] += add.beta[c];

@@ -25,6 +25,13 @@ std::string resolve_model(const std::string& spec) {
       throw Error("default model not found at '" + p.string() + "'; run scripts/setup.sh (or scripts/fetch_model.sh) first");
     return p.string();
   }
+  if (spec == "ppocr-det") {  // PP-OCRv4 text detection (scripts/fetch_model.sh ppocr-det)
+    const std::string home = project_home();
+    const fs::path p = fs::path(home.empty() ? "." : home) / "models" / "ppocr-det" / "model.onnx";
+    if (!fs::exists(p))
+      throw Error("model 'ppocr-det' not found at '" + p.string() + "'; run scripts/fetch_model.sh ppocr-det first");
+    return p.string();
+  }
   if (!fs::exists(spec)) throw Error("model file '" + spec + "' does not exist");
   if (fs::is_directory(spec)) {
     if (fs::exists(fs::path(spec) / "model.json")) return (fs::path(spec) / "model.json").string();
@@ -100,11 +107,39 @@ std::string size_note(const std::string& spec, int size) {
          "trained size";
 }
 
+// The stride an ONNX model with a symbolic input size needs: the input size
+// over its smallest feature map, measured at a size every usual stride divides
+// (0 if it cannot be told).
+int onnx_stride(const std::string& path) {
+  constexpr int kProbe = 256;
+  try {
+    const Graph g = import_onnx(path, kProbe);
+    int smallest = kProbe;
+    for (const Tensor& t : g.tensors)
+      if (t.shape.h > 1) smallest = std::min(smallest, t.shape.h);
+    return smallest > 0 && kProbe % smallest == 0 ? kProbe / smallest : 0;
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 Graph import_model(const std::string& spec, int size) {
   const std::string path = resolve_model(spec);
   if (is_quantized_file(path)) throw Error("'" + path + "' is already quantised; this command needs a float model");
   const int s = resolve_input_size(path, size);
-  return is_tfjs_file(path) ? import_tfjs(path, s) : import_onnx(path, s);
+  if (is_tfjs_file(path)) return import_tfjs(path, s);
+  try {
+    return import_onnx(path, s);
+  } catch (const Error&) {
+    // A symbolic size the model cannot take (its feature maps no longer
+    // line up): say which sizes it takes.
+    const int stride = s > 0 ? onnx_stride(path) : 0;
+    if (stride > 1 && s % stride != 0)
+      throw Error("'" + path + "' takes input sizes that are multiples of " + std::to_string(stride) + "; " +
+                  std::to_string(s) + " is not (try " + std::to_string(s / stride * stride > 0 ? s / stride * stride : stride) +
+                  " or " + std::to_string((s / stride + 1) * stride) + ")");
+    throw;
+  }
 }
 
 std::string default_calib_dir() { return (fs::path(project_home()) / "data" / "calib").string(); }

@@ -125,6 +125,35 @@ void tables(const Node& n, const QTensor& xin, const QTensor& out, QNode& qn) {
     }
 }
 
+// Conv, ConvTranspose, Gemm: per-output-channel int8 weights (symmetric, the
+// channel's largest magnitude at 127), int32 bias at s_in * ws, and the
+// requantisation multiplier of each channel.
+void quantize_weights(const Node& n, float s_in, const QTensor& out, QNode& qn) {
+  const int C = out.shape.c;
+  const size_t per = n.weights.size() / size_t(C);
+  qn.weights.resize(n.weights.size());
+  qn.bias.resize(C);
+  qn.mult.resize(C);
+  qn.shift.resize(C);
+  for (int o = 0; o < C; ++o) {
+    float amax = 0.f;
+    for (size_t k = 0; k < per; ++k) amax = std::max(amax, std::fabs(n.weights[o * per + k]));
+    double ws = amax > 0 ? double(amax) / 127.0 : 1.0;
+    // A channel whose weights are (nearly) zero but whose bias is
+    // large (BatchNorm folded into a dead filter): widen its weight
+    // scale until the bias fits 2^30 steps of s_in * ws.
+    const double bmax = n.bias.empty() ? 0.0 : std::fabs(double(n.bias[o]));
+    ws = std::max(ws, bmax / (double(s_in) * double(1 << 30)));
+    for (size_t k = 0; k < per; ++k)
+      qn.weights[o * per + k] = int8_t(std::clamp<long>(std::lround(n.weights[o * per + k] / ws), -127, 127));
+    const double b = n.bias.empty() ? 0.0 : double(n.bias[o]);
+    const double bq = std::round(b / (double(s_in) * ws));
+    if (std::fabs(bq) > 2147483647.0) throw Error("node '" + n.name + "': bias does not fit int32");
+    qn.bias[o] = int32_t(bq);
+    quantize_multiplier(double(s_in) * ws / double(out.scale), &qn.mult[o], &qn.shift[o]);
+  }
+}
+
 }  // namespace
 
 QGraph quantize(const Graph& g, const Calibration& cal) {
@@ -176,26 +205,10 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
 
     switch (n.op) {
       case Op::Conv:
+      case Op::ConvTranspose:
       case Op::Gemm: {
-        qn.op = n.op == Op::Conv ? QOp::Conv : QOp::Gemm;
-        const int C = out.shape.c;
-        const size_t per = n.weights.size() / size_t(C);
-        qn.weights.resize(n.weights.size());
-        qn.bias.resize(C);
-        qn.mult.resize(C);
-        qn.shift.resize(C);
-        for (int o = 0; o < C; ++o) {
-          float amax = 0.f;
-          for (size_t k = 0; k < per; ++k) amax = std::max(amax, std::fabs(n.weights[o * per + k]));
-          const double ws = amax > 0 ? double(amax) / 127.0 : 1.0;
-          for (size_t k = 0; k < per; ++k)
-            qn.weights[o * per + k] = int8_t(std::clamp<long>(std::lround(n.weights[o * per + k] / ws), -127, 127));
-          const double b = n.bias.empty() ? 0.0 : double(n.bias[o]);
-          const double bq = std::round(b / (double(s_in) * ws));
-          if (std::fabs(bq) > 2147483647.0) throw Error("node '" + n.name + "': bias does not fit int32");
-          qn.bias[o] = int32_t(bq);
-          quantize_multiplier(double(s_in) * ws / double(out.scale), &qn.mult[o], &qn.shift[o]);
-        }
+        qn.op = n.op == Op::Conv ? QOp::Conv : n.op == Op::ConvTranspose ? QOp::ConvTranspose : QOp::Gemm;
+        quantize_weights(n, s_in, out, qn);
         act_clamp(n, out.scale, out.zp, d);
         break;
       }
@@ -238,12 +251,22 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
         quantize_multiplier(double(s_in) / (double(out.scale) * xs.h * xs.w), &d.out_mult, &d.out_shift);
         break;
       }
+      case Op::Resize:
+        // The mode in kh, kw, dh (core/ops/resize.h); bilinear blends values
+        // of one quantisation, so the output keeps the input's.
+        d.kh = n.interp; d.kw = n.coord; d.dh = n.rounding;
+        d.sh = d.sw = d.dw = 1;
+        [[fallthrough]];
       case Op::MaxPool:
       case Op::Pad:
       case Op::Slice:
       case Op::Shuffle:
         // Same quantisation as the input: values are only moved.
-        qn.op = n.op == Op::MaxPool ? QOp::MaxPool : n.op == Op::Pad ? QOp::Pad : n.op == Op::Slice ? QOp::Slice : QOp::Shuffle;
+        qn.op = n.op == Op::MaxPool ? QOp::MaxPool
+                : n.op == Op::Pad   ? QOp::Pad
+                : n.op == Op::Slice ? QOp::Slice
+                : n.op == Op::Resize ? QOp::Resize
+                                     : QOp::Shuffle;
         out.scale = q.tensors[n.inputs[0]].scale;
         out.zp = q.tensors[n.inputs[0]].zp;
         break;

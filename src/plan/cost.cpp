@@ -73,7 +73,12 @@ double MeasuredCosts::of(const core::LayerDesc& d) const {
     if (is_depthwise(d)) return depthwise;
     return d.kh == 1 && d.kw == 1 ? pointwise : conv;
   }
-  return size_t(d.op) < op.size() ? op[size_t(d.op)] : 0;
+  const double own = size_t(d.op) < op.size() ? op[size_t(d.op)] : 0;
+  // Ops a cost file predates: ConvTranspose at a convolution's price per
+  // MAC, Resize at MaxPool's (both only move or blend values).
+  if (!(own > 0) && d.op == QOp::ConvTranspose) return conv;
+  if (!(own > 0) && d.op == QOp::Resize) return op[size_t(QOp::MaxPool)];
+  return own;
 }
 
 MeasuredCosts load_measured_costs(const std::string& path) {

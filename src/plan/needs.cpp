@@ -44,6 +44,10 @@ struct Window {
   int32_t cin_g = 1, cout_g = 1;  // channel grouping: out channel o reads the
                                   // cin_g inputs of group o / cout_g, from
   int32_t c_off = 0, c_step = 1;  // input channel c_off + (o / cout_g) * c_step
+  // Access::kSpans (upsampling): output row oy reads input rows span(0, oy),
+  // output column ox columns span(1, ox), in place of the taps above.
+  const core::LayerDesc* d = nullptr;
+  void (*span)(const core::LayerDesc&, int, int32_t, int32_t*, int32_t*) = nullptr;
 };
 
 Window window_of(const core::LayerDesc& d, const Access& a) {
@@ -58,6 +62,10 @@ Window window_of(const core::LayerDesc& d, const Access& a) {
   g.cout_g = a.cout_g;
   g.c_off = a.c_off;
   g.c_step = a.c_step ? a.c_step : a.cin_g;
+  if (a.kind == Access::kSpans) {
+    g.d = &d;
+    g.span = a.span;
+  }
   return g;
 }
 
@@ -104,11 +112,18 @@ class WindowField {
       if (c.xa == xa && c.xb == xb) return c.mask;
     if (colcache_.size() >= 4) colcache_.erase(colcache_.begin());
     ColMask m{xa, xb, std::vector<uint8_t>(size_t(g_.win), 0)};
-    for (int32_t ox = xa; ox < xb; ++ox)
+    for (int32_t ox = xa; ox < xb; ++ox) {
+      if (g_.span) {
+        int32_t lo, hi;
+        g_.span(*g_.d, 1, ox, &lo, &hi);
+        for (int32_t ix = lo; ix < hi; ++ix) m.mask[size_t(ix)] = 1;
+        continue;
+      }
       for (int32_t kx = 0; kx < g_.kw; ++kx) {
         const int32_t ix = ox * g_.sw - g_.pl + kx * g_.dw;
         if (ix >= 0 && ix < g_.win) m.mask[size_t(ix)] = 1;
       }
+    }
     colcache_.push_back(std::move(m));
     return colcache_.back().mask;
   }
@@ -119,20 +134,33 @@ class WindowField {
     const int32_t W = g_.wout;
     const int32_t y0 = a / W, y1 = (b - 1) / W;
     // Input rows any of these outputs can touch, clipped to the input.
-    const int32_t lo = std::max(0, y0 * g_.sh - g_.pt);
-    const int32_t hi = std::min(g_.hin, y1 * g_.sh - g_.pt + (g_.kh - 1) * g_.dh + 1);
+    int32_t lo = std::max(0, y0 * g_.sh - g_.pt);
+    int32_t hi = std::min(g_.hin, y1 * g_.sh - g_.pt + (g_.kh - 1) * g_.dh + 1);
+    if (g_.span) {  // spans are non-decreasing in the output row
+      int32_t a0, a1, b0, b1;
+      g_.span(*g_.d, 0, y0, &a0, &a1);
+      g_.span(*g_.d, 0, y1, &b0, &b1);
+      lo = a0;
+      hi = b1;
+    }
     if (hi <= lo) return runs;
     bits_.assign(size_t(hi - lo) * size_t(g_.win), 0);
     for (int32_t oy = y0; oy <= y1; ++oy) {
       const int32_t xa = oy == y0 ? a % W : 0;
       const int32_t xb = oy == y1 ? (b - 1) % W + 1 : W;
       const std::vector<uint8_t>& m = columns(xa, xb);
-      for (int32_t ky = 0; ky < g_.kh; ++ky) {
-        const int32_t iy = oy * g_.sh - g_.pt + ky * g_.dh;
-        if (iy < lo || iy >= hi) continue;
+      auto mark = [&](int32_t iy) {
+        if (iy < lo || iy >= hi) return;
         uint8_t* row = bits_.data() + size_t(iy - lo) * size_t(g_.win);
         for (int32_t x = 0; x < g_.win; ++x) row[x] |= m[size_t(x)];
+      };
+      if (g_.span) {
+        int32_t r0, r1;
+        g_.span(*g_.d, 0, oy, &r0, &r1);
+        for (int32_t iy = r0; iy < r1; ++iy) mark(iy);
+        continue;
       }
+      for (int32_t ky = 0; ky < g_.kh; ++ky) mark(oy * g_.sh - g_.pt + ky * g_.dh);
     }
     // Bitmap -> runs of plane positions (rows are contiguous in the plane).
     const int32_t n = (hi - lo) * g_.win;
@@ -210,7 +238,8 @@ NodeNeeds::NodeNeeds(const QGraph& q, int node) : d_(q.desc(node)) {
   const core::OpDef* op = core::op_def(d_.op);
   for (int k = 0; k < d_.n_inputs; ++k) {
     access_.push_back(op->access(d_, k));
-    field_.push_back(access_.back().kind == Access::kWindow
+    const Access::Kind kind = access_.back().kind;
+    field_.push_back(kind == Access::kWindow || kind == Access::kSpans
                          ? std::make_unique<WindowField>(window_of(d_, access_.back()))
                          : nullptr);
   }
@@ -228,6 +257,7 @@ void NodeNeeds::operand(int k, int64_t begin, int64_t end, std::vector<InputRun>
   const Access& a = access_[size_t(k)];
   switch (a.kind) {
     case Access::kWindow:
+    case Access::kSpans:
       window_needs(window_of(d_, a), *field_[size_t(k)], begin, end, out);
       return;
     case Access::kAll:
@@ -273,7 +303,7 @@ bool NodeNeeds::same_needs(int k, int64_t b0, int64_t e0, int64_t b1, int64_t e1
   if (e0 <= b0 || e1 <= b1) return false;
   const Access& a = access_[size_t(k)];
   if (a.kind == Access::kAll) return true;
-  if (a.kind != Access::kWindow || k != 0) return false;
+  if ((a.kind != Access::kWindow && a.kind != Access::kSpans) || k != 0) return false;
   const int64_t hw = int64_t(d_.out.h) * d_.out.w;
   const int64_t c0 = b0 / hw, c1 = b1 / hw;
   if ((e0 - 1) / hw != c0 || (e1 - 1) / hw != c1) return false;  // more than one channel

@@ -348,7 +348,7 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
     const Board& b = t.boards.at(size_t(w));
     if (wp.peak_ram_bytes > b.ram_bytes) {
       const std::string layer = wp.peak_layer >= 0 ? q.nodes[size_t(wp.peak_layer)].name : "(none)";
-      throw Error("board " + std::to_string(b.id) + ": layer '" + layer + "' needs " +
+      throw RamBudgetError("board " + std::to_string(b.id) + ": layer '" + layer + "' needs " +
                   std::to_string(wp.peak_ram_bytes) + " bytes of RAM (" +
                   std::to_string(wp.peak_ram_bytes - int64_t(core::kWorkerFixedArena)) + " inputs+output + " +
                   std::to_string(core::kWorkerFixedArena) + " fixed), budget is " + std::to_string(b.ram_bytes) +
@@ -472,6 +472,50 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
 
 static_assert(kHostBoardLinks == core::kMaxLinks, "a host board holds core::kMaxLinks links");
 
+namespace {
+
+// n boards like t's first, numbered 0 .. n-1.
+Testbed copies(const Testbed& t, int n) {
+  Testbed c = t;
+  c.boards.assign(size_t(n), t.boards.front());
+  for (int i = 0; i < n; ++i) c.boards[size_t(i)].id = i;
+  return c;
+}
+
+bool fits(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+  try {
+    make_plan(q, t, opt);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The fewest boards like t's (all alike, started here) that hold every share
+// in RAM, searched up to kMaxCount; 0 if none does.
+int boards_needed(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+  constexpr int kMaxCount = 256;
+  for (const Board& b : t.boards) {
+    Board a = b, f = t.boards.front();
+    a.id = f.id = 0;
+    if (!(a == f) || b.address != "local") return 0;
+  }
+  int lo = int(t.boards.size()), hi = lo;  // lo does not fit
+  while (true) {
+    hi = std::min(kMaxCount, hi * 2);
+    if (fits(q, copies(t, hi), opt)) break;
+    if (hi == kMaxCount) return 0;
+    lo = hi;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (fits(q, copies(t, mid), opt) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
 Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (opt.route != Route::Direct || !opt.route_fallback) return plan_on_route(q, t, opt);
   PlanOptions direct = opt;
@@ -490,6 +534,18 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   r.route_note = "planned on the relay route: the direct route needs " + std::to_string(l.links) + " links on board " +
                  std::to_string(t.boards.at(size_t(l.board)).id) + ", which holds at most " + std::to_string(l.limit);
   return r;
+}
+
+Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+  try {
+    return make_plan(q, t, opt);
+  } catch (const RamBudgetError& e) {
+    if (!opt.check_budgets || t.boards.empty()) throw;
+    const int n = boards_needed(q, t, opt);
+    if (n <= 0) throw;
+    throw Error(std::string(e.what()) + "; " + std::to_string(n) + " such boards hold it (--workers " +
+                std::to_string(n) + ")");
+  }
 }
 
 int64_t WorkerPlan::computing_ram_bytes(size_t node) const {

@@ -208,6 +208,16 @@ struct Plan {
 // layer and bytes) or flash (naming the board).
 Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt = {});
 
+// A board's RAM is too small for its share (check_budgets throws it).
+struct RamBudgetError : Error {
+  using Error::Error;
+};
+
+// make_plan; when the boards' RAM is too small and they are all alike and
+// started here, the one line also says how many such boards hold the model
+// (a search over plans, up to 256 boards): what `run` and `plan` call.
+Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& opt = {});
+
 // Steps 3 only, with given shares (one per board, >= 0, positive sum): no
 // ratings, no allocation, no budget check. `ratings` of the result are the
 // shares.

@@ -1,0 +1,205 @@
+// Upsampling ops (Resize nearest/bilinear in every coordinate mode,
+// ConvTranspose): the planner's exact input needs against brute force from
+// the definitions (docs/int8.md), the input box holding them, and real runs
+// of the FPN/U-Net test model (tests/data/onnx/unet_small*.onnx) on 1, 3 and
+// 8 host boards with every strategy family, bit-exact against the int8
+// reference; a symbolic input size the model cannot take is one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/op.h"
+#include "core/ops/resize.h"
+#include "plan/needs.h"
+#include "plan/plan.h"
+#include "support/shell.h"
+
+namespace {
+
+using namespace ts;
+using core::QOp;
+using ts::testing::tinysplit;
+namespace rs = core::resize;
+
+const std::string kOnnx = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
+
+// One-node graph: input (c, h, w) -> the op with geometry g, output (oc, oh, ow).
+QGraph one_node(QOp op, const core::LayerDesc& g, Shape in, Shape out) {
+  QGraph q;
+  q.tensors.resize(2);
+  q.tensors[0].name = "x";
+  q.tensors[0].shape = in;
+  q.tensors[1].name = "y";
+  q.tensors[1].shape = out;
+  q.input = 0;
+  q.output = 1;
+  QNode n;
+  n.name = "up";
+  n.op = op;
+  n.inputs = {0};
+  n.output = 1;
+  n.geo = g;
+  n.geo.op = op;
+  n.geo.in[0] = core::Dims{in.c, in.h, in.w};
+  n.geo.out = core::Dims{out.c, out.h, out.w};
+  if (op == QOp::ConvTranspose) {
+    const int per = in.c / g.groups * g.kh * g.kw;
+    n.weights.assign(size_t(out.c * per), 1);
+    n.bias.assign(size_t(out.c), 0);
+    n.mult.assign(size_t(out.c), 1 << 30);
+    n.shift.assign(size_t(out.c), 0);
+  }
+  q.nodes.push_back(n);
+  q.link();
+  return q;
+}
+
+// Input rows (axis 0) or columns (axis 1) output index o reads, from the
+// definitions: ConvTranspose o = i*s - p + k for a tap k; Resize the nearest
+// index or the two blended ones.
+std::vector<int> brute_axis(const core::LayerDesc& d, int axis, int o) {
+  const int n = axis ? d.in[0].w : d.in[0].h, m = axis ? d.out.w : d.out.h;
+  std::vector<int> r;
+  if (d.op == QOp::ConvTranspose) {
+    const int k = axis ? d.kw : d.kh, s = axis ? d.sw : d.sh, p = axis ? d.pad_l : d.pad_t;
+    for (int i = 0; i < n; ++i)
+      for (int t = 0; t < k; ++t)
+        if (i * s - p + t == o) r.push_back(i);
+  } else if (d.kh == rs::kNearest) {
+    r.push_back(rs::nearest(d.kw, d.dh, n, m, o));
+  } else {
+    int i0, i1, w;
+    rs::linear(d.kw, n, m, o, &i0, &i1, &w);
+    r = {i0, i1};
+  }
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
+std::vector<int64_t> brute(const QGraph& q, int64_t b, int64_t e) {
+  const core::LayerDesc d = q.desc(0);
+  const int64_t hw = int64_t(d.out.h) * d.out.w;
+  const int cin_g = d.op == QOp::ConvTranspose ? d.in[0].c / d.groups : 1;
+  const int cout_g = d.op == QOp::ConvTranspose ? d.out.c / d.groups : 1;
+  std::vector<int64_t> v;
+  for (int64_t o = b; o < e; ++o) {
+    const int c = int(o / hw), y = int(o % hw / d.out.w), x = int(o % d.out.w);
+    for (int ci = c / cout_g * cin_g; ci < (c / cout_g + 1) * cin_g; ++ci)
+      for (int iy : brute_axis(d, 0, y))
+        for (int ix : brute_axis(d, 1, x)) v.push_back((int64_t(ci) * d.in[0].h + iy) * d.in[0].w + ix);
+  }
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+void check_needs(const QGraph& q, std::mt19937& rng, const std::string& what) {
+  const core::LayerDesc d = q.desc(0);
+  ASSERT_FALSE(core::check_desc(d).refused()) << what << ": " << core::check_desc(d).field;
+  ASSERT_FALSE(core::op_def(d.op)->model_check(d).refused()) << what;
+  const int64_t total = d.out.size();
+  for (int r = 0; r < 30; ++r) {
+    int64_t b = int64_t(rng() % uint64_t(total)), e = int64_t(rng() % uint64_t(total + 1));
+    if (b > e) std::swap(b, e);
+    if (r == 0) b = 0, e = total;
+    std::vector<int64_t> got;
+    for (const auto& run : plan::exact_input_runs(q, 0, 0, b, e))
+      for (uint32_t i = 0; i < run.count; ++i) got.push_back(int64_t(run.offset) + i);
+    const std::vector<int64_t> want = brute(q, b, e);
+    ASSERT_EQ(got, want) << what << " run [" << b << "," << e << ")";
+    if (b == e) continue;
+    const core::Box box = core::input_box(d, 0, int32_t(b), int32_t(e));
+    for (int64_t el : want) {
+      const int64_t c = el / (int64_t(d.in[0].h) * d.in[0].w), y = el / d.in[0].w % d.in[0].h;
+      ASSERT_TRUE(c >= box.c0 && c < box.c1 && y >= box.h0 && y < box.h1) << what << " element " << el;
+    }
+  }
+}
+
+TEST(UpsampleNeeds, ResizeEveryModeMatchesBruteForce) {
+  std::mt19937 rng(3);
+  const std::pair<int, int> sizes[] = {{4, 8}, {3, 9}, {5, 7}, {8, 4}, {4, 32}, {1, 3}, {6, 6}};
+  for (int interp : {rs::kNearest, rs::kLinear})
+    for (int coord = rs::kAsymmetric; coord <= rs::kPytorchHalfPixel; ++coord)
+      for (int round = rs::kFloor; round <= rs::kRoundPreferCeil; ++round) {
+        if (interp == rs::kLinear && round != rs::kFloor) continue;
+        for (auto [n, m] : sizes) {
+          core::LayerDesc g;
+          g.kh = interp; g.kw = coord; g.dh = round;
+          const QGraph q = one_node(QOp::Resize, g, Shape{3, n, n + 1}, Shape{3, m, m + 2});
+          check_needs(q, rng, "Resize " + std::to_string(interp) + "/" + std::to_string(coord) + "/" +
+                                  std::to_string(round) + " " + std::to_string(n) + "->" + std::to_string(m));
+        }
+      }
+}
+
+TEST(UpsampleNeeds, ConvTransposeMatchesBruteForce) {
+  std::mt19937 rng(4);
+  struct G { int k, s, pt, pb, groups; };
+  for (const G& t : {G{2, 2, 0, 0, 1}, G{3, 2, 1, 0, 2}, G{3, 2, 1, 1, 1}, G{4, 2, 1, 1, 4}, G{3, 1, 1, 1, 1},
+                     G{1, 3, 0, 0, 1}, G{5, 3, 2, 0, 2}}) {
+    core::LayerDesc g;
+    g.kh = g.kw = t.k; g.sh = g.sw = t.s;
+    g.pad_t = g.pad_l = t.pt; g.pad_b = g.pad_r = t.pb;
+    g.groups = t.groups;
+    const int H = 5, W = 4;
+    const Shape out{8, (H - 1) * t.s + t.k - t.pt - t.pb, (W - 1) * t.s + t.k - t.pt - t.pb};
+    const QGraph q = one_node(QOp::ConvTranspose, g, Shape{4, H, W}, out);
+    check_needs(q, rng, "ConvTranspose k" + std::to_string(t.k) + " s" + std::to_string(t.s) + " p" +
+                            std::to_string(t.pt) + "," + std::to_string(t.pb) + " g" + std::to_string(t.groups));
+  }
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const auto r = tinysplit("run --json " + args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  if (r.code != 0 || r.out.empty()) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_exact(const nlohmann::json& j, const std::string& what) {
+  ASSERT_TRUE(j.contains("match_reference")) << what;
+  EXPECT_TRUE(j.at("match_reference").get<bool>()) << what;
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>()) << what;
+}
+
+TEST(UpsampleRuns, UnetBitExactOnOneThreeAndEightBoards) {
+  for (int n : {1, 3, 8})
+    for (const char* s : {"--strategy auto", "--strategy spatial", "--strategy neuron --route relay"}) {
+      const std::string args = "--model " + kOnnx + "unet_small.onnx --workers " + std::to_string(n) + " " + s;
+      expect_exact(run_json(args), args);
+    }
+}
+
+TEST(UpsampleRuns, SymbolicSizesRunAndAWrongSizeIsOneLine) {
+  const std::string m = std::string(TS_SOURCE_DIR) + "/tests/data/onnx_dyn/unet_small_dyn.onnx";
+  const auto j = run_json("--model " + m + " --size 64 --workers 3 --strategy spatial");
+  expect_exact(j, "size 64");
+  const auto r = tinysplit("run --model " + m + " --size 36 --workers 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("multiples of 8; 36 is not (try 32 or 40)"), std::string::npos) << r.err;
+}
+
+TEST(UpsampleRuns, TooLittleRamNamesABoardCountThatHoldsIt) {
+  // 20 KiB boards: one cannot hold the 3x3 ConvTranspose's share; the line
+  // names a count, and a plan on that many such boards passes.
+  const std::string m = "--model " + kOnnx + "unet_small.onnx --ram 20K";
+  const auto r = tinysplit("plan " + m + " --workers 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const size_t at = r.err.find(" such boards hold it (--workers ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const size_t from = r.err.rfind("; ", at);
+  ASSERT_NE(from, std::string::npos) << r.err;
+  const int n = std::stoi(r.err.substr(from + 2, at - from - 2));
+  EXPECT_GT(n, 1);
+  const auto ok = tinysplit("plan " + m + " --workers " + std::to_string(n));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+}  // namespace
