@@ -17,6 +17,7 @@
 #include "coord/spawn.h"
 #include "core/crc32.h"
 #include "net/keyfile.h"
+#include "plan/board_kind.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -25,8 +26,6 @@ namespace ts::coord {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kImage = "firmware/build/tinysplit-board.elf";
 
 // A free loopback TCP port (bound and released; QEMU binds it right after).
 uint16_t free_port() {
@@ -78,20 +77,29 @@ void prepare_flash_file(const std::string& path, const std::string& who) {
 
 }  // namespace
 
-std::string find_firmware() {
+const plan::BoardKind& qemu_kind(const QemuBoardOptions& o) {
+  const plan::BoardKind* k = o.kind ? o.kind : plan::find_board_kind("qemu-m7");
+  if (!k || k->start != plan::BoardStart::Qemu || !*k->qemu_machine || !*k->firmware)
+    throw Error(std::string("board kind ") + (k ? k->name : "qemu-m7") + " does not run under QEMU");
+  return *k;
+}
+
+std::string find_firmware(const plan::BoardKind& kind) {
   if (const char* env = std::getenv("TS_FIRMWARE"); env && *env) {
     if (!fs::is_regular_file(env)) throw Error(std::string("TS_FIRMWARE=") + env + " is not a file");
     return env;
   }
-  const fs::path image = fs::path(project_home()) / kImage;
+  const fs::path image = fs::path(project_home()) / kind.firmware;
   std::error_code ec;
   if (fs::is_regular_file(image, ec)) return image.string();
-  throw Error(std::string("QEMU boards need the Cortex-M7 firmware (") + kImage +
+  throw Error(std::string(kind.name) + " boards need their firmware (" + kind.firmware +
               "): build it with scripts/build_firmware.sh, or set TS_FIRMWARE");
 }
 
 QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
-  const std::string elf = find_firmware();
+  const plan::BoardKind& kind = qemu_kind(o);
+  const std::string elf = find_firmware(kind);
+  const std::string machine = kind.qemu_machine;
   const char* qemu_env = std::getenv("TS_QEMU");
   const std::string qemu = qemu_env && *qemu_env ? qemu_env : "qemu-system-arm";
   const char* ic = std::getenv("TS_QEMU_ICOUNT");
@@ -132,11 +140,11 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
                       " --clock-mhz " + std::to_string(int64_t(o.clock_mhz)) + " --window " + std::to_string(o.window);
     if (icount) app += " --icount";
     if (!o.extra_args.empty()) app += " " + o.extra_args;
-    std::vector<std::string> args = {qemu, "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "null",
+    std::vector<std::string> args = {qemu, "-M", machine, "-nographic", "-monitor", "none", "-serial", "null",
                                      "-semihosting"};
     if (!o.flash_path.empty()) {
       // The machine's RAM is the PSRAM at 0x60000000, the board's flash.
-      args[2] = "mps2-an500,memory-backend=tsflash";
+      args[2] = machine + ",memory-backend=tsflash";
       args.push_back("-object");
       args.push_back("memory-backend-file,id=tsflash,size=16M,share=on,mem-path=" + o.flash_path);
     }

@@ -10,7 +10,7 @@ const std::vector<BoardKind> kKinds = {
     {"host", "a `tinysplit worker` process on this machine, with a board's RAM and flash budget", BoardStart::Process,
      kHostBoardLinks, "", true, "tcp"},
     {"qemu-m7", "the Cortex-M7 firmware under QEMU (mps2-an500, the Teensy 4.1 memory budget)", BoardStart::Qemu,
-     kFirmwareLinks, "cortex-m7", false, "tcp"},
+     kFirmwareLinks, "cortex-m7", false, "tcp", "mps2-an500", "firmware/build/tinysplit-board.elf"},
     {"teensy41", "a Teensy 4.1 (Cortex-M7 at 600 MHz) running the firmware, reached at its address", BoardStart::None,
      kFirmwareLinks, "cortex-m7", false, "tcp"},
 };

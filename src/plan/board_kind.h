@@ -46,6 +46,11 @@ struct BoardKind {
   // measured host figures (cost.h host_testbed).
   bool host_speed;
   const char* transport;  // the coordinator's transport to it ("tcp")
+  // A QEMU kind (start == Qemu): the qemu-system-arm machine (-M) and the
+  // firmware image it boots, relative to the project folder
+  // (coord/qemu.h; $TS_FIRMWARE overrides the image). "" for other kinds.
+  const char* qemu_machine = "";
+  const char* firmware = "";
 };
 
 // Every kind, in a fixed order.
