@@ -5,6 +5,7 @@
 
 #include "cli/run_session.h"
 #include "model/pipeline.h"
+#include "plan/board_kind.h"
 #include "plan/names.h"
 
 namespace ts::cli {
@@ -14,18 +15,55 @@ namespace {
 // The cost models `run` takes: auto, its default, and the prices themselves.
 constexpr plan::Choice kRunCostModels[] = {plan::kAutoCostModel, plan::kCostModels[0], plan::kCostModels[1]};
 
-// The boards: a testbed file, or N local (qemu:N: QEMU) boards.
-plan::Testbed run_testbed(const RunOptions& o) {
-  if (!o.testbed.empty()) return plan::load_testbed(o.testbed);
-  std::string kind = "local", count = o.workers;
-  if (count.rfind("qemu:", 0) == 0) {
-    kind = "qemu";
-    count = count.substr(5);
+// One "[KIND:]N" part of --workers: the kind ("qemu" is qemu-m7; none is
+// a host process) and the count.
+std::pair<const plan::BoardKind*, int> workers_part(const std::string& part, const std::string& all) {
+  std::string name = "host", count = part;
+  if (const size_t colon = part.find(':'); colon != std::string::npos) {
+    name = part.substr(0, colon);
+    count = part.substr(colon + 1);
+    if (name == "qemu") name = "qemu-m7";
   }
+  const plan::BoardKind* k = plan::find_board_kind(name);
   const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
   const int n = digits ? std::stoi(count) : 0;
-  if (n < 1 || n > 4096) throw Error("--workers: expected N or qemu:N with N in 1..4096, got '" + o.workers + "'");
-  return plan::default_testbed(n, kind, plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
+  if (!k || k->start == plan::BoardStart::None || n < 1 || n > 4096) {
+    std::string qemu_kinds;
+    for (const plan::BoardKind& q : plan::board_kinds())
+      if (q.start == plan::BoardStart::Qemu) qemu_kinds += std::string(", ") + q.name;
+    throw Error("--workers: expected N, qemu:N or KIND:N,KIND:N... (KIND host, qemu" + qemu_kinds +
+                ") with N in 1..4096, got '" + all + "'");
+  }
+  return {k, n};
+}
+
+// The boards: a testbed file, N local boards, qemu:N QEMU boards, or a mix
+// of kinds in order ("qemu:2,host:1": boards 0-1 QEMU, board 2 a process).
+plan::Testbed run_testbed(const RunOptions& o) {
+  if (!o.testbed.empty()) return plan::load_testbed(o.testbed);
+  const int64_t ram = plan::parse_bytes(o.ram), flash = plan::parse_bytes(o.flash);
+  std::vector<std::pair<const plan::BoardKind*, int>> parts;
+  for (size_t at = 0;;) {
+    const size_t comma = o.workers.find(',', at);
+    parts.push_back(workers_part(o.workers.substr(at, comma == std::string::npos ? comma : comma - at), o.workers));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  // One kind: the testbed as before kinds (address "local" or "qemu").
+  if (parts.size() == 1 && (std::string(parts[0].first->name) == "host" || std::string(parts[0].first->name) == "qemu-m7"))
+    return plan::default_testbed(parts[0].second, parts[0].first->start == plan::BoardStart::Qemu ? "qemu" : "local", ram,
+                                 flash);
+  plan::Testbed t;
+  for (const auto& [kind, n] : parts)
+    for (int i = 0; i < n; ++i) {
+      if (t.boards.size() >= 4096) throw Error("--workers: more than 4096 boards in '" + o.workers + "'");
+      plan::Board b = plan::default_testbed(1, "local", ram, flash).boards[0];
+      b.id = int(t.boards.size());
+      b.kind = kind->name;
+      t.boards.push_back(b);
+    }
+  plan::validate_testbed(t, "--workers " + o.workers);
+  return t;
 }
 
 // The planner's prices: boards that are processes on this machine (not
@@ -57,8 +95,8 @@ void refuse_idle_options(const RunOptions& o, plan::Objective objective) {
 void refuse_idle_board_options(const RunOptions& o, const plan::Testbed& tb) {
   bool local = false, started = false;
   for (const auto& b : tb.boards) {
-    local = local || b.address == "local";
-    started = started || b.address == "local" || b.address == "qemu";
+    local = local || (plan::started_here(b) && plan::kind_of(b).start == plan::BoardStart::Process);
+    started = started || plan::started_here(b);
   }
   const std::string boards = o.testbed.empty() ? "with --workers " + o.workers : "with --testbed " + o.testbed;
   const char* why_local = "it slows the local boards this run starts, and there are none";
@@ -151,7 +189,7 @@ void register_run(CLI::App& app) {
                               [o] { return cmd_run(make_run_config(*o)); });
   o->cli = &sub;
   add_model_options(sub, o->model, o->size, true);
-  auto* wopt = sub.add_option("--workers,-n", o->workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
+  auto* wopt = sub.add_option("--workers,-n", o->workers, "N local emulated boards, qemu:N Cortex-M7 firmware boards under QEMU, or a mix of kinds in order (qemu:2,host:1)")
                    ->capture_default_str();
   sub.add_option("--testbed,-t", o->testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
   sub.add_option("--image,-i", o->image, "photo to classify (default: the bundled photo)");
