@@ -321,6 +321,35 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
               j.at("latency_s").at("total").get<double>());
 }
 
+// Boards of different kinds in one run, in the order given: `--workers
+// qemu:2,host:1` and the same as a testbed file with "kind" keys. Both are
+// bit-exact with every layer verified; the QEMU boards report the
+// instructions their firmware counted, the host process none; every board
+// stays within its RAM budget.
+TEST_F(FirmwareTest, MixedKindsAreBitExact) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const fs::path dir = fs::temp_directory_path() / ("ts_fw_mix_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "testbed.json")
+      << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"}, {"id": 2, "kind": "host"}]})";
+  for (const std::string boards : {std::string("--workers qemu:2,host:1"), "-t " + (dir / "testbed.json").string()}) {
+    SCOPED_TRACE(boards);
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 " + boards);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+    ASSERT_EQ(j.at("per_worker").size(), 3u);
+    for (size_t b = 0; b < 3; ++b) {
+      const auto& w = j.at("per_worker")[b];
+      EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>()) << "board " << b;
+      EXPECT_EQ(w.at("kernel_instructions").is_number_integer(), b < 2) << "board " << b << ": " << w.dump();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // A firmware board that changes one output value of layer 20 after
 // computing it (--inject-fault flip:20, passed by `run --inject-fault flip:1:20`): the
 // run names board 1 and that layer on one line and exits with status 2.
