@@ -57,7 +57,9 @@ plan::Testbed run_testbed(const RunOptions& o) {
   for (const auto& [kind, n] : parts)
     for (int i = 0; i < n; ++i) {
       if (t.boards.size() >= 4096) throw Error("--workers: more than 4096 boards in '" + o.workers + "'");
-      plan::Board b = plan::default_testbed(1, "local", ram, flash).boards[0];
+      plan::Board b = plan::default_testbed(1, "local", kind->ram_bytes ? kind->ram_bytes : ram,
+                                            kind->flash_bytes ? kind->flash_bytes : flash).boards[0];
+      if (kind->clock_mhz > 0) b.clock_mhz = kind->clock_mhz;
       b.id = int(t.boards.size());
       b.kind = kind->name;
       t.boards.push_back(b);

@@ -56,9 +56,15 @@ struct QemuBoard {
 // The QEMU kind a board of these options is (o.kind, else qemu-m7).
 const plan::BoardKind& qemu_kind(const QemuBoardOptions& o);
 
-// The firmware image of a QEMU kind: $TS_FIRMWARE if set, else the kind's
-// image (its `firmware`, relative to the project folder, project_home()).
-// Throws ts::Error (naming the build script) if there is none.
+// The environment variable that overrides a QEMU kind's image:
+// TS_FIRMWARE for qemu-m7, TS_FIRMWARE_<KIND> for the others
+// (TS_FIRMWARE_QEMU_M4).
+std::string firmware_env(const plan::BoardKind& kind);
+
+// The firmware image of a QEMU kind: $<firmware_env> if set, else the
+// kind's image (its `firmware`, relative to the project folder,
+// project_home()). Throws ts::Error (naming the build script) if there is
+// none.
 std::string find_firmware(const plan::BoardKind& kind);
 
 // Starts one board and waits until its firmware listens. The child gets
