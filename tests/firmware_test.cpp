@@ -322,30 +322,42 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
 }
 
 // Boards of different kinds in one run, in the order given: `--workers
-// qemu:2,host:1` and the same as a testbed file with "kind" keys. Both are
+// qemu:2,qemu-m4:1,host:1` (two Cortex-M7 and one Cortex-M4 QEMU board, one
+// host process) and the same as a testbed file with "kind" keys. Both are
 // bit-exact with every layer verified; the QEMU boards report the
 // instructions their firmware counted, the host process none; every board
-// stays within its RAM budget.
+// stays within its own RAM budget (the M4's 192 KB), and the M4 holds the
+// smallest share of the QEMU boards. The M4 image sits beside the M7 one
+// (scripts/build_firmware.sh builds both).
 TEST_F(FirmwareTest, MixedKindsAreBitExact) {
   ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
       << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const fs::path m4 = fs::path(elf_).parent_path() / "mps2-an386" / "tinysplit-m4.elf";
+  ASSERT_TRUE(fs::exists(m4)) << m4 << " is missing: run scripts/build_firmware.sh";
   const fs::path dir = fs::temp_directory_path() / ("ts_fw_mix_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "testbed.json")
-      << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"}, {"id": 2, "kind": "host"}]})";
-  for (const std::string boards : {std::string("--workers qemu:2,host:1"), "-t " + (dir / "testbed.json").string()}) {
+  std::ofstream(dir / "testbed.json") << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"},
+      {"id": 2, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 409600, "clock_mhz": 168},
+      {"id": 3, "kind": "host"}]})";
+  for (const std::string boards :
+       {std::string("--workers qemu:2,qemu-m4:1,host:1"), "-t " + (dir / "testbed.json").string()}) {
     SCOPED_TRACE(boards);
-    const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --json --timeout 60 " + boards);
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " TS_FIRMWARE_QEMU_M4=" + m4.string() + " " + std::string(TS_TINYSPLIT) +
+                         " run --json --timeout 60 " + boards);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_TRUE(j.at("match_reference").get<bool>());
     EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
-    ASSERT_EQ(j.at("per_worker").size(), 3u);
-    for (size_t b = 0; b < 3; ++b) {
-      const auto& w = j.at("per_worker")[b];
+    const auto& pw = j.at("per_worker");
+    ASSERT_EQ(pw.size(), 4u);
+    for (size_t b = 0; b < 4; ++b) {
+      const auto& w = pw[b];
       EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>()) << "board " << b;
-      EXPECT_EQ(w.at("kernel_instructions").is_number_integer(), b < 2) << "board " << b << ": " << w.dump();
+      EXPECT_EQ(w.at("kernel_instructions").is_number_integer(), b < 3) << "board " << b << ": " << w.dump();
     }
+    EXPECT_EQ(pw[2].at("ram_budget_bytes").get<int64_t>(), 192 * 1024);
+    EXPECT_LT(pw[2].at("share").get<double>(), pw[0].at("share").get<double>());
+    EXPECT_LT(pw[2].at("share").get<double>(), pw[1].at("share").get<double>());
   }
   fs::remove_all(dir);
 }
