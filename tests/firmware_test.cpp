@@ -70,10 +70,13 @@ class FirmwareTest : public ::testing::Test {
     }
   }
   // Runs the image in a mode; returns its semihosting output and exit code.
-  Proc qemu(const std::string& app, bool icount = true) {
-    return shell("timeout 120 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting " +
-                 std::string(icount ? "-icount shift=0 " : "") + "-kernel " + elf_ + " -append '" + app + "'");
+  Proc qemu(const std::string& app, bool icount = true) { return qemu_on("mps2-an500", elf_, app, icount); }
+  Proc qemu_on(const std::string& machine, const std::string& elf, const std::string& app, bool icount = true) {
+    return shell("timeout 120 qemu-system-arm -M " + machine + " -nographic -monitor none -serial null -semihosting " +
+                 std::string(icount ? "-icount shift=0 " : "") + "-kernel " + elf + " -append '" + app + "'");
   }
+  // The Cortex-M4 image beside the M7 one (scripts/build_firmware.sh builds both).
+  std::string m4_elf() const { return (fs::path(elf_).parent_path() / "mps2-an386" / "tinysplit-m4.elf").string(); }
   std::string elf_;
 };
 
@@ -165,6 +168,27 @@ TEST_F(FirmwareTest, MemoryGuardsFaultInsteadOfCorrupting) {
   EXPECT_NE(past.out.find("access past the RAM budget"), std::string::npos) << past.out;
   EXPECT_EQ(past.out.find("was not stopped"), std::string::npos) << past.out;
   const Proc deep = qemu("stacktest", false);
+  EXPECT_EQ(deep.code, 3) << deep.out;
+  EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
+}
+
+// The Cortex-M4 image (qemu-m4, mps2-an386): boots with its 192 KB arena at
+// 0x20040000 and its fragment store in the 1 MB flash at 0x21000000, and its
+// MPU guards stop a store past the arena budget and a stack overflow.
+TEST_F(FirmwareTest, CortexM4ImageBootsWithinItsBudget) {
+  ASSERT_TRUE(fs::exists(m4_elf())) << m4_elf() << " is missing: run scripts/build_firmware.sh";
+  const Proc r = qemu_on("mps2-an386", m4_elf(), "hello");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("hello: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("arena 196608 B at 20040000"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(fragment store (\d+) B at (2[0-9a-f]{7}))"))) << r.out;
+  EXPECT_LE(std::stol(m[1]), 1024 * 1024 - 64 * 1024);
+  EXPECT_EQ(m[2].str().substr(0, 3), "210");
+  const Proc past = qemu_on("mps2-an386", m4_elf(), "guardtest", false);
+  EXPECT_EQ(past.code, 3) << past.out;
+  EXPECT_NE(past.out.find("access past the RAM budget"), std::string::npos) << past.out;
+  const Proc deep = qemu_on("mps2-an386", m4_elf(), "stacktest", false);
   EXPECT_EQ(deep.code, 3) << deep.out;
   EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
 }
