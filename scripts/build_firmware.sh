@@ -160,9 +160,10 @@ fi
 # The QEMU images: the Cortex-M7 (mps2-an500, the default) and the
 # Cortex-M4 (mps2-an386), each built and boot-checked (`hello`).
 qemu_image() {  # BOARD ELF
-  local board="$1" elf="$2" log="$FW/build-$1.log"
+  local board="$1" elf="$2" log="$FW/build.log"
+  [[ "$board" == mps2-an500 ]] || log="$FW/build-$board.log"
   step "build (make -C firmware BOARD=$board)"
-  make -C "$FW" -j"$JOBS" BOARD="$board" LWIP_DIR="$LWIP_DIR" MBEDTLS_DIR="$MBEDTLS_DIR" >"$log" 2>&1 || { tail -30 "$log" >&2; fail "firmware build failed (log: firmware/build-$board.log)"; }
+  make -C "$FW" -j"$JOBS" BOARD="$board" LWIP_DIR="$LWIP_DIR" MBEDTLS_DIR="$MBEDTLS_DIR" >"$log" 2>&1 || { tail -30 "$log" >&2; fail "firmware build failed (log: ${log#"$ROOT"/})"; }
   done_step "$(grep -E '^ *(ITCM|DTCM|OCRAM|CODE|DATA|ARENA|FLASH):' "$log" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
   step "boot check (qemu-system-arm -M $board, hello)"
   out="$(timeout 60 qemu-system-arm -M "$board" -nographic -monitor none -serial null -semihosting \
