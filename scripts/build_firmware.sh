@@ -2,7 +2,8 @@
 # Builds the Cortex-M7 board firmware (firmware/) for QEMU's mps2-an500 with
 # the Teensy 4.1 memory layout, or (--board teensy41) for a real Teensy 4.1.
 # Idempotent; run as root on Debian 12:
-#   bash scripts/build_firmware.sh                   # QEMU board (default)
+#   bash scripts/build_firmware.sh                   # QEMU boards: M7 (mps2-an500) and M4 (mps2-an386)
+#   bash scripts/build_firmware.sh --board mps2-an386  # the M4 image only
 #   bash scripts/build_firmware.sh --board teensy41  # Teensy 4.1 .hex
 #
 # Steps (each prints one line with its time):
@@ -34,13 +35,13 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --board) BOARD="${2:-}"; shift 2 ;;
     --board=*) BOARD="${1#--board=}"; shift ;;
-    *) echo "build_firmware: unknown option '$1' (--board mps2-an500|teensy41)" >&2; exit 2 ;;
+    *) echo "build_firmware: unknown option '$1' (--board mps2-an500|mps2-an386|teensy41)" >&2; exit 2 ;;
   esac
 done
 case "$BOARD" in
-  mps2-an500) ;;
+  mps2-an500|mps2-an386) ;;
   teensy41) PACKAGES+=(teensy-loader-cli) ;;
-  *) echo "build_firmware: unknown board '$BOARD' (mps2-an500 or teensy41)" >&2; exit 2 ;;
+  *) echo "build_firmware: unknown board '$BOARD' (mps2-an500, mps2-an386 or teensy41)" >&2; exit 2 ;;
 esac
 T0=$SECONDS
 step() { T_STEP=$SECONDS; printf '[firmware] %s ... ' "$1"; }
@@ -156,14 +157,24 @@ if [[ "$BOARD" == teensy41 ]]; then
   echo "[firmware] built $FW/build/teensy41/tinysplit-teensy41.hex in $((SECONDS - T0))s"
   exit 0
 fi
-step "build (make -C firmware)"
-make -C "$FW" -j"$JOBS" LWIP_DIR="$LWIP_DIR" MBEDTLS_DIR="$MBEDTLS_DIR" >"$FW/build.log" 2>&1 || { tail -30 "$FW/build.log" >&2; fail "firmware build failed (log: firmware/build.log)"; }
-done_step "$(grep -E '^ *(ITCM|DTCM|FLASH):' "$FW/build.log" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
-
-# ---- 5. boot check
-step "boot check (qemu-system-arm -M mps2-an500, hello)"
-out="$(timeout 60 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting \
-        -kernel "$FW/build/tinysplit-board.elf" -append hello 2>&1)" || { echo "$out" >&2; fail "the image did not boot"; }
-grep -q 'hello: ok' <<<"$out" || { echo "$out" >&2; fail "no greeting from the image"; }
-done_step "ok"
-echo "[firmware] built $FW/build/tinysplit-board.elf in $((SECONDS - T0))s"
+# The QEMU images: the Cortex-M7 (mps2-an500, the default) and the
+# Cortex-M4 (mps2-an386), each built and boot-checked (`hello`).
+qemu_image() {  # BOARD ELF
+  local board="$1" elf="$2" log="$FW/build.log"
+  [[ "$board" == mps2-an500 ]] || log="$FW/build-$board.log"
+  step "build (make -C firmware BOARD=$board)"
+  make -C "$FW" -j"$JOBS" BOARD="$board" LWIP_DIR="$LWIP_DIR" MBEDTLS_DIR="$MBEDTLS_DIR" >"$log" 2>&1 || { tail -30 "$log" >&2; fail "firmware build failed (log: ${log#"$ROOT"/})"; }
+  done_step "$(grep -E '^ *(ITCM|DTCM|OCRAM|CODE|DATA|ARENA|FLASH):' "$log" | awk '{printf "%s %s %s  ", $1, $2, $3}')"
+  step "boot check (qemu-system-arm -M $board, hello)"
+  out="$(timeout 60 qemu-system-arm -M "$board" -nographic -monitor none -serial null -semihosting \
+          -kernel "$elf" -append hello 2>&1)" || { echo "$out" >&2; fail "the $board image did not boot"; }
+  grep -q 'hello: ok' <<<"$out" || { echo "$out" >&2; fail "no greeting from the $board image"; }
+  done_step "ok"
+  echo "[firmware] built $elf in $((SECONDS - T0))s"
+}
+if [[ "$BOARD" == mps2-an386 ]]; then
+  qemu_image mps2-an386 "$FW/build/mps2-an386/tinysplit-m4.elf"
+  exit 0
+fi
+qemu_image mps2-an500 "$FW/build/tinysplit-board.elf"
+[[ "${TS_FW_ONLY_M7:-0}" == 1 ]] || qemu_image mps2-an386 "$FW/build/mps2-an386/tinysplit-m4.elf"

@@ -38,6 +38,21 @@ fs::path remote_testbed() {
 
 }  // namespace
 
+// --workers: N, qemu:N, or kinds in order (KIND:N,...): every part parses
+// or the whole is refused with one line; a mix of QEMU boards only has no
+// local board for --delay-ms to slow.
+TEST(CliConfig, RunWorkersKinds) {
+  const std::string bad = "--workers: expected N, qemu:N or KIND:N,KIND:N... (KIND host, qemu, qemu-m7, qemu-m4) with N in "
+                          "1..4096, got '";
+  expect_refused("run --workers qemu:2,teensy41:1", bad + "qemu:2,teensy41:1'");
+  expect_refused("run --workers qemu:2,esp32:1", bad + "qemu:2,esp32:1'");
+  expect_refused("run --workers qemu:2,", bad + "qemu:2,'");
+  expect_refused("run --workers host:0", bad + "host:0'");
+  expect_refused("run --workers qemu:1,qemu-m7:1 --delay-ms 1",
+                 "run: --delay-ms does nothing with --workers qemu:1,qemu-m7:1 (it slows the local boards this run "
+                 "starts, and there are none)");
+}
+
 TEST(CliConfig, RunRefusesOptionsThatDoNothing) {
   const fs::path tb = remote_testbed();
   const std::string t = tb.string();

@@ -70,10 +70,13 @@ class FirmwareTest : public ::testing::Test {
     }
   }
   // Runs the image in a mode; returns its semihosting output and exit code.
-  Proc qemu(const std::string& app, bool icount = true) {
-    return shell("timeout 120 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting " +
-                 std::string(icount ? "-icount shift=0 " : "") + "-kernel " + elf_ + " -append '" + app + "'");
+  Proc qemu(const std::string& app, bool icount = true) { return qemu_on("mps2-an500", elf_, app, icount); }
+  Proc qemu_on(const std::string& machine, const std::string& elf, const std::string& app, bool icount = true) {
+    return shell("timeout 120 qemu-system-arm -M " + machine + " -nographic -monitor none -serial null -semihosting " +
+                 std::string(icount ? "-icount shift=0 " : "") + "-kernel " + elf + " -append '" + app + "'");
   }
+  // The Cortex-M4 image beside the M7 one (scripts/build_firmware.sh builds both).
+  std::string m4_elf() const { return (fs::path(elf_).parent_path() / "mps2-an386" / "tinysplit-m4.elf").string(); }
   std::string elf_;
 };
 
@@ -165,6 +168,27 @@ TEST_F(FirmwareTest, MemoryGuardsFaultInsteadOfCorrupting) {
   EXPECT_NE(past.out.find("access past the RAM budget"), std::string::npos) << past.out;
   EXPECT_EQ(past.out.find("was not stopped"), std::string::npos) << past.out;
   const Proc deep = qemu("stacktest", false);
+  EXPECT_EQ(deep.code, 3) << deep.out;
+  EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
+}
+
+// The Cortex-M4 image (qemu-m4, mps2-an386): boots with its 192 KB arena at
+// 0x20040000 and its fragment store in the 1 MB flash at 0x21000000, and its
+// MPU guards stop a store past the arena budget and a stack overflow.
+TEST_F(FirmwareTest, CortexM4ImageBootsWithinItsBudget) {
+  ASSERT_TRUE(fs::exists(m4_elf())) << m4_elf() << " is missing: run scripts/build_firmware.sh";
+  const Proc r = qemu_on("mps2-an386", m4_elf(), "hello");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("hello: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("arena 196608 B at 20040000"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(fragment store (\d+) B at (2[0-9a-f]{7}))"))) << r.out;
+  EXPECT_LE(std::stol(m[1]), 1024 * 1024 - 64 * 1024);
+  EXPECT_EQ(m[2].str().substr(0, 3), "210");
+  const Proc past = qemu_on("mps2-an386", m4_elf(), "guardtest", false);
+  EXPECT_EQ(past.code, 3) << past.out;
+  EXPECT_NE(past.out.find("access past the RAM budget"), std::string::npos) << past.out;
+  const Proc deep = qemu_on("mps2-an386", m4_elf(), "stacktest", false);
   EXPECT_EQ(deep.code, 3) << deep.out;
   EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
 }
@@ -319,6 +343,47 @@ TEST_F(FirmwareTest, ThreeQemuBoardsAreBitExact) {
   fs::remove_all(dir);
   std::printf("three QEMU boards: %.1f s wall for the whole command, latency %.3f s\n", secs,
               j.at("latency_s").at("total").get<double>());
+}
+
+// Boards of different kinds in one run, in the order given: `--workers
+// qemu:2,qemu-m4:1,host:1` (two Cortex-M7 and one Cortex-M4 QEMU board, one
+// host process) and the same as a testbed file with "kind" keys. Both are
+// bit-exact with every layer verified; the QEMU boards report the
+// instructions their firmware counted, the host process none; every board
+// stays within its own RAM budget (the M4's 192 KB), and the M4 holds the
+// smallest share of the QEMU boards. The M4 image sits beside the M7 one
+// (scripts/build_firmware.sh builds both).
+TEST_F(FirmwareTest, MixedKindsAreBitExact) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const fs::path m4 = fs::path(elf_).parent_path() / "mps2-an386" / "tinysplit-m4.elf";
+  ASSERT_TRUE(fs::exists(m4)) << m4 << " is missing: run scripts/build_firmware.sh";
+  const fs::path dir = fs::temp_directory_path() / ("ts_fw_mix_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "testbed.json") << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"},
+      {"id": 2, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 409600, "clock_mhz": 168},
+      {"id": 3, "kind": "host"}]})";
+  for (const std::string boards :
+       {std::string("--workers qemu:2,qemu-m4:1,host:1"), "-t " + (dir / "testbed.json").string()}) {
+    SCOPED_TRACE(boards);
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " TS_FIRMWARE_QEMU_M4=" + m4.string() + " " + std::string(TS_TINYSPLIT) +
+                         " run --json --timeout 60 " + boards);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+    const auto& pw = j.at("per_worker");
+    ASSERT_EQ(pw.size(), 4u);
+    for (size_t b = 0; b < 4; ++b) {
+      const auto& w = pw[b];
+      EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>()) << "board " << b;
+      EXPECT_EQ(w.at("kernel_instructions").is_number_integer(), b < 3) << "board " << b << ": " << w.dump();
+    }
+    EXPECT_EQ(pw[2].at("ram_budget_bytes").get<int64_t>(), 192 * 1024);
+    EXPECT_LT(pw[2].at("share").get<double>(), pw[0].at("share").get<double>());
+    EXPECT_LT(pw[2].at("share").get<double>(), pw[1].at("share").get<double>());
+  }
+  fs::remove_all(dir);
 }
 
 // A firmware board that changes one output value of layer 20 after

@@ -1,6 +1,7 @@
 // Testbed files: parsing, defaults, validation messages, round trip, sizes.
 #include "plan/testbed.h"
 #include "plan/board_kind.h"
+#include "coord/qemu.h"
 #include "util/endpoint.h"
 
 #include <gtest/gtest.h>
@@ -283,6 +284,25 @@ TEST(Testbed, BoardKinds) {
   expect_error([] { parse(R"([{"id": 0, "kind": "teensy41"}])"); }, {"board 0", "teensy41", "address"});
   expect_error([] { parse(R"([{"id": 0, "address": "qemu", "kind": "host"}])"); }, {"board 0", "qemu", "host"});
   expect_error([] { parse(R"([{"id": 0, "kind": 7}])"); }, {"board 0", "'kind'", "string"});
+}
+
+// A QEMU kind's row owns its machine and firmware image (coord/qemu.cpp
+// takes both from it); no other kind names either, and asking the QEMU
+// launcher for a kind that does not run under QEMU is one error.
+TEST(Testbed, QemuKindsNameMachineAndImage) {
+  int qemu_kinds = 0;
+  for (const BoardKind& k : board_kinds()) {
+    const bool qemu = k.start == BoardStart::Qemu;
+    qemu_kinds += qemu;
+    EXPECT_EQ(*k.qemu_machine != 0, qemu) << k.name;
+    EXPECT_EQ(*k.firmware != 0, qemu) << k.name;
+  }
+  EXPECT_GE(qemu_kinds, 1);
+  ts::coord::QemuBoardOptions o;
+  EXPECT_STREQ(ts::coord::qemu_kind(o).name, "qemu-m7");  // the default
+  EXPECT_STREQ(ts::coord::qemu_kind(o).qemu_machine, "mps2-an500");
+  o.kind = find_board_kind("host");
+  expect_error([&] { ts::coord::qemu_kind(o); }, {"host", "QEMU"});
 }
 
 TEST(Endpoint, ParsedOnce) {

@@ -103,8 +103,8 @@ void board_guards(uint32_t arena_bytes) {
   const uint32_t arena_guard = ((uint32_t)(uintptr_t)__arena_start + arena_bytes + 31u) & ~31u;
   mpu_deny(0, stack_guard, 5);                      // 32 bytes under the stack
   if (arena_guard + 32u <= (uint32_t)(uintptr_t)__arena_end) mpu_deny(1, arena_guard, 5);
-  mpu_deny(2, (uint32_t)(uintptr_t)__arena_end, 19);  // 512 KB past OCRAM
-  mpu_deny(3, 0x60800000u, 23);                       // 8 MB past the flash
+  mpu_deny(2, (uint32_t)(uintptr_t)__arena_end, BOARD_ARENA_GUARD_LOG2);  // past the arena's RAM
+  mpu_deny(3, BOARD_FLASH_GUARD, BOARD_FLASH_GUARD_LOG2);                  // past the board's flash
   REG(SCB_SHCSR) |= (1u << 16) | (1u << 17) | (1u << 18);  // MemManage, BusFault, UsageFault
   REG(MPU_CTRL) = 1u | 4u;  // enable, default map for everything else
   __asm__ volatile("dsb\n isb" ::: "memory");

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "board_config.h"
+
 struct ServeOptions {
   uint32_t id = 0;
   uint32_t ram_bytes = 512u * 1024u;
@@ -45,7 +47,11 @@ struct ServeOptions {
 //  56  crc32 of bytes 0..55, little-endian
 // No magic: the board runs without a key. Magic with a bad CRC: the board
 // refuses to start (a damaged key must not silently disable authentication).
+#ifdef BOARD_PROVISION_ADDR
+constexpr uintptr_t kProvisionAddr = BOARD_PROVISION_ADDR;  // QEMU boards: board_config.h
+#else
 constexpr uintptr_t kProvisionAddr = 0x607C0000u;
+#endif
 constexpr uint32_t kProvisionBytes = 60;
 
 // Kernel suite on the target; 0 if every split run equals the whole run

@@ -5,4 +5,7 @@
 
 #include "eth.h"
 
+#include "board_config.h"
+#ifndef LAN9118_BASE
 #define LAN9118_BASE 0xA0000000u  // mps2-an500
+#endif

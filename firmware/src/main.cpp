@@ -103,7 +103,7 @@ void print_layout() {
          (unsigned)(uintptr_t)__stack_top);
   ts_log("layout: arena %u B at %08x (OCRAM), flash image %u B, fragment store %u B at %08x\n",
          (unsigned)(__arena_end - __arena_start), (unsigned)(uintptr_t)__arena_start,
-         (unsigned)((uintptr_t)__flash_image_end - 0x60000000u), (unsigned)(__store_end - __store_start),
+         (unsigned)((uintptr_t)__flash_image_end - BOARD_FLASH_BASE), (unsigned)(__store_end - __store_start),
          (unsigned)(uintptr_t)__store_start);
 }
 
@@ -150,7 +150,7 @@ int main(void) {
   }
   if (strcmp(mode, "stacktest") == 0) {
     // Unbounded recursion must stop at the stack guard, not run into .bss.
-    board_guards(512u * 1024u);
+    board_guards((uint32_t)(__arena_end - __arena_start));
     ts_log("stacktest: recursing\n");
     return int(dig(0));
   }

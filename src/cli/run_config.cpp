@@ -13,24 +13,60 @@ namespace ts::cli {
 
 namespace {
 
-// The boards: a testbed file, or N local (qemu:N: QEMU) boards.
-plan::Testbed run_testbed(const RunOptions& o) {
-  if (!o.testbed.empty()) return plan::load_testbed(o.testbed);
-  std::string kind = "local", count = o.workers;
-  if (count.rfind("qemu:", 0) == 0) {
-    kind = "qemu";
-    count = count.substr(5);
+// One "[KIND:]N" part of --workers: the kind ("qemu" is qemu-m7; none is
+// a host process) and the count.
+std::pair<const plan::BoardKind*, int> workers_part(const std::string& part, const std::string& all) {
+  std::string name = "host", count = part;
+  if (const size_t colon = part.find(':'); colon != std::string::npos) {
+    name = part.substr(0, colon);
+    count = part.substr(colon + 1);
+    if (name == "qemu") name = "qemu-m7";
   }
+  const plan::BoardKind* k = plan::find_board_kind(name);
   const bool digits = !count.empty() && count.size() <= 4 && count.find_first_not_of("0123456789") == std::string::npos;
   const int n = digits ? std::stoi(count) : 0;
-  if (n < 1 || n > plan::kMaxBoards)
-    throw Error("--workers: expected N or qemu:N with N in 1.." + std::to_string(plan::kMaxBoards) + ", got '" +
-                o.workers + "'");
-  const std::string budget =
-      plan::board_budget_error(plan::parse_bytes(o.ram), plan::parse_bytes(o.flash), plan::kTeensyClockMhz,
-                               plan::kBudgetOptions);
+  if (!k || k->start == plan::BoardStart::None || n < 1 || n > plan::kMaxBoards) {
+    std::string qemu_kinds;
+    for (const plan::BoardKind& q : plan::board_kinds())
+      if (q.start == plan::BoardStart::Qemu) qemu_kinds += std::string(", ") + q.name;
+    throw Error("--workers: expected N, qemu:N or KIND:N,KIND:N... (KIND host, qemu" + qemu_kinds +
+                ") with N in 1.." + std::to_string(plan::kMaxBoards) + ", got '" + all + "'");
+  }
+  return {k, n};
+}
+
+// The boards: a testbed file, N local boards, qemu:N QEMU boards, or a mix
+// of kinds in order ("qemu:2,host:1": boards 0-1 QEMU, board 2 a process).
+plan::Testbed run_testbed(const RunOptions& o) {
+  if (!o.testbed.empty()) return plan::load_testbed(o.testbed);
+  const int64_t ram = plan::parse_bytes(o.ram), flash = plan::parse_bytes(o.flash);
+  const std::string budget = plan::board_budget_error(ram, flash, plan::kTeensyClockMhz, plan::kBudgetOptions);
   if (!budget.empty()) throw Error(budget);
-  return plan::default_testbed(n, kind, plan::parse_bytes(o.ram), plan::parse_bytes(o.flash));
+  std::vector<std::pair<const plan::BoardKind*, int>> parts;
+  for (size_t at = 0;;) {
+    const size_t comma = o.workers.find(',', at);
+    parts.push_back(workers_part(o.workers.substr(at, comma == std::string::npos ? comma : comma - at), o.workers));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  // One kind: the testbed as before kinds (address "local" or "qemu").
+  if (parts.size() == 1 && (std::string(parts[0].first->name) == "host" || std::string(parts[0].first->name) == "qemu-m7"))
+    return plan::default_testbed(parts[0].second, parts[0].first->start == plan::BoardStart::Qemu ? "qemu" : "local", ram,
+                                 flash);
+  plan::Testbed t;
+  for (const auto& [kind, n] : parts)
+    for (int i = 0; i < n; ++i) {
+      if (t.boards.size() >= size_t(plan::kMaxBoards))
+        throw Error("--workers: more than " + std::to_string(plan::kMaxBoards) + " boards in '" + o.workers + "'");
+      plan::Board b = plan::default_testbed(1, "local", kind->ram_bytes ? kind->ram_bytes : ram,
+                                            kind->flash_bytes ? kind->flash_bytes : flash).boards[0];
+      if (kind->clock_mhz > 0) b.clock_mhz = kind->clock_mhz;
+      b.id = int(t.boards.size());
+      b.kind = kind->name;
+      t.boards.push_back(b);
+    }
+  plan::validate_testbed(t, "--workers " + o.workers);
+  return t;
 }
 
 // The planner's prices: by default the board type each board is or stands
@@ -64,8 +100,8 @@ void refuse_idle_options(const RunOptions& o, plan::Objective objective) {
 void refuse_idle_board_options(const RunOptions& o, const plan::Testbed& tb) {
   bool local = false, started = false;
   for (const auto& b : tb.boards) {
-    local = local || b.address == "local";
-    started = started || b.address == "local" || b.address == "qemu";
+    local = local || (plan::started_here(b) && plan::kind_of(b).start == plan::BoardStart::Process);
+    started = started || plan::started_here(b);
   }
   const std::string boards = o.testbed.empty() ? "with --workers " + o.workers : "with --testbed " + o.testbed;
   const char* why_local = "it slows the local boards this run starts, and there are none";
@@ -194,7 +230,7 @@ void register_run(CLI::App& app) {
                               [o] { return cmd_run(make_run_config(*o)); });
   o->cli = &sub;
   add_model_options(sub, o->model, o->size, true);
-  auto* wopt = sub.add_option("--workers,-n", o->workers, "N local emulated boards, or qemu:N Cortex-M7 firmware boards under QEMU")
+  auto* wopt = sub.add_option("--workers,-n", o->workers, "N local emulated boards, qemu:N Cortex-M7 firmware boards under QEMU, or a mix of kinds in order (qemu:2,host:1)")
                    ->capture_default_str();
   sub.add_option("--testbed,-t", o->testbed, "testbed JSON (boards: local, host:port)")->excludes(wopt);
   sub.add_option("--image,-i", o->image, "photo to classify (default: the bundled photo)");

@@ -158,6 +158,7 @@ void BoardSet::start_qemu(int i, const plan::Board& b, const SpawnOptions& opt, 
   if (size_t(i) < opt.board_args.size() && !opt.board_args[size_t(i)].empty())
     throw Error("board " + std::to_string(b.id) + ": test hooks need a local board, not a QEMU one");
   QemuBoardOptions q;
+  q.kind = &plan::kind_of(b);
   q.id = i;
   q.ram_bytes = b.ram_bytes;
   q.clock_mhz = b.clock_mhz;

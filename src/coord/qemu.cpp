@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <csignal>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "coord/spawn.h"
 #include "core/crc32.h"
 #include "net/keyfile.h"
+#include "plan/board_kind.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -25,8 +28,6 @@ namespace ts::coord {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kImage = "firmware/build/tinysplit-board.elf";
 
 // A free loopback TCP port (bound and released; QEMU binds it right after).
 uint16_t free_port() {
@@ -59,39 +60,58 @@ std::string last_line(const std::string& text) {
   return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
-constexpr uint64_t kFlashFileBytes = 16u << 20;  // mps2-an500's PSRAM (the machine's RAM)
-constexpr off_t kProvisionOffset = 0x7C0000;       // 0x607C0000 (firmware/src/firmware.h)
+constexpr uint64_t kFlashFileBytes = 16u << 20;  // the machine's RAM: 16 MiB on mps2-an500 and -an386
 
 // Creates the flash file (0600, 16 MiB) if needed and clears the
-// provisioning record in it.
-void prepare_flash_file(const std::string& path, const std::string& who) {
+// provisioning record in it (at `provision_offset`).
+void prepare_flash_file(const std::string& path, const std::string& who, off_t provision_offset) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(who + ": cannot open its flash file " + path);
   struct stat st {};
   bool ok = fstat(fd, &st) == 0;
   if (ok && uint64_t(st.st_size) != kFlashFileBytes) ok = ftruncate(fd, off_t(kFlashFileBytes)) == 0;
   static const uint8_t zero[64] = {};
-  ok = ok && pwrite(fd, zero, sizeof zero, kProvisionOffset) == ssize_t(sizeof zero);
+  ok = ok && pwrite(fd, zero, sizeof zero, provision_offset) == ssize_t(sizeof zero);
   ::close(fd);
   if (!ok) throw Error(who + ": cannot prepare its flash file " + path);
 }
 
 }  // namespace
 
-std::string find_firmware() {
-  if (const char* env = std::getenv("TS_FIRMWARE"); env && *env) {
-    if (!fs::is_regular_file(env)) throw Error(std::string("TS_FIRMWARE=") + env + " is not a file");
+const plan::BoardKind& qemu_kind(const QemuBoardOptions& o) {
+  const plan::BoardKind* k = o.kind ? o.kind : plan::find_board_kind("qemu-m7");
+  if (!k || k->start != plan::BoardStart::Qemu || !*k->qemu_machine || !*k->firmware)
+    throw Error(std::string("board kind ") + (k ? k->name : "qemu-m7") + " does not run under QEMU");
+  return *k;
+}
+
+std::string firmware_env(const plan::BoardKind& kind) {
+  if (std::string(kind.name) == "qemu-m7") return "TS_FIRMWARE";
+  std::string v = "TS_FIRMWARE_";
+  for (const char* c = kind.name; *c; ++c) v += *c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(*c)));
+  return v;
+}
+
+std::string find_firmware(const plan::BoardKind& kind) {
+  const std::string var = firmware_env(kind);
+  if (const char* env = std::getenv(var.c_str()); env && *env) {
+    if (!fs::is_regular_file(env)) throw Error(var + "=" + env + " is not a file");
     return env;
   }
-  const fs::path image = fs::path(project_home()) / kImage;
+  const fs::path image = fs::path(project_home()) / kind.firmware;
   std::error_code ec;
   if (fs::is_regular_file(image, ec)) return image.string();
-  throw Error(std::string("QEMU boards need the Cortex-M7 firmware (") + kImage +
-              "): build it with scripts/build_firmware.sh, or set TS_FIRMWARE");
+  throw Error(std::string(kind.name) + " boards need their firmware (" + kind.firmware +
+              "): build it with scripts/build_firmware.sh, or set " + var);
 }
 
 QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
-  const std::string elf = find_firmware();
+  const plan::BoardKind& kind = qemu_kind(o);
+  const std::string elf = find_firmware(kind);
+  const std::string machine = kind.qemu_machine;
+  const off_t provision_offset = off_t(kind.qemu_provision_addr - kind.qemu_flash_base);
+  char provision_addr[16];
+  std::snprintf(provision_addr, sizeof provision_addr, "0x%08X", unsigned(kind.qemu_provision_addr));
   const char* qemu_env = std::getenv("TS_QEMU");
   const std::string qemu = qemu_env && *qemu_env ? qemu_env : "qemu-system-arm";
   const char* ic = std::getenv("TS_QEMU_ICOUNT");
@@ -122,7 +142,7 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
 
   if (!o.flash_path.empty()) {
     fs::create_directories(fs::path(o.flash_path).parent_path(), ec);
-    prepare_flash_file(o.flash_path, who);
+    prepare_flash_file(o.flash_path, who, provision_offset);
   }
 
   // A port picked here may be taken before QEMU binds it: try a few.
@@ -132,11 +152,11 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
                       " --clock-mhz " + std::to_string(int64_t(o.clock_mhz)) + " --window " + std::to_string(o.window);
     if (icount) app += " --icount";
     if (!o.extra_args.empty()) app += " " + o.extra_args;
-    std::vector<std::string> args = {qemu, "-M", "mps2-an500", "-nographic", "-monitor", "none", "-serial", "null",
+    std::vector<std::string> args = {qemu, "-M", machine, "-nographic", "-monitor", "none", "-serial", "null",
                                      "-semihosting"};
     if (!o.flash_path.empty()) {
-      // The machine's RAM is the PSRAM at 0x60000000, the board's flash.
-      args[2] = "mps2-an500,memory-backend=tsflash";
+      // The machine's RAM (mps2-an500: the PSRAM at 0x60000000) is the board's flash.
+      args[2] = machine + ",memory-backend=tsflash";
       args.push_back("-object");
       args.push_back("memory-backend-file,id=tsflash,size=16M,share=on,mem-path=" + o.flash_path);
     }
@@ -146,7 +166,7 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
     }
     if (!provision.empty()) {
       args.push_back("-device");
-      args.push_back("loader,file=" + provision + ",addr=0x607C0000,force-raw=on");
+      args.push_back("loader,file=" + provision + ",addr=" + provision_addr + ",force-raw=on");
     }
     args.insert(args.end(), {"-nic",
                              "user,model=lan9118,hostfwd=tcp:127.0.0.1:" + std::to_string(port) + "-10.0.2.15:7000",
@@ -173,7 +193,7 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
       const std::string log = read_file(o.log_path);
       if (log.find(" listening on ") != std::string::npos) {
         if (!provision.empty()) fs::remove(provision, ec);  // loaded: the key stays only in the board
-        if (!provision.empty() && !o.flash_path.empty()) prepare_flash_file(o.flash_path, who);  // read at boot
+        if (!provision.empty() && !o.flash_path.empty()) prepare_flash_file(o.flash_path, who, provision_offset);  // read at boot
         return QemuBoard{pid, "127.0.0.1:" + std::to_string(port), o.log_path};
       }
       int status = 0;

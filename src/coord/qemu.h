@@ -1,6 +1,6 @@
-// QEMU boards: the Cortex-M7 firmware (firmware/, built by
-// scripts/build_firmware.sh) run under qemu-system-arm -M mps2-an500, one
-// process per board, reached over QEMU user-mode networking through a host
+// QEMU boards: the firmware (firmware/, built by scripts/build_firmware.sh)
+// run under qemu-system-arm, the machine and image named by the board's kind
+// (plan/board_kind.cpp; qemu-m7: -M mps2-an500), one process per board, reached over QEMU user-mode networking through a host
 // port forward to the board's 10.0.2.15:7000.
 #pragma once
 
@@ -10,9 +10,16 @@
 #include <string>
 #include <sys/types.h>
 
+namespace ts::plan {
+struct BoardKind;
+}
+
 namespace ts::coord {
 
 struct QemuBoardOptions {
+  // The board's kind (plan/board_kind.h): its row names the QEMU machine and
+  // the firmware image. nullptr: the Cortex-M7 kind, qemu-m7.
+  const plan::BoardKind* kind = nullptr;
   int id = 0;                      // board id announced in HELLO (testbed index)
   int64_t ram_bytes = 512 * 1024;  // arena; the firmware refuses more than its 512 KB OCRAM
   double clock_mhz = 600;
@@ -46,10 +53,19 @@ struct QemuBoard {
   std::string log_path;
 };
 
-// The firmware image: $TS_FIRMWARE if set, else firmware/build/
-// tinysplit-board.elf in the project folder (project_home()). Throws
-// ts::Error (naming the build script) if there is none.
-std::string find_firmware();
+// The QEMU kind a board of these options is (o.kind, else qemu-m7).
+const plan::BoardKind& qemu_kind(const QemuBoardOptions& o);
+
+// The environment variable that overrides a QEMU kind's image:
+// TS_FIRMWARE for qemu-m7, TS_FIRMWARE_<KIND> for the others
+// (TS_FIRMWARE_QEMU_M4).
+std::string firmware_env(const plan::BoardKind& kind);
+
+// The firmware image of a QEMU kind: $<firmware_env> if set, else the
+// kind's image (its `firmware`, relative to the project folder,
+// project_home()). Throws ts::Error (naming the build script) if there is
+// none.
+std::string find_firmware(const plan::BoardKind& kind);
 
 // Starts one board and waits until its firmware listens. The child gets
 // SIGTERM if this process dies. Throws ts::Error with the board's last log

@@ -19,6 +19,7 @@
 // new way, its case in coord/boards.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,22 @@ struct BoardKind {
   // The board type whose time a board of this kind takes with `run
   // --emulate` (a simulator preset, sim/scenario.h: its per-op prices and
   // link figures); "" = none (the board has a time of its own).
-  const char* emulates;
+  const char* emulates = "";
+  // A QEMU kind (start == Qemu): the qemu-system-arm machine (-M) and the
+  // firmware image it boots, relative to the project folder
+  // (coord/qemu.h; $TS_FIRMWARE overrides the image). "" for other kinds.
+  const char* qemu_machine = "";
+  const char* firmware = "";
+  // Where the machine's RAM (the board's flash, kept in a file with
+  // --store) starts, and the provisioning record's address in it
+  // (firmware/boards/<machine>/board_config.h BOARD_FLASH_BASE,
+  // BOARD_PROVISION_ADDR).
+  uint32_t qemu_flash_base = 0, qemu_provision_addr = 0;
+  // The board's own figures for `--workers KIND:N` in a mix of kinds: arena
+  // (RAM budget) and flash for fragments in bytes, clock in MHz; 0 = the
+  // --ram / --flash defaults and the default clock.
+  int64_t ram_bytes = 0, flash_bytes = 0;
+  double clock_mhz = 0;
 };
 
 // Every kind, in a fixed order.

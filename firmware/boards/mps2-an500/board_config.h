@@ -20,3 +20,12 @@
 // in PEERS are the boards' host port forwards on 127.0.0.1, so the firmware
 // dials a loopback peer address through the gateway (net_worker.cpp).
 #define BOARD_LOOPBACK_VIA_GATEWAY 1
+
+// The flash (QEMU's PSRAM, the machine's RAM): its base, the MPU guard past
+// the Teensy's 8 MB, and the provisioning record in its reserved top
+// (firmware.h). The guard past the 512 KB arena is 2^19 bytes.
+#define BOARD_FLASH_BASE 0x60000000u
+#define BOARD_FLASH_GUARD 0x60800000u
+#define BOARD_FLASH_GUARD_LOG2 23
+#define BOARD_ARENA_GUARD_LOG2 19
+#define BOARD_PROVISION_ADDR 0x607C0000u
