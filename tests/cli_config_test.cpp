@@ -12,6 +12,7 @@
 
 #include "plan/names.h"
 #include "plan/strategy.h"
+#include "plan/testbed.h"
 #include "support/shell.h"
 
 namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ fs::path remote_testbed() {
 // local board for --delay-ms to slow.
 TEST(CliConfig, RunWorkersKinds) {
   const std::string bad = "--workers: expected N, qemu:N or KIND:N,KIND:N... (KIND host, qemu, qemu-m7, qemu-m4) with N in "
-                          "1..4096, got '";
+                          "1.." + std::to_string(ts::plan::kMaxBoards) + ", got '";
   expect_refused("run --workers qemu:2,teensy41:1", bad + "qemu:2,teensy41:1'");
   expect_refused("run --workers qemu:2,esp32:1", bad + "qemu:2,esp32:1'");
   expect_refused("run --workers qemu:2,", bad + "qemu:2,'");

@@ -361,7 +361,7 @@ TEST_F(FirmwareTest, MixedKindsAreBitExact) {
   const fs::path dir = fs::temp_directory_path() / ("ts_fw_mix_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "testbed.json") << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"},
-      {"id": 2, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 409600, "clock_mhz": 168},
+      {"id": 2, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 393216, "clock_mhz": 168},
       {"id": 3, "kind": "host"}]})";
   for (const std::string boards :
        {std::string("--workers qemu:2,qemu-m4:1,host:1"), "-t " + (dir / "testbed.json").string()}) {
