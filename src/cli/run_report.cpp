@@ -51,7 +51,9 @@ Answer answer(const QGraph& q, const std::vector<int8_t>& output) {
 
 nlohmann::json estimate_json(const BoardTypeEstimate& e) {
   nlohmann::json j = {{"board_type", e.board_type}, {"total_s", e.total_s}, {"compute_s", e.compute_s},
-                      {"communication_s", e.comm_s}, {"cycles_per_mac", e.cycles_per_mac}, {"window", e.window},
+                      {"communication_s", e.comm_s}, {"cycles_per_mac", e.cycles_per_mac},
+                      {"costs", e.costs.empty() ? nlohmann::json(nullptr) : nlohmann::json("data/costs/" + e.costs + ".json")},
+                      {"window", e.window},
                       {"source", "tinysplit simulate of this plan"}};
   j["paper"] = e.paper ? nlohmann::json{{"figure", "Fig. 9"}, {"total_s", e.paper->total_s},
                                         {"compute_s", e.paper->compute_s}, {"communication_s", e.paper->comm_s}}
@@ -218,9 +220,14 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
   std::printf("latency: %.3f s total = %.3f s compute + %.3f s communication (single process: %.3f s)\n", x.total_s,
               x.compute_s, x.comm_s, r.reference_s);
   const BoardTypeEstimate& e = r.estimate;
-  std::printf("on %d %s boards (simulated, this plan, %.1f cycles/MAC, window %d): %.3f s = %.3f s compute + "
+  char prices[160];
+  if (e.costs.empty())
+    std::snprintf(prices, sizeof prices, "%.1f cycles/MAC", e.cycles_per_mac);
+  else
+    std::snprintf(prices, sizeof prices, "per-op cycles of data/costs/%s.json", e.costs.c_str());
+  std::printf("on %d %s boards (simulated, this plan, %s, window %d): %.3f s = %.3f s compute + "
               "%.3f s communication%s\n",
-              r.plan.n_workers(), e.board_type.c_str(), e.cycles_per_mac, e.window, e.total_s, e.compute_s, e.comm_s,
+              r.plan.n_workers(), e.board_type.c_str(), prices, e.window, e.total_s, e.compute_s, e.comm_s,
               e.paper ? (("; the paper reports " + fixed2(e.paper->total_s) + " s = " + fixed2(e.paper->compute_s) +
                           " + " + fixed2(e.paper->comm_s) + " (Fig. 9)"))
                             .c_str()

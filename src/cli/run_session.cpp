@@ -169,6 +169,7 @@ BoardTypeEstimate estimate_on_board_type(const RunConfig& c, const QGraph& q, co
   e.compute_s = s.compute_s;
   e.comm_s = s.comm_s;
   e.cycles_per_mac = tm.cycles_per_mac;
+  e.costs = tm.costs;
   e.window = tm.window;
   const bool paper_setting = is_default_model(c.model) && q.shape(q.input).h == kPaperInputSize &&
                              r.plan.strategy == "neuron" && r.plan.route == plan::Route::Relay;

@@ -36,7 +36,8 @@ RunInputs load_run_inputs(const RunConfig& c);
 struct BoardTypeEstimate {
   std::string board_type;
   double total_s = 0, compute_s = 0, comm_s = 0;
-  double cycles_per_mac = 0;
+  double cycles_per_mac = 0;  // for ops without a measured price (all ops when costs is "")
+  std::string costs;          // the board type's measured per-op prices, data/costs/<costs>.json
   int window = 0;
   const sim::PaperFigure* paper = nullptr;
 };
