@@ -96,8 +96,8 @@ def load_tsqm(path):
     if r.u32() != 0x4D515354:
         raise RefError(f"{path}: not a tinysplit quantised model (bad magic)")
     ver = r.u32()
-    if ver != 1:
-        raise RefError(f"{path}: quantised model version {ver} is not supported (need 1)")
+    if ver != 2:
+        raise RefError(f"{path}: quantised model version {ver} is not supported (need 2)")
     if zlib.crc32(body) & 0xFFFFFFFF != crc:
         raise RefError(f"{path}: checksum mismatch (file is corrupt)")
     m = {"source": r.str(), "calibration": r.str()}
@@ -106,6 +106,7 @@ def load_tsqm(path):
         raise RefError(f"{path}: corrupt label count")
     m["labels"] = [r.str() for _ in range(nl)]
     m["mean_std"] = [(r.f32(), r.f32()) for _ in range(3)]
+    m["bgr"] = r.u8() != 0
     m["input"] = r.i32()
     m["output"] = r.i32()
     m["softmax"] = r.u8() != 0
@@ -563,7 +564,7 @@ def save_tsqm(m, path):
         out.extend(a.tobytes())
 
     u32(0x4D515354)
-    u32(1)
+    u32(2)
     text(m["source"])
     text(m["calibration"])
     u32(len(m["labels"]))
@@ -572,6 +573,7 @@ def save_tsqm(m, path):
     for mean, std in m["mean_std"]:
         f32(mean)
         f32(std)
+    u8(1 if m.get("bgr") else 0)
     i32(m["input"])
     i32(m["output"])
     u8(1 if m["softmax"] else 0)

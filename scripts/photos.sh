@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Collects the real photographs listed in data/photos.txt into data/calib/ and data/eval/.
+# Collects the real photographs listed in data/photos.txt into data/calib/, data/eval/ and data/text/
+# (photos with text, for the text detector: `--model ppocr-det`).
 #
-# Manifest lines: `calib|eval <absolute path as shipped by a Debian package> <sha256>`, no comments.
+# Manifest lines (calib and eval disjoint; text may repeat photos of the others): `calib|eval|text <absolute path as shipped by a Debian package> <sha256>`, no comments.
 # Each photo is taken from the installed package when its file is there, otherwise from the
 # package's .deb, which is downloaded with `apt-get download` (no install, no dependencies) and
 # unpacked into a cache (data/.cache/debs/). Every copy is checked against its sha256; a missing or
@@ -61,15 +62,19 @@ while IFS= read -r line || [[ -n "$line" ]]; do
   n=$((n + 1))
   [[ -z "${line// }" ]] && continue
   read -r set path sum extra <<<"$line"
-  [[ -z "${extra:-}" && -n "${sum:-}" ]] || die "$MANIFEST:$n: expected 'calib|eval <path> <sha256>'"
-  [[ "$set" == calib || "$set" == eval ]] || die "$MANIFEST:$n: set must be calib or eval, not '$set'"
+  [[ -z "${extra:-}" && -n "${sum:-}" ]] || die "$MANIFEST:$n: expected 'calib|eval|text <path> <sha256>'"
+  [[ "$set" == calib || "$set" == eval || "$set" == text ]] || die "$MANIFEST:$n: set must be calib, eval or text, not '$set'"
   [[ "$path" == /* ]] || die "$MANIFEST:$n: path must be absolute"
   [[ "$sum" =~ ^[0-9a-f]{64}$ ]] || die "$MANIFEST:$n: bad sha256"
   package_of "$path" >/dev/null || die "$MANIFEST:$n: no known package ships $path"
   name="$(local_name "$path")"
-  [[ -z "${SEEN_PATH[$path]:-}" ]] || die "$MANIFEST:$n: $path is listed twice (sets must be disjoint)"
+  # calib and eval are disjoint; text (photos with text) may share photos with them.
+  prev="${SEEN_PATH[$path]:-}"
+  if [[ -n "$prev" ]]; then
+    [[ " $prev " == *" $set "* || ( "$set" != text && ( " $prev " == *" calib "* || " $prev " == *" eval "* ) ) ]] && die "$MANIFEST:$n: $path is listed twice (calib and eval must be disjoint)"
+  fi
   [[ -z "${SEEN_NAME[$set/$name]:-}" ]] || die "$MANIFEST:$n: two photos would both be named $set/$name"
-  SEEN_PATH[$path]=1
+  SEEN_PATH[$path]="$prev $set"
   SEEN_NAME[$set/$name]=1
   SETS+=("$set"); PATHS+=("$path"); SUMS+=("$sum"); NAMES+=("$name")
 done <"$MANIFEST"
@@ -112,7 +117,7 @@ for pkg in "${!NEED_PKG[@]}"; do
 done
 
 # ---- copy and verify
-mkdir -p "$ROOT/data/calib" "$ROOT/data/eval"
+mkdir -p "$ROOT/data/calib" "$ROOT/data/eval" "$ROOT/data/text"
 copied=0
 for i in "${!PATHS[@]}"; do
   p="${PATHS[$i]}"; want="${SUMS[$i]}"; dst="$ROOT/data/${SETS[$i]}/${NAMES[$i]}"
@@ -131,7 +136,7 @@ for i in "${!PATHS[@]}"; do
 done
 
 # ---- drop files that the manifest no longer names
-for set in calib eval; do
+for set in calib eval text; do
   for f in "$ROOT/data/$set"/* "$ROOT/data/$set"/.[!.]*; do
     [[ -e "$f" ]] || continue
     if [[ -z "${SEEN_NAME[$set/${f##*/}]:-}" ]]; then
@@ -143,4 +148,5 @@ done
 
 ncal=$(find "$ROOT/data/calib" -mindepth 1 -maxdepth 1 -type f | wc -l)
 nev=$(find "$ROOT/data/eval" -mindepth 1 -maxdepth 1 -type f | wc -l)
-echo "photos: data/calib has $ncal photos, data/eval has $nev photos ($copied copied, all sha256 verified)"
+ntext=$(find "$ROOT/data/text" -mindepth 1 -maxdepth 1 -type f | wc -l)
+echo "photos: data/calib has $ncal photos, data/eval has $nev, data/text has $ntext ($copied copied, all sha256 verified)"

@@ -49,7 +49,7 @@ void compare_with_tfjs(int size, int n_images) {
   std::ofstream list(dir / "list.txt");
   std::vector<std::vector<float>> ours;
   for (size_t i = 0; i < files.size(); ++i) {
-    const auto x = ts::image_input(files[i], size, g.in_mean, g.in_std);  // C-H-W
+    const auto x = ts::image_input(files[i], size, g.in_norm);  // C-H-W
     std::vector<float> nhwc(x.size());
     for (int c = 0; c < 3; ++c)
       for (int p = 0; p < size * size; ++p) nhwc[size_t(p) * 3 + c] = x[size_t(c) * size * size + p];

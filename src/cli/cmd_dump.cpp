@@ -44,7 +44,7 @@ int cmd_dump(const DumpCmdOptions& o) {
     if (in.c != 3 || in.h != in.w)
       throw Error("a photo needs a square 3-channel model input, this one is " + to_string(in) + "; pass --input");
     img = o.image.empty() ? default_photo() : o.image;
-    x = quantize_input(q, image_input(img, in.h, q.in_mean, q.in_std));
+    x = quantize_input(q, image_input(img, in.h, q.in_norm));
   }
   const auto all = run_int8_all(q, x);
   std::error_code ec;

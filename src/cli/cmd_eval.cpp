@@ -13,6 +13,7 @@
 #include "model/image.h"
 #include "model/npy.h"
 #include "model/pipeline.h"
+#include "model/text_map.h"
 
 namespace ts::cli {
 
@@ -32,17 +33,25 @@ struct EvalOptions {
 };
 
 // Photos: top-1 agreement and probability deltas between float and int8.
+int eval_maps(const EvalOptions& o, const std::vector<std::string>& files, const Graph& g, const QGraph& q);
+
 int eval_photos(const EvalOptions& o) {
-  const std::string dir = o.images.empty() ? default_eval_dir() : o.images;
-  const auto files = list_images(dir);
   QuantizeOptions opt;
   opt.calib_dir = o.calib;
   opt.calib.method = parse_calib_method(o.method);
   Graph g;
   QGraph q = quantized_model(o.model, o.size, opt, &g);
+  // A detector (its output a map, e.g. ppocr-det) is evaluated on the photos with text.
+  const bool detector = q.shape(q.output).h > 1 && q.shape(q.output).w > 1;
+  const std::string dir = !o.images.empty() ? o.images : detector ? default_text_dir() : default_eval_dir();
+  const auto files = list_images(dir);
   const auto cdir = std::filesystem::weakly_canonical(o.calib.empty() ? default_calib_dir() : o.calib);
   if (std::filesystem::weakly_canonical(dir) == cdir)
     std::fprintf(stderr, "tinysplit: warning: evaluating on the calibration photos\n");
+  if (detector) {
+    if (o.compare_size > 0) throw Error("eval: --compare-size compares classifiers' top-1; '" + o.model + "' outputs a map");
+    return eval_maps(o, files, g, q);
+  }
   // The float model at another size: how often its top-1 there agrees with
   // the top-1 at this size (what a size other than the trained one costs).
   Graph gref;
@@ -57,7 +66,7 @@ int eval_photos(const EvalOptions& o) {
   auto label = [&](int i) { return i < int(q.labels.size()) ? q.labels[i] : std::to_string(i); };
   std::map<std::string, int> float_counts, ref_counts;
   for (const auto& f : files) {
-    const auto x = image_input(f, g.shape(g.input).h, g.in_mean, g.in_std);
+    const auto x = image_input(f, g.shape(g.input).h, g.in_norm);
     const auto pf = run_float(g, x);
     const auto pq = output_probs(q, run_int8(q, quantize_input(q, x)));
     const int tf = argmax(pf), tq = argmax(pq);
@@ -73,7 +82,7 @@ int eval_photos(const EvalOptions& o) {
                         {"float_label", label(tf)}, {"int8_label", label(tq)}, {"float_probs", pf}, {"int8_probs", pq}};
     int tr = -1;
     if (o.compare_size > 0) {
-      tr = argmax(run_float(gref, image_input(f, gref.shape(gref.input).h, gref.in_mean, gref.in_std)));
+      tr = argmax(run_float(gref, image_input(f, gref.shape(gref.input).h, gref.in_norm)));
       agree_ref += tr == tf;
       ++ref_counts[label(tr)];
       e["float_top1_at_compare_size"] = tr;
@@ -106,6 +115,52 @@ int eval_photos(const EvalOptions& o) {
       std::printf("float top-1 at %d agrees with the float top-1 at %d on %d of %zu images\n", in_size, o.compare_size,
                   agree_ref, files.size());
     if (const std::string note = size_note(o.model, in_size); !note.empty()) std::printf("note: %s\n", note.c_str());
+  }
+  return 0;
+}
+
+// A detector (its output a probability map, e.g. ppocr-det) on photos: per
+// photo, the float and int8 maps binarised at the DB threshold and compared
+// pixel by pixel, and the text boxes of each (DB post-process, model/text_map.h)
+// paired by IoU.
+int eval_maps(const EvalOptions& o, const std::vector<std::string>& files, const Graph& g, const QGraph& q) {
+  const Shape& os = q.shape(q.output);
+  const DbParams db;
+  Progress bar("eval", int(files.size()));
+  nlohmann::json per = nlohmann::json::array();
+  double agree_sum = 0, agree_min = 1, iou_sum = 0;
+  int boxes_f = 0, boxes_q = 0, matched = 0;
+  for (const auto& f : files) {
+    const auto x = image_input(f, g.shape(g.input).h, g.in_norm);
+    const ProbMap mf = output_map(run_float(g, x), os.c, os.h, os.w);
+    const ProbMap mq = output_map(output_probs(q, run_int8(q, quantize_input(q, x))), os.c, os.h, os.w);
+    const double agree = binary_agreement(mf, mq, db.thresh);
+    const BoxMatch bm = match_boxes(db_boxes(mf, db), db_boxes(mq, db));
+    agree_sum += agree;
+    agree_min = std::min(agree_min, agree);
+    iou_sum += bm.mean_iou;
+    boxes_f += bm.reference, boxes_q += bm.candidate, matched += bm.matched;
+    const std::string name = std::filesystem::path(f).filename().string();
+    per.push_back({{"file", name}, {"pixel_agreement", agree}, {"float_boxes", bm.reference},
+                   {"int8_boxes", bm.candidate}, {"matched_boxes", bm.matched}, {"mean_box_iou", bm.mean_iou}});
+    if (!o.json)
+      std::printf("%-40.40s binarised map agreement %.2f%%, boxes float %d int8 %d, %d paired at IoU >= 0.5, mean IoU %.3f\n",
+                  name.c_str(), 100.0 * agree, bm.reference, bm.candidate, bm.matched, bm.mean_iou);
+    bar.step(name);
+  }
+  const double n = double(files.size());
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model}, {"images", files.size()}, {"size", g.shape(g.input).h},
+                        {"threshold", db.thresh}, {"mean_pixel_agreement", agree_sum / n},
+                        {"min_pixel_agreement", agree_min}, {"mean_box_iou", iou_sum / n},
+                        {"float_boxes", boxes_f}, {"int8_boxes", boxes_q}, {"matched_boxes", matched},
+                        {"calibration", q.calibration}, {"per_image", per}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%zu images at %d: binarised map (> %.1f) agreement float vs int8 mean %.2f%%, min %.2f%%; boxes float %d, "
+                "int8 %d, %d paired at IoU >= 0.5, mean IoU %.3f (calibration: %s)\n",
+                files.size(), g.shape(g.input).h, db.thresh, 100.0 * agree_sum / n, 100.0 * agree_min, boxes_f, boxes_q,
+                matched, iou_sum / n, q.calibration.c_str());
   }
   return 0;
 }
@@ -222,7 +277,7 @@ void register_eval(CLI::App& app) {
   CLI::App& sub = add_command(app, "eval", "Run the float and int8 models on photos, a tensor or a data set and compare them",
                               [o] { return cmd_eval(*o); });
   add_model_options(sub, o->model, o->size, false);
-  sub.add_option("--images,-i", o->images, "folder of photos to evaluate (default data/eval)");
+  sub.add_option("--images,-i", o->images, "folder of photos to evaluate (default data/eval; data/text for a detector)");
   sub.add_option("--calib", o->calib, "folder of calibration photos (default data/calib)");
   sub.add_option("--method", o->method, "calibration: minmax or percentile")->capture_default_str();
   sub.add_option("--compare-size", o->compare_size, "photos: also run the float model at this size and count agreement")

@@ -168,6 +168,11 @@ RunConfig make_run_config(const RunOptions& o) {
   c.limit = o.limit;
   c.save_output = o.save_output;
   c.save_int8_output = o.save_int8_output;
+  c.save_overlay = o.save_overlay;
+  if (!c.save_overlay.empty() && (!c.input.empty() || !c.dataset.empty()))
+    throw Error("run: --save-overlay draws over a photo; it does not combine with --input or --dataset");
+  if (!c.save_overlay.empty() && c.objective == plan::Objective::Throughput)
+    throw Error("run: --save-overlay does nothing with --objective throughput (it draws one inference's output)");
   if (c.objective == plan::Objective::Throughput &&
       (!o.faults.empty() || o.probe))
     throw Error("run: --objective throughput does not combine with --inject-fault or --probe");
@@ -238,6 +243,9 @@ void register_run(CLI::App& app) {
   sub.add_option("--save-output", o->save_output,
                  "write the output as float32 .npy (dequantised; after the host Softmax if the model ends in one)");
   sub.add_option("--save-int8-output", o->save_int8_output, "write the raw int8 output tensor as .npy");
+  sub.add_option("--save-overlay", o->save_overlay,
+                 "a detector (ppocr-det): write a PNG of the photo with the output map and the text boxes of the DB "
+                 "post-process over it");
   sub.add_option("--dataset", o->dataset, "run the first --limit test images of a data set (fashion-mnist; default model models/fashion-mnist/model.onnx)");
   sub.add_option("--limit", o->limit, "with --dataset: number of test images (default 100)")->check(CLI::Range(1, 1000000));
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();

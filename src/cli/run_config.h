@@ -33,7 +33,7 @@ struct RunOptions {
   std::string store, key_file;
   bool probe = false, json = false;
   bool emulate = false;  // --emulate: local boards take their board type's time (docs/simulator.md)
-  std::string input, save_output, save_int8_output, dataset;
+  std::string input, save_output, save_int8_output, save_overlay, dataset;
   int limit = 0;
   std::vector<std::string> faults;  // --inject-fault KIND:BOARD[:LAYER] (kill | stall | corrupt | flip)
   bool no_failover = false;
@@ -64,6 +64,7 @@ struct RunConfig {
   std::string image, input, dataset;
   int limit = 0;
   std::string save_output, save_int8_output;
+  std::string save_overlay;  // PNG: the photo, the output map and its text boxes (model/text_map.h)
   // Boards and links.
   std::string store, key_file;  // key_file: --key-file, else the testbed's; "" = no authentication
   net::Key key{};

@@ -169,6 +169,11 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       {"emulation", {{"cycles_per_mac", c.cycles_per_mac}, {"delay_ms", c.delay_ms}, {"board_type", c.emulate}}},
       {"boards_started", r.testbed.boards.size()}, {"failover", c.failover}, {"failovers", jf}, {"rejoins", jr},
       {"per_worker", jw}, {"per_layer", jl}};
+  if (!c.save_overlay.empty()) {
+    nlohmann::json jb = nlohmann::json::array();
+    for (const TextBox& b : r.text_boxes) jb.push_back({{"x0", b.x0}, {"y0", b.y0}, {"x1", b.x1}, {"y1", b.y1}, {"score", b.score}});
+    j["overlay"] = {{"file", c.save_overlay}, {"text_boxes", jb}};
+  }
   if (!c.dataset.empty())
     j["dataset"] = {{"name", c.dataset}, {"split", "test"}, {"images", in.xs.size()}, {"bit_exact_images", r.exact},
                     {"accuracy", r.correct / n_in}, {"reference_accuracy", r.ref_correct / n_in}};
@@ -232,6 +237,9 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
                           " + " + fixed2(e.paper->comm_s) + " (Fig. 9)"))
                             .c_str()
                       : "");
+  if (!c.save_overlay.empty())
+    std::printf("text: %zu boxes (DB post-process on the host), drawn with the map over the photo in %s\n",
+                r.text_boxes.size(), c.save_overlay.c_str());
   std::printf("wire: %s in frames, %s activations\n", human_bytes(x.wire_bytes).c_str(),
               human_bytes(x.payload_bytes).c_str());
   std::printf("%-6s %-22s %12s %12s %10s %12s %12s %10s\n", "board", "address", "peak RAM", "planned", "budget",

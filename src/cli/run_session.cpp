@@ -7,8 +7,10 @@
 #include "cli/run_throughput.h"
 #include "coord/boards.h"
 #include "model/dataset.h"
+#include "model/image.h"
 #include "model/npy.h"
 #include "model/pipeline.h"
+#include "util/atomic_file.h"
 
 namespace ts::cli {
 
@@ -93,11 +95,23 @@ void infer_all(const RunConfig& c, const RunInputs& in, coord::Swarm& swarm, Run
 
 // The last input's output: the model's output as float32 (dequantised, with
 // the host Softmax if the model ends in one) and the raw int8 tensor.
-void save_outputs(const RunConfig& c, const QGraph& q, const std::vector<int8_t>& output) {
+// With --save-overlay, the text boxes of its map (in photo pixels) after
+// writing the photo with the map and the boxes over it.
+std::vector<TextBox> save_outputs(const RunConfig& c, const RunInputs& in, const std::vector<int8_t>& output) {
+  const QGraph& q = in.q;
   const auto probs = output_probs(q, output);
   const std::vector<int64_t> oshape = {1, int64_t(probs.size())};
   if (!c.save_output.empty()) write_npy(c.save_output, oshape, probs);
   if (!c.save_int8_output.empty()) write_npy(c.save_int8_output, oshape, output);
+  std::vector<TextBox> boxes;
+  if (c.save_overlay.empty()) return boxes;
+  const Shape& s = q.shape(q.output);
+  const ProbMap m = output_map(probs, s.c, s.h, s.w);
+  const std::vector<TextBox> found = db_boxes(m);
+  const Image photo = load_image(in.photo);
+  write_file_atomic(c.save_overlay, overlay_png(photo, m, found));
+  for (const TextBox& b : found) boxes.push_back(scale_box(b, m, photo.w, photo.h));
+  return boxes;
 }
 
 }  // namespace
@@ -135,7 +149,16 @@ RunInputs load_run_inputs(const RunConfig& c) {
   } else {
     const std::string photo = c.image.empty() ? default_photo() : c.image;
     in.input_name = std::filesystem::path(photo).filename().string();
-    in.xs.push_back(quantize_input(q, image_input(photo, in_size, q.in_mean, q.in_std)));
+    in.photo = photo;
+    in.xs.push_back(quantize_input(q, image_input(photo, in_size, q.in_norm)));
+  }
+  if (!c.save_overlay.empty()) {  // before any board starts: a model without a map is one line
+    const Shape& o = q.shape(q.output);
+    try {
+      (void)output_map(std::vector<float>(size_t(o.c) * size_t(o.h) * size_t(o.w)), o.c, o.h, o.w);
+    } catch (const Error& e) {
+      throw Error("run: --save-overlay: " + std::string(e.what()));
+    }
   }
   for (const auto& x : in.xs) in.refs.push_back(run_int8(q, x));
   // The single process, warm (the runs above were the warm-up): the median
@@ -226,8 +249,8 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
 int cmd_run(const RunConfig& c) {
   const RunInputs in = load_run_inputs(c);
   if (c.objective == plan::Objective::Throughput) return run_throughput(c, in);
-  const RunResult r = run_latency(c, in);
-  save_outputs(c, in.q, r.last.output);
+  RunResult r = run_latency(c, in);
+  r.text_boxes = save_outputs(c, in, r.last.output);
   if (c.json) print_run_json(c, in, r);
   else print_run_text(c, in, r);
   if (!r.first_bad.ok()) {

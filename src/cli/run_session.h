@@ -14,6 +14,7 @@
 #include "coord/failover.h"
 #include "coord/verify.h"
 #include "model/qgraph.h"
+#include "model/text_map.h"
 #include "sim/scenario.h"
 
 namespace ts::cli {
@@ -22,6 +23,7 @@ namespace ts::cli {
 struct RunInputs {
   QGraph q;
   std::string input_name;                       // as reported
+  std::string photo;                            // the photo's path, when the input is one
   std::vector<std::vector<int8_t>> xs, refs;    // inputs and their reference outputs
   std::vector<int> labels;                      // --dataset: each input's label
   double reference_s = 0;  // the median of --repeat warm single-process runs of the first input
@@ -62,6 +64,7 @@ struct RunResult {
   int first_bad_input = -1;
   double reference_s = 0;            // reference_s again, interleaved with the inferences
   BoardTypeEstimate estimate;        // of `plan` on the board type
+  std::vector<TextBox> text_boxes;   // --save-overlay: the DB post-process's boxes, in photo pixels
 };
 RunResult run_latency(const RunConfig& c, const RunInputs& in);
 

@@ -103,6 +103,15 @@ struct Node {
   float act_lo = 0.f, act_hi = 0.f;  // for Act::Clip / Relu6 (0,6)
 };
 
+// How a photo becomes a model's input: input channel c is
+// (pixel[p]/255 - mean[c]) / std[c], with p = c for RGB models and p = 2 - c
+// for BGR ones (the model's channel 0 is the photo's blue).
+struct ImageNorm {
+  float mean[3] = {0.f, 0.f, 0.f};
+  float std[3] = {1.f, 1.f, 1.f};
+  bool bgr = false;
+};
+
 struct Graph {
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;  // topological order
@@ -111,9 +120,7 @@ struct Graph {
   std::vector<std::string> labels;  // class names, may be empty
   std::string source;               // "tfjs:..." or "onnx:..." for reports
 
-  // Input preprocessing: x = (pixel/255 - mean[c]) / std[c], RGB.
-  float in_mean[3] = {0.f, 0.f, 0.f};
-  float in_std[3] = {1.f, 1.f, 1.f};
+  ImageNorm in_norm;  // how a photo becomes the input tensor
 
   const Shape& shape(int tensor) const { return tensors.at(tensor).shape; }
   int add_tensor(const std::string& name, Shape s);

@@ -173,7 +173,7 @@ Image load_image(const std::string& path) {
   return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
-std::vector<float> preprocess(const Image& img, int size, const float mean[3], const float stdv[3]) {
+std::vector<float> preprocess(const Image& img, int size, const ImageNorm& norm) {
   if (size <= 0) throw Error("image size must be positive");
   std::vector<float> out(size_t(3) * size * size);
   const double sy = double(img.h) / size, sx = double(img.w) / size;
@@ -186,9 +186,10 @@ std::vector<float> preprocess(const Image& img, int size, const float mean[3], c
       const int x0 = int(fx), x1 = std::min(x0 + 1, img.w - 1);
       const double wx = fx - x0;
       for (int c = 0; c < 3; ++c) {
-        auto px = [&](int yy, int xx) { return double(img.rgb[(size_t(yy) * img.w + xx) * 3 + c]); };
+        const int p = norm.bgr ? 2 - c : c;
+        auto px = [&](int yy, int xx) { return double(img.rgb[(size_t(yy) * img.w + xx) * 3 + p]); };
         const double v = (1 - wy) * ((1 - wx) * px(y0, x0) + wx * px(y0, x1)) + wy * ((1 - wx) * px(y1, x0) + wx * px(y1, x1));
-        out[(size_t(c) * size + y) * size + x] = float((v / 255.0 - mean[c]) / stdv[c]);
+        out[(size_t(c) * size + y) * size + x] = float((v / 255.0 - norm.mean[c]) / norm.std[c]);
       }
     }
   }

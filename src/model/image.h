@@ -31,7 +31,7 @@ Image decode_image(const uint8_t* data, size_t len, const std::string& what,
 
 // Bilinear resize (half-pixel centres, edge clamped) to size x size, then
 // x = (pixel/255 - mean[c]) / std[c], returned in C-H-W order.
-std::vector<float> preprocess(const Image& img, int size, const float mean[3], const float stdv[3]);
+std::vector<float> preprocess(const Image& img, int size, const ImageNorm& norm);
 
 // Lists image files (by extension) in a folder, sorted by name.
 std::vector<std::string> list_images(const std::string& dir);

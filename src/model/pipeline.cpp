@@ -1,5 +1,6 @@
 #include "model/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,20 +18,30 @@
 namespace ts {
 namespace fs = std::filesystem;
 
+namespace {
+// The models known by name: where scripts/setup.sh or scripts/fetch_model.sh put them.
+fs::path named_model_path(const std::string& name) {
+  const std::string home = project_home();
+  const fs::path models = fs::path(home.empty() ? "." : home) / "models";
+  if (name == "mobilenetv2" || name == "mobilenet_v2") return models / "mobilenetv2" / "model.json";
+  if (name == "ppocr-det") return models / "ppocr-det" / "model.onnx";  // PP-OCRv4 text detection
+  return {};
+}
+
+bool is_named_model(const std::string& spec, const std::string& name) {
+  const fs::path p = named_model_path(name);
+  if (spec == name) return true;
+  std::error_code ec;
+  return fs::exists(p, ec) && fs::exists(spec, ec) && fs::equivalent(p, spec, ec);
+}
+}  // namespace
+
 std::string resolve_model(const std::string& spec) {
-  if (spec == "mobilenetv2" || spec == "mobilenet_v2") {
-    const std::string home = project_home();
-    const fs::path p = fs::path(home.empty() ? "." : home) / "models" / "mobilenetv2" / "model.json";
-    if (!fs::exists(p))
-      throw Error("default model not found at '" + p.string() + "'; run scripts/setup.sh (or scripts/fetch_model.sh) first");
-    return p.string();
-  }
-  if (spec == "ppocr-det") {  // PP-OCRv4 text detection (scripts/fetch_model.sh ppocr-det)
-    const std::string home = project_home();
-    const fs::path p = fs::path(home.empty() ? "." : home) / "models" / "ppocr-det" / "model.onnx";
-    if (!fs::exists(p))
+  if (const fs::path p = named_model_path(spec); !p.empty()) {
+    if (fs::exists(p)) return p.string();
+    if (spec == "ppocr-det")
       throw Error("model 'ppocr-det' not found at '" + p.string() + "'; run scripts/fetch_model.sh ppocr-det first");
-    return p.string();
+    throw Error("default model not found at '" + p.string() + "'; run scripts/setup.sh (or scripts/fetch_model.sh) first");
   }
   if (!fs::exists(spec)) throw Error("model file '" + spec + "' does not exist");
   if (fs::is_directory(spec)) {
@@ -67,13 +78,15 @@ std::string dims_text(int64_t h, int64_t w) {
 }
 }  // namespace
 
-bool is_default_model(const std::string& spec) {
-  if (spec == "mobilenetv2" || spec == "mobilenet_v2") return true;
-  const std::string home = project_home();
-  const fs::path def = fs::path(home.empty() ? "." : home) / "models" / "mobilenetv2" / "model.json";
-  std::error_code ec;
-  const std::string path = resolve_model(spec);
-  return fs::exists(def, ec) && fs::equivalent(def, path, ec);
+bool is_default_model(const std::string& spec) { return is_named_model(resolve_model(spec), "mobilenetv2"); }
+
+ImageNorm model_image_norm(const std::string& spec) {
+  ImageNorm n;
+  // PaddleOCR's detectors read photos as BGR and normalise them with the
+  // ImageNet mean and deviation in that channel order (their NormalizeImage
+  // step); the ONNX file does not say so.
+  if (is_named_model(resolve_model(spec), "ppocr-det")) n = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, true};
+  return n;
 }
 
 int resolve_input_size(const std::string& spec, int requested) {
@@ -129,7 +142,9 @@ Graph import_model(const std::string& spec, int size) {
   const int s = resolve_input_size(path, size);
   if (is_tfjs_file(path)) return import_tfjs(path, s);
   try {
-    return import_onnx(path, s);
+    Graph g = import_onnx(path, s);
+    g.in_norm = model_image_norm(path);
+    return g;
   } catch (const Error&) {
     // A symbolic size the model cannot take (its feature maps no longer
     // line up): say which sizes it takes.
@@ -142,6 +157,32 @@ Graph import_model(const std::string& spec, int size) {
   }
 }
 
+static uint32_t file_crc(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> buf(1 << 16);
+  uint32_t c = 0;
+  while (f) {
+    f.read(buf.data(), std::streamsize(buf.size()));
+    c = crc32_update(c, buf.data(), size_t(f.gcount()));
+  }
+  return c;
+}
+
+std::string default_text_dir() { return (fs::path(project_home()) / "data" / "text").string(); }
+
+std::vector<std::string> calibration_photos(const std::string& spec, const std::string& dir) {
+  std::vector<std::string> photos = list_images(dir);
+  std::error_code ec;
+  if (!is_named_model(resolve_model(spec), "ppocr-det") || !fs::is_directory(default_text_dir(), ec)) return photos;
+  std::vector<uint32_t> text;
+  for (const auto& f : list_images(default_text_dir())) text.push_back(file_crc(f));
+  std::vector<std::string> kept;
+  for (const auto& f : photos)
+    if (std::find(text.begin(), text.end(), file_crc(f)) == text.end()) kept.push_back(f);
+  if (kept.empty()) throw Error("every calibration photo in '" + dir + "' is also a text photo (data/text)");
+  return kept;
+}
+
 std::string default_calib_dir() { return (fs::path(project_home()) / "data" / "calib").string(); }
 std::string default_eval_dir() { return (fs::path(project_home()) / "data" / "eval").string(); }
 std::string default_photo() {
@@ -149,8 +190,8 @@ std::string default_photo() {
   return files.front();
 }
 
-std::vector<float> image_input(const std::string& path, int size, const float mean[3], const float stdv[3]) {
-  return preprocess(load_image(path), size, mean, stdv);
+std::vector<float> image_input(const std::string& path, int size, const ImageNorm& norm) {
+  return preprocess(load_image(path), size, norm);
 }
 
 InputTensor load_input_npy(const std::string& path, const Shape& in) {
@@ -202,16 +243,6 @@ QuantizeOptions fashion_mnist_calibration(int n) {
   return opt;
 }
 
-static uint32_t file_crc(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<char> buf(1 << 16);
-  uint32_t c = 0;
-  while (f) {
-    f.read(buf.data(), std::streamsize(buf.size()));
-    c = crc32_update(c, buf.data(), size_t(f.gcount()));
-  }
-  return c;
-}
 
 QGraph quantized_model(const std::string& spec, int size, const QuantizeOptions& opt, Graph* folded_out) {
   const std::string path = resolve_model(spec);
@@ -227,14 +258,16 @@ QGraph quantized_model(const std::string& spec, int size, const QuantizeOptions&
   if (folded_out) *folded_out = g;
   const bool tensors = !opt.calib_inputs.empty();
   const std::string calib = opt.calib_dir.empty() ? default_calib_dir() : opt.calib_dir;
-  const auto images = tensors ? std::vector<std::string>{} : list_images(calib);
+  const auto images = tensors ? std::vector<std::string>{} : calibration_photos(path, calib);
 
   // Cache key: model bytes, weight shards, size, calibration set and method.
   uint32_t key = file_crc(path);
   for (auto& e : fs::directory_iterator(fs::path(path).parent_path()))
     if (e.path().extension() == ".bin") key ^= file_crc(e.path().string()) * 2654435761u;
   std::string desc = std::to_string(g.shape(g.input).h) + "|" + std::to_string(int(opt.calib.method)) + "|" +
-                     std::to_string(opt.calib.percentile) + "|v1";
+                     std::to_string(opt.calib.percentile) + "|v2";
+  for (int c = 0; c < 3; ++c) desc += "|" + std::to_string(g.in_norm.mean[c]) + "/" + std::to_string(g.in_norm.std[c]);
+  desc += g.in_norm.bgr ? "|bgr" : "|rgb";
   for (auto& im : images) desc += "|" + im + ":" + std::to_string(file_crc(im));
   if (tensors) desc += "|tensors:" + opt.calib_tag + ":" + std::to_string(opt.calib_inputs.size());
   key = crc32_update(key, desc.data(), desc.size());
@@ -251,7 +284,7 @@ QGraph quantized_model(const std::string& spec, int size, const QuantizeOptions&
   }
   std::vector<std::vector<float>> inputs;
   for (const auto& im : images) {
-    inputs.push_back(image_input(im, g.shape(g.input).h, g.in_mean, g.in_std));
+    inputs.push_back(image_input(im, g.shape(g.input).h, g.in_norm));
     if (g.shape(g.input).c == 1) {  // a grey model: the mean of the three channels
       std::vector<float>& x = inputs.back();
       const size_t plane = x.size() / 3;

@@ -42,6 +42,11 @@ int resolve_input_size(const std::string& spec, int requested);
 // True if `spec` names the bundled MobileNetV2 (by name or by its path).
 bool is_default_model(const std::string& spec);
 
+// How photos are prepared for a model: what its file says (TF.js and ONNX
+// files carry no normalisation: pixels / 255, RGB), or for the named models
+// what they were trained with (ppocr-det: BGR, ImageNet mean and deviation).
+ImageNorm model_image_norm(const std::string& spec);
+
 // For the bundled MobileNetV2 at the paper's 112: one sentence saying that
 // 112 is the paper's size, that the model was trained at 224, and what that
 // costs it on the evaluation photos (measured; the command is in the text).
@@ -54,6 +59,12 @@ Graph import_model(const std::string& spec, int size);
 
 // Default calibration and evaluation folders (data/calib, data/eval).
 std::string default_calib_dir();
+// data/text: photos with text (scripts/photos.sh), what ppocr-det is evaluated on.
+std::string default_text_dir();
+// The photos a model is calibrated on: those of `dir`, less, for ppocr-det
+// (evaluated on data/text), any that are also text photos (by content), so
+// that its evaluation never sees its calibration photos.
+std::vector<std::string> calibration_photos(const std::string& spec, const std::string& dir);
 std::string default_eval_dir();
 std::string default_photo();
 
@@ -101,6 +112,6 @@ std::string fashion_mnist_model();
 QuantizeOptions fashion_mnist_calibration(int n = 1000);
 
 // Preprocesses an image for a graph's input.
-std::vector<float> image_input(const std::string& path, int size, const float mean[3], const float stdv[3]);
+std::vector<float> image_input(const std::string& path, int size, const ImageNorm& norm);
 
 }  // namespace ts

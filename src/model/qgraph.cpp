@@ -175,7 +175,7 @@ int64_t QGraph::weight_bytes() const {
 
 namespace {
 constexpr uint32_t kMagic = 0x4D515354;  // "TSQM"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the input's channel order (ImageNorm::bgr)
 
 void put_dims(ByteWriter& w, const core::Dims& d) { w.i32(d.c); w.i32(d.h); w.i32(d.w); }
 core::Dims get_dims(ByteReader& r) { core::Dims d; d.c = r.i32(); d.h = r.i32(); d.w = r.i32(); return d; }
@@ -189,7 +189,8 @@ std::vector<uint8_t> serialize_qgraph(const QGraph& q) {
   w.str(q.calibration);
   w.u32(uint32_t(q.labels.size()));
   for (auto& l : q.labels) w.str(l);
-  for (int c = 0; c < 3; ++c) { w.f32(q.in_mean[c]); w.f32(q.in_std[c]); }
+  for (int c = 0; c < 3; ++c) { w.f32(q.in_norm.mean[c]); w.f32(q.in_norm.std[c]); }
+  w.u8(q.in_norm.bgr ? 1 : 0);
   w.i32(q.input);
   w.i32(q.output);
   w.u8(q.softmax_output ? 1 : 0);
@@ -241,7 +242,8 @@ QGraph deserialize_qgraph(const std::vector<uint8_t>& bytes, const std::string& 
   const uint32_t nl = r.u32();
   if (nl > 100000) throw Error(what + ": corrupt label count");
   for (uint32_t i = 0; i < nl; ++i) q.labels.push_back(r.str());
-  for (int c = 0; c < 3; ++c) { q.in_mean[c] = r.f32(); q.in_std[c] = r.f32(); }
+  for (int c = 0; c < 3; ++c) { q.in_norm.mean[c] = r.f32(); q.in_norm.std[c] = r.f32(); }
+  q.in_norm.bgr = r.u8() != 0;
   q.input = r.i32();
   q.output = r.i32();
   q.softmax_output = r.u8() != 0;

@@ -54,7 +54,7 @@ struct QGraph {
   std::vector<std::string> labels;
   std::string source;
   std::string calibration;  // description of how it was calibrated
-  float in_mean[3] = {0, 0, 0}, in_std[3] = {1, 1, 1};
+  ImageNorm in_norm;  // as the float graph's (model/graph.h)
 
   const Shape& shape(int t) const { return tensors.at(t).shape; }
   // Descriptor of node i with pointers into this graph's vectors.

@@ -162,10 +162,7 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
   q.labels = g.labels;
   q.source = g.source;
   q.calibration = cal.method + " over " + std::to_string(cal.images) + " images";
-  for (int c = 0; c < 3; ++c) {
-    q.in_mean[c] = g.in_mean[c];
-    q.in_std[c] = g.in_std[c];
-  }
+  q.in_norm = g.in_norm;
   // Tensors: same indices as the float graph.
   q.tensors.resize(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) {
