@@ -42,10 +42,15 @@ void print_sim_json(const SimConfig& c, const SimResult& r) {
 void print_sim_text(const SimConfig& c, const SimResult& res) {
   const int in_size = res.q.shape(res.q.input).h;
   const sim::TimingModel& tm = c.tm;
-  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, strategy %s, route %s, window %d, %.3g cycles/MAC%s\n",
+  char prices[160];  // the per-op figures when the board type has them, the flat one fills in for the rest
+  if (tm.costs.empty())
+    std::snprintf(prices, sizeof prices, "%.3g cycles/MAC", tm.cycles_per_mac);
+  else
+    std::snprintf(prices, sizeof prices, "per-op cycles of data/costs/%s.json (%.3g for ops without one)", tm.costs.c_str(),
+                  tm.cycles_per_mac);
+  std::printf("tinysplit simulate: %s at %dx%d, %s, %s allocation, strategy %s, route %s, window %d, %s%s\n",
               c.model.c_str(), in_size, in_size, c.board_label.c_str(), plan::to_string(c.alloc), c.strategy.c_str(),
-              c.route_text.c_str(), tm.window, tm.cycles_per_mac,
-              tm.board_op_delay_s > 0 ? ", injected board delays" : "");
+              c.route_text.c_str(), tm.window, prices, tm.board_op_delay_s > 0 ? ", injected board delays" : "");
   std::vector<const sim::RunRecord*> view;
   for (const auto& r : res.runs) view.push_back(r.get());
   sim::print_summary(stdout, view);
