@@ -63,7 +63,7 @@ struct Plan;
 enum class Route : uint8_t;
 
 // Measured cycles per MAC of one board type's kernels, per kernel kind
-// (data/costs/<type>.json, written by scripts/m7_costs.sh for cortex-m7):
+// (data/costs/<type>.json, written by scripts/board_costs.sh for each QEMU kind):
 // <= 0 = not measured.
 struct MeasuredCosts {
   double conv = 0, pointwise = 0, depthwise = 0;  // Conv by kind

@@ -1,72 +1,94 @@
 #!/usr/bin/env bash
-# Measures the Cortex-M7 kernels' cost per op kind under QEMU (-icount
-# shift=0: exactly one virtual ns per guest instruction) and writes
-# data/costs/cortex-m7.json, the per-op figures the planner reads
+# Measures a QEMU board kind's kernels per op kind (-icount shift=0: exactly
+# one virtual ns per guest instruction) and writes data/costs/<target>.json,
+# the per-op figures the planner and the simulator read for that kind
 # (docs/firmware.md, "Measurements"; docs/kernels.md, "Cortex-M7 kernels").
 #
-#   bash scripts/m7_costs.sh [--build-dir build] [--out data/costs/cortex-m7.json]
-#   TS_M7_LAYERS=layers.md bash scripts/m7_costs.sh   # also the per-layer table (docs/firmware.md)
+#   bash scripts/board_costs.sh [--kind qemu-m7|qemu-m4] [--build-dir build] [--out FILE]
+#   TS_BOARD_LAYERS=layers.md bash scripts/board_costs.sh   # also the per-layer table (docs/firmware.md)
+#
+# Kinds (each as its row in src/plan/board_kind.cpp: firmware board, QEMU
+# machine, image, the costs file it names):
+#   qemu-m7  mps2-an500  firmware/build/tinysplit-board.elf        -> data/costs/cortex-m7.json (3 boards)
+#   qemu-m4  mps2-an386  firmware/build/mps2-an386/tinysplit-m4.elf -> data/costs/cortex-m4.json
+#            (11 boards: with the rating allocation 10 of its 384 KB flashes do not hold the weights)
 #
 # Needs the firmware toolchain and lwIP source (bash scripts/build_firmware.sh
 # once) and a host build with the tinysplit binary. Steps:
-#   1. two firmware images from the same tree: KERNELS=dsp (firmware/build,
+#   1. two firmware images of the kind from the same tree: KERNELS=dsp (firmware/build,
 #      the default image) and KERNELS=portable (firmware/build-portable)
-#   2. `selftest --split 3` on the DSP image: the kernel suite computed with
-#      both tables on the same inputs (must agree bit for bit)
-#   3. for each image, `tinysplit run` of MobileNetV2 at 112 on 3 QEMU boards
-#      (must match the int8 reference); the boards log instructions per layer
-#      and kind, summed here over the boards
+#   2. `selftest --split 3` on the DSP image where the board's RAM holds the
+#      suite (the M7): the kernel suite computed with both tables on the same
+#      inputs (must agree bit for bit)
+#   3. for each image, `tinysplit run` of MobileNetV2 at 112 on N QEMU boards
+#      of the kind (must match the int8 reference); the boards log instructions
+#      per layer and kind, summed here over the boards
 #   4. the JSON: the DSP image's figures in the schema's fields, the portable
 #      image's beside them; "other" (no such layer in MobileNetV2) comes from
-#      the selftest's Pad layer.
-# Takes about 1 minute on a 2-core machine (both images already built: 30 s).
+#      the selftest's Pad layer when there is one.
+# Takes about 1 minute for the M7 on a 2-core machine (both images already built: 30 s).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$ROOT/build"
-OUT="$ROOT/data/costs/cortex-m7.json"
+KIND=qemu-m7
+OUT=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --kind) KIND="${2:?}"; shift 2 ;;
     --build-dir) BUILD_DIR="$(cd "${2:?}" && pwd)"; shift 2 ;;
     --out) OUT="${2:?}"; shift 2 ;;
-    *) echo "m7_costs: unknown option '$1' (--build-dir DIR, --out FILE)" >&2; exit 2 ;;
+    *) echo "board_costs: unknown option '$1' (--kind KIND, --build-dir DIR, --out FILE)" >&2; exit 2 ;;
   esac
 done
+# kind -> firmware board, QEMU machine, image below firmware/<build>/, costs target, boards, selftest
+case "$KIND" in
+  qemu-m7) FW_BOARD=mps2-an500; MACHINE=mps2-an500; IMAGE=tinysplit-board.elf; TARGET=cortex-m7; NBOARDS=3; SELFTEST=1 ;;
+  qemu-m4) FW_BOARD=mps2-an386; MACHINE=mps2-an386; IMAGE=mps2-an386/tinysplit-m4.elf; TARGET=cortex-m4; NBOARDS=11; SELFTEST=0 ;;
+  *) echo "board_costs: unknown kind '$KIND' (qemu-m7, qemu-m4)" >&2; exit 2 ;;
+esac
+[[ -n "$OUT" ]] || OUT="$ROOT/data/costs/$TARGET.json"
+LAYERS_OUT="${TS_BOARD_LAYERS:-${TS_M7_LAYERS:-}}"
 TS="$BUILD_DIR/tinysplit"
-[[ -x "$TS" ]] || { echo "m7_costs: no $TS (build the host tree first)" >&2; exit 1; }
-command -v qemu-system-arm >/dev/null || { echo "m7_costs: qemu-system-arm missing (bash scripts/build_firmware.sh)" >&2; exit 1; }
+[[ -x "$TS" ]] || { echo "board_costs: no $TS (build the host tree first)" >&2; exit 1; }
+command -v qemu-system-arm >/dev/null || { echo "board_costs: qemu-system-arm missing (bash scripts/build_firmware.sh)" >&2; exit 1; }
 LWIP_DIR="$(ls -d "$ROOT"/firmware/third_party/lwip-*/ 2>/dev/null | head -1)"
-[[ -n "$LWIP_DIR" ]] || { echo "m7_costs: no lwIP source (bash scripts/build_firmware.sh)" >&2; exit 1; }
+[[ -n "$LWIP_DIR" ]] || { echo "board_costs: no lwIP source (bash scripts/build_firmware.sh)" >&2; exit 1; }
 JOBS="${TS_FW_JOBS:-2}"
 
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-echo "[m7_costs] firmware images (KERNELS=dsp, KERNELS=portable)"
-make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" KERNELS=dsp BUILD=build >"$TMP/make-dsp.log" 2>&1 \
-  || { tail -20 "$TMP/make-dsp.log" >&2; exit 1; }
-make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" KERNELS=portable BUILD=build-portable \
+echo "[board_costs] $KIND firmware images (BOARD=$FW_BOARD, KERNELS=dsp and KERNELS=portable)"
+make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" BOARD="$FW_BOARD" KERNELS=dsp BUILD=build \
+  >"$TMP/make-dsp.log" 2>&1 || { tail -20 "$TMP/make-dsp.log" >&2; exit 1; }
+make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" BOARD="$FW_BOARD" KERNELS=portable BUILD=build-portable \
   >"$TMP/make-portable.log" 2>&1 || { tail -20 "$TMP/make-portable.log" >&2; exit 1; }
-DSP_ELF="$ROOT/firmware/build/tinysplit-board.elf"
-PORTABLE_ELF="$ROOT/firmware/build-portable/tinysplit-board.elf"
+DSP_ELF="$ROOT/firmware/build/$IMAGE"
+PORTABLE_ELF="$ROOT/firmware/build-portable/$IMAGE"
 
-echo "[m7_costs] selftest (kernel suite, DSP vs portable on the same inputs)"
-timeout 300 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial null -semihosting -icount shift=0 \
-  -kernel "$DSP_ELF" -append "selftest --split 3" >"$TMP/selftest.log" 2>&1 \
-  || { cat "$TMP/selftest.log" >&2; echo "m7_costs: selftest failed" >&2; exit 1; }
+: >"$TMP/selftest.log"
+if [[ $SELFTEST == 1 ]]; then
+  echo "[board_costs] selftest (kernel suite, DSP vs portable on the same inputs)"
+  timeout 300 qemu-system-arm -M "$MACHINE" -nographic -monitor none -serial null -semihosting -icount shift=0 \
+    -kernel "$DSP_ELF" -append "selftest --split 3" >"$TMP/selftest.log" 2>&1 \
+    || { cat "$TMP/selftest.log" >&2; echo "board_costs: selftest failed" >&2; exit 1; }
+fi
 
 for v in dsp portable; do
   elf="$DSP_ELF"; [[ $v == portable ]] && elf="$PORTABLE_ELF"
-  echo "[m7_costs] MobileNetV2 112 on 3 QEMU boards, $v kernels"
-  (cd "$ROOT" && TS_FIRMWARE="$elf" timeout 600 "$TS" run --workers qemu:3 --timeout 120 --store "$TMP/store-$v" \
-     --json >"$TMP/run-$v.json" 2>"$TMP/run-$v.err") || { tail -20 "$TMP/run-$v.err" >&2; exit 1; }
+  echo "[board_costs] MobileNetV2 112 on $NBOARDS $KIND boards, $v kernels"
+  # The image of the kind: TS_FIRMWARE for the M7, TS_FIRMWARE_QEMU_M4 for the M4 (coord/qemu.cpp).
+  (cd "$ROOT" && TS_FIRMWARE="$elf" TS_FIRMWARE_QEMU_M4="$elf" timeout 900 "$TS" run --size 112 --workers "$KIND:$NBOARDS" \
+     --timeout 120 --store "$TMP/store-$v" --json >"$TMP/run-$v.json" 2>"$TMP/run-$v.err") \
+     || { tail -20 "$TMP/run-$v.err" >&2; exit 1; }
   cat "$TMP"/store-$v/board-*/qemu.log >"$TMP/boards-$v.log"
 done
 
 mkdir -p "$(dirname "$OUT")"
-/usr/bin/python3 - "$TMP" "$OUT" <<'EOF'
+/usr/bin/python3 - "$TMP" "$OUT" "$KIND" "$MACHINE" "$TARGET" "$NBOARDS" "$LAYERS_OUT" <<'EOF'
 import json, os, re, sys
-tmp, out = sys.argv[1], sys.argv[2]
+tmp, out, kind, machine, target, nboards, layers_out = sys.argv[1:8]
 
 def fields(line):
     return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
@@ -87,7 +109,7 @@ def per_layer(variant):
 def per_kind(variant):
     run = json.load(open(f"{tmp}/run-{variant}.json"))
     if run.get("match_reference") is not True:
-        sys.exit(f"m7_costs: the {variant} run is not bit-exact with the int8 reference")
+        sys.exit(f"board_costs: the {variant} run is not bit-exact with the int8 reference")
     agg = {}
     for line in open(f"{tmp}/boards-{variant}.log"):
         if not line.startswith("layer "):
@@ -98,7 +120,7 @@ def per_kind(variant):
         for k in ("macs", "outputs", "instructions"):
             a[k] += int(f[k])
     if not agg:
-        sys.exit(f"m7_costs: no per-layer lines in the {variant} boards' logs")
+        sys.exit(f"board_costs: no per-layer lines in the {variant} boards' logs")
     return agg
 
 def selftest():
@@ -116,7 +138,7 @@ def selftest():
             res.setdefault("outputs", {})[name] = int(f["outputs"]) if "outputs" in f else None
     for line in open(f"{tmp}/selftest.log"):
         if line.startswith("compare ") and "DIFFERENT" in line:
-            sys.exit("m7_costs: the selftest's DSP and portable results differ: " + line.strip())
+            sys.exit("board_costs: the selftest's DSP and portable results differ: " + line.strip())
     return res
 
 def figures(agg, st, table):
@@ -166,7 +188,7 @@ def kernel_instructions(variant):
     run = json.load(open(f"{tmp}/run-{variant}.json"))
     ws = run["per_worker"]
     if any(w.get("kernel_instructions") is None for w in ws):
-        sys.exit(f"m7_costs: the {variant} run's per_worker lacks kernel_instructions")
+        sys.exit(f"board_costs: the {variant} run's per_worker lacks kernel_instructions")
     ki, macs = sum(w["kernel_instructions"] for w in ws), sum(w["macs"] for w in ws)
     return {"kernel_instructions": ki, "macs": macs, "ratio": round(ki / macs, 3)}
 
@@ -179,10 +201,10 @@ planner = {k: round(aggs["dsp"][k]["instructions"] / aggs["dsp"][k]["macs"] * CP
            if k in aggs["dsp"] and aggs["dsp"][k]["macs"]}
 ipm, ipo, src, whole = res["dsp"]
 doc = {
-    "target": "cortex-m7",
-    "source": "bash scripts/m7_costs.sh: MobileNetV2 at 112 on 3 QEMU mps2-an500 boards (tinysplit run), "
-              "qemu-system-arm -icount shift=0, instructions per layer from the boards' logs summed per kind; "
-              "DSP kernels (firmware KERNELS=dsp)",
+    "target": target,
+    "source": f"bash scripts/board_costs.sh --kind {kind}: MobileNetV2 at 112 on {nboards} QEMU {machine} boards "
+              "(tinysplit run), qemu-system-arm -icount shift=0, instructions per layer from the boards' logs "
+              "summed per kind; DSP kernels (firmware KERNELS=dsp)",
     "cycles_per_mac": planner,
     "cycles_per_mac_source": "instructions per MAC of the DSP run per kernel kind (conv, pointwise, depthwise, "
                              "linear) and per op (Add, GlobalAvgPool: MACs as src/core/op.h counts them) "
@@ -200,12 +222,12 @@ doc = {
         "whole_model": res["portable"][3],
     },
     "selftest": {
-        "command": "qemu-system-arm -M mps2-an500 -semihosting -icount shift=0 -kernel firmware/build/tinysplit-board.elf "
+        "command": f"qemu-system-arm -M {machine} -semihosting -icount shift=0 -kernel (the DSP image) "
                    "-append 'selftest --split 3'",
         "instructions_per_mac": {
             t: {n: round(v["instructions"] / st["macs"][n], 3) for n, v in st[t].items()} for t in ("dsp", "portable")
         },
-    },
+    } if st["dsp"] else None,
     "crc32_instructions_per_byte": crc_ipb(),
     "notes": "Instructions, not cycles: QEMU counts guest instructions; 1 cycle per instruction is assumed "
              "(cycles_per_instruction). Per-output figures for add/pool/other; MACs as src/core/op.h defines them.",
@@ -213,7 +235,7 @@ doc = {
 with open(out, "w") as fh:
     json.dump(doc, fh, indent=2)
     fh.write("\n")
-print(f"[m7_costs] wrote {out}")
+print(f"[board_costs] wrote {out}")
 print(f"{'kind':<12}{'portable':>12}{'dsp':>10}")
 for k in ("conv", "depthwise", "pointwise", "linear"):
     print(f"{k + ' /MAC':<12}{res['portable'][0].get(k, float('nan')):>12.3f}{ipm.get(k, float('nan')):>10.3f}")
@@ -222,22 +244,22 @@ for k in ("add", "pool", "other"):
 print(f"crc32: {crc_ipb()} instructions per byte (selftest, 64 KiB)")
 print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{whole['instructions_per_mac']:>10.3f}")
 rj = doc["run_json"]
-print(f"run --workers qemu:3 --json: sum(kernel_instructions)/sum(macs) = {rj['portable']['ratio']:.3f} portable, "
+print(f"run --workers {kind}:{nboards} --json: sum(kernel_instructions)/sum(macs) = {rj['portable']['ratio']:.3f} portable, "
       f"{rj['dsp']['ratio']:.3f} dsp ({rj['dsp']['kernel_instructions']} / {rj['dsp']['macs']})")
 layers = {v: per_layer(v) for v in ("dsp", "portable")}
 names = [l.get("name", "") for l in json.load(open(f"{tmp}/run-dsp.json")).get("per_layer", [])]
 with open(f"{tmp}/layers.md", "w") as fh:
-    fh.write("| # | layer | kind | MACs (3 boards) | portable instructions | DSP instructions | portable instr/MAC | DSP instr/MAC |\n")
+    fh.write(f"| # | layer | kind | MACs ({nboards} boards) | portable instructions | DSP instructions | portable instr/MAC | DSP instr/MAC |\n")
     fh.write("|---|---|---|---:|---:|---:|---:|---:|\n")
     for n in sorted(layers["dsp"]):
         k, m, i = layers["dsp"][n]
         pi = layers["portable"].get(n, [k, m, 0])[2]
         nm = names[n] if n < len(names) else ""
         fh.write(f"| {n} | {nm} | {k} | {m:,} | {pi:,} | {i:,} | {pi / m if m else 0:.2f} | {i / m if m else 0:.2f} |\n")
-if os.environ.get("TS_M7_LAYERS"):
+if layers_out:
     import shutil
-    shutil.copy(f"{tmp}/layers.md", os.environ["TS_M7_LAYERS"])
-    print(f"[m7_costs] per-layer table (markdown) in {os.environ['TS_M7_LAYERS']}")
+    shutil.copy(f"{tmp}/layers.md", layers_out)
+    print(f"[board_costs] per-layer table (markdown) in {layers_out}")
 print("selftest instructions per MAC (dsp, portable):")
 for n in st["dsp"]:
     print(f"  {n:<20}{doc['selftest']['instructions_per_mac']['dsp'][n]:>8.3f}{doc['selftest']['instructions_per_mac']['portable'].get(n, float('nan')):>10.3f}")
