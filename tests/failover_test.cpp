@@ -9,6 +9,8 @@
 // (a deadline, not a timing assertion).
 #include <gtest/gtest.h>
 
+#include "coord/failover.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -473,3 +475,31 @@ TEST(FailoverSpec, SpecsAreCheckedBeforeTheModel) {
 }
 
 }  // namespace
+
+// Issue 26: a board that rejoins and fails again waits twice as long each
+// time before it is checked again (1, 2, 4, ... 64 inferences), and a check
+// that timed out doubles the wait too; a board dropped at deploy (inference
+// -1) is checked before the first inference.
+TEST(RejoinBackoff, EachDropDoublesTheWait) {
+  ts::coord::RejoinBackoff b;
+  b.resize(3);
+  EXPECT_TRUE(b.due(1, 0));
+  b.dropped(1, -1);  // at deploy
+  EXPECT_TRUE(b.due(1, 0));
+  b.dropped(1, 0);   // rejoined before inference 0 and failed in it
+  EXPECT_FALSE(b.due(1, 1));
+  EXPECT_TRUE(b.due(1, 2));
+  b.dropped(1, 2);
+  EXPECT_EQ(b.wait(1), 4);
+  EXPECT_FALSE(b.due(1, 5));
+  EXPECT_TRUE(b.due(1, 6));
+  for (int k = 0; k < 10; ++k) b.dropped(1, 100);
+  EXPECT_EQ(b.wait(1), ts::coord::RejoinBackoff::kMaxWait);
+  EXPECT_TRUE(b.due(2, 0));  // other boards are not affected
+  b.dropped(2, 10);
+  EXPECT_TRUE(b.due(2, 11));
+  b.check_timed_out(2, 11);
+  EXPECT_EQ(b.wait(2), 2);
+  EXPECT_FALSE(b.due(2, 12));
+  EXPECT_TRUE(b.due(2, 13));
+}

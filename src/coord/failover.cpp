@@ -213,6 +213,8 @@ void Swarm::recover(const BoardError& first, int inference) {
     for (size_t k = 0; k < drop.size(); ++k) {
       if (drop[k] != named) note("health check: " + reasons[k]);
       alive_.erase(std::find(alive_.begin(), alive_.end(), drop[k]));
+      backoff_.resize(tb_.boards.size());
+      backoff_.dropped(drop[k], inference);
       FailoverEvent ev;
       ev.board = drop[k];
       ev.board_id = tb_.boards[size_t(drop[k])].id;
@@ -269,25 +271,38 @@ DeployResult Swarm::deploy() {
   }
 }
 
+void RejoinBackoff::resize(size_t boards) {
+  at_.resize(boards, 0);
+  step_.resize(boards, 1);
+  drops_.resize(boards, 0);
+}
+
+void RejoinBackoff::dropped(int board, int inference) {
+  const size_t b = size_t(board);
+  step_[b] = 1 << std::min(drops_[b], 6);  // 1, 2, 4, ... 64 inferences
+  ++drops_[b];
+  at_[b] = inference + step_[b];  // inference -1: dropped at deploy, checked before the first
+}
+
+void RejoinBackoff::check_timed_out(int board, int inference) {
+  const size_t b = size_t(board);
+  step_[b] = std::min(step_[b] * 2, kMaxWait);
+  at_[b] = inference + step_[b];
+}
+
 void Swarm::try_rejoin(int inference) {
-  if (retry_at_.size() != tb_.boards.size()) {
-    retry_at_.assign(tb_.boards.size(), 0);
-    retry_step_.assign(tb_.boards.size(), 1);
-  }
+  backoff_.resize(tb_.boards.size());
   std::vector<int> back;
   for (size_t b = 0; b < tb_.boards.size(); ++b) {
-    if (std::find(alive_.begin(), alive_.end(), int(b)) != alive_.end() || inference < retry_at_[b]) continue;
+    if (std::find(alive_.begin(), alive_.end(), int(b)) != alive_.end() || !backoff_.due(int(b), inference)) continue;
     // An idle live board answers in milliseconds: a short limit keeps a board
-    // that hangs from costing much (and its step doubles).
+    // that hangs from costing much (and its wait doubles).
     std::string why;
     bool slow = false;
-    if (healthy(int(b), &why, std::chrono::milliseconds(500), &slow)) {
+    if (healthy(int(b), &why, std::chrono::milliseconds(500), &slow))
       back.push_back(int(b));
-      retry_step_[b] = 1;
-    } else if (slow) {
-      retry_step_[b] = std::min(retry_step_[b] * 2, 64);
-      retry_at_[b] = inference + retry_step_[b];
-    }
+    else if (slow)
+      backoff_.check_timed_out(int(b), inference);
   }
   if (back.empty()) return;
   const auto t0 = Clock::now();

@@ -35,6 +35,27 @@
 
 namespace ts::coord {
 
+// When a dropped board is checked again, before an inference. A board's
+// first drop: at the next inference. Each drop after that (it rejoined and
+// failed again) doubles its wait, 2, 4, ... up to 64 inferences, and so does
+// each check that timed out (a board that hangs costs a short wait now and
+// then, not one per inference). A check refused at once (the board is down)
+// is tried again at the next inference. Within one run a board's drops are
+// never forgotten: a board that flaps costs a few failovers, not one per
+// inference.
+class RejoinBackoff {
+ public:
+  static constexpr int kMaxWait = 64;
+  void resize(size_t boards);
+  void dropped(int board, int inference);
+  bool due(int board, int inference) const { return inference >= at_[size_t(board)]; }
+  void check_timed_out(int board, int inference);
+  int wait(int board) const { return step_[size_t(board)]; }  // inferences, as last set
+
+ private:
+  std::vector<int> at_, step_, drops_;
+};
+
 struct SwarmOptions {
   std::chrono::milliseconds timeout{10000};  // longest wait for a board
   uint16_t window = 32;                      // frames in flight (as the boards were started)
@@ -146,10 +167,7 @@ class Swarm {
   std::unique_ptr<Coordinator> coord_;
   std::vector<FailoverEvent> events_;
   std::vector<RejoinEvent> rejoins_;
-  // Per testbed board: the inference from which a dropped board is checked
-  // again, and the step (doubled after each check that timed out: a board
-  // that hangs costs a short wait now and then, not one per inference).
-  std::vector<int> retry_at_, retry_step_;
+  RejoinBackoff backoff_;  // per testbed board: when a dropped board is checked again
   int generation_ = 0;
   DeployResult last_deploy_;
   int inferences_ = 0;
