@@ -479,6 +479,31 @@ TEST_F(FirmwareTest, M7M55AndM4InOneRunAreBitExact) {
   fs::remove_all(dir);
 }
 
+// Three Cortex-M55 boards (`--workers qemu-m55:3`, MobileNetV2 at 224, the
+// Helium kernels): bit-exact, every layer verified, each board within its
+// 1 MB, and the exact instruction counts of the boards' kernels (-icount
+// shift=0) at most 0.7 per MAC over the whole model (issue 24).
+TEST_F(FirmwareTest, CortexM55BoardsTakeUnder07InstructionsPerMac) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  ASSERT_TRUE(fs::exists(m55_elf())) << m55_elf() << " is missing: run scripts/build_firmware.sh";
+  const Proc r = shell("TS_FIRMWARE_QEMU_M55=" + m55_elf() + " " + std::string(TS_TINYSPLIT) +
+                       " run --json --timeout 60 --workers qemu-m55:3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  int64_t instr = 0, macs = 0;
+  for (const auto& w : j.at("per_worker")) {
+    EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>());
+    EXPECT_EQ(w.at("ram_budget_bytes").get<int64_t>(), 1024 * 1024);
+    instr += w.at("kernel_instructions").get<int64_t>();
+    macs += w.at("macs").get<int64_t>();
+  }
+  ASSERT_GT(macs, 0);
+  EXPECT_LE(double(instr) / double(macs), 0.7) << instr << " / " << macs;
+}
+
 // A firmware board that changes one output value of layer 20 after
 // computing it (--inject-fault flip:20, passed by `run --inject-fault flip:1:20`): the
 // run names board 1 and that layer on one line and exits with status 2.

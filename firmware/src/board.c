@@ -13,12 +13,18 @@
 #define T_CTRL_EN 1u
 #define T_CTRL_IRQ 8u
 #else
-// The core's SysTick on the processor clock (mps3-an547: no CMSDK timers).
+// mps3-an547 (no CMSDK timers): the clock is the SSE-300's 64-bit system
+// counter, scaled to BOARD_TICK_HZ (board_config.h), and the 20 Hz wake-up
+// the core's SysTick.
+#define CNT_CTRL BOARD_COUNTER_BASE            // control frame
+#define CNT_STATUS (BOARD_COUNTER_BASE + 0x1000u)  // status frame
+#define CNTCR 0x0
+#define CNTSCR 0x10
+#define CNTCV_LO 0x0
+#define CNTCV_HI 0x4
 #define SYST_CSR 0xE000E010u
 #define SYST_RVR 0xE000E014u
 #define SYST_CVR 0xE000E018u
-#define SCB_ICSR 0xE000ED04u
-#define ICSR_PENDSTSET (1u << 26)
 #endif
 
 #define NVIC_ISER 0xE000E100u
@@ -49,13 +55,7 @@ void ts_irq_timer1(void) {
   g_tick_flag = 1;
 }
 #else
-// One SysTick wrap every 1/TICK_WAKE_HZ s: the wrap count and the wake-up.
-#define SYSTICK_COUNTS (BOARD_SYSTICK_HZ / TICK_WAKE_HZ)
-#define TICKS_PER_WRAP (BOARD_TICK_HZ / TICK_WAKE_HZ)
-void ts_irq_systick(void) {
-  g_wraps++;
-  g_tick_flag = 1;
-}
+void ts_irq_systick(void) { g_tick_flag = 1; }
 #endif
 
 void ts_irq_ethernet(void) {
@@ -98,31 +98,26 @@ uint64_t board_ticks(void) {
 
 #else
 void board_init(void) {
+  // The counter counts the machine's 32 MHz clock; its scale (8.24 fixed
+  // point, written while it is stopped) makes that BOARD_TICK_HZ exactly.
+  REG(CNT_CTRL + CNTCR) = 0;
+  REG(CNT_CTRL + CNTSCR) = BOARD_COUNTER_SCALE;
+  REG(CNT_CTRL + CNTCR) = 1u | 4u;  // enable, scaling
   REG(SYST_CSR) = 0;
-  REG(SYST_RVR) = SYSTICK_COUNTS - 1u;
+  REG(SYST_RVR) = BOARD_SYSTICK_HZ / TICK_WAKE_HZ - 1u;
   REG(SYST_CVR) = 0;
   REG(SYST_CSR) = 7u;  // enable, interrupt, processor clock
   __asm__ volatile("cpsie i" ::: "memory");
 }
 
-// Wraps and the count since the last one, read with interrupts masked: a wrap
-// whose interrupt is still pending (board_idle masks them around WFI) is
-// counted from the pending bit, so time never steps back. The processor
-// clock's counts become 25 MHz ticks (x 25/32 on the an547).
+// The counter is a pure function of (virtual) time: no wraps to count.
 uint64_t board_ticks(void) {
-  uint32_t primask;
-  __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(primask)::"memory");
-  uint32_t wraps = g_wraps;
-  uint32_t v = REG(SYST_CVR);
-  if (REG(SCB_ICSR) & ICSR_PENDSTSET) {
-    v = REG(SYST_CVR);
-    wraps++;
-  }
-  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
-  // counts < SYSTICK_COUNTS: x 25 / 32 stays in 32 bits (and is a shift).
-  const uint32_t counts = SYSTICK_COUNTS - 1u - v;
-  const uint32_t ticks = counts * (BOARD_TICK_HZ / 1000000u) / (BOARD_SYSTICK_HZ / 1000000u);
-  return (uint64_t)wraps * TICKS_PER_WRAP + ticks;
+  uint32_t hi, lo;
+  do {
+    hi = REG(CNT_STATUS + CNTCV_HI);
+    lo = REG(CNT_STATUS + CNTCV_LO);
+  } while (hi != REG(CNT_STATUS + CNTCV_HI));
+  return ((uint64_t)hi << 32) | lo;
 }
 #endif
 
@@ -196,6 +191,7 @@ void board_guards(uint32_t arena_bytes) {
   // code that called main runs from it again when main returns.
   mpu_allow(4, BOARD_FLASH_BASE, BOARD_FLASH_GUARD, AP_RW, 0, ATTR_NORMAL);
   mpu_allow(5, BOARD_PERIPH_BASE, BOARD_PERIPH_LIMIT, AP_RW, 1, ATTR_DEVICE);  // the LAN9118
+  mpu_allow(6, BOARD_COUNTER_BASE, BOARD_COUNTER_BASE + 0x2000u, AP_RW, 1, ATTR_DEVICE);  // the system counter
   // MemManage, BusFault, UsageFault, SecureFault
   REG(SCB_SHCSR) |= (1u << 16) | (1u << 17) | (1u << 18) | (1u << 19);
   REG(MPU_CTRL) = 1u;  // enable; no default map, even for privileged code

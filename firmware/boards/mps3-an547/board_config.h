@@ -9,12 +9,16 @@
 // secure) and nothing needs programming.
 #pragma once
 
-// The SSE-300 has no CMSDK timers at 0x40000000: the clock is the core's
-// SysTick on the processor clock (the machine's 32 MHz MAINCLK), which
-// board.c scales to 25 MHz ticks, so with QEMU's -icount shift=0 (1 ns per
-// instruction) one tick is 40 instructions, as on the mps2 boards.
+// The SSE-300 has no CMSDK timers at 0x40000000: the clock is its 64-bit
+// system counter (secure control frame 0x58100000, status frame after it),
+// which counts the machine's 32 MHz clock; its scale register (8.24 fixed
+// point) 0.78125 makes it 25 MHz, so with QEMU's -icount shift=0 (1 ns per
+// instruction) one tick is 40 instructions, as on the mps2 boards. The
+// 20 Hz wake-up is the core's SysTick on the 32 MHz processor clock.
 #define BOARD_TIMER_SYSTICK 1
 #define BOARD_SYSTICK_HZ 32000000u
+#define BOARD_COUNTER_BASE 0x58100000u
+#define BOARD_COUNTER_SCALE 0x00C80000u  // 25 / 32 in 8.24
 #define BOARD_TICK_HZ 25000000u
 #define BOARD_NS_PER_TICK 40u
 #define BOARD_TIMING_NOTE "instructions = 25 MHz ticks x 40 (exact with -icount shift=0)"

@@ -47,6 +47,14 @@ TS_MVE_INLINE i32x4 ld32x4(const int32_t* p) { return vldrwq_s32(p); }
 // 4 bytes sign-extended into the word lanes (VLDRB.S32); predicated: zero past m.
 TS_MVE_INLINE i32x4 ld8x4(const int8_t* p) { return vldrbq_s32(p); }
 TS_MVE_INLINE i32x4 ld8x4_z(const int8_t* p, pred m) { return vldrbq_z_s32(p, m); }
+// Bytes p[0], p[2], p[4], p[6] sign-extended into the word lanes (VLDRB.S32 gather).
+TS_MVE_INLINE i32x4 ld8x4_s2(const int8_t* p) { return vldrbq_gather_offset_s32(p, vidupq_n_u32(0u, 2)); }
+// 16 bytes to any address; predicated: only the enabled lanes.
+TS_MVE_INLINE void st8(int8_t* p, i8x16 v) { vstrbq_s8(p, v); }
+TS_MVE_INLINE void st8_p(int8_t* p, i8x16 v, pred m) { vstrbq_p_s8(p, v, m); }
+TS_MVE_INLINE i8x16 dup8(int32_t b) { return vdupq_n_s8(int8_t(b)); }
+// acc + a * b per lane (VMLA.S32 by a scalar), wrapping.
+TS_MVE_INLINE i32x4 mla_n(i32x4 acc, i32x4 a, int32_t b) { return vmlaq_n_s32(acc, a, b); }
 // acc + sum of a[i] * b[i] over the 16 lanes (VMLADAVA.S8), wrapping int32.
 TS_MVE_INLINE int32_t dot_acc(int32_t acc, i8x16 a, i8x16 b) { return vmladavaq_s8(acc, a, b); }
 TS_MVE_INLINE int32_t dot(i8x16 a, i8x16 b) { return vmladavq_s8(a, b); }
@@ -110,6 +118,23 @@ TS_MVE_INLINE i32x4 ld8x4_z(const int8_t* p, pred m) {
   i32x4 r;
   for (int i = 0; i < 4; ++i) r.v[i] = (m >> (4 * i)) & 1u ? p[i] : 0;
   return r;
+}
+TS_MVE_INLINE i32x4 ld8x4_s2(const int8_t* p) { return i32x4{{p[0], p[2], p[4], p[6]}}; }
+TS_MVE_INLINE void st8(int8_t* p, i8x16 v) {
+  for (int i = 0; i < 16; ++i) p[i] = v.v[i];
+}
+TS_MVE_INLINE void st8_p(int8_t* p, i8x16 v, pred m) {
+  for (int i = 0; i < 16; ++i)
+    if ((m >> i) & 1u) p[i] = v.v[i];
+}
+TS_MVE_INLINE i8x16 dup8(int32_t b) {
+  i8x16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = int8_t(b);
+  return r;
+}
+TS_MVE_INLINE i32x4 mla_n(i32x4 acc, i32x4 a, int32_t b) {
+  for (int i = 0; i < 4; ++i) acc.v[i] = int32_t(uint32_t(acc.v[i]) + uint32_t(a.v[i]) * uint32_t(b));
+  return acc;
 }
 TS_MVE_INLINE int32_t dot_acc(int32_t acc, i8x16 a, i8x16 b) {
   uint32_t s = uint32_t(acc);
