@@ -2,8 +2,9 @@
 # Builds the Cortex-M7 board firmware (firmware/) for QEMU's mps2-an500 with
 # the Teensy 4.1 memory layout, or (--board teensy41) for a real Teensy 4.1.
 # Idempotent; run as root on Debian 12:
-#   bash scripts/build_firmware.sh                   # QEMU boards: M7 (mps2-an500) and M4 (mps2-an386)
+#   bash scripts/build_firmware.sh                   # QEMU boards: M7 (mps2-an500), M4 (mps2-an386), M55 (mps3-an547)
 #   bash scripts/build_firmware.sh --board mps2-an386  # the M4 image only
+#   bash scripts/build_firmware.sh --board mps3-an547  # the M55 image only
 #   bash scripts/build_firmware.sh --board teensy41  # Teensy 4.1 .hex
 #
 # Steps (each prints one line with its time):
@@ -15,7 +16,8 @@
 #      source lwip`, `apt-get source mbedtls`: the firmware compiles lwIP's
 #      TCP/IP stack and Mbed TLS's SHA-256) into firmware/third_party/
 #      (git-ignored; never committed)
-#   4. make -C firmware -> firmware/build/tinysplit-board.elf
+#   4. make -C firmware -> firmware/build/tinysplit-board.elf (and BOARD=mps2-an386,
+#      mps3-an547 -> build/mps2-an386/tinysplit-m4.elf, build/mps3-an547/tinysplit-m55.elf)
 #      (teensy41: firmware/build/teensy41/tinysplit-teensy41.elf and .hex)
 #   5. boot check under QEMU (`hello`: prints the memory layout, exit code 0);
 #      teensy41: scripts/check_teensy_image.py (boot header, IVT, memory map,
@@ -35,13 +37,13 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --board) BOARD="${2:-}"; shift 2 ;;
     --board=*) BOARD="${1#--board=}"; shift ;;
-    *) echo "build_firmware: unknown option '$1' (--board mps2-an500|mps2-an386|teensy41)" >&2; exit 2 ;;
+    *) echo "build_firmware: unknown option '$1' (--board mps2-an500|mps2-an386|mps3-an547|teensy41)" >&2; exit 2 ;;
   esac
 done
 case "$BOARD" in
-  mps2-an500|mps2-an386) ;;
+  mps2-an500|mps2-an386|mps3-an547) ;;
   teensy41) PACKAGES+=(teensy-loader-cli) ;;
-  *) echo "build_firmware: unknown board '$BOARD' (mps2-an500, mps2-an386 or teensy41)" >&2; exit 2 ;;
+  *) echo "build_firmware: unknown board '$BOARD' (mps2-an500, mps2-an386, mps3-an547 or teensy41)" >&2; exit 2 ;;
 esac
 T0=$SECONDS
 step() { T_STEP=$SECONDS; printf '[firmware] %s ... ' "$1"; }
@@ -157,8 +159,9 @@ if [[ "$BOARD" == teensy41 ]]; then
   echo "[firmware] built $FW/build/teensy41/tinysplit-teensy41.hex in $((SECONDS - T0))s"
   exit 0
 fi
-# The QEMU images: the Cortex-M7 (mps2-an500, the default) and the
-# Cortex-M4 (mps2-an386), each built and boot-checked (`hello`).
+# The QEMU images: the Cortex-M7 (mps2-an500, the default), the Cortex-M4
+# (mps2-an386) and the Cortex-M55 (mps3-an547), each built and boot-checked
+# (`hello`).
 qemu_image() {  # BOARD ELF
   local board="$1" elf="$2" log="$FW/build.log"
   [[ "$board" == mps2-an500 ]] || log="$FW/build-$board.log"
@@ -176,5 +179,12 @@ if [[ "$BOARD" == mps2-an386 ]]; then
   qemu_image mps2-an386 "$FW/build/mps2-an386/tinysplit-m4.elf"
   exit 0
 fi
+if [[ "$BOARD" == mps3-an547 ]]; then
+  qemu_image mps3-an547 "$FW/build/mps3-an547/tinysplit-m55.elf"
+  exit 0
+fi
 qemu_image mps2-an500 "$FW/build/tinysplit-board.elf"
-[[ "${TS_FW_ONLY_M7:-0}" == 1 ]] || qemu_image mps2-an386 "$FW/build/mps2-an386/tinysplit-m4.elf"
+if [[ "${TS_FW_ONLY_M7:-0}" != 1 ]]; then
+  qemu_image mps2-an386 "$FW/build/mps2-an386/tinysplit-m4.elf"
+  qemu_image mps3-an547 "$FW/build/mps3-an547/tinysplit-m55.elf"
+fi

@@ -17,6 +17,7 @@
 
 #include "core/arm/dsp_kernels.h"
 #include "core/arm/dsp_ops.h"
+#include "core/arm/mve_ops.h"
 #include "core/kernel_table.h"
 #include "core/layer.h"
 
@@ -47,6 +48,40 @@ TEST(ArmDsp, InstructionModels) {
   EXPECT_EQ(pkhbt(pack16(5, 6), pack16(7, 8)), pack16(5, 7));
   EXPECT_EQ(pkhtb(pack16(5, 6), pack16(7, 8)), pack16(6, 8));
   EXPECT_EQ(ssub16(pack16(-128, 127), pack16(127, -128)), pack16(-255, 255));
+}
+
+// The Helium instructions' plain-C++ models (mve_ops.h), on known values.
+TEST(ArmDsp, HeliumInstructionModels) {
+  using namespace ts::core::mve;
+  int8_t a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = int8_t(i % 2 ? -128 : 127), b[i] = int8_t(i % 3 ? -128 : 127);
+  int32_t want = 7;
+  for (int i = 0; i < 16; ++i) want += a[i] * b[i];
+  EXPECT_EQ(dot_acc(7, ld8(a), ld8(b)), want);
+  EXPECT_EQ(dot_acc(0, ld8_z(a, first8(3)), ld8(b)), a[0] * b[0] + a[1] * b[1] + a[2] * b[2]);
+  EXPECT_EQ(sum_acc(1, ld8(a)), 1 + 8 * 127 - 8 * 128);
+  int8_t t[256] = {};
+  scatter8(t + 5, rows16(), ld8(a));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(t[16 * i + 5], a[i]);
+  const int32_t x[4] = {INT32_MIN, 1 << 30, -3, INT32_MAX};
+  const i32x4 q = qrdmulh_n(ld32x4(x), INT32_MIN);  // saturates only for INT32_MIN * INT32_MIN
+  int8_t o[4];
+  st8x4(o, min_n(max_n(q, -1), 1));
+  EXPECT_EQ(o[0], 1);   // INT32_MAX
+  EXPECT_EQ(o[1], -1);  // -2^30
+  EXPECT_EQ(o[2], 1);   // 3
+  EXPECT_EQ(o[3], -1);
+  const int32_t y[4] = {-3, 3, -4, 5};
+  const i32x4 r = rshl_n(ld32x4(y), -1);  // (y + 1) >> 1: half rounds up
+  st8x4(o, r);
+  EXPECT_EQ(o[0], -1);
+  EXPECT_EQ(o[1], 2);
+  EXPECT_EQ(o[2], -2);
+  EXPECT_EQ(o[3], 3);
+  int8_t p[4] = {9, 9, 9, 9};
+  st8x4_p(p, r, first32(2));
+  EXPECT_EQ(p[1], 2);
+  EXPECT_EQ(p[2], 9);
 }
 
 TEST(ArmDsp, FastScaleEqualsRequant) {
@@ -191,15 +226,19 @@ void per_channel(Rng& r, Layer& L, int32_t cout, int32_t per) {
 
 int conv_out(int in, int k, int s, int p0, int p1) { return (in + p0 + p1 - k) / s + 1; }
 
+// Both Arm tables: the DSP one and the Cortex-M55's Helium one (its own
+// pointwise kernel, src/core/arm/helium.cpp; the DSP kernels for the rest).
 void expect_same(const Layer& L, Rng& r, const std::string& what) {
-  const KernelTable* t = dsp_table();
-  ASSERT_NE(t, nullptr);
   const std::vector<int8_t> want = L.run(&portable_kernels(), r, 1);
-  for (int parts : {1, 3, 7}) {
-    const std::vector<int8_t> got = L.run(t, r, parts);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(int(got[i]), int(want[i])) << what << " parts " << parts << " at " << i;
+  for (const char* name : {"dsp", "helium"}) {
+    const KernelTable* t = find_kernels(name);
+    ASSERT_NE(t, nullptr) << name;
+    for (int parts : {1, 3, 7}) {
+      const std::vector<int8_t> got = L.run(t, r, parts);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << name << ": " << what << " parts " << parts << " at " << i;
+    }
   }
 }
 

@@ -43,7 +43,7 @@ fs::path remote_testbed() {
 // or the whole is refused with one line; a mix of QEMU boards only has no
 // local board for --delay-ms to slow.
 TEST(CliConfig, RunWorkersKinds) {
-  const std::string bad = "--workers: expected N, qemu:N or KIND:N,KIND:N... (KIND host, qemu, qemu-m7, qemu-m4) with N in "
+  const std::string bad = "--workers: expected N, qemu:N or KIND:N,KIND:N... (KIND host, qemu, qemu-m7, qemu-m4, qemu-m55) with N in "
                           "1.." + std::to_string(ts::plan::kMaxBoards) + ", got '";
   expect_refused("run --workers qemu:2,teensy41:1", bad + "qemu:2,teensy41:1'");
   expect_refused("run --workers qemu:2,esp32:1", bad + "qemu:2,esp32:1'");

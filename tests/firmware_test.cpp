@@ -77,6 +77,8 @@ class FirmwareTest : public ::testing::Test {
   }
   // The Cortex-M4 image beside the M7 one (scripts/build_firmware.sh builds both).
   std::string m4_elf() const { return (fs::path(elf_).parent_path() / "mps2-an386" / "tinysplit-m4.elf").string(); }
+  // The Cortex-M55 image, likewise.
+  std::string m55_elf() const { return (fs::path(elf_).parent_path() / "mps3-an547" / "tinysplit-m55.elf").string(); }
   std::string elf_;
 };
 
@@ -191,6 +193,54 @@ TEST_F(FirmwareTest, CortexM4ImageBootsWithinItsBudget) {
   const Proc deep = qemu_on("mps2-an386", m4_elf(), "stacktest", false);
   EXPECT_EQ(deep.code, 3) << deep.out;
   EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
+}
+
+// The Cortex-M55 image (qemu-m55, mps3-an547): boots (secure, from the
+// SSE-300's ITCM) with its 1 MB arena in the SRAM at 0x01000000 and its
+// fragment store in the 8 MB flash at 0x60000000 (the DDR); its MPU (ARMv8-M:
+// regions for what it may touch, no default map) stops a store past the
+// arena budget and a stack overflow; and its kernels compute on the target
+// what the host computes, the split runs and the portable table included.
+TEST_F(FirmwareTest, CortexM55ImageBootsWithinItsBudget) {
+  ASSERT_TRUE(fs::exists(m55_elf())) << m55_elf() << " is missing: run scripts/build_firmware.sh";
+  const Proc r = qemu_on("mps3-an547", m55_elf(), "hello");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("hello: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("arena 1048576 B at 01000000"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(fragment store (\d+) B at (6[0-9a-f]{7}))"))) << r.out;
+  EXPECT_EQ(std::stol(m[1]), 2 * (3840 + 4) * 1024);  // two A/B slots: the kind's 3840 KB of data each
+  EXPECT_LE(std::stoul(m[2], nullptr, 16) + std::stoul(m[1]), 0x60000000u + 8 * 1024 * 1024 - 64 * 1024);
+  const Proc past = qemu_on("mps3-an547", m55_elf(), "guardtest", false);
+  EXPECT_EQ(past.code, 3) << past.out;
+  EXPECT_NE(past.out.find("access past the RAM budget"), std::string::npos) << past.out;
+  EXPECT_EQ(past.out.find("was not stopped"), std::string::npos) << past.out;
+  const Proc deep = qemu_on("mps3-an547", m55_elf(), "stacktest", false);
+  EXPECT_EQ(deep.code, 3) << deep.out;
+  EXPECT_NE(deep.out.find("stack overflow"), std::string::npos) << deep.out;
+  const Proc st = qemu_on("mps3-an547", m55_elf(), "selftest --split 3");
+  ASSERT_EQ(st.code, 0) << st.out << st.err;
+  std::vector<uint8_t> ram(2u << 20), flash(4u << 20);
+  for (int i = 0; i < ts::suite::kCount; ++i) {
+    SCOPED_TRACE(ts::suite::kSpecs[i].name);
+    ts::suite::Bump rb{ram.data(), ram.size(), 0}, fb{flash.data(), flash.size(), 0};
+    ts::suite::Layer lay;
+    ASSERT_TRUE(ts::suite::build(i, rb, fb, &lay));
+    std::vector<int8_t> out(size_t(lay.n_out));
+    ts::core::View all[2];
+    ts::suite::views(lay, all);
+    ASSERT_EQ(ts::core::compute_range(lay.desc, all, 0, lay.n_out, out.data(), lay.oc_count),
+              ts::core::KernelStatus::Ok);
+    char want[16];
+    std::snprintf(want, sizeof want, "%08x", unsigned(ts::crc32(out.data(), out.size())));
+    const auto f = fields(st.out, std::string("kernel ") + ts::suite::kSpecs[i].name + " ");
+    ASSERT_FALSE(f.empty()) << st.out;
+    EXPECT_EQ(f.at("crc"), want) << "the Cortex-M55 result differs from the host's";
+    EXPECT_EQ(f.at("split_crc"), want) << "split runs differ from the whole layer on the target";
+    const auto c = fields(st.out, std::string("compare ") + ts::suite::kSpecs[i].name + " ");
+    ASSERT_FALSE(c.empty()) << st.out;
+    EXPECT_EQ(c.at("crc"), want) << "the other table's result differs on the target";
+  }
 }
 
 // A board whose real arena is 64 KB but which claims 512 KB: the plan made
@@ -384,6 +434,74 @@ TEST_F(FirmwareTest, MixedKindsAreBitExact) {
     EXPECT_LT(pw[2].at("share").get<double>(), pw[1].at("share").get<double>());
   }
   fs::remove_all(dir);
+}
+
+// The three QEMU kinds in one run, in the order of issue 24: `--workers
+// qemu:2,qemu-m55:1,qemu-m4:1` (two Cortex-M7, one Cortex-M55, one
+// Cortex-M4) and the same as a testbed file: bit-exact with every layer
+// verified, every board within its own RAM budget (the M55's 1 MB, the M4's
+// 192 KB) and reporting the instructions its firmware counted; the M4 holds
+// the smallest share. The shares follow the boards' ratings (eq. 5: clock
+// and links), not their measured prices, so the 400 MHz M55 holds less than
+// a 600 MHz M7 for now, more than the M4. At 112: at 224 the planner refuses
+// this mix (an M7's block_1_depthwise share needs 549,752 B of its 512 KB).
+TEST_F(FirmwareTest, M7M55AndM4InOneRunAreBitExact) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  ASSERT_TRUE(fs::exists(m4_elf())) << m4_elf() << " is missing: run scripts/build_firmware.sh";
+  ASSERT_TRUE(fs::exists(m55_elf())) << m55_elf() << " is missing: run scripts/build_firmware.sh";
+  const fs::path dir = fs::temp_directory_path() / ("ts_fw_m55mix_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "testbed.json") << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"},
+      {"id": 2, "kind": "qemu-m55", "ram_bytes": 1048576, "flash_bytes": 3932160, "clock_mhz": 400},
+      {"id": 3, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 393216, "clock_mhz": 168}]})";
+  for (const std::string boards :
+       {std::string("--workers qemu:2,qemu-m55:1,qemu-m4:1"), "-t " + (dir / "testbed.json").string()}) {
+    SCOPED_TRACE(boards);
+    const Proc r = shell("TS_FIRMWARE=" + elf_ + " TS_FIRMWARE_QEMU_M4=" + m4_elf() + " TS_FIRMWARE_QEMU_M55=" +
+                         m55_elf() + " " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 60 " + boards);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("match_reference").get<bool>());
+    EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+    const auto& pw = j.at("per_worker");
+    ASSERT_EQ(pw.size(), 4u);
+    for (size_t b = 0; b < 4; ++b) {
+      const auto& w = pw[b];
+      EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>()) << "board " << b;
+      EXPECT_TRUE(w.at("kernel_instructions").is_number_integer()) << "board " << b << ": " << w.dump();
+    }
+    EXPECT_EQ(pw[2].at("ram_budget_bytes").get<int64_t>(), 1024 * 1024);
+    EXPECT_EQ(pw[3].at("ram_budget_bytes").get<int64_t>(), 192 * 1024);
+    EXPECT_GT(pw[2].at("share").get<double>(), pw[3].at("share").get<double>());
+    for (size_t b : {0, 1, 2}) EXPECT_LT(pw[3].at("share").get<double>(), pw[b].at("share").get<double>()) << b;
+  }
+  fs::remove_all(dir);
+}
+
+// Three Cortex-M55 boards (`--workers qemu-m55:3`, MobileNetV2 at 224, the
+// Helium kernels): bit-exact, every layer verified, each board within its
+// 1 MB, and the exact instruction counts of the boards' kernels (-icount
+// shift=0) at most 0.7 per MAC over the whole model (issue 24).
+TEST_F(FirmwareTest, CortexM55BoardsTakeUnder07InstructionsPerMac) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  ASSERT_TRUE(fs::exists(m55_elf())) << m55_elf() << " is missing: run scripts/build_firmware.sh";
+  const Proc r = shell("TS_FIRMWARE_QEMU_M55=" + m55_elf() + " " + std::string(TS_TINYSPLIT) +
+                       " run --json --timeout 60 --workers qemu-m55:3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  int64_t instr = 0, macs = 0;
+  for (const auto& w : j.at("per_worker")) {
+    EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>());
+    EXPECT_EQ(w.at("ram_budget_bytes").get<int64_t>(), 1024 * 1024);
+    instr += w.at("kernel_instructions").get<int64_t>();
+    macs += w.at("macs").get<int64_t>();
+  }
+  ASSERT_GT(macs, 0);
+  EXPECT_LE(double(instr) / double(macs), 0.7) << instr << " / " << macs;
 }
 
 // A firmware board that changes one output value of layer 20 after

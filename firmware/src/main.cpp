@@ -133,7 +133,7 @@ int main(void) {
     while (*p && *p != ' ') ++p;
   }
   const char* mode = argc > 1 ? argv[1] : "serve";
-  ts_log("tinysplit board firmware (Cortex-M7, Teensy 4.1 layout) mode %s\n", mode);
+  ts_log("tinysplit board firmware (%s) mode %s\n", BOARD_NAME, mode);
 
   if (strcmp(mode, "hello") == 0) {
     print_layout();

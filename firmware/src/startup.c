@@ -18,6 +18,7 @@ extern void (*__init_array_end[])(void);
 int main(void);
 void ts_irq_timer0(void);
 void ts_irq_timer1(void);
+void ts_irq_systick(void);
 void ts_irq_ethernet(void);
 
 #define REG(a) (*(volatile uint32_t*)(a))
@@ -78,29 +79,33 @@ void ts_unexpected(void);
 
 typedef void (*Vector)(void);
 
-// Cortex-M7 system exceptions + the AN500's 32 interrupt lines.
-__attribute__((section(".vectors"), used)) const Vector ts_vectors[16 + 32] = {
-    (Vector)(uintptr_t)__stack_top,
-    ts_reset,
-    ts_fault,  // NMI
-    ts_fault,  // HardFault
-    ts_fault,  // MemManage
-    ts_fault,  // BusFault
-    ts_fault,  // UsageFault
-    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
-    ts_unexpected,  // SVCall
-    ts_unexpected,  // DebugMonitor
-    ts_unexpected,
-    ts_unexpected,  // PendSV
-    ts_unexpected,  // SysTick
-    // IRQ 0..31
-    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
-    ts_unexpected,
-    ts_irq_timer0,    // 8
-    ts_irq_timer1,    // 9
-    ts_unexpected, ts_unexpected, ts_unexpected,
-    ts_irq_ethernet,  // 13
-    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
-    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
-    ts_unexpected, ts_unexpected, ts_unexpected, ts_unexpected,
+#ifndef BOARD_NUM_IRQ
+#define BOARD_NUM_IRQ 32  // the AN500's and AN386's interrupt lines
+#endif
+
+// The system exceptions + the board's BOARD_NUM_IRQ interrupt lines; every
+// entry nobody handles is ts_unexpected (GCC range designators: the later
+// entries override the first one).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+__attribute__((section(".vectors"), used)) const Vector ts_vectors[16 + BOARD_NUM_IRQ] = {
+    [0 ... 15 + BOARD_NUM_IRQ] = ts_unexpected,
+    [0] = (Vector)(uintptr_t)__stack_top,
+    [1] = ts_reset,
+    [2] = ts_fault,  // NMI
+    [3] = ts_fault,  // HardFault
+    [4] = ts_fault,  // MemManage
+    [5] = ts_fault,  // BusFault
+    [6] = ts_fault,  // UsageFault
+#ifdef BOARD_MPU_V8M
+    [7] = ts_fault,  // SecureFault (ARMv8-M)
+#endif
+#ifdef BOARD_TIMER_SYSTICK
+    [15] = ts_irq_systick,
+#else
+    [16 + IRQ_TIMER0] = ts_irq_timer0,
+    [16 + IRQ_TIMER1] = ts_irq_timer1,
+#endif
+    [16 + IRQ_ETHERNET] = ts_irq_ethernet,
 };
+#pragma GCC diagnostic pop

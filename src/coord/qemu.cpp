@@ -60,16 +60,23 @@ std::string last_line(const std::string& text) {
   return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
-constexpr uint64_t kFlashFileBytes = 16u << 20;  // the machine's RAM: 16 MiB on mps2-an500 and -an386
+// The machine's RAM, which a memory-backend file of exactly this size
+// replaces: 16 MiB on mps2-an500 and -an386, the DDR's 2 GiB on mps3-an547
+// (a sparse file: only what the board writes, its 8 MB of flash at most,
+// takes disk space).
+uint64_t machine_ram_bytes(const std::string& machine) {
+  return machine == "mps3-an547" ? uint64_t(2) << 30 : uint64_t(16) << 20;
+}
 
-// Creates the flash file (0600, 16 MiB) if needed and clears the
-// provisioning record in it (at `provision_offset`).
-void prepare_flash_file(const std::string& path, const std::string& who, off_t provision_offset) {
+// Creates the flash file (0600, the machine's RAM size) if needed and clears
+// the provisioning record in it (at `provision_offset`).
+void prepare_flash_file(const std::string& path, const std::string& who, off_t provision_offset,
+                        uint64_t file_bytes) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(who + ": cannot open its flash file " + path);
   struct stat st {};
   bool ok = fstat(fd, &st) == 0;
-  if (ok && uint64_t(st.st_size) != kFlashFileBytes) ok = ftruncate(fd, off_t(kFlashFileBytes)) == 0;
+  if (ok && uint64_t(st.st_size) != file_bytes) ok = ftruncate(fd, off_t(file_bytes)) == 0;
   static const uint8_t zero[64] = {};
   ok = ok && pwrite(fd, zero, sizeof zero, provision_offset) == ssize_t(sizeof zero);
   ::close(fd);
@@ -142,7 +149,7 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
 
   if (!o.flash_path.empty()) {
     fs::create_directories(fs::path(o.flash_path).parent_path(), ec);
-    prepare_flash_file(o.flash_path, who, provision_offset);
+    prepare_flash_file(o.flash_path, who, provision_offset, machine_ram_bytes(machine));
   }
 
   // A port picked here may be taken before QEMU binds it: try a few.
@@ -158,7 +165,8 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
       // The machine's RAM (mps2-an500: the PSRAM at 0x60000000) is the board's flash.
       args[2] = machine + ",memory-backend=tsflash";
       args.push_back("-object");
-      args.push_back("memory-backend-file,id=tsflash,size=16M,share=on,mem-path=" + o.flash_path);
+      args.push_back("memory-backend-file,id=tsflash,size=" + std::to_string(machine_ram_bytes(machine)) +
+                     ",share=on,mem-path=" + o.flash_path);
     }
     if (icount) {
       args.push_back("-icount");
@@ -193,7 +201,7 @@ QemuBoard spawn_qemu_board(const QemuBoardOptions& o) {
       const std::string log = read_file(o.log_path);
       if (log.find(" listening on ") != std::string::npos) {
         if (!provision.empty()) fs::remove(provision, ec);  // loaded: the key stays only in the board
-        if (!provision.empty() && !o.flash_path.empty()) prepare_flash_file(o.flash_path, who, provision_offset);  // read at boot
+        if (!provision.empty() && !o.flash_path.empty()) prepare_flash_file(o.flash_path, who, provision_offset, machine_ram_bytes(machine));  // read at boot
         return QemuBoard{pid, "127.0.0.1:" + std::to_string(port), o.log_path};
       }
       int status = 0;

@@ -37,8 +37,9 @@ struct QemuBoardOptions {
   // spawn_qemu_board). auth = false: the board runs without a key.
   bool auth = false;
   std::array<uint8_t, 32> key{};
-  // The board's flash kept in this file (created if absent, 16 MiB: QEMU's
-  // PSRAM at 0x60000000, mapped shared, so every erase and program lands in
+  // The board's flash kept in this file (created if absent, the size of the
+  // machine's RAM: 16 MiB on mps2-an500/-an386 (the an500's PSRAM at
+  // 0x60000000), 2 GiB sparse on mps3-an547 (its DDR); mapped shared, so every erase and program lands in
   // the file at once, even if the board is killed). The committed fragment
   // then survives a restart of the board with the same file, as on a real
   // board. Empty: the flash is lost when QEMU exits. The provisioning record

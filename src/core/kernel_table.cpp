@@ -4,6 +4,15 @@
 #include "core/ops/conv_impl.h"
 
 #include "core/arm/dsp_kernels.h"
+#include "core/arm/helium_kernels.h"
+
+// The Helium table exists on hosts (plain-C++ instructions, for tests) and
+// on Arm targets with MVE; the M7 and M4 images leave helium.cpp out.
+#if !defined(__arm__) || (defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+#define TS_HAVE_HELIUM 1
+#else
+#define TS_HAVE_HELIUM 0
+#endif
 
 #if defined(TS_X86_KERNELS)
 #include "core/x86/x86_kernels.h"
@@ -67,6 +76,8 @@ const KernelTable& default_kernels() {
 #if defined(TS_X86_KERNELS)
   static const KernelTable* chosen = x86::select_kernels(&kPortable);
   return *chosen;
+#elif defined(TS_ARM_HELIUM_KERNELS)
+  return arm::kHeliumKernels;
 #elif defined(TS_ARM_DSP_KERNELS)
   return arm::kDspKernels;
 #else
@@ -91,6 +102,9 @@ const KernelTable* find_kernels(const char* name) {
   if (!name) return nullptr;
   if (same_name(name, "portable")) return &kPortable;
   if (same_name(name, "dsp")) return &arm::kDspKernels;
+#if TS_HAVE_HELIUM
+  if (same_name(name, "helium")) return &arm::kHeliumKernels;
+#endif
 #if defined(TS_X86_KERNELS)
   return x86::find_kernels(name);
 #else

@@ -2,9 +2,10 @@
 // table of function pointers chosen once at start-up. The portable table
 // (plain C++17) is always there; host builds on x86 add AVX2 and AVX-512 VNNI
 // tables (src/core/x86/), selected by CPU feature, or forced with the
-// environment variable TS_KERNELS=portable|avx2|vnni|dsp. The Cortex-M7
-// firmware's default is the DSP table (src/core/arm/, TS_ARM_DSP_KERNELS,
-// make -C firmware KERNELS=portable to keep the portable one).
+// environment variable TS_KERNELS=portable|avx2|vnni|dsp|helium. The
+// Cortex-M7 and M4 firmware's default is the DSP table (src/core/arm/,
+// TS_ARM_DSP_KERNELS, make -C firmware KERNELS=portable to keep the portable
+// one), the Cortex-M55's the Helium table (TS_ARM_HELIUM_KERNELS).
 // Every variant gives bit-identical results: integer accumulation is exact
 // whatever the order or width, and the requantisation is the same integer
 // function (tests/x86_kernels_test.cpp compares each variant with the
@@ -62,8 +63,8 @@ const KernelTable& kernels();
 // tests and benchmarks; not thread-safe against running kernels.
 void set_kernels(const KernelTable* t);
 
-// The table called `name` ("portable"; "dsp", the Cortex-M7 DSP table,
-// emulated in plain C++ off the target; on x86 hosts "avx2", "vnni") if this
+// The table called `name` ("portable"; "dsp", the Cortex-M7 DSP table, and
+// "helium", the Cortex-M55 Helium table, emulated in plain C++ off the target; on x86 hosts "avx2", "vnni") if this
 // build and CPU have it, else nullptr.
 const KernelTable* find_kernels(const char* name);
 

@@ -19,6 +19,14 @@ const std::vector<BoardKind> kKinds = {
     {"qemu-m4", "the Cortex-M4 firmware under QEMU (mps2-an386: 168 MHz, 192 KB arena, 1 MB flash)", BoardStart::Qemu,
      kFirmwareLinks, "cortex-m4", false, "tcp", "", "mps2-an386", "firmware/build/mps2-an386/tinysplit-m4.elf",
      0x21000000u, 0x210F0000u, 192 * 1024, 384 * 1024, 168},
+    // A Cortex-M55 board with Helium (400 MHz): 1 MB arena (the an547's
+    // SRAM at 0x01000000), 8 MB of flash in the machine's DDR of which
+    // 3840 KB is each A/B fragment slot's data (fixed by
+    // firmware/boards/mps3-an547/mps3-an547.ld). Measured prices:
+    // data/costs/cortex-m55.json (Helium kernels, scripts/m55_costs.py).
+    {"qemu-m55", "the Cortex-M55 firmware under QEMU (mps3-an547: 400 MHz, 1 MB arena, 8 MB flash)", BoardStart::Qemu,
+     kFirmwareLinks, "cortex-m55", false, "tcp", "", "mps3-an547", "firmware/build/mps3-an547/tinysplit-m55.elf",
+     0x60000000u, 0x607F0000u, 1024 * 1024, 3840 * 1024, 400},
     {"teensy41", "a Teensy 4.1 (Cortex-M7 at 600 MHz) running the firmware, reached at its address", BoardStart::None,
      kFirmwareLinks, "cortex-m7", false, "tcp", ""},
 };
