@@ -61,7 +61,7 @@ const Loaded& model(int size) {
     slot = std::make_unique<Loaded>();
     try {
       slot->q = ts::quantized_model(kModel, size, {}, &slot->folded);
-      slot->input_f = ts::image_input(ts::default_photo(), size, slot->q.in_mean, slot->q.in_std);
+      slot->input_f = ts::image_input(ts::default_photo(), size, slot->q.in_norm);
       slot->input_q = ts::quantize_input(slot->q, slot->input_f);
     } catch (const std::exception& e) {
       slot->error = e.what();
@@ -205,12 +205,12 @@ int export_for_ort(const std::string& dir) {
     ts::export_qdq_onnx(q, (d / "model_s8.onnx").string(), opt);
     opt.activations = ts::OnnxExportOptions::Activations::Uint8;
     ts::export_qdq_onnx(q, (d / "model_u8.onnx").string(), opt);
-    const auto x = ts::quantize_input(q, ts::image_input(ts::default_photo(), size, q.in_mean, q.in_std));
+    const auto x = ts::quantize_input(q, ts::image_input(ts::default_photo(), size, q.in_norm));
     write_bytes(d / "input.bin", x);
     write_bytes(d / "ours.bin", ts::run_int8(q, x));
     const auto photos = ts::list_images(ts::default_eval_dir());
     for (size_t k = 0; k < photos.size(); ++k) {
-      const auto xk = ts::quantize_input(q, ts::image_input(photos[k], size, q.in_mean, q.in_std));
+      const auto xk = ts::quantize_input(q, ts::image_input(photos[k], size, q.in_norm));
       write_bytes(d / "check" / ("input_" + std::to_string(k) + ".bin"), xk);
       write_bytes(d / "check" / ("ours_" + std::to_string(k) + ".bin"), ts::run_int8(q, xk));
     }
@@ -224,7 +224,7 @@ int export_for_ort(const std::string& dir) {
 // the kernel table is the start-up default (TS_KERNELS to force one).
 int time_layers(int size) {
   const ts::QGraph q = ts::quantized_model(kModel, size, {});
-  const auto x = ts::quantize_input(q, ts::image_input(ts::default_photo(), size, q.in_mean, q.in_std));
+  const auto x = ts::quantize_input(q, ts::image_input(ts::default_photo(), size, q.in_norm));
   auto t = ts::run_int8_all(q, x);
   std::printf("kernels: %s\n%-28s %-10s %10s %10s %10s\n", ts::core::kernels().name, "layer", "kind", "MACs",
               "us (min)", "ns/MAC");

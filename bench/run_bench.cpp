@@ -29,7 +29,7 @@ Model& model() {
     Model mm;
     mm.q = ts::quantized_model("mobilenetv2", 112, ts::QuantizeOptions{});
     const int s = mm.q.shape(mm.q.input).h;
-    mm.x = ts::quantize_input(mm.q, ts::image_input(ts::default_photo(), s, mm.q.in_mean, mm.q.in_std));
+    mm.x = ts::quantize_input(mm.q, ts::image_input(ts::default_photo(), s, mm.q.in_norm));
     mm.ref = ts::run_int8(mm.q, mm.x);
     return mm;
   }();

@@ -4,7 +4,7 @@
 # the per-op figures the planner and the simulator read for that kind
 # (docs/firmware.md, "Measurements"; docs/kernels.md, "Cortex-M7 kernels").
 #
-#   bash scripts/board_costs.sh [--kind qemu-m7|qemu-m4] [--build-dir build] [--out FILE]
+#   bash scripts/board_costs.sh [--kind qemu-m7|qemu-m4|qemu-m55] [--build-dir build] [--out FILE]
 #   TS_BOARD_LAYERS=layers.md bash scripts/board_costs.sh   # also the per-layer table (docs/firmware.md)
 #
 # Kinds (each as its row in src/plan/board_kind.cpp: firmware board, QEMU
@@ -12,11 +12,14 @@
 #   qemu-m7  mps2-an500  firmware/build/tinysplit-board.elf        -> data/costs/cortex-m7.json (3 boards)
 #   qemu-m4  mps2-an386  firmware/build/mps2-an386/tinysplit-m4.elf -> data/costs/cortex-m4.json
 #            (11 boards: with the rating allocation 10 of its 384 KB flashes do not hold the weights)
+#   qemu-m55 mps3-an547  firmware/build/mps3-an547/tinysplit-m55.elf -> data/costs/cortex-m55.json (3 boards;
+#            its fast kernels are the Helium table, KERNELS=helium)
 #
 # Needs the firmware toolchain and lwIP source (bash scripts/build_firmware.sh
 # once) and a host build with the tinysplit binary. Steps:
-#   1. two firmware images of the kind from the same tree: KERNELS=dsp (firmware/build,
-#      the default image) and KERNELS=portable (firmware/build-portable)
+#   1. two firmware images of the kind from the same tree: its fast kernels (KERNELS=dsp,
+#      or helium on the M55; firmware/build, the default image) and KERNELS=portable
+#      (firmware/build-portable)
 #   2. `selftest --split 3` on the DSP image where the board's RAM holds the
 #      suite (the M7): the kernel suite computed with both tables on the same
 #      inputs (must agree bit for bit)
@@ -43,9 +46,10 @@ while [[ $# -gt 0 ]]; do
 done
 # kind -> firmware board, QEMU machine, image below firmware/<build>/, costs target, boards, selftest
 case "$KIND" in
-  qemu-m7) FW_BOARD=mps2-an500; MACHINE=mps2-an500; IMAGE=tinysplit-board.elf; TARGET=cortex-m7; NBOARDS=3; SELFTEST=1 ;;
-  qemu-m4) FW_BOARD=mps2-an386; MACHINE=mps2-an386; IMAGE=mps2-an386/tinysplit-m4.elf; TARGET=cortex-m4; NBOARDS=11; SELFTEST=0 ;;
-  *) echo "board_costs: unknown kind '$KIND' (qemu-m7, qemu-m4)" >&2; exit 2 ;;
+  qemu-m7) FW_BOARD=mps2-an500; MACHINE=mps2-an500; IMAGE=tinysplit-board.elf; TARGET=cortex-m7; NBOARDS=3; SELFTEST=1; FAST=dsp ;;
+  qemu-m4) FW_BOARD=mps2-an386; MACHINE=mps2-an386; IMAGE=mps2-an386/tinysplit-m4.elf; TARGET=cortex-m4; NBOARDS=11; SELFTEST=0; FAST=dsp ;;
+  qemu-m55) FW_BOARD=mps3-an547; MACHINE=mps3-an547; IMAGE=mps3-an547/tinysplit-m55.elf; TARGET=cortex-m55; NBOARDS=3; SELFTEST=0; FAST=helium ;;
+  *) echo "board_costs: unknown kind '$KIND' (qemu-m7, qemu-m4, qemu-m55)" >&2; exit 2 ;;
 esac
 [[ -n "$OUT" ]] || OUT="$ROOT/data/costs/$TARGET.json"
 LAYERS_OUT="${TS_BOARD_LAYERS:-${TS_M7_LAYERS:-}}"
@@ -59,8 +63,8 @@ JOBS="${TS_FW_JOBS:-2}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-echo "[board_costs] $KIND firmware images (BOARD=$FW_BOARD, KERNELS=dsp and KERNELS=portable)"
-make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" BOARD="$FW_BOARD" KERNELS=dsp BUILD=build \
+echo "[board_costs] $KIND firmware images (BOARD=$FW_BOARD, KERNELS=$FAST and KERNELS=portable)"
+make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" BOARD="$FW_BOARD" KERNELS="$FAST" BUILD=build \
   >"$TMP/make-dsp.log" 2>&1 || { tail -20 "$TMP/make-dsp.log" >&2; exit 1; }
 make -s -C "$ROOT/firmware" -j"$JOBS" LWIP_DIR="${LWIP_DIR%/}" BOARD="$FW_BOARD" KERNELS=portable BUILD=build-portable \
   >"$TMP/make-portable.log" 2>&1 || { tail -20 "$TMP/make-portable.log" >&2; exit 1; }
@@ -77,18 +81,20 @@ fi
 
 for v in dsp portable; do
   elf="$DSP_ELF"; [[ $v == portable ]] && elf="$PORTABLE_ELF"
-  echo "[board_costs] MobileNetV2 112 on $NBOARDS $KIND boards, $v kernels"
-  # The image of the kind: TS_FIRMWARE for the M7, TS_FIRMWARE_QEMU_M4 for the M4 (coord/qemu.cpp).
-  (cd "$ROOT" && TS_FIRMWARE="$elf" TS_FIRMWARE_QEMU_M4="$elf" timeout 900 "$TS" run --size 112 --workers "$KIND:$NBOARDS" \
+  label=$v; [[ $v == dsp ]] && label=$FAST
+  echo "[board_costs] MobileNetV2 112 on $NBOARDS $KIND boards, $label kernels"
+  # The image of the kind: TS_FIRMWARE for the M7, TS_FIRMWARE_QEMU_M4 / _M55 for the others (coord/qemu.cpp).
+  (cd "$ROOT" && TS_FIRMWARE="$elf" TS_FIRMWARE_QEMU_M4="$elf" TS_FIRMWARE_QEMU_M55="$elf" timeout 900 "$TS" run --size 112 --workers "$KIND:$NBOARDS" \
      --timeout 120 --store "$TMP/store-$v" --json >"$TMP/run-$v.json" 2>"$TMP/run-$v.err") \
      || { tail -20 "$TMP/run-$v.err" >&2; exit 1; }
   cat "$TMP"/store-$v/board-*/qemu.log >"$TMP/boards-$v.log"
 done
 
 mkdir -p "$(dirname "$OUT")"
-/usr/bin/python3 - "$TMP" "$OUT" "$KIND" "$MACHINE" "$TARGET" "$NBOARDS" "$LAYERS_OUT" <<'EOF'
+/usr/bin/python3 - "$TMP" "$OUT" "$KIND" "$MACHINE" "$TARGET" "$NBOARDS" "$LAYERS_OUT" "$FAST" <<'EOF'
 import json, os, re, sys
-tmp, out, kind, machine, target, nboards, layers_out = sys.argv[1:8]
+# "dsp" below names the kind's fast image (its kernels: `fast`), "portable" the portable one.
+tmp, out, kind, machine, target, nboards, layers_out, fast = sys.argv[1:9]
 
 def fields(line):
     return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
@@ -204,14 +210,14 @@ doc = {
     "target": target,
     "source": f"bash scripts/board_costs.sh --kind {kind}: MobileNetV2 at 112 on {nboards} QEMU {machine} boards "
               "(tinysplit run), qemu-system-arm -icount shift=0, instructions per layer from the boards' logs "
-              "summed per kind; DSP kernels (firmware KERNELS=dsp)",
+              f"summed per kind; firmware KERNELS={fast}",
     "cycles_per_mac": planner,
     "cycles_per_mac_source": "instructions per MAC of the DSP run per kernel kind (conv, pointwise, depthwise, "
                              "linear) and per op (Add, GlobalAvgPool: MACs as src/core/op.h counts them) "
                              "x cycles_per_instruction; read by the planner's cost model for QEMU boards",
     "instructions_per_mac": ipm,
     "instructions_per_output": ipo,
-    "kernels": "dsp",
+    "kernels": fast,
     "cycles_per_instruction": CPI,
     "run_json": {v: kernel_instructions(v) for v in ("dsp", "portable")},
     "instructions_per_output_source": src,

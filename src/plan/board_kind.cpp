@@ -23,7 +23,7 @@ const std::vector<BoardKind> kKinds = {
     // SRAM at 0x01000000), 8 MB of flash in the machine's DDR of which
     // 3840 KB is each A/B fragment slot's data (fixed by
     // firmware/boards/mps3-an547/mps3-an547.ld). Measured prices:
-    // data/costs/cortex-m55.json (Helium kernels, scripts/m55_costs.py).
+    // data/costs/cortex-m55.json (Helium kernels, scripts/board_costs.sh --kind qemu-m55).
     {"qemu-m55", "the Cortex-M55 firmware under QEMU (mps3-an547: 400 MHz, 1 MB arena, 8 MB flash)", BoardStart::Qemu,
      kFirmwareLinks, "cortex-m55", false, "tcp", "", "mps3-an547", "firmware/build/mps3-an547/tinysplit-m55.elf",
      0x60000000u, 0x607F0000u, 1024 * 1024, 3840 * 1024, 400},
