@@ -93,7 +93,11 @@ source_of() {  # prints a readable copy of $1 with sha256 $2, or nothing
 declare -A NEED_PKG
 for i in "${!PATHS[@]}"; do
   [[ -n "$(source_of "${PATHS[$i]}" "${SUMS[$i]}")" ]] && continue
-  NEED_PKG[$(package_of "${PATHS[$i]}")]+=" ${PATHS[$i]}"
+  pkg="$(package_of "${PATHS[$i]}")"
+  # A photo in two sets (text and calib or eval) is unpacked once: tar reports a member named
+  # twice as not found.
+  [[ " ${NEED_PKG[$pkg]:-} " == *" ${PATHS[$i]} "* ]] && continue
+  NEED_PKG[$pkg]+=" ${PATHS[$i]}"
 done
 
 for pkg in "${!NEED_PKG[@]}"; do
