@@ -442,3 +442,45 @@ TEST(RealRuns, AutoAndChannelAreExactOnHostBoards) {
 }
 
 }  // namespace
+
+// K1 of eq. 5 follows each board type's measured prices: an M7 board keeps
+// the paper's K1 exactly, the Helium M55 (fewer cycles per MAC) gets more,
+// the M4 less; boards without prices, a host model and explicit per-op cycles
+// that price every type alike leave K1 alone. With the scaled K1, the M55
+// board's rating is above an M7's although its clock is lower.
+TEST(Cost, K1FollowsTheBoardTypesMeasuredPrices) {
+  const QGraph& q = mobilenet112();
+  plan::CostModel m;
+  m.costs_dir = std::string(TS_SOURCE_DIR) + "/data/costs";
+  plan::Testbed t;
+  t.boards.resize(4);
+  const char* kinds[] = {"qemu-m7", "qemu-m55", "qemu-m4", "host"};
+  const double clocks[] = {600, 400, 168, 600};
+  for (int i = 0; i < 4; ++i) {
+    t.boards[size_t(i)].id = i;
+    t.boards[size_t(i)].kind = kinds[i];
+    t.boards[size_t(i)].clock_mhz = clocks[i];
+  }
+  const std::vector<double> s = plan::k1_scales(q, t, m);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0], 1.0);
+  EXPECT_GT(s[1], 1.5);
+  EXPECT_LT(s[2], 1.0);
+  EXPECT_EQ(s[3], 1.0);
+  EXPECT_DOUBLE_EQ(s[1], plan::model_cycles_per_mac(q, m, "cortex-m7") / plan::model_cycles_per_mac(q, m, "cortex-m55"));
+  const std::vector<double> r = plan::compute_ratings(t, plan::Allocation::Rating, plan::kDefaultK1, {}, s);
+  EXPECT_GT(r[1], r[0]);
+  EXPECT_LT(r[2], r[0]);
+  EXPECT_THROW(plan::compute_ratings(t, plan::Allocation::Rating, plan::kDefaultK1, {}, {1.0}), Error);
+
+  plan::CostModel flat = m;
+  flat.op_cycles_per_mac.fill(3.0);  // every op, as --cycles-per-mac sets them
+  flat.depthwise_cycles_per_mac = 3.0;
+  for (double v : plan::k1_scales(q, t, flat)) EXPECT_DOUBLE_EQ(v, 1.0);
+  plan::CostModel none = m;
+  none.costs_dir = "none";
+  for (double v : plan::k1_scales(q, t, none)) EXPECT_EQ(v, 1.0);
+  plan::CostModel host = m;
+  host.host = true;
+  for (double v : plan::k1_scales(q, t, host)) EXPECT_EQ(v, 1.0);
+}

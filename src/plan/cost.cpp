@@ -1,7 +1,9 @@
 #include "plan/cost.h"
+#include "plan/ratings.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -200,6 +202,30 @@ double CostModel::type_cycles_per_mac(const core::LayerDesc& d, const std::strin
     if (const MeasuredCosts* mc = measured_for(costs_dir, type))
       if (const double c = mc->of(d); c > 0) return c;
   return default_cycles_per_mac;
+}
+
+double model_cycles_per_mac(const QGraph& q, const CostModel& m, const std::string& type) {
+  double cycles = 0, macs = 0;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const double k = double(q.nodes[n].macs);
+    if (k > 0) cycles += k * m.type_cycles_per_mac(q.desc(int(n)), type), macs += k;
+  }
+  return macs > 0 ? cycles / macs : 0;
+}
+
+std::vector<double> k1_scales(const QGraph& q, const Testbed& t, const CostModel& m) {
+  std::vector<double> s(t.boards.size(), 1.0);
+  if (m.host) return s;
+  const double ref = model_cycles_per_mac(q, m, kK1BoardType);
+  std::map<std::string, double> of_type;  // a few types, many boards
+  for (size_t i = 0; i < s.size(); ++i) {
+    const std::string type = board_type(t.boards[i]);
+    if (type.empty() || type == kK1BoardType) continue;
+    auto [it, fresh] = of_type.try_emplace(type, 0.0);
+    if (fresh) it->second = model_cycles_per_mac(q, m, type);
+    if (ref > 0 && it->second > 0) s[i] = ref / it->second;
+  }
+  return s;
 }
 
 void parse_op_cycles(const std::string& spec, CostModel* m) {

@@ -143,6 +143,15 @@ struct CostModel {
   double type_cycles_per_mac(const core::LayerDesc& d, const std::string& type) const;
 };
 
+// Cycles per MAC of the whole model on a board type (type_cycles_per_mac of
+// every layer weighted by its MACs); 0 for a model without MACs.
+double model_cycles_per_mac(const QGraph& q, const CostModel& m, const std::string& type);
+
+// Per board, the factor on K1 for eq. 5 (ratings.h kK1BoardType): the K1
+// type's model_cycles_per_mac over the board type's. 1 for a board without
+// measured prices (a host process) and for every board of a host model.
+std::vector<double> k1_scales(const QGraph& q, const Testbed& t, const CostModel& m);
+
 // The model for a host testbed from a host cost file: host = true, the
 // file's figures, frame_latency_s = exchange_s, cores = this machine's.
 CostModel host_cost_model(const HostCosts& h);

@@ -421,7 +421,7 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
       if (computed > 0 && pre.workers[w].bytes_in + pre.workers[w].bytes_out > 0)
         kc[w] = kc_from_traffic(double(pre.workers[w].bytes_in + pre.workers[w].bytes_out), double(computed));
     }
-    ratings = compute_ratings(t, Allocation::Rating, opt.k1, kc);
+    ratings = compute_ratings(t, Allocation::Rating, opt.k1, kc, k1_scales(q, t, opt.cost));
   } else {
     ratings = compute_ratings(t, opt.alloc, opt.k1);
   }

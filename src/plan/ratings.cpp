@@ -100,12 +100,14 @@ const char* to_string(Allocation a) {
 }
 
 std::vector<double> compute_ratings(const Testbed& t, Allocation how, double k1,
-                                    const std::vector<double>& kc) {
+                                    const std::vector<double>& kc, const std::vector<double>& k1_scale) {
   validate_testbed(t, "testbed");
   const size_t n = t.boards.size();
   if (!kc.empty() && kc.size() != 1 && kc.size() != n)
     throw Error("ratings: got " + std::to_string(kc.size()) + " Kc values for " +
                 std::to_string(n) + " boards (give 1 or one per board)");
+  if (!k1_scale.empty() && k1_scale.size() != n)
+    throw Error("ratings: got " + std::to_string(k1_scale.size()) + " K1 factors for " + std::to_string(n) + " boards");
 
   std::vector<double> r(n);
   for (size_t i = 0; i < n; ++i) {
@@ -115,7 +117,7 @@ std::vector<double> compute_ratings(const Testbed& t, Allocation how, double k1,
       case Allocation::Frequency: r[i] = b.clock_mhz; break;
       case Allocation::Rating: {
         double kci = kc.empty() ? kDefaultKc : kc.size() == 1 ? kc[0] : kc[i];
-        r[i] = rating_eq5(rating_inputs(b, k1, kci));
+        r[i] = rating_eq5(rating_inputs(b, k1_scale.empty() ? k1 : k1 * k1_scale[i], kci));
         break;
       }
     }

@@ -31,6 +31,14 @@ namespace ts::plan {
 // exact value only shifts the balance between compute and link terms.
 inline constexpr double kDefaultK1 = 0.2;
 
+// The board type K1 was measured on (the paper's Teensy 4.1: a Cortex-M7).
+// K1 is output per Mcycle, so a board type whose kernels take fewer cycles
+// per MAC produces more output per Mcycle: the planner scales K1 by this
+// type's cycles per MAC over the board's (cost.h k1_scales), which leaves
+// the M7 boards' ratings as they were and gives an M55 or an M4 the share
+// its measured prices say.
+inline constexpr const char* kK1BoardType = "cortex-m7";
+
 // Default Kc, used until the planner measures it from a split: each KB of
 // output costs about one KB of inputs sent to the board plus the KB of output
 // sent back to the coordinator (every activation goes through the
@@ -85,8 +93,11 @@ const char* to_string(Allocation a);
 //   Frequency the board's clock in MHz (proportional to clock)
 //   Rating    eq. 5 with the board's f, d, B, the given K1 and its Kc
 // kc holds one value per board, or a single value for every board, or is
-// empty for kDefaultKc. Throws ts::Error on a bad testbed or bad K1/Kc.
+// empty for kDefaultKc. k1_scale (Rating only): one factor per board on K1
+// (k1_scales in cost.h), empty = 1 for all. Throws ts::Error on a bad
+// testbed or bad K1/Kc.
 std::vector<double> compute_ratings(const Testbed& t, Allocation how, double k1 = kDefaultK1,
-                                    const std::vector<double>& kc = {});
+                                    const std::vector<double>& kc = {},
+                                    const std::vector<double>& k1_scale = {});
 
 }  // namespace ts::plan
