@@ -46,11 +46,28 @@ void send_hello(net::Transport& board, uint16_t src, uint16_t board_id) {
   board.send(frame, n);
 }
 
+// Writes the ACK of the coordinator's first frame (its claim, RESET) ahead.
+void send_claim_ack(net::Transport& board, uint16_t src) {
+  wire::AckPayload a;
+  a.ack_seq = 1;
+  uint8_t payload[wire::AckPayload::kSize];
+  a.encode(payload, sizeof payload);
+  wire::FrameHeader h;
+  h.type = wire::MsgType::Ack;
+  h.src = src;
+  h.dst = wire::kCoordinatorId;
+  uint8_t frame[wire::kMaxFrame];
+  const size_t n = wire::encode_frame(h, payload, sizeof payload, frame, sizeof frame);
+  ASSERT_GT(n, 0u);
+  board.send(frame, n);
+}
+
 TEST(Link, HelloMustNameTheBoardItComesFrom) {
   {
     auto [coord, board] = net::make_inproc_pair("coord", "board");
     coord::BoardLink link(std::move(coord), 0, 8, std::chrono::milliseconds(2000));
     send_hello(*board, 3, 3);
+    send_claim_ack(*board, 3);
     EXPECT_EQ(link.handshake().board_id, 3);
   }
   {

@@ -723,6 +723,42 @@ TEST(WorkerPeers, LostPeerLinkIsReportedToTheCoordinator) {
   EXPECT_EQ(d.w.stats().peers_lost, 1u);
 }
 
+// A new session (another coordinator, once the last one went) closes the
+// board-to-board links of the last one: they were opened for its plan. No
+// PeerLost for them: the new session never had those peers.
+TEST(WorkerPeers, NewSessionClosesTheLastSessionsPeerLinks) {
+  const auto& f = fixture();
+  Driver d(8);
+  ASSERT_TRUE(d.deploy(f.frags[0]));
+  peer_hello(d, f.p.plan_id);
+  ASSERT_TRUE(d.w.link_open(1));
+  d.w.on_disconnect(0);  // the coordinator went; its peer link stays for now
+  ASSERT_TRUE(d.w.link_open(1));
+  ASSERT_TRUE(d.w.on_connect(2));
+  d.port.other.clear();
+  wire::FrameHeader h;
+  h.type = MsgType::Probe;
+  h.src = wire::kCoordinatorId;
+  h.seq = 1;
+  h.flags = wire::kFlagLast;
+  const uint8_t ping[4] = {9, 8, 7, 6};
+  uint8_t frame[128];
+  const size_t n = wire::encode_frame(h, ping, sizeof ping, frame, sizeof frame);
+  ASSERT_EQ(d.w.on_bytes(2, frame, n), int32_t(n));
+  EXPECT_FALSE(d.w.link_open(1));
+  std::vector<MsgType> types;
+  wire::FrameReader r;
+  for (size_t pos = 0; pos < d.port.other.size();) {
+    const auto got = r.feed(d.port.other.data() + pos, d.port.other.size() - pos);
+    pos += got.consumed;
+    if (got.status != wire::FrameReader::Status::Frame) break;
+    types.push_back(r.header().type);
+  }
+  EXPECT_NE(std::find(types.begin(), types.end(), MsgType::ProbeReply), types.end());
+  EXPECT_EQ(std::find(types.begin(), types.end(), MsgType::Error), types.end());
+  EXPECT_EQ(d.w.stats().peers_lost, 0u);
+}
+
 // On a keyed board a peer's first frame must be its 32-byte HELLO; an
 // untagged frame after it, a tag made without the key, or a peer without a
 // key is refused (AuthFailed) and counted as a board-to-board failure.

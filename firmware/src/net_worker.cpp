@@ -281,6 +281,31 @@ class LwipPort final : public ts::core::Port {
     return i;
   }
 
+  // The other end as lwIP has it (under QEMU's user network the host's
+  // connections come from the gateway, 10.0.2.2, and a port of its own).
+  size_t describe_link(int link, char* out, size_t cap) override {
+    if (link < 0 || link >= kMaxLinks || !g_links[link].pcb || cap < 2) return 0;
+    const struct tcp_pcb* pcb = g_links[link].pcb;
+    size_t n = 0;
+    for (const char* c = ip4addr_ntoa(ip_2_ip4(&pcb->remote_ip)); *c && n + 7 < cap; ++c) out[n++] = *c;
+    out[n++] = ':';
+    char d[5];
+    int k = 0;
+    uint16_t port = pcb->remote_port;
+    do {
+      d[k++] = char('0' + port % 10);
+      port = uint16_t(port / 10);
+    } while (port && k < 5);
+    while (k > 0 && n + 1 < cap) out[n++] = d[--k];
+    out[n] = 0;
+    return n;
+  }
+  // The close of the other end is seen in on_recv; the worker hears of it
+  // when the main loop closes the slot.
+  bool link_alive(int link) override {
+    return link >= 0 && link < kMaxLinks && g_links[link].used && !g_links[link].closed;
+  }
+
   // The worker reads the clock right before and right after a layer's
   // compute_range (worker.cpp, on_run), then calls after_compute: the last
   // two readings bracket exactly the kernel.

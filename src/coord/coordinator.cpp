@@ -122,16 +122,22 @@ void Coordinator::parallel(const std::vector<int>& boards, const std::function<v
   }
 }
 
+// One board after the other in address order, each claimed (BoardLink::
+// handshake) before the next: of two coordinators that want the same
+// boards, the one that gets the first gets them all, and the other is
+// refused there, holding none (no two sessions each hold a part).
 std::vector<BoardInfo> Coordinator::handshake() {
   std::vector<BoardInfo> info(links_.size());
-  std::vector<int> all(links_.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
-  parallel(all, [&](int i) {
-    BoardLink& l = *links_[i];
-    info[i].index = i;
-    info[i].peer = l.peer();
-    info[i].hello = l.handshake();
-  });
+  std::vector<int> order(links_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return links_[size_t(a)]->peer() < links_[size_t(b)]->peer(); });
+  for (int i : order) {
+    BoardLink& l = *links_[size_t(i)];
+    info[size_t(i)].index = i;
+    info[size_t(i)].peer = l.peer();
+    info[size_t(i)].hello = l.handshake();
+  }
   info_ = info;
   check_budgets();
   return info;

@@ -164,6 +164,7 @@ void BoardLink::send_ack_if_due() {
 void BoardLink::fail_with(const Frame& f) const {
   wire::ErrorPayload e;
   if (!e.decode(f.payload.data(), f.payload.size())) fail("sent a malformed ERROR");
+  if (e.code == wire::ErrorCode::BoardInUse) throw BoardError(who() + ": " + e.text, index_);  // names the owner
   if (e.code == wire::ErrorCode::PeerLost) {
     BoardError b(who() + ": " + e.text, index_);
     b.lost_peer = int(e.request_seq);
@@ -266,18 +267,28 @@ wire::HelloPayload BoardLink::handshake() {
     uint8_t buf[wire::AuthPayload::kSize];
     a.encode(buf, sizeof buf);
     send(MsgType::Auth, 0, 0, buf, sizeof buf, wire::kFlagLast, 0);
-    // The board's tagged ACK of AUTH proves it holds the same key.
-    const auto deadline = Clock::now() + timeout();
-    Frame g;
-    while (!window_.idle()) {
-      if (!read_frame(&g, deadline))
-        fail("did not acknowledge AUTH within " + std::to_string(timeout().count()) + " ms");
-      if (g.h.type == MsgType::Error) fail_with(g);
-      if (g.h.type != MsgType::Ack) fail(std::string("sent ") + wire::msg_type_name(g.h.type) + " instead of acknowledging AUTH");
-      handle_ack(g);
-    }
+    // The board's tagged ACK of AUTH proves it holds the same key, and
+    // that this session owns the board.
+    await_acks("AUTH");
+  } else {
+    // The first coordinator frame claims the board for this session.
+    send(MsgType::Reset, 0, 0, nullptr, 0, wire::kFlagLast, 0);
+    await_acks("RESET");
   }
   return hello;
+}
+
+void BoardLink::await_acks(const char* what) {
+  const auto deadline = Clock::now() + timeout();
+  Frame g;
+  while (!window_.idle()) {
+    if (!read_frame(&g, deadline))
+      fail(std::string("did not acknowledge ") + what + " within " + std::to_string(timeout().count()) + " ms");
+    if (g.h.type == MsgType::Error) fail_with(g);
+    if (g.h.type != MsgType::Ack)
+      fail(std::string("sent ") + wire::msg_type_name(g.h.type) + " instead of acknowledging " + what);
+    handle_ack(g);
+  }
 }
 
 }  // namespace ts::coord

@@ -54,9 +54,10 @@ class BoardLink {
   void set_auth(const uint8_t key[auth::kKeyBytes], const uint8_t session_nonce[auth::kNonceBytes]);
   bool authenticated() const { return tx_mac_.active(); }
 
-  // Waits for the board's HELLO; with set_auth, then sends AUTH and waits
-  // for the board to acknowledge it under the session keys (its proof that
-  // it holds the same key).
+  // Waits for the board's HELLO, then claims the board for this session:
+  // sends AUTH (with set_auth; acknowledged under the session keys, the
+  // board's proof that it holds the same key) or RESET, and waits for the
+  // ACK. A board owned by another session refuses it (BoardInUse).
   wire::HelloPayload handshake();
 
   // Sends one sequenced frame, waiting for ACKs while the window is full.
@@ -93,6 +94,8 @@ class BoardLink {
   bool read_frame(Frame* out, std::chrono::steady_clock::time_point deadline);
   void handle_ack(const Frame& f);
   void send_ack_if_due();
+  // Reads ACKs until every frame sent is acknowledged (`what` names them).
+  void await_acks(const char* what);
   void queue(const uint8_t* data, size_t n);
   static constexpr size_t kFlushBytes = 64 * 1024;
   std::vector<uint8_t> out_;  // frames not yet written

@@ -93,6 +93,7 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::AuthFailed: return "authentication failed";
     case ErrorCode::PeerLost: return "peer link lost";
     case ErrorCode::StoreFailed: return "store failed";
+    case ErrorCode::BoardInUse: return "board in use";
   }
   return "unknown error code";
 }

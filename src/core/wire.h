@@ -424,6 +424,7 @@ enum class ErrorCode : uint16_t {
   PeerLost = 13,        // direct route: the link to peer board `request_seq` (plan index) closed
   StoreFailed = 14,     // COMMIT: the board's store could not keep the fragment (full, not a folder, I/O
                         // error); the fragment was good and the previous one is kept
+  BoardInUse = 15,      // a coordinator while another session owns the board; the text names the owner
 };
 const char* error_code_name(ErrorCode c);
 

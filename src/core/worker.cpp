@@ -96,6 +96,37 @@ bool Worker::resume() {
   return ok;
 }
 
+Verdict Worker::claim_session(int link, uint32_t seq) {
+  const int owner = links_.coord();
+  if (owner >= 0 && links_.open(owner) && port_->link_alive(owner)) {
+    char text[wire::kMaxErrorText + 1] = "in use by another session (coordinator ";
+    size_t n = 0;
+    while (text[n]) ++n;
+    const size_t at = n;
+    n += port_->describe_link(owner, text + n, sizeof text - n - 1);
+    if (n == at) {  // the port cannot name it: the link number
+      const char* s = "on link ";
+      while (*s && n < sizeof text - 4) text[n++] = *s++;
+      if (owner >= 10) text[n++] = char('0' + owner / 10 % 10);
+      text[n++] = char('0' + owner % 10);
+    }
+    text[n++] = ')';
+    text[n] = 0;
+    links_.send_error(link, ErrorCode::BoardInUse, seq, text);
+    return Verdict::Fail;
+  }
+  if (owner >= 0) on_disconnect(owner);  // gone: the transport closes it (link_open is false)
+  // Board-to-board links belong to the session that had them opened (with
+  // no owner now, closing them reports no PeerLost).
+  for (int i = 0; i < kMaxLinks; ++i) {
+    const Link& p = links_[i];
+    if (i != link && p.open && (p.dialled || p.worker >= 0 || p.claimed >= 0)) on_disconnect(i);
+  }
+  abort_layer();
+  links_.set_coord(link);
+  return Verdict::Ok;
+}
+
 // The frame the reader of `link` holds (authenticated): ACKs move the
 // window, inputs go to the scheduler, the rest to on_control.
 Verdict Worker::handle(int link) {
@@ -109,11 +140,7 @@ Verdict Worker::handle(int link) {
   }
   if (h.type == MsgType::Error) return Verdict::Fail;  // the peer gave up on us
   if (h.type == MsgType::Bye) return Verdict::Fail;
-  if (from_coord && link != links_.coord()) {
-    // A coordinator on a new link: a new session.
-    abort_layer();
-    links_.set_coord(link);
-  }
+  if (from_coord && link != links_.coord() && claim_session(link, h.seq) == Verdict::Fail) return Verdict::Fail;
   if (h.seq != l.acks.expected_seq()) {
     const auto sc = l.acks.on_frame(h.seq, h.flags);  // counts it
     links_.send_error(link, ErrorCode::SequenceError, h.seq,

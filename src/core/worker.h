@@ -28,6 +28,9 @@
 // frame with its inference (wire.h): a board on inference k holds a peer's
 // frame of another inference the same way until it is done with k (never
 // two inferences in its arena), and refuses one from the coordinator.
+// One owner: the first coordinator link to speak owns the board (a
+// session); another coordinator is refused ERROR(BoardInUse, naming the
+// owner) until the owner's link closes (claim_session).
 // Deploy: C->B COMMIT(size, crc) answers DONE at once if that fragment is
 // already committed (cached), else ERROR(HashMismatch); then STORE* + COMMIT.
 //
@@ -95,6 +98,12 @@ class Worker {
   const WorkerConfig& config() const { return cfg_; }
   // Drops every layer in progress (e.g. when the coordinator disconnects).
   void abort_layer();
+  // A coordinator frame (seq `seq`) on `link`, which is not the session's:
+  // makes `link` the session's if the board has none, or its owner's link
+  // is gone (Port::link_alive), and then closes the peer links of the
+  // previous session; otherwise sends ERROR(BoardInUse) naming the owner
+  // (Port::describe_link) and answers Fail (the caller closes `link`).
+  Verdict claim_session(int link, uint32_t seq);
 
  private:
   Verdict handle(int link);

@@ -109,6 +109,22 @@ class Port {
     (void)worker;
     return -1;
   }
+  // Who is at the other end of link `link` (e.g. "127.0.0.1:40112"), as
+  // at most `cap` - 1 characters and a NUL in `out`; returns the length
+  // written, 0 if the port cannot tell.
+  virtual size_t describe_link(int link, char* out, size_t cap) {
+    (void)link;
+    (void)out;
+    (void)cap;
+    return 0;
+  }
+  // Whether open link `link` still works as far as the transport knows
+  // without waiting (its peer has not closed it). A port that always hears
+  // of a close at once (on_disconnect) keeps the default.
+  virtual bool link_alive(int link) {
+    (void)link;
+    return true;
+  }
   // Up to `cap` bytes that differ from boot to boot (a hardware random
   // source, or at least a boot counter and timer jitter); returns how many
   // it wrote. Only used for the nonces of a board that holds a key.

@@ -190,6 +190,24 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
       return -1;
     }
   }
+  size_t describe_link(int link, char* out, size_t cap) override {
+    if (link < 0 || size_t(link) >= board.links_.size() || !board.links_[size_t(link)]->t || cap == 0) return 0;
+    const std::string& who = board.links_[size_t(link)]->t->peer();
+    const size_t n = std::min(who.size(), cap - 1);
+    std::copy(who.begin(), who.begin() + long(n), out);
+    out[n] = 0;
+    return n;
+  }
+  // A coordinator that closed its end is gone even if this loop has not
+  // read the close yet (a new session may follow it at once).
+  bool link_alive(int link) override {
+    if (link < 0 || size_t(link) >= board.links_.size()) return false;
+    const Link& l = *board.links_[size_t(link)];
+    if (!l.t || l.dead) return false;
+    pollfd p{l.t->poll_handle(), POLLIN | POLLRDHUP, 0};
+    if (p.fd < 0 || ::poll(&p, 1, 0) <= 0) return true;
+    return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+  }
   size_t entropy(uint8_t* out, size_t cap) override {
     try {
       random_bytes(out, cap);
