@@ -13,7 +13,8 @@
 #                segment, not a 64 KB burst
 #   --delay D    (ms) and --jitter J (ms): our kernels have no netem qdisc, so
 #                a small relay in the coordinator's namespace holds every byte
-#                D +- J ms in each direction (scripts/netem/delay_relay.py)
+#                D +- J ms in each direction (scripts/netem/delay_relay.py);
+#                the runs then take the relay route unless told otherwise
 # Every namespace, interface and process is created here and removed on exit
 # (also on Ctrl-C); traffic stays inside these namespaces. First a baseline
 # run over the same namespaces without impairments, then --runs runs of
@@ -75,6 +76,12 @@ USE_RELAY=0
 awk -v d="$DELAY" 'BEGIN { exit !(d > 0) }' && USE_RELAY=1
 if (( USE_RELAY )) && [[ " ${EXTRA[*]-} " == *" direct "* ]]; then
   die "--delay with --route direct is not supported: the relay sits between the coordinator and the boards only"
+fi
+# The relay's addresses (the coordinator's loopback) are what the boards
+# would be told of each other on the direct route, and they cannot reach
+# them there: with --delay the runs take the relay route unless told.
+if (( USE_RELAY )) && [[ " ${EXTRA[*]-} " != *" --route "* ]]; then
+  EXTRA+=(--route relay)
 fi
 [[ -x "$TS" ]] || die "no tinysplit binary at $TS (build first, or set TS_BIN)"
 

@@ -476,61 +476,32 @@ class Chooser {
     }
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
+    costs_.resize(q.nodes.size() * size_t(kS));
   }
 
   const Plan& plan(int s) const { return plans_[size_t(s)]; }
 
   // Seconds of node n under strategy s, its operands made under the
-  // strategies prod(k) (-1 for operands from the coordinator).
+  // strategies prod(k) (-1 for operands from the coordinator). Each part
+  // is priced once and kept (the same (n, s) is asked for under every
+  // strategy of the block before; only operands from outside the block
+  // differ), and summed in one order, so the figure is the same whoever
+  // asks first.
   template <class ProdStrategy>
   double node_s(int n, int s, ProdStrategy&& prod) {
-    const Plan& pc = plans_[size_t(s)];
-    if (route_ == Route::Relay) return layer_s(q_, pc, t_, m_, n, traffic(s)[size_t(n)]);
-    double total = compute_s(q_, pc, t_, m_, n);
+    NodeCost& c = node_cost(n, s);
+    if (route_ == Route::Relay) return c.compute;
     const QNode& node = q_.nodes[size_t(n)];
+    double total = c.compute;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
-      Traffic tr(N_);
-      std::vector<std::vector<Piece>> from_board(N_);
-      for (size_t w = 0; w < N_; ++w) {
-        const LayerShare& ls = pc.workers[w].layers[size_t(n)];
-        if (!ls.active()) continue;
-        if (mnode < 0) {
-          for (const core::InputRun& r : ls.inputs[k].runs)
-            tr.add(-1, int(w), double(count_message(r.count).wire_bytes));
-          continue;
-        }
-        // What w receives, from each producer board, in the order the
-        // route pass emits the sends: gathered into frames per producer.
-        for (auto& v : from_board) v.clear();
-        const OwnerMap& own = owners(prod(int(k)), mnode);
-        for (const core::InputRun& r : ls.inputs[k].runs) {
-          int64_t i = r.offset;
-          const int64_t end = int64_t(r.offset) + r.count;
-          while (i < end) {
-            const int32_t from = own.worker[size_t(i)];
-            const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
-            if (from >= 0 && size_t(from) != w) from_board[size_t(from)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
-            i = stop;
-          }
-        }
-        for (size_t f = 0; f < N_; ++f)
-          if (!from_board[f].empty()) {
-            // The route pass orders a group by length, then offset.
-            std::sort(from_board[f].begin(), from_board[f].end(), [](const Piece& a, const Piece& b) {
-              return a.count != b.count ? a.count < b.count : a.offset < b.offset;
-            });
-            tr.add(int(f), int(w), double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes));
-          }
-      }
-      total += step_s(tr, t_, m_);
+      const bool from_coordinator = q_.tensors[size_t(node.inputs[k])].producer < 0;
+      const int p = from_coordinator ? 0 : prod(int(k));
+      double& v = c.operand[k * size_t(kS) + size_t(p)];
+      if (std::isnan(v)) v = operand_s(n, s, k, p);
+      total += v;
     }
-    // Partial sums to the owners of the output blocks (reduced layers).
-    Traffic ps(N_);
-    for (size_t w = 0; w < N_; ++w) add_partial_sums(pc.workers[w].layers[size_t(n)], int(w), &ps);
-    total += step_s(ps, t_, m_);
-    // The graph's output goes to the coordinator.
-    if (node.output == q_.output) total += step_s(traffic(s)[size_t(n)].result, t_, m_);
+    total += c.partial_sums;
+    if (node.output == q_.output) total += c.result;
     return total;
   }
 
@@ -557,6 +528,76 @@ class Chooser {
     if (slot.empty()) slot = plan_traffic(q_, plans_[size_t(s)]);
     return slot;
   }
+  // The parts of node n's seconds under strategy s that do not depend on
+  // its operands' strategies (on the relay route: all of it), and its
+  // operands' transfer seconds by operand and producing strategy (NaN: not
+  // priced yet).
+  struct NodeCost {
+    bool made = false;
+    double compute = 0, partial_sums = 0, result = 0;
+    std::vector<double> operand;
+  };
+  NodeCost& node_cost(int n, int s) {
+    NodeCost& c = costs_[size_t(n) * size_t(kS) + size_t(s)];
+    if (c.made) return c;
+    c.made = true;
+    const Plan& pc = plans_[size_t(s)];
+    if (route_ == Route::Relay) {
+      c.compute = layer_s(q_, pc, t_, m_, n, traffic(s)[size_t(n)]);
+      return c;
+    }
+    c.compute = compute_s(q_, pc, t_, m_, n);
+    c.operand.assign(q_.nodes[size_t(n)].inputs.size() * size_t(kS), std::numeric_limits<double>::quiet_NaN());
+    // Partial sums to the owners of the output blocks (reduced layers).
+    Traffic ps(N_);
+    for (size_t w = 0; w < N_; ++w) add_partial_sums(pc.workers[w].layers[size_t(n)], int(w), &ps);
+    c.partial_sums = step_s(ps, t_, m_);
+    // The graph's output goes to the coordinator.
+    if (q_.nodes[size_t(n)].output == q_.output) c.result = step_s(traffic(s)[size_t(n)].result, t_, m_);
+    return c;
+  }
+  // Seconds of operand k of node n under strategy s, made under strategy
+  // `prod` (ignored when the coordinator sends it).
+  double operand_s(int n, int s, size_t k, int prod) {
+    const Plan& pc = plans_[size_t(s)];
+    const QNode& node = q_.nodes[size_t(n)];
+    const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
+    Traffic tr(N_);
+    std::vector<std::vector<Piece>> from_board(N_);
+    for (size_t w = 0; w < N_; ++w) {
+      const LayerShare& ls = pc.workers[w].layers[size_t(n)];
+      if (!ls.active()) continue;
+      if (mnode < 0) {
+        for (const core::InputRun& r : ls.inputs[k].runs) tr.add(-1, int(w), double(count_message(r.count).wire_bytes));
+        continue;
+      }
+      // What w receives, from each producer board, in the order the
+      // route pass emits the sends: gathered into frames per producer.
+      for (auto& v : from_board) v.clear();
+      const OwnerMap& own = owners(prod, mnode);
+      for (const core::InputRun& r : ls.inputs[k].runs) {
+        int64_t i = r.offset;
+        const int64_t end = int64_t(r.offset) + r.count;
+        while (i < end) {
+          const int32_t from = own.worker[size_t(i)];
+          const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
+          if (from >= 0 && size_t(from) != w) from_board[size_t(from)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
+          i = stop;
+        }
+      }
+      for (size_t f = 0; f < N_; ++f)
+        if (!from_board[f].empty()) {
+          // The route pass orders a group by length, then offset.
+          std::sort(from_board[f].begin(), from_board[f].end(), [](const Piece& a, const Piece& b) {
+            return a.count != b.count ? a.count < b.count : a.offset < b.offset;
+          });
+          tr.add(int(f), int(w), double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes));
+        }
+    }
+    return step_s(tr, t_, m_);
+  }
+  std::vector<NodeCost> costs_;  // by node and strategy
+
   const OwnerMap& owners(int s, int m) {
     auto& slot = owners_[size_t(s)][size_t(m)];
     if (!slot) slot = std::make_unique<OwnerMap>(owner_map(q_, plans_[size_t(s)], m));
