@@ -685,7 +685,16 @@ int fw_serve(const ServeOptions& o) {
       if (!g_worker.link_open(i)) close_link(i, "closed by the protocol");
       else if (l.closed && !l.rxq) close_link(i, "peer closed");
       else if (g_opt.idle_ms && !l.rxq && board_ms() - l.last_rx_ms > g_opt.idle_ms) close_link(i, "idle timeout");
+      else if (const char* why = g_worker.link_overdue(i)) close_link(i, why);
       else if (l.pcb) tcp_output(l.pcb);
+    }
+    // A newcomer always finds a slot: the oldest connection that has not
+    // completed its handshake gives way (core::Worker::link_to_evict).
+    {
+      int free_slots = 0;
+      for (int i = 0; i < kMaxLinks; ++i) free_slots += !g_links[i].used;
+      const int v = g_worker.link_to_evict(free_slots);
+      if (v >= 0 && !g_links[v].fresh) close_link(v, "pushed out: a newer connection needs the slot");
     }
     board_idle(has_work);
   }

@@ -63,6 +63,7 @@ int32_t Worker::on_bytes(int link, const uint8_t* data, size_t len) {
       return -1;
     }
     if (r.status == wire::FrameReader::Status::NeedMore) break;
+    l.framing = false;
     stats_.frames_in++;
     stats_.bytes_in += uint32_t(wire::frame_size(l.reader.header()));
     if (deploy_.authenticate(link) == Verdict::Fail) {
@@ -79,7 +80,53 @@ int32_t Worker::on_bytes(int link, const uint8_t* data, size_t len) {
       return int32_t(used);
     }
   }
+  if (l.reader.buffered() > 0 && !l.framing) {  // a frame began: its deadline starts
+    l.framing = true;
+    l.frame_us = port_->now_us();
+  }
   return int32_t(used);
+}
+
+bool Worker::link_established(int link) const {
+  if (!links_.open(link)) return false;
+  const Link& l = links_[link];
+  return link == links_.coord() || l.dialled || l.worker >= 0;
+}
+
+namespace {
+
+// `ms` past `since` on a microsecond clock that wraps (deadlines of minutes).
+bool past(uint32_t now_us, uint32_t since_us, uint32_t ms) {
+  const uint32_t limit = ms > 4000000u ? 4000000000u : ms * 1000u;
+  return ms != 0 && now_us - since_us > limit;
+}
+
+}  // namespace
+
+const char* Worker::link_overdue(int link) const {
+  if (!links_.open(link)) return nullptr;
+  const Link& l = links_[link];
+  const uint32_t now = port_->now_us();
+  if (l.framing && past(now, l.frame_us, cfg_.frame_ms)) return "a frame did not arrive whole in time";
+  if (!link_established(link) && past(now, l.opened_us, cfg_.handshake_ms)) return "no handshake in time";
+  return nullptr;
+}
+
+int Worker::link_to_evict(int free_slots) const {
+  const uint32_t now = port_->now_us();
+  int unproven = 0, oldest = -1;
+  uint32_t oldest_age = 0;
+  for (int i = 0; i < kMaxLinks; ++i) {
+    if (!links_.open(i) || link_established(i)) continue;
+    ++unproven;
+    const uint32_t age = now - links_[i].opened_us;
+    if (oldest < 0 || age > oldest_age) {
+      oldest = i;
+      oldest_age = age;
+    }
+  }
+  if (oldest >= 0 && (free_slots <= 0 || unproven > int(cfg_.unproven_links))) return oldest;
+  return -1;
 }
 
 bool Worker::resume() {

@@ -82,6 +82,17 @@ class Worker {
   // Between inferences: no layer open or sending results, none left to run.
   bool at_rest() const { return sched_.at_rest(); }
   bool link_open(int link) const { return links_.open(link); }
+  // The link is the session's coordinator link, a board this one dialled,
+  // or a board that named itself (with a key: and proved it).
+  bool link_established(int link) const;
+  // Why `link` has run out of time (WorkerConfig::handshake_ms, frame_ms),
+  // or nullptr. The caller closes it.
+  const char* link_overdue(int link) const;
+  // The connection to push out so a newcomer finds a slot: the oldest that
+  // has not completed its handshake, when no slot is free (`free_slots` 0)
+  // or such connections hold more than WorkerConfig::unproven_links slots;
+  // else -1. The caller closes it.
+  int link_to_evict(int free_slots) const;
   // Inference tag the board is on or last finished (0 = untagged).
   uint16_t inference() const { return links_.inference(); }
 

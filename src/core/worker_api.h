@@ -161,6 +161,16 @@ class FlashStore {
   ~FlashStore() = default;
 };
 
+// Connections a board holds at once (the coordinator, boards sending to it,
+// boards it sends to; a link a board opened to us also carries our sends to
+// it). Each costs one frame buffer of static RAM. 40 covers 16 boards that
+// all exchange with each other (1 + 2 x 15 when every pair opens its own);
+// the firmware builds with 16 (firmware/Makefile MAX_LINKS: 8 boards).
+#ifndef TS_MAX_LINKS
+#define TS_MAX_LINKS 40
+#endif
+constexpr int kMaxLinks = TS_MAX_LINKS;
+
 struct WorkerConfig {
   uint16_t id = 0;
   uint16_t clock_mhz = 600;
@@ -173,6 +183,18 @@ struct WorkerConfig {
   // is authenticated both ways; without one it refuses AUTH.
   bool has_key = false;
   uint8_t key[auth::kKeyBytes] = {};
+  // Deadlines of a link (Worker::link_overdue), in ms; 0 = none. A
+  // connection must become the session's coordinator or a known peer board
+  // within handshake_ms of opening (with a key: proven by it), and a frame
+  // must arrive whole within frame_ms of its first byte, so that a peer that
+  // trickles bytes or never finishes cannot hold a slot by its goodwill.
+  uint32_t handshake_ms = 30000;
+  uint32_t frame_ms = 10000;
+  // Connections that have not completed their handshake may hold at most
+  // this many slots; past it, or with no slot free, the oldest of them is
+  // pushed out (Worker::link_to_evict), so a real coordinator or peer board
+  // always finds a slot.
+  uint8_t unproven_links = uint8_t(kMaxLinks / 2);
 };
 
 struct WorkerStats {
@@ -186,15 +208,6 @@ struct WorkerStats {
   uint32_t peak_arena = 0;  // over the board's life
 };
 
-// Connections a board holds at once (the coordinator, boards sending to it,
-// boards it sends to; a link a board opened to us also carries our sends to
-// it). Each costs one frame buffer of static RAM. 40 covers 16 boards that
-// all exchange with each other (1 + 2 x 15 when every pair opens its own);
-// the firmware builds with 16 (firmware/Makefile MAX_LINKS: 8 boards).
-#ifndef TS_MAX_LINKS
-#define TS_MAX_LINKS 40
-#endif
-constexpr int kMaxLinks = TS_MAX_LINKS;
 // Layers whose inputs may be arriving at the same time.
 constexpr int kMaxOpenLayers = 8;
 

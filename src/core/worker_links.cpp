@@ -37,6 +37,9 @@ void LinkSet::reset(int link) {
   l.dialled = false;
   l.claimed = -1;
   l.claimed_deployment = 0;
+  l.opened_us = port_->now_us();
+  l.frame_us = 0;
+  l.framing = false;
 }
 
 bool LinkSet::connect(int link) {

@@ -34,6 +34,10 @@ struct Link {
   // (until then the name is only claimed).
   int32_t claimed = -1;
   uint32_t claimed_deployment = 0;
+  // For the link's deadlines (Worker::link_overdue), on the port's clock
+  // (us): when it opened, and when the frame being received began.
+  uint32_t opened_us = 0, frame_us = 0;
+  bool framing = false;  // a frame is partly received
 };
 
 class LinkSet {

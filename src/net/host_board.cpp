@@ -116,6 +116,12 @@ struct HostBoard::Link {
   std::vector<uint8_t> pending;  // received bytes the worker holds back
   bool dead = false;             // closed; the slot is freed (drop_dead)
   Clock::time_point last_bytes;  // for the idle limit
+  // Bytes the socket has not taken yet (HostBoard::write), from wq_off on,
+  // and when it last took some while any waited (the write deadline).
+  std::vector<uint8_t> wq;
+  size_t wq_off = 0;
+  Clock::time_point write_since;
+  bool queued() const { return wq_off < wq.size(); }
   // Emulated links: frames the worker sent, each until its link has
   // serialised it; bytes read, until they have crossed.
   std::deque<Timed> out_q, in_q;
@@ -161,11 +167,7 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
     if (link < 0 || size_t(link) >= board.links_.size()) return;
     Link& l = *board.links_[size_t(link)];
     if (!l.t || l.out.empty() || l.dead) return;
-    try {
-      l.t->send(l.out.data(), l.out.size());
-    } catch (const std::exception&) {
-      l.dead = true;  // close_dead() closes it when the worker returns
-    }
+    board.write(l, l.out.data(), l.out.size());  // a failure: close_dead() closes it when the worker returns
     l.out.clear();
   }
   void peer_address(const wire::PeerEntry& e) override { peers[e.worker] = e; }
@@ -184,7 +186,6 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
       at.family = Endpoint::Family::IPv4;
       at.ipv4 = ip;
       std::unique_ptr<Transport> t = network("tcp").connect(at, Millis(3000), kForever);
-      t->set_send_timeout(Millis(10000));
       return board.attach(t);
     } catch (const std::exception&) {
       return -1;
@@ -296,6 +297,8 @@ int HostBoard::attach(std::unique_ptr<Transport>& t) {
     l.in_q.clear();
     l.dead = false;
     l.last_bytes = Clock::now();
+    l.wq.clear();
+    l.wq_off = 0;
     return int(i);
   }
   return -1;
@@ -310,12 +313,9 @@ void HostBoard::flush_all() {
     if (!l.dead && !l.urgent && !rest && now - l.held_since < kHoldTelemetry) continue;  // telemetry waits a little
     // A link the worker gave up on still gets what it queued last (the
     // ERROR saying why) before close_dead() closes it.
-    try {
-      l.t->send(l.out.data(), l.out.size());
-    } catch (const std::exception&) {
-      l.dead = true;
-      worker_.on_disconnect(int(i));
-    }
+    const bool was_dead = l.dead;
+    write(l, l.out.data(), l.out.size());
+    if (l.dead && !was_dead) worker_.on_disconnect(int(i));
     l.out.clear();
   }
 }
@@ -326,12 +326,10 @@ void HostBoard::close_dead() {
     Link& l = *links_[i];
     if (l.t && (l.dead || !worker_.link_open(int(i)))) {
       // An emulated link still sends what the worker queued last (the ERROR saying why).
-      for (const Timed& f : l.out_q) try {
-          if (!l.dead) l.t->send(f.bytes.data(), f.bytes.size());
-        } catch (const std::exception&) {
-          break;
-        }
+      for (const Timed& f : l.out_q)
+        if (!l.dead) write(l, f.bytes.data(), f.bytes.size());
       l.out_q.clear();
+      pump(l);  // what the socket takes now; the rest goes with the link
       l.dead = true;
       l.t->close();
     }
@@ -350,6 +348,83 @@ void HostBoard::drop_dead() {
     l.pending.clear();
     l.out_q.clear();
     l.in_q.clear();
+    l.wq.clear();
+    l.wq_off = 0;
+  }
+}
+
+void HostBoard::write(Link& l, const uint8_t* data, size_t len) {
+  if (!l.t || len == 0) return;
+  try {
+    if (!l.queued()) {
+      l.wq.clear();
+      l.wq_off = 0;
+      const size_t n = l.t->try_send(data, len);
+      data += n;
+      len -= n;
+      if (len == 0) return;
+      l.write_since = Clock::now();
+    }
+  } catch (const std::exception&) {
+    l.dead = true;
+    return;
+  }
+  if (l.wq.size() - l.wq_off + len > kMaxQueuedBytes) {  // a peer that does not read
+    l.dead = true;
+    return;
+  }
+  l.wq.insert(l.wq.end(), data, data + len);
+}
+
+void HostBoard::pump(Link& l) {
+  if (!l.t || !l.queued()) return;
+  try {
+    const size_t n = l.t->try_send(l.wq.data() + l.wq_off, l.wq.size() - l.wq_off);
+    if (n == 0) return;
+    l.wq_off += n;
+    l.write_since = Clock::now();
+  } catch (const std::exception&) {
+    l.dead = true;
+    return;
+  }
+  if (!l.queued()) {
+    l.wq.clear();
+    l.wq_off = 0;
+  } else if (l.wq_off > 64 * 1024) {  // keep the queue's front near its start
+    l.wq.erase(l.wq.begin(), l.wq.begin() + long(l.wq_off));
+    l.wq_off = 0;
+  }
+}
+
+void HostBoard::enforce_deadlines(Clock::time_point now) {
+  const auto secs = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  int free_slots = 0;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Link& l = *links_[i];
+    if (!l.t) {
+      ++free_slots;
+      continue;
+    }
+    if (l.dead) continue;
+    // Nothing from a peer for too long: free the slot. A coordinator
+    // mid-inference always has frames in flight or answers to send well
+    // within the idle limit.
+    const bool idle = opt_.idle_timeout_s > 0 && l.pending.empty() && now - l.last_bytes > secs(opt_.idle_timeout_s);
+    const bool stuck = opt_.write_timeout_s > 0 && l.queued() && now - l.write_since > secs(opt_.write_timeout_s);
+    if (idle || stuck || worker_.link_overdue(int(i))) {
+      l.dead = true;
+      if (!idle) ++dropped_late_;
+    }
+  }
+  // A newcomer always finds a slot: the oldest connection that has not
+  // completed its handshake gives way (at most one per turn; the loop turns
+  // at every connection).
+  const int v = worker_.link_to_evict(free_slots);
+  if (v >= 0 && !links_[size_t(v)]->dead) {
+    links_[size_t(v)]->dead = true;
+    ++evicted_;
   }
 }
 
@@ -364,11 +439,7 @@ void HostBoard::release_due(Clock::time_point now) {
       l.out_q.pop_front();
     }
     if (batch.empty()) continue;
-    try {
-      l.t->send(batch.data(), batch.size());
-    } catch (const std::exception&) {
-      l.dead = true;  // close_dead() closes it when the worker returns
-    }
+    write(l, batch.data(), batch.size());  // a failure: close_dead() closes it when the worker returns
   }
 }
 
@@ -412,6 +483,7 @@ void HostBoard::serve_links_until(Clock::time_point until) {
   for (;;) {
     auto now = Clock::now();
     release_due(now);
+    for (auto& lp : links_) pump(*lp);
     if (now >= until) return;
     fds.clear();
     which.clear();
@@ -474,9 +546,6 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
   std::vector<uint8_t> buf(256 * 1024);
   std::vector<pollfd> fds;
   std::vector<int> which;  // fds[i] is link which[i]; -1: the listener
-  const bool idle_limit = opt_.idle_timeout_s > 0;
-  const auto idle_max =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.idle_timeout_s));
   auto parent_checked = Clock::now();
   while (!stop.load() && !stop_.load()) {
     fds.clear();
@@ -487,10 +556,13 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
       std::lock_guard<std::mutex> lock(port.mu);
       for (size_t i = 0; i < links_.size(); ++i) {
         const Link& l = *links_[i];
-        if (!l.t || l.dead || !l.pending.empty()) continue;
+        if (!l.t || l.dead) continue;
+        // A link whose frame the worker holds is not read; one with bytes
+        // queued is woken when its peer has read some.
+        const short events = short((l.pending.empty() ? POLLIN : 0) | (l.queued() ? POLLOUT : 0));
         const int fd = l.t->poll_handle();
-        if (fd < 0) continue;
-        fds.push_back(pollfd{fd, POLLIN, 0});
+        if (fd < 0 || events == 0) continue;
+        fds.push_back(pollfd{fd, events, 0});
         which.push_back(int(i));
       }
     }
@@ -530,6 +602,8 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
       if (!fds[k].revents) continue;
       Link& l = *links_[size_t(which[k])];
       if (!l.t || l.dead) continue;
+      if (fds[k].revents & POLLOUT) pump(l);
+      if (!l.pending.empty() || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       RecvResult rr;
       try {
         rr = l.t->recv(buf.data(), buf.size(), Millis(0));
@@ -567,16 +641,9 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
       }
       if (shaper_) again = feed_due(Clock::now()) || again;
     }
-    // Nothing from a peer for too long: free the slot. A coordinator
-    // mid-inference always has frames in flight or answers to send well
-    // within the idle limit.
-    if (idle_limit)
-      for (auto& lp : links_)
-        if (lp->t && !lp->dead && lp->pending.empty() && now - lp->last_bytes > idle_max) lp->dead = true;
     if (fds[0].revents) {
       std::unique_ptr<Transport> conn = listener.accept(Millis(0));
       if (conn) {
-        conn->set_send_timeout(Millis(10000));
         const int link = attach(conn);
         if (link < 0) {  // every link in use: say so, then drop the connection
           ++refused_busy_;
@@ -589,7 +656,7 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
           h.dst = wire::kCoordinatorId;
           const size_t n = wire::encode_frame(h, p, e.encode(p, sizeof p), f, sizeof f);
           try {
-            conn->send(f, n);
+            conn->try_send(f, n);  // what the socket takes at once: never wait on a stranger
           } catch (const std::exception&) {
           }
           conn->close();
@@ -600,6 +667,7 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
     }
     flush_all();
     if (shaper_) release_due(Clock::now());
+    enforce_deadlines(Clock::now());
     close_dead();
     drop_dead();
   }

@@ -46,7 +46,17 @@ struct HostBoardOptions {
   // half-open connections cannot hold the board's link slots for ever.
   // <= 0: never.
   double idle_timeout_s = 60.0;
+  // The board never waits on a peer's window: what a socket does not take
+  // at once is queued on its link. A link whose queue has not moved for
+  // this long (a peer that does not read), or holds more than
+  // kMaxQueuedBytes, is closed. <= 0: no time limit.
+  double write_timeout_s = 10.0;
 };
+
+// Most bytes a link may hold waiting for its peer to read (a board's
+// sequenced sends are bounded by the window; ACKs and replies to a peer that
+// sends but never reads are not).
+constexpr size_t kMaxQueuedBytes = size_t(1) << 20;
 
 // Flash emulated by memory, persisted to <dir>/fragment.bin on commit
 // (write to a temporary file, fsync, rename: atomic). The folder is checked
@@ -98,6 +108,15 @@ class HostBoard {
   // if every slot is in use.
   int attach(std::unique_ptr<Transport>& t);
   void feed(int link, const uint8_t* data, size_t len);  // with mu_ held
+  // With mu_ held: bytes out on `l` without waiting (the rest queued; a
+  // link over its queue limit or whose socket failed is marked dead), and
+  // the queued bytes the socket takes now.
+  void write(Link& l, const uint8_t* data, size_t len);
+  void pump(Link& l);
+  // With mu_ held: closes links past a deadline (handshake, frame, write,
+  // idle) and pushes out a connection that has not completed its handshake
+  // when newcomers need the slot (core::Worker::link_to_evict).
+  void enforce_deadlines(std::chrono::steady_clock::time_point now);
   void flush_all();                          // with mu_ held
   void close_dead();                         // with mu_ held
   void drop_dead();                          // with mu_ held
@@ -122,6 +141,8 @@ class HostBoard {
   // Connections refused because every link slot was in use (each got an
   // ERROR saying so).
   std::atomic<uint32_t> refused_busy_{0};
+  // Connections closed by a deadline or pushed out for a newcomer.
+  std::atomic<uint32_t> dropped_late_{0}, evicted_{0};
 };
 
 // `tinysplit worker`: listen on host:port and serve coordinators forever (or

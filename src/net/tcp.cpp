@@ -184,6 +184,24 @@ void TcpTransport::send(const void* data, size_t len) {
   }
 }
 
+size_t TcpTransport::try_send(const void* data, size_t len) {
+  if (fd_ < 0) throw NetError("send to " + peer_ + ": transport is closed");
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::send(fd_, p + done, len - done, kSendFlags);
+    if (n > 0) {
+      done += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EPIPE) throw NetError("send to " + peer_ + ": peer closed the connection");
+    fail("send to " + peer_, n < 0 ? errno : EIO);
+  }
+  return done;
+}
+
 RecvResult TcpTransport::recv(void* buf, size_t cap, Millis timeout) {
   if (fd_ < 0) return {RecvStatus::Closed, 0};
   // recv() of 0 bytes would return 0, indistinguishable from end of stream.

@@ -24,6 +24,7 @@ class TcpTransport final : public Transport {
   TcpTransport& operator=(const TcpTransport&) = delete;
 
   void send(const void* data, size_t len) override;
+  size_t try_send(const void* data, size_t len) override;
   RecvResult recv(void* buf, size_t cap, Millis timeout) override;
   void close() override;
   const std::string& peer() const override { return peer_; }

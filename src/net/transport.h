@@ -51,6 +51,14 @@ class Transport {
 
   // Sends all `len` bytes (loops over partial writes) or throws NetError.
   virtual void send(const void* data, size_t len) = 0;
+  // Writes what the stream takes now, without waiting, and returns how many
+  // bytes that was (0: the peer's window is full); throws NetError like
+  // send(). For event loops that must never block on a peer (a board).
+  // Transports that never block on a send take everything.
+  virtual size_t try_send(const void* data, size_t len) {
+    send(data, len);
+    return len;
+  }
 
   // Waits up to `timeout` (kForever: no limit; 0: just poll) for data, then
   // reads between 1 and `cap` bytes. A read may return any part of what was
