@@ -40,8 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(img.w >= 1 && img.h >= 1 && int64_t(img.w) * img.h <= kLimit);
   FUZZ_CHECK(img.rgb.size() == size_t(img.w) * size_t(img.h) * 3);
   for (float v : img.rgb) FUZZ_CHECK(v >= 0.f && v <= 255.f);
-  const float mean[3] = {0.5f, 0.5f, 0.5f}, stdv[3] = {0.25f, 0.25f, 0.25f};
-  const auto x = preprocess(img, 16, mean, stdv);
+  ImageNorm norm;
+  for (int c = 0; c < 3; ++c) {
+    norm.mean[c] = 0.5f;
+    norm.std[c] = 0.25f;
+  }
+  norm.bgr = (size & 1) != 0;  // both channel orders
+  const auto x = preprocess(img, 16, norm);
   FUZZ_CHECK(x.size() == 768);
   for (float v : x) FUZZ_CHECK(std::isfinite(v));
   return 0;
