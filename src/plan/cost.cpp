@@ -480,6 +480,12 @@ class Chooser {
   }
 
   const Plan& plan(int s) const { return plans_[size_t(s)]; }
+  // Frees the owner maps of nodes before `node` (no later block reads
+  // them: a block's operands from outside it come from the node before it).
+  void forget_owners_before(int node) {
+    for (auto& per_node : owners_)
+      for (int m = 0; m < node && m < int(per_node.size()); ++m) per_node[size_t(m)].reset();
+  }
 
   // Seconds of node n under strategy s, its operands made under the
   // strategies prod(k) (-1 for operands from the coordinator). Each part
@@ -564,6 +570,29 @@ class Chooser {
     const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
     Traffic tr(N_);
     std::vector<std::vector<Piece>> from_board(N_);
+    // Wire bytes from each producer board for the input runs last priced
+    // (-1: none): boards that need the same runs (an all-gather: every
+    // board the whole tensor) receive the same pieces from every board but
+    // themselves, and are priced once.
+    // Every figure here is a whole number of bytes, so sums are exact in
+    // any order: a producer's bytes to a group of such boards are added
+    // once, times the group's size (flush).
+    std::vector<double> bytes_from(N_, -1.0);
+    std::vector<size_t> producers, group;  // f with bytes_from[f] >= 0; the boards of the priced runs
+    std::vector<uint8_t> in_group(N_, 0);
+    double bytes_all = 0;
+    const auto flush = [&] {
+      for (size_t f : producers) tr.out[f] += bytes_from[f] * double(group.size() - (in_group[f] ? 1 : 0));
+      for (size_t w : group) in_group[w] = 0;
+      group.clear();
+    };
+    const std::vector<core::InputRun>* priced = nullptr;
+    const auto same_runs = [](const std::vector<core::InputRun>& a, const std::vector<core::InputRun>& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].offset != b[i].offset || a[i].count != b[i].count) return false;
+      return true;
+    };
     for (size_t w = 0; w < N_; ++w) {
       const LayerShare& ls = pc.workers[w].layers[size_t(n)];
       if (!ls.active()) continue;
@@ -571,29 +600,48 @@ class Chooser {
         for (const core::InputRun& r : ls.inputs[k].runs) tr.add(-1, int(w), double(count_message(r.count).wire_bytes));
         continue;
       }
-      // What w receives, from each producer board, in the order the
-      // route pass emits the sends: gathered into frames per producer.
-      for (auto& v : from_board) v.clear();
-      const OwnerMap& own = owners(prod, mnode);
-      for (const core::InputRun& r : ls.inputs[k].runs) {
-        int64_t i = r.offset;
-        const int64_t end = int64_t(r.offset) + r.count;
-        while (i < end) {
-          const int32_t from = own.worker[size_t(i)];
-          const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
-          if (from >= 0 && size_t(from) != w) from_board[size_t(from)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
-          i = stop;
+      const std::vector<core::InputRun>& runs = ls.inputs[k].runs;
+      if (!priced || !same_runs(*priced, runs)) {
+        flush();
+        // What a board needing these runs receives, from each producer
+        // board, in the order the route pass emits the sends: gathered
+        // into frames per producer.
+        for (auto& v : from_board) v.clear();
+        const OwnerMap& own = owners(prod, mnode);
+        for (const core::InputRun& r : runs) {
+          int64_t i = r.offset;
+          const int64_t end = int64_t(r.offset) + r.count;
+          while (i < end) {
+            const int32_t from = own.worker[size_t(i)];
+            const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
+            if (from >= 0) from_board[size_t(from)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
+            i = stop;
+          }
         }
-      }
-      for (size_t f = 0; f < N_; ++f)
-        if (!from_board[f].empty()) {
-          // The route pass orders a group by length, then offset.
-          std::sort(from_board[f].begin(), from_board[f].end(), [](const Piece& a, const Piece& b) {
+        for (size_t f : producers) bytes_from[f] = -1.0;
+        producers.clear();
+        bytes_all = 0;
+        for (size_t f = 0; f < N_; ++f) {
+          if (from_board[f].empty()) continue;
+          // The route pass orders a group by length, then offset (pieces
+          // of one length come in offset order: often sorted already).
+          const auto by_length = [](const Piece& a, const Piece& b) {
             return a.count != b.count ? a.count < b.count : a.offset < b.offset;
-          });
-          tr.add(int(f), int(w), double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes));
+          };
+          if (!std::is_sorted(from_board[f].begin(), from_board[f].end(), by_length))
+            std::sort(from_board[f].begin(), from_board[f].end(), by_length);
+          bytes_from[f] = double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes);
+          producers.push_back(f);
+          bytes_all += bytes_from[f];
         }
+        priced = &runs;
+      }
+      // From every producer but itself.
+      tr.in[w] += bytes_all - (bytes_from[w] >= 0 ? bytes_from[w] : 0.0);
+      group.push_back(w);
+      in_group[w] = 1;
     }
+    flush();
     return step_s(tr, t_, m_);
   }
   std::vector<NodeCost> costs_;  // by node and strategy
@@ -685,6 +733,7 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
           });
         cost[size_t(b)][size_t(sp)][size_t(s)] = c;
       }
+    ch.forget_owners_before(last[size_t(b)]);
   }
   std::vector<int> pick(static_cast<size_t>(B), 0);
   auto solve = [&]() {

@@ -121,8 +121,9 @@ struct Owners {
   std::vector<int64_t> seg_end;
 };
 
-Owners owners_of(const QGraph& q, const Plan& p, int node) {
-  Owners o;
+// Into `o`, whose storage is reused (a fresh map per producer cost a page
+// fault per 4 KiB: a fifth of a sweep's time).
+void owners_of(const QGraph& q, const Plan& p, int node, Owners& o) {
   const core::Dims d = q.desc(node).out;
   const size_t n = size_t(d.size());
   o.worker.assign(n, -1);
@@ -141,7 +142,6 @@ Owners owners_of(const QGraph& q, const Plan& p, int node) {
         return true;
       });
   }
-  return o;
 }
 
 void add_run(std::vector<InputRun>* v, int64_t off, int64_t n, bool merge) {
@@ -270,7 +270,7 @@ void route_plan(const QGraph& q, Plan& p, Route route) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int prod = q.tensors[size_t(node.inputs[k])].producer;
       if (prod >= 0 && prod != cached) {
-        own = owners_of(q, p, prod);
+        owners_of(q, p, prod, own);
         cached = prod;
       }
       for (size_t w = 0; w < N; ++w) {
