@@ -35,6 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using ts::testing::Shell;
+using ts::testing::Swarm3;
 using ts::testing::WorkerProcess;
 
 bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
@@ -78,27 +79,6 @@ bool closed_by_peer(int fd) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-struct Swarm3 {
-  fs::path dir = fs::temp_directory_path() / ("ts_deadline_" + std::to_string(getpid()));
-  std::vector<std::unique_ptr<WorkerProcess>> boards;
-  std::string testbed;
-  explicit Swarm3(const std::string& args) {
-    fs::create_directories(dir);
-    nlohmann::json tb;
-    for (int i = 0; i < 3; ++i) {
-      boards.push_back(std::make_unique<WorkerProcess>("127.0.0.1:0", "--id " + std::to_string(i) + " " + args));
-      tb["boards"].push_back({{"id", i}, {"address", boards.back()->address}});
-    }
-    testbed = (dir / "testbed.json").string();
-    std::ofstream(testbed) << tb.dump();
-  }
-  ~Swarm3() { fs::remove_all(dir); }
-  bool up() const {
-    for (auto& b : boards)
-      if (b->address.empty()) return false;
-    return true;
-  }
-};
 
 constexpr int kTimeoutS = 30;  // the coordinator's --timeout in these runs
 
@@ -175,7 +155,7 @@ TEST(LinkDeadline, SlowSendersOnEverySlotOfKeyedBoardsDoNotStopARun) {
   if (!have_model()) GTEST_SKIP() << "bundled model not found";
   const fs::path key = fs::temp_directory_path() / ("ts_deadline_" + std::to_string(getpid()) + ".key");
   ASSERT_EQ(ts::testing::shell(std::string(TS_TINYSPLIT) + " keygen -o " + key.string()).code, 0);
-  Swarm3 s("--key-file " + key.string());
+  Swarm3 s("deadline", "--key-file " + key.string());
   ASSERT_TRUE(s.up());
   std::vector<std::string> at;
   for (auto& b : s.boards) at.push_back(b->address);
@@ -195,7 +175,7 @@ TEST(LinkDeadline, SlowSendersOnEverySlotOfKeyedBoardsDoNotStopARun) {
 
 TEST(LinkDeadline, AClientThatNeverReadsDoesNotStallAnUnkeyedBoard) {
   if (!have_model()) GTEST_SKIP() << "bundled model not found";
-  Swarm3 s("");
+  Swarm3 s("deadline");
   ASSERT_TRUE(s.up());
   // The flooder claims board 0 (its first frame) and sends RESETs, each
   // answered by an ACK it never reads, until the board drops it.

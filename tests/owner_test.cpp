@@ -23,34 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using ts::testing::Shell;
+using ts::testing::Swarm3;
 using ts::testing::WorkerProcess;
 
 bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
 
 int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
-// Three boards and a testbed naming them (board i at boards[i]).
-struct Swarm3 {
-  fs::path dir = fs::temp_directory_path() / ("ts_owner_" + std::to_string(getpid()));
-  std::vector<std::unique_ptr<WorkerProcess>> boards;
-  std::string testbed;
-  Swarm3() {
-    fs::create_directories(dir);
-    nlohmann::json tb;
-    for (int i = 0; i < 3; ++i) {
-      boards.push_back(std::make_unique<WorkerProcess>("127.0.0.1:0", "--id " + std::to_string(i)));
-      tb["boards"].push_back({{"id", i}, {"address", boards.back()->address}});
-    }
-    testbed = (dir / "testbed.json").string();
-    std::ofstream(testbed) << tb.dump();
-  }
-  ~Swarm3() { fs::remove_all(dir); }
-  bool up() const {
-    for (auto& b : boards)
-      if (b->address.empty()) return false;
-    return true;
-  }
-};
 
 Shell run(const Swarm3& s, const std::string& extra = "") {
   return ts::testing::shell("timeout 300 " + std::string(TS_TINYSPLIT) + " " +
@@ -77,7 +56,7 @@ void expect_in_use_line(const Shell& r) {
 // closes its links, the same run is bit-exact.
 TEST(Owner, BoardsHeldByAnotherSessionAreRefusedThenReleased) {
   if (!have_model()) GTEST_SKIP() << "bundled model not found";
-  Swarm3 s;
+  Swarm3 s("owner");
   ASSERT_TRUE(s.up());
   std::vector<std::unique_ptr<ts::coord::BoardLink>> held;
   for (int i = 0; i < 3; ++i) {
@@ -108,7 +87,7 @@ TEST(Owner, BoardsHeldByAnotherSessionAreRefusedThenReleased) {
 // both gets the boards.
 TEST(Owner, TwoCoordinatorsAtOnceOneRunsTheOtherIsRefused) {
   if (!have_model()) GTEST_SKIP() << "bundled model not found";
-  Swarm3 s;
+  Swarm3 s("owner");
   ASSERT_TRUE(s.up());
   Shell r[2];
   std::thread a([&] { r[0] = run(s, " --repeat 3"); });

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/worker.h"
+#include "support/no_flash.h"
 
 namespace {
 
@@ -24,17 +25,7 @@ class ClockPort final : public core::Port {
   uint32_t now_us() override { return now; }
 };
 
-class NoFlash final : public core::FlashStore {
- public:
-  uint32_t capacity() const override { return 1u << 20; }
-  bool stage(uint32_t, const uint8_t*, uint32_t) override { return false; }
-  const uint8_t* staged(uint32_t) const override { return nullptr; }
-  bool commit(uint32_t, uint32_t) override { return false; }
-  const uint8_t* current(uint32_t* size) const override {
-    *size = 0;
-    return nullptr;
-  }
-};
+using ts::testing::NoFlash;
 
 struct Board {
   ClockPort port;

@@ -1,6 +1,11 @@
 // tinysplit simulate: the same plans `tinysplit run` executes, run against a
 // timing model instead of boards (src/sim), for 1 to thousands of boards.
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "cli/sim_cmd.h"
 #include "model/pipeline.h"
@@ -86,29 +91,70 @@ SimConfig make_sim_config(const SimulateOptions& o) {
   return c;
 }
 
+namespace {
+
+// Each scenario planned and simulated on its own (they share only the
+// model), on as many threads as the machine has cores; the records come
+// back in the scenarios' order, and the first failure in that order is the
+// one thrown.
+std::vector<std::unique_ptr<sim::RunRecord>> run_scenarios_on_every_core(
+    const QGraph& q, const std::vector<sim::Scenario>& scenarios, const std::function<bool(size_t)>& details) {
+  std::vector<std::unique_ptr<sim::RunRecord>> out(scenarios.size());
+  std::vector<std::exception_ptr> failed(scenarios.size());
+  Progress progress("simulate", int(scenarios.size()));
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next++) < scenarios.size();) {
+      try {
+        out[i] = std::make_unique<sim::RunRecord>(sim::run_scenario(q, scenarios[i], details(i)));
+      } catch (...) {
+        failed[i] = std::current_exception();
+        next = scenarios.size();  // no more started
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      progress.step(std::to_string(scenarios[i].testbed.boards.size()) + " boards");
+    }
+  };
+  const size_t threads = std::min<size_t>(scenarios.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (auto& e : failed)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+}  // namespace
+
 SimResult run_simulations(const SimConfig& c) {
   SimResult res;
   res.q = quantized_model(c.model, c.size, QuantizeOptions{});
   const QGraph& q = res.q;
-  Progress progress("simulate", int(c.counts.size()));
-  for (int n : c.counts) {
-    sim::Scenario sc;
-    sc.testbed = c.testbed(n);
+  // Board details: kept for the figure-8 run (the smallest count >= 3,
+  // else the last) and for JSON per-board output.
+  size_t fig8 = c.counts.size() - 1;
+  for (size_t i = 0; i < c.counts.size(); ++i)
+    if (c.counts[i] >= 3) {
+      fig8 = i;
+      break;
+    }
+  std::vector<sim::Scenario> scenarios(c.counts.size());
+  for (size_t i = 0; i < c.counts.size(); ++i) {
+    sim::Scenario& sc = scenarios[i];
+    sc.testbed = c.testbed(c.counts[i]);
     sc.alloc = c.alloc;
     sc.strategy = c.strategy;
     sc.route = c.route;
     sc.op_cycles = c.op_cycles;
     sc.throughput_images = c.throughput_images;
     sc.timing = c.tm;
-    // Board details: kept for the figure-8 run (the smallest count >= 3,
-    // else the smallest) and for JSON per-board output.
-    const bool fig8_candidate = !res.detail && (n >= 3 || n == c.counts.back());
-    auto r = std::make_unique<sim::RunRecord>(
-        sim::run_scenario(q, sc, c.json_boards(n) || fig8_candidate || c.counts.size() == 1));
-    if (fig8_candidate) res.detail = r.get();
-    res.runs.push_back(std::move(r));
-    progress.step(std::to_string(n) + " boards");
   }
+  res.runs = run_scenarios_on_every_core(q, scenarios, [&](size_t i) {
+    return c.json_boards(c.counts[i]) || i == fig8 || c.counts.size() == 1;
+  });
+  res.detail = res.runs[fig8].get();
   if (!res.detail) res.detail = res.runs.front().get();
   // Figures 20-21 draw the paper's mode (neuron, relay) beside these runs.
   const bool want_paper = std::any_of(c.figures.begin(), c.figures.end(), [](int f) { return f == 20 || f == 21; }) &&

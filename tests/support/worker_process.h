@@ -3,8 +3,13 @@
 #pragma once
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <poll.h>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +61,32 @@ struct WorkerProcess {
       usleep(100 * 1000);
     }
     return false;
+  }
+};
+
+// Three standalone boards (ids 0..2, each started with `args`) and a
+// testbed naming them (board i at boards[i]), in a folder of the test's own
+// (`tag` and the test's pid) removed with it.
+struct Swarm3 {
+  std::filesystem::path dir;
+  std::vector<std::unique_ptr<WorkerProcess>> boards;
+  std::string testbed;
+  explicit Swarm3(const std::string& tag, const std::string& args = "")
+      : dir(std::filesystem::temp_directory_path() / ("ts_" + tag + "_" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(dir);
+    nlohmann::json tb;
+    for (int i = 0; i < 3; ++i) {
+      boards.push_back(std::make_unique<WorkerProcess>("127.0.0.1:0", "--id " + std::to_string(i) + " " + args));
+      tb["boards"].push_back({{"id", i}, {"address", boards.back()->address}});
+    }
+    testbed = (dir / "testbed.json").string();
+    std::ofstream(testbed) << tb.dump();
+  }
+  ~Swarm3() { std::filesystem::remove_all(dir); }
+  bool up() const {
+    for (auto& b : boards)
+      if (b->address.empty()) return false;
+    return true;
   }
 };
 
