@@ -1,11 +1,8 @@
 // tinysplit simulate: the same plans `tinysplit run` executes, run against a
 // timing model instead of boards (src/sim), for 1 to thousands of boards.
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <functional>
 #include <mutex>
-#include <thread>
 
 #include "cli/sim_cmd.h"
 #include "model/pipeline.h"
@@ -13,6 +10,7 @@
 #include "sim/host.h"
 #include "sim/plot.h"
 #include "sim/report.h"
+#include "util/parallel.h"
 
 namespace ts::cli {
 
@@ -100,29 +98,13 @@ namespace {
 std::vector<std::unique_ptr<sim::RunRecord>> run_scenarios_on_every_core(
     const QGraph& q, const std::vector<sim::Scenario>& scenarios, const std::function<bool(size_t)>& details) {
   std::vector<std::unique_ptr<sim::RunRecord>> out(scenarios.size());
-  std::vector<std::exception_ptr> failed(scenarios.size());
   Progress progress("simulate", int(scenarios.size()));
   std::mutex mu;
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i; (i = next++) < scenarios.size();) {
-      try {
-        out[i] = std::make_unique<sim::RunRecord>(sim::run_scenario(q, scenarios[i], details(i)));
-      } catch (...) {
-        failed[i] = std::current_exception();
-        next = scenarios.size();  // no more started
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      progress.step(std::to_string(scenarios[i].testbed.boards.size()) + " boards");
-    }
-  };
-  const size_t threads = std::min<size_t>(scenarios.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (auto& e : failed)
-    if (e) std::rethrow_exception(e);
+  for_each_on_every_core(scenarios.size(), [&](size_t i) {
+    out[i] = std::make_unique<sim::RunRecord>(sim::run_scenario(q, scenarios[i], details(i)));
+    std::lock_guard<std::mutex> lock(mu);
+    progress.step(std::to_string(scenarios[i].testbed.boards.size()) + " boards");
+  });
   return out;
 }
 

@@ -1,10 +1,8 @@
 #include "plan/cost.h"
 #include "plan/ratings.h"
+#include "util/parallel.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <thread>
 #include <cmath>
 #include <map>
 #include <filesystem>
@@ -475,24 +473,11 @@ class Chooser {
     // The candidates' plans are independent of each other: made side by
     // side on the machine's cores (the first failure in candidate order is
     // the one thrown, as one after the other).
-    std::array<std::exception_ptr, kS> failed;
-    std::atomic<int> next{0};
-    const auto work = [&] {
-      for (int s; (s = next++) < kS;) try {
-          const std::unique_ptr<SplitStrategy> st =
-              make_strategy(s == kReduce && route != Route::Direct ? "channel" : layer_choice_info(s).name);
-          plans_[size_t(s)] = plan_with_shares(q, t, shares, *st, false, route);
-        } catch (...) {
-          failed[size_t(s)] = std::current_exception();
-        }
-    };
-    const unsigned threads = std::min<unsigned>(kS, std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> pool;
-    for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-    work();
-    for (std::thread& th : pool) th.join();
-    for (auto& e : failed)
-      if (e) std::rethrow_exception(e);
+    for_each_on_every_core(size_t(kS), [&](size_t s) {
+      const std::unique_ptr<SplitStrategy> st =
+          make_strategy(int(s) == kReduce && route != Route::Direct ? "channel" : layer_choice_info(int(s)).name);
+      plans_[s] = plan_with_shares(q, t, shares, *st, false, route);
+    });
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
     costs_.resize(q.nodes.size() * size_t(kS));
