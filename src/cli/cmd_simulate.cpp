@@ -1,7 +1,6 @@
 // tinysplit simulate: the same plans `tinysplit run` executes, run against a
 // timing model instead of boards (src/sim), for 1 to thousands of boards.
 #include <algorithm>
-#include <functional>
 #include <mutex>
 
 #include "cli/sim_cmd.h"
@@ -95,13 +94,14 @@ namespace {
 // model), on as many threads as the machine has cores; the records come
 // back in the scenarios' order, and the first failure in that order is the
 // one thrown.
-std::vector<std::unique_ptr<sim::RunRecord>> run_scenarios_on_every_core(
-    const QGraph& q, const std::vector<sim::Scenario>& scenarios, const std::function<bool(size_t)>& details) {
+std::vector<std::unique_ptr<sim::RunRecord>> run_scenarios_on_every_core(const QGraph& q,
+                                                                         const std::vector<sim::Scenario>& scenarios,
+                                                                         const std::vector<bool>& details) {
   std::vector<std::unique_ptr<sim::RunRecord>> out(scenarios.size());
   Progress progress("simulate", int(scenarios.size()));
   std::mutex mu;
   for_each_on_every_core(scenarios.size(), [&](size_t i) {
-    out[i] = std::make_unique<sim::RunRecord>(sim::run_scenario(q, scenarios[i], details(i)));
+    out[i] = std::make_unique<sim::RunRecord>(sim::run_scenario(q, scenarios[i], details[i]));
     std::lock_guard<std::mutex> lock(mu);
     progress.step(std::to_string(scenarios[i].testbed.boards.size()) + " boards");
   });
@@ -123,7 +123,9 @@ SimResult run_simulations(const SimConfig& c) {
       break;
     }
   std::vector<sim::Scenario> scenarios(c.counts.size());
+  std::vector<bool> details(c.counts.size());
   for (size_t i = 0; i < c.counts.size(); ++i) {
+    details[i] = c.json_boards(c.counts[i]) || i == fig8 || c.counts.size() == 1;
     sim::Scenario& sc = scenarios[i];
     sc.testbed = c.testbed(c.counts[i]);
     sc.alloc = c.alloc;
@@ -133,11 +135,8 @@ SimResult run_simulations(const SimConfig& c) {
     sc.throughput_images = c.throughput_images;
     sc.timing = c.tm;
   }
-  res.runs = run_scenarios_on_every_core(q, scenarios, [&](size_t i) {
-    return c.json_boards(c.counts[i]) || i == fig8 || c.counts.size() == 1;
-  });
+  res.runs = run_scenarios_on_every_core(q, scenarios, details);
   res.detail = res.runs[fig8].get();
-  if (!res.detail) res.detail = res.runs.front().get();
   // Figures 20-21 draw the paper's mode (neuron, relay) beside these runs.
   const bool want_paper = std::any_of(c.figures.begin(), c.figures.end(), [](int f) { return f == 20 || f == 21; }) &&
                           !(c.strategy == "neuron" && c.route == plan::Route::Relay);

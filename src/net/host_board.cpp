@@ -356,9 +356,7 @@ void HostBoard::drop_dead() {
 void HostBoard::write(Link& l, const uint8_t* data, size_t len) {
   if (!l.t || len == 0) return;
   try {
-    if (!l.queued()) {
-      l.wq.clear();
-      l.wq_off = 0;
+    if (!l.queued()) {  // (an empty queue holds nothing: pump, attach and drop_dead clear it)
       const size_t n = l.t->try_send(data, len);
       data += n;
       len -= n;
@@ -413,19 +411,13 @@ void HostBoard::enforce_deadlines(Clock::time_point now) {
     // within the idle limit.
     const bool idle = opt_.idle_timeout_s > 0 && l.pending.empty() && now - l.last_bytes > secs(opt_.idle_timeout_s);
     const bool stuck = opt_.write_timeout_s > 0 && l.queued() && now - l.write_since > secs(opt_.write_timeout_s);
-    if (idle || stuck || worker_.link_overdue(int(i))) {
-      l.dead = true;
-      if (!idle) ++dropped_late_;
-    }
+    if (idle || stuck || worker_.link_overdue(int(i))) l.dead = true;
   }
   // A newcomer always finds a slot: the oldest connection that has not
   // completed its handshake gives way (at most one per turn; the loop turns
   // at every connection).
   const int v = worker_.link_to_evict(free_slots);
-  if (v >= 0 && !links_[size_t(v)]->dead) {
-    links_[size_t(v)]->dead = true;
-    ++evicted_;
-  }
+  if (v >= 0) links_[size_t(v)]->dead = true;
 }
 
 void HostBoard::release_due(Clock::time_point now) {

@@ -141,8 +141,6 @@ class HostBoard {
   // Connections refused because every link slot was in use (each got an
   // ERROR saying so).
   std::atomic<uint32_t> refused_busy_{0};
-  // Connections closed by a deadline or pushed out for a newcomer.
-  std::atomic<uint32_t> dropped_late_{0}, evicted_{0};
 };
 
 // `tinysplit worker`: listen on host:port and serve coordinators forever (or

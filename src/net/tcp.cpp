@@ -162,14 +162,10 @@ void TcpTransport::send(const void* data, size_t len) {
   const bool forever = send_timeout_ < Millis::zero();
   const auto deadline = Clock::now() + (forever ? Millis::zero() : send_timeout_);
   while (len > 0) {
-    ssize_t n = ::send(fd_, p, len, kSendFlags);
-    if (n > 0) {  // partial writes are normal: continue with the rest
-      p += n;
-      len -= size_t(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    const size_t n = try_send(p, len);  // partial writes are normal: continue with the rest
+    p += n;
+    len -= n;
+    if (len > 0) {
       // Socket buffer full: wait until the peer reads some, within the limit.
       pollfd pfd{fd_, POLLOUT, 0};
       int r = poll(&pfd, 1, poll_ms(forever, deadline));
@@ -177,10 +173,7 @@ void TcpTransport::send(const void* data, size_t len) {
       if (r == 0)
         throw NetError("send to " + peer_ + ": timed out after " +
                        std::to_string(send_timeout_.count()) + " ms (peer is not reading)");
-      continue;
     }
-    if (n < 0 && errno == EPIPE) throw NetError("send to " + peer_ + ": peer closed the connection");
-    fail("send to " + peer_, n < 0 ? errno : EIO);
   }
 }
 
