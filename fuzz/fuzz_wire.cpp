@@ -42,6 +42,20 @@ void check_payload(const FrameHeader& h, const uint8_t* p) {
     case MsgType::Commit: payload_roundtrip<CommitPayload>(p, h.payload_len); break;
     case MsgType::Ack: payload_roundtrip<AckPayload>(p, h.payload_len); break;
     case MsgType::Done: payload_roundtrip<DonePayload>(p, h.payload_len); break;
+    case MsgType::Patch: {
+      // A frame that decoded walks op by op to its end, and every op's
+      // header encodes back to its bytes.
+      size_t pos = kPatchBaseBytes, n = 0;
+      for (PatchOp op;;) {
+        const size_t at = pos;
+        if (!next_patch_op(p, h.payload_len, &pos, &op)) break;
+        uint8_t b[kPatchOpHeader];
+        FUZZ_CHECK(encode_patch_op(op, b, sizeof b) == kPatchOpHeader && std::memcmp(b, p + at, sizeof b) == 0);
+        ++n;
+      }
+      FUZZ_CHECK(n > 0 && pos == h.payload_len);
+      break;
+    }
     case MsgType::Error: {
       // Text is kept NUL-terminated in memory: re-encoding gives the same
       // code and request and a prefix of the text; decoding that again is a

@@ -158,6 +158,30 @@ void model_seeds() {
                              record(MsgType::Run, 1, 0, 0, ""));
   put("worker", "store", record(MsgType::Store, 0, 0, 0, str(f0).substr(0, 200)) +
                              record(MsgType::Commit, 1, 0, 0, payload(c)));
+  // A patch of board 0's fragment into board 1's: its header's bytes copied
+  // from f0, the rest new, then COMMIT of f1 (the copies give another digest:
+  // refused, said so).
+  {
+    uint8_t d0[32];
+    sha256(f0.data(), f0.size(), d0);
+    std::string pp(reinterpret_cast<const char*>(d0), wire::kPatchBaseBytes);
+    uint8_t op[wire::kPatchOpHeader];
+    wire::PatchOp cp;
+    cp.copy = true;
+    cp.len = 64;
+    wire::encode_patch_op(cp, op, sizeof op);
+    pp += std::string(reinterpret_cast<const char*>(op), sizeof op);
+    wire::PatchOp lit;
+    lit.len = 200;
+    wire::encode_patch_op(lit, op, sizeof op);
+    pp += std::string(reinterpret_cast<const char*>(op), sizeof op) + str(f1).substr(64, 200);
+    wire::CommitPayload c1;
+    c1.fragment_size = uint32_t(f1.size());
+    c1.fragment_crc = crc32(f1.data(), f1.size());
+    sha256(f1.data(), f1.size(), c1.digest);
+    put("worker", "patch", record(MsgType::Patch, 0, 0, 0, pp) + record(MsgType::Commit, 1, 0, 0, payload(c1)));
+    put("wire", "patch", frame(MsgType::Patch, 1, 0, 0, pp));
+  }
   // The same board holding a key: every record runs in an authenticated
   // session (0xFD first, see fuzz_worker.cpp); one record with a bad tag.
   put("worker", "auth_inference", std::string(1, char(0xFD)) + all);

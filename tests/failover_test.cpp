@@ -111,6 +111,22 @@ TEST_F(FailoverTest, OneOfEightBoardsKilledStalledOrCorrupt) {
   expect_survived(run_json("--workers 8 --inject-fault corrupt:0:60" + kPaper), 8, 0, 60, "malformed frame");
 }
 
+// Only what changed travels after a failover: the boards left hold the old
+// plan's fragments, and each gets a patch of its own (wire PATCH) instead
+// of its new fragment whole. (Issue 26's figure: at most a quarter of a full
+// deploy.)
+TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChanged) {
+  const auto j = run_json("--workers 8 --repeat 3 --inject-fault kill:3:30");
+  expect_survived(j, 8, 3, 30, "closed");  // its link, or a peer's link to it
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("bit_exact_inferences").get<int>(), 3);
+  const auto& f = j.at("failovers")[0];
+  const double full = j.at("deploy").at("full_bytes").get<double>();
+  EXPECT_EQ(j.at("deploy").at("bytes").get<double>(), full);  // the first deploy: every fragment whole
+  EXPECT_LE(f.at("redeploy_bytes").get<double>(), 0.25 * full) << f.dump();
+  EXPECT_LE(f.at("redeploy_bytes").get<double>(), 0.25 * f.at("full_deploy_bytes").get<double>()) << f.dump();
+}
+
 // --repeat goes on with the smaller swarm; every inference is checked.
 TEST_F(FailoverTest, RepeatGoesOnWithTheBoardsLeft) {
   const auto j = run_json("--workers 4 --repeat 4 --inject-fault kill:2:30" + kPaper);
@@ -230,6 +246,10 @@ TEST_F(FailoverTest, ABoardThatComesBackRejoinsAtTheNextInference) {
   EXPECT_EQ(j.at("rejoins")[0].at("board").get<int>(), 1);
   EXPECT_EQ(j.at("rejoins")[0].at("boards").get<int>(), 3);
   EXPECT_GT(j.at("rejoins")[0].at("inference").get<int>(), 0);
+  // Board 1 came back empty and gets its fragment whole; boards 0 and 2 get
+  // patches of what they hold.
+  const auto& back = j.at("rejoins")[0];
+  EXPECT_LT(back.at("redeploy_bytes").get<double>(), 0.6 * back.at("full_deploy_bytes").get<double>()) << back.dump();
   EXPECT_EQ(j.at("workers").get<int>(), 3);
   std::vector<int> ids;
   for (const auto& w : j.at("per_worker")) ids.push_back(w.at("id").get<int>());

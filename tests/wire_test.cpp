@@ -113,6 +113,23 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
       for (uint32_t i = 0; i < b.bytes(); ++i) p[at++] = uint8_t(100 + i);
       return p;
     }
+    case MsgType::Patch: {
+      // A base prefix, a copy and some new bytes.
+      p.assign(kPatchBaseBytes, 0xB5);
+      PatchOp c;
+      c.copy = true;
+      c.from = 100;
+      c.len = 3000;
+      PatchOp n;
+      n.len = 9;
+      uint8_t op[kPatchOpHeader];
+      encode_patch_op(c, op, sizeof op);
+      p.insert(p.end(), op, op + sizeof op);
+      encode_patch_op(n, op, sizeof op);
+      p.insert(p.end(), op, op + sizeof op);
+      for (int i = 0; i < 9; ++i) p.push_back(uint8_t(i));
+      return p;
+    }
     case MsgType::Store:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -125,7 +142,8 @@ Bytes sample_payload(MsgType t, std::mt19937& rng) {
 const MsgType kAllTypes[] = {MsgType::Hello,  MsgType::Store, MsgType::Commit, MsgType::Probe,
                              MsgType::ProbeReply, MsgType::Input, MsgType::Run, MsgType::Output,
                              MsgType::Ack,    MsgType::Done,  MsgType::Error,  MsgType::Reset,
-                             MsgType::Bye,    MsgType::Peers, MsgType::Auth, MsgType::Inputs};
+                             MsgType::Bye,    MsgType::Peers, MsgType::Auth, MsgType::Inputs,
+                             MsgType::Patch};
 
 struct Got {
   FrameHeader h;
@@ -577,7 +595,7 @@ TEST(FrameReader, OversizeLengthRejectedAtHeader) {
 
 TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   FrameReader r;
-  for (uint8_t raw : {uint8_t(0), uint8_t(17), uint8_t(200), uint8_t(255)}) {
+  for (uint8_t raw : {uint8_t(0), uint8_t(18), uint8_t(200), uint8_t(255)}) {
     Bytes f = encode(make_header(MsgType::Probe, 1), Bytes(4, 1));
     f[kOffType] = raw;
     fix_crc(f);
@@ -590,7 +608,7 @@ TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   EXPECT_EQ(r.error_count(WireError::UnknownType), 4u);
   EXPECT_EQ(r.total_errors(), 4u);
   EXPECT_FALSE(is_known_type(0));
-  EXPECT_FALSE(is_known_type(17));
+  EXPECT_FALSE(is_known_type(18));
   for (MsgType t : kAllTypes) EXPECT_TRUE(is_known_type(uint8_t(t)));
 }
 
@@ -1052,6 +1070,50 @@ TEST(InputBlocks, RoundTripAndRefusals) {
   f[kHeaderSize + 6] = 4;
   fix_crc(f);
   EXPECT_EQ(decode_frame(f.data(), f.size(), &out, &pl), WireError::BadPayload);
+}
+
+TEST(WirePatch, OpsDecodeAndMalformedPayloadsAreRefused) {
+  std::vector<uint8_t> p(kPatchBaseBytes, 1);
+  uint8_t op[kPatchOpHeader];
+  PatchOp lit;
+  lit.len = 3;
+  ASSERT_EQ(encode_patch_op(lit, op, sizeof op), kPatchOpHeader);
+  p.insert(p.end(), op, op + sizeof op);
+  p.insert(p.end(), {7, 8, 9});
+  PatchOp cp;
+  cp.copy = true;
+  cp.from = 0xFFFFFFF0u;  // bounds against the base are the board's to check
+  cp.len = 0x7FFFFFFFu;
+  ASSERT_EQ(encode_patch_op(cp, op, sizeof op), kPatchOpHeader);
+  p.insert(p.end(), op, op + sizeof op);
+  EXPECT_TRUE(patch_ops_ok(p.data(), p.size()));
+  size_t pos = kPatchBaseBytes;
+  PatchOp got;
+  ASSERT_TRUE(next_patch_op(p.data(), p.size(), &pos, &got));
+  EXPECT_FALSE(got.copy);
+  EXPECT_EQ(got.len, 3u);
+  EXPECT_EQ(got.data[2], 9);
+  ASSERT_TRUE(next_patch_op(p.data(), p.size(), &pos, &got));
+  EXPECT_TRUE(got.copy);
+  EXPECT_EQ(got.from, 0xFFFFFFF0u);
+  EXPECT_EQ(pos, p.size());
+  EXPECT_FALSE(patch_ops_ok(p.data(), p.size() - 1));          // an op cut short
+  EXPECT_FALSE(patch_ops_ok(p.data(), kPatchBaseBytes));       // no op
+  auto bad = p;
+  put_u32(bad.data() + kPatchBaseBytes, 0);                    // a zero-length op
+  EXPECT_FALSE(patch_ops_ok(bad.data(), bad.size()));
+  bad = p;
+  put_u32(bad.data() + kPatchBaseBytes + 4, 5);                // new bytes with a source
+  EXPECT_FALSE(patch_ops_ok(bad.data(), bad.size()));
+  PatchOp zero;
+  EXPECT_EQ(encode_patch_op(zero, op, sizeof op), 0u);
+  // Whole frames: refused on decode and on encode alike.
+  FrameHeader h;
+  h.type = MsgType::Patch;
+  h.seq = 1;
+  uint8_t frame[kMaxFrameBuf];
+  EXPECT_GT(encode_frame(h, p.data(), p.size(), frame, sizeof frame), 0u);
+  EXPECT_EQ(encode_frame(h, p.data(), p.size() - 1, frame, sizeof frame), 0u);
 }
 
 }  // namespace

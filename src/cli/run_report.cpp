@@ -128,11 +128,13 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
   for (const auto& f : r.failovers)
     jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
                   {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
-                  {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeploy_bytes", f.redeploy_bytes}});
+                  {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeploy_bytes", f.redeploy_bytes},
+                  {"full_deploy_bytes", f.full_deploy_bytes}});
   nlohmann::json jr = nlohmann::json::array();
   for (const auto& e : r.rejoins)
     jr.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
-                  {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeploy_bytes", e.redeploy_bytes}});
+                  {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeploy_bytes", e.redeploy_bytes},
+                  {"full_deploy_bytes", e.full_deploy_bytes}});
   int64_t board_to_board = 0;
   for (const auto& wp : r.plan.workers)
     for (const auto& ls : wp.layers)
@@ -164,7 +166,8 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       // coordinator, INPUT/INPUTS to other boards), from their DONE reports.
       {"result_frames", x.result_frames},
       {"planned_wire_payload_bytes", r.plan.total_wire_bytes},
-      {"deploy", {{"sent", r.deploy.sent}, {"cached", r.deploy.cached}, {"bytes", r.deploy.bytes}, {"seconds", r.deploy.seconds}}},
+      {"deploy", {{"sent", r.deploy.sent}, {"cached", r.deploy.cached}, {"patched", r.deploy.patched},
+                  {"bytes", r.deploy.bytes}, {"full_bytes", r.deploy.full_bytes}, {"seconds", r.deploy.seconds}}},
       {"authenticated", !c.key_file.empty()},
       {"emulation", {{"cycles_per_mac", c.cycles_per_mac}, {"delay_ms", c.delay_ms}, {"board_type", c.emulate}}},
       {"boards_started", r.testbed.boards.size()}, {"failover", c.failover}, {"failovers", jf}, {"rejoins", jr},
@@ -211,11 +214,13 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
               "%zu layers)\n",
               r.match ? "yes" : "NO", r.verified_layers, q.nodes.size());
   for (const auto& f : r.failovers)
-    std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s\n",
+    std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s, %s re-deployed "
+                "(%.0f %% of the new fragments)\n",
                 f.board_id, f.address.c_str(),
                 f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
                 f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
-                f.reason.c_str(), f.boards_left, f.recover_s);
+                f.reason.c_str(), f.boards_left, f.recover_s, human_bytes(f.redeploy_bytes).c_str(),
+                f.full_deploy_bytes ? 100.0 * double(f.redeploy_bytes) / double(f.full_deploy_bytes) : 0.0);
   for (const auto& e : r.rejoins)
     std::printf("rejoin: board %d (%s) back before inference %d; re-planned on %d boards in %.2f s\n", e.board_id,
                 e.address.c_str(), e.inference, e.boards, e.rejoin_s);

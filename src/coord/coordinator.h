@@ -35,10 +35,16 @@ struct BoardInfo {
 };
 
 struct DeployResult {
-  int sent = 0, cached = 0;      // boards that got bytes / had it already
-  int64_t bytes = 0;             // fragment bytes sent
+  int sent = 0, cached = 0;      // boards sent their whole fragment / that had it already
+  int patched = 0;               // boards sent a patch of the fragment they held
+  int64_t bytes = 0;             // fragment bytes sent (STORE and PATCH payloads)
+  int64_t full_bytes = 0;        // the plan's fragments, whole: what a deploy from nothing sends
   double seconds = 0;
 };
+
+// A fragment a board holds, as the coordinator deployed it (shared: a
+// failover's coordinator patches against what the previous one deployed).
+using HeldFragment = std::shared_ptr<const std::vector<uint8_t>>;
 
 struct ProbeResult {
   double rtt_s = 0;              // small-message round trip
@@ -105,9 +111,13 @@ class Coordinator {
   // checks it against the boards' HELLOs.
   void set_plan(const plan::Plan& p);
   // Writes each board's fragment of the current plan and pushes it. A board
-  // that already holds the identical fragment (same size and CRC) receives
-  // nothing.
-  DeployResult deploy();
+  // that already holds the identical fragment (same size and SHA-256)
+  // receives nothing. With `held` (per board: the fragment it is known to
+  // hold, or null), a board whose new fragment shares most of its bytes with
+  // the held one gets a PATCH (coord/fragment_patch.h); each entry is
+  // replaced by the new fragment once its board committed it, also when
+  // deploy throws for another board.
+  DeployResult deploy(std::vector<HeldFragment>* held = nullptr);
   ProbeResult probe(int board);
   // One inference. Relay: layer by layer (every layer's inputs come from
   // the coordinator, once it holds the previous layer's outputs). Direct:
@@ -165,6 +175,8 @@ class Coordinator {
   void check_budgets() const;
   // Direct routing: tells every board where the others listen.
   void send_peers();
+  Frame commit(BoardLink& l, const std::vector<uint8_t>& frag) const;
+  void committed(BoardLink& l, const Frame& f) const;
   const QGraph& q_;
   const plan::Plan* pp_;
   const plan::Plan& plan() const { return *pp_; }

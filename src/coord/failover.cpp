@@ -175,7 +175,24 @@ DeployResult Swarm::install(std::unique_ptr<plan::Plan> next) {
   copt.progress = opt_.progress;
   coord_ = std::make_unique<Coordinator>(q_, *plan_, connect(alive_), copt);
   coord_->handshake();
-  return coord_->deploy();
+  return deploy_held();
+}
+
+DeployResult Swarm::deploy_held() {
+  held_.resize(tb_.boards.size());
+  std::vector<HeldFragment> h;
+  for (int b : alive_) h.push_back(held_[size_t(b)]);
+  auto keep = [&] {
+    for (size_t w = 0; w < alive_.size(); ++w) held_[size_t(alive_[w])] = h[w];
+  };
+  try {
+    const DeployResult r = coord_->deploy(&h);
+    keep();
+    return r;
+  } catch (...) {
+    keep();  // the boards that committed hold their new fragment
+    throw;
+  }
 }
 
 void Swarm::recover(const BoardError& first, int inference) {
@@ -252,6 +269,7 @@ void Swarm::recover(const BoardError& first, int inference) {
       events_[k].recover_s = seconds_since(t0);
       events_[k].boards_left = int(alive_.size());
       events_[k].redeploy_bytes = dep.bytes;
+      events_[k].full_deploy_bytes = dep.full_bytes;
     }
     last_deploy_ = dep;
     note("recovered in " + std::to_string(seconds_since(t0)).substr(0, 5) + " s; " + std::to_string(alive_.size()) +
@@ -263,7 +281,7 @@ void Swarm::recover(const BoardError& first, int inference) {
 
 DeployResult Swarm::deploy() {
   try {
-    return coord_->deploy();
+    return deploy_held();
   } catch (const BoardError& e) {
     if (!failover_applies()) throw;
     recover(e, -1);
@@ -337,6 +355,7 @@ void Swarm::try_rejoin(int inference) {
     ev.boards = int(alive_.size());
     ev.rejoin_s = seconds_since(t0);
     ev.redeploy_bytes = dep.bytes;
+    ev.full_deploy_bytes = dep.full_bytes;
     rejoins_.push_back(ev);
     note("board " + std::to_string(b) + " (" + addr_[size_t(b)] + ") answers again: rejoined before inference " +
          std::to_string(inference) + "; " + std::to_string(alive_.size()) + " boards");

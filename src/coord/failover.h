@@ -9,11 +9,14 @@
 //      error named (a board that only reported a dead peer is kept when the
 //      check finds the dead one),
 //   4. re-plans the whole model on the boards left (the same planner, cost
-//      model and RAM/flash limits), connects, deploys, and
+//      model and RAM/flash limits), connects, deploys (a board gets a patch
+//      of the fragment it holds: coord/fragment_patch.h), and
 //   5. runs the failed inference again from its first layer.
 // Before each later inference, a dropped board that answers again at its
 // address (a fresh connection, HELLO and a PROBE echo) rejoins: the model is
 // re-planned on the boards in use plus it and deployed (try_rejoin).
+// Every deploy after the first sends each board a patch of the fragment it
+// holds where that is smaller (only what changed travels).
 // Every step waits with a deadline, and every round drops at least one
 // board, so it ends: with a result that the caller still checks against the
 // reference, or with one ts::Error line saying why the boards left cannot
@@ -90,7 +93,8 @@ struct FailoverEvent {
   int inference = -1;       // which inference (0-based count); -1 = during the first deploy
   int boards_left = 0;      // boards in use after the re-plan
   double recover_s = 0;     // failure seen -> boards left re-planned and deployed
-  int64_t redeploy_bytes = 0;  // fragment bytes sent by that re-deploy
+  int64_t redeploy_bytes = 0;  // fragment bytes sent by that re-deploy (patches and whole fragments)
+  int64_t full_deploy_bytes = 0;  // the re-plan's fragments whole: what sending them all would take
 };
 
 // A dropped board taken back (it answered again at its address).
@@ -102,6 +106,7 @@ struct RejoinEvent {
   int boards = 0;           // boards in use after the re-plan
   double rejoin_s = 0;      // check, re-plan and deploy
   int64_t redeploy_bytes = 0;
+  int64_t full_deploy_bytes = 0;
 };
 
 class Swarm {
@@ -141,6 +146,8 @@ class Swarm {
 
  private:
   DeployResult install(std::unique_ptr<plan::Plan> next);
+  // Coordinator::deploy on the boards in use, with what each is known to hold.
+  DeployResult deploy_held();
   std::vector<std::unique_ptr<BoardLink>> connect(const std::vector<int>& boards);
   bool healthy(int board, std::string* why, std::chrono::milliseconds limit = std::chrono::milliseconds(3000),
                bool* timed_out = nullptr);
@@ -170,6 +177,9 @@ class Swarm {
   RejoinBackoff backoff_;  // per testbed board: when a dropped board is checked again
   int generation_ = 0;
   DeployResult last_deploy_;
+  // Per testbed board: the fragment it was last seen to commit (a re-deploy
+  // patches against it), or null.
+  std::vector<HeldFragment> held_;
   int inferences_ = 0;
 };
 

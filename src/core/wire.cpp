@@ -12,7 +12,7 @@ namespace ts::wire {
 // ---------------------------------------------------------------------------
 
 bool is_known_type(uint8_t raw) {
-  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Inputs);
+  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Patch);
 }
 
 const char* msg_type_name(MsgType t) {
@@ -33,6 +33,7 @@ const char* msg_type_name(MsgType t) {
     case MsgType::Peers: return "PEERS";
     case MsgType::Auth: return "AUTH";
     case MsgType::Inputs: return "INPUTS";
+    case MsgType::Patch: return "PATCH";
   }
   return "UNKNOWN";
 }
@@ -50,6 +51,7 @@ bool payload_len_ok(MsgType t, size_t len) {
     case MsgType::Bye: return len == 0;
     case MsgType::Peers: return len >= kPeerEntryBytes && len % kPeerEntryBytes == 0;
     case MsgType::Inputs: return len > kInputBlockHeader && len <= kMaxPayload;
+    case MsgType::Patch: return len > kPatchBaseBytes + kPatchOpHeader && len <= kMaxPayload;
     case MsgType::Store:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -199,6 +201,7 @@ size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t pa
   if (!payload_len_ok(h.type, payload_len)) return 0;
   if (payload_len > 0 && payload == nullptr) return 0;
   if (h.type == MsgType::Inputs && !input_blocks_ok(payload, payload_len)) return 0;
+  if (h.type == MsgType::Patch && !patch_ops_ok(payload, payload_len)) return 0;
 
   put_u16(out + kOffMagic, kMagic);
   out[kOffVersion] = kProtocolVersion;
@@ -239,6 +242,7 @@ WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const u
   if (e != WireError::Ok) return e;
   if (!payload_len_ok(h.type, h.payload_len)) return WireError::BadPayload;
   if (h.type == MsgType::Inputs && !input_blocks_ok(buf + kHeaderSize, h.payload_len)) return WireError::BadPayload;
+  if (h.type == MsgType::Patch && !patch_ops_ok(buf + kHeaderSize, h.payload_len)) return WireError::BadPayload;
   *out = h;
   if (payload) *payload = buf + kHeaderSize;
   return WireError::Ok;
@@ -661,6 +665,51 @@ bool input_blocks_ok(const uint8_t* payload, size_t len) {
   InputBlock b;
   size_t n = 0;
   while (next_input_block(payload, len, &pos, &b)) ++n;
+  return n > 0 && pos == len;
+}
+
+// ---------------------------------------------------------------------------
+// PATCH ops
+// ---------------------------------------------------------------------------
+
+namespace {
+bool patch_op_ok(const PatchOp& op) {
+  return op.len >= 1 && op.len < kPatchCopy && (op.copy || op.from == 0);
+}
+}  // namespace
+
+size_t encode_patch_op(const PatchOp& op, uint8_t* out, size_t cap) {
+  if (cap < kPatchOpHeader || !patch_op_ok(op)) return 0;
+  put_u32(out + 0, op.len | (op.copy ? kPatchCopy : 0u));
+  put_u32(out + 4, op.from);
+  return kPatchOpHeader;
+}
+
+bool next_patch_op(const uint8_t* payload, size_t len, size_t* pos, PatchOp* out) {
+  if (*pos < kPatchBaseBytes || *pos >= len || len - *pos < kPatchOpHeader) return false;
+  const uint8_t* p = payload + *pos;
+  const uint32_t code = get_u32(p + 0);
+  PatchOp op;
+  op.copy = (code & kPatchCopy) != 0;
+  op.len = code & ~kPatchCopy;
+  op.from = get_u32(p + 4);
+  if (!patch_op_ok(op)) return false;
+  size_t used = kPatchOpHeader;
+  if (!op.copy) {
+    if (len - *pos - kPatchOpHeader < op.len) return false;
+    op.data = p + kPatchOpHeader;
+    used += op.len;
+  }
+  *pos += used;
+  *out = op;
+  return true;
+}
+
+bool patch_ops_ok(const uint8_t* payload, size_t len) {
+  size_t pos = kPatchBaseBytes;
+  PatchOp op;
+  size_t n = 0;
+  while (next_patch_op(payload, len, &pos, &op)) ++n;
   return n > 0 && pos == len;
 }
 

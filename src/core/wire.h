@@ -144,6 +144,8 @@ enum class MsgType : uint8_t {
   Auth = 15,       // C->B  starts an authenticated session; AuthPayload (core/auth.h)
   Inputs = 16,     // C->B, B->B  blocks of int8 activations of `layer`'s input
                    //   operand `offset >> 28` (element bits 0); InputBlock payload
+  Patch = 17,      // C->B  a fragment staged as a delta of the one the board holds:
+                   //   copies from it and new bytes, from byte `offset`; PatchOp payload
 };
 
 // INPUT frames carry the operand index in the top bits of their offset.
@@ -406,6 +408,39 @@ bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBloc
 // A whole INPUTS payload: at least one block, every block valid, nothing
 // left over.
 bool input_blocks_ok(const uint8_t* payload, size_t len);
+
+// PATCH: stages part of a new fragment as copies from the fragment the board
+// has committed (its *base*) and new bytes, so that a re-plan whose
+// fragments share most of their bytes with the old ones (weights, moved to
+// other offsets) sends only what differs. The ops write the staging area
+// one after the other from the header's `offset`, as STORE would:
+//   0 u8[8] base     first 8 bytes of the base fragment's SHA-256; a board
+//                    whose committed fragment has another digest stages
+//                    nothing (its COMMIT then fails: the coordinator sends
+//                    the fragment whole)
+//   8 ops, back to back, each
+//     0 u32 code     bits 0..30 len >= 1; bit 31: copy (else new bytes)
+//     4 u32 from     copy: byte offset in the base; new bytes: 0
+//     8 new bytes only: len bytes
+// Bounds against the base and the flash are the board's to check.
+constexpr size_t kPatchBaseBytes = 8;
+constexpr size_t kPatchOpHeader = 8;
+constexpr uint32_t kPatchCopy = 0x80000000u;
+struct PatchOp {
+  bool copy = false;
+  uint32_t len = 0;
+  uint32_t from = 0;              // copy: offset in the base
+  const uint8_t* data = nullptr;  // new bytes (decode)
+};
+// Writes an op's 8-byte header at out (new bytes follow it, copied by the
+// caller); 0 if cap is too small or the op is invalid.
+size_t encode_patch_op(const PatchOp& op, uint8_t* out, size_t cap);
+// Decodes the op at payload[*pos] (*pos >= kPatchBaseBytes) and advances
+// *pos past it; false at the end or on a malformed op (then *pos != len).
+bool next_patch_op(const uint8_t* payload, size_t len, size_t* pos, PatchOp* out);
+// A whole PATCH payload: the base, at least one op, every op valid, nothing
+// left over.
+bool patch_ops_ok(const uint8_t* payload, size_t len);
 
 enum class ErrorCode : uint16_t {
   None = 0,

@@ -221,6 +221,7 @@ Verdict Worker::on_control(int link, const FrameHeader& h, const uint8_t* payloa
   switch (h.type) {
     case MsgType::Hello: return on_hello(link, h);
     case MsgType::Store: ok = deploy_.on_store(link, h, payload, sched_.idle()); break;
+    case MsgType::Patch: ok = deploy_.on_patch(link, h, payload, sched_.idle()); break;
     case MsgType::Commit: ok = deploy_.on_commit(link, h, payload); break;
     case MsgType::Probe:
       if (!links_.send_ack_if_due(link)) return Verdict::Fail;

@@ -96,28 +96,73 @@ bool DeploySession::open_fragment() {
   return have_;
 }
 
-bool DeploySession::on_store(int link, const FrameHeader& h, const uint8_t* payload, bool idle) {
-  if (!idle) {
-    links_->send_error(link, ErrorCode::NotReady, h.seq, "store during a layer");
-    return false;
-  }
-  if (uint64_t(h.offset) + h.payload_len > flash_->capacity() || !flash_->stage(h.offset, payload, h.payload_len)) {
+bool DeploySession::stage(int link, const FrameHeader& h, uint32_t offset, const uint8_t* data, uint32_t len) {
+  if (uint64_t(offset) + len > flash_->capacity() || !flash_->stage(offset, data, len)) {
     links_->send_error(link, ErrorCode::NoSpace, h.seq, "fragment exceeds flash");
     return false;
   }
   // Hash the staged bytes as they come (a deploy sends them in order from
   // offset 0), so COMMIT can check them against its SHA-256 without reading
   // the staging area back.
-  if (h.offset == 0) {
+  if (offset == 0) {
     stage_sha_.reset();
     stage_hashed_ = 0;
     stage_in_order_ = true;
+    stage_refused_ = nullptr;
   }
-  if (stage_in_order_ && h.offset == stage_hashed_) {
-    stage_sha_.update(payload, h.payload_len);
-    stage_hashed_ += h.payload_len;
+  if (stage_in_order_ && offset == stage_hashed_) {
+    stage_sha_.update(data, len);
+    stage_hashed_ += len;
   } else {
     stage_in_order_ = false;
+  }
+  return true;
+}
+
+bool DeploySession::on_store(int link, const FrameHeader& h, const uint8_t* payload, bool idle) {
+  if (!idle) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq, "store during a layer");
+    return false;
+  }
+  return stage(link, h, h.offset, payload, h.payload_len);
+}
+
+bool DeploySession::on_patch(int link, const FrameHeader& h, const uint8_t* payload, bool idle) {
+  if (!idle) {
+    links_->send_error(link, ErrorCode::NotReady, h.seq, "patch during a layer");
+    return false;
+  }
+  uint32_t base_size = 0;
+  const uint8_t* base = flash_->current(&base_size);
+  // The ops name no base: a patch for another fragment than the one held
+  // here stages nothing, and the COMMIT after it says so.
+  auto refuse = [&](const char* why) {
+    if (h.offset == 0 || stage_refused_ == nullptr) stage_refused_ = why;
+    stage_in_order_ = false;
+    return true;
+  };
+  if (!have_ || !base || !equal_ct(digest_, payload, wire::kPatchBaseBytes))
+    return refuse("patch for a fragment this board does not hold");
+  if (h.offset == 0) stage_refused_ = nullptr;
+  if (stage_refused_) return true;  // an earlier part did not apply
+  uint32_t at = h.offset;
+  size_t pos = wire::kPatchBaseBytes;
+  wire::PatchOp op;
+  while (next_patch_op(payload, h.payload_len, &pos, &op)) {
+    if (op.copy && uint64_t(op.from) + op.len > base_size) return refuse("patch reads past the fragment it applies to");
+    if (uint64_t(at) + op.len > flash_->capacity()) {
+      links_->send_error(link, ErrorCode::NoSpace, h.seq, "fragment exceeds flash");
+      return false;
+    }
+    // Copies go in pieces: the hash and the flash see them as a run of STOREs.
+    constexpr uint32_t kPiece = 4096;
+    const uint8_t* src = op.copy ? base + op.from : op.data;
+    for (uint32_t done = 0; done < op.len;) {
+      const uint32_t n = op.len - done < kPiece ? op.len - done : kPiece;
+      if (!stage(link, h, at, src + done, n)) return false;
+      done += n;
+      at += n;
+    }
   }
   return true;
 }
@@ -140,8 +185,9 @@ bool DeploySession::commit_staged(int link, const FrameHeader& h, const wire::Co
   stage_in_order_ = false;
   if (!match) {
     // "not stored" is expected on a first deploy: the coordinator then stores it.
-    links_->send_error(link, ErrorCode::HashMismatch, h.seq,
-                       complete ? "staged fragment has another digest" : "not stored");
+    const char* why = stage_refused_ ? stage_refused_ : complete ? "staged fragment has another digest" : "not stored";
+    stage_refused_ = nullptr;
+    links_->send_error(link, ErrorCode::HashMismatch, h.seq, why);
     return false;
   }
   // Bytes with the right digest that are no fragment of this deployment

@@ -86,6 +86,10 @@ class DeploySession {
   // STORE (refused unless the board is idle) and COMMIT (answered with DONE,
   // or an ERROR the coordinator acts on). False: the link must close.
   bool on_store(int link, const wire::FrameHeader& h, const uint8_t* payload, bool idle);
+  // PATCH (wire.h): like STORE, the bytes built from the committed fragment
+  // and the new bytes the frame carries. A patch for another base, or one
+  // that reads past it, stages nothing more (COMMIT then fails, and says why).
+  bool on_patch(int link, const wire::FrameHeader& h, const uint8_t* payload, bool idle);
   bool on_commit(int link, const wire::FrameHeader& h, const uint8_t* payload);
 
   // Every frame passes here once, before the worker handles it.
@@ -94,6 +98,9 @@ class DeploySession {
  private:
   Verdict peer_session(int link);  // keyed board-to-board link: derive its keys from both HELLOs
   bool commit_staged(int link, const wire::FrameHeader& h, const wire::CommitPayload& c);
+  // Stages `len` bytes at `offset` and hashes them if they continue the
+  // in-order run from offset 0; false (NoSpace sent) if the flash refuses.
+  bool stage(int link, const wire::FrameHeader& h, uint32_t offset, const uint8_t* data, uint32_t len);
 
   const WorkerConfig* cfg_ = nullptr;
   FlashStore* flash_ = nullptr;
@@ -114,6 +121,9 @@ class DeploySession {
   Sha256 stage_sha_;
   uint32_t stage_hashed_ = 0;
   bool stage_in_order_ = true;
+  // Why the staged bytes cannot be committed, set by a PATCH that did not
+  // apply (nullptr: none); cleared by the next deploy from offset 0.
+  const char* stage_refused_ = nullptr;
 };
 
 }  // namespace core
