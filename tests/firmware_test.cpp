@@ -555,6 +555,29 @@ TEST_F(FirmwareTest, KilledStalledAndCorruptQemuBoardsFailOver) {
   }
 }
 
+// A failover on firmware boards with the defaults (auto, direct): the two
+// boards left get patches of the fragments they hold in flash (wire PATCH,
+// applied from the committed A/B slot into the other), and the interrupted
+// inference resumes (RESUME) after the layers every board reported.
+TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
+  ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
+      << "models/mobilenetv2 is missing: run scripts/setup.sh first";
+  const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
+                       " run --size 112 --json --timeout 20 --workers qemu:3 --repeat 5 --inject-fault kill:1:20");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("bit_exact_inferences").get<int>(), 5);
+  ASSERT_EQ(j.at("failovers").size(), 1u) << r.out.substr(0, 400);
+  const auto& f = j.at("failovers")[0];
+  EXPECT_EQ(f.at("board").get<int>(), 1);
+  EXPECT_EQ(f.at("boards_left").get<int>(), 2);
+  EXPECT_LT(f.at("redeploy_bytes").get<double>(), 0.5 * f.at("full_deploy_bytes").get<double>()) << f.dump();
+  EXPECT_GE(f.at("resumed_at_layer").get<int>(), 1) << f.dump();
+  EXPECT_LE(f.at("resumed_at_layer").get<int>(), 20) << f.dump();
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+}
+
 // Every op kind on the target: ONNX test models that together hold Conv,
 // grouped and depthwise Conv, Gemm, Add, Mul, Concat, MaxPool, AvgPool,
 // GlobalAvgPool, Pad and lookup tables (HardSwish, HardSigmoid, Sigmoid), run

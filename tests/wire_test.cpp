@@ -595,7 +595,7 @@ TEST(FrameReader, OversizeLengthRejectedAtHeader) {
 
 TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   FrameReader r;
-  for (uint8_t raw : {uint8_t(0), uint8_t(18), uint8_t(200), uint8_t(255)}) {
+  for (uint8_t raw : {uint8_t(0), uint8_t(19), uint8_t(200), uint8_t(255)}) {
     Bytes f = encode(make_header(MsgType::Probe, 1), Bytes(4, 1));
     f[kOffType] = raw;
     fix_crc(f);
@@ -608,7 +608,7 @@ TEST(FrameReader, UnknownTypeRejectedAndCounted) {
   EXPECT_EQ(r.error_count(WireError::UnknownType), 4u);
   EXPECT_EQ(r.total_errors(), 4u);
   EXPECT_FALSE(is_known_type(0));
-  EXPECT_FALSE(is_known_type(18));
+  EXPECT_FALSE(is_known_type(19));
   for (MsgType t : kAllTypes) EXPECT_TRUE(is_known_type(uint8_t(t)));
 }
 

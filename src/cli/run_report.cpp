@@ -129,7 +129,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
     jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
                   {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
                   {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeploy_bytes", f.redeploy_bytes},
-                  {"full_deploy_bytes", f.full_deploy_bytes}});
+                  {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at}});
   nlohmann::json jr = nlohmann::json::array();
   for (const auto& e : r.rejoins)
     jr.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
@@ -215,12 +215,16 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
               r.match ? "yes" : "NO", r.verified_layers, q.nodes.size());
   for (const auto& f : r.failovers)
     std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s, %s re-deployed "
-                "(%.0f %% of the new fragments)\n",
+                "(%.0f %% of the new fragments), %s\n",
                 f.board_id, f.address.c_str(),
                 f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
                 f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
                 f.reason.c_str(), f.boards_left, f.recover_s, human_bytes(f.redeploy_bytes).c_str(),
-                f.full_deploy_bytes ? 100.0 * double(f.redeploy_bytes) / double(f.full_deploy_bytes) : 0.0);
+                f.full_deploy_bytes ? 100.0 * double(f.redeploy_bytes) / double(f.full_deploy_bytes) : 0.0,
+                f.inference < 0 ? "before any inference"
+                : f.resumed_at > 0 ? ("the inference resumed at layer " + std::to_string(f.resumed_at) + " '" +
+                                      q.nodes[size_t(f.resumed_at)].name + "'").c_str()
+                                   : "the inference run again from its first layer");
   for (const auto& e : r.rejoins)
     std::printf("rejoin: board %d (%s) back before inference %d; re-planned on %d boards in %.2f s\n", e.board_id,
                 e.address.c_str(), e.inference, e.boards, e.rejoin_s);

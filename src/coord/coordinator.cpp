@@ -30,6 +30,8 @@ Coordinator::Coordinator(const QGraph& q, const plan::Plan& p, std::vector<std::
     throw Error("plan has " + std::to_string(plan().n_workers()) + " workers but " + std::to_string(links_.size()) +
                 " boards are connected");
   if (q_.nodes.size() > 0xFFFF) throw Error("model has more layers than the wire format can number");
+  producer_.assign(q_.tensors.size(), -1);
+  for (size_t n = 0; n < q_.nodes.size(); ++n) producer_[size_t(q_.nodes[n].output)] = int(n);
 }
 
 Coordinator::~Coordinator() { close(); }
@@ -194,16 +196,59 @@ ProbeResult Coordinator::probe(int board) {
 
 // The coordinator's inputs of one layer for one board: its runs of the
 // tensors the coordinator holds (relay: every input; direct: the graph's).
-void Coordinator::send_inputs(BoardLink& l, const plan::LayerShare& s, size_t node,
-                              const std::vector<std::vector<int8_t>>& t, BoardRunStats& bs) const {
+void Coordinator::send_runs(BoardLink& l, size_t node, size_t k, const std::vector<core::InputRun>& runs,
+                            const std::vector<int8_t>& src, BoardRunStats& bs) const {
+  for (const auto& run : runs) {
+    l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
+                   reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
+    bs.bytes_in += run.count;
+  }
+}
+
+namespace {
+// The flat runs of a share's regions of whole rows (an in-place share).
+std::vector<core::InputRun> region_runs(const std::vector<core::Region>& regions, int64_t h, int64_t w) {
+  std::vector<core::InputRun> out;
+  const uint32_t hw = uint32_t(h * w);
+  for (const core::Region& g : regions) {
+    if (g.kind == core::RegionKind::Run) {
+      out.push_back({uint32_t(g.v[0]), uint32_t(g.v[1] - g.v[0])});
+      continue;
+    }
+    for (int32_t c = g.v[0]; c < g.v[1]; ++c)
+      for (int32_t y = g.v[2]; y < g.v[3]; ++y) {
+        const core::InputRun r{uint32_t(c) * hw + uint32_t(y) * uint32_t(w) + uint32_t(g.v[4]), uint32_t(g.v[5] - g.v[4])};
+        if (!out.empty() && out.back().offset + out.back().count == r.offset)
+          out.back().count += r.count;
+        else
+          out.push_back(r);
+      }
+  }
+  return out;
+}
+}  // namespace
+
+void Coordinator::send_inputs(BoardLink& l, size_t w, const plan::LayerShare& s, size_t node,
+                              const std::vector<std::vector<int8_t>>& t, BoardRunStats& bs, int from) const {
   for (size_t k = 0; k < s.inputs.size(); ++k) {
     const auto& need = s.inputs[k];
     const auto& src = t[need.tensor];
-    for (const auto& run : need.coord_runs) {
-      l.send_message(MsgType::Input, uint16_t(node), core::input_offset(uint32_t(k), run.offset),
-                     reinterpret_cast<const uint8_t*>(src.data()) + run.offset, run.count, plan().plan_id);
-      bs.bytes_in += run.count;
+    const int p = producer_[size_t(need.tensor)];
+    if (from > 0 && p < from) {
+      // Made before the resume point: every element the board needs, those
+      // it receives and those it would have had from itself, each in the
+      // runs the board checks them against (core/worker_schedule.h): its
+      // local runs, or the outputs computed in place into this window, all
+      // of them, as the board holds them (InPlaceCut).
+      send_runs(l, node, k, need.recv, src, bs);
+      const plan::LayerShare* made = p >= 0 ? &plan().workers[w].layers[size_t(p)] : nullptr;
+      if (need.local_layer >= 0)
+        send_runs(l, node, k, need.local, src, bs);
+      else if (made && made->active() && made->out_pitch && made->out_until == int(node))
+        send_runs(l, node, k, region_runs(made->regions, q_.shape(need.tensor).h, q_.shape(need.tensor).w), src, bs);
+      continue;
     }
+    send_runs(l, node, k, need.coord_runs, src, bs);
   }
 }
 

@@ -96,6 +96,18 @@ struct InferenceResult {
   int64_t result_frames = 0;  // sum over layers
   std::vector<LayerTiming> layers;
   std::vector<BoardRunStats> boards;
+  // > 0: a resumed inference (Coordinator::resume): the boards computed
+  // layers from this one on; the layers before it were computed and
+  // verified by digest before a failover (their figures here are 0).
+  int resumed_from = 0;
+};
+
+// What a resumed inference starts from: the layer, and every tensor of the
+// single-process int8 reference (run_int8_all) for the input, whose digests
+// the boards matched for every layer before it.
+struct ResumePoint {
+  int from = 0;
+  const std::vector<std::vector<int8_t>>* verified = nullptr;
 };
 
 class Coordinator {
@@ -137,6 +149,17 @@ class Coordinator {
   // with a BoardError that names the board, the layer and the inference.
   void infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
                        const std::function<void(int, InferenceResult&)>& done);
+  // The inference of `input` resumed at layer at.from (after a failover, on
+  // the new plan): every board is told RESUME first (and the coordinator
+  // waits until all have it), then computes its layers from at.from on; the
+  // inputs of those layers that an earlier layer made, the runs a board
+  // would have copied from its own outputs included, come from the
+  // coordinator, from at.verified.
+  InferenceResult resume(const std::vector<int8_t>& input, const ResumePoint& at);
+  // After infer() or resume() threw: what each board reported before the
+  // failure (per layer, from its DONE: layer_outputs and layer_digest; 0
+  // outputs = no DONE came).
+  const std::vector<BoardRunStats>& last_progress() const { return progress_; }
   void close();
 
  private:
@@ -146,15 +169,19 @@ class Coordinator {
   struct Slot;
   struct Sync;
   void run(const std::vector<const std::vector<int8_t>*>& inputs, const std::vector<uint16_t>& tags, int window,
-           bool pipelined, const std::function<void(int, InferenceResult&)>& done);
+           bool pipelined, const std::function<void(int, InferenceResult&)>& done, const ResumePoint& at = {});
   Roles roles() const;
   void check_inputs(const std::vector<const std::vector<int8_t>*>& inputs) const;
-  void reset_slot(Slot& S, const Roles& roles, const std::vector<int8_t>& input) const;
+  void reset_slot(Slot& S, const Roles& roles, const std::vector<int8_t>& input, const ResumePoint& at) const;
   bool board_layer(BoardLink& l, size_t w, size_t node, Slot& S, const Roles& roles, Sync& sync,
-                   int64_t& wire0) const;
-  // One board, one layer: the coordinator's inputs; its outputs and DONE.
-  void send_inputs(BoardLink& l, const plan::LayerShare& s, size_t node, const std::vector<std::vector<int8_t>>& t,
-                   BoardRunStats& bs) const;
+                   int64_t& wire0, int from) const;
+  bool resume_board(BoardLink& l, int from, Slot& S, Sync& sync) const;
+  // One board, one layer: the coordinator's inputs (in a resumed inference,
+  // also every input an earlier layer than `from` made); its outputs and DONE.
+  void send_inputs(BoardLink& l, size_t w, const plan::LayerShare& s, size_t node,
+                   const std::vector<std::vector<int8_t>>& t, BoardRunStats& bs, int from) const;
+  void send_runs(BoardLink& l, size_t node, size_t k, const std::vector<core::InputRun>& runs,
+                 const std::vector<int8_t>& src, BoardRunStats& bs) const;
   wire::DonePayload collect_layer(BoardLink& l, const plan::LayerShare& s, size_t node, std::vector<int8_t>& out,
                                   BoardRunStats& bs) const;
   // `peer_node`: with --route direct, the layer the coordinator was waiting on
@@ -184,6 +211,8 @@ class Coordinator {
   std::vector<std::unique_ptr<BoardLink>> links_;
   CoordOptions opt_;
   uint16_t next_tag_ = 1;  // inference tag of the next pipelined inference (wire.h)
+  std::vector<int> producer_;  // [tensor] the node that makes it, -1 for the graph input
+  std::vector<BoardRunStats> progress_;
 };
 
 }  // namespace ts::coord

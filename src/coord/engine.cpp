@@ -9,6 +9,8 @@
 // the coordinator holds every output it collects of the layers before (on
 // the relay route that is the paper's barrier per layer: the coordinator
 // holds the layer's inputs only then; on the direct route nothing waits).
+// A resumed inference (Coordinator::resume) is the same loop from a later
+// layer, the coordinator also sending what the layers before it made.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -54,6 +56,7 @@ struct Coordinator::Sync {
   std::mutex mu;
   std::condition_variable cv;
   int completed = 0;  // inferences every board reported (and `done` saw), in order
+  size_t resumed = 0;  // boards that have the RESUME of a resumed inference
   bool failed = false;
 };
 
@@ -90,7 +93,8 @@ Coordinator::Roles Coordinator::roles() const {
 }
 
 // A slot made ready for the inference of `input`.
-void Coordinator::reset_slot(Slot& S, const Roles& roles, const std::vector<int8_t>& input) const {
+void Coordinator::reset_slot(Slot& S, const Roles& roles, const std::vector<int8_t>& input,
+                             const ResumePoint& at) const {
   const size_t L = q_.nodes.size(), B = links_.size();
   S.r = InferenceResult();
   S.r.boards.resize(B);
@@ -109,6 +113,13 @@ void Coordinator::reset_slot(Slot& S, const Roles& roles, const std::vector<int8
   for (size_t node = 0; node < L; ++node)
     if (roles.collected[node] > 0) S.t[q_.nodes[node].output].assign(size_t(q_.shape(q_.nodes[node].output).size()), 0);
   S.owed = roles.collected;
+  // Resumed: the layers before the resume point are done, their outputs the
+  // verified ones.
+  for (size_t node = 0; node < size_t(std::max(0, at.from)) && node < L; ++node) {
+    S.owed[node] = 0;
+    S.t[q_.nodes[node].output] = (*at.verified)[q_.nodes[node].output];
+  }
+  S.r.resumed_from = at.from;
   S.done.assign(B, std::vector<wire::DonePayload>(L));
   S.wire.assign(B, std::vector<int64_t>(L, 0));
   S.started = false;
@@ -124,6 +135,16 @@ InferenceResult Coordinator::infer(const std::vector<int8_t>& input) {
   for (auto& l : links_) l->set_inference(0);  // one at a time: untagged (after a pipelined batch too)
   InferenceResult res;
   run({&input}, {0}, 1, false, [&](int, InferenceResult& r) { res = std::move(r); });
+  return res;
+}
+
+InferenceResult Coordinator::resume(const std::vector<int8_t>& input, const ResumePoint& at) {
+  if (at.from <= 0) return infer(input);
+  if (at.from >= int(q_.nodes.size()) || !at.verified || at.verified->size() != q_.tensors.size())
+    throw Error("resume: no layer " + std::to_string(at.from) + " or no verified tensors to resume from");
+  for (auto& l : links_) l->set_inference(0);
+  InferenceResult res;
+  run({&input}, {0}, 1, false, [&](int, InferenceResult& r) { res = std::move(r); }, at);
   return res;
 }
 
@@ -151,14 +172,16 @@ void Coordinator::infer_pipelined(const std::vector<const std::vector<int8_t>*>&
 // inferences. `done(k, result)` is called in order, under the lock, once
 // every board reported inference k.
 void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, const std::vector<uint16_t>& tags,
-                      int window, bool pipelined, const std::function<void(int, InferenceResult&)>& done) {
+                      int window, bool pipelined, const std::function<void(int, InferenceResult&)>& done,
+                      const ResumePoint& at) {
   const int n = int(inputs.size());
   const size_t L = q_.nodes.size(), B = links_.size();
   check_inputs(inputs);
   const Roles plan_roles = roles();
   const size_t W = size_t(std::min(window, n));
   std::vector<Slot> slots(W);
-  for (size_t s = 0; s < W; ++s) reset_slot(slots[s], plan_roles, *inputs[s]);
+  for (size_t s = 0; s < W; ++s) reset_slot(slots[s], plan_roles, *inputs[s], at);
+  const int from = std::max(0, at.from);
   Sync sync;
   // Every board reported inference k: its figures, then `done`, then the
   // slot takes inference k + W. With sync.mu held.
@@ -171,7 +194,7 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
     S.r.output = S.t[q_.output];
     done(k, S.r);
     ++sync.completed;
-    if (k + int(W) < n) reset_slot(S, plan_roles, *inputs[size_t(k) + W]);
+    if (k + int(W) < n) reset_slot(S, plan_roles, *inputs[size_t(k) + W], ResumePoint{});
     sync.cv.notify_all();
   };
   // Per board, the layer its thread waits on (a PeerLost report names it).
@@ -179,10 +202,11 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
   for (size_t w = 0; w < B; ++w) waiting[w] = -1;
   std::vector<int> all;
   for (size_t i = 0; i < B; ++i) all.push_back(int(i));
-  parallel(all, [&](int w) {
+  auto each = [&](int w) {
     BoardLink& l = *links_[size_t(w)];
     int64_t wire0 = int64_t(l.stats().wire_out + l.stats().wire_in);
     try {
+      if (from > 0 && !resume_board(l, from, slots[0], sync)) return;
       for (int k = 0; k < n; ++k) {
         {
           // At most W in flight: inference k waits for k - W (its slot).
@@ -192,11 +216,11 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
         }
         Slot& S = slots[size_t(k) % W];
         l.set_inference(tags[size_t(k)]);
-        for (size_t node = 0; node < L; ++node) {
+        for (size_t node = size_t(from); node < L; ++node) {
           if (!plan().workers[size_t(w)].layers[node].active()) continue;
           waiting[size_t(w)] = int(node);
           try {
-            if (!board_layer(l, size_t(w), node, S, plan_roles, sync, wire0)) return;
+            if (!board_layer(l, size_t(w), node, S, plan_roles, sync, wire0, from)) return;
           } catch (const BoardError& e) {
             const int peer_node = !pipelined && e.lost_peer >= 0 && size_t(e.lost_peer) < B
                                       ? waiting[size_t(e.lost_peer)].load()
@@ -215,7 +239,33 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
       sync.cv.notify_all();
       throw;
     }
-  });
+  };
+  progress_.clear();
+  try {
+    parallel(all, each);
+  } catch (...) {
+    // Every board's thread has ended: what they reported stays for a resume.
+    if (!pipelined) progress_ = slots[0].r.boards;
+    throw;
+  }
+}
+
+// A resumed inference starts with RESUME on every board, and no board goes
+// on before all have it: a board that got a peer's frame first would take it
+// for the start of an inference from its first layer. False if the run
+// failed elsewhere while it waited.
+bool Coordinator::resume_board(BoardLink& l, int from, Slot& S, Sync& sync) const {
+  l.send(MsgType::Resume, uint16_t(from), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
+  l.flush();
+  std::unique_lock<std::mutex> lock(sync.mu);
+  if (++sync.resumed == links_.size()) sync.cv.notify_all();
+  sync.cv.wait(lock, [&] { return sync.failed || sync.resumed == links_.size(); });
+  if (sync.failed) return false;
+  if (!S.started) {
+    S.started = true;
+    S.start = Clock::now();
+  }
+  return true;
 }
 
 // One board, one layer of one inference: once the coordinator holds what
@@ -223,7 +273,7 @@ void Coordinator::run(const std::vector<const std::vector<int8_t>*>& inputs, con
 // outputs to the coordinator and DONE. False if the run failed elsewhere
 // while it waited.
 bool Coordinator::board_layer(BoardLink& l, size_t w, size_t node, Slot& S, const Roles& roles, Sync& sync,
-                              int64_t& wire0) const {
+                              int64_t& wire0, int from) const {
   const plan::LayerShare& s = plan().workers[w].layers[node];
   if (takes_from_coordinator(s)) {
     std::unique_lock<std::mutex> lock(sync.mu);
@@ -240,7 +290,7 @@ bool Coordinator::board_layer(BoardLink& l, size_t w, size_t node, Slot& S, cons
     }
   }
   BoardRunStats& bs = S.r.boards[w];
-  send_inputs(l, s, node, S.t, bs);
+  send_inputs(l, w, s, node, S.t, bs, from);
   if (s.run_trigger) l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
   const wire::DonePayload d = collect_layer(l, s, node, S.t[q_.nodes[node].output], bs);
   S.done[w][node] = d;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "coord/verify.h"
 #include "net/link_shaper.h"
 #include "net/transport.h"
 #include "plan/board_kind.h"
@@ -363,15 +364,26 @@ void Swarm::try_rejoin(int inference) {
   flush_notes();
 }
 
-InferenceResult Swarm::infer(const std::vector<int8_t>& input) {
+int Swarm::resumable(const std::vector<std::vector<int8_t>>& reference, int from) const {
+  if (!coord_) return from;
+  const auto expected = reference_digests(q_, *plan_, reference);
+  // The last layer always runs (its output goes to the coordinator).
+  return std::min(verified_prefix(expected, coord_->last_progress(), from), int(q_.nodes.size()) - 1);
+}
+
+InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector<std::vector<int8_t>>* reference) {
   const int k = inferences_++;
   if (failover_applies() && alive_.size() < tb_.boards.size()) try_rejoin(k);
+  int from = 0;
   for (;;) {
     try {
-      return coord_->infer(input);
+      return coord_->resume(input, ResumePoint{from, reference});
     } catch (const BoardError& e) {
       if (!failover_applies()) throw;
+      if (reference) from = resumable(*reference, from);
+      const size_t first_event = events_.size();
       recover(e, k);  // re-planned and deployed on the boards left, or throws
+      for (size_t i = first_event; i < events_.size(); ++i) events_[i].resumed_at = from;
     }
   }
 }

@@ -11,7 +11,11 @@
 //   4. re-plans the whole model on the boards left (the same planner, cost
 //      model and RAM/flash limits), connects, deploys (a board gets a patch
 //      of the fragment it holds: coord/fragment_patch.h), and
-//   5. runs the failed inference again from its first layer.
+//   5. resumes the failed inference from the first layer that some board
+//      had not finished and verified (Coordinator::resume: the inputs of
+//      the layers after it that earlier ones made come from the verified
+//      reference tensors), or runs it again from its first layer when
+//      nothing was verified or no reference was given.
 // Before each later inference, a dropped board that answers again at its
 // address (a fresh connection, HELLO and a PROBE echo) rejoins: the model is
 // re-planned on the boards in use plus it and deployed (try_rejoin).
@@ -95,6 +99,7 @@ struct FailoverEvent {
   double recover_s = 0;     // failure seen -> boards left re-planned and deployed
   int64_t redeploy_bytes = 0;  // fragment bytes sent by that re-deploy (patches and whole fragments)
   int64_t full_deploy_bytes = 0;  // the re-plan's fragments whole: what sending them all would take
+  int resumed_at = 0;       // the layer the interrupted inference went on from (0: from the start)
 };
 
 // A dropped board taken back (it answered again at its address).
@@ -127,7 +132,10 @@ class Swarm {
   // New board numbers (e.g. measured links) for the boards in use: re-plan.
   void replan(const plan::Testbed& tb);
   DeployResult deploy();
-  InferenceResult infer(const std::vector<int8_t>& input);
+  // With `reference` (run_int8_all of the input: what the digests are
+  // checked against), an inference a failover interrupts resumes from the
+  // layers every board had finished and verified; without, it starts again.
+  InferenceResult infer(const std::vector<int8_t>& input, const std::vector<std::vector<int8_t>>* reference = nullptr);
   // Coordinator::infer_pipelined on the boards in use (direct route). No
   // failover inside a pipelined batch: the first board failure ends it with
   // a BoardError naming the board, the layer and the inference.
@@ -160,6 +168,9 @@ class Swarm {
   bool failover_applies() const;
   plan::Testbed sub_testbed() const;
   void recover(const BoardError& first, int inference);
+  // After a failure of the inference in progress on the current plan: the
+  // layer it can resume from (layers before `from` were verified earlier).
+  int resumable(const std::vector<std::vector<int8_t>>& reference, int from) const;
   void note(const std::string& line);
   void flush_notes();
   std::vector<std::string> notes_;

@@ -1,5 +1,7 @@
 #include "coord/verify.h"
 
+#include <algorithm>
+
 #include <cinttypes>
 #include <cstdio>
 
@@ -36,6 +38,13 @@ Verification verify_layers(const std::vector<std::vector<ExpectedDigest>>& expec
   v.layers = int(expected.size());
   v.layer_ok.assign(expected.size(), 0);
   for (size_t node = 0; node < expected.size(); ++node) {
+    if (int(node) < r.resumed_from) {
+      // Checked before the failover the inference resumed after
+      // (verified_prefix), on the boards of the plan then.
+      ++v.verified_layers;
+      v.layer_ok[node] = 1;
+      continue;
+    }
     bool all = true;
     for (size_t w = 0; w < expected[node].size(); ++w) {
       const ExpectedDigest& want = expected[node][w];
@@ -56,6 +65,18 @@ Verification verify_layers(const std::vector<std::vector<ExpectedDigest>>& expec
     v.layer_ok[node] = all;
   }
   return v;
+}
+
+int verified_prefix(const std::vector<std::vector<ExpectedDigest>>& expected, const std::vector<BoardRunStats>& boards,
+                    int from) {
+  for (size_t node = size_t(std::max(0, from)); node < expected.size(); ++node)
+    for (size_t w = 0; w < expected[node].size(); ++w) {
+      const ExpectedDigest& want = expected[node][w];
+      if (want.outputs == 0) continue;
+      if (w >= boards.size() || node >= boards[w].layer_digest.size()) return int(node);
+      if (boards[w].layer_outputs[node] != want.outputs || boards[w].layer_digest[node] != want.digest) return int(node);
+    }
+  return int(expected.size());
 }
 
 std::string describe_mismatch(const QGraph& q, const Verification& v, const std::string& board_address) {

@@ -38,7 +38,16 @@ struct Verification {
   bool ok() const { return board < 0; }
 };
 
+// Layers before r.resumed_from count as verified: they were checked (by
+// verified_prefix) before the failover the inference resumed after.
 Verification verify_layers(const std::vector<std::vector<ExpectedDigest>>& expected, const InferenceResult& r);
+
+// The first layer from `from` on for which some board's DONE (boards: per
+// plan worker, Coordinator::last_progress) is missing or differs from the
+// reference: the layers before it were finished and verified on every board
+// (layers before `from` were, earlier). expected.size() if all were.
+int verified_prefix(const std::vector<std::vector<ExpectedDigest>>& expected, const std::vector<BoardRunStats>& boards,
+                    int from);
 
 // One line for a failed verification, e.g. "board 1 (127.0.0.1:4000):
 // outputs differ from the int8 reference at layer 20 'block_2_add' (digest

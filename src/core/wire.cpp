@@ -12,7 +12,7 @@ namespace ts::wire {
 // ---------------------------------------------------------------------------
 
 bool is_known_type(uint8_t raw) {
-  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Patch);
+  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Resume);
 }
 
 const char* msg_type_name(MsgType t) {
@@ -34,6 +34,7 @@ const char* msg_type_name(MsgType t) {
     case MsgType::Auth: return "AUTH";
     case MsgType::Inputs: return "INPUTS";
     case MsgType::Patch: return "PATCH";
+    case MsgType::Resume: return "RESUME";
   }
   return "UNKNOWN";
 }
@@ -47,6 +48,7 @@ bool payload_len_ok(MsgType t, size_t len) {
     case MsgType::Done: return len == DonePayload::kSize;
     case MsgType::Error: return len >= ErrorPayload::kMinSize && len <= ErrorPayload::kMaxSize;
     case MsgType::Run:
+    case MsgType::Resume:
     case MsgType::Reset:
     case MsgType::Bye: return len == 0;
     case MsgType::Peers: return len >= kPeerEntryBytes && len % kPeerEntryBytes == 0;

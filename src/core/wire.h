@@ -146,6 +146,8 @@ enum class MsgType : uint8_t {
                    //   operand `offset >> 28` (element bits 0); InputBlock payload
   Patch = 17,      // C->B  a fragment staged as a delta of the one the board holds:
                    //   copies from it and new bytes, from byte `offset`; PatchOp payload
+  Resume = 18,     // C->B  the next inference starts at `layer`: what earlier layers
+                   //   made comes from the coordinator (LayerScheduler); no payload
 };
 
 // INPUT frames carry the operand index in the top bits of their offset.

@@ -235,6 +235,12 @@ Verdict Worker::on_control(int link, const FrameHeader& h, const uint8_t* payloa
       if (v != Verdict::Ok) return v;
       return sched_.drive() ? Verdict::Ok : Verdict::Fail;
     }
+    case MsgType::Resume: {
+      if (!links_.send_ack_if_due(link)) return Verdict::Fail;
+      const Verdict v = sched_.on_resume(link, h);
+      if (v != Verdict::Ok) return v;
+      return sched_.drive() ? Verdict::Ok : Verdict::Fail;
+    }
     case MsgType::Reset:
       abort_layer();
       break;

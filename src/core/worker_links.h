@@ -55,7 +55,10 @@ class LinkSet {
 
   // The coordinator's link, or -1.
   int coord() const { return coord_; }
-  void set_coord(int link) { coord_ = link; }
+  void set_coord(int link) {
+    coord_ = link;
+    coord_held_ = false;
+  }
 
   // A new connection on `link`: resets its state and sends HELLO (naming
   // this board by plan index when it dials a peer, link_to()).
@@ -66,8 +69,14 @@ class LinkSet {
   // The link to board `worker` (plan index), opened through the port if
   // there is none; -1 if it cannot be opened.
   int link_to(uint16_t worker);
-  // Writes what the boards we exchange with wait for before a compute.
-  void flush_peers();
+  // Before a compute: writes what the boards we exchange with wait for, and
+  // the coordinator's link once it has held frames (DONE reports: they are
+  // gathered, one write for many) for kReportEveryUs, so the coordinator
+  // knows how far a board got, to within that, also if the board dies in
+  // the compute that follows (a failover resumes after the layers every
+  // board reported).
+  void flush_before_compute();
+  static constexpr uint32_t kReportEveryUs = 1000;
 
   // One frame of `len` payload bytes out on `link`, built in the transmit
   // buffer (the payload may already lie at tx() + wire::kHeaderSize).
@@ -93,6 +102,10 @@ class LinkSet {
   uint8_t* tx_ = nullptr;
   Link links_[kMaxLinks];
   int coord_ = -1;
+  // Frames for the coordinator written to the port but not flushed by us,
+  // since coord_held_us_.
+  bool coord_held_ = false;
+  uint32_t coord_held_us_ = 0;
   int32_t connecting_peer_ = -1;  // plan index of the peer link_to() is opening, else -1
   uint64_t nonces_ = 0;
   // Inference tag of the inference this board is on, or last finished: its

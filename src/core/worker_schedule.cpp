@@ -74,6 +74,8 @@ void LayerScheduler::init(const WorkerConfig* cfg, Port* port, WorkerStats* stat
 void LayerScheduler::reset() {
   for (Open& o : open_) o = Open();
   cursor_ = deploy_->layer_count();
+  resume_at_ = 0;
+  n_in_place_ = 0;
   touched_ = 0;
 }
 
@@ -182,7 +184,11 @@ Verdict LayerScheduler::admit(int link, const FrameHeader& h, const FragLayer& e
   *slot = find_open(h.layer);
   if (*slot) return early() ? Verdict::Hold : Verdict::Ok;
   if (idle()) {
-    if (cursor_ >= n_layers) ready_us_ = port_->now_us();  // this frame starts an inference here
+    if (cursor_ >= n_layers) {  // this frame starts an inference here
+      ready_us_ = port_->now_us();
+      resume_at_ = 0;
+      n_in_place_ = 0;
+    }
     if (from_coord) cursor_ = h.layer;
     else if (cursor_ >= n_layers) cursor_ = deploy_->first_active();
   } else if (from_coord && h.layer != cursor_) {
@@ -214,7 +220,8 @@ Verdict LayerScheduler::on_input(int link, const FrameHeader& h, const uint8_t* 
     if (v != Verdict::Ok) return v;
     return on_partial(link, h, payload, e, slot);
   }
-  if (k >= e.desc.n_inputs || e.n_runs[k] == 0 || (blocks && e0 != 0)) {
+  if (k >= e.desc.n_inputs || (e.n_runs[k] == 0 && !cut(e, int(k)) && !in_place_cut(e.node, int(k))) ||
+      (blocks && e0 != 0)) {
     links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input operand not expected");
     return Verdict::Fail;
   }
@@ -224,8 +231,8 @@ Verdict LayerScheduler::on_input(int link, const FrameHeader& h, const uint8_t* 
   if (blocks) return on_blocks(link, h, payload, e, slot);
   // One run: it must lie inside one of this board's routing runs.
   const uint32_t n = h.payload_len;
-  RunFinder runs(e.runs[k], e.n_runs[k]);
-  if (!runs.covers(e0, n) || slot->received[k] + n > e.expected[k]) {
+  RunFinder runs(e.runs[k], e.n_runs[k]), local(e.local[k], e.n_local[k]);
+  if (!may_receive(e, k, runs, local, e0, n) || slot->received[k] + n > expected(e, int(k))) {
     links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
     return Verdict::Fail;
   }
@@ -244,16 +251,16 @@ Verdict LayerScheduler::on_blocks(int link, const FrameHeader& h, const uint8_t*
   size_t pos = 0;
   wire::InputBlock b;
   uint32_t total = 0;
-  RunFinder runs(e.runs[k], e.n_runs[k]);
+  RunFinder runs(e.runs[k], e.n_runs[k]), local(e.local[k], e.n_local[k]);
   while (wire::next_input_block(payload, h.payload_len, &pos, &b))
     for (uint32_t j = 0; j < b.count; ++j) {
-      if (!runs.covers(b.first + j * b.stride, b.len)) {
+      if (!may_receive(e, k, runs, local, b.first + j * b.stride, b.len)) {
         links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
         return Verdict::Fail;
       }
       total += b.len;
     }
-  if (slot->received[k] + total > e.expected[k]) {
+  if (slot->received[k] + total > expected(e, int(k))) {
     links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "more input than the routing slice");
     return Verdict::Fail;
   }
@@ -326,7 +333,7 @@ Verdict LayerScheduler::on_run(int link, const FrameHeader& h) {
   }
   if (v != Verdict::Ok) return v;
   for (int k = 0; k < e.desc.n_inputs; ++k)
-    if (slot->received[k] != e.expected[k]) {
+    if (slot->received[k] != expected(e, k)) {
       links_->send_error(link, ErrorCode::NotReady, h.seq, "run before all inputs arrived");
       return Verdict::Fail;
     }
@@ -335,11 +342,86 @@ Verdict LayerScheduler::on_run(int link, const FrameHeader& h) {
   return Verdict::Ok;
 }
 
+Verdict LayerScheduler::on_resume(int link, const FrameHeader& h) {
+  if (!deploy_->have() || h.deployment != deploy_->plan_id()) {
+    links_->send_error(link, ErrorCode::WrongDeployment, h.seq, "resume for another deployment");
+    return Verdict::Fail;
+  }
+  const uint32_t n_layers = deploy_->layer_count();
+  const char* refused = nullptr;
+  if (!(idle() && cursor_ >= n_layers)) refused = "resume during an inference";
+  else if (h.layer == 0 || h.layer >= n_layers) refused = "resume at no layer after the first";
+  else if (!find_in_place_cuts(h.layer)) refused = "resume across more in-place outputs than a board tracks";
+  if (refused) {
+    n_in_place_ = 0;
+    links_->send_error(link, ErrorCode::NotReady, h.seq, refused);
+    return Verdict::Fail;
+  }
+  ready_us_ = port_->now_us();
+  resume_at_ = h.layer;
+  cursor_ = h.layer;
+  while (cursor_ < n_layers && !deploy_->active(cursor_)) ++cursor_;
+  return Verdict::Ok;
+}
+
+bool LayerScheduler::find_in_place_cuts(uint32_t layer) {
+  n_in_place_ = 0;
+  const FragmentReader& f = deploy_->fragment();
+  FragLayer p, home;
+  for (uint32_t i = 0; i < layer; ++i) {
+    if (f.layer(i, &p) != FragStatus::Ok) return false;
+    if (!p.active() || !p.out_pitch || p.out_until < layer || p.out_until >= f.layer_count()) continue;
+    InPlaceCut c;
+    if (!p.whole_rows(&c.c0, &c.c1, &c.y0, &c.y1) || f.layer(p.out_until, &home) != FragStatus::Ok) return false;
+    // The home operand: the window the outputs were computed into.
+    c.k = -1;
+    for (int k = 0; k < home.desc.n_inputs; ++k) {
+      const uint32_t bytes = uint32_t(home.box[k].elems(home.desc.in[k].w));
+      if (bytes && p.out_at >= home.box_at[k] && p.out_at < home.box_at[k] + bytes) c.k = k;
+    }
+    if (c.k < 0 || n_in_place_ == kMaxInPlaceCuts) return false;
+    c.home = p.out_until;
+    c.elems = p.out_elems;
+    in_place_[n_in_place_++] = c;
+  }
+  return true;
+}
+
+const LayerScheduler::InPlaceCut* LayerScheduler::in_place_cut(uint32_t node, int k) const {
+  if (resume_at_ == 0) return nullptr;
+  for (int i = 0; i < n_in_place_; ++i)
+    if (in_place_[i].home == node && in_place_[i].k == k) return &in_place_[i];
+  return nullptr;
+}
+
+uint32_t LayerScheduler::expected(const FragLayer& e, int k) const {
+  uint32_t n = e.expected[k];
+  if (cut(e, k))
+    for (uint32_t j = 0; j < e.n_local[k]; ++j) n += le::get_u32(e.local[k] + j * frag::kRunBytes + 4);
+  if (const InPlaceCut* c = in_place_cut(e.node, k)) n += c->elems;
+  return n;
+}
+
+bool LayerScheduler::may_receive(const FragLayer& e, uint32_t k, RunFinder& runs, RunFinder& local, uint32_t e0,
+                                 uint32_t n) const {
+  if (runs.covers(e0, n) || (cut(e, int(k)) && local.covers(e0, n))) return true;
+  const InPlaceCut* c = in_place_cut(e.node, int(k));
+  if (!c || n == 0) return false;
+  // Inside the rows computed in place: both ends in them, and in one
+  // channel unless the rows are whole channels.
+  const Dims& X = e.desc.in[k];
+  const uint32_t w = uint32_t(X.w), hw = uint32_t(X.h) * w;
+  const uint32_t last = e0 + n - 1;
+  const int32_t ca = int32_t(e0 / hw), ya = int32_t(e0 % hw / w), cb = int32_t(last / hw), yb = int32_t(last % hw / w);
+  auto inside = [&](int32_t ch, int32_t y) { return ch >= c->c0 && ch < c->c1 && y >= c->y0 && y < c->y1; };
+  return inside(ca, ya) && inside(cb, yb) && (ca == cb || (c->y0 == 0 && c->y1 == X.h));
+}
+
 // Local runs: this board's own outputs of an earlier layer, copied into the
 // windows of layer e.
 bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
   for (int k = 0; k < e.desc.n_inputs; ++k) {
-    if (e.n_local[k] == 0) continue;
+    if (e.n_local[k] == 0 || cut(e, k)) continue;
     // (Decoded here, not through the entry cache, which may hold e.)
     FragLayer src;
     if (deploy_->fragment().layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
@@ -459,7 +541,7 @@ void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_
 bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   *started = false;
   for (int k = 0; k < e.desc.n_inputs; ++k)
-    if ((slot ? slot->received[k] : 0u) != e.expected[k]) return true;
+    if ((slot ? slot->received[k] : 0u) != expected(e, k)) return true;
   if ((e.flags & kEntryRunTrigger) && !(slot && slot->run)) return true;
   if (e.partial() && !slot) {
     slot = new_slot(uint16_t(e.node));
@@ -477,9 +559,11 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
                     e.box[k].h0, e.box[k].h1 - e.box[k].h0};
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
   touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
-  // What the boards we exchange with wait for (our last layer's sends, our
-  // ACKs) goes out before we are busy.
-  links_->flush_peers();
+  // What the others wait for goes out before we are busy (our last layer's
+  // sends, our ACKs; DONE reports at most kReportEveryUs late: written before
+  // every compute they cost 30 % of the 3-board latency on host boards,
+  // 6.6 -> 8.7 ms).
+  links_->flush_before_compute();
   const uint32_t t0 = port_->now_us();
   if (!(e.partial() && slot->ps_done)) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (e.partial() && !slot->ps_done) {

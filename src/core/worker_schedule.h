@@ -6,6 +6,12 @@
 // RUN came, when it needs one), computes its share from the arena (a reduced
 // layer in two phases, core/partial.h) and hands its results to the sender.
 //
+// A resumed inference (RESUME, after a failover): the board starts at the
+// layer named and computes nothing before it. Every input operand of a later
+// layer that an earlier layer made (its *cut* operands) comes from the
+// coordinator, the runs this board would have copied from its own earlier
+// outputs (local runs) included; nothing is copied locally for them.
+//
 // Portable C++17: no heap, no exceptions, no RTTI, no OS calls.
 #pragma once
 
@@ -36,6 +42,18 @@ class LayerScheduler {
 
   Verdict on_input(int link, const wire::FrameHeader& h, const uint8_t* payload);
   Verdict on_run(int link, const wire::FrameHeader& h);
+  // RESUME: only at rest (between inferences).
+  Verdict on_resume(int link, const wire::FrameHeader& h);
+  // Layers before the resume point that computed their outputs in place into
+  // a later layer's window (FragLayer::out_pitch): that window's rows come
+  // from the coordinator. At most kMaxInPlaceCuts (RESUME refused past it).
+  struct InPlaceCut {
+    uint32_t home = 0;  // the layer whose window holds them (out_until)
+    int k = 0;          // its operand
+    int32_t c0 = 0, c1 = 0, y0 = 0, y1 = 0;  // the rows: channels x rows, full width
+    uint32_t elems = 0;
+  };
+  static constexpr int kMaxInPlaceCuts = 8;
   // Starts ready layers and sends their results while the windows allow;
   // false if a link or a layer failed.
   bool drive();
@@ -62,6 +80,17 @@ class LayerScheduler {
   // needs one); sets *started.
   bool start(const FragLayer& e, Open* slot, bool* started);
   bool copy_local_inputs(const FragLayer& e);
+  // Operand k of e is cut: a resumed inference, and its local runs come from
+  // a layer before the one it resumed at.
+  bool cut(const FragLayer& e, int k) const {
+    return resume_at_ > 0 && e.n_local[k] > 0 && e.local_layer[k] < resume_at_;
+  }
+  // The in-place cut that lands in operand k of layer `node`, or nullptr.
+  const InPlaceCut* in_place_cut(uint32_t node, int k) const;
+  // Elements of operand k that arrive over the network in this inference.
+  uint32_t expected(const FragLayer& e, int k) const;
+  // Whether [e0, e0 + n) of operand k may arrive over the network.
+  bool may_receive(const FragLayer& e, uint32_t k, RunFinder& runs, RunFinder& local, uint32_t e0, uint32_t n) const;
   bool sums_phase(const FragLayer& e, Open* slot, uint32_t t0);
   KernelStatus compute(const FragLayer& e, Open* slot, const View* views, int8_t* out);
   void finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us);
@@ -82,6 +111,11 @@ class LayerScheduler {
   uint32_t fixed_ = 0;  // the arena's fixed part (the transmit buffer)
   // The next layer to run, and the layers receiving inputs.
   uint32_t cursor_ = 0;
+  // The layer the inference in progress resumed at (RESUME), 0 = none.
+  uint32_t resume_at_ = 0;
+  InPlaceCut in_place_[kMaxInPlaceCuts];
+  int n_in_place_ = 0;
+  bool find_in_place_cuts(uint32_t layer);
   // Board clock (Port::now_us) when the board became ready for its next
   // layer: its last layer's results handed over, or the first frame of an
   // inference; and the wait of the layer in progress (ready -> start).
