@@ -9,7 +9,7 @@
 //   0xFE L                       every INPUT run of layer L (mod layers),
 //                                with the reference run's activations
 //   other: type flags layer(2) offset(4) len(2) payload...
-//     type = byte % 17 + 1 (every type); flags bit0 LAST, bit1 ACK_REQ, bit2 wrong
+//     type = byte % kLastMsgType + 1 (every type); flags bit0 LAST, bit1 ACK_REQ, bit2 wrong
 //     seq, bit3 wrong deployment, bit4 reconnect first, bit5 a wrong tag
 // An input whose first byte is 0xFD runs an authenticated board (it holds a
 // key, core/auth.h): on every connection the harness answers HELLO with
@@ -383,7 +383,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (n > size - pos) n = size - pos;
       if (n > wire::kMaxPayload) n = wire::kMaxPayload;
       if (flags & 16) H.connect();
-      H.frame(MsgType(kind % uint8_t(MsgType::Patch) + 1), layer, offset, data + pos, n, uint16_t(flags & 3), flags);
+      H.frame(MsgType(kind % uint8_t(wire::kLastMsgType) + 1), layer, offset, data + pos, n, uint16_t(flags & 3), flags);
       pos += n;
     }
   }

@@ -182,6 +182,16 @@ void model_seeds() {
     put("worker", "patch", record(MsgType::Patch, 0, 0, 0, pp) + record(MsgType::Commit, 1, 0, 0, payload(c1)));
     put("wire", "patch", frame(MsgType::Patch, 1, 0, 0, pp));
   }
+  // A resumed inference: RESUME at layer 2, then every layer's inputs from
+  // the reference and RUN from there on.
+  {
+    std::string resumed = record(MsgType::Resume, 1, 2, 0, "");
+    for (size_t i = 2; i < q.nodes.size(); ++i) {
+      resumed += std::string{char(0xFE), char(i)};
+      resumed += record(MsgType::Run, 1, uint16_t(i), 0, "");
+    }
+    put("worker", "resume", resumed);
+  }
   // The same board holding a key: every record runs in an authenticated
   // session (0xFD first, see fuzz_worker.cpp); one record with a bad tag.
   put("worker", "auth_inference", std::string(1, char(0xFD)) + all);

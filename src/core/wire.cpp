@@ -12,7 +12,7 @@ namespace ts::wire {
 // ---------------------------------------------------------------------------
 
 bool is_known_type(uint8_t raw) {
-  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(MsgType::Resume);
+  return raw >= uint8_t(MsgType::Hello) && raw <= uint8_t(kLastMsgType);
 }
 
 const char* msg_type_name(MsgType t) {

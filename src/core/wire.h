@@ -150,6 +150,9 @@ enum class MsgType : uint8_t {
                    //   made comes from the coordinator (LayerScheduler); no payload
 };
 
+// The highest type value (types are 1..kLastMsgType).
+constexpr MsgType kLastMsgType = MsgType::Resume;
+
 // INPUT frames carry the operand index in the top bits of their offset.
 constexpr uint32_t kOperandShift = 28;
 constexpr uint32_t kElementMask = (1u << kOperandShift) - 1u;
