@@ -445,16 +445,31 @@ void peer_hello(Driver& d, uint32_t deployment) {
   d.collect();
 }
 
-// A board that loses the link to a peer of its deployment says so to the
-// coordinator at once (an ERROR naming the peer), so the coordinator can
-// decide instead of waiting for its deadline; a link of an older deployment
-// closing is no news.
+// A board that loses the link to a peer of its deployment in an inference
+// says so to the coordinator at once (an ERROR naming the peer), so the
+// coordinator can decide instead of waiting for its deadline; the same link
+// closing between inferences (an idle limit, a peer that went while nothing
+// was owed) is no news, and neither is a link of an older deployment.
 TEST(WorkerPeers, LostPeerLinkIsReportedToTheCoordinator) {
   const auto& f = fixture();
   Driver d(8);
   ASSERT_TRUE(d.deploy(f.frags[0]));
   peer_hello(d, f.p.plan_id);
   ASSERT_TRUE(d.w.link_open(1));
+  d.got.clear();
+  d.w.on_disconnect(1);  // at rest: quiet
+  d.collect();
+  EXPECT_FALSE(d.saw(MsgType::Error)) << d.last_error();
+  EXPECT_EQ(d.w.stats().peers_lost, 0u);
+
+  // In an inference: part of the first layer's inputs came.
+  size_t n = 0;
+  while (f.p.workers[0].layers[n].run.empty()) ++n;
+  const auto& s = f.p.workers[0].layers[n];
+  const auto& r = s.inputs[0].runs[0];
+  ASSERT_TRUE(d.raw(MsgType::Input, uint16_t(n), core::input_offset(0, r.offset),
+                    reinterpret_cast<const uint8_t*>(f.ref[s.inputs[0].tensor].data()) + r.offset, 1, 0));
+  peer_hello(d, f.p.plan_id);
   d.got.clear();
   d.w.on_disconnect(1);
   d.collect();

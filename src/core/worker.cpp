@@ -42,7 +42,7 @@ bool Worker::on_connect(int link) {
 
 void Worker::on_disconnect(int link) {
   if (!LinkSet::valid(link)) return;
-  links_.lost(link);
+  links_.lost(link, sched_.at_rest());
   if (link == links_.coord()) {
     links_.set_coord(-1);
     abort_layer();

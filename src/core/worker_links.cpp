@@ -67,14 +67,17 @@ bool LinkSet::connect(int link) {
   return send_frame(link, MsgType::Hello, 0, 0, l.hello, uint16_t(n), wire::kFlagLast, true);
 }
 
-void LinkSet::lost(int link) {
-  // A link to a board of the current deployment closed: that board may be
-  // gone, and what it owed us (or we owed it) will not arrive. Say so to the
-  // coordinator at once, so it decides (docs/reliability.md) instead of
-  // waiting for its deadline.
+void LinkSet::lost(int link, bool at_rest) {
+  // A link to a board of the current deployment closed during an inference:
+  // that board may be gone, and what it owed us (or we owed it) will not
+  // arrive. Say so to the coordinator at once, so it decides
+  // (docs/reliability.md) instead of waiting for its deadline. Between
+  // inferences nothing is owed: the link closes quietly (an idle limit
+  // closed it, or the peer went), and the next inference opens it again or
+  // fails to, and says so then.
   const Link& was = links_[link];
-  if (was.open && link != coord_ && was.worker >= 0 && deploy_->have() && was.deployment == deploy_->plan_id() &&
-      coord_ >= 0 && links_[coord_].open) {
+  if (was.open && !at_rest && link != coord_ && was.worker >= 0 && deploy_->have() &&
+      was.deployment == deploy_->plan_id() && coord_ >= 0 && links_[coord_].open) {
     stats_->peers_lost++;
     char text[48] = "lost the link to peer board ";
     size_t n = 0;

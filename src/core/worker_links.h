@@ -64,8 +64,9 @@ class LinkSet {
   // this board by plan index when it dials a peer, link_to()).
   bool connect(int link);
   // `link` closed: tells the coordinator when it led to a board of the
-  // current deployment (ERROR PeerLost), and forgets it.
-  void lost(int link);
+  // current deployment and the board is in an inference (not `at_rest`):
+  // ERROR PeerLost; and forgets it.
+  void lost(int link, bool at_rest);
   // The link to board `worker` (plan index), opened through the port if
   // there is none; -1 if it cannot be opened.
   int link_to(uint16_t worker);
