@@ -65,7 +65,7 @@ void expect_survived(const nlohmann::json& j, int started, int board, int layer,
   }
   EXPECT_EQ(f[0].at("inference").get<int>(), 0);
   EXPECT_EQ(f[0].at("boards_left").get<int>(), started - 1);
-  EXPECT_GT(f[0].at("redeploy_bytes").get<int64_t>(), 0);
+  EXPECT_GT(f[0].at("redeployed_bytes").get<int64_t>(), 0);
   EXPECT_NE(f[0].at("reason").get<std::string>().find(reason_word), std::string::npos) << f[0].dump();
   // The inference went on from a layer no later than the one the board
   // failed at, every layer before it reported and verified.
@@ -139,8 +139,8 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   const auto& f = j.at("failovers")[0];
   const double full = j.at("deploy").at("full_bytes").get<double>();
   EXPECT_EQ(j.at("deploy").at("bytes").get<double>(), full);  // the first deploy: every fragment whole
-  EXPECT_LE(f.at("redeploy_bytes").get<double>(), 0.25 * full) << f.dump();
-  EXPECT_LE(f.at("redeploy_bytes").get<double>(), 0.25 * f.at("full_deploy_bytes").get<double>()) << f.dump();
+  EXPECT_LE(f.at("redeployed_bytes").get<double>(), 0.25 * full) << f.dump();
+  EXPECT_LE(f.at("redeployed_bytes").get<double>(), 0.25 * f.at("full_deploy_bytes").get<double>()) << f.dump();
   EXPECT_LE(f.at("resumed_at_layer").get<int>(), 30) << f.dump();
 }
 
@@ -296,7 +296,7 @@ TEST_F(FailoverTest, ABoardThatComesBackRejoinsAtTheNextInference) {
   // Board 1 came back empty and gets its fragment whole; boards 0 and 2 get
   // patches of what they hold.
   const auto& back = j.at("rejoins")[0];
-  EXPECT_LT(back.at("redeploy_bytes").get<double>(), 0.6 * back.at("full_deploy_bytes").get<double>()) << back.dump();
+  EXPECT_LT(back.at("redeployed_bytes").get<double>(), 0.6 * back.at("full_deploy_bytes").get<double>()) << back.dump();
   EXPECT_EQ(j.at("workers").get<int>(), 3);
   std::vector<int> ids;
   for (const auto& w : j.at("per_worker")) ids.push_back(w.at("id").get<int>());

@@ -572,7 +572,7 @@ TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
   const auto& f = j.at("failovers")[0];
   EXPECT_EQ(f.at("board").get<int>(), 1);
   EXPECT_EQ(f.at("boards_left").get<int>(), 2);
-  EXPECT_LT(f.at("redeploy_bytes").get<double>(), 0.5 * f.at("full_deploy_bytes").get<double>()) << f.dump();
+  EXPECT_LT(f.at("redeployed_bytes").get<double>(), 0.5 * f.at("full_deploy_bytes").get<double>()) << f.dump();
   EXPECT_GE(f.at("resumed_at_layer").get<int>(), 1) << f.dump();
   EXPECT_LE(f.at("resumed_at_layer").get<int>(), 20) << f.dump();
   EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());

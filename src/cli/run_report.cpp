@@ -128,12 +128,12 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
   for (const auto& f : r.failovers)
     jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
                   {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
-                  {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeploy_bytes", f.redeploy_bytes},
+                  {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeployed_bytes", f.redeployed_bytes},
                   {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at}});
   nlohmann::json jr = nlohmann::json::array();
   for (const auto& e : r.rejoins)
     jr.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
-                  {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeploy_bytes", e.redeploy_bytes},
+                  {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeployed_bytes", e.redeployed_bytes},
                   {"full_deploy_bytes", e.full_deploy_bytes}});
   int64_t board_to_board = 0;
   for (const auto& wp : r.plan.workers)
@@ -219,8 +219,8 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
                 f.board_id, f.address.c_str(),
                 f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
                 f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
-                f.reason.c_str(), f.boards_left, f.recover_s, human_bytes(f.redeploy_bytes).c_str(),
-                f.full_deploy_bytes ? 100.0 * double(f.redeploy_bytes) / double(f.full_deploy_bytes) : 0.0,
+                f.reason.c_str(), f.boards_left, f.recover_s, human_bytes(f.redeployed_bytes).c_str(),
+                f.full_deploy_bytes ? 100.0 * double(f.redeployed_bytes) / double(f.full_deploy_bytes) : 0.0,
                 f.inference < 0 ? "before any inference"
                 : f.resumed_at > 0 ? ("the inference resumed at layer " + std::to_string(f.resumed_at) + " '" +
                                       q.nodes[size_t(f.resumed_at)].name + "'").c_str()

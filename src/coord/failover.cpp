@@ -269,7 +269,7 @@ void Swarm::recover(const BoardError& first, int inference) {
     for (size_t k = first_event; k < events_.size(); ++k) {
       events_[k].recover_s = seconds_since(t0);
       events_[k].boards_left = int(alive_.size());
-      events_[k].redeploy_bytes = dep.bytes;
+      events_[k].redeployed_bytes = dep.bytes;
       events_[k].full_deploy_bytes = dep.full_bytes;
     }
     last_deploy_ = dep;
@@ -355,7 +355,7 @@ void Swarm::try_rejoin(int inference) {
     ev.inference = inference;
     ev.boards = int(alive_.size());
     ev.rejoin_s = seconds_since(t0);
-    ev.redeploy_bytes = dep.bytes;
+    ev.redeployed_bytes = dep.bytes;
     ev.full_deploy_bytes = dep.full_bytes;
     rejoins_.push_back(ev);
     note("board " + std::to_string(b) + " (" + addr_[size_t(b)] + ") answers again: rejoined before inference " +

@@ -97,7 +97,7 @@ struct FailoverEvent {
   int inference = -1;       // which inference (0-based count); -1 = during the first deploy
   int boards_left = 0;      // boards in use after the re-plan
   double recover_s = 0;     // failure seen -> boards left re-planned and deployed
-  int64_t redeploy_bytes = 0;  // fragment bytes sent by that re-deploy (patches and whole fragments)
+  int64_t redeployed_bytes = 0;  // fragment bytes sent by that re-deploy (patches and whole fragments)
   int64_t full_deploy_bytes = 0;  // the re-plan's fragments whole: what sending them all would take
   int resumed_at = 0;       // the layer the interrupted inference went on from (0: from the start)
 };
@@ -110,7 +110,7 @@ struct RejoinEvent {
   int inference = -1;       // the inference it was back for (0-based count)
   int boards = 0;           // boards in use after the re-plan
   double rejoin_s = 0;      // check, re-plan and deploy
-  int64_t redeploy_bytes = 0;
+  int64_t redeployed_bytes = 0;
   int64_t full_deploy_bytes = 0;
 };
 
