@@ -171,6 +171,11 @@ bool Swarm::healthy(int board, std::string* why, std::chrono::milliseconds limit
 DeployResult Swarm::install(std::unique_ptr<plan::Plan> next) {
   plan_ = std::move(next);
   ++generation_;
+  return connect_and_deploy();
+}
+
+DeployResult Swarm::connect_and_deploy() {
+  last_used_ = Clock::now();
   CoordOptions copt;
   copt.timeout = opt_.timeout;
   copt.progress = opt_.progress;
@@ -281,6 +286,7 @@ void Swarm::recover(const BoardError& first, int inference) {
 }
 
 DeployResult Swarm::deploy() {
+  last_used_ = Clock::now();
   try {
     return deploy_held();
   } catch (const BoardError& e) {
@@ -371,13 +377,27 @@ int Swarm::resumable(const std::vector<std::vector<int8_t>>& reference, int from
   return std::min(verified_prefix(expected, coord_->last_progress(), from), int(q_.nodes.size()) - 1);
 }
 
+void Swarm::relink() {
+  if (coord_) coord_->close();
+  coord_.reset();
+  try {
+    connect_and_deploy();
+  } catch (const BoardError& e) {
+    if (!failover_applies()) throw;
+    recover(e, inferences_ - 1);
+  }
+}
+
 InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector<std::vector<int8_t>>* reference) {
   const int k = inferences_++;
+  if (opt_.relink_after.count() > 0 && Clock::now() - last_used_ > opt_.relink_after) relink();
   if (failover_applies() && alive_.size() < tb_.boards.size()) try_rejoin(k);
   int from = 0;
   for (;;) {
     try {
-      return coord_->resume(input, ResumePoint{from, reference});
+      InferenceResult r = coord_->resume(input, ResumePoint{from, reference});
+      last_used_ = Clock::now();
+      return r;
     } catch (const BoardError& e) {
       if (!failover_applies()) throw;
       if (reference) from = resumable(*reference, from);

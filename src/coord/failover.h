@@ -79,6 +79,12 @@ struct SwarmOptions {
   // `run --emulate`: the coordinator's link, paced as the simulator models it
   // (net/link_shaper.h), shared by its links to every board. nullptr = off.
   std::shared_ptr<net::LinkShaper> link;
+  // An inference after the swarm was idle this long opens its links again
+  // first (handshake; every board still holds its fragment, so the deploy
+  // sends nothing), so that a board's idle limit (`worker --idle-timeout`,
+  // 60 s by default), which closes a silent coordinator link, never looks
+  // like a failure. 0 = never.
+  std::chrono::milliseconds relink_after{20000};
 };
 
 // One board dropped from the swarm.
@@ -154,6 +160,9 @@ class Swarm {
 
  private:
   DeployResult install(std::unique_ptr<plan::Plan> next);
+  // A coordinator on fresh links to the boards in use, handshake and deploy
+  // of the current plan.
+  DeployResult connect_and_deploy();
   // Coordinator::deploy on the boards in use, with what each is known to hold.
   DeployResult deploy_held();
   std::vector<std::unique_ptr<BoardLink>> connect(const std::vector<int>& boards);
@@ -168,6 +177,8 @@ class Swarm {
   bool failover_applies() const;
   plan::Testbed sub_testbed() const;
   void recover(const BoardError& first, int inference);
+  // Fresh links to the boards in use, the plan unchanged (relink_after).
+  void relink();
   // After a failure of the inference in progress on the current plan: the
   // layer it can resume from (layers before `from` were verified earlier).
   int resumable(const std::vector<std::vector<int8_t>>& reference, int from) const;
@@ -192,6 +203,7 @@ class Swarm {
   // patches against it), or null.
   std::vector<HeldFragment> held_;
   int inferences_ = 0;
+  std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ts::coord
