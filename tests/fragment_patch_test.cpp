@@ -19,6 +19,7 @@
 #include "plan/fragment_writer.h"
 #include "plan/plan.h"
 #include "support/boards.h"
+#include "support/tiny_qgraph.h"
 
 namespace {
 
@@ -113,13 +114,7 @@ struct Models {
 const Models& models() {
   static Models m = [] {
     Models x;
-    Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    std::vector<std::vector<float>> inputs(2, std::vector<float>(size_t(g.shape(g.input).size())));
-    for (auto& in : inputs)
-      for (auto& v : in) v = u(rng);
-    x.q = quantize(g, calibrate(g, inputs, CalibOptions{}));
+    x.q = ts::testing::tiny_qgraph(2, 7);
     plan::PlanOptions o;
     o.strategy = "auto";
     x.p3 = plan::make_plan(x.q, plan::default_testbed(3), o);

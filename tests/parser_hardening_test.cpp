@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/tiny_qgraph.h"
 #include "model/fold.h"
 #include "model/image.h"
 #include "model/import_onnx.h"
@@ -161,15 +162,7 @@ TEST(TfjsHardening, InputSizeTheHeadCannotTakeSaysSo) {
 // ---------------------------------------------------------------- .tsqm
 
 const QGraph& small_model() {
-  static const QGraph q = [] {
-    Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
-    std::mt19937 rng(3);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    std::vector<std::vector<float>> inputs(2, std::vector<float>(size_t(g.shape(g.input).size())));
-    for (auto& in : inputs)
-      for (auto& v : in) v = u(rng);
-    return quantize(g, calibrate(g, inputs, CalibOptions{}));
-  }();
+  static const QGraph q = ts::testing::tiny_qgraph(2, 3);
   return q;
 }
 

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "support/mem_flash.h"
+#include "support/tiny_qgraph.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "coord/verify.h"
@@ -68,28 +70,6 @@ TEST(PipelineWire, InferenceTagRoundTripsOnDataFramesOnly) {
 
 // ---- two boards and a coordinator, frame by frame, no sockets ----
 
-class MemFlash final : public core::FlashStore {
- public:
-  uint32_t capacity() const override { return 8u << 20; }
-  bool stage(uint32_t off, const uint8_t* d, uint32_t n) override {
-    if (staging_.size() < off + n) staging_.resize(off + n);
-    std::memcpy(staging_.data() + off, d, n);
-    return true;
-  }
-  const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
-  bool commit(uint32_t size, uint32_t crc) override {
-    if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
-    current_.assign(staging_.begin(), staging_.begin() + size);
-    return true;
-  }
-  const uint8_t* current(uint32_t* size) const override {
-    *size = uint32_t(current_.size());
-    return current_.empty() ? nullptr : current_.data();
-  }
-
- private:
-  std::vector<uint8_t> staging_, current_;
-};
 
 struct Net;
 
@@ -113,7 +93,7 @@ struct Net {
   int B = 0;
   struct Board {
     NetPort port;
-    MemFlash flash;
+    ts::testing::MemFlash flash{8u << 20};
     std::vector<uint8_t> arena = std::vector<uint8_t>(512 * 1024);
     core::Worker w;
     int next_link = 1;
@@ -415,13 +395,7 @@ TEST(PipelineBoards, CoordinatorInputOfTheNextInferenceWhileBusyIsRefused) {
 // (a delay before each of its sends and receives): every inference, in
 // order, bit-exact and every layer digest the reference's.
 TEST(PipelineHost, SlowBoardPipelinedRunIsExact) {
-  Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
-  std::mt19937 r(5);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<std::vector<float>> cal(4, std::vector<float>(size_t(g.shape(g.input).size())));
-  for (auto& x : cal)
-    for (auto& v : x) v = u(r);
-  const QGraph q = quantize(g, calibrate(g, cal, CalibOptions{}));
+  const QGraph q = ts::testing::tiny_qgraph(4, 5);
   const plan::Testbed tb = plan::default_testbed(3);
   plan::PlanOptions po;
   po.strategy = "spatial";

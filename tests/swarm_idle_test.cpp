@@ -16,6 +16,7 @@
 #include "model/quantize.h"
 #include "plan/plan.h"
 #include "support/boards.h"
+#include "support/tiny_qgraph.h"
 #include "support/worker_process.h"
 
 namespace {
@@ -30,13 +31,7 @@ struct Model {
 
 Model tiny_on(const ts::testing::Swarm3& s) {
   Model m;
-  Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<std::vector<float>> inputs(2, std::vector<float>(size_t(g.shape(g.input).size())));
-  for (auto& in : inputs)
-    for (auto& v : in) v = u(rng);
-  m.q = quantize(g, calibrate(g, inputs, CalibOptions{}));
+  m.q = ts::testing::tiny_qgraph(2, 7);
   m.tb = plan::default_testbed(3);
   for (int i = 0; i < 3; ++i) m.tb.boards[size_t(i)].address = s.boards[size_t(i)]->address;
   m.popt.strategy = "spatial";

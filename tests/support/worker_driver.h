@@ -20,11 +20,14 @@
 #include "model/quantize.h"
 #include "plan/fragment_writer.h"
 #include "plan/plan.h"
+#include "mem_flash.h"
+#include "tiny_qgraph.h"
 
 namespace ts::testing::worker_driver {
 
 using namespace ts;
 using wire::MsgType;
+using ts::testing::MemFlash;
 
 using namespace ts;
 using wire::MsgType;
@@ -48,35 +51,6 @@ class MemPort final : public core::Port {
   uint32_t t_ = 0;
 };
 
-class MemFlash final : public core::FlashStore {
- public:
-  explicit MemFlash(uint32_t cap) : cap_(cap) {}
-  uint32_t capacity() const override { return cap_; }
-  bool stage(uint32_t off, const uint8_t* d, uint32_t n) override {
-    if (uint64_t(off) + n > cap_) return false;
-    if (staging_.size() < off + n) staging_.resize(off + n);
-    std::memcpy(staging_.data() + off, d, n);
-    return true;
-  }
-  const uint8_t* staged(uint32_t size) const override { return size <= staging_.size() ? staging_.data() : nullptr; }
-  bool commit(uint32_t size, uint32_t crc) override {
-    if (size > staging_.size() || ts::crc32(staging_.data(), size) != crc) return false;
-    if (full) return false;  // a store that cannot write (a full disk)
-    current_.assign(staging_.begin(), staging_.begin() + size);
-    return true;
-  }
-  const uint8_t* current(uint32_t* size) const override {
-    *size = uint32_t(current_.size());
-    return current_.empty() ? nullptr : current_.data();
-  }
-  std::vector<uint8_t>& committed() { return current_; }  // to damage it in tests
-  const char* commit_error() const override { return full ? "store full: no space left on device" : nullptr; }
-  bool full = false;
-
- private:
-  uint32_t cap_;
-  std::vector<uint8_t> staging_, current_;
-};
 
 // A small real model, quantised and planned for two boards.
 struct Fixture {
@@ -89,13 +63,8 @@ struct Fixture {
 inline const Fixture& fixture() {
   static Fixture f = [] {
     Fixture x;
-    Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0));
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    std::vector<std::vector<float>> inputs(4, std::vector<float>(size_t(g.shape(g.input).size())));
-    for (auto& in : inputs)
-      for (auto& v : in) v = u(rng);
-    x.q = quantize(g, calibrate(g, inputs, CalibOptions{}));
+    std::vector<std::vector<float>> inputs;
+    x.q = tiny_qgraph(4, 7, &inputs);
     x.p = plan::make_plan(x.q, plan::default_testbed(2));
     x.ref = run_int8_all(x.q, quantize_input(x.q, inputs[0]));
     for (int w = 0; w < 2; ++w) x.frags.push_back(plan::write_fragment(x.q, x.p, w));
