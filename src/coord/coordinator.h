@@ -202,7 +202,7 @@ class Coordinator {
   void check_budgets() const;
   // Direct routing: tells every board where the others listen.
   void send_peers();
-  Frame commit(BoardLink& l, const std::vector<uint8_t>& frag) const;
+  Frame commit(BoardLink& l, const wire::CommitPayload& c) const;
   void committed(BoardLink& l, const Frame& f) const;
   const QGraph& q_;
   const plan::Plan* pp_;

@@ -30,12 +30,17 @@ constexpr double kPatchWorthIt = 0.75;
 
 }  // namespace
 
-// COMMIT for `frag`: the board answers DONE (it holds it now) or ERROR.
-Frame Coordinator::commit(BoardLink& l, const std::vector<uint8_t>& frag) const {
+// The COMMIT payload of `frag` (size, CRC-32, SHA-256).
+static wire::CommitPayload commit_payload(const std::vector<uint8_t>& frag) {
   wire::CommitPayload c;
   c.fragment_size = uint32_t(frag.size());
   c.fragment_crc = crc32(frag.data(), frag.size());
   sha256(frag.data(), frag.size(), c.digest);
+  return c;
+}
+
+// COMMIT `c`: the board answers DONE (it holds that fragment now) or ERROR.
+Frame Coordinator::commit(BoardLink& l, const wire::CommitPayload& c) const {
   uint8_t buf[wire::CommitPayload::kSize];
   c.encode(buf, sizeof buf);
   l.send(MsgType::Commit, 0, 0, buf, sizeof buf, wire::kFlagLast, plan().plan_id);
@@ -94,11 +99,12 @@ DeployResult Coordinator::deploy(std::vector<HeldFragment>* held) {
   auto one = [&](int i) {
     BoardLink& l = *links_[size_t(i)];
     const auto& frag = *fragments[size_t(i)];
+    const wire::CommitPayload c = commit_payload(frag);
     const auto done = [&] {
       if (held) (*held)[size_t(i)] = fragments[size_t(i)];
       ++finished;
     };
-    if (commit(l, frag).h.type == MsgType::Done) {  // already holds this fragment
+    if (commit(l, c).h.type == MsgType::Done) {  // already holds this fragment
       ++cached;
       sent_bytes += int64_t(frag.size());
       done();
@@ -116,7 +122,7 @@ DeployResult Coordinator::deploy(std::vector<HeldFragment>* held) {
                  k + 1 == p.frames.size() ? wire::kFlagLast : 0, plan().plan_id);
         }
         stored += p.bytes;
-        const Frame f = commit(l, frag);
+        const Frame f = commit(l, c);
         if (f.h.type == MsgType::Done) {
           sent_bytes += int64_t(frag.size());
           ++patched;
@@ -138,7 +144,7 @@ DeployResult Coordinator::deploy(std::vector<HeldFragment>* held) {
       sent_bytes += int64_t(n);
       stored += int64_t(n);
     }
-    committed(l, commit(l, frag));
+    committed(l, commit(l, c));
     ++sent;
     done();
   };
@@ -185,6 +191,5 @@ void Coordinator::send_peers() {
     links_[i]->flush();
   });
 }
-
 
 }  // namespace ts::coord

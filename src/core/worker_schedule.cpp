@@ -203,6 +203,7 @@ Verdict LayerScheduler::admit(int link, const FrameHeader& h, const FragLayer& e
   if (early()) return Verdict::Hold;
   *slot = new_slot(h.layer);
   if (!*slot) return Verdict::Hold;
+  for (int k = 0; k < e.desc.n_inputs; ++k) (*slot)->expect[k] = expected(e, k);
   touch(0, deploy_->windows_top(e));
   return Verdict::Ok;
 }
@@ -232,7 +233,7 @@ Verdict LayerScheduler::on_input(int link, const FrameHeader& h, const uint8_t* 
   // One run: it must lie inside one of this board's routing runs.
   const uint32_t n = h.payload_len;
   RunFinder runs(e.runs[k], e.n_runs[k]), local(e.local[k], e.n_local[k]);
-  if (!may_receive(e, k, runs, local, e0, n) || slot->received[k] + n > expected(e, int(k))) {
+  if (!may_receive(e, k, runs, local, e0, n) || slot->received[k] + n > slot->expect[k]) {
     links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
     return Verdict::Fail;
   }
@@ -260,7 +261,7 @@ Verdict LayerScheduler::on_blocks(int link, const FrameHeader& h, const uint8_t*
       }
       total += b.len;
     }
-  if (slot->received[k] + total > expected(e, int(k))) {
+  if (slot->received[k] + total > slot->expect[k]) {
     links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "more input than the routing slice");
     return Verdict::Fail;
   }
@@ -333,7 +334,7 @@ Verdict LayerScheduler::on_run(int link, const FrameHeader& h) {
   }
   if (v != Verdict::Ok) return v;
   for (int k = 0; k < e.desc.n_inputs; ++k)
-    if (slot->received[k] != expected(e, k)) {
+    if (slot->received[k] != slot->expect[k]) {
       links_->send_error(link, ErrorCode::NotReady, h.seq, "run before all inputs arrived");
       return Verdict::Fail;
     }
@@ -541,7 +542,7 @@ void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_
 bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   *started = false;
   for (int k = 0; k < e.desc.n_inputs; ++k)
-    if ((slot ? slot->received[k] : 0u) != expected(e, k)) return true;
+    if ((slot ? slot->received[k] : 0u) != (slot ? slot->expect[k] : expected(e, k))) return true;
   if ((e.flags & kEntryRunTrigger) && !(slot && slot->run)) return true;
   if (e.partial() && !slot) {
     slot = new_slot(uint16_t(e.node));

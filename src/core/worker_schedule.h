@@ -64,6 +64,7 @@ class LayerScheduler {
     uint16_t layer = 0;
     uint32_t run_seq = 0;
     uint32_t received[kMaxInputs] = {};
+    uint32_t expect[kMaxInputs] = {};  // expected(e, k), worked out when the slot opens
     // Partial sums (kEntryPartial): own sums computed and sent (phase 1),
     // the accumulator zeroed, bytes of sums received.
     bool ps_done = false, acc_ready = false;
