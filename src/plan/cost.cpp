@@ -476,7 +476,7 @@ class Chooser {
     for_each_on_every_core(size_t(kS), [&](size_t s) {
       const std::unique_ptr<SplitStrategy> st =
           make_strategy(int(s) == kReduce && route != Route::Direct ? "channel" : layer_choice_info(int(s)).name);
-      plans_[s] = plan_with_shares(q, t, shares, *st, false, route);
+      plans_[s] = plan_for_pricing(q, t, shares, *st, route);
     });
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());

@@ -20,7 +20,9 @@ SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vec
 
 // The route pass: where every input comes from (the coordinator, another
 // worker, this worker's own earlier output) and where every output goes.
-void route_plan(const QGraph& q, Plan& p, Route route);
+// Without `peer_sends` the sends board to board are left out (everything a
+// receiver records is still there): plan_for_pricing.
+void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends = true);
 
 // The arena plan of one worker: in-place outputs, then an offset for every
 // buffer such that buffers in use at the same layer never overlap; each

@@ -233,7 +233,7 @@ SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vec
 }
 
 // The route pass: where every input comes from and where every output goes.
-void route_plan(const QGraph& q, Plan& p, Route route) {
+void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
   const size_t N = size_t(p.n_workers());
   for (size_t w = 0; w < N; ++w)
     for (LayerShare& ls : p.workers[w].layers) {
@@ -299,6 +299,10 @@ void route_plan(const QGraph& q, Plan& p, Route route) {
               add_run(&in.recv, i, stop - i, true);
               in.recv_elems += stop - i;
               in.avail_from = prod;
+              if (!peer_sends) {
+                i = stop;
+                continue;
+              }
               core::Send s;
               s.peer = uint16_t(w);
               s.layer = uint16_t(n);
