@@ -42,15 +42,18 @@ class Owners {
     const int64_t end = off + n;
     if (off >= end) return true;
     size_t i = at < segs_.size() && segs_[at].begin <= off ? at : 0;
-    for (int step = 0; i < segs_.size() && segs_[i].end <= off; ++i)
-      if (++step == 4) {  // far ahead: search the rest
-        i = size_t(std::upper_bound(segs_.begin() + long(i), segs_.end(), off,
-                                    [](int64_t v, const Segment& s) { return v < s.begin; }) -
-                   segs_.begin());
-        if (i == 0) return false;
-        --i;
-        break;
+    if (i < segs_.size() && segs_[i].end <= off) {
+      // Ahead of i: gallop to a segment starting past off, then search back.
+      size_t lo = i, step = 1;
+      while (i + step < segs_.size() && segs_[i + step].begin <= off) {
+        lo = i + step;
+        step *= 2;
       }
+      const auto hi = segs_.begin() + long(std::min(segs_.size(), i + step + 1));
+      i = size_t(std::upper_bound(segs_.begin() + long(lo), hi, off,
+                                  [](int64_t v, const Segment& s) { return v < s.begin; }) -
+                 segs_.begin()) - 1;
+    }
     for (; off < end; ++i) {
       if (i >= segs_.size() || off < segs_[i].begin || off >= segs_[i].end) return false;
       const int64_t stop = std::min(end, segs_[i].end);
