@@ -19,6 +19,7 @@
 #include "plan/board_kind.h"
 #include "plan/frames.h"
 #include "plan/plan.h"
+#include "plan/plan_steps.h"
 #include "util/paths.h"
 #include "util/input_file.h"
 
@@ -442,30 +443,6 @@ constexpr int kWhole = layer_choice("whole");
 constexpr int kReduce = layer_choice("reduce");
 static_assert(kChannel >= 0 && kWhole >= 0 && kReduce >= 0, "auto weighs channel, whole and reduce");
 
-// Which worker computes each element of node m's output in plan p, and
-// where its region segment ends.
-struct OwnerMap {
-  std::vector<int32_t> worker;
-  std::vector<int32_t> stretch_end;
-};
-
-OwnerMap owner_map(const QGraph& q, const Plan& p, int m) {
-  const core::Dims d = q.desc(m).out;
-  OwnerMap o;
-  o.worker.assign(size_t(d.size()), -1);
-  o.stretch_end.assign(size_t(d.size()), 0);
-  // A stretch is one segment of the producer's regions, as the route pass
-  // cuts sends (a send is contiguous in the producer's output buffer).
-  for (int w = 0; w < p.n_workers(); ++w)
-    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(m)].regions)
-      r.segments(d, [&](int32_t b, int32_t e) {
-        std::fill(o.worker.begin() + b, o.worker.begin() + e, w);
-        std::fill(o.stretch_end.begin() + b, o.stretch_end.begin() + e, e);
-        return true;
-      });
-  return o;
-}
-
 class Chooser {
  public:
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
@@ -476,7 +453,7 @@ class Chooser {
     for_each_on_every_core(size_t(kS), [&](size_t s) {
       const std::unique_ptr<SplitStrategy> st =
           make_strategy(int(s) == kReduce && route != Route::Direct ? "channel" : layer_choice_info(int(s)).name);
-      plans_[s] = plan_with_shares(q, t, shares, *st, false, route);
+      plans_[s] = plan_for_pricing(q, t, shares, *st, route);
     });
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
@@ -611,17 +588,12 @@ class Chooser {
         // board, in the order the route pass emits the sends: gathered
         // into frames per producer.
         for (auto& v : from_board) v.clear();
-        const OwnerMap& own = owners(prod, mnode);
-        for (const core::InputRun& r : runs) {
-          int64_t i = r.offset;
-          const int64_t end = int64_t(r.offset) + r.count;
-          while (i < end) {
-            const int32_t from = own.worker[size_t(i)];
-            const int64_t stop = std::min<int64_t>(end, own.stretch_end[size_t(i)]);
-            if (from >= 0) from_board[size_t(from)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
-            i = stop;
-          }
-        }
+        const steps::Owners& own = owners(prod, mnode);
+        size_t at = 0;
+        for (const core::InputRun& r : runs)
+          own.walk(r.offset, r.count, at, [&](const steps::Owners::Segment& sg, int64_t i, int64_t stop) {
+            from_board[size_t(sg.worker)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
+          });
         for (size_t f : producers) bytes_from[f] = -1.0;
         producers.clear();
         bytes_all = 0;
@@ -650,9 +622,12 @@ class Chooser {
   }
   std::vector<NodeCost> costs_;  // by node and strategy
 
-  const OwnerMap& owners(int s, int m) {
+  const steps::Owners& owners(int s, int m) {
     auto& slot = owners_[size_t(s)][size_t(m)];
-    if (!slot) slot = std::make_unique<OwnerMap>(owner_map(q_, plans_[size_t(s)], m));
+    if (!slot) {
+      slot = std::make_unique<steps::Owners>();
+      slot->build(q_, plans_[size_t(s)], m);
+    }
     return *slot;
   }
 
@@ -663,7 +638,7 @@ class Chooser {
   size_t N_;
   std::array<Plan, kS> plans_;
   std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked
-  std::vector<std::vector<std::unique_ptr<OwnerMap>>> owners_;
+  std::vector<std::vector<std::unique_ptr<steps::Owners>>> owners_;
 };
 
 }  // namespace

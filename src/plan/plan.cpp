@@ -244,7 +244,7 @@ void set_share(const QGraph& q, const Plan& p, int n, NodeNeeds& needs, const st
 
 // Per layer and per worker: traffic, RAM, MACs, data, Kc; distinct inputs
 // and fan-out.
-void gather_stats(const QGraph& q, Plan& p, Route route) {
+void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
   const size_t N = size_t(p.n_workers());
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const core::LayerDesc& d = q.desc(int(n));
@@ -287,6 +287,7 @@ void gather_stats(const QGraph& q, Plan& p, Route route) {
     }
     wp.kc = wp.bytes_out > 0 ? double(wp.bytes_in + wp.bytes_out) / double(wp.bytes_out) : 0.0;
   }
+  if (!distinct_inputs) return;
   std::vector<int32_t> diff;
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) {
@@ -297,8 +298,13 @@ void gather_stats(const QGraph& q, Plan& p, Route route) {
   }
 }
 
+// What build_plan makes: everything (Full), or what pricing reads (Priced,
+// plan_for_pricing).
+enum class Detail : uint8_t { Full, Priced };
+
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
-                bool routing, uint32_t mcrc, Route route) {
+                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full) {
+  const bool full = detail == Detail::Full;
   Plan p = empty_plan(q, t, shares, strategy, route);
   const size_t N = shares.size();
   // 1. Shares and their needs.
@@ -317,11 +323,12 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
       set_share(q, p, int(n), needs, regions[w], blocks.empty() ? nullptr : &blocks[w], p.workers[w].layers[n]);
   }
   // 2-3. Routes and the arena plan.
-  steps::route_plan(q, p, route);
+  steps::route_plan(q, p, route, full);
   for (size_t w = 0; w < N; ++w) steps::layout_worker(q, p.workers[w]);
   // 4. Statistics, fragment sizes, the routing map if asked.
-  gather_stats(q, p, route);
-  for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
+  gather_stats(q, p, route, full);
+  if (full)
+    for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
   if (routing) p.routes = build_routing(q, p);
   p.plan_id = hash_plan(mcrc, shares, strategy.signature(), route);
   return p;
@@ -340,6 +347,11 @@ int64_t fragment_overhead_bytes(const QGraph& q) {
 Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, bool routing, Route route) {
   return build_plan(q, t, shares, strategy, routing, model_crc(q), route);
+}
+
+Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                      const SplitStrategy& strategy, Route route) {
+  return build_plan(q, t, shares, strategy, false, 0, route, Detail::Priced);
 }
 
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
@@ -410,7 +422,7 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   if (opt.alloc == Allocation::Rating) {
     // Kc from the plan itself: split evenly once, measure each worker's
     // traffic per byte of output, then rate with eq. 5.
-    const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc, opt.route);
+    const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc, opt.route, Detail::Priced);
     // Per byte of output *computed*: in the relay every output goes out, so
     // this is the paper's figure; with the direct route most outputs stay on
     // the board, and dividing by the few that leave it would make Kc huge.

@@ -224,6 +224,16 @@ Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& op
 Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, bool routing = true, Route route = Route::Relay);
 
+// plan_with_shares with only what pricing a plan reads (auto's candidates,
+// the rating pass): shares, needs, received counts, local copies, RAM, data
+// bytes, bytes moved, sends to the coordinator and partial sums. It leaves
+// out the sends board to board (and so the direct route's Kc), the fragment
+// sizes (flash_bytes 0), the distinct-input counts and the plan id, which
+// cost most of a plan's time past a few dozen boards; so a priced plan is
+// never deployed, simulated or fitted to flash.
+Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                      const SplitStrategy& strategy, Route route);
+
 // Throws the one-line RAM / flash error for the first board over budget, or,
 // on the direct route, for the first board over the links it holds
 // (board_links).

@@ -3,6 +3,7 @@
 // the exact needs are needs.h. plan.cpp runs them in order (build_plan).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -18,9 +19,61 @@ struct SweepResult {
 };
 SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<int32_t>& diff);
 
+// Who computes each element of a node's output: the segments of the
+// workers' regions in offset order (they tile the output), each with its
+// worker and where it starts in that worker's output buffer. A send never
+// crosses a segment (it is contiguous in the producer's buffer). Storage is
+// kept between build() calls; the cost is the segments', not the tensor's.
+class Owners {
+ public:
+  struct Segment {
+    int64_t begin, end;
+    int32_t worker;
+    int64_t pos;  // the segment's first element in the worker's outputs
+  };
+  void build(const QGraph& q, const Plan& p, int node);
+  // f(segment, b, e) for the pieces [b, e) of [off, off + n), one per
+  // segment, in order; false (and no more calls) at an element that no
+  // segment holds. `at` is where the search starts and where the last
+  // piece's segment is left: runs walked in offset order find their
+  // segment in a step or two.
+  template <class F>
+  bool walk(int64_t off, int64_t n, size_t& at, F&& f) const {
+    const int64_t end = off + n;
+    if (off >= end) return true;
+    size_t i = at < segs_.size() && segs_[at].begin <= off ? at : 0;
+    if (i < segs_.size() && segs_[i].end <= off) {
+      // Ahead of i: gallop to a segment starting past off, then search back.
+      size_t lo = i, step = 1;
+      while (i + step < segs_.size() && segs_[i + step].begin <= off) {
+        lo = i + step;
+        step *= 2;
+      }
+      const auto hi = segs_.begin() + long(std::min(segs_.size(), i + step + 1));
+      i = size_t(std::upper_bound(segs_.begin() + long(lo), hi, off,
+                                  [](int64_t v, const Segment& s) { return v < s.begin; }) -
+                 segs_.begin()) - 1;
+    }
+    for (; off < end; ++i) {
+      if (i >= segs_.size() || off < segs_[i].begin || off >= segs_[i].end) return false;
+      const int64_t stop = std::min(end, segs_[i].end);
+      f(segs_[i], off, stop);
+      off = stop;
+      at = i;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<Segment> segs_, tmp_;
+  std::vector<size_t> first_;  // build's scratch
+};
+
 // The route pass: where every input comes from (the coordinator, another
 // worker, this worker's own earlier output) and where every output goes.
-void route_plan(const QGraph& q, Plan& p, Route route);
+// Without `peer_sends` the sends board to board are left out (everything a
+// receiver records is still there): plan_for_pricing.
+void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends = true);
 
 // The arena plan of one worker: in-place outputs, then an offset for every
 // buffer such that buffers in use at the same layer never overlap; each

@@ -113,37 +113,6 @@ void route_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<Rou
 }
 
 
-// Which worker computes each element of a node's output, where it sits in
-// that worker's output buffer, and where its region segment ends.
-struct Owners {
-  std::vector<int32_t> worker;
-  std::vector<int64_t> pos;
-  std::vector<int64_t> seg_end;
-};
-
-// Into `o`, whose storage is reused (a fresh map per producer cost a page
-// fault per 4 KiB: a fifth of a sweep's time).
-void owners_of(const QGraph& q, const Plan& p, int node, Owners& o) {
-  const core::Dims d = q.desc(node).out;
-  const size_t n = size_t(d.size());
-  o.worker.assign(n, -1);
-  o.pos.assign(n, 0);
-  o.seg_end.assign(n, 0);
-  for (int w = 0; w < p.n_workers(); ++w) {
-    int64_t at = 0;
-    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(node)].regions)
-      r.segments(d, [&](int32_t b, int32_t e) {
-        for (int32_t i = b; i < e; ++i) {
-          o.worker[size_t(i)] = w;
-          o.pos[size_t(i)] = at + (i - b);
-          o.seg_end[size_t(i)] = e;
-        }
-        at += e - b;
-        return true;
-      });
-  }
-}
-
 void add_run(std::vector<InputRun>* v, int64_t off, int64_t n, bool merge) {
   if (merge && !v->empty() && int64_t(v->back().offset) + v->back().count == off) {
     v->back().count = uint32_t(v->back().count + n);
@@ -208,6 +177,34 @@ void route_partials(const QGraph& q, Plan& p) {
 
 namespace steps {
 
+void Owners::build(const QGraph& q, const Plan& p, int node) {
+  const core::Dims d = q.desc(node).out;
+  tmp_.clear();
+  for (int w = 0; w < p.n_workers(); ++w) {
+    int64_t at = 0;
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(node)].regions)
+      r.segments(d, [&](int32_t b, int32_t e) {
+        tmp_.push_back(Segment{b, e, w, at});
+        at += e - b;
+        return true;
+      });
+  }
+  // Into offset order: a counting sort by channel (boxes give a segment per
+  // channel and worker, each worker's in channel order), then each channel's
+  // few segments in place.
+  const int64_t plane = std::max<int64_t>(1, int64_t(d.h) * d.w);
+  const size_t C = size_t(std::max<int64_t>(1, (d.size() + plane - 1) / plane));
+  first_.assign(C + 1, 0);
+  for (const Segment& sg : tmp_) first_[size_t(sg.begin / plane) + 1]++;
+  for (size_t c = 0; c < C; ++c) first_[c + 1] += first_[c];
+  segs_.resize(tmp_.size());
+  for (const Segment& sg : tmp_) segs_[first_[size_t(sg.begin / plane)]++] = sg;
+  const auto by_begin = [](const Segment& a, const Segment& b) { return a.begin < b.begin; };
+  for (size_t c = 0, b = 0; c < C; b = first_[c++])
+    if (!std::is_sorted(segs_.begin() + long(b), segs_.begin() + long(first_[c]), by_begin))
+      std::sort(segs_.begin() + long(b), segs_.begin() + long(first_[c]), by_begin);
+}
+
 // Distinct elements of operand k of node n needed by anyone, and the most
 // workers any one element goes to: a difference array over the tensor.
 SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<int32_t>& diff) {
@@ -233,7 +230,7 @@ SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vec
 }
 
 // The route pass: where every input comes from and where every output goes.
-void route_plan(const QGraph& q, Plan& p, Route route) {
+void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
   const size_t N = size_t(p.n_workers());
   for (size_t w = 0; w < N; ++w)
     for (LayerShare& ls : p.workers[w].layers) {
@@ -270,13 +267,14 @@ void route_plan(const QGraph& q, Plan& p, Route route) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int prod = q.tensors[size_t(node.inputs[k])].producer;
       if (prod >= 0 && prod != cached) {
-        owners_of(q, p, prod, own);
+        own.build(q, p, prod);
         cached = prod;
       }
       for (size_t w = 0; w < N; ++w) {
         LayerShare& ls = p.workers[w].layers[n];
         if (!ls.active()) continue;
         InputNeed& in = ls.inputs[k];
+        size_t at = 0;
         for (const InputRun& r : in.runs) {
           if (prod < 0) {
             add_run(&in.recv, r.offset, r.count, true);
@@ -284,32 +282,28 @@ void route_plan(const QGraph& q, Plan& p, Route route) {
             in.recv_elems += r.count;
             continue;
           }
-          int64_t i = r.offset;
-          const int64_t end = int64_t(r.offset) + r.count;
-          while (i < end) {
-            const int32_t from = own.worker[size_t(i)];
-            const int64_t stop = std::min(end, own.seg_end[size_t(i)]);
-            if (from < 0) throw Error("plan: an input of layer '" + node.name + "' is computed by no worker");
-            if (size_t(from) == w) {
+          const bool whole = own.walk(r.offset, r.count, at, [&](const Owners::Segment& sg, int64_t i, int64_t stop) {
+            if (size_t(sg.worker) == w) {
               add_run(&in.local, i, stop - i, false);
               in.local_layer = prod;
               LayerShare& src = p.workers[w].layers[size_t(prod)];
               src.out_until = std::max(src.out_until, int(n));
-            } else {
-              add_run(&in.recv, i, stop - i, true);
-              in.recv_elems += stop - i;
-              in.avail_from = prod;
-              core::Send s;
-              s.peer = uint16_t(w);
-              s.layer = uint16_t(n);
-              s.operand = uint8_t(k);
-              s.offset = uint32_t(i);
-              s.count = uint32_t(stop - i);
-              s.pos = uint32_t(own.pos[size_t(i)]);
-              p.workers[size_t(from)].layers[size_t(prod)].sends.push_back(s);
+              return;
             }
-            i = stop;
-          }
+            add_run(&in.recv, i, stop - i, true);
+            in.recv_elems += stop - i;
+            in.avail_from = prod;
+            if (!peer_sends) return;
+            core::Send s;
+            s.peer = uint16_t(w);
+            s.layer = uint16_t(n);
+            s.operand = uint8_t(k);
+            s.offset = uint32_t(i);
+            s.count = uint32_t(stop - i);
+            s.pos = uint32_t(sg.pos + (i - sg.begin));
+            p.workers[size_t(sg.worker)].layers[size_t(prod)].sends.push_back(s);
+          });
+          if (!whole) throw Error("plan: an input of layer '" + node.name + "' is computed by no worker");
         }
       }
     }
