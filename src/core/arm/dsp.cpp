@@ -258,7 +258,10 @@ constexpr int32_t kOcBlock = 64;     // requantisers: 3 KiB
 
 // Channels [c, c + nc) (nc a multiple of 4) at positions [p, p + np) of a
 // full-width view into xt; positions np..3 are zero.
+// Sub = false: raw inputs (the zero point goes into the sums' start).
+template <bool Sub = true>
 void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_t np, int32_t zp, uint32_t* xt) {
+  if (!Sub) zp = 0;
   const int64_t plane = int64_t(v.nh) * W;
   const int64_t at = int64_t(c - v.c0) * plane + (p - int64_t(v.h0) * W);
   const int8_t* s = v.data + at;
@@ -270,14 +273,25 @@ void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_
       const uint32_t A = ld32(s), B = ld32(s + plane), C = ld32(s + 2 * plane), D = ld32(s + 3 * plane);
       const uint32_t ae = sxtb16(A), ao = sxtb16_ror8(A), ce = sxtb16(C), co = sxtb16_ror8(C);
       const uint32_t be = sxtb16(B), bo = sxtb16_ror8(B), de = sxtb16(D), dof = sxtb16_ror8(D);
-      xt[0] = ssub16(pkhbt(ae, ce), zz);
-      xt[1] = ssub16(pkhbt(be, de), zz);
-      xt[2] = ssub16(pkhbt(ao, co), zz);
-      xt[3] = ssub16(pkhbt(bo, dof), zz);
-      xt[4] = ssub16(pkhtb(ae, ce), zz);
-      xt[5] = ssub16(pkhtb(be, de), zz);
-      xt[6] = ssub16(pkhtb(ao, co), zz);
-      xt[7] = ssub16(pkhtb(bo, dof), zz);
+      if (Sub) {
+        xt[0] = ssub16(pkhbt(ae, ce), zz);
+        xt[1] = ssub16(pkhbt(be, de), zz);
+        xt[2] = ssub16(pkhbt(ao, co), zz);
+        xt[3] = ssub16(pkhbt(bo, dof), zz);
+        xt[4] = ssub16(pkhtb(ae, ce), zz);
+        xt[5] = ssub16(pkhtb(be, de), zz);
+        xt[6] = ssub16(pkhtb(ao, co), zz);
+        xt[7] = ssub16(pkhtb(bo, dof), zz);
+      } else {
+        xt[0] = pkhbt(ae, ce);
+        xt[1] = pkhbt(be, de);
+        xt[2] = pkhbt(ao, co);
+        xt[3] = pkhbt(bo, dof);
+        xt[4] = pkhtb(ae, ce);
+        xt[5] = pkhtb(be, de);
+        xt[6] = pkhtb(ao, co);
+        xt[7] = pkhtb(bo, dof);
+      }
     }
     return;
   }
@@ -357,10 +371,315 @@ void pointwise_chunks(const LayerDesc& L, const View& v, int32_t o0, int32_t no,
   }
 }
 
+// ----------------------------------------- pointwise with widened weights
+//
+// For inputs of up to kPreMaxCin channels: the weights of a block of output
+// channels are widened once into a buffer (the same pairs as the
+// activations, doubled), so the inner loop reads both operands with LDRD
+// and does no SXTB16: per 4 input channels and 4 positions, 1 + 4 LDRD and
+// 8 SMLAD. The activations are widened raw (no zero point); the zero point
+// goes into the sums' start as bias - zp * sum(w).
+//
+// Doubled sums: with the weights doubled the sum is X = 2 * acc, and for
+// |acc| < 2^30, m in [2^30, 2^31), e = -shift in [1, 21], Requant is
+//   floor((c + floor((X*m + 2^31) / 2^32)) / 2^e),  c = 2^(e-1) + zp * 2^e - [X < 0]:
+// SMMLAR's high word is h = floor((acc*m + 2^30) / 2^31), Requant's doubling
+// high product; its rounding shift by e (half away from zero) is
+// floor((h + 2^(e-1) - [h < 0]) / 2^e), and h < 0 exactly when acc < 0 but at
+// acc = -1, m = 2^30 (h = 0), where both forms give 0. |c + h| < 2^30 + 2^29:
+// no overflow. Then SSAT and the byte-wise clamp: 4 instructions per output
+// instead of 6. |acc| < 2^30 holds when |bias| <= 2^29 (|x - zp| <= 255,
+// |w| <= 128, cin <= 1024: the products add at most 2^25); other channels
+// keep single weights and Requant itself.
+constexpr int32_t kWbWords = 2048;   // widened weights: 8 KiB of stack
+constexpr int32_t kPreMaxCin = 256;  // at most 1024 / cin tiles per chunk: >= 4
+constexpr int32_t kPreBlock = 128;   // output channels per weight block
+
+struct Rq2 {
+  int32_t m = 0, c = 0, e = 0;
+  bool ok = false;
+  Rq2(int32_t mult, int32_t shift, int32_t zp) {
+    ok = mult >= (int32_t(1) << 30) && shift <= -1 && shift >= -21 && zp >= -128 && zp <= 128;
+    if (ok) {
+      m = mult;
+      e = -shift;
+      c = (int32_t(1) << (e - 1)) + zp * (int32_t(1) << e);
+    }
+  }
+  TS_DSP_INLINE int32_t operator()(int32_t x2) const { return ssat8(smmlar(x2, m, c + (x2 >> 31)) >> e); }
+};
+
+// Four int8 values (in their low bytes) as one word, q0 first.
+TS_DSP_INLINE uint32_t pack4(int32_t q0, int32_t q1, int32_t q2, int32_t q3) {
+  return bfi8<24>(bfi8<16>(bfi8<8>(uint32_t(q0), uint32_t(q1)), uint32_t(q2)), uint32_t(q3));
+}
+
+// The weights of one output channel (4 * ng bytes) into d: d[2g] = (w(4g),
+// w(4g+2)), d[2g+1] = (w(4g+1), w(4g+3)), doubled when dbl. Returns
+// zp * sum(w).
+int32_t pw_widen_weights(const int8_t* w, int32_t ng, uint32_t zz, bool dbl, uint32_t* d) {
+  int32_t s = 0;
+  for (int32_t g = 0; g < ng; ++g, w += 4, d += 2) {
+    const uint32_t q = ld32(w);
+    uint32_t e = sxtb16(q), o = sxtb16_ror8(q);
+    s = smlad(e, zz, s);
+    s = smlad(o, zz, s);
+    if (dbl) e = sadd16(e, e), o = sadd16(o, o);
+    d[0] = e;
+    d[1] = o;
+  }
+  return s;
+}
+
+// One group of 4 channels: activations at word offset G of x, widened
+// weights at word offset WO of wv; positions k < N.
+#define TS_DOTW_GROUP(G, WO)     \
+  do {                           \
+    uint32_t we, wo, e, o;       \
+    ld2<WO>(wv, &we, &wo);       \
+    ld2<G>(x, &e, &o);           \
+    a0 = smlad(o, wo, smlad(e, we, a0)); \
+    if (N > 1) {                 \
+      ld2<G + 2>(x, &e, &o);     \
+      a1 = smlad(o, wo, smlad(e, we, a1)); \
+    }                            \
+    if (N > 2) {                 \
+      ld2<G + 4>(x, &e, &o);     \
+      a2 = smlad(o, wo, smlad(e, we, a2)); \
+    }                            \
+    if (N > 3) {                 \
+      ld2<G + 6>(x, &e, &o);     \
+      a3 = smlad(o, wo, smlad(e, we, a3)); \
+    }                            \
+  } while (0)
+
+// acc[k] += the dot product of position k of xt with the widened weights
+// wv (ng groups), k < N.
+template <int N>
+TS_DSP_INLINE void dotw(const uint32_t* xt, const uint32_t* wv, int32_t ng, int32_t* acc) {
+  int32_t a0 = acc[0], a1 = N > 1 ? acc[1] : 0, a2 = N > 2 ? acc[2] : 0, a3 = N > 3 ? acc[3] : 0;
+  const uint32_t* x = xt;
+  const uint32_t* const end2 = xt + 8 * (ng & ~1);
+  for (; x != end2; x += 16, wv += 4) {
+    TS_DOTW_GROUP(0, 0);
+    TS_DOTW_GROUP(8, 2);
+  }
+  if (ng & 1) TS_DOTW_GROUP(0, 0);
+  acc[0] = a0;
+  if (N > 1) acc[1] = a1;
+  if (N > 2) acc[2] = a2;
+  if (N > 3) acc[3] = a3;
+}
+#undef TS_DOTW_GROUP
+
+TS_DSP_INLINE void dotw_np(int32_t np, const uint32_t* xt, const uint32_t* wv, int32_t ng, int32_t* acc) {
+  switch (np) {
+    case 4: return dotw<4>(xt, wv, ng, acc);
+    case 3: return dotw<3>(xt, wv, ng, acc);
+    case 2: return dotw<2>(xt, wv, ng, acc);
+    default: return dotw<1>(xt, wv, ng, acc);
+  }
+}
+
+// Groups G..NG-1 of a tile of 4 positions, unrolled (offsets are
+// immediates: no loop, no pointer updates).
+template <int G, int NG>
+struct DotTile {
+  static TS_DSP_INLINE void run(const uint32_t* x, const uint32_t* wv, int32_t& a0, int32_t& a1, int32_t& a2,
+                                int32_t& a3) {
+    uint32_t we, wo, e, o;
+    ld2<2 * G>(wv, &we, &wo);
+    ld2<8 * G>(x, &e, &o);
+    a0 = smlad(o, wo, smlad(e, we, a0));
+    ld2<8 * G + 2>(x, &e, &o);
+    a1 = smlad(o, wo, smlad(e, we, a1));
+    ld2<8 * G + 4>(x, &e, &o);
+    a2 = smlad(o, wo, smlad(e, we, a2));
+    ld2<8 * G + 6>(x, &e, &o);
+    a3 = smlad(o, wo, smlad(e, we, a3));
+    DotTile<G + 1, NG>::run(x, wv, a0, a1, a2, a3);
+  }
+};
+template <int NG>
+struct DotTile<NG, NG> {
+  static TS_DSP_INLINE void run(const uint32_t*, const uint32_t*, int32_t&, int32_t&, int32_t&, int32_t&) {}
+};
+
+// One output channel with doubled weights over nt whole tiles of xt (tile k
+// at xt + k * tw), 4 outputs per word; Full: no clamp besides SSAT. NG > 0:
+// ng = NG, the tile's groups unrolled.
+template <bool Full, int NG>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void pw_pre_tiles(const uint32_t* xt, int32_t tw, int32_t nt, const uint32_t* wv, int32_t ng, int32_t base,
+                  const Rq2& rq, uint32_t lo4, uint32_t hi4, int8_t* out) {
+  const uint32_t* const end = xt + nt * tw;
+  for (; xt != end; xt += (NG ? 8 * NG : tw), out += kTile) {
+    int32_t a0 = base, a1 = base, a2 = base, a3 = base;
+    if (NG) {
+      DotTile<0, NG>::run(xt, wv, a0, a1, a2, a3);
+    } else {  // 4 groups per pass, then one at a time
+      const uint32_t* x = xt;
+      const uint32_t* w = wv;
+      const uint32_t* const end4 = xt + 8 * (ng & ~3);
+      for (; x != end4; x += 32, w += 8) DotTile<0, 4>::run(x, w, a0, a1, a2, a3);
+      for (; x != xt + 8 * ng; x += 8, w += 2) DotTile<0, 1>::run(x, w, a0, a1, a2, a3);
+    }
+    const uint32_t word = pack4(rq(a0), rq(a1), rq(a2), rq(a3));
+    st32(out, Full ? word : min8(max8(word, lo4), hi4));
+  }
+}
+
+template <bool Full>
+void pw_pre_tiles_any(const uint32_t* xt, int32_t tw, int32_t nt, const uint32_t* wv, int32_t ng, int32_t base,
+                      const Rq2& rq, uint32_t lo4, uint32_t hi4, int8_t* out) {
+  switch (ng) {
+    case 4: return pw_pre_tiles<Full, 4>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
+    case 6: return pw_pre_tiles<Full, 6>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
+    case 8: return pw_pre_tiles<Full, 8>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
+    default: return pw_pre_tiles<Full, 0>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
+  }
+}
+
+// out[k] = the requantised doubled sum acc[k], clamped to [lo, hi], k < n.
+template <bool Full>
+void requant2_4(const int32_t* acc, int32_t n, const Rq2& rq, uint32_t lo4, uint32_t hi4, int8_t* out) {
+  for (int32_t k = 0; k + 4 <= n; k += 4) {
+    const uint32_t word = pack4(rq(acc[k]), rq(acc[k + 1]), rq(acc[k + 2]), rq(acc[k + 3]));
+    st32(out + k, Full ? word : min8(max8(word, lo4), hi4));
+  }
+}
+void requant2_n(const int32_t* acc, int32_t n, const Rq2& rq, int32_t lo, int32_t hi, int8_t* out) {
+  if (lo <= -128 && hi >= 127)
+    requant2_4<true>(acc, n, rq, 0, 0, out);
+  else
+    requant2_4<false>(acc, n, rq, splat8(lo), splat8(hi), out);
+  for (int32_t k = n & ~3; k < n; ++k) {
+    const int32_t q = rq(acc[k]);
+    out[k] = int8_t(q < lo ? lo : (q > hi ? hi : q));
+  }
+}
+
+// Channel j of a block: np positions of xt from tile t on, into out.
+void pw_pre_channel(const LayerDesc& L, int32_t o, const uint32_t* xt, int32_t tw, int32_t nt, int32_t rest,
+                    const uint32_t* wv, int32_t ng, int32_t base, bool dbl, int8_t* out) {
+  const int32_t local = o - L.oc_base;
+  const int32_t lo = L.act_min, hi = L.act_max;
+  if (dbl) {
+    const Rq2 rq(L.mult[local], L.shift[local], L.out_zp);
+    if (lo <= -128 && hi >= 127)
+      pw_pre_tiles_any<true>(xt, tw, nt, wv, ng, base, rq, 0, 0, out);
+    else
+      pw_pre_tiles_any<false>(xt, tw, nt, wv, ng, base, rq, splat8(lo), splat8(hi), out);
+    if (rest) {
+      int32_t a[kTile] = {base, base, base, base};
+      dotw_np(rest, xt + nt * tw, wv, ng, a);
+      for (int32_t k = 0; k < rest; ++k) {
+        const int32_t q = rq(a[k]);
+        out[nt * kTile + k] = int8_t(q < lo ? lo : (q > hi ? hi : q));
+      }
+    }
+    return;
+  }
+  const Requant rq(L.mult[local], L.shift[local], L.out_zp, lo, hi);
+  for (int32_t k = 0; k < nt; ++k) {
+    int32_t a[kTile] = {base, base, base, base};
+    dotw<4>(xt + k * tw, wv, ng, a);
+    for (int32_t i = 0; i < kTile; ++i) out[k * kTile + i] = rq(a[i]);
+  }
+  if (rest) {
+    int32_t a[kTile] = {base, base, base, base};
+    dotw_np(rest, xt + nt * tw, wv, ng, a);
+    for (int32_t k = 0; k < rest; ++k) out[nt * kTile + k] = rq(a[k]);
+  }
+}
+
+// The weights of output channels [o, o + nb) widened into wb, with their
+// sums' start and whether they are doubled.
+void pw_pre_weights(const LayerDesc& L, int32_t o, int32_t nb, int32_t cin, uint32_t* wb, int32_t* base, bool* dbl) {
+  const int32_t ng = cin / 4;
+  const int32_t zp = L.in_zp[0];
+  for (int32_t j = 0; j < nb; ++j) {
+    const int32_t local = o + j - L.oc_base;
+    const int32_t bias = L.bias ? L.bias[local] : 0;
+    dbl[j] = Rq2(L.mult[local], L.shift[local], L.out_zp).ok && bias >= -(int32_t(1) << 29) &&
+             bias <= (int32_t(1) << 29);
+    const int32_t s = pw_widen_weights(L.weights + int64_t(local) * cin, ng, pack16(zp, zp), dbl[j], wb + j * 2 * ng);
+    const uint32_t b = uint32_t(bias) - uint32_t(s);  // bias - zp * sum(w), modulo 2^32
+    base[j] = int32_t(dbl[j] ? 2 * b : b);
+  }
+}
+
+// Positions [p, p + np) of a full-width view, raw, into xt (tiles of 4).
+void pw_pre_acts(const View& v, int32_t W, int32_t ci0, int32_t cin, int32_t p, int32_t np, uint32_t* xt) {
+  const int32_t nt = np / kTile, rest = np % kTile;
+  for (int32_t k = 0; k < nt; ++k) pw_widen<false>(v, W, ci0, cin, p + k * kTile, kTile, 0, xt + k * 2 * cin);
+  if (rest) pw_widen<false>(v, W, ci0, cin, p + nt * kTile, rest, 0, xt + nt * 2 * cin);
+}
+
+// Whether widening the weights pays for a call of no output channels at n
+// positions: estimates (instructions, from the inner loops' counts) of this
+// path and of pointwise_chunks (weights widened on the fly, about 2 more per
+// 4 input channels and 4 positions, and a longer requantisation). Calls of
+// a few positions (a row of a 7x7 plane) do not repay the widening.
+bool pre_pays(int32_t cin, int32_t no, int32_t n) {
+  const int64_t ng = cin / 4, nt = (n + kTile - 1) / kTile;
+  const int64_t chunk = (kXtWords / (2 * cin)) * kTile, blk = mini(kPreBlock, kWbWords / (2 * cin / 4));
+  const int64_t nchunks = (n + chunk - 1) / chunk, nblocks = (no + blk - 1) / blk;
+  const int64_t weights = int64_t(no) * cin * 3, acts = int64_t(n) * cin * 8 / 5;
+  const int64_t rewiden = nblocks == 1 ? 0 : (nchunks - 1) * weights < (nblocks - 1) * acts ? (nchunks - 1) * weights
+                                                                                           : (nblocks - 1) * acts;
+  const int64_t pre = no * nt * (ng * 13 + 20) + acts + weights + rewiden + nchunks * no * 40;
+  const int64_t old = no * nt * (ng * 15 + 32) + int64_t(n) * cin * 2 + nchunks * no * 30;
+  return pre < old;
+}
+
+// Positions are taken in chunks (as many tiles as xt holds), output channels
+// in blocks (as many as wb holds); when the call's channels are more than one
+// block, either the weights are widened again per chunk or the activations
+// per block, whichever is fewer instructions (about 3 per weight, 1.6 per
+// activation).
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void pointwise_pre(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+                   int64_t cstride) {
+  const int32_t cin = L.in[0].c / L.groups;
+  const int32_t ng = cin / 4;
+  const int32_t W = L.out.w;
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t n = p1 - p0;
+  const int32_t tw = 2 * cin;  // words of xt per tile
+  const int32_t chunk = (kXtWords / tw) * kTile;
+  const int32_t blk = mini(kPreBlock, kWbWords / (2 * ng));
+  const int32_t nchunks = (n + chunk - 1) / chunk, nblocks = (no + blk - 1) / blk;
+  // Blocks outside when widening the activations nblocks times costs less
+  // than widening the weights nchunks times.
+  const bool blocks_out = nblocks == 1 || int64_t(nblocks) * n * 8 < int64_t(nchunks) * no * 15;
+  uint32_t xt[kXtWords];
+  uint32_t wb[kWbWords];
+  int32_t base[kPreBlock];
+  bool dbl[kPreBlock];
+  const int32_t n_out = blocks_out ? nblocks : nchunks, n_in = blocks_out ? nchunks : nblocks;
+  for (int32_t i = 0; i < n_out; ++i) {
+    for (int32_t k = 0; k < n_in; ++k) {
+      const int32_t b0 = (blocks_out ? i : k) * blk, c0 = (blocks_out ? k : i) * chunk;
+      const int32_t nb = mini(blk, no - b0), nc = mini(chunk, n - c0);
+      if (k == 0 || !blocks_out) pw_pre_weights(L, o0 + b0, nb, cin, wb, base, dbl);
+      if (k == 0 || blocks_out) pw_pre_acts(v, W, ci0, cin, p0 + c0, nc, xt);
+      for (int32_t j = 0; j < nb; ++j)
+        pw_pre_channel(L, o0 + b0 + j, xt, tw, nc / kTile, nc % kTile, wb + j * 2 * ng, ng, base[j], dbl[j],
+                       out + int64_t(b0 + j) * cstride + c0);
+    }
+  }
+}
+
 void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                int64_t cstride) {
   const int32_t cin = L.in[0].c / L.groups;
   if (cin % 4 != 0) return portable_kernels().pointwise(L, v, o0, no, p0, p1, out, cstride);
+  if (cin <= kPreMaxCin && pre_pays(cin, no, p1 - p0)) return pointwise_pre(L, v, o0, no, p0, p1, out, cstride);
   if (cin <= kXtWords / 2) return pointwise_chunks(L, v, o0, no, p0, p1, out, cstride);
   const int32_t W = L.out.w;
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
@@ -483,29 +802,46 @@ struct DwScratch {
   int32_t framed_iy0 = 0, framed_rows = -1;  // rows of the last full fill
 };
 
+// What every channel of a call shares: the padded rows' width, output rows
+// per block, the call's first and last output rows.
+struct DwGeom {
+  int32_t Wp = 0, rows_per_block = 0, oy_first = 0, oy_last = 0;
+  DwGeom(const LayerDesc& L, int32_t p0, int32_t p1) {
+    const int32_t W = L.out.w;
+    Wp = dw_pad_width(L);
+    const int32_t max_rows = kDwPadBuf / Wp;  // padded rows the buffer holds
+    rows_per_block = mini((max_rows - 3) / L.sh + 1, kDwAcc / W);
+    oy_first = p0 / W;
+    oy_last = (p1 - 1) / W;
+  }
+};
+
 void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
-                   DwScratch& sc) {
+                   DwScratch& sc, const DwGeom& g) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w, Win = X.w, sw = L.sw, sh = L.sh;
   const int32_t local = o - L.oc_base;
   const int8_t* w = L.weights + int64_t(local) * 9;
   const int32_t zp = L.in_zp[0];
-  const FastRq rq = channel_rq(L, o);
+  // Doubled weights and sums when the requantiser of doubled sums applies
+  // (|sum| <= |bias| + 9 * 255 * 128: |bias| <= 2^29 keeps it under 2^30).
+  const int32_t bias = L.bias ? L.bias[local] : 0;
+  const Rq2 rq2(L.mult[local], L.shift[local], L.out_zp);
+  const bool dbl = rq2.ok && bias >= -(int32_t(1) << 29) && bias <= (int32_t(1) << 29);
+  const int32_t k2 = dbl ? 2 : 1;
   uint32_t w02[3];
   int32_t wsum = 0;
   for (int32_t ky = 0; ky < 3; ++ky) {
-    w02[ky] = pack16(w[ky * 3], w[ky * 3 + 2]);
+    w02[ky] = pack16(k2 * w[ky * 3], k2 * w[ky * 3 + 2]);
     wsum += w[ky * 3] + w[ky * 3 + 1] + w[ky * 3 + 2];
   }
-  const uint32_t b01 = pack16(w[1], w[4]), b2 = pack16(w[7], 0);
-  const int32_t base = (L.bias ? L.bias[local] : 0) - zp * wsum;
+  const uint32_t b01 = pack16(k2 * w[1], k2 * w[4]), b2 = pack16(k2 * w[7], 0);
+  const int32_t base = int32_t(uint32_t(k2) * (uint32_t(bias) - uint32_t(zp * wsum)));
   const uint32_t zz = splat8(zp);
-  const int32_t Wp = dw_pad_width(L);
-  const int32_t max_rows = kDwPadBuf / Wp;                 // padded rows the buffer holds
-  const int32_t rows_per_block = mini((max_rows - 3) / sh + 1, kDwAcc / W);  // output rows per block
+  const int32_t Wp = g.Wp, rows_per_block = g.rows_per_block;
   int8_t* const pad = sc.pad;
   int32_t* const acc = sc.acc;
-  const int32_t oy_first = p0 / W, oy_last = (p1 - 1) / W;
+  const int32_t oy_first = g.oy_first, oy_last = g.oy_last;
   for (int32_t by = oy_first; by <= oy_last; by += rows_per_block) {
     const int32_t ey = mini(oy_last + 1, by + rows_per_block);
     // Input rows [iy0, iy0 + nrows) into padded rows 0..nrows-1.
@@ -547,7 +883,10 @@ void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int
       else
         dw_pairs3<2>(r + 2 * xa, Wp, np, w02, b01, b2, base, a);
     }
-    requant_n(acc, q1 - q0, rq, out + (q0 - p0));
+    if (dbl)
+      requant2_n(acc, q1 - q0, rq2, L.act_min, L.act_max, out + (q0 - p0));
+    else
+      requant_n(acc, q1 - q0, channel_rq(L, o), out + (q0 - p0));
   }
 }
 
@@ -558,7 +897,8 @@ __attribute__((noinline))
 void dw3x3_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                  int64_t cstride) {
   DwScratch sc;
-  for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc);
+  const DwGeom g(L, p0, p1);
+  for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc, g);
 }
 
 void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
@@ -885,6 +1225,12 @@ bool fast_requant_ok_any(int32_t mult, int32_t shift) {
 int32_t fast_scale(int32_t x, int32_t mult, int32_t shift) {
   const FastRq f(mult, shift, 0, -128, 127);
   return f.ok ? f.scale(x) : f.scale_any(x);
+}
+
+int32_t fast_requant2(int32_t acc, int32_t mult, int32_t shift, int32_t zp, bool* ok) {
+  const Rq2 rq(mult, shift, zp);
+  *ok = rq.ok;
+  return rq.ok ? rq(int32_t(uint32_t(acc) * 2u)) : 0;
 }
 
 const KernelTable kDspKernels = {"dsp", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, conv_block};
