@@ -306,6 +306,38 @@ void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_
   }
 }
 
+// nt whole tiles (positions [p, p + 4 nt)) at once: the address worked out
+// once, 4 channels x 4 positions per step (4 loads, 8 SXTB16, 8 PKHBT/PKHTB,
+// 8 stores; Sub: 8 SSUB16 more).
+template <bool Sub>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void pw_widen_tiles(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_t nt, int32_t zp,
+                    uint32_t* xt) {
+  const int32_t plane = v.nh * W;
+  const int8_t* s0 = v.data + int64_t(c - v.c0) * plane + (p - v.h0 * W);
+  const uint32_t zz = pack16(zp, zp);
+  const int32_t ng = nc / 4;
+  for (int32_t k = 0; k < nt; ++k, s0 += kTile) {
+    const int8_t* s = s0;
+    uint32_t* x = xt + k * 2 * nc;
+    for (int32_t g = 0; g < ng; ++g, s += 4 * plane, x += 8) {
+      const uint32_t A = ld32(s), B = ld32(s + plane), C = ld32(s + 2 * plane), D = ld32(s + 3 * plane);
+      const uint32_t ae = sxtb16(A), ao = sxtb16_ror8(A), ce = sxtb16(C), co = sxtb16_ror8(C);
+      const uint32_t be = sxtb16(B), bo = sxtb16_ror8(B), de = sxtb16(D), dof = sxtb16_ror8(D);
+      x[0] = Sub ? ssub16(pkhbt(ae, ce), zz) : pkhbt(ae, ce);
+      x[1] = Sub ? ssub16(pkhbt(be, de), zz) : pkhbt(be, de);
+      x[2] = Sub ? ssub16(pkhbt(ao, co), zz) : pkhbt(ao, co);
+      x[3] = Sub ? ssub16(pkhbt(bo, dof), zz) : pkhbt(bo, dof);
+      x[4] = Sub ? ssub16(pkhtb(ae, ce), zz) : pkhtb(ae, ce);
+      x[5] = Sub ? ssub16(pkhtb(be, de), zz) : pkhtb(be, de);
+      x[6] = Sub ? ssub16(pkhtb(ao, co), zz) : pkhtb(ao, co);
+      x[7] = Sub ? ssub16(pkhtb(bo, dof), zz) : pkhtb(bo, dof);
+    }
+  }
+}
+
 // One output channel over `nt` whole tiles of widened positions (tile k at
 // xt + k * tw): bias, dot product and requantisation per tile with the
 // channel's requantiser, weights pointer and bias held across the tiles.
@@ -343,7 +375,7 @@ void pointwise_chunks(const LayerDesc& L, const View& v, int32_t o0, int32_t no,
   for (int32_t c0 = 0; c0 < n; c0 += chunk) {
     const int32_t nc = mini(chunk, n - c0);
     const int32_t nt = nc / kTile, rest = nc % kTile;
-    for (int32_t k = 0; k < nt; ++k) pw_widen(v, W, ci0, cin, p0 + c0 + k * kTile, kTile, zp, xt + k * tw);
+    pw_widen_tiles<true>(v, W, ci0, cin, p0 + c0, nt, zp, xt);
     if (rest) pw_widen(v, W, ci0, cin, p0 + c0 + nt * kTile, rest, zp, xt + nt * tw);
     const int8_t* wj = L.weights + int64_t(o0 - L.oc_base) * cin;
     int8_t* oj = out + c0;
@@ -614,7 +646,7 @@ void pw_pre_weights(const LayerDesc& L, int32_t o, int32_t nb, int32_t cin, uint
 // Positions [p, p + np) of a full-width view, raw, into xt (tiles of 4).
 void pw_pre_acts(const View& v, int32_t W, int32_t ci0, int32_t cin, int32_t p, int32_t np, uint32_t* xt) {
   const int32_t nt = np / kTile, rest = np % kTile;
-  for (int32_t k = 0; k < nt; ++k) pw_widen<false>(v, W, ci0, cin, p + k * kTile, kTile, 0, xt + k * 2 * cin);
+  pw_widen_tiles<false>(v, W, ci0, cin, p, nt, 0, xt);
   if (rest) pw_widen<false>(v, W, ci0, cin, p + nt * kTile, rest, 0, xt + nt * 2 * cin);
 }
 
