@@ -570,6 +570,7 @@ void pw_pre_tiles_any(const uint32_t* xt, int32_t tw, int32_t nt, const uint32_t
     case 4: return pw_pre_tiles<Full, 4>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
     case 6: return pw_pre_tiles<Full, 6>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
     case 8: return pw_pre_tiles<Full, 8>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
+    case 9: return pw_pre_tiles<Full, 9>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);  // 3x3 over 3 channels
     default: return pw_pre_tiles<Full, 0>(xt, tw, nt, wv, ng, base, rq, lo4, hi4, out);
   }
 }
@@ -1023,82 +1024,101 @@ bool rows3_ok(const LayerDesc& L) {
   return L.groups == 1 && L.kw == 3 && L.dw == 1 && L.in[0].c * L.kh * 4 <= kPatchMax;
 }
 
+// The weights of channels [o, o + nb) of a 3-wide convolution as widened
+// groups (w0, w2), (w1, 0) per (input channel, kernel row), doubled when the
+// requantiser of doubled sums applies; the sums' start in base.
+void rows3_weights(const LayerDesc& L, int32_t o, int32_t nb, int32_t ng, uint32_t* wb, int32_t* base, bool* dbl) {
+  const int32_t zp = L.in_zp[0];
+  for (int32_t j = 0; j < nb; ++j, wb += 2 * ng) {
+    const int32_t local = o + j - L.oc_base;
+    const int32_t bias = L.bias ? L.bias[local] : 0;
+    // |sum| <= |bias| + 255 * 128 * 3 * ng, ng <= 128: under 2^30 when |bias| <= 2^29.
+    dbl[j] = Rq2(L.mult[local], L.shift[local], L.out_zp).ok && bias >= -(int32_t(1) << 29) &&
+             bias <= (int32_t(1) << 29);
+    const int32_t k2 = dbl[j] ? 2 : 1;
+    const int8_t* src = L.weights + int64_t(local) * ng * 3;
+    int32_t sum = 0;
+    for (int32_t g = 0; g < ng; ++g, src += 3) {
+      wb[2 * g] = pack16(k2 * src[0], k2 * src[2]);
+      wb[2 * g + 1] = pack16(k2 * src[1], 0);
+      sum += src[0] + src[1] + src[2];
+    }
+    base[j] = int32_t(uint32_t(k2) * (uint32_t(bias) - uint32_t(zp * sum)));
+  }
+}
+
+// Position t's patch into its tile of xt (lane k of the tile at x): per
+// (input channel, kernel row) the word at the row's first column, widened.
+void rows3_patch(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, uint32_t* x) {
+  const Dims& X = L.in[0];
+  const int32_t zp = L.in_zp[0];
+  const uint32_t zz = splat8(zp), zpair = pack16(zp, zp);
+  const int32_t plane = v.nh * X.w;
+  const int32_t ix0 = ox * L.sw - L.pad_l;
+  const bool whole = ix0 >= 0 && ix0 + 4 <= X.w;  // 4 bytes inside the row
+  for (int32_t ci = 0; ci < X.c; ++ci) {
+    const int8_t* chan = v.data + int64_t(ci - v.c0) * plane;
+    int32_t iy = oy * L.sh - L.pad_t;
+    for (int32_t ky = 0; ky < L.kh; ++ky, iy += L.dh, x += 8) {
+      if (iy < 0 || iy >= X.h) {
+        x[0] = x[1] = zpair;
+        continue;
+      }
+      const int8_t* row = chan + (iy - v.h0) * X.w;
+      uint32_t q;
+      if (whole) {
+        q = ld32(row + ix0);
+      } else {
+        q = zz & 0xFF000000u;  // the fourth tap (weight 0): anything
+        for (int32_t kx = 0; kx < 3; ++kx) {
+          const int32_t ix = ix0 + kx;
+          const uint32_t b = ix >= 0 && ix < X.w ? uint8_t(row[ix]) : (zz & 0xFFu);
+          q |= b << (8 * kx);
+        }
+      }
+      x[0] = sxtb16(q);
+      x[1] = sxtb16_ror8(q);
+    }
+  }
+}
+
+// Positions are taken in chunks of as many tiles as xt holds (28 for
+// 3 input channels), each patch built once; the weights of a block of
+// output channels are widened once per chunk (a few hundred words), and
+// every channel runs the pointwise kernel's tile loop (pw_pre_channel) over
+// the chunk's tiles.
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 void conv_rows3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                 int64_t cstride) {
-  const Dims& X = L.in[0];
-  const int32_t ng = X.c * L.kh;  // groups of 4 taps
-  const int32_t kp = 4 * ng;
+  const int32_t ng = L.in[0].c * L.kh;  // groups of 4 taps
+  const int32_t tw = 8 * ng;              // words of xt per tile
   const int32_t W = L.out.w;
-  const int32_t zp = L.in_zp[0];
-  const uint32_t zz = splat8(zp), zpair = pack16(zp, zp);
-  const int32_t plane = v.nh * X.w;
-  const int32_t block = mini(kWeightBuf / kp, kOcBlock);
-  uint32_t xt[kPatchMax * 2];
-  int8_t wbuf[kWeightBuf];
-  int32_t base[kOcBlock];
-  FastRq rq[kOcBlock];
-  for (int32_t cb = c0; cb < c1; cb += block) {
-    const int32_t nb = mini(block, c1 - cb);
-    for (int32_t j = 0; j < nb; ++j) {
-      const int32_t local = cb + j - L.oc_base;
-      rq[j] = channel_rq(L, cb + j);
-      const int8_t* src = L.weights + int64_t(local) * X.c * L.kh * 3;
-      int8_t* dst = wbuf + j * kp;
-      int32_t sum = 0;
-      for (int32_t g = 0; g < ng; ++g, src += 3, dst += 4) {
-        dst[0] = src[0];
-        dst[1] = src[1];
-        dst[2] = src[2];
-        dst[3] = 0;
-        sum += src[0] + src[1] + src[2];
-      }
-      base[j] = (L.bias ? L.bias[local] : 0) - zp * sum;
+  const int32_t chunk = (kXtWords / tw) * kTile;
+  const int32_t blk = mini(kPreBlock, kWbWords / (2 * ng));
+  uint32_t xt[kXtWords];
+  uint32_t wb[kWbWords];
+  int32_t base[kPreBlock];
+  bool dbl[kPreBlock];
+  for (int32_t t0 = p0; t0 < p1; t0 += chunk) {
+    const int32_t nc = mini(chunk, p1 - t0);
+    const int32_t nt = nc / kTile, rest = nc % kTile;
+    int32_t oy = t0 / W, ox = t0 % W;
+    for (int32_t k = 0; k < nc; ++k) {
+      rows3_patch(L, v, oy, ox, xt + (k / kTile) * tw + 2 * (k % kTile));
+      if (++ox == W) ox = 0, ++oy;
     }
-    int32_t oy = p0 / W, ox = p0 % W;
-    for (int32_t t = p0; t < p1; t += kTile) {
-      const int32_t np = mini(kTile, p1 - t);
-      for (int32_t k = 0; k < kTile; ++k) {
-        uint32_t* x = xt + 2 * k;
-        if (k >= np) {  // lanes dotn<np> never reads; keep them defined
-          for (int32_t g = 0; g < ng; ++g, x += 8) x[0] = x[1] = 0;
-          continue;
-        }
-        const int32_t ix0 = ox * L.sw - L.pad_l;
-        const bool whole = ix0 >= 0 && ix0 + 4 <= X.w;  // 4 bytes inside the row
-        for (int32_t ci = 0; ci < X.c; ++ci) {
-          const int8_t* chan = v.data + int64_t(ci - v.c0) * plane;
-          int32_t iy = oy * L.sh - L.pad_t;
-          for (int32_t ky = 0; ky < L.kh; ++ky, iy += L.dh, x += 8) {
-            if (iy < 0 || iy >= X.h) {
-              x[0] = x[1] = zpair;
-              continue;
-            }
-            const int8_t* row = chan + (iy - v.h0) * X.w;
-            uint32_t q;
-            if (whole) {
-              q = ld32(row + ix0);
-            } else {
-              q = zz & 0xFF000000u;  // the fourth tap (weight 0): anything
-              for (int32_t kx = 0; kx < 3; ++kx) {
-                const int32_t ix = ix0 + kx;
-                const uint32_t b = ix >= 0 && ix < X.w ? uint8_t(row[ix]) : (zz & 0xFFu);
-                q |= b << (8 * kx);
-              }
-            }
-            x[0] = sxtb16(q);
-            x[1] = sxtb16_ror8(q);
-          }
-        }
-        if (++ox == W) ox = 0, ++oy;
-      }
-      for (int32_t j = 0; j < nb; ++j) {
-        int32_t a[kTile] = {base[j], base[j], base[j], base[j]};
-        dot_np(np, xt, wbuf + j * kp, ng, a);
-        requant_n(a, np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
-      }
+    for (int32_t k = nc; k < (nt + (rest ? 1 : 0)) * kTile; ++k) {  // lanes never read; keep them defined
+      uint32_t* x = xt + (k / kTile) * tw + 2 * (k % kTile);
+      for (int32_t g = 0; g < ng; ++g, x += 8) x[0] = x[1] = 0;
+    }
+    for (int32_t cb = c0; cb < c1; cb += blk) {
+      const int32_t nb = mini(blk, c1 - cb);
+      rows3_weights(L, cb, nb, ng, wb, base, dbl);
+      for (int32_t j = 0; j < nb; ++j)
+        pw_pre_channel(L, cb + j, xt, tw, nt, rest, wb + j * 2 * ng, ng, base[j], dbl[j],
+                       out + int64_t(cb + j - c0) * cstride + (t0 - p0));
     }
   }
 }
