@@ -413,6 +413,61 @@ TEST(ArmDsp, PointwiseWidenedWeightsMatchPortable) {
   }
 }
 
+// Depthwise 3x3 computed as boards compute boxes narrower than the plane:
+// one call per row of the box, all its channels (the DSP table's single-row
+// path, kDwRowMax outputs at most), and full-width boxes, against the
+// portable table's whole layer.
+TEST(ArmDsp, DepthwiseBoxesMatchPortable) {
+  Rng r(9);
+  int narrow = 0;
+  for (int it = 0; it < 150; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int c = rnd(r, 1, 40);
+    d.in[0] = Dims{c, rnd(r, 1, 20), rnd(r, 1, it % 5 == 0 ? 60 : 20)};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = 3;
+    d.sw = rnd(r, 1, 2);
+    d.sh = rnd(r, 0, 3) == 0 ? 3 - d.sw : d.sw;
+    d.pad_t = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    d.groups = c;
+    d.out = Dims{c, conv_out(d.in[0].h, 3, d.sh, d.pad_t, d.pad_b), conv_out(d.in[0].w, 3, d.sw, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, c, 9);
+    for (int32_t o = 0; o < c; ++o)
+      if (rnd(r, 0, 9) == 0) L.bias[o] = rnd(r, 0, 1) ? (1 << 29) + 1 : -(1 << 29);
+    L.bind();
+    const std::vector<int8_t> want = L.run(&portable_kernels(), r, 1);
+    const View v{L.x[0].data(), 0, c, 0, d.in[0].h};
+    for (const char* name : {"dsp", "helium"}) {
+      set_kernels(find_kernels(name));
+      for (int b = 0; b < 8; ++b) {
+        OutBox box;
+        box.c0 = rnd(r, 0, c - 1);
+        box.c1 = rnd(r, box.c0 + 1, c);
+        box.y0 = rnd(r, 0, d.out.h - 1);
+        box.y1 = rnd(r, box.y0 + 1, d.out.h);
+        box.x0 = b % 4 == 0 ? 0 : rnd(r, 0, d.out.w - 1);
+        box.x1 = b % 4 == 0 ? d.out.w : rnd(r, box.x0 + 1, d.out.w);
+        narrow += box.x1 - box.x0 < d.out.w;
+        std::vector<int8_t> got(size_t(box.elems()));
+        ASSERT_EQ(compute_box(d, &v, box, got.data(), d.out.c), KernelStatus::Ok);
+        size_t i = 0;
+        for (int32_t oc = box.c0; oc < box.c1; ++oc)
+          for (int32_t y = box.y0; y < box.y1; ++y)
+            for (int32_t x = box.x0; x < box.x1; ++x, ++i)
+              ASSERT_EQ(int(got[i]), int(want[(size_t(oc) * d.out.h + y) * d.out.w + x]))
+                  << name << " it " << it << " box c " << box.c0 << "-" << box.c1 << " y " << box.y0 << "-" << box.y1
+                  << " x " << box.x0 << "-" << box.x1 << " at c " << oc << " y " << y << " x " << x;
+      }
+      set_kernels(nullptr);
+    }
+  }
+  EXPECT_GT(narrow, 300);
+}
+
 TEST(ArmDsp, GemmMatchesPortable) {
   Rng r(5);
   for (int it = 0; it < 60; ++it) {

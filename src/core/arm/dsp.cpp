@@ -423,9 +423,22 @@ void pointwise_chunks(const LayerDesc& L, const View& v, int32_t o0, int32_t no,
 // instead of 6. |acc| < 2^30 holds when |bias| <= 2^29 (|x - zp| <= 255,
 // |w| <= 128, cin <= 1024: the products add at most 2^25); other channels
 // keep single weights and Requant itself.
-constexpr int32_t kWbWords = 2048;   // widened weights: 8 KiB of stack
-constexpr int32_t kPreMaxCin = 256;  // at most 1024 / cin tiles per chunk: >= 4
+constexpr int32_t kPreWords = 2816;  // widened weights and activations: 11 KiB of stack, shared
+constexpr int32_t kPreMaxCin = 256;  // tiles of 2 * cin <= 512 words
 constexpr int32_t kPreBlock = 128;   // output channels per weight block
+
+// How the buffer is shared for tiles of tw words and ng groups of weights
+// per channel, no channels: the weights get what the call's channels need
+// up to all but 8 tiles (or half the buffer), the activations the rest.
+struct PreSizes {
+  int32_t blk = 0, chunk = 0, wb_words = 0;  // channels per block, positions per chunk
+  PreSizes(int32_t tw, int32_t ng, int32_t no) {
+    const int32_t xt_min = mini(8 * tw, kPreWords / 2);
+    blk = mini(mini(kPreBlock, no), (kPreWords - xt_min) / (2 * ng));
+    wb_words = blk * 2 * ng;
+    chunk = ((kPreWords - wb_words) / tw) * kTile;
+  }
+};
 
 struct Rq2 {
   int32_t m = 0, c = 0, e = 0;
@@ -658,7 +671,8 @@ void pw_pre_acts(const View& v, int32_t W, int32_t ci0, int32_t cin, int32_t p, 
 // a few positions (a row of a 7x7 plane) do not repay the widening.
 bool pre_pays(int32_t cin, int32_t no, int32_t n) {
   const int64_t ng = cin / 4, nt = (n + kTile - 1) / kTile;
-  const int64_t chunk = (kXtWords / (2 * cin)) * kTile, blk = mini(kPreBlock, kWbWords / (2 * cin / 4));
+  const PreSizes z(2 * cin, cin / 4, no);
+  const int64_t chunk = z.chunk, blk = z.blk;
   const int64_t nchunks = (n + chunk - 1) / chunk, nblocks = (no + blk - 1) / blk;
   const int64_t weights = int64_t(no) * cin * 3, acts = int64_t(n) * cin * 8 / 5;
   const int64_t rewiden = nblocks == 1 ? 0 : (nchunks - 1) * weights < (nblocks - 1) * acts ? (nchunks - 1) * weights
@@ -684,14 +698,15 @@ void pointwise_pre(const LayerDesc& L, const View& v, int32_t o0, int32_t no, in
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
   const int32_t n = p1 - p0;
   const int32_t tw = 2 * cin;  // words of xt per tile
-  const int32_t chunk = (kXtWords / tw) * kTile;
-  const int32_t blk = mini(kPreBlock, kWbWords / (2 * ng));
+  const PreSizes z(tw, ng, no);
+  const int32_t chunk = z.chunk, blk = z.blk;
   const int32_t nchunks = (n + chunk - 1) / chunk, nblocks = (no + blk - 1) / blk;
   // Blocks outside when widening the activations nblocks times costs less
   // than widening the weights nchunks times.
   const bool blocks_out = nblocks == 1 || int64_t(nblocks) * n * 8 < int64_t(nchunks) * no * 15;
-  uint32_t xt[kXtWords];
-  uint32_t wb[kWbWords];
+  uint32_t buf[kPreWords];
+  uint32_t* const wb = buf;
+  uint32_t* const xt = buf + z.wb_words;
   int32_t base[kPreBlock];
   bool dbl[kPreBlock];
   const int32_t n_out = blocks_out ? nblocks : nchunks, n_in = blocks_out ? nchunks : nblocks;
@@ -923,12 +938,84 @@ void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int
   }
 }
 
+// Depthwise weights of channel o: the pairs dw_pairs3 takes, doubled when
+// the requantiser of doubled sums applies (*dbl), and the sums' start.
+TS_DSP_INLINE int32_t dw_weights(const LayerDesc& L, int32_t o, uint32_t* w02, uint32_t* b01, uint32_t* b2,
+                                 bool* dbl) {
+  const int32_t local = o - L.oc_base;
+  const int8_t* w = L.weights + int64_t(local) * 9;
+  const int32_t bias = L.bias ? L.bias[local] : 0;
+  *dbl = Rq2(L.mult[local], L.shift[local], L.out_zp).ok && bias >= -(int32_t(1) << 29) &&
+         bias <= (int32_t(1) << 29);
+  const uint32_t q0 = ld32(w), q1 = ld32(w + 4);  // w0..w3, w4..w7
+  const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0), e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
+  const int32_t w8 = w[8];
+  // (w0, w2), (w3, w5), (w6, w8); (w1, w4); (w7, 0); halfword-wise doubled.
+  const uint32_t p[5] = {e0, pack16(hi16(d0), lo16(d1)), pack16(hi16(e1), w8), pack16(lo16(d0), lo16(e1)),
+                         pack16(hi16(d1), 0)};
+  w02[0] = *dbl ? sadd16(p[0], p[0]) : p[0];
+  w02[1] = *dbl ? sadd16(p[1], p[1]) : p[1];
+  w02[2] = *dbl ? sadd16(p[2], p[2]) : p[2];
+  *b01 = *dbl ? sadd16(p[3], p[3]) : p[3];
+  *b2 = *dbl ? sadd16(p[4], p[4]) : p[4];
+  const int32_t wsum = lo16(e0) + hi16(e0) + lo16(d0) + hi16(d0) + lo16(e1) + hi16(e1) + lo16(d1) + hi16(d1) + w8;
+  const uint32_t b = uint32_t(bias) - uint32_t(L.in_zp[0] * wsum);
+  return int32_t(*dbl ? 2 * b : b);
+}
+
+// One output row's run [p0, p1) of at most kDwRowMax outputs (boards
+// computing a box narrower than the plane get one call per row): the input
+// columns it reads go into a 3-row frame whose padding (the zero point) is
+// filled once per call, so per channel only the image bytes of its rows are
+// copied before the pair loop.
+constexpr int32_t kDwRowMax = 24;
+constexpr int32_t kDwFrame = 64;  // bytes per frame row: 2 * 24 + 3 + the pair loop's overread
+
+bool dw_row_ok(const LayerDesc& L, int32_t p0, int32_t p1) {
+  const int32_t W = L.out.w;
+  return p1 - p0 <= kDwRowMax && p0 / W == (p1 - 1) / W;
+}
+
+void dw3x3_row(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, n = p1 - p0, sw = L.sw;
+  const int32_t oy = p0 / W, xa = p0 % W;
+  const int32_t ix0 = xa * sw - L.pad_l;          // frame column 0
+  const int32_t lo = maxi(0, -ix0), hi = mini((n - 1) * sw + 3, X.w - ix0);  // image columns of the frame
+  const int32_t iy0 = oy * L.sh - L.pad_t;
+  int8_t fr[3 * kDwFrame];
+  int32_t acc[kDwRowMax + 2];
+  fill_bytes(fr, splat8(L.in_zp[0]), 3 * kDwFrame);
+  for (int32_t c = c0; c < c1; ++c) {
+    for (int32_t ky = 0; ky < 3; ++ky) {
+      const int32_t iy = iy0 + ky;
+      if (iy >= 0 && iy < X.h && hi > lo) copy_bytes(fr + ky * kDwFrame + lo, row_ptr(v, X.w, c, iy) + ix0 + lo, hi - lo);
+    }
+    uint32_t w02[3], b01, b2;
+    bool dbl;
+    const int32_t base = dw_weights(L, c, w02, &b01, &b2, &dbl);
+    if (sw == 1)
+      dw_pairs3<1>(fr, kDwFrame, (n + 1) / 2, w02, b01, b2, base, acc);
+    else
+      dw_pairs3<2>(fr, kDwFrame, (n + 1) / 2, w02, b01, b2, base, acc);
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    if (dbl) {
+      const int32_t local = c - L.oc_base;
+      requant2_n(acc, n, Rq2(L.mult[local], L.shift[local], L.out_zp), L.act_min, L.act_max, o);
+    } else {
+      requant_n(acc, n, channel_rq(L, c), o);
+    }
+  }
+}
+
 // Channels [c0, c1) of a depthwise 3x3 layer, one scratch for all of them.
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 void dw3x3_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                  int64_t cstride) {
+  if (dw_row_ok(L, p0, p1)) return dw3x3_row(L, v, c0, c1, p0, p1, out, cstride);
   DwScratch sc;
   const DwGeom g(L, p0, p1);
   for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc, g);
@@ -1082,9 +1169,10 @@ void rows3_patch(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, uint
   }
 }
 
-// Positions are taken in chunks of as many tiles as xt holds (28 for
-// 3 input channels), each patch built once; the weights of a block of
-// output channels are widened once per chunk (a few hundred words), and
+// Positions are taken in chunks of as many tiles as the buffer leaves
+// (31 for 3 input channels and 32 output channels), each patch built once;
+// the weights of a block of output channels are widened once per chunk (a
+// few hundred words), and
 // every channel runs the pointwise kernel's tile loop (pw_pre_channel) over
 // the chunk's tiles.
 #if defined(__GNUC__)
@@ -1095,10 +1183,11 @@ void conv_rows3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
   const int32_t ng = L.in[0].c * L.kh;  // groups of 4 taps
   const int32_t tw = 8 * ng;              // words of xt per tile
   const int32_t W = L.out.w;
-  const int32_t chunk = (kXtWords / tw) * kTile;
-  const int32_t blk = mini(kPreBlock, kWbWords / (2 * ng));
-  uint32_t xt[kXtWords];
-  uint32_t wb[kWbWords];
+  const PreSizes z(tw, ng, c1 - c0);
+  const int32_t chunk = z.chunk, blk = z.blk;
+  uint32_t buf[kPreWords];
+  uint32_t* const wb = buf;
+  uint32_t* const xt = buf + z.wb_words;
   int32_t base[kPreBlock];
   bool dbl[kPreBlock];
   for (int32_t t0 = p0; t0 < p1; t0 += chunk) {
