@@ -167,6 +167,29 @@ TEST(ArmDsp, Requant2EqualsRequant) {
   EXPECT_FALSE(ok);
 }
 
+// Add's operand scaler (doubled values, SMMLAR) against Requant.scale over
+// its domain: x = (v - z) * 2^left with left <= 20, shifts 0 to -21.
+TEST(ArmDsp, AddOperandScaleEqualsRequant) {
+  Rng r(10);
+  for (int it = 0; it < 200000; ++it) {
+    const int32_t m = rnd(r, 0, 5) == 0 ? (1 << 30) : (rnd(r, 0, 9) == 0 ? INT32_MAX : int32_t((1u << 30) | (uint32_t(r()) >> 2)));
+    const int32_t s = -rnd(r, 0, 21);
+    const int32_t left = rnd(r, 0, 3) == 0 ? rnd(r, 0, 20) : 20;
+    const int32_t x = rnd(r, 0, 9) == 0 ? rnd(r, -3, 3) : rnd(r, -255, 255) * (1 << left) + (rnd(r, 0, 4) == 0 ? rnd(r, -2, 2) : 0);
+    bool ok = false;
+    const int32_t got = arm::fast_op_scale(x, m, s, &ok);
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(got, Requant(m, s, 0, -128, 127).scale(x)) << "x " << x << " m " << m << " s " << s;
+  }
+  bool ok = true;
+  arm::fast_op_scale(5, (1 << 30) - 1, -3, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_op_scale(5, 1 << 30, -22, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_op_scale(5, 1 << 30, 1, &ok);
+  EXPECT_FALSE(ok);
+}
+
 void random_mult(Rng& r, int32_t* m, int32_t* s) {
   switch (rnd(r, 0, 9)) {
     case 0: *m = INT32_MIN; break;

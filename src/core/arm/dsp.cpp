@@ -586,7 +586,61 @@ void add_loop(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, c
   }
 }
 
+// The usual case with doubled values and SMMLAR (as Rq2): each operand as
+// X = (v - z) * 2^(left+1) = 2x by one MLA, its scaler
+//   floor((c + floor((X*m + 2^31) / 2^32)) / 2^e),  c = 2^(e-1) - [X < 0] (e >= 1), 0 (e = 0)
+// (Requant.scale(x): for e = 0 the high product itself), then the output
+// requantiser of doubled sums on 2 * (sx + sy), four outputs per word. Needs
+// multipliers in [2^30, 2^31), operand shifts 0 to -21, output shifts -1 to
+// -21, left <= 20: |x| <= 255 * 2^20, so |sx + sy| < 2^29 and every doubled
+// value fits (the quantiser gives left = 20, shifts 0 to -4 and -17 to -21).
+struct OpRq {
+  int32_t m = 0, c = 0, e = 0;
+  bool ok = false;
+  explicit OpRq(const Requant& r) {
+    ok = !r.exact && r.m >= (int32_t(1) << 30) && r.shift <= 0 && r.shift >= -21;
+    if (!ok) return;
+    m = r.m;
+    e = -r.shift;
+    c = e ? int32_t(1) << (e - 1) : 0;
+  }
+  // E0: e = 0, the high product alone.
+  template <bool E0>
+  TS_DSP_INLINE int32_t scale(int32_t x2) const {
+    return E0 ? smmlar(x2, m, 0) : smmlar(x2, m, c + (x2 >> 31)) >> e;
+  }
+};
+
+// 2 * (sx + sy) for a chunk of elements into y2, then the output
+// requantiser of doubled sums over the chunk (requant2_n).
+template <bool E0a, bool E0b>
+void add_loop2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, const OpRq& ra, const OpRq& rb,
+               const Rq2& ro, int8_t* out) {
+  constexpr int32_t kChunk = 256;
+  int32_t y2[kChunk];
+  const int32_t s = p.left + 1, za = p.za, zb = p.zb;
+  for (int32_t k0 = 0; k0 < n; k0 += kChunk) {
+    const int32_t nc = mini(kChunk, n - k0);
+    for (int32_t k = 0; k < nc; ++k) {
+      // A multiply, not a shift: a - za may be negative (the same LSL on the M7).
+      const int32_t x = (int32_t(a[k0 + k]) - za) * (int32_t(1) << s);
+      const int32_t y = (int32_t(b[k0 + k]) - zb) * (int32_t(1) << s);
+      y2[k] = 2 * (ra.scale<E0a>(x) + rb.scale<E0b>(y));
+    }
+    requant2_n(y2, nc, ro, p.rout.lo, p.rout.hi, out + k0);
+  }
+}
+
 void add_row(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  const OpRq qa(p.ra), qb(p.rb);
+  const Rq2 qo(p.rout.m, p.rout.shift, p.rout.zp);
+  if (qa.ok && qb.ok && qo.ok && !p.rout.exact && p.left >= 0 && p.left <= 20) {
+    if (qa.e == 0)
+      return qb.e == 0 ? add_loop2<true, true>(a, b, n, p, qa, qb, qo, out)
+                       : add_loop2<true, false>(a, b, n, p, qa, qb, qo, out);
+    return qb.e == 0 ? add_loop2<false, true>(a, b, n, p, qa, qb, qo, out)
+                     : add_loop2<false, false>(a, b, n, p, qa, qb, qo, out);
+  }
   const FastRq ra(p.ra.m, p.ra.shift, 0, -128, 127);
   const FastRq rb(p.rb.m, p.rb.shift, 0, -128, 127);
   const FastRq ro(p.rout.m, p.rout.shift, p.rout.zp, p.rout.lo, p.rout.hi);
@@ -664,6 +718,14 @@ int32_t fast_requant2(int32_t acc, int32_t mult, int32_t shift, int32_t zp, bool
   const Rq2 rq(mult, shift, zp);
   *ok = rq.ok;
   return rq.ok ? rq(int32_t(uint32_t(acc) * 2u)) : 0;
+}
+
+int32_t fast_op_scale(int32_t x, int32_t mult, int32_t shift, bool* ok) {
+  Requant r(mult, shift, 0, -128, 127);
+  const OpRq q(r);
+  *ok = q.ok;
+  if (!q.ok) return 0;
+  return q.e == 0 ? q.scale<true>(2 * x) : q.scale<false>(2 * x);
 }
 
 const KernelTable kDspKernels = {"dsp", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, conv_block};
