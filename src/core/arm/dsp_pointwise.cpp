@@ -124,6 +124,28 @@ void pw_channel_tiles(const uint32_t* xt, int32_t tw, int32_t nt, const int8_t* 
   }
 }
 
+// The same with the requantiser of doubled sums on 2 * acc (|acc| < 2^30:
+// |bias| <= 2^29 and at most 1,024 input channels), then the rest positions.
+template <bool Full>
+void pw_channel_tiles2(const uint32_t* xt, int32_t tw, int32_t nt, int32_t rest, const int8_t* w, int32_t ng,
+                       int32_t bias, const Rq2& rq, int32_t lo, int32_t hi, int8_t* out) {
+  const uint32_t lo4 = splat8(lo), hi4 = splat8(hi);
+  for (int32_t k = 0; k < nt; ++k, xt += tw, out += kTile) {
+    int32_t a[kTile] = {bias, bias, bias, bias};
+    dotn<4>(xt, w, ng, a);
+    const uint32_t word = pack4(rq(2 * a[0]), rq(2 * a[1]), rq(2 * a[2]), rq(2 * a[3]));
+    st32(out, Full ? word : min8(max8(word, lo4), hi4));
+  }
+  if (rest) {
+    int32_t a[kTile] = {bias, bias, bias, bias};
+    dot_np(rest, xt, w, ng, a);
+    for (int32_t k = 0; k < rest; ++k) {
+      const int32_t q = rq(2 * a[k]);
+      out[k] = int8_t(q < lo ? lo : (q > hi ? hi : q));
+    }
+  }
+}
+
 // Inputs of at most kXtWords / 2 channels: positions are taken in chunks of
 // as many tiles as xt holds (256 positions at 16 channels, 4 at 1024), the
 // chunk widened once, then every output channel runs over all its tiles.
@@ -155,6 +177,14 @@ void pointwise_chunks(const LayerDesc& L, const View& v, int32_t o0, int32_t no,
     for (int32_t j = 0; j < no; ++j, wj += cin, oj += cstride) {
       const int32_t local = o0 + j - L.oc_base;
       const int32_t bias = L.bias ? L.bias[local] : 0;
+      const Rq2 r2(L.mult[local], L.shift[local], L.out_zp);
+      if (r2.ok && bias >= -(int32_t(1) << 29) && bias <= (int32_t(1) << 29)) {
+        if (L.act_min <= -128 && L.act_max >= 127)
+          pw_channel_tiles2<true>(xt, tw, nt, rest, wj, cin / 4, bias, r2, L.act_min, L.act_max, oj);
+        else
+          pw_channel_tiles2<false>(xt, tw, nt, rest, wj, cin / 4, bias, r2, L.act_min, L.act_max, oj);
+        continue;
+      }
       const FastRq rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
       if (rq.zfold) {
         pw_channel_tiles<true>(xt, tw, nt, wj, cin / 4, bias, rq, oj);
