@@ -68,8 +68,10 @@ template <int SW>
 void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02, uint32_t b01, uint32_t b2,
                int32_t base, int32_t* acc) {
   const uint32_t a0 = w02[0], a1 = w02[1], a2 = w02[2];
-  for (int32_t j = 0; j < npairs; ++j, r += 2 * SW, acc += 2) {
-    const uint32_t q0 = ld32(r), q1 = ld32(r + Wp), q2 = ld32(r + 2 * Wp);
+  const int8_t* r1 = r + Wp;
+  const int8_t* r2 = r + 2 * Wp;
+  for (int32_t* const end = acc + 2 * npairs; acc != end; r += 2 * SW, r1 += 2 * SW, r2 += 2 * SW, acc += 2) {
+    const uint32_t q0 = ld32(r), q1 = ld32(r1), q2 = ld32(r2);
     const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0);  // (x0, x2), (x1, x3) of row 0
     const uint32_t e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
     const uint32_t e2 = sxtb16(q2), d2 = sxtb16_ror8(q2);
@@ -93,10 +95,10 @@ void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02,
       s1 = smlabt(uint32_t(int32_t(r[4])), a0, s1);  // x4*w2
       s1 = smlatb(e1, a1, s1);
       s1 = smlatt(d1, b01, s1);
-      s1 = smlabt(uint32_t(int32_t(r[Wp + 4])), a1, s1);
+      s1 = smlabt(uint32_t(int32_t(r1[4])), a1, s1);
       s1 = smlatb(e2, a2, s1);
       s1 = smlatb(d2, b2, s1);
-      s1 = smlabt(uint32_t(int32_t(r[2 * Wp + 4])), a2, s1);
+      s1 = smlabt(uint32_t(int32_t(r2[4])), a2, s1);
     }
     acc[0] = s0;
     acc[1] = s1;
