@@ -48,6 +48,17 @@ TEST(ArmDsp, InstructionModels) {
   EXPECT_EQ(pkhbt(pack16(5, 6), pack16(7, 8)), pack16(5, 7));
   EXPECT_EQ(pkhtb(pack16(5, 6), pack16(7, 8)), pack16(6, 8));
   EXPECT_EQ(ssub16(pack16(-128, 127), pack16(127, -128)), pack16(-255, 255));
+  EXPECT_EQ(sadd16(pack16(-128, 127), pack16(-128, 127)), pack16(-256, 254));
+  EXPECT_EQ(sadd16(pack16(32767, -32768), pack16(1, -1)), pack16(-32768, 32767));  // wraps
+  // smmlar: acc + floor((a*b + 2^31) / 2^32), modulo 2^32.
+  EXPECT_EQ(smmlar(1 << 30, 1 << 30, 5), 5 + (1 << 28));
+  EXPECT_EQ(smmlar(1, INT32_MIN, 0), 0);         // -2^31 + 2^31 = 0
+  EXPECT_EQ(smmlar(-1, INT32_MIN, 0), 1);        // 2^31 + 2^31 = 2^32
+  EXPECT_EQ(smmlar(3, -(1 << 30), 0), -1);       // floor((-3*2^30 + 2^31) / 2^32) = floor(-0.25)
+  EXPECT_EQ(smmlar(INT32_MIN, INT32_MIN, 0), 1 << 30);
+  EXPECT_EQ(smmlar(INT32_MIN, INT32_MIN, INT32_MAX), int32_t(0xBFFFFFFFu));  // wraps
+  EXPECT_EQ(bfi8<8>(0x11223344u, 0xFFFFFFABu), 0x1122AB44u);
+  EXPECT_EQ(bfi8<24>(0x11223344u, 0x80u), 0x80223344u);
 }
 
 // The Helium instructions' plain-C++ models (mve_ops.h), on known values.
@@ -112,6 +123,71 @@ TEST(ArmDsp, FastScaleEqualsRequant) {
   EXPECT_FALSE(arm::fast_requant_ok(1 << 30, -32));
   EXPECT_FALSE(arm::fast_requant_ok_any(1 << 30, 0));
   EXPECT_FALSE(arm::fast_requant_ok_any((1 << 30) - 1, -1));
+}
+
+// The doubled-sum requantiser of the pointwise kernel (SMMLAR) against
+// Requant over its whole domain: |acc| < 2^30, right shifts 1 to 21, zero
+// points -128 to 127, multipliers 2^30 to INT32_MAX; outside it, declined.
+TEST(ArmDsp, Requant2EqualsRequant) {
+  Rng r(7);
+  int checked = 0;
+  for (int it = 0; it < 300000; ++it) {
+    const int32_t m = rnd(r, 0, 9) == 0 ? (1 << 30) : (rnd(r, 0, 9) == 0 ? INT32_MAX : int32_t((1u << 30) | (uint32_t(r()) >> 2)));
+    const int32_t s = -rnd(r, 1, 21);
+    const int32_t zp = rnd(r, 0, 4) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    const int32_t lim = (1 << 30) - 1;
+    int32_t x;
+    switch (rnd(r, 0, 6)) {
+      case 0: x = rnd(r, 0, 1) ? lim : -lim; break;
+      case 1: x = rnd(r, -3, 3); break;
+      case 2: x = rnd(r, -lim, lim); break;
+      case 3: {  // around a rounding tie: acc * m near an odd multiple of 2^(30 + e)
+        const int64_t tie = (int64_t(2 * rnd(r, -2000, 2000) + 1) << (30 - s)) / m;
+        x = tie > -lim + 2 && tie < lim - 2 ? int32_t(tie + rnd(r, -2, 2)) : rnd(r, -1000, 1000);
+        break;
+      }
+      default: x = rnd(r, -300000, 300000); break;
+    }
+    bool ok = false;
+    const int32_t got = arm::fast_requant2(x, m, s, zp, &ok);
+    ASSERT_TRUE(ok);
+    const Requant rq(m, s, zp, -128, 127);
+    ASSERT_EQ(got, int32_t(rq(x))) << "x " << x << " m " << m << " s " << s << " zp " << zp;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 300000);
+  bool ok = true;
+  arm::fast_requant2(5, (1 << 30) - 1, -5, 0, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_requant2(5, 1 << 30, -22, 0, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_requant2(5, 1 << 30, 0, 0, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_requant2(5, INT32_MIN, -5, 0, &ok);
+  EXPECT_FALSE(ok);
+}
+
+// Add's operand scaler (doubled values, SMMLAR) against Requant.scale over
+// its domain: x = (v - z) * 2^left with left <= 20, shifts 0 to -21.
+TEST(ArmDsp, AddOperandScaleEqualsRequant) {
+  Rng r(10);
+  for (int it = 0; it < 200000; ++it) {
+    const int32_t m = rnd(r, 0, 5) == 0 ? (1 << 30) : (rnd(r, 0, 9) == 0 ? INT32_MAX : int32_t((1u << 30) | (uint32_t(r()) >> 2)));
+    const int32_t s = -rnd(r, 0, 21);
+    const int32_t left = rnd(r, 0, 3) == 0 ? rnd(r, 0, 20) : 20;
+    const int32_t x = rnd(r, 0, 9) == 0 ? rnd(r, -3, 3) : rnd(r, -255, 255) * (1 << left) + (rnd(r, 0, 4) == 0 ? rnd(r, -2, 2) : 0);
+    bool ok = false;
+    const int32_t got = arm::fast_op_scale(x, m, s, &ok);
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(got, Requant(m, s, 0, -128, 127).scale(x)) << "x " << x << " m " << m << " s " << s;
+  }
+  bool ok = true;
+  arm::fast_op_scale(5, (1 << 30) - 1, -3, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_op_scale(5, 1 << 30, -22, &ok);
+  EXPECT_FALSE(ok);
+  arm::fast_op_scale(5, 1 << 30, 1, &ok);
+  EXPECT_FALSE(ok);
 }
 
 void random_mult(Rng& r, int32_t* m, int32_t* s) {
@@ -323,6 +399,96 @@ TEST(ArmDsp, MobileNetShapesMatchPortable) {
     expect_same(L, r, "cin " + std::to_string(s.cin) + " k " + std::to_string(s.k));
     if (HasFatalFailure()) return;
   }
+}
+
+// The pointwise kernel with widened weights (inputs of up to 256 channels):
+// its unrolled depths (16, 24, 32 channels) and the looped ones, output
+// channels beyond one weight block (128, or fewer for deeper inputs) and
+// beyond the weight buffer (widened again per chunk of positions), chunks of
+// positions with partial tiles, biases on both sides of the doubled sums'
+// limit (2^29), multipliers and shifts outside the doubled requantiser, clamps.
+TEST(ArmDsp, PointwiseWidenedWeightsMatchPortable) {
+  Rng r(8);
+  for (int it = 0; it < 120; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int depths[] = {16, 24, 32, 4, 8, 12, 20, 28};
+    const int cin = it % 3 == 0 ? 4 * rnd(r, 9, 64) : depths[rnd(r, 0, 7)];
+    const int cout = it % 7 == 0 ? rnd(r, 129, 170) : rnd(r, 1, 60);
+    const int H = rnd(r, 1, 24), W = rnd(r, 1, 24);
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = 1;
+    d.out = Dims{cout, H, W};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, cin);
+    for (int32_t o = 0; o < cout; ++o) {
+      if (rnd(r, 0, 5) == 0) L.bias[o] = rnd(r, 0, 1) ? (1 << 29) + rnd(r, -1, 1) : -(1 << 29) + rnd(r, -1, 1);
+      if (rnd(r, 0, 9) == 0) L.bias[o] = rnd(r, -(1 << 30), 1 << 30);
+      if (rnd(r, 0, 9) == 0) L.shift[o] = -rnd(r, 20, 23);
+    }
+    if (rnd(r, 0, 5) == 0) L.bias.clear();
+    L.bind();
+    expect_same(L, r, "pointwise cin " + std::to_string(cin) + " cout " + std::to_string(cout) + " it " +
+                          std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Depthwise 3x3 computed as boards compute boxes narrower than the plane:
+// one call per row of the box, all its channels (the DSP table's single-row
+// path, kDwRowMax outputs at most), and full-width boxes, against the
+// portable table's whole layer.
+TEST(ArmDsp, DepthwiseBoxesMatchPortable) {
+  Rng r(9);
+  int narrow = 0;
+  for (int it = 0; it < 150; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int c = rnd(r, 1, 40);
+    d.in[0] = Dims{c, rnd(r, 1, 20), rnd(r, 1, it % 5 == 0 ? 60 : 20)};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = 3;
+    d.sw = rnd(r, 1, 2);
+    d.sh = rnd(r, 0, 3) == 0 ? 3 - d.sw : d.sw;
+    d.pad_t = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    d.groups = c;
+    d.out = Dims{c, conv_out(d.in[0].h, 3, d.sh, d.pad_t, d.pad_b), conv_out(d.in[0].w, 3, d.sw, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, c, 9);
+    for (int32_t o = 0; o < c; ++o)
+      if (rnd(r, 0, 9) == 0) L.bias[o] = rnd(r, 0, 1) ? (1 << 29) + 1 : -(1 << 29);
+    L.bind();
+    const std::vector<int8_t> want = L.run(&portable_kernels(), r, 1);
+    const View v{L.x[0].data(), 0, c, 0, d.in[0].h};
+    for (const char* name : {"dsp", "helium"}) {
+      set_kernels(find_kernels(name));
+      for (int b = 0; b < 8; ++b) {
+        OutBox box;
+        box.c0 = rnd(r, 0, c - 1);
+        box.c1 = rnd(r, box.c0 + 1, c);
+        box.y0 = rnd(r, 0, d.out.h - 1);
+        box.y1 = rnd(r, box.y0 + 1, d.out.h);
+        box.x0 = b % 4 == 0 ? 0 : rnd(r, 0, d.out.w - 1);
+        box.x1 = b % 4 == 0 ? d.out.w : rnd(r, box.x0 + 1, d.out.w);
+        narrow += box.x1 - box.x0 < d.out.w;
+        std::vector<int8_t> got(size_t(box.elems()));
+        ASSERT_EQ(compute_box(d, &v, box, got.data(), d.out.c), KernelStatus::Ok);
+        size_t i = 0;
+        for (int32_t oc = box.c0; oc < box.c1; ++oc)
+          for (int32_t y = box.y0; y < box.y1; ++y)
+            for (int32_t x = box.x0; x < box.x1; ++x, ++i)
+              ASSERT_EQ(int(got[i]), int(want[(size_t(oc) * d.out.h + y) * d.out.w + x]))
+                  << name << " it " << it << " box c " << box.c0 << "-" << box.c1 << " y " << box.y0 << "-" << box.y1
+                  << " x " << box.x0 << "-" << box.x1 << " at c " << oc << " y " << y << " x " << x;
+      }
+      set_kernels(nullptr);
+    }
+  }
+  EXPECT_GT(narrow, 300);
 }
 
 TEST(ArmDsp, GemmMatchesPortable) {

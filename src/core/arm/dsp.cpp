@@ -15,7 +15,9 @@
 // by 8 gives (v1, v3). Weights are widened that way on the fly (2
 // instructions per 4 weights), and activations are stored once in the same
 // order, pairs (x0, x2) and (x1, x3), so one SMLAD adds two products.
-#include "core/arm/dsp_kernels.h"
+//
+// The pointwise kernels are in dsp_pointwise.cpp, what both files share in
+// dsp_internal.h.
 
 // Short fill and copy loops stay loops: GCC would turn them into memset /
 // memcpy calls, which newlib-nano does byte by byte after a call.
@@ -23,8 +25,7 @@
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif
 
-#include "core/arm/dsp_ops.h"
-#include "core/ops/common.h"
+#include "core/arm/dsp_internal.h"
 
 namespace ts {
 namespace core {
@@ -32,137 +33,9 @@ namespace arm {
 
 using namespace opk;
 using namespace dsp;
+using namespace dspk;
 
 namespace {
-
-// ------------------------------------------------------------ requantisation
-//
-// Requant (requant.h) computes floor((t + 2^(30+e) - 2^31 [t < 0]) / 2^(31+e))
-// with t = x*m + 2^30 and e = -shift. For m >= 2^30, t < 0 exactly when
-// x < 0 (x = -1, m = 2^30 gives t = 0, where both forms give 0), so the
-// whole numerator is x*m plus a constant chosen by x's sign: for e >= 2 the
-// constant 2^30 + 2^(30+e) - 2^31 [x < 0] has low word 2^30 + 2^31 [x < 0]
-// (mod 2^32) and high word 2^(e-2) - [x < 0]. One SMLAL into that 64-bit
-// value and an arithmetic shift of its high word by e - 1 give the result:
-// 5 instructions instead of a 64-bit shift by a variable amount. Other
-// multipliers and shifts (rare: quantize_multiplier normalises m into
-// [2^30, 2^31)) use Requant itself.
-struct FastRq {
-  int32_t m = 0, sh = 0, chi = 0;  // multiplier, e - 1, 2^(e-2)
-  int32_t zp = 0, lo = -128, hi = 127;
-  bool ok = false;    // e >= 2: scale() and operator()
-  bool ok_any = false;  // e >= 1: scale_any()
-  uint32_t lbase = 0x40000000u;
-  int32_t hmask = -1;
-  bool ok0 = false;  // shift 0, m != INT32_MIN: scale0()
-  int32_t m0 = 0, shift0 = 0;  // the multiplier and shift as given
-  uint32_t lo4 = 0x80808080u, hi4 = 0x7F7F7F7Fu;  // lo, hi in each byte
-  bool full = true;                                // [lo, hi] = [-128, 127]
-  bool zfold = false;                              // scale_z() usable
-  int32_t chiz = 0;                                // chi + zp * 2^sh
-  FastRq() = default;
-  FastRq(int32_t mult, int32_t shift, int32_t zero, int32_t lo_, int32_t hi_)
-      : zp(zero), lo(lo_), hi(hi_), shift0(shift) {
-    lo4 = (uint32_t(lo_) & 0xFFu) * 0x01010101u;
-    hi4 = (uint32_t(hi_) & 0xFFu) * 0x01010101u;
-    full = lo_ <= -128 && hi_ >= 127;
-    ok = fast_requant_ok(mult, shift);
-    ok_any = fast_requant_ok_any(mult, shift);
-    ok0 = shift == 0 && mult != INT32_MIN;
-    m0 = mult;
-    if (ok) {
-      m = mult;
-      sh = -shift - 1;
-      chi = int32_t(1) << (-shift - 2);
-      // |high word| <= 2^30 + 2^29; with sh <= 20, |zp| * 2^sh <= 2^27: no overflow.
-      zfold = sh <= 20 && zero >= -128 && zero <= 128;
-      if (zfold) chiz = chi + int32_t(uint32_t(zero) << sh);
-    } else if (ok_any) {
-      m = mult;
-      sh = 0;
-      chi = 0;
-      lbase = 0xC0000000u;
-      hmask = 0;
-    }
-  }
-  // scale(x) + zp, the zero point added to the high word before the shift
-  // (exact: adding zp * 2^(32+sh) to the 64-bit value adds zp * 2^sh to its
-  // high word, which the shift turns into + zp); needs zfold.
-  TS_DSP_INLINE int32_t scale_z(int32_t x) const {
-    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
-    const int32_t h = chiz + (x >> 31);
-    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
-    u += int64_t(x) * m;
-    return int32_t(u >> 32) >> sh;
-  }
-  TS_DSP_INLINE int32_t scale(int32_t x) const {
-    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
-    const int32_t h = chi + (x >> 31);
-    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
-    u += int64_t(x) * m;
-    return int32_t(u >> 32) >> sh;
-  }
-  // The same for any e >= 1: with e = 1 the constant's low word is
-  // 2^30 + 2^31 and subtracting 2^31 borrows nothing from the high word.
-  TS_DSP_INLINE int32_t scale_any(int32_t x) const {
-    const uint32_t l = lbase + (uint32_t(x) & 0x80000000u);
-    const int32_t h = chi + ((x >> 31) & hmask);
-    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
-    u += int64_t(x) * m;
-    return int32_t(u >> 32) >> sh;
-  }
-  // e = 0 (multipliers of 0.5, Add's larger operand): floor((x*m + 2^30) / 2^31).
-  TS_DSP_INLINE int32_t scale0(int32_t x) const {
-    const int64_t u = int64_t(x) * m0 + (int64_t(1) << 30);
-    return int32_t(u >> 31);
-  }
-  TS_DSP_INLINE int8_t operator()(int32_t acc) const {
-    int32_t r = scale(acc) + zp;
-    r = r < lo ? lo : r;
-    return int8_t(r > hi ? hi : r);
-  }
-  // Requant itself (outside the fast domain).
-  Requant slow() const { return Requant(m0, shift0, zp, lo, hi); }
-  // Either form, for single values.
-  TS_DSP_INLINE int8_t apply(int32_t acc) const { return ok ? (*this)(acc) : slow()(acc); }
-};
-
-// Four bytes of lo or hi, for the byte-wise clamp.
-inline uint32_t splat8(int32_t v) { return (uint32_t(v) & 0xFFu) * 0x01010101u; }
-
-// out[k] = rq(acc[k]) for k < n. Four at a time: each value scaled, plus the
-// zero point, saturated to int8 (SSAT), packed into a word, and the word
-// clamped to [lo, hi] byte-wise (SSUB8 + SEL); clamping to [-128, 127] first
-// changes nothing since lo >= -128 and hi <= 127.
-// Four at a time; with Z, the zero point is already in the high word (chiz).
-template <bool Z>
-TS_DSP_INLINE int32_t requant4(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
-  const uint32_t lo4 = rq.lo4, hi4 = rq.hi4;
-  const bool full = rq.full;  // SSAT is the whole clamp
-  int32_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    const int32_t q0 = ssat8(Z ? rq.scale_z(acc[k]) : rq.scale(acc[k]) + rq.zp);
-    const int32_t q1 = ssat8(Z ? rq.scale_z(acc[k + 1]) : rq.scale(acc[k + 1]) + rq.zp);
-    const int32_t q2 = ssat8(Z ? rq.scale_z(acc[k + 2]) : rq.scale(acc[k + 2]) + rq.zp);
-    const int32_t q3 = ssat8(Z ? rq.scale_z(acc[k + 3]) : rq.scale(acc[k + 3]) + rq.zp);
-    // Halfword pairs (q0, q2) and (q1, q3); their low bytes interleave
-    // into q0 q1 q2 q3.
-    const uint32_t word = uxtb16(pkhbt(uint32_t(q0), uint32_t(q2))) | (uxtb16(pkhbt(uint32_t(q1), uint32_t(q3))) << 8);
-    st32(out + k, full ? word : min8(max8(word, lo4), hi4));
-  }
-  return k;
-}
-
-TS_DSP_INLINE void requant_n(const int32_t* acc, int32_t n, const FastRq& rq, int8_t* out) {
-  if (!rq.ok) {
-    const Requant r = rq.slow();
-    for (int32_t k = 0; k < n; ++k) out[k] = r(acc[k]);
-    return;
-  }
-  int32_t k = 0;
-  if (n >= 4) k = rq.zfold ? requant4<true>(acc, n, rq, out) : requant4<false>(acc, n, rq, out);
-  for (; k < n; ++k) out[k] = rq(acc[k]);
-}
 
 void requant_row(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
   // Requant keeps its inputs: rebuild the fast form from them.
@@ -172,220 +45,6 @@ void requant_row(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) 
     return;
   }
   requant_n(acc, n, f, out);
-}
-
-FastRq channel_rq(const LayerDesc& L, int32_t o) {
-  const int32_t local = o - L.oc_base;
-  return FastRq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-}
-
-// ------------------------------------------- the 4-position dot-product core
-//
-// Activations of 4 output positions over ng groups of 4 "channels" (input
-// channels, or a convolution patch's taps), as
-//   xt[g][k][0] = (x(4g, k), x(4g+2, k)),  xt[g][k][1] = (x(4g+1, k), x(4g+3, k))
-// (int16 halfwords, zero point already subtracted). acc[k] += the dot product
-// of position k with the int8 weight row w (4*ng bytes, any alignment).
-// Per 4 channels: 1 weight load, 2 SXTB16, 4 LDRD and 8 SMLAD for 16 MACs.
-constexpr int32_t kTile = 4;
-
-// One group of 4 channels at word offset G of x (weights wv), positions
-// k < N.
-#define TS_DOT_GROUP(G, wv)                               \
-  do {                                                    \
-    const uint32_t we = sxtb16(wv), wo = sxtb16_ror8(wv); \
-    uint32_t e, o;                                        \
-    ld2<G>(x, &e, &o);                                    \
-    a0 = smlad(o, wo, smlad(e, we, a0));                  \
-    if (N > 1) {                                          \
-      ld2<G + 2>(x, &e, &o);                              \
-      a1 = smlad(o, wo, smlad(e, we, a1));                \
-    }                                                     \
-    if (N > 2) {                                          \
-      ld2<G + 4>(x, &e, &o);                              \
-      a2 = smlad(o, wo, smlad(e, we, a2));                \
-    }                                                     \
-    if (N > 3) {                                          \
-      ld2<G + 6>(x, &e, &o);                              \
-      a3 = smlad(o, wo, smlad(e, we, a3));                \
-    }                                                     \
-  } while (0)
-
-// acc[k] += dot product of position k with w, for k < N (N <= 4): partial
-// tiles cost what they compute.
-template <int N>
-TS_DSP_INLINE void dotn(const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
-  int32_t a0 = acc[0], a1 = N > 1 ? acc[1] : 0, a2 = N > 2 ? acc[2] : 0, a3 = N > 3 ? acc[3] : 0;
-  const uint32_t* x = xt;
-  // Two groups (8 channels) per pass.
-  const uint32_t* const end2 = xt + 8 * (ng & ~1);
-  for (; x != end2; x += 16, w += 8) {
-    const uint32_t w0 = ld32(w), w1 = ld32(w + 4);
-    TS_DOT_GROUP(0, w0);
-    TS_DOT_GROUP(8, w1);
-  }
-  if (ng & 1) {
-    const uint32_t w0 = ld32(w);
-    TS_DOT_GROUP(0, w0);
-  }
-  acc[0] = a0;
-  if (N > 1) acc[1] = a1;
-  if (N > 2) acc[2] = a2;
-  if (N > 3) acc[3] = a3;
-}
-#undef TS_DOT_GROUP
-
-// dotn for np = 1..4 positions.
-TS_DSP_INLINE void dot_np(int32_t np, const uint32_t* xt, const int8_t* w, int32_t ng, int32_t* acc) {
-  switch (np) {
-    case 4: return dotn<4>(xt, w, ng, acc);
-    case 3: return dotn<3>(xt, w, ng, acc);
-    case 2: return dotn<2>(xt, w, ng, acc);
-    default: return dotn<1>(xt, w, ng, acc);
-  }
-}
-
-// ------------------------------------------------------------------ pointwise
-//
-// Output channels [o0, o0+no) of one group, positions [p0, p1): for blocks
-// of kOcBlock channels (requantisers built once per block), for tiles of 4
-// positions, the tile's activations are widened into xt once (4 words of
-// input per 4 channels, SXTB16 + PKHBT/PKHTB + SSUB16) and every channel of
-// the block runs dotn over them. Inputs deeper than kCinChunk channels are
-// taken in chunks, the partial sums kept in acc.
-constexpr int32_t kCinChunk = 1024;  // xt: 8 KiB of stack
-constexpr int32_t kOcBlock = 64;     // requantisers: 3 KiB
-
-// Channels [c, c + nc) (nc a multiple of 4) at positions [p, p + np) of a
-// full-width view into xt; positions np..3 are zero.
-void pw_widen(const View& v, int32_t W, int32_t c, int32_t nc, int32_t p, int32_t np, int32_t zp, uint32_t* xt) {
-  const int64_t plane = int64_t(v.nh) * W;
-  const int64_t at = int64_t(c - v.c0) * plane + (p - int64_t(v.h0) * W);
-  const int8_t* s = v.data + at;
-  // A partial tile may load 4 bytes anyway when they stay inside the view
-  // (the extra positions' lanes are never read: dotn<np>).
-  if (np == kTile || at + int64_t(nc - 1) * plane + 4 <= int64_t(v.nc) * plane) {
-    const uint32_t zz = pack16(zp, zp);
-    for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
-      const uint32_t A = ld32(s), B = ld32(s + plane), C = ld32(s + 2 * plane), D = ld32(s + 3 * plane);
-      const uint32_t ae = sxtb16(A), ao = sxtb16_ror8(A), ce = sxtb16(C), co = sxtb16_ror8(C);
-      const uint32_t be = sxtb16(B), bo = sxtb16_ror8(B), de = sxtb16(D), dof = sxtb16_ror8(D);
-      xt[0] = ssub16(pkhbt(ae, ce), zz);
-      xt[1] = ssub16(pkhbt(be, de), zz);
-      xt[2] = ssub16(pkhbt(ao, co), zz);
-      xt[3] = ssub16(pkhbt(bo, dof), zz);
-      xt[4] = ssub16(pkhtb(ae, ce), zz);
-      xt[5] = ssub16(pkhtb(be, de), zz);
-      xt[6] = ssub16(pkhtb(ao, co), zz);
-      xt[7] = ssub16(pkhtb(bo, dof), zz);
-    }
-    return;
-  }
-  for (int32_t g = 0; g < nc / 4; ++g, s += 4 * plane, xt += 8) {
-    for (int32_t k = 0; k < kTile; ++k) {
-      int32_t x[4] = {0, 0, 0, 0};
-      if (k < np)
-        for (int32_t r = 0; r < 4; ++r) x[r] = int32_t(s[r * plane + k]) - zp;
-      xt[2 * k] = pack16(x[0], x[2]);
-      xt[2 * k + 1] = pack16(x[1], x[3]);
-    }
-  }
-}
-
-// One output channel over `nt` whole tiles of widened positions (tile k at
-// xt + k * tw): bias, dot product and requantisation per tile with the
-// channel's requantiser, weights pointer and bias held across the tiles.
-template <bool Z>
-void pw_channel_tiles(const uint32_t* xt, int32_t tw, int32_t nt, const int8_t* w, int32_t ng, int32_t bias,
-                      const FastRq& rq, int8_t* out) {
-  for (int32_t k = 0; k < nt; ++k, xt += tw, out += kTile) {
-    int32_t a[kTile] = {bias, bias, bias, bias};
-    dotn<4>(xt, w, ng, a);
-    requant4<Z>(a, kTile, rq, out);
-  }
-}
-
-// Inputs of at most kXtWords / 2 channels: positions are taken in chunks of
-// as many tiles as xt holds (256 positions at 16 channels, 4 at 1024), the
-// chunk widened once, then every output channel runs over all its tiles.
-// Per channel and chunk the requantiser is built once; per tile what is
-// left besides the dot product is the requantisation of 4 values into one
-// word (about 7 instructions per output).
-constexpr int32_t kXtWords = 2 * kCinChunk;
-
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-void pointwise_chunks(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1,
-                      int8_t* out, int64_t cstride) {
-  const int32_t cin = L.in[0].c / L.groups;
-  const int32_t W = L.out.w;
-  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
-  const int32_t n = p1 - p0;
-  const int32_t tw = 2 * cin;  // words of xt per tile
-  const int32_t chunk = (kXtWords / tw) * kTile;
-  uint32_t xt[kXtWords];
-  for (int32_t c0 = 0; c0 < n; c0 += chunk) {
-    const int32_t nc = mini(chunk, n - c0);
-    const int32_t nt = nc / kTile, rest = nc % kTile;
-    for (int32_t k = 0; k < nt; ++k) pw_widen(v, W, ci0, cin, p0 + c0 + k * kTile, kTile, zp, xt + k * tw);
-    if (rest) pw_widen(v, W, ci0, cin, p0 + c0 + nt * kTile, rest, zp, xt + nt * tw);
-    const int8_t* wj = L.weights + int64_t(o0 - L.oc_base) * cin;
-    int8_t* oj = out + c0;
-    for (int32_t j = 0; j < no; ++j, wj += cin, oj += cstride) {
-      const int32_t local = o0 + j - L.oc_base;
-      const int32_t bias = L.bias ? L.bias[local] : 0;
-      const FastRq rq(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
-      if (rq.zfold) {
-        pw_channel_tiles<true>(xt, tw, nt, wj, cin / 4, bias, rq, oj);
-      } else if (rq.ok) {
-        pw_channel_tiles<false>(xt, tw, nt, wj, cin / 4, bias, rq, oj);
-      } else {
-        for (int32_t k = 0; k < nt; ++k) {
-          int32_t a[kTile] = {bias, bias, bias, bias};
-          dotn<4>(xt + k * tw, wj, cin / 4, a);
-          requant_n(a, kTile, rq, oj + k * kTile);
-        }
-      }
-      if (rest) {
-        int32_t a[kTile] = {bias, bias, bias, bias};
-        dot_np(rest, xt + nt * tw, wj, cin / 4, a);
-        requant_n(a, rest, rq, oj + nt * kTile);
-      }
-    }
-  }
-}
-
-void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
-               int64_t cstride) {
-  const int32_t cin = L.in[0].c / L.groups;
-  if (cin % 4 != 0) return portable_kernels().pointwise(L, v, o0, no, p0, p1, out, cstride);
-  if (cin <= kXtWords / 2) return pointwise_chunks(L, v, o0, no, p0, p1, out, cstride);
-  const int32_t W = L.out.w;
-  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
-  const int32_t n = p1 - p0;
-  uint32_t xt[kCinChunk * 2];
-  FastRq rq[kOcBlock];
-  int32_t bias[kOcBlock];
-  int32_t acc[kOcBlock][kTile];
-  for (int32_t ob = 0; ob < no; ob += kOcBlock) {
-    const int32_t nb = mini(kOcBlock, no - ob);
-    for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, o0 + ob + j);
-    const int8_t* wb = L.weights + int64_t(o0 + ob - L.oc_base) * cin;
-    for (int32_t j = 0; j < nb; ++j) bias[j] = L.bias ? L.bias[o0 + ob + j - L.oc_base] : 0;
-    for (int32_t t = 0; t < n; t += kTile) {
-      const int32_t np = mini(kTile, n - t);
-      for (int32_t j = 0; j < nb; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = bias[j];
-      for (int32_t cc = 0; cc < cin; cc += kCinChunk) {
-        const int32_t nc = mini(kCinChunk, cin - cc);
-        pw_widen(v, W, ci0 + cc, nc, p0 + t, np, zp, xt);
-        for (int32_t j = 0; j < nb; ++j) dot_np(np, xt, wb + int64_t(j) * cin + cc, nc / 4, acc[j]);
-      }
-      for (int32_t j = 0; j < nb; ++j) requant_n(acc[j], np, rq[j], out + int64_t(ob + j) * cstride + t);
-    }
-  }
 }
 
 // ------------------------------------------------- depthwise 3x3, dilation 1
@@ -409,8 +68,10 @@ template <int SW>
 void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02, uint32_t b01, uint32_t b2,
                int32_t base, int32_t* acc) {
   const uint32_t a0 = w02[0], a1 = w02[1], a2 = w02[2];
-  for (int32_t j = 0; j < npairs; ++j, r += 2 * SW, acc += 2) {
-    const uint32_t q0 = ld32(r), q1 = ld32(r + Wp), q2 = ld32(r + 2 * Wp);
+  const int8_t* r1 = r + Wp;
+  const int8_t* r2 = r + 2 * Wp;
+  for (int32_t* const end = acc + 2 * npairs; acc != end; r += 2 * SW, r1 += 2 * SW, r2 += 2 * SW, acc += 2) {
+    const uint32_t q0 = ld32(r), q1 = ld32(r1), q2 = ld32(r2);
     const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0);  // (x0, x2), (x1, x3) of row 0
     const uint32_t e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
     const uint32_t e2 = sxtb16(q2), d2 = sxtb16_ror8(q2);
@@ -434,10 +95,10 @@ void dw_pairs3(const int8_t* r, int32_t Wp, int32_t npairs, const uint32_t* w02,
       s1 = smlabt(uint32_t(int32_t(r[4])), a0, s1);  // x4*w2
       s1 = smlatb(e1, a1, s1);
       s1 = smlatt(d1, b01, s1);
-      s1 = smlabt(uint32_t(int32_t(r[Wp + 4])), a1, s1);
+      s1 = smlabt(uint32_t(int32_t(r1[4])), a1, s1);
       s1 = smlatb(e2, a2, s1);
       s1 = smlatb(d2, b2, s1);
-      s1 = smlabt(uint32_t(int32_t(r[2 * Wp + 4])), a2, s1);
+      s1 = smlabt(uint32_t(int32_t(r2[4])), a2, s1);
     }
     acc[0] = s0;
     acc[1] = s1;
@@ -483,29 +144,46 @@ struct DwScratch {
   int32_t framed_iy0 = 0, framed_rows = -1;  // rows of the last full fill
 };
 
+// What every channel of a call shares: the padded rows' width, output rows
+// per block, the call's first and last output rows.
+struct DwGeom {
+  int32_t Wp = 0, rows_per_block = 0, oy_first = 0, oy_last = 0;
+  DwGeom(const LayerDesc& L, int32_t p0, int32_t p1) {
+    const int32_t W = L.out.w;
+    Wp = dw_pad_width(L);
+    const int32_t max_rows = kDwPadBuf / Wp;  // padded rows the buffer holds
+    rows_per_block = mini((max_rows - 3) / L.sh + 1, kDwAcc / W);
+    oy_first = p0 / W;
+    oy_last = (p1 - 1) / W;
+  }
+};
+
 void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out,
-                   DwScratch& sc) {
+                   DwScratch& sc, const DwGeom& g) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w, Win = X.w, sw = L.sw, sh = L.sh;
   const int32_t local = o - L.oc_base;
   const int8_t* w = L.weights + int64_t(local) * 9;
   const int32_t zp = L.in_zp[0];
-  const FastRq rq = channel_rq(L, o);
+  // Doubled weights and sums when the requantiser of doubled sums applies
+  // (|sum| <= |bias| + 9 * 255 * 128: |bias| <= 2^29 keeps it under 2^30).
+  const int32_t bias = L.bias ? L.bias[local] : 0;
+  const Rq2 rq2(L.mult[local], L.shift[local], L.out_zp);
+  const bool dbl = rq2.ok && bias >= -(int32_t(1) << 29) && bias <= (int32_t(1) << 29);
+  const int32_t k2 = dbl ? 2 : 1;
   uint32_t w02[3];
   int32_t wsum = 0;
   for (int32_t ky = 0; ky < 3; ++ky) {
-    w02[ky] = pack16(w[ky * 3], w[ky * 3 + 2]);
+    w02[ky] = pack16(k2 * w[ky * 3], k2 * w[ky * 3 + 2]);
     wsum += w[ky * 3] + w[ky * 3 + 1] + w[ky * 3 + 2];
   }
-  const uint32_t b01 = pack16(w[1], w[4]), b2 = pack16(w[7], 0);
-  const int32_t base = (L.bias ? L.bias[local] : 0) - zp * wsum;
+  const uint32_t b01 = pack16(k2 * w[1], k2 * w[4]), b2 = pack16(k2 * w[7], 0);
+  const int32_t base = int32_t(uint32_t(k2) * (uint32_t(bias) - uint32_t(zp * wsum)));
   const uint32_t zz = splat8(zp);
-  const int32_t Wp = dw_pad_width(L);
-  const int32_t max_rows = kDwPadBuf / Wp;                 // padded rows the buffer holds
-  const int32_t rows_per_block = mini((max_rows - 3) / sh + 1, kDwAcc / W);  // output rows per block
+  const int32_t Wp = g.Wp, rows_per_block = g.rows_per_block;
   int8_t* const pad = sc.pad;
   int32_t* const acc = sc.acc;
-  const int32_t oy_first = p0 / W, oy_last = (p1 - 1) / W;
+  const int32_t oy_first = g.oy_first, oy_last = g.oy_last;
   for (int32_t by = oy_first; by <= oy_last; by += rows_per_block) {
     const int32_t ey = mini(oy_last + 1, by + rows_per_block);
     // Input rows [iy0, iy0 + nrows) into padded rows 0..nrows-1.
@@ -547,7 +225,81 @@ void dw3x3_channel(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int
       else
         dw_pairs3<2>(r + 2 * xa, Wp, np, w02, b01, b2, base, a);
     }
-    requant_n(acc, q1 - q0, rq, out + (q0 - p0));
+    if (dbl)
+      requant2_n(acc, q1 - q0, rq2, L.act_min, L.act_max, out + (q0 - p0));
+    else
+      requant_n(acc, q1 - q0, channel_rq(L, o), out + (q0 - p0));
+  }
+}
+
+// Depthwise weights of channel o: the pairs dw_pairs3 takes, doubled when
+// the requantiser of doubled sums applies (*dbl), and the sums' start.
+TS_DSP_INLINE int32_t dw_weights(const LayerDesc& L, int32_t o, uint32_t* w02, uint32_t* b01, uint32_t* b2,
+                                 bool* dbl) {
+  const int32_t local = o - L.oc_base;
+  const int8_t* w = L.weights + int64_t(local) * 9;
+  const int32_t bias = L.bias ? L.bias[local] : 0;
+  *dbl = Rq2(L.mult[local], L.shift[local], L.out_zp).ok && bias >= -(int32_t(1) << 29) &&
+         bias <= (int32_t(1) << 29);
+  const uint32_t q0 = ld32(w), q1 = ld32(w + 4);  // w0..w3, w4..w7
+  const uint32_t e0 = sxtb16(q0), d0 = sxtb16_ror8(q0), e1 = sxtb16(q1), d1 = sxtb16_ror8(q1);
+  const int32_t w8 = w[8];
+  // (w0, w2), (w3, w5), (w6, w8); (w1, w4); (w7, 0); halfword-wise doubled.
+  const uint32_t p[5] = {e0, pack16(hi16(d0), lo16(d1)), pack16(hi16(e1), w8), pack16(lo16(d0), lo16(e1)),
+                         pack16(hi16(d1), 0)};
+  w02[0] = *dbl ? sadd16(p[0], p[0]) : p[0];
+  w02[1] = *dbl ? sadd16(p[1], p[1]) : p[1];
+  w02[2] = *dbl ? sadd16(p[2], p[2]) : p[2];
+  *b01 = *dbl ? sadd16(p[3], p[3]) : p[3];
+  *b2 = *dbl ? sadd16(p[4], p[4]) : p[4];
+  const int32_t wsum = lo16(e0) + hi16(e0) + lo16(d0) + hi16(d0) + lo16(e1) + hi16(e1) + lo16(d1) + hi16(d1) + w8;
+  const uint32_t b = uint32_t(bias) - uint32_t(L.in_zp[0] * wsum);
+  return int32_t(*dbl ? 2 * b : b);
+}
+
+// One output row's run [p0, p1) of at most kDwRowMax outputs (boards
+// computing a box narrower than the plane get one call per row): the input
+// columns it reads go into a 3-row frame whose padding (the zero point) is
+// filled once per call, so per channel only the image bytes of its rows are
+// copied before the pair loop.
+constexpr int32_t kDwRowMax = 24;
+constexpr int32_t kDwFrame = 64;  // bytes per frame row: 2 * 24 + 3 + the pair loop's overread
+
+bool dw_row_ok(const LayerDesc& L, int32_t p0, int32_t p1) {
+  const int32_t W = L.out.w;
+  return p1 - p0 <= kDwRowMax && p0 / W == (p1 - 1) / W;
+}
+
+void dw3x3_row(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+               int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, n = p1 - p0, sw = L.sw;
+  const int32_t oy = p0 / W, xa = p0 % W;
+  const int32_t ix0 = xa * sw - L.pad_l;          // frame column 0
+  const int32_t lo = maxi(0, -ix0), hi = mini((n - 1) * sw + 3, X.w - ix0);  // image columns of the frame
+  const int32_t iy0 = oy * L.sh - L.pad_t;
+  int8_t fr[3 * kDwFrame];
+  int32_t acc[kDwRowMax + 2];
+  fill_bytes(fr, splat8(L.in_zp[0]), 3 * kDwFrame);
+  for (int32_t c = c0; c < c1; ++c) {
+    for (int32_t ky = 0; ky < 3; ++ky) {
+      const int32_t iy = iy0 + ky;
+      if (iy >= 0 && iy < X.h && hi > lo) copy_bytes(fr + ky * kDwFrame + lo, row_ptr(v, X.w, c, iy) + ix0 + lo, hi - lo);
+    }
+    uint32_t w02[3], b01, b2;
+    bool dbl;
+    const int32_t base = dw_weights(L, c, w02, &b01, &b2, &dbl);
+    if (sw == 1)
+      dw_pairs3<1>(fr, kDwFrame, (n + 1) / 2, w02, b01, b2, base, acc);
+    else
+      dw_pairs3<2>(fr, kDwFrame, (n + 1) / 2, w02, b01, b2, base, acc);
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    if (dbl) {
+      const int32_t local = c - L.oc_base;
+      requant2_n(acc, n, Rq2(L.mult[local], L.shift[local], L.out_zp), L.act_min, L.act_max, o);
+    } else {
+      requant_n(acc, n, channel_rq(L, c), o);
+    }
   }
 }
 
@@ -557,8 +309,10 @@ __attribute__((noinline))
 #endif
 void dw3x3_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                  int64_t cstride) {
+  if (dw_row_ok(L, p0, p1)) return dw3x3_row(L, v, c0, c1, p0, p1, out, cstride);
   DwScratch sc;
-  for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc);
+  const DwGeom g(L, p0, p1);
+  for (int32_t c = c0; c < c1; ++c) dw3x3_channel(L, v, c, p0, p1, out + int64_t(c - c0) * cstride, sc, g);
 }
 
 void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
@@ -651,82 +405,103 @@ bool rows3_ok(const LayerDesc& L) {
   return L.groups == 1 && L.kw == 3 && L.dw == 1 && L.in[0].c * L.kh * 4 <= kPatchMax;
 }
 
+// The weights of channels [o, o + nb) of a 3-wide convolution as widened
+// groups (w0, w2), (w1, 0) per (input channel, kernel row), doubled when the
+// requantiser of doubled sums applies; the sums' start in base.
+void rows3_weights(const LayerDesc& L, int32_t o, int32_t nb, int32_t ng, uint32_t* wb, int32_t* base, bool* dbl) {
+  const int32_t zp = L.in_zp[0];
+  for (int32_t j = 0; j < nb; ++j, wb += 2 * ng) {
+    const int32_t local = o + j - L.oc_base;
+    const int32_t bias = L.bias ? L.bias[local] : 0;
+    // |sum| <= |bias| + 255 * 128 * 3 * ng, ng <= 128: under 2^30 when |bias| <= 2^29.
+    dbl[j] = Rq2(L.mult[local], L.shift[local], L.out_zp).ok && bias >= -(int32_t(1) << 29) &&
+             bias <= (int32_t(1) << 29);
+    const int32_t k2 = dbl[j] ? 2 : 1;
+    const int8_t* src = L.weights + int64_t(local) * ng * 3;
+    int32_t sum = 0;
+    for (int32_t g = 0; g < ng; ++g, src += 3) {
+      wb[2 * g] = pack16(k2 * src[0], k2 * src[2]);
+      wb[2 * g + 1] = pack16(k2 * src[1], 0);
+      sum += src[0] + src[1] + src[2];
+    }
+    base[j] = int32_t(uint32_t(k2) * (uint32_t(bias) - uint32_t(zp * sum)));
+  }
+}
+
+// Position t's patch into its tile of xt (lane k of the tile at x): per
+// (input channel, kernel row) the word at the row's first column, widened.
+void rows3_patch(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, uint32_t* x) {
+  const Dims& X = L.in[0];
+  const int32_t zp = L.in_zp[0];
+  const uint32_t zz = splat8(zp), zpair = pack16(zp, zp);
+  const int32_t plane = v.nh * X.w;
+  const int32_t ix0 = ox * L.sw - L.pad_l;
+  const bool whole = ix0 >= 0 && ix0 + 4 <= X.w;  // 4 bytes inside the row
+  for (int32_t ci = 0; ci < X.c; ++ci) {
+    const int8_t* chan = v.data + int64_t(ci - v.c0) * plane;
+    int32_t iy = oy * L.sh - L.pad_t;
+    for (int32_t ky = 0; ky < L.kh; ++ky, iy += L.dh, x += 8) {
+      if (iy < 0 || iy >= X.h) {
+        x[0] = x[1] = zpair;
+        continue;
+      }
+      const int8_t* row = chan + (iy - v.h0) * X.w;
+      uint32_t q;
+      if (whole) {
+        q = ld32(row + ix0);
+      } else {
+        q = zz & 0xFF000000u;  // the fourth tap (weight 0): anything
+        for (int32_t kx = 0; kx < 3; ++kx) {
+          const int32_t ix = ix0 + kx;
+          const uint32_t b = ix >= 0 && ix < X.w ? uint8_t(row[ix]) : (zz & 0xFFu);
+          q |= b << (8 * kx);
+        }
+      }
+      x[0] = sxtb16(q);
+      x[1] = sxtb16_ror8(q);
+    }
+  }
+}
+
+// Positions are taken in chunks of as many tiles as the buffer leaves
+// (31 for 3 input channels and 32 output channels), each patch built once;
+// the weights of a block of output channels are widened once per chunk (a
+// few hundred words), and
+// every channel runs the pointwise kernel's tile loop (pw_pre_channel) over
+// the chunk's tiles.
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 void conv_rows3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                 int64_t cstride) {
-  const Dims& X = L.in[0];
-  const int32_t ng = X.c * L.kh;  // groups of 4 taps
-  const int32_t kp = 4 * ng;
+  const int32_t ng = L.in[0].c * L.kh;  // groups of 4 taps
+  const int32_t tw = 8 * ng;              // words of xt per tile
   const int32_t W = L.out.w;
-  const int32_t zp = L.in_zp[0];
-  const uint32_t zz = splat8(zp), zpair = pack16(zp, zp);
-  const int32_t plane = v.nh * X.w;
-  const int32_t block = mini(kWeightBuf / kp, kOcBlock);
-  uint32_t xt[kPatchMax * 2];
-  int8_t wbuf[kWeightBuf];
-  int32_t base[kOcBlock];
-  FastRq rq[kOcBlock];
-  for (int32_t cb = c0; cb < c1; cb += block) {
-    const int32_t nb = mini(block, c1 - cb);
-    for (int32_t j = 0; j < nb; ++j) {
-      const int32_t local = cb + j - L.oc_base;
-      rq[j] = channel_rq(L, cb + j);
-      const int8_t* src = L.weights + int64_t(local) * X.c * L.kh * 3;
-      int8_t* dst = wbuf + j * kp;
-      int32_t sum = 0;
-      for (int32_t g = 0; g < ng; ++g, src += 3, dst += 4) {
-        dst[0] = src[0];
-        dst[1] = src[1];
-        dst[2] = src[2];
-        dst[3] = 0;
-        sum += src[0] + src[1] + src[2];
-      }
-      base[j] = (L.bias ? L.bias[local] : 0) - zp * sum;
+  const PreSizes z(tw, ng, c1 - c0);
+  const int32_t chunk = z.chunk, blk = z.blk;
+  uint32_t buf[kPreWords];
+  uint32_t* const wb = buf;
+  uint32_t* const xt = buf + z.wb_words;
+  int32_t base[kPreBlock];
+  bool dbl[kPreBlock];
+  for (int32_t t0 = p0; t0 < p1; t0 += chunk) {
+    const int32_t nc = mini(chunk, p1 - t0);
+    const int32_t nt = nc / kTile, rest = nc % kTile;
+    int32_t oy = t0 / W, ox = t0 % W;
+    for (int32_t k = 0; k < nc; ++k) {
+      rows3_patch(L, v, oy, ox, xt + (k / kTile) * tw + 2 * (k % kTile));
+      if (++ox == W) ox = 0, ++oy;
     }
-    int32_t oy = p0 / W, ox = p0 % W;
-    for (int32_t t = p0; t < p1; t += kTile) {
-      const int32_t np = mini(kTile, p1 - t);
-      for (int32_t k = 0; k < kTile; ++k) {
-        uint32_t* x = xt + 2 * k;
-        if (k >= np) {  // lanes dotn<np> never reads; keep them defined
-          for (int32_t g = 0; g < ng; ++g, x += 8) x[0] = x[1] = 0;
-          continue;
-        }
-        const int32_t ix0 = ox * L.sw - L.pad_l;
-        const bool whole = ix0 >= 0 && ix0 + 4 <= X.w;  // 4 bytes inside the row
-        for (int32_t ci = 0; ci < X.c; ++ci) {
-          const int8_t* chan = v.data + int64_t(ci - v.c0) * plane;
-          int32_t iy = oy * L.sh - L.pad_t;
-          for (int32_t ky = 0; ky < L.kh; ++ky, iy += L.dh, x += 8) {
-            if (iy < 0 || iy >= X.h) {
-              x[0] = x[1] = zpair;
-              continue;
-            }
-            const int8_t* row = chan + (iy - v.h0) * X.w;
-            uint32_t q;
-            if (whole) {
-              q = ld32(row + ix0);
-            } else {
-              q = zz & 0xFF000000u;  // the fourth tap (weight 0): anything
-              for (int32_t kx = 0; kx < 3; ++kx) {
-                const int32_t ix = ix0 + kx;
-                const uint32_t b = ix >= 0 && ix < X.w ? uint8_t(row[ix]) : (zz & 0xFFu);
-                q |= b << (8 * kx);
-              }
-            }
-            x[0] = sxtb16(q);
-            x[1] = sxtb16_ror8(q);
-          }
-        }
-        if (++ox == W) ox = 0, ++oy;
-      }
-      for (int32_t j = 0; j < nb; ++j) {
-        int32_t a[kTile] = {base[j], base[j], base[j], base[j]};
-        dot_np(np, xt, wbuf + j * kp, ng, a);
-        requant_n(a, np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
-      }
+    for (int32_t k = nc; k < (nt + (rest ? 1 : 0)) * kTile; ++k) {  // lanes never read; keep them defined
+      uint32_t* x = xt + (k / kTile) * tw + 2 * (k % kTile);
+      for (int32_t g = 0; g < ng; ++g, x += 8) x[0] = x[1] = 0;
+    }
+    for (int32_t cb = c0; cb < c1; cb += blk) {
+      const int32_t nb = mini(blk, c1 - cb);
+      rows3_weights(L, cb, nb, ng, wb, base, dbl);
+      for (int32_t j = 0; j < nb; ++j)
+        pw_pre_channel(L, cb + j, xt, tw, nt, rest, wb + j * 2 * ng, ng, base[j], dbl[j],
+                       out + int64_t(cb + j - c0) * cstride + (t0 - p0));
     }
   }
 }
@@ -813,7 +588,61 @@ void add_loop(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, c
   }
 }
 
+// The usual case with doubled values and SMMLAR (as Rq2): each operand as
+// X = (v - z) * 2^(left+1) = 2x by one MLA, its scaler
+//   floor((c + floor((X*m + 2^31) / 2^32)) / 2^e),  c = 2^(e-1) - [X < 0] (e >= 1), 0 (e = 0)
+// (Requant.scale(x): for e = 0 the high product itself), then the output
+// requantiser of doubled sums on 2 * (sx + sy), four outputs per word. Needs
+// multipliers in [2^30, 2^31), operand shifts 0 to -21, output shifts -1 to
+// -21, left <= 20: |x| <= 255 * 2^20, so |sx + sy| < 2^29 and every doubled
+// value fits (the quantiser gives left = 20, shifts 0 to -4 and -17 to -21).
+struct OpRq {
+  int32_t m = 0, c = 0, e = 0;
+  bool ok = false;
+  explicit OpRq(const Requant& r) {
+    ok = !r.exact && r.m >= (int32_t(1) << 30) && r.shift <= 0 && r.shift >= -21;
+    if (!ok) return;
+    m = r.m;
+    e = -r.shift;
+    c = e ? int32_t(1) << (e - 1) : 0;
+  }
+  // E0: e = 0, the high product alone.
+  template <bool E0>
+  TS_DSP_INLINE int32_t scale(int32_t x2) const {
+    return E0 ? smmlar(x2, m, 0) : smmlar(x2, m, c + (x2 >> 31)) >> e;
+  }
+};
+
+// 2 * (sx + sy) for a chunk of elements into y2, then the output
+// requantiser of doubled sums over the chunk (requant2_n).
+template <bool E0a, bool E0b>
+void add_loop2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, const OpRq& ra, const OpRq& rb,
+               const Rq2& ro, int8_t* out) {
+  constexpr int32_t kChunk = 256;
+  int32_t y2[kChunk];
+  const int32_t s = p.left + 1, za = p.za, zb = p.zb;
+  for (int32_t k0 = 0; k0 < n; k0 += kChunk) {
+    const int32_t nc = mini(kChunk, n - k0);
+    for (int32_t k = 0; k < nc; ++k) {
+      // A multiply, not a shift: a - za may be negative (the same LSL on the M7).
+      const int32_t x = (int32_t(a[k0 + k]) - za) * (int32_t(1) << s);
+      const int32_t y = (int32_t(b[k0 + k]) - zb) * (int32_t(1) << s);
+      y2[k] = 2 * (ra.scale<E0a>(x) + rb.scale<E0b>(y));
+    }
+    requant2_n(y2, nc, ro, p.rout.lo, p.rout.hi, out + k0);
+  }
+}
+
 void add_row(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  const OpRq qa(p.ra), qb(p.rb);
+  const Rq2 qo(p.rout.m, p.rout.shift, p.rout.zp);
+  if (qa.ok && qb.ok && qo.ok && !p.rout.exact && p.left >= 0 && p.left <= 20) {
+    if (qa.e == 0)
+      return qb.e == 0 ? add_loop2<true, true>(a, b, n, p, qa, qb, qo, out)
+                       : add_loop2<true, false>(a, b, n, p, qa, qb, qo, out);
+    return qb.e == 0 ? add_loop2<false, true>(a, b, n, p, qa, qb, qo, out)
+                     : add_loop2<false, false>(a, b, n, p, qa, qb, qo, out);
+  }
   const FastRq ra(p.ra.m, p.ra.shift, 0, -128, 127);
   const FastRq rb(p.rb.m, p.rb.shift, 0, -128, 127);
   const FastRq ro(p.rout.m, p.rout.shift, p.rout.zp, p.rout.lo, p.rout.hi);
@@ -885,6 +714,20 @@ bool fast_requant_ok_any(int32_t mult, int32_t shift) {
 int32_t fast_scale(int32_t x, int32_t mult, int32_t shift) {
   const FastRq f(mult, shift, 0, -128, 127);
   return f.ok ? f.scale(x) : f.scale_any(x);
+}
+
+int32_t fast_requant2(int32_t acc, int32_t mult, int32_t shift, int32_t zp, bool* ok) {
+  const Rq2 rq(mult, shift, zp);
+  *ok = rq.ok;
+  return rq.ok ? rq(int32_t(uint32_t(acc) * 2u)) : 0;
+}
+
+int32_t fast_op_scale(int32_t x, int32_t mult, int32_t shift, bool* ok) {
+  Requant r(mult, shift, 0, -128, 127);
+  const OpRq q(r);
+  *ok = q.ok;
+  if (!q.ok) return 0;
+  return q.e == 0 ? q.scale<true>(2 * x) : q.scale<false>(2 * x);
 }
 
 const KernelTable kDspKernels = {"dsp", requant_row, pointwise, conv_ch, conv_ch_flat, add_row, gemm, conv_block};

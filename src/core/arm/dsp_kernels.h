@@ -21,6 +21,15 @@ extern const KernelTable kDspKernels;
 bool fast_requant_ok(int32_t mult, int32_t shift);
 bool fast_requant_ok_any(int32_t mult, int32_t shift);
 int32_t fast_scale(int32_t x, int32_t mult, int32_t shift);
+// The pointwise kernel's requantiser of doubled sums: for acc with
+// |acc| < 2^30, Requant(mult, shift, zp, -128, 127)(acc) computed from
+// 2 * acc with SMMLAR, when *ok (multipliers in [2^30, 2^31), right shifts
+// 1 to 21); else *ok is false and the result 0.
+int32_t fast_requant2(int32_t acc, int32_t mult, int32_t shift, int32_t zp, bool* ok);
+// Add's operand scaler of doubled values: Requant(mult, shift, 0, ...).scale(x)
+// from 2 * x for |x| <= 255 * 2^20, when *ok (multipliers in [2^30, 2^31),
+// shifts 0 to -21).
+int32_t fast_op_scale(int32_t x, int32_t mult, int32_t shift, bool* ok);
 
 }  // namespace arm
 }  // namespace core

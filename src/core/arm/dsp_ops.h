@@ -45,7 +45,7 @@ TS_DSP_INLINE void ld2(const uint32_t* p, uint32_t* a, uint32_t* b) {
   static_assert(off >= 0 && off * 4 <= 1016, "LDRD offset");
   __asm__("ldrd %0, %1, [%2, %3]"
           : "=r"(*a), "=r"(*b)
-          : "r"(p), "I"(off * 4), "m"(*reinterpret_cast<const uint32_t(*)[2]>(p + off)));
+          : "r"(p), "I"(off * 4), "m"(*reinterpret_cast<const uint32_t(*)[off + 2]>(p)));
 #else
   *a = p[off];
   *b = p[off + 1];
@@ -76,6 +76,21 @@ TS_DSP_INLINE int32_t smlabt(uint32_t a, uint32_t b, int32_t acc) { return __sml
 TS_DSP_INLINE int32_t smlatt(uint32_t a, uint32_t b, int32_t acc) { return __smlatt(int32_t(a), int32_t(b), acc); }
 // Halfword-wise a - b (wrapping).
 TS_DSP_INLINE uint32_t ssub16(uint32_t a, uint32_t b) { return uint32_t(__ssub16(int32_t(a), int32_t(b))); }
+// Halfword-wise a + b (wrapping).
+TS_DSP_INLINE uint32_t sadd16(uint32_t a, uint32_t b) { return uint32_t(__sadd16(int32_t(a), int32_t(b))); }
+// acc + floor((a*b + 2^31) / 2^32), modulo 2^32 (the high word of the
+// rounded 64-bit sum acc * 2^32 + a*b).
+TS_DSP_INLINE int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
+  int32_t r;
+  __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+  return r;
+}
+// w with bits [pos, pos + 8) replaced by the low byte of v.
+template <int pos>
+TS_DSP_INLINE uint32_t bfi8(uint32_t w, uint32_t v) {
+  __asm__("bfi %0, %1, %2, #8" : "+r"(w) : "r"(v), "I"(pos));
+  return w;
+}
 // (lo(a), lo(b)) and (hi(a), hi(b)).
 TS_DSP_INLINE uint32_t pkhbt(uint32_t a, uint32_t b) {
   uint32_t r;
@@ -122,6 +137,15 @@ TS_DSP_INLINE int32_t smlatb(uint32_t a, uint32_t b, int32_t acc) { return wrap_
 TS_DSP_INLINE int32_t smlabt(uint32_t a, uint32_t b, int32_t acc) { return wrap_add(acc, int64_t(lo16(a)) * hi16(b)); }
 TS_DSP_INLINE int32_t smlatt(uint32_t a, uint32_t b, int32_t acc) { return wrap_add(acc, int64_t(hi16(a)) * hi16(b)); }
 TS_DSP_INLINE uint32_t ssub16(uint32_t a, uint32_t b) { return pack16(lo16(a) - lo16(b), hi16(a) - hi16(b)); }
+TS_DSP_INLINE uint32_t sadd16(uint32_t a, uint32_t b) { return pack16(lo16(a) + lo16(b), hi16(a) + hi16(b)); }
+TS_DSP_INLINE int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
+  const uint64_t v = (uint64_t(uint32_t(acc)) << 32) + uint64_t(int64_t(a) * b) + 0x80000000u;
+  return int32_t(uint32_t(v >> 32));
+}
+template <int pos>
+TS_DSP_INLINE uint32_t bfi8(uint32_t w, uint32_t v) {
+  return (w & ~(0xFFu << pos)) | ((v & 0xFFu) << pos);
+}
 TS_DSP_INLINE uint32_t pkhbt(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
 TS_DSP_INLINE uint32_t pkhtb(uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); }
 TS_DSP_INLINE uint32_t uxtb16(uint32_t v) { return v & 0x00FF00FFu; }
