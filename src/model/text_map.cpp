@@ -49,7 +49,7 @@ namespace {
 
 struct Region {
   size_t pixels = 0;
-  std::vector<Point> hull;  // of the region's pixel squares
+  std::vector<Point> hull;  // of the region's pixel centres
 };
 
 // The convex hull of a region's pixel centres (as PaddleOCR's contour
