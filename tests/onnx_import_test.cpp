@@ -5,7 +5,6 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -944,34 +943,6 @@ TEST(OnnxImport, TransposeSliceSplitRefusalsAreClear) {
     Builder::ints(b.node("Transpose", {"v"}, "t", "odd_perm"), "perm", {0, 1, 2, 4, 3});
     b.output("t");
     expect_error([&] { b.import(); }, {"'odd_perm'", "(Transpose)", "perm [0,1,2,4,3]", "channel shuffle"});
-  }
-}
-
-// General 4-D Transposes are Transpose nodes with the perm of C, H, W (the
-// test model: H<->W, C<->H and both 3-cycles); the float executor moves
-// the values as ONNX defines.
-TEST(OnnxImport, TransposeOfCHWIsATransposeNode) {
-  const Graph t = import_onnx(kDataDir + "transpose.onnx");
-  ASSERT_EQ(count_ops(t, Op::Transpose), 4);
-  std::vector<std::array<int, 3>> perms;
-  for (const Node& n : t.nodes)
-    if (n.op == Op::Transpose) perms.push_back({n.perm[0], n.perm[1], n.perm[2]});
-  const std::vector<std::array<int, 3>> want{{0, 2, 1}, {1, 0, 2}, {2, 0, 1}, {1, 2, 0}};
-  EXPECT_EQ(perms, want);
-  {
-    Builder b(13, {1, 2, 3, 4});
-    Builder::ints(b.node("Transpose", {"x"}, "y", "cycle"), "perm", {0, 3, 1, 2});
-    b.output("y");
-    const Graph g = b.import();
-    ASSERT_EQ(count_ops(g, Op::Transpose), 1);
-    EXPECT_EQ(g.shape(g.output), (Shape{4, 2, 3}));
-    std::vector<float> x(24);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
-    const std::vector<float> y = run_float(g, x);
-    // y[w][c][h] = x[c][h][w]
-    for (int c = 0; c < 2; ++c)
-      for (int h = 0; h < 3; ++h)
-        for (int w = 0; w < 4; ++w) ASSERT_EQ(y[size_t((w * 2 + c) * 3 + h)], x[size_t((c * 3 + h) * 4 + w)]);
   }
 }
 

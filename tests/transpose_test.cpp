@@ -1,5 +1,5 @@
-// Transpose (a permutation of C, H, W; core/ops/transpose.cpp): for all six
-// permutations, the kernel against the definition (docs/int8.md) over runs
+// Transpose (a permutation of C, H, W; core/ops/transpose.cpp): the ONNX
+// perms of the test model as IR nodes; for all six permutations, the kernel against the definition (docs/int8.md) over runs
 // and narrow boxes read from the exact input window, the planner's exact
 // needs against brute force, the checks' refusals; and the test model of
 // Transposes between convolutions (tests/data/onnx/transpose.onnx: H<->W,
@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "core/op.h"
+#include "model/import_onnx.h"
 #include "plan/needs.h"
 #include "plan/plan.h"
 #include "support/shell.h"
@@ -67,6 +69,22 @@ QGraph one_node(const core::LayerDesc& d) {
   q.nodes.push_back(n);
   q.link();
   return q;
+}
+
+// The test model's four ONNX Transposes import as Transpose nodes with the
+// perm of C, H, W (torch's x.transpose(2, 3), permute(0, 2, 1, 3),
+// permute(0, 3, 1, 2), permute(0, 2, 3, 1)); onnx_import_test checks its
+// float output against torch and the refusals.
+TEST(Transpose, OnnxPermsBecomeTransposeNodes) {
+  const Graph g = import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/transpose.onnx");
+  std::vector<std::array<int, 3>> perms;
+  std::vector<Shape> shapes;
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Transpose) perms.push_back({n.perm[0], n.perm[1], n.perm[2]}), shapes.push_back(g.shape(n.output));
+  const std::vector<std::array<int, 3>> want{{0, 2, 1}, {1, 0, 2}, {2, 0, 1}, {1, 2, 0}};
+  EXPECT_EQ(perms, want);
+  const std::vector<Shape> want_shapes{{8, 12, 24}, {12, 16, 24}, {24, 8, 16}, {4, 8, 16}};
+  EXPECT_EQ(shapes, want_shapes);
 }
 
 TEST(Transpose, KernelMatchesTheDefinitionFromTheExactWindow) {
