@@ -314,6 +314,27 @@ void onnx_upsample_seed() {
   s.write("upsample.onnx");
 }
 
+// General transposes between convolutions: H and W swapped, C and H
+// swapped (a 3-D perm that moves two axes), then back to [1,C,H,W] order.
+void onnx_transpose_seed() {
+  OnnxSeed s("transpose");
+  s.init("w1", {4, 3, 3, 3});
+  auto* c1 = s.node("Conv", {"x", "w1"}, "c1");
+  s.ints(c1, "pads", {1, 1, 1, 1});
+  s.ints(s.node("Transpose", {"c1"}, "t1"), "perm", {0, 1, 3, 2});
+  s.ints(s.node("Transpose", {"t1"}, "t2"), "perm", {0, 2, 1, 3});
+  s.init("w2", {4, 8, 1, 3});
+  auto* c2 = s.node("Conv", {"t2", "w2"}, "c2");
+  s.ints(c2, "pads", {0, 1, 0, 1});
+  s.ints(s.node("Transpose", {"c2"}, "t3"), "perm", {0, 3, 1, 2});
+  s.node("GlobalAveragePool", {"t3"}, "g1");
+  s.node("Flatten", {"g1"}, "f1");
+  s.init("w3", {3, 8});
+  auto* gm = s.node("Gemm", {"f1", "w3"}, "y");
+  s.integer(gm, "transB", 1);
+  s.write("transpose.onnx");
+}
+
 // The ops of ShuffleNet and of dense heads: Split on channels, LeakyRelu,
 // Concat, the channel shuffle (Reshape 5-D, Transpose, Reshape), a strided
 // spatial Slice, PRelu per channel, Tanh.
@@ -437,6 +458,7 @@ int main(int argc, char** argv) {
     onnx_seed();
     onnx_shuffle_seed();
     onnx_upsample_seed();
+    onnx_transpose_seed();
     testbed_seeds();
     image_seeds();
   } catch (const std::exception& e) {

@@ -31,7 +31,7 @@ INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 OPS = {1: "Conv", 2: "Gemm", 3: "Add", 4: "Mul", 5: "Concat", 6: "AvgPool",
        7: "GlobalAvgPool", 8: "MaxPool", 9: "Lut", 10: "Pad", 11: "Slice", 12: "Shuffle",
-       13: "ChannelLut", 14: "Resize", 15: "ConvTranspose"}
+       13: "ChannelLut", 14: "Resize", 15: "ConvTranspose", 16: "Transpose"}
 MAX_INPUTS = 8
 SCALARS = ("out_zp", "act_min", "act_max", "kh", "kw", "sh", "sw", "dh", "dw",
            "pad_t", "pad_l", "pad_b", "pad_r", "groups", "left_shift", "out_mult", "out_shift")
@@ -418,6 +418,14 @@ def op_shuffle(n, xs, what):
     return x.reshape(g, C // g, H, W).transpose(1, 0, 2, 3).reshape(C, H, W).copy()
 
 
+def op_transpose(n, xs, what):
+    # docs/int8.md: output axis a (0 C, 1 H, 2 W) is input axis kh-1, kw-1, dh-1
+    perm = (n["kh"] - 1, n["kw"] - 1, n["dh"] - 1)
+    if sorted(perm) != [0, 1, 2]:
+        raise RefError(f"{what}: kh, kw, dh = {n['kh']}, {n['kw']}, {n['dh']} is not a permutation of 1, 2, 3")
+    return xs[0].transpose(perm).copy()
+
+
 def op_channel_lut(n, xs, what):
     x = xs[0]
     C = x.shape[0]
@@ -521,7 +529,7 @@ def op_conv_transpose(n, xs, what):
 KERNELS = {"Conv": op_conv, "Gemm": op_gemm, "Add": op_add, "Mul": op_mul, "Concat": op_concat,
            "AvgPool": op_avgpool, "GlobalAvgPool": op_gap, "MaxPool": op_maxpool, "Lut": op_lut, "Pad": op_pad,
            "Slice": op_slice, "Shuffle": op_shuffle, "ChannelLut": op_channel_lut,
-           "Resize": op_resize, "ConvTranspose": op_conv_transpose}
+           "Resize": op_resize, "ConvTranspose": op_conv_transpose, "Transpose": op_transpose}
 
 
 def run_model(m, x):
@@ -698,7 +706,7 @@ def random_model(rng, n_layers, past_cip=False):
     C, H, W = int(rng.integers(1, 7)), int(rng.integers(3, 15)), int(rng.integers(3, 15))
     x = new_tensor((C, H, W))
     ops = ["Conv", "Conv", "Conv", "Gemm", "Add", "Mul", "Concat", "AvgPool", "GlobalAvgPool", "MaxPool", "Lut", "Pad",
-           "Slice", "Shuffle", "ChannelLut", "Resize", "ConvTranspose"]
+           "Slice", "Shuffle", "ChannelLut", "Resize", "ConvTranspose", "Transpose"]
     for _ in range(n_layers):
         op = str(rng.choice(ops))
         spatial = [i for i, t in enumerate(tensors) if t["shape"][1] > 1 or t["shape"][2] > 1]
@@ -780,6 +788,11 @@ def random_model(rng, n_layers, past_cip=False):
         elif op == "Shuffle":
             g = int(rng.choice([d for d in range(1, C + 1) if C % d == 0]))
             node("Shuffle", [src], (C, H, W), out_zp=tensors[src]["zp"], groups=g)
+        elif op == "Transpose":
+            perm = [int(v) for v in rng.permutation(3)]
+            dims = (C, H, W)
+            node("Transpose", [src], tuple(dims[p] for p in perm), out_zp=tensors[src]["zp"],
+                 kh=perm[0] + 1, kw=perm[1] + 1, dh=perm[2] + 1)
         elif op == "ChannelLut":
             node("ChannelLut", [src], (C, H, W), lut=rng.integers(-128, 128, size=256 * C).astype(np.int8))
         elif op == "Resize":

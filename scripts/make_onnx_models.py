@@ -285,6 +285,28 @@ class ShuffleOnly(nn.Module):
         x = channel_shuffle(F.relu(self.conv2(x)), 3)
         x = channel_shuffle(F.relu(self.conv3(x)), 4)
         return self.fc(x.mean([2, 3]))
+class TransposeNet(nn.Module):
+    """General Transposes between convolutions on non-square maps: H and W swapped,
+    C and H swapped, and both 3-cycles of (C, H, W)."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=(1, 2), padding=1)    # 8x24x12
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)                  # after H<->W: 16x12x24
+        self.conv3 = nn.Conv2d(12, 8, 3, padding=1)                  # after C<->H: 8x16x24
+        self.conv4 = nn.Conv2d(24, 16, 3, stride=2, padding=1)       # after (W,C,H): 16x4x8
+        self.conv5 = nn.Conv2d(4, 8, 1)                              # after (H,W,C): 8x8x16
+        self.fc = nn.Linear(8, num_classes)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x.transpose(2, 3)))
+        x = F.relu(self.conv3(x.permute(0, 2, 1, 3)))
+        x = F.relu(self.conv4(x.permute(0, 3, 1, 2)))
+        x = F.relu(self.conv5(x.permute(0, 2, 3, 1)))
+        return self.fc(x.mean([2, 3]))
+
+
 class UNetSmall(nn.Module):
     """A small FPN / U-Net: strided encoder, a top-down path with nearest
     Resize (asymmetric, floor) and lateral adds, ConvTranspose up (2x2 stride 2;
@@ -343,6 +365,7 @@ MODELS = {
     "activations": (ActNet, 32, 13),
     "shuffle": (ShuffleOnly, 32, 13),
     "unet_small": (UNetSmall, 32, 13),
+    "transpose": (TransposeNet, 24, 13),
     "unet_small_dyn": (UNetSmall, 32, 13),  # symbolic H and W (dynamic sizes)
 }
 

@@ -461,5 +461,23 @@ TEST(ExportOnnx, ShuffleSliceAndPerChannelTables) {
   }
 }
 
+// A Transpose of C, H, W exports as an ONNX Transpose of the int8 tensor with
+// the batch axis first and the same permutation (the test model's four, in
+// order: H<->W, C<->H, and both 3-cycles).
+TEST(ExportOnnx, TransposeKeepsItsPerm) {
+  QuantizeOptions opt;
+  const QGraph q = quantized_model(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/transpose.onnx", 0, opt);
+  const onnx::ModelProto m = parse(qdq_onnx_bytes(q));
+  expect_well_formed(m.graph());
+  std::vector<std::vector<int64_t>> perms;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "Transpose") continue;
+    ASSERT_EQ(n.attribute_size(), 1);
+    perms.emplace_back(n.attribute(0).ints().begin(), n.attribute(0).ints().end());
+  }
+  const std::vector<std::vector<int64_t>> want{{0, 1, 3, 2}, {0, 2, 1, 3}, {0, 3, 1, 2}, {0, 2, 3, 1}};
+  EXPECT_EQ(perms, want);
+}
+
 }  // namespace
 }  // namespace ts

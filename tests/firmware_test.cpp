@@ -580,14 +580,14 @@ TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
 
 // Every op kind on the target: ONNX test models that together hold Conv,
 // grouped and depthwise Conv, Gemm, Add, Mul, Concat, MaxPool, AvgPool,
-// GlobalAvgPool, Pad and lookup tables (HardSwish, HardSigmoid, Sigmoid), run
-// on 3 QEMU boards. Each board's DONE carries the digest of its outputs of
+// GlobalAvgPool, Pad, lookup tables (HardSwish, HardSigmoid, Sigmoid) and
+// Transpose (all four of the transpose model's perms), run on 3 QEMU boards. Each board's DONE carries the digest of its outputs of
 // every layer, so every layer of every board is compared with the host's
 // int8 reference bit for bit (not just the final tensor).
 TEST_F(FirmwareTest, EveryOpOnTheTargetEqualsTheHost) {
   const fs::path dir = fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx";
   std::set<std::string> ops;
-  for (const char* m : {"tiny", "squeezenet_mini", "mobilenet_v3_small"}) {
+  for (const char* m : {"tiny", "squeezenet_mini", "mobilenet_v3_small", "transpose"}) {
     SCOPED_TRACE(m);
     const std::string model = (dir / (std::string(m) + ".onnx")).string();
     const Proc ins = shell(std::string(TS_TINYSPLIT) + " inspect --json --model " + model);
@@ -608,7 +608,7 @@ TEST_F(FirmwareTest, EveryOpOnTheTargetEqualsTheHost) {
     for (const auto& w : j.at("per_worker")) EXPECT_GT(w.at("macs").get<int64_t>(), 0);
   }
   for (const char* op : {"Conv", "GConv", "DWConv", "Gemm", "Add", "Mul", "Concat", "MaxPool", "AvgPool",
-                         "GlobalAvgPool", "Pad", "HardSwish", "HardSigmoid", "Sigmoid"})
+                         "GlobalAvgPool", "Pad", "HardSwish", "HardSigmoid", "Sigmoid", "Transpose"})
     EXPECT_EQ(ops.count(op), 1u) << op << " is in none of the models";
 }
 

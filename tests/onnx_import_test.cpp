@@ -213,7 +213,7 @@ TEST_P(TorchModel, MatchesTorchAfterFold) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchModel,
                          ::testing::Values("mobilenet_v2", "mobilenet_v3_small", "squeezenet_mini", "resnet_small",
                                            "mnasnet", "tiny", "tiny_opset10", "shufflenet_v2", "slices",
-                                           "slices_opset11", "activations", "shuffle", "unet_small"));
+                                           "slices_opset11", "activations", "shuffle", "unet_small", "transpose"));
 
 TEST(OnnxImport, ResidualEdgesInResNet) {
   Graph g = import_onnx(kDataDir + "resnet_small.onnx");
@@ -894,9 +894,15 @@ TEST(OnnxImport, ShuffleNetShufflesAndSlices) {
 TEST(OnnxImport, TransposeSliceSplitRefusalsAreClear) {
   {
     Builder b(13, {1, 2, 4, 6});
-    Builder::ints(b.node("Transpose", {"x"}, "y", "swap_hw"), "perm", {0, 1, 3, 2});
+    Builder::ints(b.node("Transpose", {"x"}, "y", "batch_out"), "perm", {1, 0, 2, 3});
     b.output("y");
-    expect_error([&] { b.import(); }, {"'swap_hw'", "(Transpose)", "perm [0,1,3,2]", "not supported"});
+    expect_error([&] { b.import(); }, {"'batch_out'", "(Transpose)", "perm [1,0,2,3]", "moves the batch axis"});
+  }
+  {
+    Builder b(13, {1, 2, 4, 6});
+    Builder::ints(b.node("Transpose", {"x"}, "y", "twice"), "perm", {0, 1, 1, 3});
+    b.output("y");
+    expect_error([&] { b.import(); }, {"'twice'", "(Transpose)", "perm [0,1,1,3]", "not a permutation"});
   }
   {
     Builder b(13, {1, 2, 4, 6});

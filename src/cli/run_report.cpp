@@ -1,6 +1,7 @@
 // `tinysplit run`'s reports: --json and text, from what the session did
 // (cli/run_session.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -174,7 +175,15 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       {"per_worker", jw}, {"per_layer", jl}};
   if (!c.save_overlay.empty()) {
     nlohmann::json jb = nlohmann::json::array();
-    for (const TextBox& b : r.text_boxes) jb.push_back({{"x0", b.x0}, {"y0", b.y0}, {"x1", b.x1}, {"y1", b.y1}, {"score", b.score}});
+    // Each box: its four corners in photo pixels, rounded as PaddleOCR
+    // rounds them (top-left, top-right, bottom-right, bottom-left), the
+    // rectangle's angle in degrees and its sides in map pixels, its score.
+    for (const TextBox& b : r.text_boxes) {
+      nlohmann::json quad = nlohmann::json::array();
+      for (const Point& p : b.quad) quad.push_back({std::lround(p.x), std::lround(p.y)});
+      jb.push_back({{"quad", quad}, {"angle", b.rect.angle}, {"width", b.rect.width}, {"height", b.rect.height},
+                    {"score", b.score}});
+    }
     j["overlay"] = {{"file", c.save_overlay}, {"text_boxes", jb}};
   }
   if (!c.dataset.empty())

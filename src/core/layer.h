@@ -55,7 +55,8 @@ constexpr int kMaxInputs = 8;
   X(Shuffle, 12)   \
   X(ChannelLut, 13) \
   X(Resize, 14)    \
-  X(ConvTranspose, 15)
+  X(ConvTranspose, 15) \
+  X(Transpose, 16)
 
 enum class QOp : uint8_t {
 #define TS_QOP_ENUM(name, code) name = code,
@@ -114,7 +115,8 @@ struct LayerDesc {
 
   // Geometry (Conv, pools, Pad). Slice keeps its starts and steps here
   // (channels pad_b, dh; rows pad_t, sh; columns pad_l, sw: ops/slice.cpp);
-  // Shuffle its group count in `groups`.
+  // Shuffle its group count in `groups`; Transpose its permutation in kh,
+  // kw, dh (core/op.h, transpose_axis).
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int32_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   int32_t groups = 1;

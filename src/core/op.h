@@ -16,7 +16,7 @@
 //   Gemm           fan_in = C x H x W of the input
 //   AvgPool/MaxPool kh x kw                 (window taps, padded ones included)
 //   GlobalAvgPool  H x W of the input
-//   Add, Mul, Concat, Lut, Pad, Slice, Shuffle, ChannelLut
+//   Add, Mul, Concat, Lut, Pad, Slice, Shuffle, ChannelLut, Transpose
 //                  1                        (one operation per output element)
 // so the MACs of any set of outputs is (number of outputs) x macs_per_output,
 // and the shares of a layer add up to the layer's count exactly.
@@ -61,6 +61,8 @@ struct Access {
                     // input rows span(0, oy) x columns span(1, ox), each a
                     // half-open range non-decreasing in the output index;
                     // channels grouped as kWindow (cin_g, cout_g)
+    kPermute,       // output (o0, o1, o2) (channel, row, column) reads the
+                    // input element whose axis perm[a] is o[a] (Transpose)
   };
   Kind kind = kSame;
   int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // kWindow
@@ -72,11 +74,24 @@ struct Access {
   // kSpans: the input indices [*lo, *hi) along axis (0 rows, 1 columns) that
   // output index o reads, clipped to the input (empty: *hi <= *lo).
   void (*span)(const LayerDesc& L, int axis, int32_t o, int32_t* lo, int32_t* hi) = nullptr;
+  // kPermute: output axis a (0 channels, 1 rows, 2 columns) is input axis perm[a].
+  int8_t perm[3] = {0, 1, 2};
 };
 
 // The input channel that output channel o of a channel shuffle of C
 // channels in g groups reads: o = i*g + j reads j*(C/g) + i.
 inline int32_t shuffle_source(int32_t o, int32_t g, int32_t C) { return (o % g) * (C / g) + o / g; }
+
+// Transpose keeps its permutation in kh, kw, dh as 1 + an axis: output axis a
+// (0 channels, 1 rows, 2 columns) is input axis transpose_axis(L, a). The
+// encoding is shared by the quantiser, the float IR's MAC count and the ONNX
+// exporter (set_transpose_perm).
+inline int32_t transpose_axis(const LayerDesc& L, int a) { return (a == 0 ? L.kh : a == 1 ? L.kw : L.dh) - 1; }
+inline void set_transpose_perm(LayerDesc& L, const int* perm) {
+  L.kh = perm[0] + 1;
+  L.kw = perm[1] + 1;
+  L.dh = perm[2] + 1;
+}
 
 // The data arrays of a layer share (the five of a fragment entry and of a
 // quantised node), as element counts.

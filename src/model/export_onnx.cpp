@@ -1,6 +1,7 @@
 // QGraph -> ONNX (QDQ form). See export_onnx.h for the mapping and its limits.
 #include "model/export_onnx.h"
 
+#include "core/op.h"
 #include "core/ops/resize.h"
 
 #include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h (ONNX_ML)
@@ -411,6 +412,12 @@ class Exporter {
         node("Reshape", {as_4d(n.inputs[0]), init_i64(fresh(base + ".shape5"), {5}, {1, g, C / g, H, W})}, {split});
         attr_ints(node("Transpose", {split}, {swapped}), "perm", {0, 2, 1, 3, 4});
         node("Reshape", {swapped, init_i64(fresh(base + ".shape4"), {4}, {1, C, H, W})}, {qname_[y]}, base);
+        return;
+      }
+      case QOp::Transpose: {
+        // Values are only moved: Transpose the quantised tensor, batch first.
+        attr_ints(node("Transpose", {as_4d(n.inputs[0])}, {qname_[y]}, base), "perm",
+                  {0, 1 + core::transpose_axis(d, 0), 1 + core::transpose_axis(d, 1), 1 + core::transpose_axis(d, 2)});
         return;
       }
     }

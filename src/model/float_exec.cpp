@@ -342,6 +342,17 @@ void eval_shuffle(const Operands& a, std::vector<float>& y) {
   }
 }
 
+// Transpose: output (o0, o1, o2) is the input element whose axis perm[a] is o[a].
+void eval_transpose(const Operands& a, std::vector<float>& y) {
+  const Shape &is = a.is, &os = a.os;
+  const size_t stride[3] = {size_t(is.h) * is.w, size_t(is.w), 1};
+  const size_t sc = stride[a.n.perm[0]], sy = stride[a.n.perm[1]], sx = stride[a.n.perm[2]];
+  size_t k = 0;
+  for (int c = 0; c < os.c; ++c)
+    for (int yy = 0; yy < os.h; ++yy)
+      for (int xx = 0; xx < os.w; ++xx) y[k++] = a.x()[size_t(c) * sc + size_t(yy) * sy + size_t(xx) * sx];
+}
+
 // Resize: nearest copies the element core/ops/resize.h picks (the same
 // rational coordinates as the int8 kernel); linear blends in double.
 void eval_resize(const Operands& a, std::vector<float>& y) {
@@ -459,6 +470,7 @@ std::vector<float> eval_node(const Graph& g, const Node& n, const std::vector<co
       case Op::Softmax: eval_softmax(a, y); break;
       case Op::Slice: eval_slice(a, y); break;
       case Op::Shuffle: eval_shuffle(a, y); break;
+      case Op::Transpose: eval_transpose(a, y); break;
       case Op::Resize: eval_resize(a, y); break;
       case Op::ConvTranspose: eval_conv_transpose(a, y); break;
       default: bad(n, "unknown op");

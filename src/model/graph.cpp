@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/layer.h"
+#include "core/op.h"
 
 namespace ts {
 
@@ -33,6 +34,7 @@ const char* op_name(Op op) {
     case Op::Shuffle: return "Shuffle";
     case Op::Resize: return "Resize";
     case Op::ConvTranspose: return "ConvTranspose";
+    case Op::Transpose: return "Transpose";
     case Op::Identity: return "Identity";
   }
   return "?";
@@ -184,6 +186,16 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
     case Op::Shuffle:
       if (n.groups < 1 || in(0).c % n.groups) throw fail("groups do not divide the channels");
       return in(0);
+    case Op::Transpose: {
+      const Shape& x = in(0);
+      const int ext[3] = {x.c, x.h, x.w};
+      bool seen[3] = {false, false, false};
+      for (int p : n.perm) {
+        if (p < 0 || p > 2 || seen[p]) throw fail("perm is not a permutation of the axes C, H, W");
+        seen[p] = true;
+      }
+      return {ext[n.perm[0]], ext[n.perm[1]], ext[n.perm[2]]};
+    }
     case Op::Slice: {
       const Shape& x = in(0);
       const Shape o{n.slice_c, n.slice_h, n.slice_w};
@@ -339,6 +351,7 @@ int64_t node_macs(const Graph& g, const Node& n) {
     case Op::PRelu: d.op = core::QOp::ChannelLut; break;
     case Op::Slice: d.op = core::QOp::Slice; break;
     case Op::Shuffle: d.op = core::QOp::Shuffle; break;
+    case Op::Transpose: d.op = core::QOp::Transpose; break;
     default: return 0;
   }
   if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs)) return 0;
@@ -352,6 +365,7 @@ int64_t node_macs(const Graph& g, const Node& n) {
   if (n.op == Op::Resize) {
     d.kh = n.interp; d.kw = n.coord; d.dh = n.rounding;
   }
+  if (n.op == Op::Transpose) core::set_transpose_perm(d, n.perm);
   return int64_t(core::range_macs(d, 0, d.out.size()));
 }
 

@@ -40,6 +40,7 @@ enum class Op : uint8_t {
   Shuffle,        // channel shuffle in `groups` groups (o = i*g + j reads j*(C/g) + i)
   Resize,         // nearest or bilinear to out_h x out_w (interp, coord, rounding)
   ConvTranspose,  // groups, stride, pads, dilation 1; weights stored as Conv's OIHW
+  Transpose,      // permutes C, H, W: output axis a (0 C, 1 H, 2 W) is input axis perm[a]
   Identity,
 };
 
@@ -93,6 +94,9 @@ struct Node {
 
   // Slice: output extents (the starts and steps are in the geometry above)
   int slice_c = 0, slice_h = 0, slice_w = 0;
+
+  // Transpose: output axis a (0 channels, 1 rows, 2 columns) is input axis perm[a]
+  int perm[3] = {0, 1, 2};
 
   // Clip bounds; HardSigmoid alpha/beta; LeakyRelu alpha
   float lo = 0.f, hi = 6.f;

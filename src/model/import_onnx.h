@@ -12,7 +12,10 @@
 //   (nearest or linear; asymmetric, half_pixel, align_corners,
 //   pytorch_half_pixel; every nearest_mode; by scales giving whole sizes or by
 //   sizes, onnx_upsample.cpp), ConvTranspose (groups, strides, pads,
-//   output_padding; dilation 1).
+//   output_padding; dilation 1), Transpose of a [1,C,H,W] tensor with the
+//   batch axis first (any order of C, H, W) and the channel shuffle (Reshape
+//   to [1,g,C/g,H,W], Transpose [0,2,1,3,4], Reshape back), Slice, Split,
+//   LeakyRelu, PRelu, Tanh.
 //   Add/Sub/Mul/Div of a computed tensor with a scalar or per-channel constant
 //   become a BatchNorm node with mean 0, var 1, eps 0 (an affine map); an Add
 //   of constants right after a Conv/Gemm whose output has no other user is

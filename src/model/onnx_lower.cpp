@@ -481,8 +481,11 @@ void Lowering::split() {
   }
 }
 
-// Only the channel shuffle (a [1,g,C/g,H,W] view of a [1,C,H,W] tensor with
-// its two channel axes swapped) and permutations that move nothing.
+// A 4-D permutation that keeps the batch axis first is a Transpose node; a
+// 5-D one only as the channel shuffle (a [1,g,C/g,H,W] view of a [1,C,H,W]
+// tensor with its two channel axes swapped, see reshape_like()). Free when
+// the axes longer than 1 keep their order and the shape stays (or, in the
+// shuffle, a group count or group size of 1).
 void Lowering::transpose() {
   const Value& x = dyn(0);
   const Dims& d = x.dims;
@@ -490,20 +493,37 @@ void Lowering::transpose() {
   if (perm.empty())
     for (size_t a = d.size(); a-- > 0;) perm.push_back(int64_t(a));
   if (perm.size() != d.size()) throw Fail("perm " + dims_str(perm) + " does not match the rank of " + dims_str(d));
-  bool identity = true;
-  for (size_t a = 0; a < perm.size(); ++a) identity = identity && perm[a] == int64_t(a);
-  if (identity) return alias(x, d);
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t a = 0; a < sorted.size(); ++a)
+    if (sorted[a] != int64_t(a)) throw Fail("perm " + dims_str(perm) + " is not a permutation of the axes of " + dims_str(d));
+  Dims out(d.size());
+  std::vector<int64_t> moved;  // the axes longer than 1, in their new order
+  for (size_t a = 0; a < perm.size(); ++a) {
+    out[a] = d[size_t(perm[a])];
+    if (out[a] != 1) moved.push_back(perm[a]);
+  }
+  const bool same_memory = std::is_sorted(moved.begin(), moved.end());
+  if (same_memory && out == d) return alias(x, out);
+  if (d.size() == 4) {
+    if (perm[0] != 0)
+      throw Fail("perm " + dims_str(perm) + " of " + dims_str(d) +
+                 " moves the batch axis (only permutations of C, H, W with the batch first are supported)");
+    Node nd = base(Op::Transpose, {x.tensor});
+    for (int a = 0; a < 3; ++a) nd.perm[a] = int(perm[size_t(a) + 1] - 1);
+    emit(std::move(nd), out);
+    return;
+  }
   const bool shuffle = d.size() == 5 && d[0] == 1 && perm == std::vector<int64_t>{0, 2, 1, 3, 4};
   if (!shuffle)
     throw Fail("perm " + dims_str(perm) + " of " + dims_str(d) +
-               " is not supported (only the channel shuffle: Reshape [1,C,H,W] to [1,g,C/g,H,W], Transpose perm "
-               "[0,2,1,3,4], Reshape back)");
-  const Dims flat{1, d[1] * d[2], d[3], d[4]}, swapped{1, d[2], d[1], d[3], d[4]};
-  if (d[1] == 1 || d[2] == 1) return alias(x, swapped);
+               " is not supported (a 4-D [1,C,H,W] tensor with the batch first, or the channel shuffle: Reshape "
+               "[1,C,H,W] to [1,g,C/g,H,W], Transpose perm [0,2,1,3,4], Reshape back)");
+  if (same_memory) return alias(x, out);
   Node nd = base(Op::Shuffle, {x.tensor});
   nd.groups = int(d[1]);
-  emit(std::move(nd), flat);
-  env_.at(cur_->outputs[0]).dims = swapped;
+  emit(std::move(nd), Dims{1, d[1] * d[2], d[3], d[4]});
+  env_.at(cur_->outputs[0]).dims = out;
 }
 
 void Lowering::clip() {

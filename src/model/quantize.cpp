@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/op.h"
 #include "model/float_exec.h"
 
 namespace ts {
@@ -254,6 +255,9 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
         d.kh = n.interp; d.kw = n.coord; d.dh = n.rounding;
         d.sh = d.sw = d.dw = 1;
         [[fallthrough]];
+      case Op::Transpose:
+        if (n.op == Op::Transpose) core::set_transpose_perm(d, n.perm);
+        [[fallthrough]];
       case Op::MaxPool:
       case Op::Pad:
       case Op::Slice:
@@ -263,6 +267,7 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
                 : n.op == Op::Pad   ? QOp::Pad
                 : n.op == Op::Slice ? QOp::Slice
                 : n.op == Op::Resize ? QOp::Resize
+                : n.op == Op::Transpose ? QOp::Transpose
                                      : QOp::Shuffle;
         out.scale = q.tensors[n.inputs[0]].scale;
         out.zp = q.tensors[n.inputs[0]].zp;

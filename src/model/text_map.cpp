@@ -37,32 +37,58 @@ double binary_agreement(const ProbMap& a, const ProbMap& b, float thresh) {
   return double(same) / double(a.p.size());
 }
 
+TextBox text_box(const RotatedRect& r, float score) {
+  TextBox b;
+  b.rect = r;
+  b.quad = r.corners();
+  b.score = score;
+  return b;
+}
+
 namespace {
 
 struct Region {
-  int x0, y0, x1, y1;  // bounding box, exclusive ends
-  size_t pixels;
+  size_t pixels = 0;
+  std::vector<Point> hull;  // of the region's pixel centres
 };
+
+// The convex hull of a region's pixel centres (as PaddleOCR's contour
+// points): for each of its rows, the centres of its leftmost and rightmost
+// pixels.
+std::vector<Point> region_hull(const std::vector<int>& pixels, int w) {
+  int y0 = pixels[0] / w, y1 = y0;
+  for (int i : pixels) y0 = std::min(y0, i / w), y1 = std::max(y1, i / w);
+  std::vector<int> lo(size_t(y1 - y0 + 1), w), hi(size_t(y1 - y0 + 1), -1);
+  for (int i : pixels) {
+    const size_t r = size_t(i / w - y0);
+    lo[r] = std::min(lo[r], i % w), hi[r] = std::max(hi[r], i % w);
+  }
+  std::vector<Point> pts;
+  for (size_t r = 0; r < lo.size(); ++r) {
+    const double y = double(y0) + double(r) + 0.5;
+    pts.push_back({lo[r] + 0.5, y});
+    pts.push_back({hi[r] + 0.5, y});
+  }
+  return convex_hull(std::move(pts));
+}
 
 // The 8-connected regions of a binary image (an explicit stack: no recursion).
 std::vector<Region> regions_of(const std::vector<uint8_t>& bin, int h, int w) {
   std::vector<uint8_t> seen(bin.size(), 0);
   std::vector<Region> out;
-  std::vector<int> stack;
+  std::vector<int> stack, pixels;
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       const size_t i0 = size_t(y) * size_t(w) + size_t(x);
       if (!bin[i0] || seen[i0]) continue;
-      Region r{x, y, x + 1, y + 1, 0};
       seen[i0] = 1;
       stack.assign(1, int(i0));
+      pixels.clear();
       while (!stack.empty()) {
         const int i = stack.back();
         stack.pop_back();
+        pixels.push_back(i);
         const int cy = i / w, cx = i % w;
-        ++r.pixels;
-        r.x0 = std::min(r.x0, cx), r.x1 = std::max(r.x1, cx + 1);
-        r.y0 = std::min(r.y0, cy), r.y1 = std::max(r.y1, cy + 1);
         for (int dy = -1; dy <= 1; ++dy)
           for (int dx = -1; dx <= 1; ++dx) {
             const int ny = cy + dy, nx = cx + dx;
@@ -74,16 +100,32 @@ std::vector<Region> regions_of(const std::vector<uint8_t>& bin, int h, int w) {
             }
           }
       }
-      out.push_back(r);
+      out.push_back(Region{pixels.size(), region_hull(pixels, w)});
     }
   return out;
 }
 
-double mean_inside(const ProbMap& m, const Region& r) {
+// The mean probability over the pixels whose centres lie inside the convex
+// quad (0 if none does).
+double mean_inside(const ProbMap& m, const std::vector<Point>& quad) {
+  double xmin = m.w, xmax = 0, ymin = m.h, ymax = 0;
+  for (const Point& p : quad) xmin = std::min(xmin, p.x), xmax = std::max(xmax, p.x), ymin = std::min(ymin, p.y), ymax = std::max(ymax, p.y);
+  const std::vector<Point> poly = signed_area2(quad) < 0 ? std::vector<Point>(quad.rbegin(), quad.rend()) : quad;
+  auto inside = [&](double x, double y) {
+    for (size_t i = 0; i < poly.size(); ++i) {
+      const Point &a = poly[i], &b = poly[(i + 1) % poly.size()];
+      if ((b.x - a.x) * (y - a.y) - (b.y - a.y) * (x - a.x) < -1e-9) return false;
+    }
+    return true;
+  };
   double s = 0;
-  for (int y = r.y0; y < r.y1; ++y)
-    for (int x = r.x0; x < r.x1; ++x) s += m.at(y, x);
-  return s / (double(r.x1 - r.x0) * double(r.y1 - r.y0));
+  size_t n = 0;
+  const int y0 = std::max(0, int(std::floor(ymin))), y1 = std::min(m.h, int(std::ceil(ymax)));
+  const int x0 = std::max(0, int(std::floor(xmin))), x1 = std::min(m.w, int(std::ceil(xmax)));
+  for (int y = y0; y < y1; ++y)
+    for (int x = x0; x < x1; ++x)
+      if (inside(x + 0.5, y + 0.5)) s += m.at(y, x), ++n;
+  return n ? s / double(n) : 0.0;
 }
 
 }  // namespace
@@ -95,31 +137,25 @@ std::vector<TextBox> db_boxes(const ProbMap& m, const DbParams& p) {
   if (int(regs.size()) > p.max_boxes) regs.resize(size_t(p.max_boxes));
   std::vector<TextBox> boxes;
   for (const Region& r : regs) {
-    const int bw = r.x1 - r.x0, bh = r.y1 - r.y0;
-    if (std::min(bw, bh) < p.min_size) continue;
-    const double score = mean_inside(m, r);
+    RotatedRect rect = min_area_rect(r.hull);
+    if (std::min(rect.width, rect.height) < p.min_size) continue;
+    const double score = mean_inside(m, rect.corners());
     if (score < p.box_thresh) continue;
     // Unclip: the region shrunk by the DB head's training grows back by
     // area x ratio / perimeter on every side.
-    const double d = double(bw) * double(bh) * p.unclip_ratio / (2.0 * double(bw + bh));
-    const int g = int(std::lround(d));
-    TextBox b{std::max(0, r.x0 - g), std::max(0, r.y0 - g), std::min(m.w, r.x1 + g), std::min(m.h, r.y1 + g),
-              float(score)};
-    if (std::min(b.width(), b.height()) < p.min_size + 2) continue;
-    boxes.push_back(b);
+    const double d = rect.width * rect.height * p.unclip_ratio / (2.0 * (rect.width + rect.height));
+    rect.width += 2 * d;
+    rect.height += 2 * d;
+    if (std::min(rect.width, rect.height) < p.min_size + 2) continue;
+    boxes.push_back(text_box(rect, float(score)));
   }
-  std::sort(boxes.begin(), boxes.end(),
-            [](const TextBox& a, const TextBox& b) { return a.y0 != b.y0 ? a.y0 < b.y0 : a.x0 < b.x0; });
+  std::sort(boxes.begin(), boxes.end(), [](const TextBox& a, const TextBox& b) {
+    return a.quad[0].y != b.quad[0].y ? a.quad[0].y < b.quad[0].y : a.quad[0].x < b.quad[0].x;
+  });
   return boxes;
 }
 
-double box_iou(const TextBox& a, const TextBox& b) {
-  const double iw = std::max(0, std::min(a.x1, b.x1) - std::max(a.x0, b.x0));
-  const double ih = std::max(0, std::min(a.y1, b.y1) - std::max(a.y0, b.y0));
-  const double inter = iw * ih;
-  const double uni = double(a.width()) * a.height() + double(b.width()) * b.height() - inter;
-  return uni > 0 ? inter / uni : 0.0;
-}
+double box_iou(const TextBox& a, const TextBox& b) { return convex_iou(a.quad, b.quad); }
 
 BoxMatch match_boxes(const std::vector<TextBox>& reference, const std::vector<TextBox>& candidate, double min_iou) {
   BoxMatch r;
@@ -153,10 +189,8 @@ BoxMatch match_boxes(const std::vector<TextBox>& reference, const std::vector<Te
 TextBox scale_box(const TextBox& b, const ProbMap& m, int photo_w, int photo_h) {
   const double sx = double(photo_w) / m.w, sy = double(photo_h) / m.h;
   TextBox s = b;
-  s.x0 = int(std::floor(b.x0 * sx));
-  s.x1 = std::min(photo_w, int(std::ceil(b.x1 * sx)));
-  s.y0 = int(std::floor(b.y0 * sy));
-  s.y1 = std::min(photo_h, int(std::ceil(b.y1 * sy)));
+  for (Point& p : s.quad)
+    p = Point{std::clamp(p.x * sx, 0.0, double(photo_w)), std::clamp(p.y * sy, 0.0, double(photo_h))};
   return s;
 }
 
@@ -183,12 +217,21 @@ std::vector<uint8_t> overlay_png(const Image& photo, const ProbMap& m, const std
     const size_t i = (size_t(y) * size_t(W) + size_t(x)) * 3;
     rgb[i] = 0, rgb[i + 1] = 255, rgb[i + 2] = 0;
   };
+  // A side from corner p to corner q, t pixels thick: the pixels under
+  // points one pixel apart along it (a corner at the photo's right or
+  // bottom edge lies on its last pixel).
+  auto side = [&](const Point& p, const Point& q) {
+    const int steps = std::max(1, int(std::ceil(std::max(std::fabs(q.x - p.x), std::fabs(q.y - p.y)))));
+    for (int s = 0; s <= steps; ++s) {
+      const double x = p.x + (q.x - p.x) * s / steps, y = p.y + (q.y - p.y) * s / steps;
+      const int px = std::min(W - 1, int(std::floor(x))) - t / 2, py = std::min(H - 1, int(std::floor(y))) - t / 2;
+      for (int dy = 0; dy < t; ++dy)
+        for (int dx = 0; dx < t; ++dx) paint(px + dx, py + dy);
+    }
+  };
   for (const TextBox& mb : boxes) {
     const TextBox b = scale_box(mb, m, W, H);
-    for (int k = 0; k < t; ++k) {
-      for (int x = b.x0; x < b.x1; ++x) paint(x, b.y0 + k), paint(x, b.y1 - 1 - k);
-      for (int y = b.y0; y < b.y1; ++y) paint(b.x0 + k, y), paint(b.x1 - 1 - k, y);
-    }
+    for (size_t k = 0; k < b.quad.size(); ++k) side(b.quad[k], b.quad[(k + 1) % b.quad.size()]);
   }
   std::vector<uint8_t> png;
   auto sink = [](void* ctx, void* data, int size) {

@@ -3,11 +3,17 @@
 // PaddleOCR's DB post-process finds them, the boxes of two maps compared, and
 // the map and boxes drawn over the photo as a PNG.
 //
-// Differences from PaddleOCR's DBPostProcess, on purpose: a box is the
-// axis-aligned rectangle around one 8-connected region of the binarised map
-// (PaddleOCR fits a rotated minimum-area rectangle to the region's contour),
-// and the unclip step grows that rectangle by the same distance PaddleOCR
-// offsets its polygon by (area x ratio / perimeter) on every side.
+// As PaddleOCR's DBPostProcess: a box is the minimum-area rotated rectangle
+// around one 8-connected region of the binarised map (model/polygon.h), its
+// score the mean probability inside it, and the unclip step grows it by
+// area x ratio / perimeter on every side (the distance PaddleOCR offsets
+// the rectangle by; the minimum-area rectangle of that offset polygon is the
+// rectangle grown so). The rectangle is fitted to the region's pixel
+// centres, as PaddleOCR fits it to its contour's points (so a region of
+// 40 x 10 pixels gives a 39 x 9 rectangle before the unclip, and a region
+// fewer than min_size + 1 pixels across is dropped). Coordinates are in map
+// pixels with pixel (x, y) covering [x, x+1) x [y, y+1), its centre at
+// (x + 0.5, y + 0.5) (PaddleOCR scales pixel indices, half a pixel apart).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,7 @@
 #include <vector>
 
 #include "model/image.h"
+#include "model/polygon.h"
 
 namespace ts {
 
@@ -40,13 +47,17 @@ struct DbParams {
   int max_boxes = 1000;      // regions considered, largest first
 };
 
-// A box in map pixels: columns x0..x1-1, rows y0..y1-1.
+// A text box: a rotated rectangle (after the unclip) and its corners in
+// PaddleOCR's order (top-left, top-right, bottom-right, bottom-left). Not
+// clipped to the map (scale_box clips the corners to the photo).
 struct TextBox {
-  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
-  float score = 0;  // mean probability inside the box before unclipping
-  int width() const { return x1 - x0; }
-  int height() const { return y1 - y0; }
+  RotatedRect rect;
+  std::vector<Point> quad;  // rect.corners(), or the scaled, clipped corners
+  float score = 0;          // mean probability inside the rectangle before the unclip
 };
+
+// The rectangle as a box (its corners in PaddleOCR's order).
+TextBox text_box(const RotatedRect& r, float score);
 
 // 1 where the map is above `thresh`, else 0.
 std::vector<uint8_t> binarise(const ProbMap& m, float thresh);
@@ -57,6 +68,7 @@ double binary_agreement(const ProbMap& a, const ProbMap& b, float thresh);
 // The text boxes of a map, in reading order (top to bottom, then left to right).
 std::vector<TextBox> db_boxes(const ProbMap& m, const DbParams& p = {});
 
+// Intersection over union of the two quads (convex polygons).
 double box_iou(const TextBox& a, const TextBox& b);
 
 // Boxes of a reference (e.g. float) and of a candidate (int8) paired
@@ -71,11 +83,13 @@ BoxMatch match_boxes(const std::vector<TextBox>& reference, const std::vector<Te
                      double min_iou = 0.5);
 
 // A box in map pixels scaled to a photo of photo_w x photo_h (the map covers
-// the whole photo, resized to the map's size).
+// the whole photo, resized to the map's size): its corners scaled and each
+// clipped to [0, photo_w] x [0, photo_h], as PaddleOCR clips them; `rect`
+// stays in map pixels.
 TextBox scale_box(const TextBox& b, const ProbMap& m, int photo_w, int photo_h);
 
 // The photo with the map in red over it (scaled to the photo) and each box
-// (map pixels) outlined in green, as PNG bytes.
+// (map pixels) outlined in green along its four sides, as PNG bytes.
 std::vector<uint8_t> overlay_png(const Image& photo, const ProbMap& m, const std::vector<TextBox>& boxes);
 
 }  // namespace ts

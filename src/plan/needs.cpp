@@ -232,6 +232,31 @@ void window_needs(const Window& g, WindowField& field, int64_t begin, int64_t en
   }
 }
 
+// Exact needs of a permutation of the axes (Transpose) for outputs
+// [begin, end): each output element reads one input element. Each output row
+// piece is one run of input elements (the columns' input axis is the last) or
+// one element per output (it is not); sorted, the pieces merge into runs.
+void permute_needs(const Access& a, const core::Dims& X, const core::Dims& Y, int64_t begin, int64_t end,
+                   std::vector<InputRun>* out) {
+  const int64_t stride[3] = {int64_t(X.h) * X.w, X.w, 1};
+  const int64_t sc = stride[a.perm[0]], sy = stride[a.perm[1]], sx = stride[a.perm[2]];
+  const int64_t W = Y.w, hw = int64_t(Y.h) * Y.w;
+  std::vector<std::pair<int64_t, int64_t>> parts;  // (input offset, count)
+  for (int64_t e = begin; e < end;) {
+    const int64_t c = e / hw, y = (e % hw) / W, x0 = e % W;
+    const int64_t x1 = std::min(W, x0 + (end - e));
+    const int64_t base = c * sc + y * sy;
+    if (sx == 1)
+      parts.emplace_back(base + x0, x1 - x0);
+    else
+      for (int64_t x = x0; x < x1; ++x) parts.emplace_back(base + x * sx, 1);
+    e += x1 - x0;
+  }
+  std::sort(parts.begin(), parts.end());
+  RunSink sink{out};
+  for (const auto& p : parts) sink.add(p.first, p.second);
+}
+
 }  // namespace
 
 NodeNeeds::NodeNeeds(const QGraph& q, int node) : d_(q.desc(node)) {
@@ -289,6 +314,9 @@ void NodeNeeds::operand(int k, int64_t begin, int64_t end, std::vector<InputRun>
       for (const auto& p : parts) sink.add(p.first, p.second);
       return;
     }
+    case Access::kPermute:
+      permute_needs(a, X, d_.out, begin, end, out);
+      return;
     case Access::kChannelSlice: {
       const int64_t off = a.offset;
       const int64_t lo = std::max(begin, off * hw_out);
