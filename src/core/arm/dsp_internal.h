@@ -163,24 +163,32 @@ constexpr int32_t kOcBlock = 64;  // output channels per block of requantisers (
 
 // One group of 4 channels at word offset G of x (weights wv), positions
 // k < N.
+// The accumulation of one group for positions k < N, from the widened
+// weight halves we (even channels) and wo (odd) in scope; TS_DOT_GROUP and
+// TS_DOTW_GROUP (dsp_pointwise.cpp) differ only in how they get them.
+#define TS_DOT_POSITIONS(G)                \
+  do {                                     \
+    uint32_t e, o;                         \
+    ld2<G>(x, &e, &o);                     \
+    a0 = smlad(o, wo, smlad(e, we, a0));   \
+    if (N > 1) {                           \
+      ld2<G + 2>(x, &e, &o);               \
+      a1 = smlad(o, wo, smlad(e, we, a1)); \
+    }                                      \
+    if (N > 2) {                           \
+      ld2<G + 4>(x, &e, &o);               \
+      a2 = smlad(o, wo, smlad(e, we, a2)); \
+    }                                      \
+    if (N > 3) {                           \
+      ld2<G + 6>(x, &e, &o);               \
+      a3 = smlad(o, wo, smlad(e, we, a3)); \
+    }                                      \
+  } while (0)
+
 #define TS_DOT_GROUP(G, wv)                               \
   do {                                                    \
     const uint32_t we = sxtb16(wv), wo = sxtb16_ror8(wv); \
-    uint32_t e, o;                                        \
-    ld2<G>(x, &e, &o);                                    \
-    a0 = smlad(o, wo, smlad(e, we, a0));                  \
-    if (N > 1) {                                          \
-      ld2<G + 2>(x, &e, &o);                              \
-      a1 = smlad(o, wo, smlad(e, we, a1));                \
-    }                                                     \
-    if (N > 2) {                                          \
-      ld2<G + 4>(x, &e, &o);                              \
-      a2 = smlad(o, wo, smlad(e, we, a2));                \
-    }                                                     \
-    if (N > 3) {                                          \
-      ld2<G + 6>(x, &e, &o);                              \
-      a3 = smlad(o, wo, smlad(e, we, a3));                \
-    }                                                     \
+    TS_DOT_POSITIONS(G);                                  \
   } while (0)
 
 // acc[k] += dot product of position k with w, for k < N (N <= 4): partial

@@ -225,24 +225,11 @@ int32_t pw_widen_weights(const int8_t* w, int32_t ng, uint32_t zz, bool dbl, uin
 
 // One group of 4 channels: activations at word offset G of x, widened
 // weights at word offset WO of wv; positions k < N.
-#define TS_DOTW_GROUP(G, WO)     \
-  do {                           \
-    uint32_t we, wo, e, o;       \
-    ld2<WO>(wv, &we, &wo);       \
-    ld2<G>(x, &e, &o);           \
-    a0 = smlad(o, wo, smlad(e, we, a0)); \
-    if (N > 1) {                 \
-      ld2<G + 2>(x, &e, &o);     \
-      a1 = smlad(o, wo, smlad(e, we, a1)); \
-    }                            \
-    if (N > 2) {                 \
-      ld2<G + 4>(x, &e, &o);     \
-      a2 = smlad(o, wo, smlad(e, we, a2)); \
-    }                            \
-    if (N > 3) {                 \
-      ld2<G + 6>(x, &e, &o);     \
-      a3 = smlad(o, wo, smlad(e, we, a3)); \
-    }                            \
+#define TS_DOTW_GROUP(G, WO) \
+  do {                       \
+    uint32_t we, wo;         \
+    ld2<WO>(wv, &we, &wo);   \
+    TS_DOT_POSITIONS(G);     \
   } while (0)
 
 // acc[k] += the dot product of position k of xt with the widened weights
