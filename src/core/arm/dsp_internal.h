@@ -69,16 +69,13 @@ struct FastRq {
   // scale(x) + zp, the zero point added to the high word before the shift
   // (exact: adding zp * 2^(32+sh) to the 64-bit value adds zp * 2^sh to its
   // high word, which the shift turns into + zp); needs zfold.
-  TS_DSP_INLINE int32_t scale_z(int32_t x) const {
+  TS_DSP_INLINE int32_t scale_z(int32_t x) const { return scale_hi(x, chiz); }
+  TS_DSP_INLINE int32_t scale(int32_t x) const { return scale_hi(x, chi); }
+  // The two above: the rounding constant's high word is hi (chi, or chiz
+  // with the zero point folded in).
+  TS_DSP_INLINE int32_t scale_hi(int32_t x, int32_t hi) const {
     const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
-    const int32_t h = chiz + (x >> 31);
-    int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
-    u += int64_t(x) * m;
-    return int32_t(u >> 32) >> sh;
-  }
-  TS_DSP_INLINE int32_t scale(int32_t x) const {
-    const uint32_t l = 0x40000000u + (uint32_t(x) & 0x80000000u);
-    const int32_t h = chi + (x >> 31);
+    const int32_t h = hi + (x >> 31);
     int64_t u = int64_t((uint64_t(uint32_t(h)) << 32) | l);
     u += int64_t(x) * m;
     return int32_t(u >> 32) >> sh;
