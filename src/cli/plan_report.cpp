@@ -33,7 +33,7 @@ void print_plan_json(const PlanConfig& c, const PlanResult& r) {
                   {"flash_bytes", w.flash_bytes},
                   {"data_bytes", w.data_bytes}, {"peak_ram_bytes", w.peak_ram_bytes},
                   {"peak_layer", w.peak_layer >= 0 ? q.nodes[size_t(w.peak_layer)].name : ""},
-                  {"macs", w.macs}, {"bytes_in", w.bytes_in}, {"bytes_out", w.bytes_out}, {"kc", w.kc}});
+                  {"macs", w.macs}, {"recomputed_macs", w.recomputed_macs}, {"bytes_in", w.bytes_in}, {"bytes_out", w.bytes_out}, {"kc", w.kc}});
   nlohmann::json jl = nlohmann::json::array();
   for (const auto& l : p.layers)
     jl.push_back({{"name", l.name}, {"op", core::qop_name(q.nodes[size_t(l.node)].op)},
@@ -43,7 +43,7 @@ void print_plan_json(const PlanConfig& c, const PlanResult& r) {
                   {"unique_in", l.unique_in}, {"max_worker_ram_bytes", l.max_worker_ram_bytes},
                   {"max_worker_bytes_moved", l.max_worker_bytes_moved},
                   {"workers_active", l.workers_active}, {"full_input_workers", l.full_input_workers},
-                  {"max_fanout", l.max_fanout}});
+                  {"max_fanout", l.max_fanout}, {"recomputed_outputs", l.recomputed}});
   nlohmann::json j = {{"model", c.model},
                       {"size", in_size},
                       {"strategy", p.strategy},
@@ -98,6 +98,11 @@ void print_plan_text(const PlanConfig& c, const PlanResult& r) {
   std::printf("total wire bytes per inference (%s): %lld (%.2f MB)\n",
               p.route == plan::Route::Relay ? "every activation via the coordinator" : "board to board",
               (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
+  int64_t recomputed = 0;
+  for (const auto& l : p.layers) recomputed += l.recomputed;
+  if (recomputed > 0)
+    std::printf("outputs computed again by the board that reads them instead of sent (fused): %lld\n",
+                (long long)recomputed);
   if (c.plan.cost.host)
     std::printf("estimated latency (host cost model, %.3g us per exchange, %d cores): %.4f s\n",
                 c.plan.cost.frame_latency_s * 1e6, c.plan.cost.cores, p.est_latency_s);

@@ -441,7 +441,17 @@ constexpr int kS = num_layer_choices();
 constexpr int kChannel = layer_choice("channel");
 constexpr int kWhole = layer_choice("whole");
 constexpr int kReduce = layer_choice("reduce");
-static_assert(kChannel >= 0 && kWhole >= 0 && kReduce >= 0, "auto weighs channel, whole and reduce");
+constexpr int kFused = layer_choice("fused");
+static_assert(kChannel >= 0 && kWhole >= 0 && kReduce >= 0 && kFused >= 0, "auto weighs channel, whole, reduce and fused");
+
+// The plan a candidate is priced with: `reduce` and `fused` are direct-route
+// strategies; on the relay route they are the channel and spatial splits
+// (and never allowed).
+const char* candidate_name(int s, Route route) {
+  if (route != Route::Direct && s == kReduce) return "channel";
+  if (route != Route::Direct && s == kFused) return "spatial";
+  return layer_choice_info(s).name;
+}
 
 class Chooser {
  public:
@@ -451,8 +461,7 @@ class Chooser {
     // side on the machine's cores (the first failure in candidate order is
     // the one thrown, as one after the other).
     for_each_on_every_core(size_t(kS), [&](size_t s) {
-      const std::unique_ptr<SplitStrategy> st =
-          make_strategy(int(s) == kReduce && route != Route::Direct ? "channel" : layer_choice_info(int(s)).name);
+      const std::unique_ptr<SplitStrategy> st = make_strategy(candidate_name(int(s), route));
       plans_[s] = plan_for_pricing(q, t, shares, *st, route);
     });
     owners_.resize(kS);
@@ -574,11 +583,19 @@ class Chooser {
         if (a[i].offset != b[i].offset || a[i].count != b[i].count) return false;
       return true;
     };
+    // A fused reader of a fused layer: what each board computed itself of
+    // it (its widened share) stays on the board.
+    const Computed* mine = mnode >= 0 && s == prod ? &computed(prod, mnode) : nullptr;
+    if (mine && !mine->any()) mine = nullptr;
     for (size_t w = 0; w < N_; ++w) {
       const LayerShare& ls = pc.workers[w].layers[size_t(n)];
       if (!ls.active()) continue;
       if (mnode < 0) {
         for (const core::InputRun& r : ls.inputs[k].runs) tr.add(-1, int(w), double(count_message(r.count).wire_bytes));
+        continue;
+      }
+      if (mine) {
+        received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr);
         continue;
       }
       const std::vector<core::InputRun>& runs = ls.inputs[k].runs;
@@ -620,7 +637,38 @@ class Chooser {
     flush();
     return step_s(tr, t_, m_);
   }
+  // Board w's receipts of `runs` but for what it computes itself (`mine`),
+  // gathered into frames per producer as the route pass sends them.
+  static void received_beside(const std::vector<core::InputRun>& runs, const steps::Owners& own, const Computed& mine,
+                              int w, std::vector<std::vector<Piece>>& from_board, Traffic* tr) {
+    for (auto& v : from_board) v.clear();
+    size_t at = 0;
+    for (const core::InputRun& r : runs)
+      mine.split(
+          w, r.offset, r.count, [](int64_t, int64_t) {},
+          [&](int64_t b, int64_t e) {
+            own.walk(b, e - b, at, [&](const steps::Owners::Segment& sg, int64_t i, int64_t stop) {
+              from_board[size_t(sg.worker)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
+            });
+          });
+    for (size_t f = 0; f < from_board.size(); ++f) {
+      if (from_board[f].empty() || int(f) == w) continue;
+      std::sort(from_board[f].begin(), from_board[f].end(),
+                [](const Piece& a, const Piece& b) { return a.count != b.count ? a.count < b.count : a.offset < b.offset; });
+      tr->add(int(f), w, double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes));
+    }
+  }
+  const Computed& computed(int s, int m) {
+    if (computed_for_ != std::make_pair(s, m)) {
+      computed_.build(q_, plans_[size_t(s)], m);
+      computed_for_ = {s, m};
+    }
+    return computed_;
+  }
+
   std::vector<NodeCost> costs_;  // by node and strategy
+  Computed computed_;            // of one candidate's node (computed_for_)
+  std::pair<int, int> computed_for_{-1, -1};
 
   const steps::Owners& owners(int s, int m) {
     auto& slot = owners_[size_t(s)][size_t(m)];
@@ -672,7 +720,7 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         ok = ok && ch.fits_ram(n, s);
         over = std::max(over, ch.ram_over(n, s));
       }
-      allowed[size_t(b)][size_t(s)] = ok && (s != kReduce || route == Route::Direct);
+      allowed[size_t(b)][size_t(s)] = ok && ((s != kReduce && s != kFused) || route == Route::Direct);
       if (over < best_over) {
         best_over = over;
         least_over = s;
@@ -697,7 +745,12 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
     }
     bool any = false;
     for (int s = 0; s < kS; ++s) any = any || allowed[size_t(b)][size_t(s)];
-    if (!any) allowed[size_t(b)][size_t(least_over == kReduce && route != Route::Direct ? kChannel : least_over)] = true;  // the final budget check will name the board
+    if (!any) {  // the final budget check will name the board
+      int s = least_over;
+      if (route != Route::Direct && s == kReduce) s = kChannel;
+      if (route != Route::Direct && s == kFused) s = layer_choice("spatial");
+      allowed[size_t(b)][size_t(s)] = true;
+    }
     for (int sp = 0; sp < kS; ++sp)
       for (int s = 0; s < kS; ++s) {
         if (b == 0 && sp > 0) {

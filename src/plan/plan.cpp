@@ -15,6 +15,7 @@
 #include "core/worker.h"
 #include "model/bytes.h"
 #include "plan/fragment_writer.h"
+#include "plan/fuse.h"
 #include "plan/needs.h"
 #include "plan/plan_steps.h"
 
@@ -93,13 +94,17 @@ Plan empty_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
     p.workers[w].layers.resize(q.nodes.size());
   }
   p.layers.resize(q.nodes.size());
-  for (size_t n = 0; n < q.nodes.size(); ++n)
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    if (p.layer_strategy[n] == "fused" && route != Route::Direct)
+      throw Error("plan: strategy 'fused' (halos computed again on the board that reads them) needs --route direct; "
+                  "on the relay route every output goes through the coordinator");
     if (p.layer_strategy[n] == "reduce") {
       if (!ReduceStrategy::reducible(q, int(n)))
         throw Error("plan: layer '" + q.nodes[n].name + "' cannot be split by input channels (a Conv 1x1 or a Gemm can)");
       if (route != Route::Direct)
         throw Error("plan: strategy 'reduce' (partial sums reduced board to board) needs --route direct; the relay route has no path for partial sums");
     }
+  }
   return p;
 }
 
@@ -242,6 +247,52 @@ void set_share(const QGraph& q, const Plan& p, int n, NodeNeeds& needs, const st
   }
 }
 
+// Fused layers (fuse.h): each worker's share of a fused layer read only by
+// a fused layer also covers what its reader's share needs, and `owned` keeps
+// the tiling. One level: a reader that was widened itself (layers are taken
+// last to first) is left to receive its halo, or every layer of a chain
+// would recompute a halo that grows by the kernel's reach at each step. A
+// layer whose halo would outgrow some worker's share stays as split.
+void fuse_layers(const QGraph& q, Plan& p) {
+  const size_t N = size_t(p.n_workers());
+  const auto widened = [&](int node) {
+    for (const WorkerPlan& wp : p.workers)
+      if (!wp.layers[size_t(node)].owned.empty()) return true;
+    return false;
+  };
+  for (size_t n = q.nodes.size(); n-- > 0;) {
+    const int c = p.layer_strategy[n] == "fused" ? fuse::sole_reader(q, int(n)) : -1;
+    if (c < 0 || p.layer_strategy[size_t(c)] != "fused" || widened(c)) continue;
+    const core::Dims d = q.desc(int(n)).out;
+    std::vector<std::vector<core::Region>> wide(N);
+    std::vector<int64_t> own(N), all(N);
+    bool grows = false;
+    for (size_t w = 0; w < N; ++w) {
+      const LayerShare& ls = p.workers[w].layers[n];
+      const LayerShare& reader = p.workers[w].layers[size_t(c)];
+      own[w] = all[w] = ls.out_elems;
+      if (!reader.active()) continue;
+      std::vector<InputRun> need;
+      for (size_t k = 0; k < reader.inputs.size(); ++k)
+        if (q.nodes[size_t(c)].inputs[k] == q.nodes[n].output)
+          need.insert(need.end(), reader.inputs[k].runs.begin(), reader.inputs[k].runs.end());
+      wide[w] = fuse::widened(d, ls.regions, need);
+      all[w] = 0;
+      for (const core::Region& r : wide[w]) all[w] += r.elems();
+      grows = grows || all[w] > own[w];
+    }
+    if (!grows || !fuse::worth_it(own, all)) continue;
+    NodeNeeds needs(q, int(n));
+    for (size_t w = 0; w < N; ++w) {
+      if (all[w] == own[w]) continue;
+      LayerShare& ls = p.workers[w].layers[n];
+      std::vector<core::Region> owned = std::move(ls.regions);
+      set_share(q, p, int(n), needs, wide[w], nullptr, ls);
+      ls.owned = std::move(owned);
+    }
+  }
+}
+
 // Per layer and per worker: traffic, RAM, MACs, data, Kc; distinct inputs
 // and fan-out.
 void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
@@ -263,6 +314,18 @@ void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
       st.bytes_out += ls.bytes_out();
       st.max_worker_ram_bytes = std::max(st.max_worker_ram_bytes, ls.ram_bytes);
       st.max_worker_bytes_moved = std::max(st.max_worker_bytes_moved, ls.bytes_in() + ls.bytes_out());
+      if (!ls.owned.empty()) {
+        int64_t own_macs = 0;
+        for (const core::Region& r : ls.owned) {
+          st.recomputed -= r.elems();
+          r.segments(d.out, [&](int32_t b, int32_t e) {
+            own_macs += int64_t(core::range_macs(d, b, e));
+            return true;
+          });
+        }
+        st.recomputed += ls.out_elems;
+        p.workers[w].recomputed_macs += ls.macs - own_macs;
+      }
       WorkerPlan& wp = p.workers[w];
       wp.macs += ls.macs;
       wp.bytes_in += ls.bytes_in();
@@ -322,6 +385,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
     for (size_t w = 0; w < N; ++w)
       set_share(q, p, int(n), needs, regions[w], blocks.empty() ? nullptr : &blocks[w], p.workers[w].layers[n]);
   }
+  if (route == Route::Direct) fuse_layers(q, p);
   // 2-3. Routes and the arena plan.
   steps::route_plan(q, p, route, full);
   for (size_t w = 0; w < N; ++w) steps::layout_worker(q, p.workers[w]);

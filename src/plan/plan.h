@@ -106,6 +106,12 @@ struct LayerShare {
   // Output regions computed here (runs of the flat C-H-W index or boxes),
   // disjoint; the outputs sit in one buffer, region after region.
   std::vector<core::Region> regions;
+  // Empty, or (a fused layer, plan/fuse.h) the part of `regions` this worker
+  // owns: the workers' owned regions tile the layer, and every reader of an
+  // element that does not compute it itself receives it from its owner. The
+  // rest of `regions` is recomputed here for this worker's own reader.
+  std::vector<core::Region> owned;
+  const std::vector<core::Region>& tiles() const { return owned.empty() ? regions : owned; }
   Run run;                  // the share when it is one run (neuron strategy), else empty
   int64_t out_elems = 0;    // outputs computed (sum over regions)
   int32_t oc_base = 0;      // Conv/Gemm: per-channel data held for
@@ -140,6 +146,7 @@ struct WorkerPlan {
   int64_t peak_ram_bytes = 0;  // kWorkerFixedArena + max layer ram_bytes
   int peak_layer = -1;      // node of the max (-1 if the worker does nothing)
   int64_t macs = 0;
+  int64_t recomputed_macs = 0;  // part of macs for outputs it does not own (fused)
   int64_t bytes_in = 0;     // activations received per inference
   int64_t bytes_out = 0;    // activations sent per inference
 
@@ -165,6 +172,7 @@ struct LayerStats {
   int workers_active = 0;   // workers with a non-empty run
   int full_input_workers = 0;  // workers receiving some operand in full
   int max_fanout = 0;       // most workers any one input element goes to
+  int64_t recomputed = 0;   // outputs computed on a board that does not own them (fused)
 };
 
 // Alg. 3 routing map. For one (tensor, consumer node, operand): a run of

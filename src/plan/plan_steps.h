@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/fuse.h"
 #include "plan/plan.h"
 
 namespace ts::plan::steps {
@@ -19,9 +20,9 @@ struct SweepResult {
 };
 SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vector<int32_t>& diff);
 
-// Who computes each element of a node's output: the segments of the
-// workers' regions in offset order (they tile the output), each with its
-// worker and where it starts in that worker's output buffer. A send never
+// Who owns each element of a node's output: the segments of the workers'
+// owned regions in offset order (they tile the output; LayerShare::tiles()),
+// each with its worker and where it starts in that worker's output buffer. A send never
 // crosses a segment (it is contiguous in the producer's buffer). Storage is
 // kept between build() calls; the cost is the segments', not the tensor's.
 class Owners {
@@ -31,6 +32,7 @@ class Owners {
     int32_t worker;
     int64_t pos;  // the segment's first element in the worker's outputs
   };
+  // From the workers' owned regions (LayerShare::tiles()).
   void build(const QGraph& q, const Plan& p, int node);
   // f(segment, b, e) for the pieces [b, e) of [off, off + n), one per
   // segment, in order; false (and no more calls) at an element that no
@@ -65,8 +67,10 @@ class Owners {
   }
 
  private:
+  void add_owned(const core::Dims& d, const LayerShare& ls, int32_t w);
   std::vector<Segment> segs_, tmp_;
-  std::vector<size_t> first_;  // build's scratch
+  std::vector<size_t> first_;                     // build's scratch
+  std::vector<Computed::Segment> computed_, owned_;  // add_owned's scratch
 };
 
 // The route pass: where every input comes from (the coordinator, another

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/partial.h"
+#include "plan/fuse.h"
 #include "plan/plan_steps.h"
 
 namespace ts::plan {
@@ -29,7 +30,7 @@ std::vector<ProducerRun> producer_runs(const QGraph& q, const Plan& p, int tenso
   }
   const core::Dims d = q.desc(prod).out;
   for (int w = 0; w < p.n_workers(); ++w)
-    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(prod)].regions)
+    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(prod)].tiles())
       r.segments(d, [&](int32_t b, int32_t e) {
         out.push_back({b, e, w});
         return true;
@@ -177,12 +178,36 @@ void route_partials(const QGraph& q, Plan& p) {
 
 namespace steps {
 
+// The owned segments of a widened share (fuse.h), each cut where the
+// computed regions' segments end and placed where they hold it.
+void Owners::add_owned(const core::Dims& d, const LayerShare& ls, int32_t w) {
+  region_segments(d, ls.regions, &computed_);
+  region_segments(d, ls.owned, &owned_);
+  size_t ci = 0;
+  for (const Computed::Segment& o : owned_) {
+    for (int64_t b = o.begin; b < o.end;) {
+      while (ci < computed_.size() && computed_[ci].end <= b) ++ci;
+      if (ci == computed_.size() || computed_[ci].begin > b)
+        throw Error("plan: a worker owns outputs of layer " + std::to_string(ls.node) + " that it does not compute");
+      const Computed::Segment& c = computed_[ci];
+      const int64_t e = std::min(o.end, c.end);
+      tmp_.push_back(Segment{b, e, w, c.pos + (b - c.begin)});
+      b = e;
+    }
+  }
+}
+
 void Owners::build(const QGraph& q, const Plan& p, int node) {
   const core::Dims d = q.desc(node).out;
   tmp_.clear();
   for (int w = 0; w < p.n_workers(); ++w) {
+    const LayerShare& ls = p.workers[size_t(w)].layers[size_t(node)];
+    if (!ls.owned.empty()) {
+      add_owned(d, ls, w);
+      continue;
+    }
     int64_t at = 0;
-    for (const core::Region& r : p.workers[size_t(w)].layers[size_t(node)].regions)
+    for (const core::Region& r : ls.regions)
       r.segments(d, [&](int32_t b, int32_t e) {
         tmp_.push_back(Segment{b, e, w, at});
         at += e - b;
@@ -262,12 +287,14 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
   // Direct: split every needed run by who computes it.
   int cached = -1;
   Owners own;
+  Computed mine;  // of a layer some worker widened (fused)
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const QNode& node = q.nodes[n];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int prod = q.tensors[size_t(node.inputs[k])].producer;
       if (prod >= 0 && prod != cached) {
         own.build(q, p, prod);
+        mine.build(q, p, prod);
         cached = prod;
       }
       for (size_t w = 0; w < N; ++w) {
@@ -275,21 +302,15 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
         if (!ls.active()) continue;
         InputNeed& in = ls.inputs[k];
         size_t at = 0;
-        for (const InputRun& r : in.runs) {
-          if (prod < 0) {
-            add_run(&in.recv, r.offset, r.count, true);
-            add_run(&in.coord_runs, r.offset, r.count, true);
-            in.recv_elems += r.count;
-            continue;
-          }
-          const bool whole = own.walk(r.offset, r.count, at, [&](const Owners::Segment& sg, int64_t i, int64_t stop) {
-            if (size_t(sg.worker) == w) {
-              add_run(&in.local, i, stop - i, false);
-              in.local_layer = prod;
-              LayerShare& src = p.workers[w].layers[size_t(prod)];
-              src.out_until = std::max(src.out_until, int(n));
-              return;
-            }
+        const auto local = [&](int64_t i, int64_t stop) {
+          add_run(&in.local, i, stop - i, false);
+          in.local_layer = prod;
+          LayerShare& src = p.workers[w].layers[size_t(prod)];
+          src.out_until = std::max(src.out_until, int(n));
+        };
+        const auto from_owners = [&](int64_t off, int64_t count) {
+          const bool whole = own.walk(off, count, at, [&](const Owners::Segment& sg, int64_t i, int64_t stop) {
+            if (size_t(sg.worker) == w) return local(i, stop);
             add_run(&in.recv, i, stop - i, true);
             in.recv_elems += stop - i;
             in.avail_from = prod;
@@ -304,6 +325,17 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
             p.workers[size_t(sg.worker)].layers[size_t(prod)].sends.push_back(s);
           });
           if (!whole) throw Error("plan: an input of layer '" + node.name + "' is computed by no worker");
+        };
+        for (const InputRun& r : in.runs) {
+          if (prod < 0) {
+            add_run(&in.recv, r.offset, r.count, true);
+            add_run(&in.coord_runs, r.offset, r.count, true);
+            in.recv_elems += r.count;
+          } else if (mine.any()) {
+            mine.split(int(w), r.offset, r.count, local, from_owners);
+          } else {
+            from_owners(r.offset, r.count);
+          }
         }
       }
     }

@@ -37,7 +37,7 @@ bool SpatialStrategy::whole_rows(const QGraph& q, int node, const std::vector<do
 }
 
 std::string SpatialStrategy::layer_name(const QGraph& q, int node) const {
-  return uses_bands(q, node) ? "spatial" : "channel";
+  return uses_bands(q, node) ? name() : "channel";
 }
 
 std::vector<Run> SpatialStrategy::split(const QGraph&, int, const std::vector<double>&) const {

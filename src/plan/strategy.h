@@ -72,8 +72,16 @@ class NeuronStrategy final : public SplitStrategy {
 // whole channels, proportional to the shares. With `--route direct`, bands
 // stay on their boards and only halos, channel blocks and the graph's input
 // and output cross the network.
+//
+// Fused (`fused`, the direct route; DeepThings' fused tiles): the same bands,
+// and a band layer whose only reader is a fused layer too also computes the
+// outputs of its neighbours' bands that its reader's share needs (a 3x3
+// depthwise layer's halo rows), so that the wide halo need not travel: the
+// layer's own, narrower input halo travels instead (plan.h LayerShare::owned;
+// the planner's fuse step, plan/fuse.h).
 class SpatialStrategy final : public SplitStrategy {
  public:
+  explicit SpatialStrategy(bool fused = false) : fused_(fused) {}
   static constexpr int kMinRows = 2;
   // Maps with at least this many rows per board get bands of whole rows
   // (a board can compute them in place into the next layer's window, which
@@ -82,7 +90,7 @@ class SpatialStrategy final : public SplitStrategy {
   static constexpr int kRowsPerBoardForRowBands = 8;
   // Whether the node is split in whole rows for these shares.
   static bool whole_rows(const QGraph& q, int node, const std::vector<double>& shares);
-  std::string name() const override { return "spatial"; }
+  std::string name() const override { return fused_ ? "fused" : "spatial"; }
   // Runs cannot express bands; this throws (use split_regions).
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
   std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
@@ -90,6 +98,9 @@ class SpatialStrategy final : public SplitStrategy {
   // "channel" for the layers it splits by channels (Gemm, maps under kMinRows rows).
   std::string layer_name(const QGraph& q, int node) const override;
   static bool uses_bands(const QGraph& q, int node);
+
+ private:
+  bool fused_ = false;
 };
 
 // Blocks of whole output channels (for the late layers whose maps are tiny
@@ -210,6 +221,10 @@ inline constexpr StrategyInfo kStrategies[] = {
      "channel, with input channels and int32 partial sums summed on the output's board where the sums are smaller "
      "than the input; --route direct",
      &build_strategy<ReduceStrategy>, 'r'},
+    {"fused",
+     "spatial, and a layer read by a fused layer also computes the halo its reader needs, so its narrower input's "
+     "halo travels instead; --route direct",
+     &build_strategy<SpatialStrategy, true>, 'f'},
     {"reduce-all", "every Conv 1x1 and Gemm that way; tests", &build_strategy<ReduceStrategy, true>, 0},
     {"auto", "per block, by the cost model", nullptr, 0},
 };

@@ -53,6 +53,7 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
                       {"ram_budget_bytes", r.ram_budget_bytes},
                       {"max_flash_bytes", r.max_flash_bytes},
                       {"macs", r.total_macs},
+                      {"recomputed_macs", r.recomputed_macs},
                       {"events", s.events},
                       {"host_seconds", {{"plan", r.plan_s}, {"simulate", r.sim_s}}},
                       {"per_layer", layers}};

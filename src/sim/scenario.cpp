@@ -159,6 +159,7 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
     r.max_peak_ram_bytes = std::max(r.max_peak_ram_bytes, wp.peak_ram_bytes);
     r.max_flash_bytes = std::max(r.max_flash_bytes, wp.flash_bytes);
     r.total_macs += wp.macs;
+    r.recomputed_macs += wp.recomputed_macs;
     sum += double(wp.peak_ram_bytes);
     for (const plan::LayerShare& ls : wp.layers) {
       if (!ls.active()) continue;

@@ -88,7 +88,8 @@ struct RunRecord {
   // the input elements it receives and its outputs (no bounding box).
   int64_t max_exact_need_bytes = 0;
   int64_t max_flash_bytes = 0;
-  int64_t total_macs = 0;
+  int64_t total_macs = 0;       // what the boards compute (recomputed halos included)
+  int64_t recomputed_macs = 0;  // of which for outputs a board does not own (fused)
   int64_t plan_wire_bytes = 0;       // the plan's total_wire_bytes
   double est_latency_s = 0;          // the planner's cost-model estimate
   // Steady state of throughput_images back to back: (K - 1) images over the

@@ -1,0 +1,180 @@
+// Fused tiles (strategy `fused`, plan/fuse.h, docs/planner.md "Fused
+// tiles"): the widened share's geometry against brute force; the plan of
+// MobileNetV2 at 112 on 3 boards (owned regions tile every layer, each
+// widened share holds what it owns, a fused reader receives nothing of the
+// layer that was widened for it, fewer bytes than bands of rows); the relay
+// route refused; and real runs on host boards, bit-exact layer by layer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/pipeline.h"
+#include "plan/fuse.h"
+#include "plan/plan.h"
+#include "support/shell.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ts;
+using ts::testing::tinysplit;
+
+std::set<int64_t> elements(const core::Dims& d, const std::vector<core::Region>& rs) {
+  std::set<int64_t> s;
+  for (const core::Region& r : rs)
+    r.segments(d, [&](int32_t b, int32_t e) {
+      for (int32_t i = b; i < e; ++i) EXPECT_TRUE(s.insert(i).second) << "element " << i << " twice";
+      return true;
+    });
+  return s;
+}
+
+// Random owned regions (a band of plane positions over a channel range) and
+// needs (runs): the widened regions hold exactly their union, each element
+// once, in few regions.
+TEST(FusedGeometry, WidenedRegionsAreExactlyTheUnion) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 400; ++trial) {
+    const core::Dims d{1 + int32_t(rng() % 5), 1 + int32_t(rng() % 7), 1 + int32_t(rng() % 6)};
+    const int32_t plane = d.h * d.w;
+    const int32_t a = int32_t(rng() % plane), b = a + 1 + int32_t(rng() % (plane - a));
+    std::vector<core::Region> owned;
+    const int32_t c0 = int32_t(rng() % d.c), c1 = c0 + 1 + int32_t(rng() % (d.c - c0));
+    for (int32_t c = c0; c < c1; ++c) owned.push_back(core::Region::run(c * plane + a, c * plane + b));
+    std::vector<core::InputRun> need;
+    int64_t at = 0;
+    while (at < d.size()) {
+      const int64_t gap = rng() % 9, len = 1 + rng() % 6;
+      if (at + gap >= d.size()) break;
+      const int64_t n = std::min<int64_t>(len, d.size() - at - gap);
+      need.push_back(core::InputRun{uint32_t(at + gap), uint32_t(n)});
+      at += gap + n + 1;
+    }
+    std::set<int64_t> want = elements(d, owned);
+    for (const core::InputRun& r : need)
+      for (uint32_t i = 0; i < r.count; ++i) want.insert(r.offset + i);
+    const std::vector<core::Region> wide = plan::fuse::widened(d, owned, need);
+    for (const core::Region& r : wide) ASSERT_TRUE(r.valid(d));
+    EXPECT_EQ(elements(d, wide), want) << "trial " << trial;
+  }
+}
+
+// A band of whole rows and its reader's halo rows: one box, which the
+// board can compute in place into its reader's window.
+TEST(FusedGeometry, ABandOfRowsAndItsHaloAreOneBox) {
+  const core::Dims d{6, 10, 4};
+  const std::vector<core::Region> owned = {core::Region::box(0, 6, 3, 6, 0, 4)};
+  std::vector<core::InputRun> need;
+  for (int32_t c = 0; c < 6; ++c) need.push_back(core::InputRun{uint32_t(c * 40 + 2 * 4), uint32_t(6 * 4)});
+  const std::vector<core::Region> wide = plan::fuse::widened(d, owned, need);
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_EQ(wide[0].kind, core::RegionKind::Box);
+  EXPECT_EQ(std::vector<int32_t>(wide[0].v, wide[0].v + 6), (std::vector<int32_t>{0, 6, 2, 8, 0, 4}));
+}
+
+const QGraph& mobilenet112() {
+  static const QGraph q = quantized_model("mobilenetv2", 112, QuantizeOptions{});
+  return q;
+}
+
+bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
+
+plan::Plan plan_with(const QGraph& q, int n, const char* strategy, plan::Route route = plan::Route::Direct) {
+  const plan::Testbed tb = plan::default_testbed(n);
+  return plan::plan_with_shares(q, tb, std::vector<double>(size_t(n), 1.0), *plan::make_strategy(strategy), false,
+                                route);
+}
+
+TEST(FusedPlan, OwnedRegionsTileAndFusedReadersReceiveNothingOfTheirWidenedLayer) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  const QGraph& q = mobilenet112();
+  const plan::Plan p = plan_with(q, 3, "fused");
+  int widened = 0;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const core::Dims d = q.desc(int(n)).out;
+    std::set<int64_t> tiled;
+    bool any = false;
+    for (const plan::WorkerPlan& wp : p.workers) {
+      const plan::LayerShare& ls = wp.layers[n];
+      const std::set<int64_t> own = elements(d, ls.tiles());
+      for (int64_t i : own) EXPECT_TRUE(tiled.insert(i).second) << q.nodes[n].name << ": owned twice";
+      if (ls.owned.empty()) continue;
+      any = true;
+      const std::set<int64_t> all = elements(d, ls.regions);
+      EXPECT_TRUE(std::includes(all.begin(), all.end(), own.begin(), own.end())) << q.nodes[n].name;
+      EXPECT_GT(all.size(), own.size()) << q.nodes[n].name;
+    }
+    EXPECT_EQ(int64_t(tiled.size()), d.size()) << q.nodes[n].name;
+    if (!any) continue;
+    ++widened;
+    // Its one reader takes all of it from the board's own outputs.
+    const int c = plan::fuse::sole_reader(q, int(n));
+    ASSERT_GE(c, 0);
+    for (const plan::WorkerPlan& wp : p.workers)
+      for (const plan::InputNeed& in : wp.layers[size_t(c)].inputs)
+        if (in.tensor == q.nodes[n].output) {
+          EXPECT_EQ(in.recv_elems, 0) << q.nodes[size_t(c)].name;
+          // Copied from the widened outputs, or computed in place into this window.
+          EXPECT_TRUE(in.local_layer == int(n) || wp.layers[n].out_pitch > 0) << q.nodes[size_t(c)].name;
+        }
+    EXPECT_GT(p.layers[n].recomputed, 0);
+  }
+  // Conv1 and the 16 expansions that feed a 3x3 depthwise layer.
+  EXPECT_GE(widened, 10);
+  const plan::Plan bands = plan_with(q, 3, "spatial");
+  EXPECT_LT(p.total_wire_bytes, bands.total_wire_bytes * 6 / 10);
+  EXPECT_LE(p.total_wire_bytes, 150000);  // issue 25's bar for 3 boards at 112
+}
+
+TEST(FusedPlan, TheRelayRouteIsRefusedWithOneLine) {
+  const auto r = tinysplit("plan --size 112 --workers 3 --strategy fused --route relay");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("strategy 'fused'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("needs --route direct"), std::string::npos) << r.err;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const auto r = tinysplit("run --json " + args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  if (r.code != 0 || r.out.empty()) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_exact(const nlohmann::json& j, const std::string& args) {
+  ASSERT_TRUE(j.contains("match_reference")) << args;
+  EXPECT_TRUE(j.at("match_reference").get<bool>()) << args;
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>()) << args;
+}
+
+TEST(FusedRuns, MobileNetV2BitExactOnOneThreeEightAndSixteenBoards) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  for (const char* args : {"--size 112 --workers 1", "--size 112 --workers 3", "--size 112 --workers 8",
+                           "--size 112 --workers 16", "--size 224 --workers 3"}) {
+    const std::string a = std::string(args) + " --strategy fused";
+    expect_exact(run_json(a), a);
+  }
+}
+
+TEST(FusedRuns, OnnxTestModelsAndAHeterogeneousTestbedAreBitExact) {
+  const std::string dir = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
+  for (const char* m : {"mobilenet_v3_small", "mnasnet", "resnet_small", "unet_small", "shufflenet_v2"}) {
+    const std::string a = "--size 0 --workers 3 --strategy fused --model " + dir + m + ".onnx";
+    expect_exact(run_json(a), a);
+  }
+  // Unequal bands: the halos differ from board to board.
+  const fs::path tb = fs::temp_directory_path() / ("ts_fused_test_tb_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(tb) << R"([{"id": 0, "clock_mhz": 600}, {"id": 1, "clock_mhz": 150},
+                          {"id": 2, "clock_mhz": 396, "ram_bytes": "1M"}, {"id": 3, "clock_mhz": 24}])";
+  const std::string a = "--size 112 --strategy fused --allocation frequency --testbed " + tb.string();
+  expect_exact(run_json(a), a);
+  fs::remove(tb);
+}
+
+}  // namespace
