@@ -36,9 +36,10 @@ std::set<int64_t> elements(const core::Dims& d, const std::vector<core::Region>&
   return s;
 }
 
-// Random owned regions (a band of plane positions over a channel range) and
-// needs (runs): the widened regions hold exactly their union, each element
-// once, in few regions.
+// Random owned regions (a band of plane positions over a channel range, or
+// of whole rows) and needs (runs): the widened regions hold exactly their
+// union, rounded out to whole rows when the band is whole rows (then as
+// boxes of whole rows), each element once.
 TEST(FusedGeometry, WidenedRegionsAreExactlyTheUnion) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 400; ++trial) {
@@ -47,7 +48,10 @@ TEST(FusedGeometry, WidenedRegionsAreExactlyTheUnion) {
     const int32_t a = int32_t(rng() % plane), b = a + 1 + int32_t(rng() % (plane - a));
     std::vector<core::Region> owned;
     const int32_t c0 = int32_t(rng() % d.c), c1 = c0 + 1 + int32_t(rng() % (d.c - c0));
-    for (int32_t c = c0; c < c1; ++c) owned.push_back(core::Region::run(c * plane + a, c * plane + b));
+    const bool rows = trial % 2;
+    if (rows) owned.push_back(core::Region::box(c0, c1, a / d.w, a / d.w + 1, 0, d.w));
+    else
+      for (int32_t c = c0; c < c1; ++c) owned.push_back(core::Region::run(c * plane + a, c * plane + b));
     std::vector<core::InputRun> need;
     int64_t at = 0;
     while (at < d.size()) {
@@ -57,11 +61,30 @@ TEST(FusedGeometry, WidenedRegionsAreExactlyTheUnion) {
       need.push_back(core::InputRun{uint32_t(at + gap), uint32_t(n)});
       at += gap + n + 1;
     }
-    std::set<int64_t> want = elements(d, owned);
+    std::set<int64_t> want;
+    const auto add_row = [&](int64_t i) {
+      if (!rows) want.insert(i);
+      else
+        for (int64_t x = i / d.w * d.w; x < (i / d.w + 1) * d.w; ++x) want.insert(x);
+    };
+    for (int64_t i : elements(d, owned)) add_row(i);
     for (const core::InputRun& r : need)
-      for (uint32_t i = 0; i < r.count; ++i) want.insert(r.offset + i);
-    const std::vector<core::Region> wide = plan::fuse::widened(d, owned, need);
-    for (const core::Region& r : wide) ASSERT_TRUE(r.valid(d));
+      for (uint32_t i = 0; i < r.count; ++i) add_row(r.offset + i);
+    std::vector<core::Region> wide = plan::fuse::widened(d, owned, need);
+    std::set<int64_t> exact = elements(d, owned);
+    for (const core::InputRun& r : need)
+      for (uint32_t i = 0; i < r.count; ++i) exact.insert(r.offset + i);
+    if (exact.size() == elements(d, owned).size()) {
+      EXPECT_TRUE(wide.empty()) << "trial " << trial << ": nothing to widen";
+      continue;
+    }
+    for (const core::Region& r : wide) {
+      ASSERT_TRUE(r.valid(d));
+      ASSERT_EQ(r.kind, core::RegionKind::Box);
+      if (!rows) continue;
+      EXPECT_EQ(r.v[4], 0);
+      EXPECT_EQ(r.v[5], d.w);
+    }
     EXPECT_EQ(elements(d, wide), want) << "trial " << trial;
   }
 }

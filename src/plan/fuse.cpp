@@ -22,7 +22,8 @@ int sole_reader(const QGraph& q, int n) {
 
 namespace {
 
-// A plane run [a, b) of channels [c0, c1) as at most three boxes.
+// A plane run [a, b) of channels [c0, c1) as at most three boxes: a partial
+// first row, whole rows, a partial last row.
 void add_boxes(const core::Dims& d, int32_t c0, int32_t c1, int32_t a, int32_t b, std::vector<core::Region>* out) {
   int32_t ya = a / d.w;
   const int32_t xa = a % d.w, yb = b / d.w, xb = b % d.w;
@@ -61,12 +62,32 @@ std::vector<core::Region> widened(const core::Dims& d, const std::vector<core::R
       return true;
     });
   for (const core::InputRun& r : need) add(r.offset, int64_t(r.offset) + r.count);
-  std::sort(pieces.begin(), pieces.end(), [](const Piece& x, const Piece& y) { return x.c != y.c ? x.c < y.c : x.a < y.a; });
-  // Merge touching pieces of a channel.
   std::vector<Piece> merged;
-  for (const Piece& p : pieces) {
-    if (!merged.empty() && merged.back().c == p.c && merged.back().b >= p.a) merged.back().b = std::max(merged.back().b, p.b);
-    else merged.push_back(p);
+  const auto sort_merge = [&] {
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& x, const Piece& y) { return x.c != y.c ? x.c < y.c : x.a < y.a; });
+    merged.clear();
+    for (const Piece& p : pieces) {
+      if (!merged.empty() && merged.back().c == p.c && merged.back().b >= p.a) merged.back().b = std::max(merged.back().b, p.b);
+      else merged.push_back(p);
+    }
+  };
+  sort_merge();
+  int64_t owned_elems = 0, union_elems = 0;
+  for (const core::Region& r : owned) owned_elems += r.elems();
+  for (const Piece& p : merged) union_elems += p.b - p.a;
+  if (union_elems == owned_elems) return {};  // the reader needs nothing of the neighbours' bands
+  // A share of whole rows is widened to whole rows: a few more outputs
+  // computed, and the band and its halo stay one box, which the board
+  // computes in place into its reader's window (a partial row would cost a
+  // copy of the whole band, and RAM for it).
+  bool rows = true;
+  for (const core::Region& r : owned) rows = rows && r.kind == core::RegionKind::Box && r.v[4] == 0 && r.v[5] == d.w;
+  if (rows) {
+    for (Piece& p : pieces) {
+      p.a = p.a / d.w * d.w;
+      p.b = (p.b + d.w - 1) / d.w * d.w;
+    }
+    sort_merge();
   }
   // Group channels in a row with the same pieces.
   std::vector<core::Region> out;

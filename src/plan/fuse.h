@@ -26,10 +26,12 @@ namespace fuse {
 int sole_reader(const QGraph& q, int n);
 
 // Regions covering `owned` (regions of a tensor of shape d) and the
-// elements of `need` (flat runs, sorted): the union's runs of plane
-// positions per channel, channels with the same runs grouped, each run as at
-// most three boxes (a partial first row, whole rows, a partial last row). A
-// band of whole rows and its halo rows give one box.
+// elements of `need` (flat runs): the union's runs of plane positions per
+// channel, channels with the same runs grouped, each run as at most three
+// boxes (a partial first row, whole rows, a partial last row). When `owned`
+// is boxes of whole rows the runs are rounded out to whole rows: a band of
+// rows and its halo stay one box, which the board computes in place into its
+// reader's window. Empty when `need` lies inside `owned` (nothing to widen).
 std::vector<core::Region> widened(const core::Dims& d, const std::vector<core::Region>& owned,
                                   const std::vector<core::InputRun>& need);
 

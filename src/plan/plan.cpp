@@ -277,14 +277,15 @@ void fuse_layers(const QGraph& q, Plan& p) {
         if (q.nodes[size_t(c)].inputs[k] == q.nodes[n].output)
           need.insert(need.end(), reader.inputs[k].runs.begin(), reader.inputs[k].runs.end());
       wide[w] = fuse::widened(d, ls.regions, need);
+      if (wide[w].empty()) continue;
       all[w] = 0;
       for (const core::Region& r : wide[w]) all[w] += r.elems();
-      grows = grows || all[w] > own[w];
+      grows = true;
     }
     if (!grows || !fuse::worth_it(own, all)) continue;
     NodeNeeds needs(q, int(n));
     for (size_t w = 0; w < N; ++w) {
-      if (all[w] == own[w]) continue;
+      if (wide[w].empty()) continue;
       LayerShare& ls = p.workers[w].layers[n];
       std::vector<core::Region> owned = std::move(ls.regions);
       set_share(q, p, int(n), needs, wide[w], nullptr, ls);
