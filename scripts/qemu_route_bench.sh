@@ -2,12 +2,13 @@
 # The relay and the direct route side by side on three Cortex-M7 firmware
 # boards under QEMU (docs/firmware.md, "Board to board under QEMU").
 #
-#   bash scripts/qemu_route_bench.sh [--rounds R] [--repeat N] [--workers K]
-#   bash scripts/qemu_route_bench.sh --instructions [--workers K]
+#   bash scripts/qemu_route_bench.sh [--rounds R] [--repeat N] [--workers K] [--size S]
+#   bash scripts/qemu_route_bench.sh --instructions [--workers K] [--size S]
 #
 # Per round, in turn: neuron+relay (the paper's mode), spatial+relay,
-# spatial+direct, auto+direct, each `tinysplit run --workers qemu:K --repeat N
-# --json` (fresh boards every run). Prints per mode the median over the
+# spatial+direct, auto+direct, fused+direct, each `tinysplit run --size S --workers qemu:K
+# --repeat N --json` (fresh boards every run; S = 112 by default, the paper's size, where 3 boards
+# hold the paper's mode). Prints per mode the median over the
 # rounds of latency_s.total (itself the median of the N inferences), the
 # coordinator's wire bytes, the board-to-board payload bytes, result frames,
 # whether every run was bit-exact with every layer verified, and how many
@@ -22,14 +23,15 @@
 # difference between the first and the third, halved, summed over the boards.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ROUNDS=3 REPEAT=5 WORKERS=3 INSTR=0
+ROUNDS=3 REPEAT=5 WORKERS=3 SIZE=112 INSTR=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --instructions) INSTR=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --repeat) REPEAT="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--rounds R] [--repeat N] [--workers K]" >&2; exit 2 ;;
+    --size) SIZE="$2"; shift 2 ;;
+    *) echo "usage: $0 [--rounds R] [--repeat N] [--workers K] [--size S]" >&2; exit 2 ;;
   esac
 done
 BIN="$ROOT/build/tinysplit"
@@ -38,14 +40,14 @@ export TS_FIRMWARE="${TS_FIRMWARE:-$ROOT/firmware/build/tinysplit-board.elf}"
 [[ -f "$TS_FIRMWARE" ]] || { echo "qemu_route_bench: no firmware at $TS_FIRMWARE (bash scripts/build_firmware.sh)" >&2; exit 2; }
 OUT="$(mktemp -d /tmp/ts_qemu_route.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
-MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto")
+MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto" "direct fused")
 if [[ $INSTR == 1 ]]; then
   echo "| mode | busy instructions per inference (all boards) | of which kernels | of which protocol + network |"
   echo "|---|---|---|---|"
   for m in "${MODES[@]}"; do
     set -- $m
     rm -rf "$OUT/store"
-    "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat 3 --json --timeout 60 \
+    "$BIN" run --size "$SIZE" --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat 3 --json --timeout 60 \
       --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" || { echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
     /usr/bin/python3 - "$OUT/store" "$1" "$2" <<'EOF'
 import glob, re, sys
@@ -67,7 +69,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     set -- $m
     tag="$1_$2_$r"
     rm -rf "$OUT/store"
-    if ! "$BIN" run --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat "$REPEAT" --json --timeout 60 \
+    if ! "$BIN" run --size "$SIZE" --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat "$REPEAT" --json --timeout 60 \
         --store "$OUT/store" > "$OUT/$tag.json" 2> "$OUT/$tag.err"; then
       echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/$tag.err")" >&2
       exit 1
