@@ -6,6 +6,7 @@
 // route refused; and real runs on host boards, bit-exact layer by layer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -161,6 +162,14 @@ TEST(FusedPlan, TheRelayRouteIsRefusedWithOneLine) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("strategy 'fused'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("needs --route direct"), std::string::npos) << r.err;
+  // Past the boards' link limit the direct plan is not made on the relay
+  // route instead (as it is for a strategy the relay can carry): one line says why.
+  const auto many = tinysplit("plan --size 112 --workers 30 --strategy fused");
+  EXPECT_EQ(many.code, 1);
+  EXPECT_NE(many.err.find("strategy 'fused' needs the direct route, which needs 59 links on board 0; it holds at most"),
+            std::string::npos)
+      << many.err;
+  EXPECT_EQ(std::count(many.err.begin(), many.err.end(), '\n'), 1) << many.err;
 }
 
 nlohmann::json run_json(const std::string& args) {

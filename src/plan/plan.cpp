@@ -605,6 +605,10 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
     if (opt.routing) p.routes = build_routing(q, p);
     return p;
   }
+  if (direct_only(opt.strategy))
+    throw Error("plan: strategy '" + opt.strategy + "' needs the direct route, which needs " + std::to_string(l.links) +
+                " links on board " + std::to_string(t.boards.at(size_t(l.board)).id) + "; it holds at most " +
+                std::to_string(l.limit) + " (testbed key \"links\"); use fewer boards or another strategy");
   PlanOptions relay = opt;
   relay.route = Route::Relay;
   Plan r = plan_on_route(q, t, relay);

@@ -232,6 +232,12 @@ std::vector<std::vector<core::Region>> MixedStrategy::split_regions(const QGraph
 
 std::string MixedStrategy::layer_name(const QGraph& q, int node) const { return of(q, node).layer_name(q, node); }
 
+bool direct_only(const std::string& name) {
+  for (const StrategyInfo& s : kStrategies)
+    if (name == s.name) return s.direct_only;
+  return false;
+}
+
 std::vector<std::string> strategy_names() {
   std::vector<std::string> v;
   for (const StrategyInfo& s : kStrategies) v.push_back(s.name);

@@ -204,6 +204,10 @@ struct StrategyInfo {
   // Non-zero: `auto` weighs it for every block (choose_strategies) and this
   // is its letter in an auto plan's signature (plan id). 0: not a per-block choice.
   char letter;
+  // Plans on the direct route only (boards send to boards what the relay
+  // has no path for): the relay route refuses it, and no fallback to the
+  // relay is made for it.
+  bool direct_only = false;
 };
 
 template <class S, auto... args>
@@ -220,12 +224,12 @@ inline constexpr StrategyInfo kStrategies[] = {
     {"reduce",
      "channel, with input channels and int32 partial sums summed on the output's board where the sums are smaller "
      "than the input; --route direct",
-     &build_strategy<ReduceStrategy>, 'r'},
+     &build_strategy<ReduceStrategy>, 'r', true},
     {"fused",
      "spatial, and a layer read by a fused layer also computes the halo its reader needs, so its narrower input's "
      "halo travels instead; --route direct",
-     &build_strategy<SpatialStrategy, true>, 'f'},
-    {"reduce-all", "every Conv 1x1 and Gemm that way; tests", &build_strategy<ReduceStrategy, true>, 0},
+     &build_strategy<SpatialStrategy, true>, 'f', true},
+    {"reduce-all", "every Conv 1x1 and Gemm that way; tests", &build_strategy<ReduceStrategy, true>, 0, true},
     {"auto", "per block, by the cost model", nullptr, 0},
 };
 
@@ -250,6 +254,9 @@ constexpr const StrategyInfo& layer_choice_info(int index) {
     if (s.letter != 0 && index-- == 0) return s;
   return kStrategies[0];
 }
+
+// True if the strategy called `name` plans on the direct route only.
+bool direct_only(const std::string& name);
 
 // Names accepted by make_strategy (kStrategies), for help texts and errors.
 std::vector<std::string> strategy_names();
