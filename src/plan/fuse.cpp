@@ -133,14 +133,13 @@ void region_segments(const core::Dims& d, const std::vector<core::Region>& regio
 }
 
 void Computed::build(const QGraph& q, const Plan& p, int node) {
+  any_ = false;
+  for (const WorkerPlan& wp : p.workers) any_ = any_ || !wp.layers[size_t(node)].owned.empty();
+  if (!any_) return;  // every worker computes what it owns: the owners say it all
   const core::Dims d = q.desc(node).out;
   segs_.resize(size_t(p.n_workers()));
-  any_ = false;
-  for (int w = 0; w < p.n_workers(); ++w) {
-    const LayerShare& ls = p.workers[size_t(w)].layers[size_t(node)];
-    any_ = any_ || !ls.owned.empty();
-    region_segments(d, ls.regions, &segs_[size_t(w)]);
-  }
+  for (int w = 0; w < p.n_workers(); ++w)
+    region_segments(d, p.workers[size_t(w)].layers[size_t(node)].regions, &segs_[size_t(w)]);
 }
 
 }  // namespace ts::plan

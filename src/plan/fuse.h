@@ -50,7 +50,8 @@ class Computed {
     int64_t begin, end, pos;
   };
   void build(const QGraph& q, const Plan& p, int node);
-  // Whether any worker of the node recomputes outputs it does not own.
+  // Whether any worker of the node recomputes outputs it does not own
+  // (if not, build keeps no segments and split must not be called).
   bool any() const { return any_; }
   // Splits [off, off + n) into the pieces worker w computes, each inside one
   // of its segments (local(b, e)), and the rest (other(b, e)), in order.
