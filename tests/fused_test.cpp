@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/pipeline.h"
+#include "plan/fragment_writer.h"
 #include "plan/fuse.h"
 #include "plan/plan.h"
 #include "support/shell.h"
@@ -155,6 +156,50 @@ TEST(FusedPlan, OwnedRegionsTileAndFusedReadersReceiveNothingOfTheirWidenedLayer
   const plan::Plan bands = plan_with(q, 3, "spatial");
   EXPECT_LT(p.total_wire_bytes, bands.total_wire_bytes * 6 / 10);
   EXPECT_LE(p.total_wire_bytes, 150000);  // issue 25's bar for 3 boards at 112
+}
+
+// Every ONNX test model (upsampling, concatenation, shuffles, residuals) on
+// 2 to 5 boards with random shares, one board idle from 3 on: owned regions
+// tile every layer, widened shares hold what they own, and every board's
+// fragment is accepted by the board's own reader.
+TEST(FusedPlan, TestModelsWithRandomSharesTileAndTheirFragmentsRead) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.2, 3.0);
+  int models = 0, widened = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx")) {
+    if (e.path().extension() != ".onnx") continue;
+    ++models;
+    const QGraph q = quantized_model(e.path().string(), 0, QuantizeOptions{});
+    for (int n = 2; n <= 5; ++n) {
+      SCOPED_TRACE(e.path().filename().string() + " on " + std::to_string(n));
+      std::vector<double> shares(static_cast<size_t>(n));
+      for (double& x : shares) x = u(rng);
+      if (n >= 3) shares[1] = 0;
+      const plan::Plan p = plan::plan_with_shares(q, plan::default_testbed(n, "local", 64 << 20, 64 << 20), shares,
+                                                  *plan::make_strategy("fused"), false, plan::Route::Direct);
+      for (size_t k = 0; k < q.nodes.size(); ++k) {
+        const core::Dims d = q.desc(int(k)).out;
+        int64_t tiled = 0;
+        for (const plan::WorkerPlan& wp : p.workers) {
+          const plan::LayerShare& ls = wp.layers[k];
+          const std::set<int64_t> own = elements(d, ls.tiles());
+          tiled += int64_t(own.size());
+          if (ls.owned.empty()) continue;
+          ++widened;
+          const std::set<int64_t> all = elements(d, ls.regions);
+          EXPECT_TRUE(std::includes(all.begin(), all.end(), own.begin(), own.end())) << q.nodes[k].name;
+        }
+        EXPECT_EQ(tiled, d.size()) << q.nodes[k].name;
+      }
+      for (int w = 0; w < n; ++w) {
+        const std::vector<uint8_t> bytes = plan::write_fragment(q, p, w);
+        core::FragmentReader r;
+        EXPECT_EQ(r.open(bytes.data(), bytes.size()), core::FragStatus::Ok) << "board " << w;
+      }
+    }
+  }
+  EXPECT_GE(models, 10);
+  EXPECT_GT(widened, 0);
 }
 
 TEST(FusedPlan, TheRelayRouteIsRefusedWithOneLine) {
