@@ -144,6 +144,98 @@ struct Seg {
   int32_t oy, ox0, ox1, pos;
 };
 
+// Narrow planes (output rows at most kNarrowW wide: 14x14, 7x7, 3x3) of a
+// convolution with one input channel per group (depthwise): 8 consecutive
+// output positions per vector across row ends, so short rows fill whole
+// vectors. Each channel's input plane is copied once into a buffer whose
+// borders hold the zero point (plane row iy at buffer row iy + pad_t, column
+// ix at ix + pad_l). Lane j's bytes for kernel row ky are the 4 at
+// off(j) + ky * dh * pitch (its three taps and a fourth of weight 0). Each
+// 128-bit half (4 lanes) loads the 16 bytes from its first lane's offset and
+// one vpshufb picks every lane's 4; the plan (per group of 8 positions: the
+// two halves' offsets and the control) depends only on the positions, so it
+// is worked out once per call and shared by every channel; a call whose
+// halves do not fit 16 bytes (column stride 2 across a row end) is handed
+// back. Products and the correction as in cols16 above.
+constexpr int32_t kNarrowW = 16;
+constexpr int32_t kNarrowBuf = 8192;  // bytes of the bordered plane
+constexpr int32_t kNarrowGroups = 128;  // groups of 8 positions per call
+
+struct NarrowPlan {
+  int32_t pitch, rows, n;
+  int32_t start[kNarrowGroups][2];
+  __m256i ctl[kNarrowGroups];
+};
+
+bool narrow_plan(const LayerDesc& L, int32_t p0, int32_t p1, NarrowPlan* np) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, H = L.out.h;
+  np->pitch = maxi(L.pad_l + X.w, (W - 1) * L.sw + 4);
+  np->rows = maxi(L.pad_t + X.h, (H - 1) * L.sh + (L.kh - 1) * L.dh + 1);
+  np->n = p1 - p0;
+  if (int64_t(np->pitch) * np->rows > kNarrowBuf || np->n > 8 * kNarrowGroups) return false;
+  auto off = [&](int32_t p) { return ((p / W) * L.sh) * np->pitch + (p % W) * L.sw; };
+  alignas(32) uint8_t ix[32];
+  for (int32_t g = 0; g < 2 * ((np->n + 15) / 16); ++g) {  // narrow16 takes groups in pairs
+    for (int32_t h = 0; h < 2; ++h) {
+      const int32_t q0 = p0 + 8 * g + 4 * h;
+      const int32_t s0 = q0 < p1 ? off(q0) : 0;
+      np->start[g][h] = s0;
+      for (int32_t j = 0; j < 4; ++j) {
+        const int32_t rel = q0 + j < p1 ? off(q0 + j) - s0 : 0;  // lanes past the end: any byte
+        if (rel + 3 > 15) return false;
+        for (int32_t b = 0; b < 4; ++b) ix[16 * h + 4 * j + b] = uint8_t(rel + b);
+      }
+    }
+    np->ctl[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
+  }
+  return true;
+}
+
+// 16 positions from group g: two vectors of 8, requantised, stored.
+inline void narrow16(const uint8_t* buf, const NarrowPlan& np, const LayerDesc& L, int32_t g, const Chan& ch,
+                     int8_t* out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[2] = {_mm256_set1_epi32(ch.init), _mm256_set1_epi32(ch.init)};
+  for (int32_t r = 0; r < L.kh; ++r) {
+    const __m256i wabs = _mm256_set1_epi32(ch.wabs[r]), sign = _mm256_set1_epi32(ch.sign[r]);
+    const uint8_t* row = buf + r * L.dh * np.pitch;
+    for (int h = 0; h < 2; ++h) {
+      const int32_t* st = np.start[g + h];
+      const __m256i raw = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + st[0]))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + st[1])), 1);
+      const __m256i x = _mm256_xor_si256(_mm256_shuffle_epi8(raw, np.ctl[g + h]), sign);
+      acc[h] = _mm256_add_epi32(acc[h], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, x), ones));
+    }
+  }
+  store_n(out, rq8_16<false>(acc[0], acc[1], ch.rq), np.n - 8 * g);
+}
+
+bool conv_narrow(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                 int64_t cstride) {
+  const Dims& X = L.in[0];
+  NarrowPlan np;
+  if (L.pad_t < 0 || !narrow_plan(L, p0, p1, &np)) return false;
+  alignas(32) uint8_t buf[kNarrowBuf + 16];  // + 16: a half's window may start near the end
+  memset(buf, uint8_t(int8_t(L.in_zp[0])), size_t(np.pitch) * np.rows + 16);
+  // Image rows the positions need (all inside the view).
+  const int32_t W = L.out.w;
+  const int32_t iy0 = maxi(0, (p0 / W) * L.sh - L.pad_t);
+  const int32_t iy1 = mini(X.h, ((p1 - 1) / W) * L.sh - L.pad_t + (L.kh - 1) * L.dh + 1);
+  const int32_t cout_g = L.out.c / L.groups;
+  Chan ch;
+  for (int32_t c = c0; c < c1; ++c) {
+    const int32_t ci = c / cout_g;  // one input channel per group
+    for (int32_t iy = iy0; iy < iy1; ++iy)
+      memcpy(buf + (iy + L.pad_t) * np.pitch + L.pad_l, row_ptr(v, X.w, ci, iy), size_t(X.w));
+    chan_make(L, c, L.kh, &ch);
+    int8_t* o = out + int64_t(c - c0) * cstride;
+    for (int32_t q = 0; q < np.n; q += 16) narrow16(buf, np, L, q / 8, ch, o + q);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
@@ -155,6 +247,7 @@ bool conv_block_avx2(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   if (L.kw != 3 || L.dw != 1 || s < 1 || s > 2 || L.kh < 1 || L.sh < 1 || L.dh < 1 || nrows > kMaxRows ||
       X.w > kMaxW || W > kMaxW || L.pad_l > kPad - 1 || L.pad_l < 0)
     return false;
+  if (cin_g == 1 && W <= kNarrowW && conv_narrow(L, v, c0, c1, p0, p1, out, cstride)) return true;
   alignas(32) uint8_t ix[32];
   for (int32_t k = 0; k < 8; ++k)
     for (int32_t j = 0; j < 4; ++j) ix[4 * k + j] = uint8_t((s == 1 ? k : k % 4) * s + j);
