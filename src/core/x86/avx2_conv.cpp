@@ -157,9 +157,9 @@ struct Seg {
 // is worked out once per call and shared by every channel; a call whose
 // halves do not fit 16 bytes (column stride 2 across a row end) is handed
 // back. Products and the correction as in cols16 above.
-constexpr int32_t kNarrowW = 16;
-constexpr int32_t kNarrowBuf = 8192;  // bytes of the bordered plane
-constexpr int32_t kNarrowGroups = 128;  // groups of 8 positions per call
+constexpr int32_t kNarrowW = 128;
+constexpr int32_t kNarrowBuf = 16384;  // bytes of the bordered plane
+constexpr int32_t kNarrowGroups = 512;  // groups of 8 positions per chunk of a call
 
 struct NarrowPlan {
   int32_t pitch, rows, n;
@@ -173,19 +173,26 @@ bool narrow_plan(const LayerDesc& L, int32_t p0, int32_t p1, NarrowPlan* np) {
   np->pitch = maxi(L.pad_l + X.w, (W - 1) * L.sw + 4);
   np->rows = maxi(L.pad_t + X.h, (H - 1) * L.sh + (L.kh - 1) * L.dh + 1);
   np->n = p1 - p0;
-  if (int64_t(np->pitch) * np->rows > kNarrowBuf || np->n > 8 * kNarrowGroups) return false;
-  auto off = [&](int32_t p) { return ((p / W) * L.sh) * np->pitch + (p % W) * L.sw; };
+  if (int64_t(np->pitch) * np->rows > kNarrowBuf) return false;
+  // Positions visited in order, their row and column counted along (no
+  // division per lane).
+  int32_t y = p0 / W, x = p0 % W;
   alignas(32) uint8_t ix[32];
   for (int32_t g = 0; g < 2 * ((np->n + 15) / 16); ++g) {  // narrow16 takes groups in pairs
     for (int32_t h = 0; h < 2; ++h) {
-      const int32_t q0 = p0 + 8 * g + 4 * h;
-      const int32_t s0 = q0 < p1 ? off(q0) : 0;
-      np->start[g][h] = s0;
+      int32_t s0 = 0;
       for (int32_t j = 0; j < 4; ++j) {
-        const int32_t rel = q0 + j < p1 ? off(q0 + j) - s0 : 0;  // lanes past the end: any byte
+        int32_t rel = 0;  // lanes past the end: any byte
+        if (p0 + 8 * g + 4 * h + j < p1) {
+          const int32_t off = y * L.sh * np->pitch + x * L.sw;
+          if (j == 0) s0 = off;
+          rel = off - s0;
+          if (++x == W) x = 0, ++y;
+        }
         if (rel + 3 > 15) return false;
         for (int32_t b = 0; b < 4; ++b) ix[16 * h + 4 * j + b] = uint8_t(rel + b);
       }
+      np->start[g][h] = s0;
     }
     np->ctl[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
   }
@@ -214,24 +221,34 @@ inline void narrow16(const uint8_t* buf, const NarrowPlan& np, const LayerDesc& 
 
 bool conv_narrow(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                  int64_t cstride) {
-  const Dims& X = L.in[0];
+  if (L.pad_t < 0) return false;
+  // Positions in chunks of at most 8 * kNarrowGroups, each with its plan;
+  // every chunk is checked before anything is written.
+  constexpr int32_t kChunk = 8 * kNarrowGroups;
   NarrowPlan np;
-  if (L.pad_t < 0 || !narrow_plan(L, p0, p1, &np)) return false;
+  for (int32_t a = p0; a < p1; a += kChunk)
+    if (!narrow_plan(L, a, mini(p1, a + kChunk), &np)) return false;
+  const bool one_chunk = p1 - p0 <= kChunk;  // its plan is np already
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t cout_g = L.out.c / L.groups;
   alignas(32) uint8_t buf[kNarrowBuf + 16];  // + 16: a half's window may start near the end
   memset(buf, uint8_t(int8_t(L.in_zp[0])), size_t(np.pitch) * np.rows + 16);
-  // Image rows the positions need (all inside the view).
-  const int32_t W = L.out.w;
-  const int32_t iy0 = maxi(0, (p0 / W) * L.sh - L.pad_t);
-  const int32_t iy1 = mini(X.h, ((p1 - 1) / W) * L.sh - L.pad_t + (L.kh - 1) * L.dh + 1);
-  const int32_t cout_g = L.out.c / L.groups;
   Chan ch;
-  for (int32_t c = c0; c < c1; ++c) {
-    const int32_t ci = c / cout_g;  // one input channel per group
-    for (int32_t iy = iy0; iy < iy1; ++iy)
-      memcpy(buf + (iy + L.pad_t) * np.pitch + L.pad_l, row_ptr(v, X.w, ci, iy), size_t(X.w));
-    chan_make(L, c, L.kh, &ch);
-    int8_t* o = out + int64_t(c - c0) * cstride;
-    for (int32_t q = 0; q < np.n; q += 16) narrow16(buf, np, L, q / 8, ch, o + q);
+  for (int32_t a = p0; a < p1; a += kChunk) {
+    const int32_t b = mini(p1, a + kChunk);
+    if (!one_chunk) narrow_plan(L, a, b, &np);
+    // Image rows the chunk's positions need (all inside the view).
+    const int32_t iy0 = maxi(0, (a / W) * L.sh - L.pad_t);
+    const int32_t iy1 = mini(X.h, ((b - 1) / W) * L.sh - L.pad_t + (L.kh - 1) * L.dh + 1);
+    for (int32_t c = c0; c < c1; ++c) {
+      const int32_t ci = c / cout_g;  // one input channel per group
+      for (int32_t iy = iy0; iy < iy1; ++iy)
+        memcpy(buf + (iy + L.pad_t) * np.pitch + L.pad_l, row_ptr(v, X.w, ci, iy), size_t(X.w));
+      chan_make(L, c, L.kh, &ch);
+      int8_t* o = out + int64_t(c - c0) * cstride + (a - p0);
+      for (int32_t q = 0; q < np.n; q += 16) narrow16(buf, np, L, q / 8, ch, o + q);
+    }
   }
   return true;
 }
