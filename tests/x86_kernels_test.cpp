@@ -365,6 +365,34 @@ TEST(KernelVariants, DepthwisePlanesAtExtremesMatchPortable) {
   }
 }
 
+// Pointwise convolutions of at most 12 positions (the AVX2 table's
+// channels-in-lanes path): 1-12 positions (planes 1x1 to 3x4), input
+// channels 1-300 (odd, and past the 16-channel transpose blocks), output
+// channels 1-40 (blocks of 8 and their tails), groups, weights at -128 and
+// 127, zero points at -128 and 127, multipliers at the corners (some
+// channels of a block then leave the per-lane requantiser).
+TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
+  Rng r(15);
+  for (int it = 0; it < 200; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    d.groups = rnd(r, 0, 3) == 0 ? rnd(r, 2, 3) : 1;
+    const int cin = d.groups * rnd(r, 1, it % 4 == 0 ? 300 : 40), cout = d.groups * rnd(r, 1, 40);
+    const int H = rnd(r, 1, 3), W = rnd(r, 1, 4);
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 2) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.out = Dims{cout, H, W};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, cin / d.groups);
+    if (rnd(r, 0, 2) == 0)
+      for (auto& e : L.w) e = rnd(r, 0, 1) ? -128 : 127;
+    if (rnd(r, 0, 4) == 0) L.bias.clear(), L.bind();
+    expect_same(L, "few-position pointwise it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
 // The AVX2 requantiser's shorter form holds for multipliers up to
 // 2^31 - 2^28 and hands larger ones to the longer form: both sides of that
 // bound, with every right shift of the fast forms' range and accumulators
