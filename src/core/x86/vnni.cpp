@@ -39,6 +39,7 @@ constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
 constexpr int32_t kMaxCin = 1024;
 constexpr int kPwOc = 6;  // output channels per pass of pw_tile
 constexpr int32_t kMaxOc = 4096;  // output channels per call (their corrections are computed once)
+constexpr int32_t kRqChunk = 256;  // output channels whose requantisers are set up at once
 
 inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
   int32_t r = 0;
@@ -109,6 +110,27 @@ inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* cons
   }
 }
 
+// Positions [0, np) of input channels s[0..3] (null: past cin, packed as
+// 0) as u = x + 128, 4 channels per 32-bit lane, the nv 16-position vectors
+// a tile uses (positions past np hold whatever; their lanes are never
+// stored).
+inline void pack_group(const int8_t* const* s, int32_t np, int nv, uint8_t* d) {
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  for (int32_t h = 0; h < 16 * nv; h += 16) {
+    const int32_t left = np - h;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m128i a[4];
+    for (int k = 0; k < 4; ++k) a[k] = s[k] ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, s[k] + h), flip) : _mm_setzero_si128();
+    const __m128i l01 = _mm_unpacklo_epi8(a[0], a[1]), h01 = _mm_unpackhi_epi8(a[0], a[1]);
+    const __m128i l23 = _mm_unpacklo_epi8(a[2], a[3]), h23 = _mm_unpackhi_epi8(a[2], a[3]);
+    __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
+    _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
+    _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
+    _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
+    _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
+  }
+}
+
 // Pointwise conv: each 64-position tile of the input is packed once as
 // xp[g][p][4] = u(4g..4g+3, p) (only the 16-position vectors the tile uses;
 // channels past cin are 0, with weight 0; positions past the tile's end hold
@@ -126,7 +148,6 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
   int32_t init[kMaxOc];
-  const __m128i flip = _mm_set1_epi8(char(0x80));
   const int32_t n = p1 - p0;
   for (int32_t j = 0; j < no; ++j) {
     const int32_t local = o0 + j - L.oc_base;
@@ -135,45 +156,37 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
     for (int32_t i = 0; i < cin; ++i) sw += w[i];
     init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
   }
-  for (int32_t t = 0; t < n; t += kTile) {
-    const int32_t np = mini(kTile, n - t);
-    const int nv = (np + 15) / 16;
-    const int64_t at = p0 + t - int64_t(v.h0) * W;
-    for (int32_t g = 0; g < ng; ++g) {
-      const int8_t* s[4];
-      for (int k = 0; k < 4; ++k)
-        s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
-      uint8_t* d = xp + int64_t(g) * kTile * 4;
-      for (int32_t h = 0; h < 16 * nv; h += 16) {
-        const int32_t left = np - h;
-        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        __m128i a[4];
-        for (int k = 0; k < 4; ++k)
-          a[k] = s[k] ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, s[k] + h), flip) : _mm_setzero_si128();
-        const __m128i l01 = _mm_unpacklo_epi8(a[0], a[1]), h01 = _mm_unpackhi_epi8(a[0], a[1]);
-        const __m128i l23 = _mm_unpacklo_epi8(a[2], a[3]), h23 = _mm_unpackhi_epi8(a[2], a[3]);
-        __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
-        _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
-        _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
-        _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
-        _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
-      }
+  // Output channels in chunks of kRqChunk whose requantisers are set up
+  // once per call, not once per tile (the tiles are packed once per chunk).
+  RqS rq[kRqChunk];
+  for (int32_t c = 0; c < no; c += kRqChunk) {
+    const int32_t nc = mini(kRqChunk, no - c);
+    for (int32_t k = 0; k < nc; ++k) {
+      const int32_t local = o0 + c + k - L.oc_base;
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
     }
-    for (int32_t j = 0; j < no; j += kPwOc) {
-      const int nb = mini(kPwOc, no - j);
-      const int8_t* w[6];
-      RqS rq[6];
-      for (int k = 0; k < nb; ++k) {
-        const int32_t local = o0 + j + k - L.oc_base;
-        w[k] = L.weights + int64_t(local) * cin;
-        rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      const int nv = (np + 15) / 16;
+      const int64_t at = p0 + t - int64_t(v.h0) * W;
+      for (int32_t g = 0; g < ng; ++g) {
+        const int8_t* s[4];
+        for (int k = 0; k < 4; ++k)
+          s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+        pack_group(s, np, nv, xp + int64_t(g) * kTile * 4);
       }
-      int8_t* o = out + int64_t(j) * cstride + t;
-      switch (nv) {
-        case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
-        case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
-        case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
-        default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+      for (int32_t j = c; j < c + nc; j += kPwOc) {
+        const int nb = mini(kPwOc, c + nc - j);
+        const int8_t* w[6];
+        for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + j + k - L.oc_base) * cin;
+        int8_t* o = out + int64_t(j) * cstride + t;
+        const RqS* r = rq + (j - c);
+        switch (nv) {
+          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+        }
       }
     }
   }
