@@ -149,11 +149,17 @@ void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
   int32_t init[kMaxOc];
   const int32_t n = p1 - p0;
+  const __m512i ones = _mm512_set1_epi8(1);
   for (int32_t j = 0; j < no; ++j) {
     const int32_t local = o0 + j - L.oc_base;
     const int8_t* w = L.weights + int64_t(local) * cin;
-    int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
-    for (int32_t i = 0; i < cin; ++i) sw += w[i];
+    // sum(w), 64 bytes per vpdpbusd against ones (|sum| <= 128 * kMaxCin).
+    __m512i s = _mm512_setzero_si512();
+    for (int32_t i = 0; i < cin; i += 64) {
+      const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
+      s = dpbusd(s, ones, _mm512_maskz_loadu_epi8(m, w + i));
+    }
+    const int32_t sw = _mm512_reduce_add_epi32(s);
     init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
   }
   // Output channels in chunks of kRqChunk whose requantisers are set up
