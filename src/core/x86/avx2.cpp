@@ -58,6 +58,24 @@ constexpr int32_t kMaxCin = 1024;
 constexpr int32_t kOcChunk = 256;  // output channels whose set-up is done at once
 constexpr int kPwOc = 6;
 
+// sum(w[0..n)), 32 bytes a step: vpmaddubsw against unsigned ones (pairs,
+// no saturation), vpmaddwd against ones.
+inline int32_t weight_sum(const int8_t* w, int32_t n) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  __m256i s = _mm256_setzero_si256();
+  int32_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16));
+  }
+  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+  int32_t sum = _mm_cvtsi128_si32(h);
+  for (; i < n; ++i) sum += w[i];
+  return sum;
+}
+
 template <int NO>
 inline void pw_pass(const __m256i* xp, int32_t ng, const int32_t* wq, const int32_t* init, const Rq8* rq, int32_t np,
                     int8_t* out, int64_t cstride) {
@@ -270,8 +288,7 @@ __attribute__((noinline)) void pointwise_few(const LayerDesc& L, const View& v, 
     for (int k = 0; k < nb; ++k) {
       const int32_t local = o0 + j + k - L.oc_base;
       w[k] = L.weights + int64_t(local) * cin;
-      int32_t sw = 0;
-      for (int32_t i = 0; i < cin; ++i) sw += w[k][i];
+      const int32_t sw = weight_sum(w[k], cin);
       init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp) * sw));
       rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
     }
@@ -301,8 +318,7 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
     for (int32_t j = 0; j < nc; ++j) {
       const int32_t local = o0 + c + j - L.oc_base;
       const int8_t* w = L.weights + int64_t(local) * cin;
-      int32_t sw = 0;
-      for (int32_t i = 0; i < cin; ++i) sw += w[i];
+      const int32_t sw = weight_sum(w, cin);
       init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp) * sw));
       rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[j]);
     }
