@@ -348,11 +348,17 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   }
 }
 
-// The table's entry: few positions go to pointwise_few.
+// The table's entry: few positions go to pointwise_few, and so do the last
+// n % 16 (if at most kFewPos) of more, which would leave most lanes of the
+// blocked product's last vector idle (49 = 3 * 16 + 1 on 7x7 planes).
 void pointwise_any(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                    int64_t cstride) {
-  if (p1 - p0 <= kFewPos && L.in[0].c / L.groups <= kMaxCin) return pointwise_few(L, v, o0, no, p0, p1, out, cstride);
-  pointwise(L, v, o0, no, p0, p1, out, cstride);
+  const int32_t n = p1 - p0, tail = n % 16;
+  if (L.in[0].c / L.groups > kMaxCin || (n > kFewPos && (tail == 0 || tail > kFewPos)))
+    return pointwise(L, v, o0, no, p0, p1, out, cstride);
+  const int32_t main = n > kFewPos ? n - tail : 0;
+  if (main) pointwise(L, v, o0, no, p0, p0 + main, out, cstride);
+  pointwise_few(L, v, o0, no, p0 + main, p1, out + main, cstride);
 }
 
 void conv_ch(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int32_t p1, int8_t* out) {
