@@ -385,6 +385,8 @@ TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
     d.out = Dims{cout, H, W};
     fill(r, L.x[0], size_t(d.in[0].size()));
     per_channel(r, L, cout, cin / d.groups);
+    if (rnd(r, 0, 1) == 0)  // every channel of the requantisers' usual form (the per-lane path)
+      for (int32_t o = 0; o < cout; ++o) L.mult[o] = int32_t((1u << 30) | (uint32_t(r()) >> 2)), L.shift[o] = -rnd(r, 2, 19);
     if (rnd(r, 0, 2) == 0)
       for (auto& e : L.w) e = rnd(r, 0, 1) ? -128 : 127;
     if (rnd(r, 0, 4) == 0) L.bias.clear(), L.bind();
