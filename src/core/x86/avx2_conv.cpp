@@ -1,7 +1,9 @@
 // Convolutions 3 wide (dilation 1 across, column stride 1 or 2: depthwise
 // 3x3, the first 3x3 conv) with AVX2's byte multiply-add, vpmaddubsw
 // (compiled with -mavx2 -mfma; called only after select.cpp has checked the
-// CPU).
+// CPU). Layers with one input channel per group (depthwise) take the plane
+// path (conv_narrow, further down: positions across row ends, one copy of
+// each plane); the others, and planes it hands back, the row path below.
 //
 // An output channel's taps are taken a kernel row at a time: for input row
 // r = (ci, ky), each 32-bit lane (one output column) gets the row's three
