@@ -76,6 +76,13 @@ inline int32_t weight_sum(const int8_t* w, int32_t n) {
   return sum;
 }
 
+// A pointwise output channel's starting value, bias - zp * sum(w), in int32
+// (wrapping cancels).
+inline int32_t pw_init(const LayerDesc& L, int32_t local, int32_t cin) {
+  const int32_t sw = weight_sum(L.weights + int64_t(local) * cin, cin);
+  return int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(L.in_zp[0]) * sw));
+}
+
 template <int NO>
 inline void pw_pass(const __m256i* xp, int32_t ng, const int32_t* wq, const int32_t* init, const Rq8* rq, int32_t np,
                     int8_t* out, int64_t cstride) {
@@ -267,7 +274,6 @@ __attribute__((noinline)) void pointwise_few(const LayerDesc& L, const View& v, 
   const int32_t W = L.out.w, n = p1 - p0;
   const int32_t cin = L.in[0].c / L.groups;
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 1) / 2;
   const int64_t plane = int64_t(v.nh) * W;
   const int64_t at = p0 - int64_t(v.h0) * W;
@@ -288,8 +294,7 @@ __attribute__((noinline)) void pointwise_few(const LayerDesc& L, const View& v, 
     for (int k = 0; k < nb; ++k) {
       const int32_t local = o0 + j + k - L.oc_base;
       w[k] = L.weights + int64_t(local) * cin;
-      const int32_t sw = weight_sum(w[k], cin);
-      init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp) * sw));
+      init[k] = pw_init(L, local, cin);
       rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
     }
     few_weights(w, nb, cin, ng, wt);
@@ -305,7 +310,6 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   const int32_t cin = L.in[0].c / L.groups;
   if (cin > kMaxCin) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_avx2);
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 1) / 2;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(32) __m256i xp[kMaxCin / 2 * 4];
@@ -317,9 +321,7 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
     const int32_t nc = mini(kOcChunk, no - c);
     for (int32_t j = 0; j < nc; ++j) {
       const int32_t local = o0 + c + j - L.oc_base;
-      const int8_t* w = L.weights + int64_t(local) * cin;
-      const int32_t sw = weight_sum(w, cin);
-      init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp) * sw));
+      init[j] = pw_init(L, local, cin);
       rq8_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[j]);
     }
     for (int32_t t = 0; t < n; t += kTile) {

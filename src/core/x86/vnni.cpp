@@ -113,6 +113,19 @@ inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* cons
   }
 }
 
+// A pointwise output channel's starting value, bias - (zp + 128) * sum(w),
+// in int32 (wrapping cancels); sum(w) 64 bytes per vpdpbusd against ones
+// (|sum| <= 128 * kMaxCin).
+inline int32_t pw_init(const LayerDesc& L, int32_t local, int32_t cin) {
+  const int8_t* w = L.weights + int64_t(local) * cin;
+  __m512i s = _mm512_setzero_si512();
+  for (int32_t i = 0; i < cin; i += 64) {
+    const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
+    s = dpbusd(s, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(m, w + i));
+  }
+  return int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(L.in_zp[0] + 128) * _mm512_reduce_add_epi32(s)));
+}
+
 // Positions [0, np) of input channels s[0..3] (null: past cin, packed as
 // 0) as u = x + 128, 4 channels per 32-bit lane, the nv 16-position vectors
 // a tile uses (positions past np hold whatever; their lanes are never
@@ -146,25 +159,12 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   const int32_t cin = L.in[0].c / L.groups;
   if (cin > kMaxCin || no > kMaxOc) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
   int32_t init[kMaxOc];
   const int32_t n = p1 - p0;
-  const __m512i ones = _mm512_set1_epi8(1);
-  for (int32_t j = 0; j < no; ++j) {
-    const int32_t local = o0 + j - L.oc_base;
-    const int8_t* w = L.weights + int64_t(local) * cin;
-    // sum(w), 64 bytes per vpdpbusd against ones (|sum| <= 128 * kMaxCin).
-    __m512i s = _mm512_setzero_si512();
-    for (int32_t i = 0; i < cin; i += 64) {
-      const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
-      s = dpbusd(s, ones, _mm512_maskz_loadu_epi8(m, w + i));
-    }
-    const int32_t sw = _mm512_reduce_add_epi32(s);
-    init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-  }
+  for (int32_t j = 0; j < no; ++j) init[j] = pw_init(L, o0 + j - L.oc_base, cin);
   // Output channels in chunks of kRqChunk whose requantisers are set up
   // once per call, not once per tile (the tiles are packed once per chunk).
   RqS rq[kRqChunk];
@@ -330,7 +330,6 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
   const int32_t W = L.out.w, n = p1 - p0;
   const int32_t cin = L.in[0].c / L.groups;
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   const int64_t at = p0 - int64_t(v.h0) * W;
@@ -343,7 +342,6 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
       xs[g * kFew512 + p] = int32_t(u);
     }
   alignas(64) __m512i wt[kMaxCin / 4];
-  const __m512i ones = _mm512_set1_epi8(1);
   for (int32_t j = 0; j < no; j += 16) {
     const int nb = mini(16, no - j);
     const int8_t* w[16];
@@ -352,12 +350,7 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
     for (int k = 0; k < nb; ++k) {
       const int32_t local = o0 + j + k - L.oc_base;
       w[k] = L.weights + int64_t(local) * cin;
-      __m512i s = _mm512_setzero_si512();
-      for (int32_t i = 0; i < cin; i += 64) {
-        const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
-        s = dpbusd(s, ones, _mm512_maskz_loadu_epi8(m, w[k] + i));
-      }
-      init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * _mm512_reduce_add_epi32(s)));
+      init[k] = pw_init(L, local, cin);
       rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
     }
     few_weights_512(w, nb, cin, ng, wt);
