@@ -316,6 +316,109 @@ TEST(KernelVariants, ThreeWideConvMatchesPortable) {
   }
 }
 
+// Depthwise planes as the AVX2 table's plane path takes them (8 positions
+// per vector across row ends, one or two 16-byte windows per half): odd
+// channel counts, planes 1 to 40 wide (widths not a multiple of the vector;
+// 1 and 2, whose halves span several rows, handed back), kernel rows 1-3,
+// row dilation 1-2, both strides, padding 0-2, and the operands that would
+// saturate vpmaddubsw done naively: weights all -128 or all 127 or a mix of
+// the two, inputs all -128 or 127, zero points -128 and 127; one plane of
+// 72 x 72 (more positions than one chunk of the plan). Whole and as shares.
+TEST(KernelVariants, DepthwisePlanesAtExtremesMatchPortable) {
+  Rng r(13);
+  for (int it = 0; it < 160; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int c = 2 * rnd(r, 0, 4) + 1;
+    d.groups = c;
+    d.kh = rnd(r, 1, 3); d.kw = 3;
+    d.dh = rnd(r, 1, 2); d.dw = 1;
+    d.sh = rnd(r, 1, 2); d.sw = rnd(r, 1, 2);
+    d.pad_t = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    int H = rnd(r, (d.kh - 1) * d.dh + 1, 40), W = rnd(r, 3, 40);
+    if (it == 0) H = W = 72, d.sh = d.sw = 1;
+    d.in[0] = Dims{c, H, W};
+    const int zmode = rnd(r, 0, 2);
+    d.in_zp[0] = zmode == 0 ? -128 : zmode == 1 ? 127 : rnd(r, -128, 127);
+    d.out = Dims{c, conv_out(H, d.kh, d.sh, d.dh, d.pad_t, d.pad_b), conv_out(W, 3, d.sw, 1, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    const int xmode = rnd(r, 0, 3);
+    for (auto& e : L.x[0]) e = xmode == 0 ? -128 : xmode == 1 ? 127 : e;
+    per_channel(r, L, c, d.kh * 3);
+    const int wmode = rnd(r, 0, 3);
+    for (auto& e : L.w) e = wmode == 0 ? -128 : wmode == 1 ? 127 : wmode == 2 ? (rnd(r, 0, 1) ? -128 : 127) : e;
+    expect_same(L, "depthwise plane it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+    const int32_t total = d.out.size();
+    const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
+    OutBox ob;
+    ob.c0 = rnd(r, 0, c - 1); ob.c1 = rnd(r, ob.c0 + 1, c);
+    ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
+    ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
+    for (const bool box : {false, true}) {
+      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
+      for (const KernelTable* t : variants())
+        ASSERT_EQ(run_part(L, t, box, a, b, ob), want) << t->name << " depthwise plane it " << it << (box ? " box" : " range");
+    }
+  }
+}
+
+// Pointwise convolutions of at most 12 positions (the AVX2 table's
+// channels-in-lanes path): 1-12 positions (planes 1x1 to 3x4), input
+// channels 1-300 (odd, and past the 16-channel transpose blocks), output
+// channels 1-40 (blocks of 8 and their tails), groups, weights at -128 and
+// 127, zero points at -128 and 127, multipliers at the corners (some
+// channels of a block then leave the per-lane requantiser).
+TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
+  Rng r(15);
+  for (int it = 0; it < 200; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    d.groups = rnd(r, 0, 3) == 0 ? rnd(r, 2, 3) : 1;
+    const int cin = d.groups * rnd(r, 1, it % 4 == 0 ? 300 : 40), cout = d.groups * rnd(r, 1, 40);
+    const int H = rnd(r, 1, 3), W = rnd(r, 1, 4);
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 2) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.out = Dims{cout, H, W};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, cin / d.groups);
+    if (rnd(r, 0, 1) == 0)  // every channel of the requantisers' usual form (the per-lane path)
+      for (int32_t o = 0; o < cout; ++o) L.mult[o] = int32_t((1u << 30) | (uint32_t(r()) >> 2)), L.shift[o] = -rnd(r, 2, 19);
+    if (rnd(r, 0, 2) == 0)
+      for (auto& e : L.w) e = rnd(r, 0, 1) ? -128 : 127;
+    if (rnd(r, 0, 4) == 0) L.bias.clear(), L.bind();
+    expect_same(L, "few-position pointwise it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The AVX2 requantiser's shorter form holds for multipliers up to
+// 2^31 - 2^28 and hands larger ones to the longer form: both sides of that
+// bound, with every right shift of the fast forms' range and accumulators
+// at the int32 extremes.
+TEST(KernelVariants, RequantAtTheShortFormsBound) {
+  Rng r(14);
+  std::vector<int32_t> acc(64);
+  std::vector<int8_t> want(acc.size()), got(acc.size());
+  const int32_t bound = INT32_MAX - (1 << 28) + 1;
+  for (const KernelTable* t : variants()) {
+    SCOPED_TRACE(t->name);
+    for (const int32_t m : {bound - 1, bound, bound + 1, INT32_MAX, 1 << 30, 1})
+      for (int32_t e = 0; e <= 20; ++e)
+        for (const int32_t zp : {-128, 0, 127}) {
+          for (auto& a : acc) a = rnd(r, 0, 2) == 0 ? (rnd(r, 0, 1) ? INT32_MIN : INT32_MAX) : int32_t(r()) >> rnd(r, 0, 24);
+          acc[0] = INT32_MIN; acc[1] = INT32_MAX; acc[2] = -1; acc[3] = 0;
+          const Requant rq(m, -e, zp, -128, 127);
+          portable_kernels().requant_row(acc.data(), int32_t(acc.size()), rq, want.data());
+          t->requant_row(acc.data(), int32_t(acc.size()), rq, got.data());
+          ASSERT_EQ(got, want) << "m " << m << " e " << e << " zp " << zp;
+        }
+  }
+}
+
 TEST(KernelVariants, GemmMatchesPortable) {
   Rng r(8);
   for (int it = 0; it < 60; ++it) {

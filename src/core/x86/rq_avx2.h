@@ -101,10 +101,24 @@ inline __m256i rq_apply(__m256i acc, const RqVec& c) {
 //    saturating pack's own.
 // Its constants are kept as scalars (broadcast from memory where used), so
 // that a kernel can set up one per output channel cheaply.
+//
+// Shorter still (`by_sign`, 11 instructions per 8 lanes against 14) when
+// 0 < m <= 2^31 - 2^28:
+//  - t < 0 may be replaced by x < 0: they differ only for -2^30 <= x*m < 0,
+//    where both forms give floor(v / 2^total) = zp (v - zp * 2^total lies in
+//    [2^(total-1) - 2^31, 2^(total-1) + 2^30), inside [0, 2^total) for
+//    total >= 33);
+//  - then, with v = p + addz, the result is floor((h - [x < 0]) / 2^e) with
+//    h = floor(v / 2^31) (a floor of a floor: [x < 0] * 2^31 is a multiple
+//    of 2^31) and e = total - 31: h is bits 31-62 of v (vpsrlq by 31 on even
+//    lanes, vpsllq by 1 on odd ones, one blend), [x < 0] is vpsrad(x, 31),
+//    and one 32-bit arithmetic shift by e ends it;
+//  - the bound on m keeps h - 1 inside int32: |p| <= 2^31 * m <= 2^62 -
+//    2^59 and |addz| < 2^58 (|zp| <= 128, total <= 50), so |v| < 2^62 - 2^58.
 struct RqF {
   int64_t addz, neg;
   int32_t m, lo, hi, sh;  // sh = total - 32
-  bool clamp;
+  bool clamp, by_sign;
 };
 
 inline bool rqf_ok(const Requant& rq) {
@@ -120,6 +134,7 @@ inline void rqf_make(const Requant& rq, RqF* c) {
   c->hi = rq.hi;
   c->sh = rq.total - 32;
   c->clamp = rq.lo > -128 || rq.hi < 127;
+  c->by_sign = rq.m > 0 && rq.m <= INT32_MAX - (int32_t(1) << 28) + 1;
 }
 
 inline __m256i rqf_half(__m256i p, const RqF& c) {
@@ -132,6 +147,15 @@ inline __m256i rqf_half(__m256i p, const RqF& c) {
 // to be narrowed with saturation, which is the same).
 inline __m256i rqf_apply(__m256i x, const RqF& c) {
   const __m256i m = _mm256_set1_epi32(c.m);
+  if (c.by_sign) {
+    const __m256i az = _mm256_set1_epi64x(c.addz);
+    const __m256i ve = _mm256_add_epi64(_mm256_mul_epi32(x, m), az);
+    const __m256i vo = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m), az);
+    const __m256i h = _mm256_blend_epi32(_mm256_srli_epi64(ve, 31), _mm256_slli_epi64(vo, 1), 0xAA);
+    __m256i r = _mm256_sra_epi32(_mm256_add_epi32(h, _mm256_srai_epi32(x, 31)), _mm_cvtsi32_si128(c.sh + 1));
+    if (c.clamp) r = _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(c.lo)), _mm256_set1_epi32(c.hi));
+    return r;
+  }
   const __m256i pe = rqf_half(_mm256_mul_epi32(x, m), c);
   const __m256i po = rqf_half(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m), c);
   __m256i r = _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA), _mm_cvtsi32_si128(c.sh));

@@ -10,6 +10,9 @@
 // into the accumulator's starting value with the bias.
 #include <string.h>
 
+#include <array>
+#include <utility>
+
 #include "core/ops/conv_impl.h"
 #include "core/x86/rq_avx2.h"
 #include "core/x86/rq_avx512.h"
@@ -39,6 +42,7 @@ constexpr int32_t kTile = 64;    // positions per tile: 4 vectors of 16 lanes
 constexpr int32_t kMaxCin = 1024;
 constexpr int kPwOc = 6;  // output channels per pass of pw_tile
 constexpr int32_t kMaxOc = 4096;  // output channels per call (their corrections are computed once)
+constexpr int32_t kRqChunk = 256;  // output channels whose requantisers are set up at once
 
 inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
   int32_t r = 0;
@@ -109,74 +113,268 @@ inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* cons
   }
 }
 
+// A pointwise output channel's starting value, bias - (zp + 128) * sum(w),
+// in int32 (wrapping cancels); sum(w) 64 bytes per vpdpbusd against ones
+// (|sum| <= 128 * kMaxCin).
+inline int32_t pw_init(const LayerDesc& L, int32_t local, int32_t cin) {
+  const int8_t* w = L.weights + int64_t(local) * cin;
+  __m512i s = _mm512_setzero_si512();
+  for (int32_t i = 0; i < cin; i += 64) {
+    const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
+    s = dpbusd(s, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(m, w + i));
+  }
+  return int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(L.in_zp[0] + 128) * _mm512_reduce_add_epi32(s)));
+}
+
+// Positions [0, np) of input channels s[0..3] (null: past cin, packed as
+// 0) as u = x + 128, 4 channels per 32-bit lane, the nv 16-position vectors
+// a tile uses (positions past np hold whatever; their lanes are never
+// stored).
+inline void pack_group(const int8_t* const* s, int32_t np, int nv, uint8_t* d) {
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  for (int32_t h = 0; h < 16 * nv; h += 16) {
+    const int32_t left = np - h;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m128i a[4];
+    for (int k = 0; k < 4; ++k) a[k] = s[k] ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, s[k] + h), flip) : _mm_setzero_si128();
+    const __m128i l01 = _mm_unpacklo_epi8(a[0], a[1]), h01 = _mm_unpackhi_epi8(a[0], a[1]);
+    const __m128i l23 = _mm_unpacklo_epi8(a[2], a[3]), h23 = _mm_unpackhi_epi8(a[2], a[3]);
+    __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
+    _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
+    _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
+    _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
+    _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
+  }
+}
+
 // Pointwise conv: each 64-position tile of the input is packed once as
 // xp[g][p][4] = u(4g..4g+3, p) (only the 16-position vectors the tile uses;
 // channels past cin are 0, with weight 0; positions past the tile's end hold
 // whatever, their lanes are never stored), then six output channels at a
 // time run over it. The accumulators' starting values (bias and the +128
 // correction) are computed once per call.
-void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
-               int64_t cstride) {
+__attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0,
+                                         int32_t p1, int8_t* out, int64_t cstride) {
   const int32_t W = L.out.w;
   const int32_t cin = L.in[0].c / L.groups;
   if (cin > kMaxCin || no > kMaxOc) return pointwise_block(L, v, o0, no, p0, p1, out, cstride, requant_row_512);
   const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
-  const int32_t zp = L.in_zp[0];
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
   int32_t init[kMaxOc];
-  const __m128i flip = _mm_set1_epi8(char(0x80));
   const int32_t n = p1 - p0;
-  for (int32_t j = 0; j < no; ++j) {
-    const int32_t local = o0 + j - L.oc_base;
-    const int8_t* w = L.weights + int64_t(local) * cin;
-    int32_t sw = 0;  // |sum| <= 128 * kMaxCin: int32 (and vectorises)
-    for (int32_t i = 0; i < cin; ++i) sw += w[i];
-    init[j] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-  }
-  for (int32_t t = 0; t < n; t += kTile) {
-    const int32_t np = mini(kTile, n - t);
-    const int nv = (np + 15) / 16;
-    const int64_t at = p0 + t - int64_t(v.h0) * W;
-    for (int32_t g = 0; g < ng; ++g) {
-      const int8_t* s[4];
-      for (int k = 0; k < 4; ++k)
-        s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
-      uint8_t* d = xp + int64_t(g) * kTile * 4;
-      for (int32_t h = 0; h < 16 * nv; h += 16) {
-        const int32_t left = np - h;
-        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        __m128i a[4];
+  for (int32_t j = 0; j < no; ++j) init[j] = pw_init(L, o0 + j - L.oc_base, cin);
+  // Output channels in chunks of kRqChunk whose requantisers are set up
+  // once per call, not once per tile (the tiles are packed once per chunk).
+  RqS rq[kRqChunk];
+  for (int32_t c = 0; c < no; c += kRqChunk) {
+    const int32_t nc = mini(kRqChunk, no - c);
+    for (int32_t k = 0; k < nc; ++k) {
+      const int32_t local = o0 + c + k - L.oc_base;
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
+    }
+    for (int32_t t = 0; t < n; t += kTile) {
+      const int32_t np = mini(kTile, n - t);
+      const int nv = (np + 15) / 16;
+      const int64_t at = p0 + t - int64_t(v.h0) * W;
+      for (int32_t g = 0; g < ng; ++g) {
+        const int8_t* s[4];
         for (int k = 0; k < 4; ++k)
-          a[k] = s[k] ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, s[k] + h), flip) : _mm_setzero_si128();
-        const __m128i l01 = _mm_unpacklo_epi8(a[0], a[1]), h01 = _mm_unpackhi_epi8(a[0], a[1]);
-        const __m128i l23 = _mm_unpacklo_epi8(a[2], a[3]), h23 = _mm_unpackhi_epi8(a[2], a[3]);
-        __m128i* q = reinterpret_cast<__m128i*>(d + 4 * h);
-        _mm_store_si128(q, _mm_unpacklo_epi16(l01, l23));
-        _mm_store_si128(q + 1, _mm_unpackhi_epi16(l01, l23));
-        _mm_store_si128(q + 2, _mm_unpacklo_epi16(h01, h23));
-        _mm_store_si128(q + 3, _mm_unpackhi_epi16(h01, h23));
+          s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+        pack_group(s, np, nv, xp + int64_t(g) * kTile * 4);
       }
-    }
-    for (int32_t j = 0; j < no; j += kPwOc) {
-      const int nb = mini(kPwOc, no - j);
-      const int8_t* w[6];
-      RqS rq[6];
-      for (int k = 0; k < nb; ++k) {
-        const int32_t local = o0 + j + k - L.oc_base;
-        w[k] = L.weights + int64_t(local) * cin;
-        rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
-      }
-      int8_t* o = out + int64_t(j) * cstride + t;
-      switch (nv) {
-        case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
-        case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
-        case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
-        default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, rq, np, o, cstride); break;
+      for (int32_t j = c; j < c + nc; j += kPwOc) {
+        const int nb = mini(kPwOc, c + nc - j);
+        const int8_t* w[6];
+        for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(o0 + j + k - L.oc_base) * cin;
+        int8_t* o = out + int64_t(j) * cstride + t;
+        const RqS* r = rq + (j - c);
+        switch (nv) {
+          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+        }
       }
     }
   }
+}
+
+// Pointwise on few positions (n <= kFew512: the 3x3 planes at input 112),
+// where the 16-position vectors above would be mostly idle: output channels go in
+// the lanes instead. For 16 output channels at a time the weights of group
+// g (input channels 4g..4g+3) are one vector, lane k holding w(o+k, 4g..4g+3)
+// (a 16 x 16 transpose of int32 per 64 input channels), and each position's
+// four shifted inputs u = x + 128 are broadcast: one vpdpbusd adds four
+// products for 16 channels; one accumulator per position, started at
+// bias - (zp + 128) * sum(w) as above. They are requantised with per-lane
+// constants (RqS's fast form with each constant a vector), then the bytes
+// are transposed to the channels' rows.
+constexpr int32_t kFew512 = 16;
+
+// The 16 rows r[k] of 16 int32 each -> o[m] = element m of every row.
+inline void transpose16(const __m512i* r, __m512i* o) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 16; i += 2) {
+    a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int j = 0; j < 16; j += 4) {  // b[j + e], 128-bit lane L: rows j..j+3 of element 4L + e
+    b[j] = _mm512_unpacklo_epi64(a[j], a[j + 2]);
+    b[j + 1] = _mm512_unpackhi_epi64(a[j], a[j + 2]);
+    b[j + 2] = _mm512_unpacklo_epi64(a[j + 1], a[j + 3]);
+    b[j + 3] = _mm512_unpackhi_epi64(a[j + 1], a[j + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {  // a 4 x 4 transpose of 128-bit lanes
+    const __m512i c0 = _mm512_shuffle_i32x4(b[e], b[4 + e], 0x44), c1 = _mm512_shuffle_i32x4(b[e], b[4 + e], 0xEE);
+    const __m512i c2 = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0x44), c3 = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0xEE);
+    o[e] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+    o[4 + e] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+    o[8 + e] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+    o[12 + e] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+  }
+}
+
+// wt[g], g < ng: lane k = the 4 weights of group g of row w[k] (k < nb; 0
+// beyond, and past cin).
+void few_weights_512(const int8_t* const* w, int nb, int32_t cin, int32_t ng, __m512i* wt) {
+  for (int32_t g0 = 0; g0 < ng; g0 += 16) {
+    const int32_t left = cin - 4 * g0;
+    const __mmask64 m = left >= 64 ? ~__mmask64(0) : ((__mmask64(1) << left) - 1);
+    __m512i r[16], o[16];
+    for (int k = 0; k < 16; ++k) r[k] = k < nb ? _mm512_maskz_loadu_epi8(m, w[k] + 4 * g0) : _mm512_setzero_si512();
+    transpose16(r, o);
+    for (int j = 0; j < 16 && g0 + j < ng; ++j) wt[g0 + j] = o[j];
+  }
+}
+
+// RqS's fast form, lane k with channel k's constants; false if a lane's
+// requantiser is not of that form.
+struct RqLanes512 {
+  __m512i m, m_odd, addz_e, addz_o, total_e, total_o;
+  bool clamp8;
+  int32_t lo8, hi8;
+};
+
+bool rq_lanes_512(const RqS* rq, int nb, RqLanes512* c) {
+  alignas(64) int32_t m[16];
+  alignas(64) int64_t ae[8], ao[8], te[8], to[8];
+  for (int k = 0; k < 16; ++k) {
+    const RqS& q = rq[k < nb ? k : 0];  // lanes past nb: any valid channel
+    if (!q.fast) return false;
+    m[k] = q.m;
+    (k % 2 ? ao : ae)[k / 2] = q.addz;
+    (k % 2 ? to : te)[k / 2] = q.total;
+  }
+  c->m = _mm512_load_si512(m);
+  c->m_odd = _mm512_srli_epi64(c->m, 32);
+  c->addz_e = _mm512_load_si512(ae);
+  c->addz_o = _mm512_load_si512(ao);
+  c->total_e = _mm512_load_si512(te);
+  c->total_o = _mm512_load_si512(to);
+  c->clamp8 = rq[0].clamp8;  // lo, hi and zp are the layer's
+  c->lo8 = rq[0].lo8;
+  c->hi8 = rq[0].hi8;
+  return true;
+}
+
+TS_ALWAYS_INLINE __m512i rq_lanes_half_512(__m512i p, __m512i addz, __m512i total) {
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, addz);
+  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(-(int64_t(1) << 31)));
+  return _mm512_srav_epi64(t, total);
+}
+
+template <int P>
+void few_pass_512(const int32_t* xs, int32_t ng, const int32_t* wt, const int32_t* init, const RqLanes512* rl,
+                  const RqS* rq, int nb, int8_t* out, int64_t cstride) {
+  __m512i acc[P];
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_load_si512(init);
+  for (int32_t g = 0; g < ng; ++g) {
+    const __m512i w = _mm512_load_si512(wt + 16 * g);
+    for (int p = 0; p < P; ++p) acc[p] = dpbusd(acc[p], _mm512_set1_epi32(xs[g * kFew512 + p]), w);
+  }
+  alignas(64) int8_t b[P][16];
+  if (rl) {
+    const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    for (int p = 0; p < P; ++p) {
+      const __m512i pe = rq_lanes_half_512(_mm512_mul_epi32(acc[p], rl->m), rl->addz_e, rl->total_e);
+      const __m512i po = rq_lanes_half_512(_mm512_mul_epi32(_mm512_srli_epi64(acc[p], 32), rl->m_odd), rl->addz_o,
+                                           rl->total_o);
+      __m512i r = _mm512_permutex2var_epi32(pe, pick, po);
+      if (rl->clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(rl->lo8)), _mm512_set1_epi32(rl->hi8));
+      _mm_store_si128(reinterpret_cast<__m128i*>(b[p]), _mm512_cvtsepi32_epi8(r));
+    }
+  } else {
+    alignas(64) int32_t a[P][16];
+    for (int p = 0; p < P; ++p) _mm512_store_si512(a[p], acc[p]);
+    for (int p = 0; p < P; ++p)
+      for (int k = 0; k < nb; ++k) b[p][k] = rq[k].rq(a[p][k]);
+  }
+  for (int k = 0; k < nb; ++k)
+    for (int p = 0; p < P; ++p) out[int64_t(k) * cstride + p] = b[p][k];
+}
+
+using FewPass512 = void (*)(const int32_t*, int32_t, const int32_t*, const int32_t*, const RqLanes512*, const RqS*, int,
+                            int8_t*, int64_t);
+template <int... P>
+constexpr std::array<FewPass512, sizeof...(P)> few_passes_512(std::integer_sequence<int, P...>) {
+  return {few_pass_512<P + 1>...};
+}
+
+// Pointwise for n = p1 - p0 <= kFew512 positions (cin <= kMaxCin).
+__attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View& v, int32_t o0, int32_t no,
+                                                 int32_t p0, int32_t p1, int8_t* out, int64_t cstride) {
+  static constexpr auto kPass = few_passes_512(std::make_integer_sequence<int, kFew512>());
+  const int32_t W = L.out.w, n = p1 - p0;
+  const int32_t cin = L.in[0].c / L.groups;
+  const int32_t ci0 = (o0 / (L.out.c / L.groups)) * cin;
+  const int32_t ng = (cin + 3) / 4;
+  const int64_t plane = int64_t(v.nh) * W;
+  const int64_t at = p0 - int64_t(v.h0) * W;
+  alignas(64) int32_t xs[kMaxCin / 4 * kFew512];
+  for (int32_t g = 0; g < ng; ++g)
+    for (int32_t p = 0; p < n; ++p) {
+      uint32_t u = 0;
+      for (int32_t k = 0; k < 4 && 4 * g + k < cin; ++k)
+        u |= uint32_t(uint8_t(v.data[int64_t(ci0 + 4 * g + k - v.c0) * plane + at + p] ^ 0x80)) << (8 * k);
+      xs[g * kFew512 + p] = int32_t(u);
+    }
+  alignas(64) __m512i wt[kMaxCin / 4];
+  for (int32_t j = 0; j < no; j += 16) {
+    const int nb = mini(16, no - j);
+    const int8_t* w[16];
+    alignas(64) int32_t init[16] = {};
+    RqS rq[16];
+    for (int k = 0; k < nb; ++k) {
+      const int32_t local = o0 + j + k - L.oc_base;
+      w[k] = L.weights + int64_t(local) * cin;
+      init[k] = pw_init(L, local, cin);
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
+    }
+    few_weights_512(w, nb, cin, ng, wt);
+    RqLanes512 rl;
+    const bool lanes = rq_lanes_512(rq, nb, &rl);
+    kPass[n - 1](xs, ng, reinterpret_cast<const int32_t*>(wt), init, lanes ? &rl : nullptr, rq, nb, out + int64_t(j) * cstride, cstride);
+  }
+}
+
+// The table's entry: few positions of deep layers (more than kFewMinCin
+// input channels) go to pointwise_few_512. Its per-channel work (weight
+// transpose, byte transpose of the outputs) is worth it only there: at
+// input 112, Conv_1 (320 in) 34.5 -> 32 us and block_16_project (960 in)
+// 22.8 -> 21 us, but the 160-input expansions 17.3 -> 19 us. Splitting the
+// last n % 16 positions of larger planes off to it, as the AVX2 table
+// does, measured slower here (7x7 layers 17.4 -> 21.7 us).
+constexpr int32_t kFewMinCin = 192;
+
+void pointwise_any(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
+                   int64_t cstride) {
+  const int32_t cin = L.in[0].c / L.groups;
+  if (p1 - p0 <= kFew512 && cin > kFewMinCin && cin <= kMaxCin)
+    return pointwise_few_512(L, v, o0, no, p0, p1, out, cstride);
+  pointwise(L, v, o0, no, p0, p1, out, cstride);
 }
 
 // Bits [lo, hi) of a 64-bit mask (0 <= lo <= hi <= 64).
@@ -354,7 +552,7 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
 
 }  // namespace
 
-const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise, conv_ch, conv_flat, add_row_512, gemm, conv_block};
+const KernelTable kVnniKernels = {"vnni", requant_row_512, pointwise_any, conv_ch, conv_flat, add_row_512, gemm, conv_block};
 
 }  // namespace x86
 }  // namespace core
