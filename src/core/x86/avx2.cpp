@@ -165,19 +165,19 @@ struct RqLanes {
 // False if a lane's requantiser is not of the fast form (then lane by lane).
 bool rq_lanes_make(const Rq8* rq, int nb, RqLanes* c) {
   alignas(32) int32_t m[8], sh[8];
-  alignas(32) int64_t ae[4], ao[4];
+  alignas(32) int64_t addz[2][4];  // [0]: even lanes, [1]: odd lanes
   for (int k = 0; k < 8; ++k) {
     const Rq8& q = rq[k < nb ? k : 0];  // lanes past nb: any valid channel
     if (q.mode != 2) return false;
     m[k] = q.f.m;
     sh[k] = q.f.sh;
-    (k % 2 ? ao : ae)[k / 2] = q.f.addz;
+    addz[k % 2][k / 2] = q.f.addz;
   }
   c->m = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
   c->m_odd = _mm256_srli_epi64(c->m, 32);
   c->sh = _mm256_load_si256(reinterpret_cast<const __m256i*>(sh));
-  c->addz_e = _mm256_load_si256(reinterpret_cast<const __m256i*>(ae));
-  c->addz_o = _mm256_load_si256(reinterpret_cast<const __m256i*>(ao));
+  c->addz_e = _mm256_load_si256(reinterpret_cast<const __m256i*>(addz[0]));
+  c->addz_o = _mm256_load_si256(reinterpret_cast<const __m256i*>(addz[1]));
   c->clamp = rq[0].f.clamp;  // lo, hi and zp are the layer's
   c->lo = _mm256_set1_epi32(rq[0].f.lo);
   c->hi = _mm256_set1_epi32(rq[0].f.hi);

@@ -259,20 +259,20 @@ struct RqLanes512 {
 
 bool rq_lanes_512(const RqS* rq, int nb, RqLanes512* c) {
   alignas(64) int32_t m[16];
-  alignas(64) int64_t ae[8], ao[8], te[8], to[8];
+  alignas(64) int64_t addz[2][8], total[2][8];  // [0]: even lanes, [1]: odd lanes
   for (int k = 0; k < 16; ++k) {
     const RqS& q = rq[k < nb ? k : 0];  // lanes past nb: any valid channel
     if (!q.fast) return false;
     m[k] = q.m;
-    (k % 2 ? ao : ae)[k / 2] = q.addz;
-    (k % 2 ? to : te)[k / 2] = q.total;
+    addz[k % 2][k / 2] = q.addz;
+    total[k % 2][k / 2] = q.total;
   }
   c->m = _mm512_load_si512(m);
   c->m_odd = _mm512_srli_epi64(c->m, 32);
-  c->addz_e = _mm512_load_si512(ae);
-  c->addz_o = _mm512_load_si512(ao);
-  c->total_e = _mm512_load_si512(te);
-  c->total_o = _mm512_load_si512(to);
+  c->addz_e = _mm512_load_si512(addz[0]);
+  c->addz_o = _mm512_load_si512(addz[1]);
+  c->total_e = _mm512_load_si512(total[0]);
+  c->total_o = _mm512_load_si512(total[1]);
   c->clamp8 = rq[0].clamp8;  // lo, hi and zp are the layer's
   c->lo8 = rq[0].lo8;
   c->hi8 = rq[0].hi8;
