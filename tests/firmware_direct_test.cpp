@@ -112,12 +112,14 @@ class FirmwareDirectTest : public ::testing::Test {
     const auto& w = j.at("wire_bytes");
     EXPECT_GT(w.at("board_to_board_payload").get<int64_t>(), min_board_to_board);
     EXPECT_LT(w.at("total").get<int64_t>(), 200000);
+    size_t dialled = 0;
     for (int b = 0; b < 3; ++b) {
       const std::string log = board_log(b);
-      // Each board learnt its peers' forwarded ports on 127.0.0.1 and dialled
-      // them through its QEMU gateway.
+      // Each board learnt its peers' forwarded ports on 127.0.0.1, to dial
+      // them through its QEMU gateway. Which board opens a link is timing:
+      // a link a peer opened first carries this board's sends too.
       EXPECT_GE(count_of(log, ", dialled as 10.0.2.2:"), 3u) << log;
-      EXPECT_GE(count_of(log, ": to peer "), 1u) << log;
+      dialled += count_of(log, ": to peer ");
       EXPECT_EQ(log.find("cannot connect"), std::string::npos) << log;
       EXPECT_EQ(count_of(log, "sent ERROR"), 1u) << log;  // only the first deploy's expected "not stored"
       EXPECT_EQ(log.find("FATAL"), std::string::npos) << log;
@@ -127,6 +129,7 @@ class FirmwareDirectTest : public ::testing::Test {
       EXPECT_EQ(log.find("Failed to send packet"), std::string::npos) << log;
       EXPECT_NE(log.find("layer "), std::string::npos) << log;
     }
+    EXPECT_GE(dialled, 1u);  // some board dialled a peer: activations went board to board
     std::printf("qemu:3 direct %s: latency %.3f s, coordinator link %lld bytes, board to board %lld payload bytes\n",
                 args.c_str(), j.at("latency_s").at("total").get<double>(), (long long)w.at("total").get<int64_t>(),
                 (long long)w.at("board_to_board_payload").get<int64_t>());
