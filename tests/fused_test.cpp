@@ -20,12 +20,15 @@
 #include "plan/fragment_writer.h"
 #include "plan/fuse.h"
 #include "plan/plan.h"
+#include "support/run_json.h"
 #include "support/shell.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace ts;
+using ts::testing::expect_exact;
+using ts::testing::run_json;
 using ts::testing::tinysplit;
 
 std::set<int64_t> elements(const core::Dims& d, const std::vector<core::Region>& rs) {
@@ -215,19 +218,6 @@ TEST(FusedPlan, TheRelayRouteIsRefusedWithOneLine) {
             std::string::npos)
       << many.err;
   EXPECT_EQ(std::count(many.err.begin(), many.err.end(), '\n'), 1) << many.err;
-}
-
-nlohmann::json run_json(const std::string& args) {
-  const auto r = tinysplit("run --json " + args);
-  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-  if (r.code != 0 || r.out.empty()) return nlohmann::json::object();
-  return nlohmann::json::parse(r.out);
-}
-
-void expect_exact(const nlohmann::json& j, const std::string& args) {
-  ASSERT_TRUE(j.contains("match_reference")) << args;
-  EXPECT_TRUE(j.at("match_reference").get<bool>()) << args;
-  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>()) << args;
 }
 
 TEST(FusedRuns, MobileNetV2BitExactOnOneThreeEightAndSixteenBoards) {

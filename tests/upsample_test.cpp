@@ -15,12 +15,15 @@
 #include "core/ops/resize.h"
 #include "plan/needs.h"
 #include "plan/plan.h"
+#include "support/run_json.h"
 #include "support/shell.h"
 
 namespace {
 
 using namespace ts;
 using core::QOp;
+using ts::testing::expect_exact;
+using ts::testing::run_json;
 using ts::testing::tinysplit;
 namespace rs = core::resize;
 
@@ -152,19 +155,6 @@ TEST(UpsampleNeeds, ConvTransposeMatchesBruteForce) {
     check_needs(q, rng, "ConvTranspose k" + std::to_string(t.k) + " s" + std::to_string(t.s) + " p" +
                             std::to_string(t.pt) + "," + std::to_string(t.pb) + " g" + std::to_string(t.groups));
   }
-}
-
-nlohmann::json run_json(const std::string& args) {
-  const auto r = tinysplit("run --json " + args);
-  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-  if (r.code != 0 || r.out.empty()) return nlohmann::json::object();
-  return nlohmann::json::parse(r.out);
-}
-
-void expect_exact(const nlohmann::json& j, const std::string& what) {
-  ASSERT_TRUE(j.contains("match_reference")) << what;
-  EXPECT_TRUE(j.at("match_reference").get<bool>()) << what;
-  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>()) << what;
 }
 
 TEST(UpsampleRuns, UnetBitExactOnOneThreeAndEightBoards) {

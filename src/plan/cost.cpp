@@ -453,6 +453,17 @@ const char* candidate_name(int s, Route route) {
   return layer_choice_info(s).name;
 }
 
+// Wire bytes of one producer's pieces for one board, gathered into frames in
+// the order the route pass sends them: by length, then offset (pieces of
+// one length come in offset order, so often sorted already).
+double gathered_bytes(std::vector<Piece>& pieces) {
+  const auto by_length = [](const Piece& a, const Piece& b) {
+    return a.count != b.count ? a.count < b.count : a.offset < b.offset;
+  };
+  if (!std::is_sorted(pieces.begin(), pieces.end(), by_length)) std::sort(pieces.begin(), pieces.end(), by_length);
+  return double(count_gathered(pieces.data(), pieces.size()).wire_bytes);
+}
+
 class Chooser {
  public:
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
@@ -616,14 +627,7 @@ class Chooser {
         bytes_all = 0;
         for (size_t f = 0; f < N_; ++f) {
           if (from_board[f].empty()) continue;
-          // The route pass orders a group by length, then offset (pieces
-          // of one length come in offset order: often sorted already).
-          const auto by_length = [](const Piece& a, const Piece& b) {
-            return a.count != b.count ? a.count < b.count : a.offset < b.offset;
-          };
-          if (!std::is_sorted(from_board[f].begin(), from_board[f].end(), by_length))
-            std::sort(from_board[f].begin(), from_board[f].end(), by_length);
-          bytes_from[f] = double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes);
+          bytes_from[f] = gathered_bytes(from_board[f]);
           producers.push_back(f);
           bytes_all += bytes_from[f];
         }
@@ -651,12 +655,8 @@ class Chooser {
               from_board[size_t(sg.worker)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
             });
           });
-    for (size_t f = 0; f < from_board.size(); ++f) {
-      if (from_board[f].empty() || int(f) == w) continue;
-      std::sort(from_board[f].begin(), from_board[f].end(),
-                [](const Piece& a, const Piece& b) { return a.count != b.count ? a.count < b.count : a.offset < b.offset; });
-      tr->add(int(f), w, double(count_gathered(from_board[f].data(), from_board[f].size()).wire_bytes));
-    }
+    for (size_t f = 0; f < from_board.size(); ++f)
+      if (!from_board[f].empty() && int(f) != w) tr->add(int(f), w, gathered_bytes(from_board[f]));
   }
   const Computed& computed(int s, int m) {
     if (computed_for_ != std::make_pair(s, m)) {
@@ -689,6 +689,49 @@ class Chooser {
   std::vector<std::vector<std::unique_ptr<steps::Owners>>> owners_;
 };
 
+// The candidates block [first, last] may take: every board of the block
+// within its RAM, direct-only strategies on the direct route only, and
+// `reduce` only where it also moves fewer bytes than every other candidate
+// that fits: partial sums can shorten the slowest link while adding bytes in
+// total (all-to-all sums instead of a narrow gather), and the wire bytes are
+// a goal of their own (issue 10's bars). If none is left, the one least over
+// its RAM (the final budget check will name the board).
+std::array<bool, kS> block_candidates(const Chooser& ch, int first, int last, Route route) {
+  std::array<bool, kS> allowed{};
+  int64_t best_over = std::numeric_limits<int64_t>::max();
+  int least_over = 0;
+  for (int s = 0; s < kS; ++s) {
+    bool ok = true;
+    int64_t over = 0;
+    for (int n = first; n <= last; ++n) {
+      ok = ok && ch.fits_ram(n, s);
+      over = std::max(over, ch.ram_over(n, s));
+    }
+    allowed[size_t(s)] = ok && (route == Route::Direct || !direct_only(layer_choice_info(s).name));
+    if (over < best_over) {
+      best_over = over;
+      least_over = s;
+    }
+  }
+  const auto bytes_moved = [&](int s) {
+    int64_t v = 0;
+    for (int n = first; n <= last; ++n) v += ch.plan(s).layers[size_t(n)].bytes_moved;
+    return v;
+  };
+  if (allowed[kReduce]) {
+    int64_t best = std::numeric_limits<int64_t>::max();
+    for (int s = 0; s < kS; ++s)
+      // Against the other splits: `whole` (one board) moves few bytes
+      // because it splits nothing, and is priced by time like any other.
+      if (s != kReduce && s != kWhole && allowed[size_t(s)]) best = std::min(best, bytes_moved(s));
+    if (bytes_moved(kReduce) >= best) allowed[kReduce] = false;
+  }
+  bool any = false;
+  for (int s = 0; s < kS; ++s) any = any || allowed[size_t(s)];
+  if (!any) allowed[size_t(layer_choice(candidate_name(least_over, route)))] = true;
+  return allowed;
+}
+
 }  // namespace
 
 AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
@@ -711,46 +754,7 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   std::vector<std::array<std::array<double, kS>, kS>> cost(static_cast<size_t>(B));
   std::vector<std::array<bool, kS>> allowed(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) {
-    int64_t best_over = std::numeric_limits<int64_t>::max();
-    int least_over = 0;
-    for (int s = 0; s < kS; ++s) {
-      bool ok = true;
-      int64_t over = 0;
-      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) {
-        ok = ok && ch.fits_ram(n, s);
-        over = std::max(over, ch.ram_over(n, s));
-      }
-      allowed[size_t(b)][size_t(s)] = ok && ((s != kReduce && s != kFused) || route == Route::Direct);
-      if (over < best_over) {
-        best_over = over;
-        least_over = s;
-      }
-    }
-    // `reduce` only where it also moves fewer bytes than every other
-    // candidate that fits: partial sums can shorten the slowest link while
-    // adding bytes in total (all-to-all sums instead of a narrow gather),
-    // and the wire bytes are a goal of their own (issue 10's bars).
-    if (allowed[size_t(b)][kReduce]) {
-      int64_t mine = 0, best = std::numeric_limits<int64_t>::max();
-      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) mine += ch.plan(kReduce).layers[size_t(n)].bytes_moved;
-      for (int s = 0; s < kS; ++s) {
-        // Against the other splits: `whole` (one board) moves few bytes
-        // because it splits nothing, and is priced by time like any other.
-        if (s == kReduce || s == kWhole || !allowed[size_t(b)][size_t(s)]) continue;
-        int64_t v = 0;
-        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) v += ch.plan(s).layers[size_t(n)].bytes_moved;
-        best = std::min(best, v);
-      }
-      if (mine >= best) allowed[size_t(b)][kReduce] = false;
-    }
-    bool any = false;
-    for (int s = 0; s < kS; ++s) any = any || allowed[size_t(b)][size_t(s)];
-    if (!any) {  // the final budget check will name the board
-      int s = least_over;
-      if (route != Route::Direct && s == kReduce) s = kChannel;
-      if (route != Route::Direct && s == kFused) s = layer_choice("spatial");
-      allowed[size_t(b)][size_t(s)] = true;
-    }
+    allowed[size_t(b)] = block_candidates(ch, first[size_t(b)], last[size_t(b)], route);
     for (int sp = 0; sp < kS; ++sp)
       for (int s = 0; s < kS; ++s) {
         if (b == 0 && sp > 0) {

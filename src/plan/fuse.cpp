@@ -112,6 +112,12 @@ std::vector<core::Region> widened(const core::Dims& d, const std::vector<core::R
   return out;
 }
 
+bool any_widened(const Plan& p, int n) {
+  for (const WorkerPlan& wp : p.workers)
+    if (!wp.layers[size_t(n)].owned.empty()) return true;
+  return false;
+}
+
 bool worth_it(const std::vector<int64_t>& owned_elems, const std::vector<int64_t>& widened_elems) {
   for (size_t w = 0; w < owned_elems.size(); ++w)
     if (widened_elems[w] - owned_elems[w] > owned_elems[w]) return false;
@@ -133,8 +139,7 @@ void region_segments(const core::Dims& d, const std::vector<core::Region>& regio
 }
 
 void Computed::build(const QGraph& q, const Plan& p, int node) {
-  any_ = false;
-  for (const WorkerPlan& wp : p.workers) any_ = any_ || !wp.layers[size_t(node)].owned.empty();
+  any_ = fuse::any_widened(p, node);
   if (!any_) return;  // every worker computes what it owns: the owners say it all
   const core::Dims d = q.desc(node).out;
   segs_.resize(size_t(p.n_workers()));

@@ -35,6 +35,9 @@ int sole_reader(const QGraph& q, int n);
 std::vector<core::Region> widened(const core::Dims& d, const std::vector<core::Region>& owned,
                                   const std::vector<core::InputRun>& need);
 
+// Whether some worker's share of node n is widened (LayerShare::owned set).
+bool any_widened(const Plan& p, int n);
+
 // A widened share is only worth it while the halo is smaller than the share:
 // true if every worker computes at most as many extra outputs as it owns.
 bool worth_it(const std::vector<int64_t>& owned_elems, const std::vector<int64_t>& widened_elems);
@@ -75,8 +78,6 @@ class Computed {
       ++it;
     }
   }
-  // The segments of worker w.
-  const std::vector<Segment>& of(int w) const { return segs_[size_t(w)]; }
 
  private:
   std::vector<std::vector<Segment>> segs_;

@@ -255,14 +255,9 @@ void set_share(const QGraph& q, const Plan& p, int n, NodeNeeds& needs, const st
 // layer whose halo would outgrow some worker's share stays as split.
 void fuse_layers(const QGraph& q, Plan& p) {
   const size_t N = size_t(p.n_workers());
-  const auto widened = [&](int node) {
-    for (const WorkerPlan& wp : p.workers)
-      if (!wp.layers[size_t(node)].owned.empty()) return true;
-    return false;
-  };
   for (size_t n = q.nodes.size(); n-- > 0;) {
     const int c = p.layer_strategy[n] == "fused" ? fuse::sole_reader(q, int(n)) : -1;
-    if (c < 0 || p.layer_strategy[size_t(c)] != "fused" || widened(c)) continue;
+    if (c < 0 || p.layer_strategy[size_t(c)] != "fused" || fuse::any_widened(p, c)) continue;
     const core::Dims d = q.desc(int(n)).out;
     std::vector<std::vector<core::Region>> wide(N);
     std::vector<int64_t> own(N), all(N);
