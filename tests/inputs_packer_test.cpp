@@ -106,6 +106,35 @@ TEST(InputsPacker, WholeInt32SendsStayWholeValuesInEveryPiece) {
   }
 }
 
+// count_inputs_frames takes a closed form for a group of one send: it must
+// count what packing frame by frame gives, at every length around the
+// frame boundaries.
+TEST(InputsPacker, OneSendCountedInClosedFormAsFrameByFrame) {
+  const uint32_t room = uint32_t(wire::kMaxPayload - wire::kInputBlockHeader);
+  std::vector<uint32_t> counts;
+  for (uint32_t k = 0; k <= 5; ++k)
+    for (int32_t d = -2; d <= 2; ++d)
+      if (int64_t(k) * room + d > 0) counts.push_back(uint32_t(int64_t(k) * room + d));
+  for (uint32_t c : {1u, 7u, 100000u, 3u * 1000u * 1000u}) counts.push_back(c);
+  for (uint32_t c : counts) {
+    const PackPiece one{5, c, 0};
+    core::PackTally stepped;
+    core::PackCursor cur;
+    const core::PieceArray src(&one, 1);
+    for (bool last = false; !last;) {
+      const core::PackedFrame f = core::pack_inputs_frame(src, &cur, nullptr, nullptr);
+      ++stepped.frames;
+      stepped.payload += f.payload;
+      stepped.data += f.data;
+      last = f.last;
+    }
+    const core::PackTally closed = core::count_inputs_frames(src);
+    EXPECT_EQ(closed.frames, stepped.frames) << c;
+    EXPECT_EQ(closed.payload, stepped.payload) << c;
+    EXPECT_EQ(closed.data, stepped.data) << c;
+  }
+}
+
 TEST(MessageFrames, OneRuleForEveryMessage) {
   EXPECT_EQ(wire::frames_needed(0), 1u);  // an empty message still carries kFlagLast
   EXPECT_EQ(wire::frame_payload(0, 0), 0u);

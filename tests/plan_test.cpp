@@ -20,6 +20,7 @@
 #include "core/fragment.h"
 #include "model/pipeline.h"
 #include "plan/fragment_writer.h"
+#include "plan/plan_steps.h"
 
 using namespace ts;
 using namespace ts::plan;
@@ -1005,3 +1006,70 @@ TEST(PlanMobileNet, OneBoardAt112FitsAnd224IsRefused) {
     EXPECT_NE(m.find("524288"), std::string::npos) << m;
   }
 }
+
+// ---------------------------------------------------------------------------
+// Owners (plan_steps.h): who holds each element of a layer's output
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Owners::walk against the workers' owned regions element by element, on
+// MobileNetV2's layers under bands, channels, runs of neurons and fused
+// tiles: every piece names the worker that owns it and where it lies in its
+// output buffer, pieces are in order and cover the walked range, whether a
+// walk starts at the hint (runs in order) or far from it (the bucket index).
+TEST(OwnersWalk, EveryElementAtItsOwnerFromAnyStart) {
+  NEED_MOBILENET(q);
+  std::mt19937 rng(11);
+  const std::unique_ptr<SplitStrategy> kinds[] = {std::make_unique<SpatialStrategy>(),
+                                                  std::make_unique<ChannelStrategy>(),
+                                                  std::make_unique<NeuronStrategy>(),
+                                                  std::make_unique<SpatialStrategy>(true)};
+  for (const auto& st : kinds)
+    for (int N : {3, 17}) {
+      const Plan p = plan_with_shares(*q, bed(N), random_shares(rng, N), *st, false, Route::Direct);
+      for (int node : {1, 4, 9, 30, int(q->nodes.size()) - 2}) {
+        const core::Dims d = q->desc(node).out;
+        // Element -> (worker, place in its buffer), from the owned regions.
+        std::vector<std::pair<int32_t, int64_t>> at(size_t(d.size()), {-1, -1});
+        std::vector<int64_t> pos_of(size_t(d.size()), -1);  // in one worker's buffer
+        for (int w = 0; w < N; ++w) {
+          const LayerShare& ls = p.workers[size_t(w)].layers[size_t(node)];
+          int64_t pos = 0;
+          for (const core::Region& r : ls.regions)
+            r.segments(d, [&](int32_t b, int32_t e) {
+              for (int32_t i = b; i < e; ++i) pos_of[size_t(i)] = pos++;
+              return true;
+            });
+          // Fused shares compute more than they own (LayerShare::tiles()).
+          for (const core::Region& r : ls.tiles())
+            r.segments(d, [&](int32_t b, int32_t e) {
+              for (int32_t i = b; i < e; ++i) at[size_t(i)] = {w, pos_of[size_t(i)]};
+              return true;
+            });
+        }
+        steps::Owners own;
+        own.build(*q, p, node);
+        size_t hint = 0;
+        for (int trial = 0; trial < 200; ++trial) {
+          const int64_t off = int64_t(rng() % uint64_t(d.size()));
+          const int64_t n = 1 + int64_t(rng() % uint64_t(std::min<int64_t>(d.size() - off, 5000)));
+          if (trial % 4 == 0) hint = rng() % 1000;  // a stale hint
+          int64_t next = off;
+          const bool whole = own.walk(off, n, hint, [&](const steps::Owners::Segment& sg, int64_t b, int64_t e) {
+            ASSERT_EQ(b, next);
+            ASSERT_LT(b, e);
+            for (int64_t i = b; i < e; ++i) {
+              ASSERT_EQ(sg.worker, at[size_t(i)].first) << "node " << node << " element " << i;
+              ASSERT_EQ(sg.pos + (i - sg.begin), at[size_t(i)].second) << "node " << node << " element " << i;
+            }
+            next = e;
+          });
+          EXPECT_TRUE(whole);
+          EXPECT_EQ(next, off + n) << "node " << node;
+        }
+      }
+    }
+}
+
+}  // namespace

@@ -88,14 +88,27 @@ PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uin
   return f;
 }
 
+// One send alone is cut into frames of kMaxPayload - kInputBlockHeader data
+// bytes, one block each, the last holding the rest (pack_inputs_frame's
+// "piece of one long send"; a shorter one is one block of one send).
+PackTally count_one_send(uint32_t count) {
+  PackTally t;
+  const uint32_t room = uint32_t(kMaxPayload - kInputBlockHeader);
+  t.frames = (count + room - 1) / room;
+  t.data = count;
+  t.payload = uint64_t(count) + uint64_t(t.frames) * kInputBlockHeader;
+  return t;
+}
+
 uint64_t PackTally::wire_bytes() const { return payload + uint64_t(frames) * wire::kHeaderSize; }
 
 PackTally count_inputs_frames(const PieceSource& src, uint32_t first) {
   PackTally t;
   PackCursor cur;
   cur.i = first;
-  PackPiece p;
+  PackPiece p, next;
   if (!src.piece(first, &p)) return t;
+  if (p.count > 0 && !src.piece(first + 1, &next)) return count_one_send(p.count);
   for (;;) {
     const PackedFrame f = pack_inputs_frame(src, &cur, nullptr, nullptr);
     ++t.frames;

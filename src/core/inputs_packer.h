@@ -66,6 +66,9 @@ struct PackTally {
   uint64_t wire_bytes() const;
 };
 PackTally count_inputs_frames(const PieceSource& src, uint32_t first = 0);
+// The same for a group of one send of `count` > 0 bytes, in closed form
+// (the planner prices millions of them).
+PackTally count_one_send(uint32_t count);
 
 // A PieceSource over an array of pieces (all of one group).
 class PieceArray final : public PieceSource {

@@ -464,23 +464,61 @@ double gathered_bytes(std::vector<Piece>& pieces) {
   return double(count_gathered(pieces.data(), pieces.size()).wire_bytes);
 }
 
+// Pieces a board receives, binned by producer board; only the bins in use
+// are visited (a board of a large swarm hears from a few).
+class PieceBins {
+ public:
+  explicit PieceBins(size_t boards) : bins_(boards) {}
+  void add(int32_t f, Piece p) {
+    std::vector<Piece>& b = bins_[size_t(f)];
+    if (b.empty()) used_.push_back(size_t(f));
+    b.push_back(p);
+  }
+  // The producers with pieces, in board order.
+  const std::vector<size_t>& used() {
+    std::sort(used_.begin(), used_.end());
+    return used_;
+  }
+  std::vector<Piece>& of(size_t f) { return bins_[f]; }
+  void clear() {
+    for (size_t f : used_) bins_[f].clear();
+    used_.clear();
+  }
+
+ private:
+  std::vector<std::vector<Piece>> bins_;
+  std::vector<size_t> used_;
+};
+
 class Chooser {
  public:
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
       : q_(q), t_(t), route_(route), m_(m), N_(shares.size()) {
     // The candidates' plans are independent of each other: made side by
     // side on the machine's cores (the first failure in candidate order is
-    // the one thrown, as one after the other).
-    for_each_on_every_core(size_t(kS), [&](size_t s) {
-      const std::unique_ptr<SplitStrategy> st = make_strategy(candidate_name(int(s), route));
-      plans_[s] = plan_for_pricing(q, t, shares, *st, route);
+    // the one thrown, as one after the other). A candidate whose plan is
+    // another's on this route (reduce and fused on the relay) is priced as
+    // that one: same_[s] is the first of them.
+    std::vector<size_t> distinct;
+    for (int s = 0; s < kS; ++s) {
+      same_[size_t(s)] = s;
+      for (int o = 0; o < s; ++o)
+        if (std::string_view(candidate_name(o, route)) == candidate_name(s, route)) {
+          same_[size_t(s)] = o;
+          break;
+        }
+      if (same_[size_t(s)] == s) distinct.push_back(size_t(s));
+    }
+    for_each_on_every_core(distinct.size(), [&](size_t i) {
+      const std::unique_ptr<SplitStrategy> st = make_strategy(candidate_name(int(distinct[i]), route));
+      plans_[distinct[i]] = plan_for_pricing(q, t, shares, *st, route);
     });
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
     costs_.resize(q.nodes.size() * size_t(kS));
   }
 
-  const Plan& plan(int s) const { return plans_[size_t(s)]; }
+  const Plan& plan(int s) const { return plans_[size_t(same_[size_t(s)])]; }
   // Frees the owner maps of nodes before `node` (no later block reads
   // them: a block's operands from outside it come from the node before it).
   void forget_owners_before(int node) {
@@ -494,15 +532,20 @@ class Chooser {
   // strategy of the block before; only operands from outside the block
   // differ), and summed in one order, so the figure is the same whoever
   // asks first.
+  //
+  // Calls for different strategies s may run side by side once the block's
+  // owner maps are made (prepare_block): each touches only its own (n, s)
+  // entries and candidate caches.
   template <class ProdStrategy>
   double node_s(int n, int s, ProdStrategy&& prod) {
+    s = same_[size_t(s)];
     NodeCost& c = node_cost(n, s);
     if (route_ == Route::Relay) return c.compute;
     const QNode& node = q_.nodes[size_t(n)];
     double total = c.compute;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const bool from_coordinator = q_.tensors[size_t(node.inputs[k])].producer < 0;
-      const int p = from_coordinator ? 0 : prod(int(k));
+      const int p = from_coordinator ? 0 : same_[size_t(prod(int(k)))];
       double& v = c.operand[k * size_t(kS) + size_t(p)];
       if (std::isnan(v)) v = operand_s(n, s, k, p);
       total += v;
@@ -515,7 +558,7 @@ class Chooser {
   // RAM: true if strategy s keeps every board of node n within its budget.
   bool fits_ram(int n, int s) const {
     for (size_t w = 0; w < N_; ++w)
-      if (int64_t(core::kWorkerFixedArena) + plans_[size_t(s)].workers[w].layers[size_t(n)].ram_bytes >
+      if (int64_t(core::kWorkerFixedArena) + plan(s).workers[w].layers[size_t(n)].ram_bytes >
           t_.boards[w].ram_bytes)
         return false;
     return true;
@@ -523,11 +566,32 @@ class Chooser {
   int64_t ram_over(int n, int s) const {
     int64_t over = 0;
     for (size_t w = 0; w < N_; ++w)
-      over = std::max(over, int64_t(core::kWorkerFixedArena) + plans_[size_t(s)].workers[w].layers[size_t(n)].ram_bytes -
+      over = std::max(over, int64_t(core::kWorkerFixedArena) + plan(s).workers[w].layers[size_t(n)].ram_bytes -
                                 t_.boards[w].ram_bytes);
     return over;
   }
-  int64_t data(int n, int s, size_t w) const { return plans_[size_t(s)].workers[w].layers[size_t(n)].data_bytes; }
+  int64_t data(int n, int s, size_t w) const { return plan(s).workers[w].layers[size_t(n)].data_bytes; }
+
+  // Makes the owner maps nodes first..last read their operands from, under
+  // every candidate (side by side), so that node_s can then be asked for
+  // several strategies at once.
+  void prepare_block(int first, int last) {
+    if (route_ == Route::Relay) return;
+    std::vector<std::pair<int, int>> need;  // (candidate, producer node)
+    for (int n = first; n <= last; ++n)
+      for (int32_t tensor : q_.nodes[size_t(n)].inputs) {
+        const int m = q_.tensors[size_t(tensor)].producer;
+        if (m < 0) continue;
+        for (int s = 0; s < kS; ++s)
+          if (same_[size_t(s)] == s && !owners_[size_t(s)][size_t(m)]) {
+            owners_[size_t(s)][size_t(m)] = std::make_unique<steps::Owners>();
+            need.emplace_back(s, m);
+          }
+      }
+    for_each_on_every_core(need.size(), [&](size_t i) {
+      owners_[size_t(need[i].first)][size_t(need[i].second)]->build(q_, plans_[size_t(need[i].first)], need[i].second);
+    });
+  }
 
  private:
   const std::vector<LayerTraffic>& traffic(int s) {
@@ -570,7 +634,7 @@ class Chooser {
     const QNode& node = q_.nodes[size_t(n)];
     const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
     Traffic tr(N_);
-    std::vector<std::vector<Piece>> from_board(N_);
+    PieceBins from_board(N_);
     // Wire bytes from each producer board for the input runs last priced
     // (-1: none): boards that need the same runs (an all-gather: every
     // board the whole tensor) receive the same pieces from every board but
@@ -615,19 +679,18 @@ class Chooser {
         // What a board needing these runs receives, from each producer
         // board, in the order the route pass emits the sends: gathered
         // into frames per producer.
-        for (auto& v : from_board) v.clear();
+        from_board.clear();
         const steps::Owners& own = owners(prod, mnode);
         size_t at = 0;
         for (const core::InputRun& r : runs)
           own.walk(r.offset, r.count, at, [&](const steps::Owners::Segment& sg, int64_t i, int64_t stop) {
-            from_board[size_t(sg.worker)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
+            from_board.add(sg.worker, Piece{uint32_t(i), uint32_t(stop - i)});
           });
         for (size_t f : producers) bytes_from[f] = -1.0;
         producers.clear();
         bytes_all = 0;
-        for (size_t f = 0; f < N_; ++f) {
-          if (from_board[f].empty()) continue;
-          bytes_from[f] = gathered_bytes(from_board[f]);
+        for (size_t f : from_board.used()) {
+          bytes_from[f] = gathered_bytes(from_board.of(f));
           producers.push_back(f);
           bytes_all += bytes_from[f];
         }
@@ -644,40 +707,39 @@ class Chooser {
   // Board w's receipts of `runs` but for what it computes itself (`mine`),
   // gathered into frames per producer as the route pass sends them.
   static void received_beside(const std::vector<core::InputRun>& runs, const steps::Owners& own, const Computed& mine,
-                              int w, std::vector<std::vector<Piece>>& from_board, Traffic* tr) {
-    for (auto& v : from_board) v.clear();
+                              int w, PieceBins& from_board, Traffic* tr) {
+    from_board.clear();
     size_t at = 0;
     for (const core::InputRun& r : runs)
       mine.split(
           w, r.offset, r.count, [](int64_t, int64_t) {},
           [&](int64_t b, int64_t e) {
             own.walk(b, e - b, at, [&](const steps::Owners::Segment& sg, int64_t i, int64_t stop) {
-              from_board[size_t(sg.worker)].push_back(Piece{uint32_t(i), uint32_t(stop - i)});
+              from_board.add(sg.worker, Piece{uint32_t(i), uint32_t(stop - i)});
             });
           });
-    for (size_t f = 0; f < from_board.size(); ++f)
-      if (!from_board[f].empty() && int(f) != w) tr->add(int(f), w, gathered_bytes(from_board[f]));
+    for (size_t f : from_board.used())
+      if (int(f) != w) tr->add(int(f), w, gathered_bytes(from_board.of(f)));
   }
   const Computed& computed(int s, int m) {
-    if (computed_for_ != std::make_pair(s, m)) {
-      computed_.build(q_, plans_[size_t(s)], m);
-      computed_for_ = {s, m};
+    if (computed_for_[size_t(s)] != m) {
+      computed_[size_t(s)].build(q_, plans_[size_t(s)], m);
+      computed_for_[size_t(s)] = m;
     }
-    return computed_;
+    return computed_[size_t(s)];
   }
 
-  std::vector<NodeCost> costs_;  // by node and strategy
-  Computed computed_;            // of one candidate's node (computed_for_)
-  std::pair<int, int> computed_for_{-1, -1};
+  std::vector<NodeCost> costs_;             // by node and (distinct) strategy
+  std::array<Computed, kS> computed_;       // per candidate, of one node (computed_for_)
+  std::array<int, kS> computed_for_ = [] {  // -1: none yet
+    std::array<int, kS> a{};
+    a.fill(-1);
+    return a;
+  }();
+  std::array<int, kS> same_{};  // the candidate whose plan candidate s's is
 
-  const steps::Owners& owners(int s, int m) {
-    auto& slot = owners_[size_t(s)][size_t(m)];
-    if (!slot) {
-      slot = std::make_unique<steps::Owners>();
-      slot->build(q_, plans_[size_t(s)], m);
-    }
-    return *slot;
-  }
+  // Made by prepare_block (the pricing of a block only reads them).
+  const steps::Owners& owners(int s, int m) const { return *owners_[size_t(s)][size_t(m)]; }
 
   const QGraph& q_;
   const Testbed& t_;
@@ -755,20 +817,19 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   std::vector<std::array<bool, kS>> allowed(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) {
     allowed[size_t(b)] = block_candidates(ch, first[size_t(b)], last[size_t(b)], route);
-    for (int sp = 0; sp < kS; ++sp)
-      for (int s = 0; s < kS; ++s) {
-        if (b == 0 && sp > 0) {
-          cost[size_t(b)][size_t(sp)][size_t(s)] = cost[size_t(b)][0][size_t(s)];
-          continue;
-        }
+    ch.prepare_block(first[size_t(b)], last[size_t(b)]);
+    // Each strategy s of the block on a core of its own (node_s).
+    for_each_on_every_core(size_t(kS), [&](size_t s) {
+      for (int sp = 0; sp < kS; ++sp) {
         double c = 0;
-        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n)
-          c += ch.node_s(n, s, [&](int k) {
+        for (int n = first[size_t(b)]; n <= last[size_t(b)] && (b > 0 || sp == 0); ++n)
+          c += ch.node_s(n, int(s), [&](int k) {
             const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
-            return mnode < first[size_t(b)] ? sp : s;
+            return mnode < first[size_t(b)] ? sp : int(s);
           });
-        cost[size_t(b)][size_t(sp)][size_t(s)] = c;
+        cost[size_t(b)][size_t(sp)][s] = b == 0 && sp > 0 ? cost[size_t(b)][0][s] : c;
       }
+    });
     ch.forget_owners_before(last[size_t(b)]);
   }
   std::vector<int> pick(static_cast<size_t>(B), 0);

@@ -101,7 +101,12 @@ class WindowField {
       }
       return full_;
     }
-    tmp_ = compute(a, b);
+    // A band of a depthwise layer asks the same interval of every channel.
+    if (a != tmp_a_ || b != tmp_b_) {
+      tmp_ = compute(a, b);
+      tmp_a_ = a;
+      tmp_b_ = b;
+    }
     return tmp_;
   }
 
@@ -184,6 +189,7 @@ class WindowField {
   Window g_;
   bool have_full_ = false;
   PlaneRuns full_, tmp_;
+  int32_t tmp_a_ = -1, tmp_b_ = -1;  // the interval tmp_ holds
   std::vector<uint8_t> bits_;
   std::vector<ColMask> colcache_;
 };

@@ -37,25 +37,14 @@ class Owners {
   // f(segment, b, e) for the pieces [b, e) of [off, off + n), one per
   // segment, in order; false (and no more calls) at an element that no
   // segment holds. `at` is where the search starts and where the last
-  // piece's segment is left: runs walked in offset order find their
-  // segment in a step or two.
+  // piece's segment is left (runs walked in offset order often start in it
+  // or the next); elsewhere a bucket of the offsets finds it.
   template <class F>
   bool walk(int64_t off, int64_t n, size_t& at, F&& f) const {
     const int64_t end = off + n;
     if (off >= end) return true;
-    size_t i = at < segs_.size() && segs_[at].begin <= off ? at : 0;
-    if (i < segs_.size() && segs_[i].end <= off) {
-      // Ahead of i: gallop to a segment starting past off, then search back.
-      size_t lo = i, step = 1;
-      while (i + step < segs_.size() && segs_[i + step].begin <= off) {
-        lo = i + step;
-        step *= 2;
-      }
-      const auto hi = segs_.begin() + long(std::min(segs_.size(), i + step + 1));
-      i = size_t(std::upper_bound(segs_.begin() + long(lo), hi, off,
-                                  [](int64_t v, const Segment& s) { return v < s.begin; }) -
-                 segs_.begin()) - 1;
-    }
+    size_t i = at;
+    if (!holds(i, off)) i = holds(i + 1, off) ? i + 1 : find(off);
     for (; off < end; ++i) {
       if (i >= segs_.size() || off < segs_[i].begin || off >= segs_[i].end) return false;
       const int64_t stop = std::min(end, segs_[i].end);
@@ -67,8 +56,15 @@ class Owners {
   }
 
  private:
+  bool holds(size_t i, int64_t off) const { return i < segs_.size() && segs_[i].begin <= off && off < segs_[i].end; }
+  // The segment holding off, else one that does not (walk then stops):
+  // from off's bucket, a binary search among the few segments it spans.
+  size_t find(int64_t off) const;
   void add_owned(const core::Dims& d, const LayerShare& ls, int32_t w);
   std::vector<Segment> segs_, tmp_;
+  // bucket_[j]: the first segment ending past j << shift_ (build).
+  std::vector<uint32_t> bucket_;
+  int shift_ = 0;
   std::vector<size_t> first_;                     // build's scratch
   std::vector<Computed::Segment> computed_, owned_;  // add_owned's scratch
 };

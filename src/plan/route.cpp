@@ -228,6 +228,29 @@ void Owners::build(const QGraph& q, const Plan& p, int node) {
   for (size_t c = 0, b = 0; c < C; b = first_[c++])
     if (!std::is_sorted(segs_.begin() + long(b), segs_.begin() + long(first_[c]), by_begin))
       std::sort(segs_.begin() + long(b), segs_.begin() + long(first_[c]), by_begin);
+  // Buckets of 2^shift_ elements, about one per segment.
+  const int64_t size = std::max<int64_t>(1, d.size());
+  shift_ = 0;
+  while ((size >> shift_) > int64_t(segs_.size()) && shift_ < 62) ++shift_;
+  const size_t nb = size_t(((size - 1) >> shift_) + 1);
+  bucket_.resize(nb);
+  size_t i = 0;
+  for (size_t j = 0; j < nb; ++j) {
+    while (i < segs_.size() && segs_[i].end <= (int64_t(j) << shift_)) ++i;
+    bucket_[j] = uint32_t(i);
+  }
+}
+
+size_t Owners::find(int64_t off) const {
+  const size_t j = off < 0 ? 0 : size_t(off >> shift_);
+  if (j >= bucket_.size()) return segs_.size();
+  // Segments are disjoint and in order: the one holding off (if any) ends
+  // past bucket j's start and begins before bucket j + 1's first segment ends.
+  const size_t lo = bucket_[j];
+  const size_t hi = std::min(segs_.size(), (j + 1 < bucket_.size() ? size_t(bucket_[j + 1]) : segs_.size()) + 1);
+  const auto it = std::upper_bound(segs_.begin() + long(lo), segs_.begin() + long(hi), off,
+                                   [](int64_t v, const Segment& s) { return v < s.begin; });
+  return it == segs_.begin() + long(lo) ? lo : size_t(it - segs_.begin()) - 1;
 }
 
 // Distinct elements of operand k of node n needed by anyone, and the most
