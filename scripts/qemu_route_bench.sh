@@ -4,6 +4,7 @@
 #
 #   bash scripts/qemu_route_bench.sh [--rounds R] [--repeat N] [--workers K] [--size S]
 #   bash scripts/qemu_route_bench.sh --instructions [--workers K] [--size S]
+#   bash scripts/qemu_route_bench.sh --frame-cost [--workers K] [--size S]
 #
 # Per round, in turn: neuron+relay (the paper's mode), spatial+relay,
 # spatial+direct, auto+direct, fused+direct, each `tinysplit run --size S --workers qemu:K
@@ -21,12 +22,21 @@
 # instructions (everything but WFI sleep) and its kernels' instructions at
 # the end of its last layer of every inference ("inference done: ..."); the
 # difference between the first and the third, halved, summed over the boards.
+# Also the part of the protocol spent copying frames word by word through
+# the LAN9118's FIFOs (a DMA Ethernet such as a Teensy 4.1's does not), and
+# the protocol frames the boards received and sent.
+#
+# --frame-cost: the boards' CPU per protocol frame, the NIC's FIFO copies
+# left out: spatial on the direct route at window 32 and at window 1 (every
+# frame acknowledged: more frames, the same bytes), the difference in
+# protocol instructions over the difference in frames.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ROUNDS=3 REPEAT=5 WORKERS=3 SIZE=112 INSTR=0
+ROUNDS=3 REPEAT=5 WORKERS=3 SIZE=112 INSTR=0 FRAME=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --instructions) INSTR=1; shift ;;
+    --frame-cost) FRAME=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --repeat) REPEAT="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
@@ -41,27 +51,52 @@ export TS_FIRMWARE="${TS_FIRMWARE:-$ROOT/firmware/build/tinysplit-board.elf}"
 OUT="$(mktemp -d /tmp/ts_qemu_route.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto" "direct fused")
-if [[ $INSTR == 1 ]]; then
-  echo "| mode | busy instructions per inference (all boards) | of which kernels | of which protocol + network |"
-  echo "|---|---|---|---|"
-  for m in "${MODES[@]}"; do
-    set -- $m
-    rm -rf "$OUT/store"
-    "$BIN" run --size "$SIZE" --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --repeat 3 --json --timeout 60 \
-      --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" || { echo "qemu_route_bench: $m failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
-    /usr/bin/python3 - "$OUT/store" "$1" "$2" <<'EOF'
+# One run with --repeat 3 in mode "$1 $2" (route, strategy) at window $3:
+# prints "busy kernels pio frames" per inference, summed over the boards.
+instructions() {
+  rm -rf "$OUT/store"
+  "$BIN" run --size "$SIZE" --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --window "$3" --repeat 3 --json \
+    --timeout 60 --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" ||
+    { echo "qemu_route_bench: $1 $2 failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
+  /usr/bin/python3 - "$OUT/store" <<'EOF'
 import glob, re, sys
-store, route, strat = sys.argv[1:4]
-busy = comp = 0
-for log in sorted(glob.glob(store + "/board-*/qemu.log")):
-    rows = [(int(a), int(b)) for a, b in re.findall(r"inference done: busy instructions (\d+), compute (\d+)", open(log).read())]
+busy = comp = pio = frames = 0
+NS_PER_TICK = 40  # board_ticks() at 25 MHz under -icount shift=0: 40 instructions a tick
+for log in sorted(glob.glob(sys.argv[1] + "/board-*/qemu.log")):
+    rows = [tuple(int(v) for v in m) for m in re.findall(
+        r"inference done: busy instructions (\d+), compute (\d+) \(since boot\), nic pio ticks (\d+), frames (\d+)",
+        open(log).read())]
     if len(rows) != 3:
         sys.exit(f"qemu_route_bench: {log} has {len(rows)} 'inference done' lines, expected 3")
     busy += (rows[2][0] - rows[0][0]) / 2
     comp += (rows[2][1] - rows[0][1]) / 2
-print(f"| {strat}, {route} | {busy/1e6:.1f} M | {comp/1e6:.1f} M | {(busy-comp)/1e6:.1f} M |")
+    pio += ((rows[2][2] - rows[0][2]) % 2**32) * NS_PER_TICK / 2
+    frames += (rows[2][3] - rows[0][3]) / 2
+print(busy, comp, pio, frames)
 EOF
+}
+if [[ $INSTR == 1 ]]; then
+  echo "| mode | busy instructions per inference (all boards) | of which kernels | of which protocol + network | of that, the NIC's FIFO copies | protocol frames in + out |"
+  echo "|---|---|---|---|---|---|"
+  for m in "${MODES[@]}"; do
+    set -- $m
+    read -r busy comp pio frames < <(instructions "$1" "$2" 32) && [[ -n "$frames" ]] || exit 1
+    /usr/bin/python3 -c "b, c, p, f = map(float, '$busy $comp $pio $frames'.split())
+print(f'| $2, $1 | {b/1e6:.1f} M | {c/1e6:.1f} M | {(b-c)/1e6:.1f} M | {p/1e6:.1f} M | {f:.0f} |')"
   done
+  exit 0
+fi
+if [[ $FRAME == 1 ]]; then
+  # The same plan with every frame acknowledged (window 1) against window
+  # 32: the extra frames are small ACKs, so the extra protocol instructions
+  # (the NIC's FIFO copies left out) over the extra frames are the board's
+  # CPU per frame sent or received, apart from its bytes.
+  read -r b32 c32 p32 f32 < <(instructions direct spatial 32) && [[ -n "$f32" ]] || exit 1
+  read -r b1 c1 p1 f1 < <(instructions direct spatial 1) && [[ -n "$f1" ]] || exit 1
+  /usr/bin/python3 -c "b32, c32, p32, f32, b1, c1, p1, f1 = map(float, '$b32 $c32 $p32 $f32 $b1 $c1 $p1 $f1'.split())
+d = ((b1 - c1 - p1) - (b32 - c32 - p32)) / (f1 - f32)
+print(f'spatial, direct, {int(f32)} -> {int(f1)} frames (window 32 -> 1): {d:.0f} instructions per frame sent or received, '
+      f'{d / 600:.1f} us at 600 MHz, one instruction a cycle')"
   exit 0
 fi
 for ((r = 1; r <= ROUNDS; ++r)); do

@@ -25,6 +25,9 @@ int eth_link_up(void);
 // (the QEMU driver copies frames there; a board whose handler does no work
 // returns 0). Subtracted from a layer's compute time.
 uint32_t eth_isr_ticks(void);
+// Ticks of programmed I/O through the NIC's FIFOs (receive interrupt and
+// transmit copies; wraps at 2^32).
+uint32_t eth_pio_ticks(void);
 // Counters for the logs.
 typedef struct {
   uint32_t rx_frames, tx_frames, rx_dropped, tx_busy_waits, irqs;

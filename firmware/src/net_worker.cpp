@@ -340,18 +340,25 @@ class LwipPort final : public ts::core::Port {
     const uint64_t mpi = macs ? (instr * 1000u + macs / 2u) / macs : 0;
     ts::core::FragLayer fl;
     const bool known = layer_info(layer, &fl);
-    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u "
-           "stack_used=%u\n",
+    // The stack's high-water mark is not here: finding it scans the unused
+    // stack (about 17k words), which on every layer cost more instructions
+    // than the board's protocol; it is in the inference's last line.
+    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u\n",
            (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
            (unsigned long long)macs, (unsigned long long)instr, (unsigned long long)(mpi / 1000u),
-           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned)board_stack_used());
+           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water());
     if (known && layer == last_active_) {
       // The board's last layer of an inference: its busy time so far (under
       // -icount, instructions; the difference between two inferences is what
       // one costs the board, scripts/qemu_route_bench.sh --instructions).
+      // Also the NIC's programmed I/O (ticks, wrapping at 2^32) and the
+      // protocol frames in and out, for the per-frame CPU figure.
       const uint64_t busy = (board_ticks() - board_idle_ticks()) * BOARD_NS_PER_TICK;
-      ts_log("inference done: busy instructions %llu, compute %llu (since boot)\n", (unsigned long long)busy,
-             (unsigned long long)g_compute_instr);
+      const ts::core::WorkerStats& s = g_worker.stats();
+      ts_log("inference done: busy instructions %llu, compute %llu (since boot), nic pio ticks %u, frames %u, "
+             "stack_used %u\n",
+             (unsigned long long)busy, (unsigned long long)g_compute_instr, (unsigned)eth_pio_ticks(),
+             (unsigned)(s.frames_in + s.frames_out), (unsigned)board_stack_used());
     }
     if (!g_opt.icount) return elapsed_us;
     // Under -icount the virtual clock runs at one instruction per ns; report

@@ -130,6 +130,8 @@ int eth_rx_pending(void) { return g_link && enet_core_rx_pending(); }
 
 // Receive is by DMA into the descriptor ring; the interrupt only wakes the core.
 uint32_t eth_isr_ticks(void) { return 0; }
+// Frames move by DMA both ways: no programmed I/O.
+uint32_t eth_pio_ticks(void) { return 0; }
 
 const EthStats* eth_stats(void) { return &g_stats; }
 
