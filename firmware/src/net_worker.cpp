@@ -343,10 +343,15 @@ class LwipPort final : public ts::core::Port {
     // The stack's high-water mark is not here: finding it scans the unused
     // stack (about 17k words), which on every layer cost more instructions
     // than the board's protocol; it is in the inference's last line.
-    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u\n",
+    // other=: the busy instructions since the last layer's line outside the
+    // kernels (receiving, copying inputs, sending, logging).
+    const uint64_t busy = (board_ticks() - board_idle_ticks()) * BOARD_NS_PER_TICK;
+    const uint64_t other = busy - last_busy_ - instr;
+    last_busy_ = busy;
+    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u other=%llu\n",
            (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
            (unsigned long long)macs, (unsigned long long)instr, (unsigned long long)(mpi / 1000u),
-           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water());
+           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned long long)other);
     if (known && layer == last_active_) {
       // The board's last layer of an inference: its busy time so far (under
       // -icount, instructions; the difference between two inferences is what
@@ -419,6 +424,7 @@ class LwipPort final : public ts::core::Port {
     ts_log("sent ERROR %s: %s\n", ts::wire::error_code_name(e.code), e.text);
   }
   uint64_t prev_tick_ = 0, last_tick_ = 0;
+  uint64_t last_busy_ = 0;  // busy instructions at the last layer's line
   uint32_t last_instr_ = 0;
 };
 
