@@ -64,9 +64,8 @@ TEST(CliConfig, RunRefusesOptionsThatDoNothing) {
   expect_refused("run --workers 2 --in-flight 3",
                  "run: --in-flight does nothing without --objective throughput (it sets the images in flight inside "
                  "one group of boards)");
-  expect_refused("run --workers 2 --objective throughput --no-failover",
-                 "run: --no-failover does nothing with --objective throughput (a throughput run never re-plans on "
-                 "fewer boards)");
+  expect_refused("run --workers 2 --objective throughput --probe",
+                 "run: --objective throughput does not combine with --probe");
   expect_refused("run --testbed " + t + " --cycles-per-mac 2",
                  "run: --cycles-per-mac does nothing with --testbed " + t +
                      " (it slows the local boards this run starts, and there are none)");

@@ -461,4 +461,58 @@ TEST(PipelineHost, RunThroughputPipelinesInsideOneDeployment) {
   EXPECT_EQ(k["verified_layers"], k["layers"]);
 }
 
+// Throughput runs fail over (issue 26). A board killed inside a pipelined
+// batch of a group of 3 (300 KiB each: 2 boards hold the model at 112): the
+// group re-plans on its other 2 and the batch goes on from its first
+// unfinished image, every image bit-exact and every layer verified on the
+// plan that ran it. 4 groups of 1: the killed board's group stops and its
+// images go to the other groups (pipelined, and one after another on the
+// relay). With --no-failover the first failure ends the run.
+TEST(PipelineHost, ThroughputRunsFailOver) {
+  const std::string run = "timeout 300 " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 20 --objective throughput";
+  {
+    SCOPED_TRACE("a group of 3 re-plans on 2");
+    const ts::testing::Shell r = ts::testing::shell(run + " --workers 3 --ram 300K --repeat 8 --inject-fault kill:1:20");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["groups"], 1);
+    EXPECT_EQ(j["pipelined"], true);
+    EXPECT_EQ(j["bit_exact_inferences"], 8);
+    EXPECT_EQ(j["verified_layers"], j["layers"]);
+    EXPECT_EQ(j["match_reference"], true);
+    const nlohmann::json& g = j["per_group"][0];
+    EXPECT_TRUE(g["dropped"].is_null());
+    EXPECT_EQ(g["inferences"], 8);
+    ASSERT_EQ(g["failovers"].size(), 1u);
+    EXPECT_EQ(g["failovers"][0]["board"], 1);
+    EXPECT_EQ(g["failovers"][0]["boards_left"], 2);
+    EXPECT_GT(g["failovers"][0]["redeployed_bytes"].get<int64_t>(), 0);
+  }
+  for (const std::string route : {"direct", "relay"}) {
+    SCOPED_TRACE("groups of 1, " + route);
+    const ts::testing::Shell r =
+        ts::testing::shell(run + " --workers 4 --repeat 12 --route " + route + " --inject-fault kill:2:20");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["groups"], 4);
+    EXPECT_EQ(j["bit_exact_inferences"], 12);
+    EXPECT_EQ(j["verified_layers"], j["layers"]);
+    int done = 0;
+    for (size_t g = 0; g < 4; ++g) {
+      const nlohmann::json& pg = j["per_group"][g];
+      done += pg["inferences"].get<int>();
+      EXPECT_EQ(pg["dropped"].is_null(), g != 2) << g;
+      EXPECT_EQ(pg["failovers"].size(), g == 2 ? 1u : 0u) << g;
+    }
+    EXPECT_EQ(done, 12);
+  }
+  {
+    SCOPED_TRACE("--no-failover");
+    const ts::testing::Shell r = ts::testing::shell(run + " --workers 4 --repeat 8 --inject-fault kill:2:20 --no-failover");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.err.rfind("tinysplit: error: run --objective throughput: group 2: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 }  // namespace

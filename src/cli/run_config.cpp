@@ -91,8 +91,6 @@ void refuse_idle_options(const RunOptions& o, plan::Objective objective) {
   refuse_idle(o.cli, "run", "--flash", !o.testbed.empty(), "with --testbed", "the testbed file gives each board's flash");
   refuse_idle(o.cli, "run", "--in-flight", !throughput, "without --objective throughput",
               "it sets the images in flight inside one group of boards");
-  refuse_idle(o.cli, "run", "--no-failover", throughput, "with --objective throughput",
-              "a throughput run never re-plans on fewer boards");
 }
 
 // --cycles-per-mac and --delay-ms slow the local boards this run starts;
@@ -173,9 +171,8 @@ RunConfig make_run_config(const RunOptions& o) {
     throw Error("run: --save-overlay draws over a photo; it does not combine with --input or --dataset");
   if (!c.save_overlay.empty() && c.objective == plan::Objective::Throughput)
     throw Error("run: --save-overlay does nothing with --objective throughput (it draws one inference's output)");
-  if (c.objective == plan::Objective::Throughput &&
-      (!o.faults.empty() || o.probe))
-    throw Error("run: --objective throughput does not combine with --inject-fault or --probe");
+  if (c.objective == plan::Objective::Throughput && o.probe)
+    throw Error("run: --objective throughput does not combine with --probe");
   // Authenticated links: --key-file, else the testbed's key_file.
   c.store = o.store;
   c.key_file = !o.key_file.empty() ? o.key_file : c.testbed.key_file;
@@ -185,7 +182,7 @@ RunConfig make_run_config(const RunOptions& o) {
   c.emulate = emulated_type(o, c.testbed);
   c.window = o.window;
   c.timeout = std::chrono::milliseconds(int64_t(o.timeout * 1000));
-  c.failover = !o.no_failover && c.objective == plan::Objective::Latency;
+  c.failover = !o.no_failover;
   c.probe = o.probe;
   c.repeat = o.repeat;
   c.in_flight = o.in_flight;

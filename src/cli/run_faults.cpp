@@ -89,6 +89,16 @@ RunFaults faults_on_testbed(const std::vector<std::string>& specs, const plan::T
   return out;
 }
 
+RunFaults group_faults(const RunFaults& f, int first, int count) {
+  RunFaults out;
+  for (const BoardFault& bf : f.board)
+    if (bf.spec.board >= first && bf.spec.board < first + count) {
+      out.board.push_back(bf);
+      out.board.back().spec.board -= first;
+    }
+  return out;
+}
+
 void check_flip_faults(const RunFaults& faults, const QGraph& q, const plan::Plan& p) {
   for (const auto& bf : faults.board) {
     if (!is_flip(bf)) continue;

@@ -30,6 +30,10 @@ struct RunFaults {
 // model is loaded and planned, so a mistyped spec is one line at once.
 RunFaults faults_on_testbed(const std::vector<std::string>& specs, const plan::Testbed& tb);
 
+// The faults of testbed boards [first, first + count) (one throughput group),
+// numbered from 0 as that group's testbed numbers them.
+RunFaults group_faults(const RunFaults& f, int first, int count);
+
 // Throws ts::Error (one line) unless each flip fault's board and layer exist
 // in the plan and the board computes part of that layer.
 void check_flip_faults(const RunFaults& f, const QGraph& q, const plan::Plan& p);

@@ -22,6 +22,37 @@ std::string human_bytes(int64_t b) {
   return buf;
 }
 
+// One failover as the text reports give it (`where`: "" or "group G: ").
+void print_failover(const QGraph& q, const coord::FailoverEvent& f, const std::string& where) {
+  if (f.boards_left == 0) {  // a throughput group's last board
+    std::printf("%sfailover: board %d (%s) dropped in inference %d: %s; no board left to re-plan on\n", where.c_str(),
+                f.board_id, f.address.c_str(), f.inference, f.reason.c_str());
+    return;
+  }
+  std::printf("%sfailover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s, %s re-deployed "
+              "(%.0f %% of the new fragments), %s\n",
+              where.c_str(), f.board_id, f.address.c_str(),
+              f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
+              f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
+              f.reason.c_str(), f.boards_left, f.recover_s, human_bytes(f.redeployed_bytes).c_str(),
+              f.full_deploy_bytes ? 100.0 * double(f.redeployed_bytes) / double(f.full_deploy_bytes) : 0.0,
+              f.inference < 0 ? "before any inference"
+              : f.resumed_at > 0 ? ("the inference resumed at layer " + std::to_string(f.resumed_at) + " '" +
+                                    q.nodes[size_t(f.resumed_at)].name + "'").c_str()
+                                 : "the inference run again from its first layer");
+}
+
+// A run's failovers as the JSON reports give them.
+nlohmann::json failovers_json(const std::vector<coord::FailoverEvent>& events) {
+  nlohmann::json jf = nlohmann::json::array();
+  for (const auto& f : events)
+    jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
+                  {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
+                  {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeployed_bytes", f.redeployed_bytes},
+                  {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at}});
+  return jf;
+}
+
 std::string fixed2(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -125,12 +156,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
                   {"wait_s", l.wait_s},
                   {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram},
                   {"result_frames", l.result_frames}});
-  nlohmann::json jf = nlohmann::json::array();
-  for (const auto& f : r.failovers)
-    jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
-                  {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
-                  {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeployed_bytes", f.redeployed_bytes},
-                  {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at}});
+  const nlohmann::json jf = failovers_json(r.failovers);
   nlohmann::json jr = nlohmann::json::array();
   for (const auto& e : r.rejoins)
     jr.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
@@ -222,18 +248,7 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
   std::printf("bit-exact with the single-process int8 reference: %s (every board's outputs checked by digest: %d of "
               "%zu layers)\n",
               r.match ? "yes" : "NO", r.verified_layers, q.nodes.size());
-  for (const auto& f : r.failovers)
-    std::printf("failover: board %d (%s) dropped %s%s: %s; re-planned on %d boards in %.2f s, %s re-deployed "
-                "(%.0f %% of the new fragments), %s\n",
-                f.board_id, f.address.c_str(),
-                f.inference < 0 ? "during deploy" : ("in inference " + std::to_string(f.inference)).c_str(),
-                f.layer >= 0 ? (" at layer " + std::to_string(f.layer) + " '" + f.layer_name + "'").c_str() : "",
-                f.reason.c_str(), f.boards_left, f.recover_s, human_bytes(f.redeployed_bytes).c_str(),
-                f.full_deploy_bytes ? 100.0 * double(f.redeployed_bytes) / double(f.full_deploy_bytes) : 0.0,
-                f.inference < 0 ? "before any inference"
-                : f.resumed_at > 0 ? ("the inference resumed at layer " + std::to_string(f.resumed_at) + " '" +
-                                      q.nodes[size_t(f.resumed_at)].name + "'").c_str()
-                                   : "the inference run again from its first layer");
+  for (const auto& f : r.failovers) print_failover(q, f, "");
   for (const auto& e : r.rejoins)
     std::printf("rejoin: board %d (%s) back before inference %d; re-planned on %d boards in %.2f s\n", e.board_id,
                 e.address.c_str(), e.inference, e.boards, e.rejoin_s);
@@ -281,7 +296,10 @@ void print_throughput_json(const RunConfig& c, const RunInputs& in, const Throug
   const QGraph& q = in.q;
   nlohmann::json per_group = nlohmann::json::array();
   for (size_t g = 0; g < r.group_ids.size(); ++g)
-    per_group.push_back({{"boards", r.group_ids[g]}, {"inferences", r.group_done[g]}});
+    per_group.push_back({{"boards", r.group_ids[g]},
+                         {"inferences", r.group_done[g]},
+                         {"dropped", r.group_dropped[g].empty() ? nlohmann::json(nullptr) : nlohmann::json(r.group_dropped[g])},
+                         {"failovers", failovers_json(r.group_failovers[g])}});
   nlohmann::json cands = nlohmann::json::array();
   for (const auto& k : r.groups.candidates)
     cands.push_back({{"group_boards", k.group_boards}, {"groups", k.groups}, {"fits", k.fits},
@@ -334,6 +352,12 @@ void print_throughput_text(const RunConfig& c, const RunInputs& in, const Throug
   std::printf("bit-exact with the single-process int8 reference: %s (%d of %d; every board's outputs checked by "
               "digest: %d of %zu layers)\n",
               r.match ? "yes" : "NO", r.n_exact, r.total, r.verified_layers, q.nodes.size());
+  for (size_t g = 0; g < r.group_failovers.size(); ++g) {
+    const std::string where = "group " + std::to_string(g) + ": ";
+    for (const auto& f : r.group_failovers[g]) print_failover(q, f, where);
+    if (!r.group_dropped[g].empty())
+      std::printf("%sstopped (%s); its images went to the other groups\n", where.c_str(), r.group_dropped[g].c_str());
+  }
 }
 
 }  // namespace ts::cli

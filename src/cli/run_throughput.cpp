@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -21,29 +22,43 @@ struct Group {
   plan::Testbed tb;
   std::unique_ptr<coord::BoardSet> boards;
   std::unique_ptr<coord::Swarm> swarm;
-  std::vector<std::vector<std::vector<coord::ExpectedDigest>>> expected;  // per input
+  // The reference's digests of every layer over the group's regions, per
+  // input (what every board's DONE must report), for plan generation
+  // expected_gen (a failover re-plans: they are made again).
+  std::vector<std::vector<std::vector<coord::ExpectedDigest>>> expected;
+  int expected_gen = -1;
   int done = 0;
+  std::string dropped;  // why the group stopped ("" while its boards run)
 };
+
+// A fault aimed at a board no group uses would never act: one line.
+void check_faults_in_groups(const RunFaults& f, const plan::GroupChoice& gc) {
+  for (const BoardFault& bf : f.board)
+    if (bf.spec.board >= gc.groups * gc.group_boards)
+      throw Error("--inject-fault '" + bf.text + "': board " + std::to_string(bf.spec.board) +
+                  " is idle in this throughput run (" + std::to_string(gc.groups) + " group(s) of " +
+                  std::to_string(gc.group_boards) + " board(s) use boards 0.." +
+                  std::to_string(gc.groups * gc.group_boards - 1) + ")");
+}
 
 std::vector<Group> start_groups(const RunConfig& c, const RunInputs& in, const plan::GroupChoice& gc) {
   const QGraph& q = in.q;
-  const coord::SpawnOptions spawn = spawn_options(c);
-  const coord::SwarmOptions swarm = swarm_options(c);
+  check_faults_in_groups(c.faults, gc);
   std::vector<Group> groups(size_t(gc.groups));
   for (int g = 0; g < gc.groups; ++g) {
     Group& G = groups[size_t(g)];
     G.tb = plan::group_testbed(c.testbed, gc.group_boards, g);
     const plan::Plan p = plan::make_plan(q, G.tb, c.plan);
+    // The group's faults, numbered as its testbed numbers its boards.
+    const RunFaults faults = group_faults(c.faults, g * gc.group_boards, gc.group_boards);
+    check_flip_faults(faults, q, p);
+    coord::SpawnOptions spawn = spawn_options(c);
+    coord::SwarmOptions swarm = swarm_options(c);
+    apply_faults(faults, G.tb, q, p, &spawn, &swarm.fault_layer);
     G.boards = std::make_unique<coord::BoardSet>(G.tb, spawn);
     G.swarm = std::make_unique<coord::Swarm>(q, G.tb, c.plan, G.boards->addresses(), p, swarm);
     G.swarm->start();
     G.swarm->deploy();
-  }
-  // The reference's digests of every layer over each group's regions, per
-  // input (what every board's DONE must report).
-  for (size_t i = 0; i < in.xs.size(); ++i) {
-    const auto tensors = run_int8_all(q, in.xs[i]);
-    for (Group& G : groups) G.expected.push_back(coord::reference_digests(q, G.swarm->plan(), tensors));
   }
   return groups;
 }
@@ -59,13 +74,28 @@ struct Checker {
   std::vector<char> layer_ok;
   ThroughputResult* res;
 
-  Checker(const RunInputs& i, std::vector<Group>& g, int total, ThroughputResult* r)
-      : in(i), groups(g), exact(size_t(total), 0), latency(size_t(total), 0), layer_ok(i.q.nodes.size(), 1), res(r) {}
+  std::vector<std::vector<std::vector<int8_t>>> tensors;  // per input: every tensor of the reference
 
-  // One inference's outputs and digests against the reference.
+  Checker(const RunInputs& i, std::vector<Group>& g, int total, ThroughputResult* r)
+      : in(i), groups(g), exact(size_t(total), 0), latency(size_t(total), 0), layer_ok(i.q.nodes.size(), 1), res(r) {
+    for (const auto& x : in.xs) tensors.push_back(run_int8_all(in.q, x));
+    for (Group& G : groups) expect(G);
+  }
+
+  // The group's expected digests for the plan it runs now.
+  void expect(Group& G) {
+    if (G.expected_gen == G.swarm->plan_generation()) return;
+    G.expected.clear();
+    for (const auto& t : tensors) G.expected.push_back(coord::reference_digests(in.q, G.swarm->plan(), t));
+    G.expected_gen = G.swarm->plan_generation();
+  }
+
+  // One inference's outputs and digests against the reference (from the
+  // group's thread, on the plan that ran it).
   void check(int g, int k, const coord::InferenceResult& r) {
     const size_t i = size_t(k) % in.xs.size();
     Group& G = groups[size_t(g)];
+    expect(G);
     const coord::Verification v = coord::verify_layers(G.expected[i], r);
     std::lock_guard<std::mutex> lock(mu);
     latency[size_t(k)] = r.total_s;
@@ -82,10 +112,36 @@ struct Checker {
   }
 };
 
-// Group g's share of the inferences: pipelined, images g, g + G, ... as one
-// batch; else whichever image is next.
-void drive_group(const RunConfig& c, const RunInputs& in, int g, int n_groups, int total, bool pipelined,
-                 std::atomic<int>& next, Checker& ck) {
+// Images a failed group did not finish (its boards failed and no re-plan on
+// the ones left holds the model), for the groups still running. A group
+// that has run its own share serves them until none is left and no group
+// can add more.
+struct Orphans {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> images;
+  int running = 0;  // groups still on their own share
+  int busy = 0;     // groups running an orphan (which may come back)
+};
+
+// Runs image k on group g (one inference); false if the group failed.
+bool run_one(const RunInputs& in, Group& G, int g, int k, Checker& ck) {
+  try {
+    const auto a = Clock::now();
+    coord::InferenceResult r = G.swarm->infer(in.xs[size_t(k) % in.xs.size()]);
+    r.total_s = std::chrono::duration<double>(Clock::now() - a).count();
+    ck.check(g, k, r);
+    return true;
+  } catch (const std::exception& e) {
+    G.dropped = e.what();
+    return false;
+  }
+}
+
+// Group g's own share: pipelined, images g, g + G, ... as one batch; else
+// whichever image is next. Returns the images it did not finish (it failed).
+std::vector<int> own_share(const RunConfig& c, const RunInputs& in, int g, int n_groups, int total, bool pipelined,
+                           std::atomic<int>& next, Checker& ck) {
   Group& G = ck.groups[size_t(g)];
   if (pipelined) {
     std::vector<const std::vector<int8_t>*> batch;
@@ -94,16 +150,59 @@ void drive_group(const RunConfig& c, const RunInputs& in, int g, int n_groups, i
       batch.push_back(&in.xs[size_t(k) % in.xs.size()]);
       ks.push_back(k);
     }
-    G.swarm->infer_pipelined(batch, c.in_flight, [&](int j, coord::InferenceResult& r) { ck.check(g, ks[size_t(j)], r); });
-    return;
+    size_t finished = 0;
+    try {
+      G.swarm->infer_pipelined(batch, c.in_flight, [&](int j, coord::InferenceResult& r) {
+        ck.check(g, ks[size_t(j)], r);
+        finished = size_t(j) + 1;
+      });
+      return {};
+    } catch (const std::exception& e) {
+      G.dropped = e.what();
+      return std::vector<int>(ks.begin() + long(finished), ks.end());
+    }
   }
   for (;;) {
     const int k = next.fetch_add(1);
-    if (k >= total) return;
-    const auto a = Clock::now();
-    coord::InferenceResult r = G.swarm->infer(in.xs[size_t(k) % in.xs.size()]);
-    r.total_s = std::chrono::duration<double>(Clock::now() - a).count();
-    ck.check(g, k, r);
+    if (k >= total) return {};
+    if (!run_one(in, G, g, k, ck)) return {k};
+  }
+}
+
+// Group g: its own share, then (if its boards still run) the orphans.
+// Without failover the first failure ends the run (thrown).
+void drive_group(const RunConfig& c, const RunInputs& in, int g, int n_groups, int total, bool pipelined,
+                 std::atomic<int>& next, Checker& ck, Orphans& o) {
+  Group& G = ck.groups[size_t(g)];
+  std::vector<int> left = own_share(c, in, g, n_groups, total, pipelined, next, ck);
+  {
+    std::lock_guard<std::mutex> lock(o.mu);
+    o.images.insert(o.images.end(), left.begin(), left.end());
+    --o.running;
+  }
+  o.cv.notify_all();
+  if (!G.dropped.empty()) {
+    if (!c.failover) throw Error(G.dropped);
+    return;
+  }
+  for (;;) {
+    int k = -1;
+    {
+      std::unique_lock<std::mutex> lock(o.mu);
+      o.cv.wait(lock, [&] { return !o.images.empty() || (o.running == 0 && o.busy == 0); });
+      if (o.images.empty()) return;
+      k = o.images.back();
+      o.images.pop_back();
+      ++o.busy;
+    }
+    const bool ok = run_one(in, G, g, k, ck);
+    {
+      std::lock_guard<std::mutex> lock(o.mu);
+      --o.busy;
+      if (!ok) o.images.push_back(k);
+    }
+    o.cv.notify_all();
+    if (!ok) return;
   }
 }
 
@@ -126,6 +225,8 @@ ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in)
   const int total = res.total;
   std::atomic<int> next{0};
   Checker ck(in, groups, total, &res);
+  Orphans orphans;
+  orphans.running = gc.groups;
   std::mutex err_mu;
   std::string error;
   const auto t0 = Clock::now();
@@ -133,7 +234,7 @@ ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in)
   for (int g = 0; g < gc.groups; ++g)
     threads.emplace_back([&, g] {
       try {
-        drive_group(c, in, g, gc.groups, total, res.pipelined, next, ck);
+        drive_group(c, in, g, gc.groups, total, res.pipelined, next, ck, orphans);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(err_mu);
         if (error.empty()) error = "group " + std::to_string(g) + ": " + e.what();
@@ -141,6 +242,14 @@ ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in)
       }
     });
   for (auto& t : threads) t.join();
+  if (error.empty() && !orphans.images.empty()) {
+    // Every group failed with images left: the last failure says why.
+    std::string why;
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (!groups[g].dropped.empty()) why = "group " + std::to_string(g) + ": " + groups[g].dropped;
+    error = "no group left to run " + std::to_string(orphans.images.size()) + " of " + std::to_string(total) +
+            " images (" + why + ")";
+  }
   res.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (Group& G : groups) {
     G.swarm->close();
@@ -160,6 +269,8 @@ ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in)
     for (const auto& b : G.tb.boards) ids.push_back(b.id);
     res.group_ids.push_back(ids);
     res.group_done.push_back(G.done);
+    res.group_dropped.push_back(G.dropped);
+    res.group_failovers.push_back(G.swarm->failovers());
   }
   return res;
 }

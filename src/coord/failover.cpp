@@ -410,8 +410,26 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector
 
 void Swarm::infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
                             const std::function<void(int, InferenceResult&)>& done) {
+  const int k0 = inferences_;
   inferences_ += int(inputs.size());
-  coord_->infer_pipelined(inputs, window, done);
+  // Inferences finish in order (done(k) after done(k - 1)): after a
+  // failover the batch goes on from the first one not finished, on the
+  // boards left.
+  size_t finished = 0;
+  while (finished < inputs.size()) {
+    const size_t from = finished;
+    const std::vector<const std::vector<int8_t>*> rest(inputs.begin() + long(from), inputs.end());
+    try {
+      coord_->infer_pipelined(rest, window, [&](int j, InferenceResult& r) {
+        done(int(from) + j, r);
+        finished = from + size_t(j) + 1;
+      });
+      return;
+    } catch (const BoardError& e) {
+      if (!failover_applies()) throw;
+      recover(e, k0 + int(finished));
+    }
+  }
 }
 
 }  // namespace ts::coord

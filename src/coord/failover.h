@@ -142,9 +142,10 @@ class Swarm {
   // checked against), an inference a failover interrupts resumes from the
   // layers every board had finished and verified; without, it starts again.
   InferenceResult infer(const std::vector<int8_t>& input, const std::vector<std::vector<int8_t>>* reference = nullptr);
-  // Coordinator::infer_pipelined on the boards in use (direct route). No
-  // failover inside a pipelined batch: the first board failure ends it with
-  // a BoardError naming the board, the layer and the inference.
+  // Coordinator::infer_pipelined on the boards in use (direct route). A
+  // board failure re-plans on the boards left (as infer) and the batch goes
+  // on from its first inference not finished; without failover, or when no
+  // re-plan holds the model, it ends the batch with the error.
   void infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
                        const std::function<void(int, InferenceResult&)>& done);
   void close();
