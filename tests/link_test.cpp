@@ -25,9 +25,10 @@ namespace {
 using namespace ts;
 
 // Writes one HELLO frame from `src` naming `board_id` to the board's end.
-void send_hello(net::Transport& board, uint16_t src, uint16_t board_id) {
+void send_hello(net::Transport& board, uint16_t src, uint16_t board_id, uint8_t links = 40) {
   wire::HelloPayload hello;
   hello.board_id = board_id;
+  hello.links = links;
   hello.clock_mhz = 600;
   hello.rx_window = 8;
   hello.ram_bytes = 512 * 1024;
@@ -81,6 +82,47 @@ TEST(Link, HelloMustNameTheBoardItComesFrom) {
       const std::string m = e.what();
       EXPECT_NE(m.find("naming board 2"), std::string::npos) << m;
       EXPECT_NE(m.find("from board 1"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+}
+
+// A board tells in HELLO how many links it holds: a direct plan that needs
+// more on it is refused at the handshake with one line naming both numbers
+// (the tiny test model in bands over 3 boards: the middle one talks to the
+// coordinator and both neighbours).
+TEST(Link, APlanNeedingMoreLinksThanABoardToldIsRefused) {
+  const QGraph q = quantized_model(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/tiny.onnx", 0, QuantizeOptions{});
+  plan::PlanOptions o;
+  o.strategy = "spatial";
+  o.route = plan::Route::Direct;
+  const plan::Plan p = plan::make_plan(q, plan::default_testbed(3), o);
+  const std::vector<int> need = plan::direct_links(p);
+  ASSERT_GE(need[1], 2);
+  for (const uint8_t told : {uint8_t(need[1] - 1), uint8_t(need[1])}) {
+    std::vector<std::unique_ptr<coord::BoardLink>> links;
+    std::vector<std::unique_ptr<net::Transport>> boards;
+    for (uint16_t b = 0; b < 3; ++b) {
+      auto [coord, board] = net::make_inproc_pair("coord", "board");
+      send_hello(*board, b, b, b == 1 ? told : uint8_t(40));
+      send_claim_ack(*board, b);
+      links.push_back(std::make_unique<coord::BoardLink>(std::move(coord), b, 8, std::chrono::milliseconds(2000)));
+      boards.push_back(std::move(board));
+    }
+    coord::Coordinator c(q, p, std::move(links), coord::CoordOptions{});
+    if (told >= need[1]) {
+      EXPECT_NO_THROW(c.handshake());
+      continue;
+    }
+    try {
+      c.handshake();
+      FAIL() << "a board telling " << int(told) << " links took a plan needing " << need[1];
+    } catch (const coord::BoardError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("board 1 "), std::string::npos) << m;
+      EXPECT_NE(m.find("holds " + std::to_string(told) + " links (its HELLO), the plan needs " + std::to_string(need[1])),
+                std::string::npos)
+          << m;
       EXPECT_EQ(m.find('\n'), std::string::npos) << m;
     }
   }

@@ -1,8 +1,8 @@
 // A swarm left idle longer than its boards' idle limit (`worker
-// --idle-timeout`, which closes a silent connection) goes on without a
-// failover: its next inference opens the links again first (SwarmOptions::
-// relink_after), and every board still holds its fragment, so nothing is
-// deployed. Without that the same pause costs a failover that drops a
+// --idle-timeout`, which closes a silent connection, told in HELLO) goes on
+// without a failover: its next inference opens the links again first
+// (SwarmOptions::relink_after, or half the boards' limit if smaller), and
+// every board still holds its fragment, so nothing is deployed. Without that the same pause costs a failover that drops a
 // healthy board (shown here too, so the pause is known to close the links).
 #include <gtest/gtest.h>
 
@@ -60,12 +60,14 @@ std::unique_ptr<coord::Swarm> pause_between(const Model& m, const ts::testing::S
   return swarm;
 }
 
+// The boards tell their 1 s idle limit in HELLO: with the default
+// relink_after (20 s) the swarm opens its links again after half of it.
 TEST(SwarmIdle, APauseLongerThanTheBoardsIdleLimitCostsNoFailover) {
   const ts::testing::Swarm3 s("swarm_idle", "--idle-timeout 1");
   ASSERT_TRUE(s.up());
   const Model m = tiny_on(s);
   std::vector<int8_t> out;
-  const auto swarm = pause_between(m, s, std::chrono::milliseconds(500), &out);
+  const auto swarm = pause_between(m, s, coord::SwarmOptions{}.relink_after, &out);
   EXPECT_TRUE(swarm->failovers().empty()) << swarm->failovers().front().reason;
   EXPECT_EQ(swarm->boards().size(), 3u);
 }

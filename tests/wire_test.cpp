@@ -298,6 +298,8 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   h.rx_window = kMaxWindow;
   h.ram_bytes = 1u << 20;
   h.flash_bytes = 8u << 20;
+  h.links = 200;
+  h.idle_ms = 0xFEDCBA98;
   ASSERT_EQ(h.encode(buf, sizeof buf), HelloPayload::kSize);
   HelloPayload h2;
   ASSERT_TRUE(h2.decode(buf, HelloPayload::kSize));
@@ -307,6 +309,8 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   EXPECT_EQ(h2.rx_window, kMaxWindow);
   EXPECT_EQ(h2.ram_bytes, 1u << 20);
   EXPECT_EQ(h2.flash_bytes, 8u << 20);
+  EXPECT_EQ(h2.links, 200);
+  EXPECT_EQ(h2.idle_ms, 0xFEDCBA98u);
   EXPECT_EQ(h.encode(buf, HelloPayload::kSize - 1), 0u);
 
   CommitPayload c{0xFFFFFFFF, 0x12345678}, c2;
@@ -390,9 +394,11 @@ TEST(Wire, PayloadDecodeRejectsBadFields) {
   h.encode(buf, sizeof buf);
   HelloPayload out;
   EXPECT_FALSE(out.decode(buf, HelloPayload::kSize - 1));  // short
-  buf[3] = 1;                                                 // reserved
+  EXPECT_TRUE(out.decode(buf, HelloPayload::kSize));
+  buf[3] = 0;  // no links: not even the coordinator's
   EXPECT_FALSE(out.decode(buf, HelloPayload::kSize));
-  buf[3] = 0;
+  EXPECT_FALSE(out.decode(buf, 16));  // the 16-byte HELLO before links and idle_ms
+  buf[3] = 1;
   put_u16(buf + 6, 0);  // window 0 cannot work
   EXPECT_FALSE(out.decode(buf, HelloPayload::kSize));
   put_u16(buf + 6, kMaxWindow + 1);
@@ -432,9 +438,12 @@ TEST(Wire, EncodeRejectsIllegalFrames) {
   h.type = MsgType::Run;  // RUN carries no payload
   EXPECT_EQ(encode_frame(h, big.data(), 1, out.data(), out.size()), 0u);
   EXPECT_EQ(encode_frame(h, nullptr, 0, out.data(), out.size()), kHeaderSize);
-  h.type = MsgType::Hello;  // HELLO is exactly 16 bytes
-  EXPECT_EQ(encode_frame(h, big.data(), 15, out.data(), out.size()), 0u);
-  EXPECT_TRUE(payload_len_ok(MsgType::Hello, 16));
+  h.type = MsgType::Hello;  // HELLO is exactly 20 bytes (36 with a nonce)
+  EXPECT_EQ(encode_frame(h, big.data(), 19, out.data(), out.size()), 0u);
+  EXPECT_TRUE(payload_len_ok(MsgType::Hello, 20));
+  EXPECT_TRUE(payload_len_ok(MsgType::Hello, 36));
+  EXPECT_FALSE(payload_len_ok(MsgType::Hello, 16));  // a board from before links and idle_ms
+  EXPECT_FALSE(payload_len_ok(MsgType::Hello, 32));
 }
 
 TEST(Wire, EncodeAcceptsPayloadBuiltInPlace) {
@@ -623,7 +632,7 @@ TEST(FrameReader, IntactButIllegalHeadersRejected) {
       {"flags", [](Bytes& f) { put_u16(f.data() + kOffFlags, 0x8000); }, WireError::BadHeader},
       {"hello size",
        [](Bytes& f) {
-         f[kOffType] = uint8_t(MsgType::Hello);  // 4-byte payload, HELLO needs 16
+         f[kOffType] = uint8_t(MsgType::Hello);  // 4-byte payload, HELLO needs 20
        },
        WireError::BadPayload},
       {"magic", [](Bytes& f) { f[0] = 'X'; }, WireError::BadMagic},

@@ -613,6 +613,7 @@ int fw_serve(const ServeOptions& o) {
   cfg.ram_bytes = o.advertise_ram ? o.advertise_ram : o.ram_bytes;
   cfg.flash_bytes = o.advertise_flash ? o.advertise_flash : g_flash.capacity();
   cfg.window = uint16_t(o.window);
+  cfg.idle_ms = o.idle_ms;
   const int prov = read_provisioning(cfg.key);
   if (prov < 0) {
     ts_log("error: the provisioning record at %08x is damaged (CRC); refusing to serve without its key\n",

@@ -145,10 +145,21 @@ std::vector<BoardInfo> Coordinator::handshake() {
   return info;
 }
 
+std::chrono::milliseconds Coordinator::board_idle_limit() const {
+  uint32_t least = 0;
+  for (const BoardInfo& b : info_)
+    if (b.hello.idle_ms > 0 && (least == 0 || b.hello.idle_ms < least)) least = b.hello.idle_ms;
+  return std::chrono::milliseconds(least);
+}
+
 void Coordinator::check_budgets() const {
+  const std::vector<int> links = plan::direct_links(plan());
   for (size_t i = 0; i < info_.size(); ++i) {
     const auto& w = plan().workers[i];
     const std::string who = links_[i]->who();
+    if (links[i] > int(info_[i].hello.links))
+      throw BoardError(who + ": holds " + std::to_string(info_[i].hello.links) + " links (its HELLO), the plan needs " +
+                       std::to_string(links[i]) + " on it (coordinator, boards it sends to, boards that send to it)");
     if (int64_t(info_[i].hello.ram_bytes) < w.peak_ram_bytes)
       throw BoardError(who + ": has " + std::to_string(info_[i].hello.ram_bytes) + " bytes of RAM, the plan needs " +
                        std::to_string(w.peak_ram_bytes));

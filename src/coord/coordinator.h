@@ -119,6 +119,8 @@ class Coordinator {
   // Reads every board's HELLO; checks each board's RAM and flash against the
   // plan (one clear error naming the board otherwise).
   std::vector<BoardInfo> handshake();
+  // The smallest idle limit the boards told in HELLO (0: none has one).
+  std::chrono::milliseconds board_idle_limit() const;
   // Replaces the plan (e.g. after probing links and recomputing ratings) and
   // checks it against the boards' HELLOs.
   void set_plan(const plan::Plan& p);

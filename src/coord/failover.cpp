@@ -390,7 +390,12 @@ void Swarm::relink() {
 
 InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector<std::vector<int8_t>>* reference) {
   const int k = inferences_++;
-  if (opt_.relink_after.count() > 0 && Clock::now() - last_used_ > opt_.relink_after) relink();
+  if (opt_.relink_after.count() > 0) {
+    auto after = opt_.relink_after;
+    const auto idle = coord_ ? coord_->board_idle_limit() : std::chrono::milliseconds(0);
+    if (idle.count() > 0) after = std::min(after, idle / 2);
+    if (Clock::now() - last_used_ > after) relink();
+  }
   if (failover_applies() && alive_.size() < tb_.boards.size()) try_rejoin(k);
   int from = 0;
   for (;;) {

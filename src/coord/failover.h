@@ -83,7 +83,8 @@ struct SwarmOptions {
   // first (handshake; every board still holds its fragment, so the deploy
   // sends nothing), so that a board's idle limit (`worker --idle-timeout`,
   // 60 s by default), which closes a silent coordinator link, never looks
-  // like a failure. 0 = never.
+  // like a failure. Boards tell their idle limit in HELLO: the links are
+  // opened again after half the smallest one if that comes first. 0 = never.
   std::chrono::milliseconds relink_after{20000};
 };
 

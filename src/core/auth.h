@@ -5,7 +5,7 @@
 // Construction (docs/protocol.md, "Authentication"):
 //   - Coordinator and boards share a 32-byte key K (a key file on the host,
 //     the firmware's provisioning on a board).
-//   - A board that holds K sends a 32-byte HELLO ending in a nonce Nb, fresh
+//   - A board that holds K sends a 36-byte HELLO ending in a nonce Nb, fresh
 //     for every connection.
 //   - The coordinator answers AUTH carrying its session nonce Nc, fresh for
 //     every run. Both sides derive one key per direction:
@@ -50,7 +50,7 @@ void derive_session(const uint8_t key[kKeyBytes], const uint8_t coord_nonce[kNon
 
 // The two directional keys of one board-to-board link (docs/protocol.md,
 // "Board-to-board links"). The board that opened the connection is the
-// opener, the one that accepted it the acceptor; each sent a 32-byte HELLO
+// opener, the one that accepted it the acceptor; each sent a 36-byte HELLO
 // with a fresh nonce. Both derive
 //   K_o2a = HMAC(K, "tinysplit/1 peer o2a" || 0 || deployment || opener ||
 //                acceptor || HELLO_opener || HELLO_acceptor)

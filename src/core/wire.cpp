@@ -258,27 +258,31 @@ size_t HelloPayload::encode(uint8_t* out, size_t cap) const {
   if (cap < (auth ? kAuthSize : kSize)) return 0;
   put_u16(out + 0, board_id);
   out[2] = protocol_version;
-  out[3] = 0;
+  out[3] = links;
   put_u16(out + 4, clock_mhz);
   put_u16(out + 6, rx_window);
   put_u32(out + 8, ram_bytes);
   put_u32(out + 12, flash_bytes);
+  put_u32(out + 16, idle_ms);
   if (!auth) return kSize;
   std::memcpy(out + kSize, nonce, kNonceSize);
   return kAuthSize;
 }
 
 bool HelloPayload::decode(const uint8_t* in, size_t len) {
-  if ((len != kSize && len != kAuthSize) || in[3] != 0) return false;
+  // A board holds at least the coordinator's connection.
+  if ((len != kSize && len != kAuthSize) || in[3] == 0) return false;
   uint16_t window = get_u16(in + 6);
   // A window outside 1..kMaxWindow cannot be honoured by SendWindow.
   if (window == 0 || window > kMaxWindow) return false;
   board_id = get_u16(in + 0);
   protocol_version = in[2];
+  links = in[3];
   clock_mhz = get_u16(in + 4);
   rx_window = window;
   ram_bytes = get_u32(in + 8);
   flash_bytes = get_u32(in + 12);
+  idle_ms = get_u32(in + 16);
   auth = len == kAuthSize;
   if (auth) std::memcpy(nonce, in + kSize, kNonceSize);
   else std::memset(nonce, 0, kNonceSize);

@@ -261,29 +261,33 @@ WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const u
 // decode returns false if the size or a field is invalid.
 // ---------------------------------------------------------------------------
 
-// HELLO, 16 bytes. Sent by a board as the first frame of every connection.
+// HELLO, 20 bytes. Sent by a board as the first frame of every connection.
 // The header's deployment field carries the id of the fragments already in
 // the board's flash (0 if none), so the coordinator can skip re-deploying.
 //   0 u16 board_id   (must equal the header's src)
 //   2 u8  protocol_version
-//   3 u8  reserved (0)
+//   3 u8  links      connections the board holds at once (1..255): the
+//                    coordinator's, and one per peer board of a direct plan
 //   4 u16 clock_mhz
 //   6 u16 rx_window  frames the board accepts in flight (1..kMaxWindow)
 //   8 u32 ram_bytes  RAM available for the inference arena
 //  12 u32 flash_bytes flash available for fragments (storage limit, eq. 7)
-//  16 u8[16] nonce   only in the 32-byte form, sent by a board that holds a
+//  16 u32 idle_ms    the board closes a connection silent this long (0: never)
+//  20 u8[16] nonce   only in the 36-byte form, sent by a board that holds a
 //                    key: fresh for every connection (core/auth.h)
 struct HelloPayload {
-  static constexpr size_t kSize = 16;
-  static constexpr size_t kAuthSize = 32;
+  static constexpr size_t kSize = 20;
+  static constexpr size_t kAuthSize = 36;
   static constexpr size_t kNonceSize = 16;
   uint16_t board_id = 0;
   uint8_t protocol_version = kProtocolVersion;
+  uint8_t links = 255;  // a board sets what it holds
   uint16_t clock_mhz = 0;
   uint16_t rx_window = 1;
   uint32_t ram_bytes = 0;
   uint32_t flash_bytes = 0;
-  bool auth = false;  // the 32-byte form: the board requires authentication
+  uint32_t idle_ms = 0;
+  bool auth = false;  // the 36-byte form: the board requires authentication
   uint8_t nonce[kNonceSize] = {};
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);

@@ -195,6 +195,10 @@ struct WorkerConfig {
   // pushed out (Worker::link_to_evict), so a real coordinator or peer board
   // always finds a slot.
   uint8_t unproven_links = uint8_t(kMaxLinks / 2);
+  // What the board's port closes a silent connection after, in ms (0 =
+  // never): told in HELLO, so that the coordinator opens its links again
+  // before a pause reaches it.
+  uint32_t idle_ms = 0;
 };
 
 struct WorkerStats {

@@ -51,6 +51,8 @@ bool LinkSet::connect(int link) {
   hello.rx_window = cfg_->window;
   hello.ram_bytes = cfg_->ram_bytes;
   hello.flash_bytes = cfg_->flash_bytes;
+  hello.links = uint8_t(kMaxLinks < 255 ? kMaxLinks : 255);
+  hello.idle_ms = cfg_->idle_ms;
   if (cfg_->has_key) {
     // A nonce never used before under this key: the port's entropy, the
     // clock, and a count of connections.

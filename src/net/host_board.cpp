@@ -280,6 +280,8 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
     fault_ = std::make_unique<FaultPort>(*port_, opt_.fault, port_.get());
     port = fault_.get();
   }
+  // The idle limit this board's poll loop keeps (HELLO tells the coordinator).
+  opt_.cfg.idle_ms = opt_.idle_timeout_s > 0 ? uint32_t(std::min(opt_.idle_timeout_s * 1000.0, 4.0e9)) : 0;
   if (!worker_.init(opt_.cfg, arena_.data(), uint32_t(arena_.size()), &flash_, port))
     throw NetError("board " + std::to_string(opt.cfg.id) + ": RAM budget too small for the worker");
 }
