@@ -80,6 +80,22 @@ class LinkSet {
   // per layer does not wake it once per layer.
   void flush_before_compute();
 
+  // A sequenced frame may go out on `link` now: its window has room, and the
+  // port has room for a whole frame (Port::room). When only the port lacks
+  // it, take_port_full() says so once.
+  bool can_send(int link) {
+    if (!links_[link].window.can_send()) return false;
+    if (port_->room(link) >= kFrameRoom) return true;
+    port_full_ = true;
+    return false;
+  }
+  bool take_port_full() {
+    const bool was = port_full_;
+    port_full_ = false;
+    return was;
+  }
+  static constexpr size_t kFrameRoom = wire::kMaxFrameBuf;  // a frame and its tag
+
   // One frame of `len` payload bytes out on `link`, built in the transmit
   // buffer (the payload may already lie at tx() + wire::kHeaderSize).
   bool send_frame(int link, wire::MsgType t, uint16_t layer, uint32_t offset, const uint8_t* payload, uint16_t len,
@@ -106,6 +122,7 @@ class LinkSet {
   int coord_ = -1;
   // Frames for the coordinator written to the port but not flushed by us.
   bool coord_held_ = false;
+  bool port_full_ = false;  // can_send found the port's queue full
   int32_t connecting_peer_ = -1;  // plan index of the peer link_to() is opening, else -1
   uint64_t nonces_ = 0;
   // Inference tag of the inference this board is on, or last finished: its
