@@ -127,10 +127,10 @@ TEST_F(FailoverTest, OneOfEightBoardsKilledStalledOrCorrupt) {
 // Only what changed travels after a failover: the boards left hold the old
 // plan's fragments, and each gets a patch of its own (wire PATCH) instead
 // of its new fragment whole (issue 26's figure: at most a quarter of a full
-// deploy); and the interrupted inference resumes no later than the layer
-// the board died in, every layer before it reported and verified (host
-// boards gather their DONE reports for up to 1 ms, so the killed board's
-// last ones may not have left: core/worker_links.h kReportEveryUs).
+// deploy); and the interrupted inference resumes exactly at the layer the
+// board died in, every layer before it reported and verified (a board
+// writes each layer's DONE before its next compute: core/worker_links.h
+// flush_before_compute).
 TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   const auto j = run_json("--workers 8 --repeat 3 --inject-fault kill:3:30");
   expect_survived(j, 8, 3, 30, "closed");  // its link, or a peer's link to it
@@ -141,7 +141,7 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   EXPECT_EQ(j.at("deploy").at("bytes").get<double>(), full);  // the first deploy: every fragment whole
   EXPECT_LE(f.at("redeployed_bytes").get<double>(), 0.25 * full) << f.dump();
   EXPECT_LE(f.at("redeployed_bytes").get<double>(), 0.25 * f.at("full_deploy_bytes").get<double>()) << f.dump();
-  EXPECT_LE(f.at("resumed_at_layer").get<int>(), 30) << f.dump();
+  EXPECT_GE(f.at("resumed_at_layer").get<int>(), 30) << f.dump();  // (and <= 30: expect_survived)
   // Boards that take the time of the Teensy 4.1 boards they stand in for
   // (--emulate) have reported every layer before the one they die in.
   const auto e = run_json("--workers 8 --repeat 2 --emulate --inject-fault kill:3:30");
@@ -154,9 +154,9 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
 
 // Resuming works on every strategy and route: local runs, outputs computed
 // in place (bands of rows, direct), partial sums (reduce), the relay route.
-// With --delay-ms 1 every layer takes longer than the 1 ms a board gathers
-// its DONE reports for, so each has left before the next compute and the
-// inference resumes exactly at the layer the fault hit.
+// Every DONE leaves before the board's next compute, so the inference
+// resumes exactly at the layer the fault hit (--delay-ms 1: slower boards,
+// as they once had to be for this).
 TEST_F(FailoverTest, TheInterruptedInferenceResumesOnEveryStrategyAndRoute) {
   struct Case {
     const char* args;

@@ -21,7 +21,13 @@
 // a link test under 1 s).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -257,3 +263,104 @@ TEST_F(FirmwareDirectTest, PipelinedImagesOnThreeBoardsAreExact) {
 }
 
 }  // namespace
+
+// A client that floods a board without a key with RESETs and never reads the
+// ACKs they earn does not stall it (issue 26, "sends never block the board's
+// loop"): the board's sends to it wait in its bounded send queue instead of
+// inside lwIP, a newcomer is greeted while the flood goes on, and the
+// flooder is dropped once its queue is full (or has not moved for
+// core::kWriteDeadlineMs). The firmware before waited inside lwIP for up to
+// 30 s per send, serving nobody meanwhile.
+TEST_F(FirmwareDirectTest, AClientThatNeverReadsDoesNotStallAQemuBoard) {
+  ts::coord::QemuBoardOptions o;
+  o.id = 4;
+  o.icount = false;
+  o.log_path = (dir_ / "board" / "qemu.log").string();
+  const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
+  struct Kill {
+    pid_t pid;
+    ~Kill() {
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  } kill_board{b.pid};
+  const uint16_t port = uint16_t(std::stoi(b.address.substr(b.address.rfind(':') + 1)));
+  auto dial = [&](int rcvbuf) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);  // before connect: a small window
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  // A newcomer's first bytes (the board's HELLO) within 5 s.
+  auto greeted = [&] {
+    const int fd = dial(0);
+    if (fd < 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const bool ok = poll(&p, 1, 5000) == 1 && (p.revents & POLLIN);
+    close(fd);
+    return ok;
+  };
+  const int fd = dial(4096);
+  ASSERT_GE(fd, 0);
+  uint32_t seq = 1;
+  // The next 256 RESETs, numbered on from the last.
+  auto burst_of_resets = [&] {
+    std::vector<uint8_t> burst;
+    for (int i = 0; i < 256; ++i) {
+      ts::wire::FrameHeader h;
+      h.type = ts::wire::MsgType::Reset;
+      h.src = ts::wire::kCoordinatorId;
+      h.seq = seq++;
+      h.flags = ts::wire::kFlagLast;
+      uint8_t f[ts::wire::kMaxFrame];
+      const size_t n = ts::wire::encode_frame(h, nullptr, 0, f, sizeof f);
+      burst.insert(burst.end(), f, f + n);
+    }
+    return burst;
+  };
+  bool dropped = false, probed = false;
+  size_t total = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!dropped && std::chrono::steady_clock::now() < end) {
+    const std::vector<uint8_t> burst = burst_of_resets();
+    size_t off = 0;
+    while (off < burst.size() && !dropped && std::chrono::steady_clock::now() < end) {
+      const ssize_t n = send(fd, burst.data() + off, burst.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        off += size_t(n);
+        total += size_t(n);
+        if (!probed && total > (size_t(256) << 10)) {
+          EXPECT_TRUE(greeted()) << "the board did not greet a new connection within 5 s\n" << read_text(o.log_path);
+          probed = true;
+        }
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        // The board reads no more of ours: its answers are backed up. It
+        // still greets a newcomer at once.
+        if (!probed) {
+          EXPECT_TRUE(greeted()) << "the board did not greet a new connection within 5 s\n" << read_text(o.log_path);
+          probed = true;
+        }
+        pollfd p{fd, POLLOUT, 0};
+        poll(&p, 1, 100);
+      } else {
+        dropped = true;  // the board closed us (EPIPE, ECONNRESET)
+      }
+    }
+  }
+  close(fd);
+  const std::string log = read_text(o.log_path);
+  EXPECT_TRUE(dropped) << "the board kept a client that never reads for 60 s (" << total << " bytes sent)\n" << log;
+  EXPECT_TRUE(log.find("its peer does not read") != std::string::npos ||
+              log.find("did not move for 10 s") != std::string::npos)
+      << log;
+  EXPECT_TRUE(greeted()) << "the board did not greet a new connection after the flood\n" << log;
+}

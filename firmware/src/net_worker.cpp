@@ -15,9 +15,16 @@
 // received bytes to the worker link by link, then sleep in WFI until an
 // interrupt (a frame, or the 20 Hz tick for lwIP's timers). Received
 // segments are queued by lwIP's receive callback and fed to the worker only
-// from the main loop, so the worker is never re-entered while it is sending
-// (Port::send may have to wait for ACKs, and waiting means polling the
-// network) or connecting (Port::open_link waits for the handshake).
+// from the main loop, so the worker is never re-entered while it is
+// connecting (Port::open_link waits for the handshake).
+//
+// Sends never wait: what lwIP does not take at once waits in the link's send
+// queue (kSendQueueBytes, static, one per slot), which lwIP's sent callback
+// and the main loop move on as the peer acknowledges. The worker sends a
+// frame of its results only when the queue has room for it (Port::room), so
+// only ACKs and ERRORs to a peer that does not read can overflow it: that
+// link is closed, as is one whose queue has not moved for
+// core::kWriteDeadlineMs (the host boards' figure).
 #include <string.h>
 
 #include "board.h"
@@ -40,7 +47,19 @@ namespace {
 
 using ts::core::kMaxLinks;
 
-constexpr uint32_t kSendTimeoutMs = 30000;
+// Send queues: two whole frames with their tags each, so that a frame of
+// results can wait while lwIP's buffers are full. A link takes one from the
+// pool when lwIP does not take all it sends, and gives it back once drained.
+// One per link slot by default (16: 45,312 B of static data, which
+// firmware/Makefile counts; the arena, which the planner budgets and the
+// board measures, is not touched); a board with less data RAM sets
+// BOARD_SEND_QUEUES (its links then wait for a queue to free, as for a full
+// window, when more than that many find lwIP full at once).
+constexpr uint32_t kSendQueueBytes = 2 * uint32_t(ts::wire::kMaxFrameBuf);
+#ifndef BOARD_SEND_QUEUES
+#define BOARD_SEND_QUEUES TS_MAX_LINKS
+#endif
+constexpr int kSendQueues = BOARD_SEND_QUEUES;
 // A peer listens before the coordinator sends PEERS, so a handshake that
 // does not complete in this time means the peer is gone.
 constexpr uint32_t kConnectTimeoutMs = 5000;
@@ -59,6 +78,11 @@ struct FwLink {
   bool connected = false;      // outgoing: handshake done
   uint32_t number = 0;         // connection count, for the logs
   uint32_t last_rx_ms = 0;     // when the connection last brought bytes
+  // Send queue (a ring in g_send_queues[tx_q], -1: none held): bytes lwIP
+  // has not taken, and when it last took some while any waited.
+  int tx_q = -1;
+  uint32_t tx_head = 0, tx_len = 0;
+  uint32_t tx_moved_ms = 0;
   uint64_t start_ticks = 0, start_idle = 0, start_compute = 0;
 };
 
@@ -68,6 +92,9 @@ ts::core::Worker g_worker;
 ServeOptions g_opt;
 struct tcp_pcb* g_listen = nullptr;
 FwLink g_links[kMaxLinks];
+uint8_t g_send_queues[kSendQueues][kSendQueueBytes];
+bool g_send_queue_used[kSendQueues] = {};
+bool g_queue_moved = false;  // some link's send queue moved (the worker may send on)
 ts::wire::PeerEntry g_peers[kMaxPeers];
 bool g_peer_known[kMaxPeers] = {};
 uint32_t g_connections = 0;
@@ -166,10 +193,13 @@ err_t on_connected(void* arg, struct tcp_pcb*, err_t err) {
   return ERR_OK;
 }
 
+err_t on_sent(void* arg, struct tcp_pcb*, u16_t);
+
 void watch(int i, struct tcp_pcb* pcb) {
   tcp_arg(pcb, slot_arg(i));
   tcp_recv(pcb, on_recv);
   tcp_err(pcb, on_error);
+  tcp_sent(pcb, on_sent);
   tcp_nagle_disable(pcb);
 }
 
@@ -191,41 +221,113 @@ int claim_slot(bool outgoing) {
   return -1;
 }
 
+// A free queue of the pool, or -1.
+int free_queue() {
+  for (int q = 0; q < kSendQueues; ++q)
+    if (!g_send_queue_used[q]) return q;
+  return -1;
+}
+
+void release_queue(FwLink& l) {
+  if (l.tx_q >= 0) g_send_queue_used[l.tx_q] = false;
+  l.tx_q = -1;
+  l.tx_head = l.tx_len = 0;
+}
+
+// Moves link i's queued bytes into lwIP while it takes them; true if any
+// moved. Never waits.
+bool drain(int i) {
+  FwLink& l = g_links[i];
+  bool moved = false;
+  while (l.tx_len > 0 && l.pcb) {
+    uint32_t n = kSendQueueBytes - l.tx_head;  // up to the ring's end
+    if (n > l.tx_len) n = l.tx_len;
+    const uint16_t room = tcp_sndbuf(l.pcb);
+    if (room == 0 || tcp_sndqueuelen(l.pcb) + 2u >= TCP_SND_QUEUELEN) break;
+    if (n > room) n = room;
+    if (tcp_write(l.pcb, g_send_queues[l.tx_q] + l.tx_head, uint16_t(n), TCP_WRITE_FLAG_COPY) != ERR_OK) break;
+    l.tx_head = (l.tx_head + n) % kSendQueueBytes;
+    l.tx_len -= n;
+    moved = true;
+  }
+  if (moved) {
+    l.tx_moved_ms = board_ms();
+    g_queue_moved = true;
+  }
+  if (l.tx_len == 0) release_queue(l);
+  return moved;
+}
+
+// lwIP: the peer acknowledged `len` bytes of link i; its queue can move.
+err_t on_sent(void* arg, struct tcp_pcb*, u16_t) {
+  const int i = slot_of(arg);
+  if (valid_slot(i)) drain(i);
+  return ERR_OK;
+}
+
+// Appends to link i's queue (taking one from the pool if it holds none);
+// false if it does not fit or none is free.
+bool enqueue(int i, const uint8_t* data, size_t len) {
+  FwLink& l = g_links[i];
+  if (l.tx_q < 0) {
+    l.tx_q = free_queue();
+    if (l.tx_q < 0) return false;
+    g_send_queue_used[l.tx_q] = true;
+    l.tx_head = l.tx_len = 0;
+  }
+  if (len > kSendQueueBytes - l.tx_len) return false;
+  if (l.tx_len == 0) l.tx_moved_ms = board_ms();
+  for (size_t k = 0; k < len; ++k) g_send_queues[l.tx_q][(l.tx_head + l.tx_len + k) % kSendQueueBytes] = data[k];
+  l.tx_len += uint32_t(len);
+  return true;
+}
+
 class LwipPort final : public ts::core::Port {
  public:
+  // Never waits: lwIP takes what it can, the link's queue the rest (in
+  // order: nothing goes to lwIP while the queue holds bytes). False when
+  // the queue cannot take it (a peer that does not read our ACKs): the
+  // worker closes the link.
   bool send(int link, const uint8_t* data, size_t len) override {
     if (link < 0 || link >= kMaxLinks) return false;
     FwLink& l = g_links[link];
+    if (!l.used || !l.pcb) return false;
     log_if_error(data, len);
-    const uint32_t start = board_ms();
-    while (len > 0) {
-      if (!l.used || !l.pcb) return false;
+    while (len > 0 && l.tx_len == 0) {
       const uint16_t room = tcp_sndbuf(l.pcb);
-      if (room > 0 && tcp_sndqueuelen(l.pcb) + 2u < TCP_SND_QUEUELEN) {
-        const uint16_t n = uint16_t(len < room ? len : room);
-        const err_t e = tcp_write(l.pcb, data, n, TCP_WRITE_FLAG_COPY);
-        if (e == ERR_OK) {
-          data += n;
-          len -= n;
-          continue;
-        }
-        if (e != ERR_MEM) return false;
-      }
-      // Full: push what is queued and wait for ACKs (sleeping until a frame
-      // arrives or the tick, so that idle boards leave the host's cores
-      // alone). Other links' bytes are only queued meanwhile.
-      tcp_output(l.pcb);
-      service_network();
-      if (!l.pcb) return false;
-      board_idle(rx_or_tick);
-      g_tick_flag = 0;
-      if (board_ms() - start > kSendTimeoutMs) {
-        ts_log("send: no progress for %u ms on connection %u, dropping it\n", (unsigned)kSendTimeoutMs,
-               (unsigned)l.number);
-        return false;
-      }
+      if (room == 0 || tcp_sndqueuelen(l.pcb) + 2u >= TCP_SND_QUEUELEN) break;
+      const uint16_t n = uint16_t(len < room ? len : room);
+      const err_t e = tcp_write(l.pcb, data, n, TCP_WRITE_FLAG_COPY);
+      if (e == ERR_MEM) break;
+      if (e != ERR_OK) return false;
+      data += n;
+      len -= n;
+    }
+    if (len > 0 && !enqueue(link, data, len)) {
+      ts_log("send: the queue of connection %u is full (%u bytes): its peer does not read, dropping it\n",
+             (unsigned)l.number, (unsigned)l.tx_len);
+      return false;
     }
     return true;
+  }
+  // What the link's queue can still take: a queue it holds, or one free in
+  // the pool (none free: 0, and its results wait for one).
+  size_t room(int link) override {
+    if (link < 0 || link >= kMaxLinks || !g_links[link].used) return 0;
+    const FwLink& l = g_links[link];
+    if (l.tx_q >= 0) return kSendQueueBytes - l.tx_len;
+    // With fewer queues than links, the last free one is kept for ACKs and
+    // ERRORs, which cannot wait.
+    int free = 0;
+    for (int q = 0; q < kSendQueues; ++q) free += !g_send_queue_used[q];
+    return free > (kSendQueues < kMaxLinks ? 1 : 0) ? kSendQueueBytes : 0;
+  }
+  // Before a compute: what is queued goes out now (the DONE reports of the
+  // layers finished, the halos peers wait for), not after the compute.
+  void flush(int link) override {
+    if (link < 0 || link >= kMaxLinks || !g_links[link].used || !g_links[link].pcb) return;
+    drain(link);
+    tcp_output(g_links[link].pcb);
   }
 
   void peer_address(const ts::wire::PeerEntry& e) override {
@@ -379,9 +481,11 @@ class LwipPort final : public ts::core::Port {
       tcp_arg(l.pcb, nullptr);
       tcp_recv(l.pcb, nullptr);
       tcp_err(l.pcb, nullptr);
+      tcp_sent(l.pcb, nullptr);
       tcp_abort(l.pcb);
     }
     if (l.rxq) pbuf_free(l.rxq);
+    release_queue(l);
     l = FwLink();
   }
 
@@ -502,6 +606,8 @@ void close_link(int i, const char* why) {
     tcp_arg(l.pcb, nullptr);
     tcp_recv(l.pcb, nullptr);
     tcp_err(l.pcb, nullptr);
+    tcp_sent(l.pcb, nullptr);
+    drain(i);  // what lwIP takes now goes with the close (the ERROR saying why)
     tcp_output(l.pcb);
     if (tcp_close(l.pcb) != ERR_OK) tcp_abort(l.pcb);
     l.pcb = nullptr;
@@ -510,6 +616,7 @@ void close_link(int i, const char* why) {
     pbuf_free(l.rxq);
     l.rxq = nullptr;
   }
+  release_queue(l);
   if (!l.fresh) g_worker.on_disconnect(i);
   log_connection_end(l, why);
   const uint32_t number = l.number;
@@ -693,10 +800,19 @@ int fw_serve(const ServeOptions& o) {
       }
       if (!progress) break;
     }
+    // Send queues: on into lwIP as far as it takes them; results that
+    // waited for room go on.
+    for (int i = 0; i < kMaxLinks; ++i)
+      if (g_links[i].used && g_links[i].tx_len) drain(i);
+    if (g_queue_moved) {
+      g_queue_moved = false;
+      g_worker.resume();
+    }
     for (int i = 0; i < kMaxLinks; ++i) {
       FwLink& l = g_links[i];
       if (!l.used || l.fresh) continue;  // fresh: accepted while the worker ran; next turn
       if (!g_worker.link_open(i)) close_link(i, "closed by the protocol");
+      else if (l.tx_len && board_ms() - l.tx_moved_ms > ts::core::kWriteDeadlineMs) close_link(i, "its send queue did not move for 10 s: the peer does not read");
       else if (l.closed && !l.rxq) close_link(i, "peer closed");
       else if (g_opt.idle_ms && !l.rxq && board_ms() - l.last_rx_ms > g_opt.idle_ms) close_link(i, "idle timeout");
       else if (const char* why = g_worker.link_overdue(i)) close_link(i, why);

@@ -292,6 +292,13 @@ bool Coordinator::board_layer(BoardLink& l, size_t w, size_t node, Slot& S, cons
   BoardRunStats& bs = S.r.boards[w];
   send_inputs(l, w, s, node, S.t, bs, from);
   if (s.run_trigger) l.send(MsgType::Run, uint16_t(node), 0, nullptr, 0, wire::kFlagLast, plan().plan_id);
+  // Only telemetry is due from this board (its outputs go to other boards,
+  // and it has later layers): its DONE reports are read in batches. The
+  // DONE of its last layer, which ends its part of the inference, is read
+  // at once.
+  bool last = true;
+  for (size_t m = node + 1; m < q_.nodes.size() && last; ++m) last = !plan().workers[w].layers[m].active();
+  l.pause_before_waits(!sends_to_coordinator(s) && !last ? kTelemetryPause : std::chrono::microseconds(0));
   const wire::DonePayload d = collect_layer(l, s, node, S.t[q_.nodes[node].output], bs);
   S.done[w][node] = d;
   const int64_t wn = int64_t(l.stats().wire_out + l.stats().wire_in);

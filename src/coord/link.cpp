@@ -1,5 +1,7 @@
 #include "coord/link.h"
 
+#include <thread>
+
 #include <algorithm>
 
 namespace ts::coord {
@@ -116,6 +118,7 @@ bool BoardLink::read_frame(Frame* out, Clock::time_point deadline) {
     }
     rx_pos_ = rx_have_ = 0;
     flush();  // never wait for the board while frames it needs sit in our buffer
+    if (pause_.count() > 0) std::this_thread::sleep_for(pause_);  // reports gather meanwhile
     const auto now = Clock::now();
     // A deadline cut short from another thread (set_timeout) also ends a
     // wait under way: waits go in slices of at most 100 ms to notice it.

@@ -31,6 +31,15 @@ struct BoardError : std::runtime_error {
   int lost_peer = -1;
 };
 
+// How long the coordinator lets a board's DONE reports gather in the socket
+// before it reads them, while it waits for nothing else from that board
+// (BoardLink::pause_before_waits). A board writes each layer's report before
+// its next compute (core/worker_links.h), so that a board that dies has
+// reported every layer before the one it died in; read one by one, those
+// reports woke the coordinator once per layer and board, which cost 30 % of
+// the 3-board latency on host boards (docs/reliability.md).
+constexpr std::chrono::microseconds kTelemetryPause{1000};
+
 struct Frame {
   wire::FrameHeader h;
   std::vector<uint8_t> payload;
@@ -81,6 +90,11 @@ class BoardLink {
   // per inference; collect checks the board's frames carry the same.
   void set_inference(uint16_t tag) { inference_ = tag; }
   uint16_t inference() const { return inference_; }
+  // Before each wait for the board, first sleep `p` (0: none): while only
+  // telemetry is due (DONE reports of layers whose outputs go elsewhere),
+  // the reports the board writes meanwhile wait in the socket and are read
+  // together, instead of each waking this thread (kTelemetryPause).
+  void pause_before_waits(std::chrono::microseconds p) { pause_ = p; }
   const std::string& peer() const { return peer_; }
   int index() const { return index_; }
   const LinkStats& stats() const { return stats_; }
@@ -119,6 +133,7 @@ class BoardLink {
   wire::SendWindow window_;
   wire::AckTracker acks_;
   uint16_t inference_ = 0;
+  std::chrono::microseconds pause_{0};  // pause_before_waits
   std::vector<uint8_t> rx_, tx_;
   size_t rx_have_ = 0, rx_pos_ = 0;
   LinkStats stats_;

@@ -140,6 +140,9 @@ bool Worker::resume() {
       ok = false;
     }
   }
+  // Results that waited for room in the port's send queue (Port::room) go
+  // on now that it moved.
+  if (links_.take_port_full() && !sched_.drive()) ok = false;
   return ok;
 }
 

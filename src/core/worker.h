@@ -75,8 +75,9 @@ class Worker {
   int32_t on_bytes(int link, const uint8_t* data, size_t len);
   // The transport saw link `link` close.
   void on_disconnect(int link);
-  // Retries held frames after progress. False if a link failed on the way
-  // (link_open() tells which).
+  // Retries held frames after progress, and sends results that waited for
+  // room in the port's send queue (Port::room). False if a link failed on
+  // the way (link_open() tells which).
   bool resume();
   bool holding(int link) const { return links_.holding(link); }
   // Between inferences: no layer open or sending results, none left to run.

@@ -76,6 +76,16 @@ class Port {
   // for leave before the compute, not after the next layers that happen to
   // have their inputs. A port that writes at once ignores it.
   virtual void flush(int link) { (void)link; }
+  // Bytes `link` can take now without the board waiting: a port whose sends
+  // queue in bounded memory (the firmware) says how much room its queue has
+  // left. The worker sends a frame of its results only when one whole frame
+  // fits (LinkSet::can_send), and goes on when resume() is called after the
+  // queue moved; a send that does not fit (an ACK or ERROR to a peer that
+  // does not read) fails, and the link is closed. The default: no limit.
+  virtual size_t room(int link) {
+    (void)link;
+    return ~size_t(0);
+  }
   // Called after each layer's compute with its MAC count and measured time;
   // an emulated clock may stretch the time here. Returns the compute time to
   // report (microseconds).
@@ -170,6 +180,11 @@ class FlashStore {
 #define TS_MAX_LINKS 40
 #endif
 constexpr int kMaxLinks = TS_MAX_LINKS;
+
+// A link whose queued sends have not moved for this long (its peer does not
+// read) is closed, on host boards (HostBoardOptions::write_timeout_s) and the
+// firmware alike.
+constexpr uint32_t kWriteDeadlineMs = 10000;
 
 struct WorkerConfig {
   uint16_t id = 0;

@@ -118,7 +118,7 @@ int LinkSet::link_to(uint16_t worker) {
 void LinkSet::flush_before_compute() {
   for (int i = 0; i < kMaxLinks; ++i)
     if (links_[i].open && i != coord_) port_->flush(i);
-  if (coord_held_ && coord_ >= 0 && uint32_t(port_->now_us() - coord_held_us_) >= kReportEveryUs) {
+  if (coord_held_ && coord_ >= 0) {
     port_->flush(coord_);
     coord_held_ = false;
   }
@@ -161,10 +161,7 @@ bool LinkSet::send_frame(int link, MsgType t, uint16_t layer, uint32_t offset, c
   const size_t n = wire::encode_frame_body(h, payload, len, tx_, wire::kMaxFrame);
   if (n == 0) return false;
   stats_->frames_out++;
-  if (link == coord_ && !coord_held_) {
-    coord_held_ = true;
-    coord_held_us_ = port_->now_us();
-  }
+  if (link == coord_) coord_held_ = true;
   if (!l.tx.active()) {
     stats_->bytes_out += uint32_t(n);
     return port_->send(link, tx_, n);

@@ -71,13 +71,30 @@ class LinkSet {
   // there is none; -1 if it cannot be opened.
   int link_to(uint16_t worker);
   // Before a compute: writes what the boards we exchange with wait for, and
-  // the coordinator's link once it has held frames (DONE reports: they are
-  // gathered, one write for many) for kReportEveryUs, so the coordinator
-  // knows how far a board got, to within that, also if the board dies in
-  // the compute that follows (a failover resumes after the layers every
-  // board reported).
+  // what the coordinator's link holds (DONE reports of the layers finished
+  // since the last compute), so that every layer this board finished has
+  // been reported before it starts the next: a board that dies in a compute
+  // has told the coordinator of every layer before it, and a failover
+  // resumes at the layer it died in (docs/reliability.md). The coordinator
+  // reads these reports in batches (coord::kTelemetryPause), so one write
+  // per layer does not wake it once per layer.
   void flush_before_compute();
-  static constexpr uint32_t kReportEveryUs = 1000;
+
+  // A sequenced frame may go out on `link` now: its window has room, and the
+  // port has room for a whole frame (Port::room). When only the port lacks
+  // it, take_port_full() says so once.
+  bool can_send(int link) {
+    if (!links_[link].window.can_send()) return false;
+    if (port_->room(link) >= kFrameRoom) return true;
+    port_full_ = true;
+    return false;
+  }
+  bool take_port_full() {
+    const bool was = port_full_;
+    port_full_ = false;
+    return was;
+  }
+  static constexpr size_t kFrameRoom = wire::kMaxFrameBuf;  // a frame and its tag
 
   // One frame of `len` payload bytes out on `link`, built in the transmit
   // buffer (the payload may already lie at tx() + wire::kHeaderSize).
@@ -103,10 +120,9 @@ class LinkSet {
   uint8_t* tx_ = nullptr;
   Link links_[kMaxLinks];
   int coord_ = -1;
-  // Frames for the coordinator written to the port but not flushed by us,
-  // since coord_held_us_.
+  // Frames for the coordinator written to the port but not flushed by us.
   bool coord_held_ = false;
-  uint32_t coord_held_us_ = 0;
+  bool port_full_ = false;  // can_send found the port's queue full
   int32_t connecting_peer_ = -1;  // plan index of the peer link_to() is opening, else -1
   uint64_t nonces_ = 0;
   // Inference tag of the inference this board is on, or last finished: its

@@ -561,9 +561,9 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
   touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
   // What the others wait for goes out before we are busy (our last layer's
-  // sends, our ACKs; DONE reports at most kReportEveryUs late: written before
-  // every compute they cost 30 % of the 3-board latency on host boards,
-  // 6.6 -> 8.7 ms).
+  // sends, our ACKs), and so do the DONE reports of the layers finished
+  // since the last compute (a board that dies in this compute has reported
+  // every layer before it: worker_links.h).
   links_->flush_before_compute();
   const uint32_t t0 = port_->now_us();
   if (!(e.partial() && slot->ps_done)) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1

@@ -112,7 +112,7 @@ bool Sender::pump() {
         worker_->abort_layer();
         return false;
       }
-      if (!(*links_)[link].window.can_send()) return true;
+      if (!links_->can_send(link)) return true;
       // A keyed peer link sends once both HELLOs are in (its keys derived).
       if (cfg_->has_key && !(*links_)[link].tx.active()) return true;
       if (!to_coord) {
@@ -142,7 +142,7 @@ bool Sender::pump() {
     if (done_pending_) {
       const int coord = links_->coord();
       if (coord >= 0) {
-        if (!(*links_)[coord].window.can_send()) return true;
+        if (!links_->can_send(coord)) return true;
         if (!send_done(coord)) return false;
       }
       done_pending_ = false;

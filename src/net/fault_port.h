@@ -170,6 +170,7 @@ class FaultPort final : public core::Port {
 
   uint32_t now_us() override { return inner_.now_us(); }
   void flush(int link) override { inner_.flush(link); }
+  size_t room(int link) override { return inner_.room(link); }
   uint32_t compute_instructions() override { return inner_.compute_instructions(); }
   void peer_address(const wire::PeerEntry& e) override { inner_.peer_address(e); }
   int open_link(uint16_t worker) override { return inner_.open_link(worker); }

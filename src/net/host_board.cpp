@@ -92,16 +92,6 @@ const uint8_t* FileFlash::current(uint32_t* size) const {
   return have_ ? current_.data() : nullptr;
 }
 
-// Telemetry for the coordinator (a DONE it need not answer) may wait this
-// long in a link's buffer, so that the coordinator wakes once for several
-// layers' DONEs instead of once per layer, taking a core from the boards
-// less often. Anything else, and everything once the board is at rest
-// between inferences, goes at once. 2 ms, not the earlier 4: with a board
-// computing the whole model (the host cost model's usual choice, plan/cost.h)
-// quiet-machine runs took 4.0 ms per inference with 4 ms and 2.9 ms with
-// 2 ms (docs/benchmarks.md, "Host boards").
-constexpr auto kHoldTelemetry = std::chrono::milliseconds(2);
-
 // Bytes held by an emulated link (opt_.link) until `due`.
 struct Timed {
   Clock::time_point due;
@@ -112,7 +102,6 @@ struct HostBoard::Link {
   std::unique_ptr<Transport> t;
   std::vector<uint8_t> out;      // frames the worker queued for this link
   bool urgent = false;           // `out` holds more than DONE telemetry
-  Clock::time_point held_since;  // when `out` became non-empty
   std::vector<uint8_t> pending;  // received bytes the worker holds back
   bool dead = false;             // closed; the slot is freed (drop_dead)
   Clock::time_point last_bytes;  // for the idle limit
@@ -149,10 +138,7 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
     }
     std::vector<uint8_t>& out = l.out;
     const size_t at = out.size();
-    if (at == 0) {
-      l.held_since = Clock::now();
-      l.urgent = false;
-    }
+    if (at == 0) l.urgent = false;
     wire::FrameHeader fh;
     // (An authentication tag, sent on its own after its frame, does not
     // decode as a header and leaves the frame's urgency.)
@@ -306,20 +292,22 @@ int HostBoard::attach(std::unique_ptr<Transport>& t) {
   return -1;
 }
 
+// What peers wait for goes first; DONE telemetry for the coordinator after
+// it, in the same turn (the coordinator reads it in batches,
+// coord::kTelemetryPause, so these writes do not wake it each time; held
+// back here, the reports of a board that died with them would be lost).
 void HostBoard::flush_all() {
-  const bool rest = worker_.at_rest();
-  const auto now = Clock::now();
-  for (size_t i = 0; i < links_.size(); ++i) {
-    Link& l = *links_[i];
-    if (!l.t || l.out.empty()) continue;
-    if (!l.dead && !l.urgent && !rest && now - l.held_since < kHoldTelemetry) continue;  // telemetry waits a little
-    // A link the worker gave up on still gets what it queued last (the
-    // ERROR saying why) before close_dead() closes it.
-    const bool was_dead = l.dead;
-    write(l, l.out.data(), l.out.size());
-    if (l.dead && !was_dead) worker_.on_disconnect(int(i));
-    l.out.clear();
-  }
+  for (const bool telemetry : {false, true})
+    for (size_t i = 0; i < links_.size(); ++i) {
+      Link& l = *links_[i];
+      if (!l.t || l.out.empty() || (!telemetry && !l.urgent && !l.dead)) continue;
+      // A link the worker gave up on still gets what it queued last (the
+      // ERROR saying why) before close_dead() closes it.
+      const bool was_dead = l.dead;
+      write(l, l.out.data(), l.out.size());
+      if (l.dead && !was_dead) worker_.on_disconnect(int(i));
+      l.out.clear();
+    }
 }
 
 // Links the worker dropped (protocol errors) or whose socket failed.
@@ -560,16 +548,7 @@ void HostBoard::serve(Listener& listener, const std::atomic<bool>& stop, bool ex
         which.push_back(int(i));
       }
     }
-    int wait_ms = 200;
-    {
-      std::lock_guard<std::mutex> lock(port.mu);
-      for (const auto& lp : links_)
-        if (lp->t && !lp->out.empty()) {
-          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-              lp->held_since + kHoldTelemetry - Clock::now()).count() + 1;
-          wait_ms = std::max(0, std::min<int>(wait_ms, int(left)));
-        }
-    }
+    const int wait_ms = 200;
     int r = 0;
     if (shaper_) {  // an emulated link: wake when a queued frame is due
       Clock::duration wait = std::chrono::milliseconds(wait_ms);

@@ -50,7 +50,7 @@ struct HostBoardOptions {
   // at once is queued on its link. A link whose queue has not moved for
   // this long (a peer that does not read), or holds more than
   // kMaxQueuedBytes, is closed. <= 0: no time limit.
-  double write_timeout_s = 10.0;
+  double write_timeout_s = core::kWriteDeadlineMs / 1000.0;
 };
 
 // Most bytes a link may hold waiting for its peer to read (a board's

@@ -38,7 +38,13 @@
 #define IP_FRAG 0
 
 #define MEM_ALIGNMENT 4
+// 48 KB; a board short of data RAM gives some to the send queues
+// (firmware/Makefile, the Cortex-M4's BOARD_DEFS).
+#ifdef TS_LWIP_MEM_SIZE
+#define MEM_SIZE TS_LWIP_MEM_SIZE
+#else
 #define MEM_SIZE (48 * 1024)
+#endif
 #define MEMP_NUM_PBUF 16
 #ifndef TS_MAX_LINKS
 #define TS_MAX_LINKS 16
