@@ -3,8 +3,9 @@
 # compared with diff -r:
 #   bash scripts/golden.sh OUT [BUILD_DIR] [--quick]
 # For the defaults and for the paper's mode (--strategy neuron --route relay)
-# at 1, 3, 8 and 16 boards (MobileNetV2 at 112; 3 boards at 224; the ONNX test
-# models on 3 boards): plan --json's total_wire_bytes and the sha256 of every
+# at 1, 3, 8 and 16 boards (MobileNetV2 at the CLI's default size, 224, where
+# 1 board and the channel split are refused for RAM; the defaults at 112, the
+# paper's size, on 3 and 8 boards; the ONNX test models on 3 boards): plan --json's total_wire_bytes and the sha256 of every
 # fragment; the simulator's JSON; and, unless --quick, the int8 output of a
 # real distributed run (run --save-int8-output) with its match_reference.
 set -euo pipefail
@@ -48,6 +49,10 @@ for n in 1 3 8 16; do
   plan_one "teensy-$n" --workers "$n" --cost-model teensy
 done
 plan_one default-224-3 --workers 3 --size 224
+for n in 3 8; do
+  plan_one "default-112-$n" --workers "$n" --size 112
+  plan_one "fused-112-$n" --workers "$n" --size 112 --strategy fused
+done
 plan_one paper-224-5 --workers 5 --ram 1M --size 224 --strategy neuron --route relay
 for m in tests/data/onnx/*.onnx; do
   b="$(basename "$m" .onnx)"
