@@ -141,6 +141,32 @@ class FirmwareDirectTest : public ::testing::Test {
                 (long long)w.at("board_to_board_payload").get<int64_t>());
   }
 
+  // One standalone QEMU board (id `id`, no icount) logging to board/qemu.log,
+  // killed when the returned object goes; `port` is its forwarded port.
+  struct OwnBoard {
+    pid_t pid = -1;
+    uint16_t port = 0;
+    std::string log;  // its console
+    ~OwnBoard() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  };
+  std::unique_ptr<OwnBoard> start_board(int id) {
+    ts::coord::QemuBoardOptions o;
+    o.id = id;
+    o.icount = false;
+    o.log_path = (dir_ / "board" / "qemu.log").string();
+    const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
+    auto own = std::make_unique<OwnBoard>();
+    own->pid = b.pid;
+    own->log = o.log_path;
+    own->port = uint16_t(std::stoi(b.address.substr(b.address.rfind(':') + 1)));
+    return own;
+  }
+
   std::string elf_;
   fs::path dir_;
 };
@@ -152,20 +178,8 @@ class FirmwareDirectTest : public ::testing::Test {
 // connection is greeted too.
 constexpr int kFirmwareLinks = 16;
 TEST_F(FirmwareDirectTest, ABoardHoldsSixteenLinksAndMakesRoomForTheNext) {
-  ts::coord::QemuBoardOptions o;
-  o.id = 5;
-  o.icount = false;
-  o.log_path = (dir_ / "board" / "qemu.log").string();
-  const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
-  struct Kill {
-    pid_t pid;
-    ~Kill() {
-      ::kill(pid, SIGTERM);
-      int st = 0;
-      ::waitpid(pid, &st, 0);
-    }
-  } kill_board{b.pid};
-  const uint16_t port = uint16_t(std::stoi(b.address.substr(b.address.rfind(':') + 1)));
+  const auto board = start_board(5);
+  const uint16_t port = board->port;
 
   // The first frame on a connection, within 10 s.
   auto first_frame = [](ts::net::Transport& t, ts::wire::FrameHeader* h, std::string* text) {
@@ -193,21 +207,21 @@ TEST_F(FirmwareDirectTest, ABoardHoldsSixteenLinksAndMakesRoomForTheNext) {
     links.push_back(ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000)));
     ts::wire::FrameHeader h;
     std::string text;
-    ASSERT_TRUE(first_frame(*links.back(), &h, &text)) << "connection " << i << "\n" << read_text(o.log_path);
+    ASSERT_TRUE(first_frame(*links.back(), &h, &text)) << "connection " << i << "\n" << read_text(board->log);
     EXPECT_EQ(h.type, ts::wire::MsgType::Hello) << "connection " << i;
     EXPECT_EQ(h.src, 5);
   }
   auto extra = ts::net::tcp_connect("127.0.0.1", port, ts::net::Millis(5000));
   ts::wire::FrameHeader h;
   std::string text;
-  ASSERT_TRUE(first_frame(*extra, &h, &text)) << read_text(o.log_path);
+  ASSERT_TRUE(first_frame(*extra, &h, &text)) << read_text(board->log);
   EXPECT_EQ(h.type, ts::wire::MsgType::Hello) << text;
   // The oldest silent connection gave way: the board closed it.
   uint8_t byte = 0;
   EXPECT_EQ(links[0]->recv(&byte, 1, ts::net::Millis(10000)).status, ts::net::RecvStatus::Closed)
-      << read_text(o.log_path);
-  EXPECT_NE(read_text(o.log_path).find("pushed out: a newer connection needs the slot"), std::string::npos)
-      << read_text(o.log_path);
+      << read_text(board->log);
+  EXPECT_NE(read_text(board->log).find("pushed out: a newer connection needs the slot"), std::string::npos)
+      << read_text(board->log);
 }
 
 TEST_F(FirmwareDirectTest, BandsOfRowsBoardToBoardAreBitExact) { expect_direct_run("--strategy spatial"); }
@@ -272,20 +286,8 @@ TEST_F(FirmwareDirectTest, PipelinedImagesOnThreeBoardsAreExact) {
 // core::kWriteDeadlineMs). The firmware before waited inside lwIP for up to
 // 30 s per send, serving nobody meanwhile.
 TEST_F(FirmwareDirectTest, AClientThatNeverReadsDoesNotStallAQemuBoard) {
-  ts::coord::QemuBoardOptions o;
-  o.id = 4;
-  o.icount = false;
-  o.log_path = (dir_ / "board" / "qemu.log").string();
-  const ts::coord::QemuBoard b = ts::coord::spawn_qemu_board(o);
-  struct Kill {
-    pid_t pid;
-    ~Kill() {
-      ::kill(pid, SIGTERM);
-      int st = 0;
-      ::waitpid(pid, &st, 0);
-    }
-  } kill_board{b.pid};
-  const uint16_t port = uint16_t(std::stoi(b.address.substr(b.address.rfind(':') + 1)));
+  const auto board = start_board(4);
+  const uint16_t port = board->port;
   auto dial = [&](int rcvbuf) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
@@ -339,14 +341,14 @@ TEST_F(FirmwareDirectTest, AClientThatNeverReadsDoesNotStallAQemuBoard) {
         off += size_t(n);
         total += size_t(n);
         if (!probed && total > (size_t(256) << 10)) {
-          EXPECT_TRUE(greeted()) << "the board did not greet a new connection within 5 s\n" << read_text(o.log_path);
+          EXPECT_TRUE(greeted()) << "the board did not greet a new connection within 5 s\n" << read_text(board->log);
           probed = true;
         }
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         // The board reads no more of ours: its answers are backed up. It
         // still greets a newcomer at once.
         if (!probed) {
-          EXPECT_TRUE(greeted()) << "the board did not greet a new connection within 5 s\n" << read_text(o.log_path);
+          EXPECT_TRUE(greeted()) << "the board did not greet a new connection within 5 s\n" << read_text(board->log);
           probed = true;
         }
         pollfd p{fd, POLLOUT, 0};
@@ -357,7 +359,7 @@ TEST_F(FirmwareDirectTest, AClientThatNeverReadsDoesNotStallAQemuBoard) {
     }
   }
   close(fd);
-  const std::string log = read_text(o.log_path);
+  const std::string log = read_text(board->log);
   EXPECT_TRUE(dropped) << "the board kept a client that never reads for 60 s (" << total << " bytes sent)\n" << log;
   EXPECT_TRUE(log.find("its peer does not read") != std::string::npos ||
               log.find("did not move for 10 s") != std::string::npos)
