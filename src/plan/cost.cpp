@@ -519,6 +519,9 @@ class Chooser {
   }
 
   const Plan& plan(int s) const { return plans_[size_t(same_[size_t(s)])]; }
+  // The candidate whose plan candidate s is priced with (itself, or the
+  // first with the same plan on this route).
+  int same(int s) const { return same_[size_t(s)]; }
   // Frees the owner maps of nodes before `node` (no later block reads
   // them: a block's operands from outside it come from the node before it).
   void forget_owners_before(int node) {
@@ -800,6 +803,9 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
                              const CostModel& m) {
   if (t.boards.size() != shares.size()) throw Error("auto: one share per board is needed");
   Chooser ch(q, t, shares, route, m);
+  std::vector<int> distinct;  // the candidates with plans of their own (sp = 0 first)
+  for (int s = 0; s < kS; ++s)
+    if (ch.same(s) == s) distinct.push_back(s);
   const size_t N = shares.size();
   AutoChoice res;
   res.block_of = graph_blocks(q);
@@ -818,18 +824,24 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   for (int b = 0; b < B; ++b) {
     allowed[size_t(b)] = block_candidates(ch, first[size_t(b)], last[size_t(b)], route);
     ch.prepare_block(first[size_t(b)], last[size_t(b)]);
-    // Each strategy s of the block on a core of its own (node_s).
-    for_each_on_every_core(size_t(kS), [&](size_t s) {
-      for (int sp = 0; sp < kS; ++sp) {
+    // Each distinct candidate s of the block on a core of its own (node_s),
+    // after a block under each distinct sp; a candidate priced as another
+    // (Chooser::same) takes that one's figures.
+    for_each_on_every_core(distinct.size(), [&](size_t i) {
+      const int s = distinct[i];
+      for (int sp : distinct) {
         double c = 0;
         for (int n = first[size_t(b)]; n <= last[size_t(b)] && (b > 0 || sp == 0); ++n)
-          c += ch.node_s(n, int(s), [&](int k) {
+          c += ch.node_s(n, s, [&](int k) {
             const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
-            return mnode < first[size_t(b)] ? sp : int(s);
+            return mnode < first[size_t(b)] ? sp : s;
           });
-        cost[size_t(b)][size_t(sp)][s] = b == 0 && sp > 0 ? cost[size_t(b)][0][s] : c;
+        cost[size_t(b)][size_t(sp)][size_t(s)] = b == 0 && sp > 0 ? cost[size_t(b)][0][size_t(s)] : c;
       }
     });
+    for (int sp = 0; sp < kS; ++sp)
+      for (int s = 0; s < kS; ++s)
+        cost[size_t(b)][size_t(sp)][size_t(s)] = cost[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
     ch.forget_owners_before(last[size_t(b)]);
   }
   std::vector<int> pick(static_cast<size_t>(B), 0);
