@@ -909,32 +909,47 @@ TEST(PlanMobileNet, ThousandWorkersInSeconds) {
 }
 
 // A host board holds kHostBoardLinks links (core::kMaxLinks). On 24 boards
-// `auto`'s direct plan gathers whole tensors for some layers (2(N-1)+1
-// links), so with --route named it is refused with one line; left to the
-// default (route_fallback) it is planned on the relay route with a note
-// naming the board and the count. On 16 boards the direct plan fits and
-// stays, unless the boards hold fewer links (a testbed's "links", as the
-// firmware's 16): then the first board over its own limit is named.
-TEST(PlanMobileNet, DirectPastTheLinkLimitFallsBackToRelay) {
+// `auto`'s cheapest direct plan gathers whole tensors for some layers
+// (2(N-1)+1 links); it chooses the cheapest plan within the links instead,
+// which is faster than the relay route's. Where no direct plan fits (boards
+// of 4 links that cannot hold block_1_expand alone), a named route is
+// refused with one line and the default (route_fallback) plans on the
+// relay route with a note naming the board and the count. Where the only
+// direct plan within the links is slower than the relay route (4 links, a
+// board holds every layer: the whole model on one board), the relay route
+// is taken with both estimates.
+TEST(PlanMobileNet, DirectPlansStayWithinTheBoardsLinks) {
   NEED_MOBILENET(q);
   PlanOptions o;
   o.strategy = "auto";
   o.route = Route::Direct;
   o.routing = false;
+  const Testbed b24 = bed(24, 512 * 1024, 8 << 20);
+  const Plan d24 = make_plan(*q, b24, o);
+  EXPECT_EQ(d24.route, Route::Direct);
+  EXPECT_TRUE(d24.link_bound);
+  EXPECT_EQ(links_over_limit(d24, b24).board, -1);
+  PlanOptions r = o;
+  r.route = Route::Relay;
+  EXPECT_LT(d24.est_latency_s, make_plan(*q, b24, r).est_latency_s);
+  // The cheapest choice, unbounded, would need more links than a board holds.
   PlanOptions unchecked = o;
   unchecked.check_budgets = false;
-  const Testbed b24 = bed(24, 512 * 1024, 8 << 20);
-  const Plan over = make_plan(*q, b24, unchecked);
-  const std::vector<int> links = direct_links(over);
-  ASSERT_EQ(links.size(), 24u);
-  const LinkLoad l = links_over_limit(over, b24);
+  Testbed wide = b24;
+  for (Board& b : wide.boards) b.links = kMaxBoardLinks;
+  const Plan cheapest = make_plan(*q, wide, unchecked);
+  EXPECT_FALSE(cheapest.link_bound);
+  EXPECT_GT(links_over_limit(cheapest, b24).links, kHostBoardLinks);
+  EXPECT_LE(cheapest.est_latency_s, d24.est_latency_s);
+
+  Testbed tight = bed(24, 300 * 1024, 8 << 20);
+  for (Board& b : tight.boards) b.links = 4;
+  const Plan over = make_plan(*q, tight, unchecked);
+  const LinkLoad l = links_over_limit(over, tight);
   ASSERT_GE(l.board, 0);
-  EXPECT_EQ(l.limit, kHostBoardLinks);
-  EXPECT_EQ(l.links, links[size_t(l.board)]);
-  EXPECT_GT(l.links, kHostBoardLinks);
-  for (int w = 0; w < l.board; ++w) EXPECT_LE(links[size_t(w)], kHostBoardLinks) << w;  // the first one over
+  EXPECT_EQ(l.limit, 4);
   try {
-    make_plan(*q, b24, o);
+    make_plan(*q, tight, o);
     FAIL() << "a direct plan over the link limit should be refused";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -944,34 +959,44 @@ TEST(PlanMobileNet, DirectPastTheLinkLimitFallsBackToRelay) {
                       0),
               0u)
         << m;
-    EXPECT_NE(m.find("at most " + std::to_string(kHostBoardLinks)), std::string::npos) << m;
+    EXPECT_NE(m.find("at most 4"), std::string::npos) << m;
   }
   o.route_fallback = true;
-  const Plan p = make_plan(*q, b24, o);
+  const Plan p = make_plan(*q, tight, o);
   EXPECT_EQ(p.route, Route::Relay);
   EXPECT_EQ(direct_links(p), std::vector<int>(24, 0));
-  EXPECT_NE(p.route_note.find("relay"), std::string::npos) << p.route_note;
   EXPECT_NE(p.route_note.find(std::to_string(l.links) + " links on board " + std::to_string(l.board) +
-                              ", which holds at most " + std::to_string(kHostBoardLinks)),
+                              ", which holds at most 4"),
             std::string::npos)
       << p.route_note;
+
+  Testbed one = bed(24, 512 * 1024, 8 << 20);
+  for (Board& b : one.boards) b.links = 4;
+  const Plan w = make_plan(*q, one, o);
+  EXPECT_EQ(w.route, Route::Relay);
+  EXPECT_NE(w.route_note.find("within the boards' links the direct route is estimated at"), std::string::npos)
+      << w.route_note;
+
+  // On 16 boards the cheapest direct plan fits (no board can need more than
+  // 31 links) and is taken as it is.
   Testbed b16 = bed(16, 512 * 1024, 8 << 20);
   const Plan d = make_plan(*q, b16, o);
   EXPECT_EQ(d.route, Route::Direct);
   EXPECT_EQ(d.route_note, "");
-  EXPECT_EQ(links_over_limit(d, b16).board, -1);
+  EXPECT_FALSE(d.link_bound);
   const std::vector<int> dl = direct_links(d);
   const int most = *std::max_element(dl.begin(), dl.end());
   EXPECT_GT(most, kFirmwareLinks);  // so the firmware's limit matters below
   EXPECT_LE(most, kHostBoardLinks);
-  // One board that holds fewer links than it needs: that board is named.
+  // One board that holds fewer links than that plan needs on it: the plan
+  // made keeps within that board's links, on either route.
   const int busiest = int(std::max_element(dl.begin(), dl.end()) - dl.begin());
   b16.boards[size_t(busiest)].links = kFirmwareLinks;
   b16.boards[size_t(busiest)].id = 70;
   EXPECT_EQ(links_over_limit(d, b16).board, busiest);
   const Plan f = make_plan(*q, b16, o);
-  EXPECT_EQ(f.route, Route::Relay);
-  EXPECT_NE(f.route_note.find("links on board 70, which holds at most 16"), std::string::npos) << f.route_note;
+  EXPECT_EQ(links_over_limit(f, b16).board, -1);
+  EXPECT_LE(direct_links(f)[size_t(busiest)], kFirmwareLinks);
   // QEMU boards (and boards at an address) hold the firmware's links unless
   // the testbed says otherwise.
   EXPECT_EQ(board_links(default_testbed(1, "qemu").boards[0]), kFirmwareLinks);

@@ -190,26 +190,37 @@ TEST_F(RunTest, ExactForOneToSixteenBoards) {
   }
 }
 
-// With the Teensy prices `auto` gathers whole tensors on 24 boards, which
-// the direct route cannot link (core::kMaxLinks per board): with the default
-// route the run goes on the relay route and says so; with --route direct
-// named it is one line.
-TEST_F(RunTest, DefaultRouteFallsBackToRelayPastTheLinkLimit) {
+// With the Teensy prices `auto`'s cheapest plan on 24 boards gathers whole
+// tensors, which the direct route cannot link (core::kMaxLinks per board):
+// it takes the cheapest plan within the links, still direct, bit-exact.
+// Boards of 2 links (a testbed's "links") that cannot hold the model alone
+// have no direct plan: with the default route the run goes on the relay
+// route and says so; with --route direct named it is one line.
+TEST_F(RunTest, DirectWithinTheLinksElseRelay) {
   const auto j = run_json_as_given("--workers 24 --cost-model teensy");
   expect_exact_and_planned(j, 24);
   ASSERT_FALSE(j.is_null());
-  EXPECT_EQ(j.at("route").get<std::string>(), "relay");
-  const std::string note = j.at("route_note").get<std::string>();
+  EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+  EXPECT_EQ(j.at("route_note").get<std::string>(), "");
+  const fs::path tb = fs::temp_directory_path() / ("ts_run_test_links_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(tb);
+    out << "[";
+    for (int i = 0; i < 4; ++i) out << (i ? "," : "") << R"({"id": )" << i << R"(, "links": 2})";
+    out << "]";
+  }
+  const auto r = run_json_as_given("--testbed " + tb.string());
+  expect_exact_and_planned(r, 4);
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r.at("route").get<std::string>(), "relay");
+  const std::string note = r.at("route_note").get<std::string>();
   EXPECT_NE(note.find("links on board"), std::string::npos) << note;
-  const auto r = tinysplit("run --workers 24 --cost-model teensy --route direct");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("the direct route needs"), std::string::npos) << r.err;
-  // Fewer boards: the default stays direct, with no note.
-  const auto d = run_json_as_given("--workers 4 --cost-model teensy");
-  ASSERT_FALSE(d.is_null());
-  EXPECT_EQ(d.at("route").get<std::string>(), "direct");
-  EXPECT_EQ(d.at("route_note").get<std::string>(), "");
+  const auto named = ts::testing::tinysplit_as_given("run --testbed " + tb.string() + " --route direct");
+  fs::remove(tb);
+  EXPECT_EQ(named.code, 1);
+  EXPECT_EQ(std::count(named.err.begin(), named.err.end(), '\n'), 1) << named.err;
+  EXPECT_NE(named.err.find("the direct route needs"), std::string::npos) << named.err;
+  EXPECT_NE(named.err.find("holds at most 2"), std::string::npos) << named.err;
 }
 
 TEST_F(RunTest, ExactForEveryAllocationAndWindow) {

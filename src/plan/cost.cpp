@@ -490,6 +490,27 @@ class PieceBins {
   std::vector<size_t> used_;
 };
 
+// The links one transfer needs on each board of the direct route, counted
+// as direct_links counts a plan's: the boards it sends to plus the boards it
+// hears from, plus the coordinator's. A plan's links are the union over its
+// transfers, so a transfer over a board's limit makes every plan that has
+// it go over. deficit(): the most links any board needs past its limit
+// (<= 0: every board within it, with that many to spare).
+class PeerCount {
+ public:
+  explicit PeerCount(size_t n) : in_(n, 0), out_(n, 0) {}
+  void sends(size_t from, size_t peers) { out_[from] += uint32_t(peers); }
+  void hears(size_t to, size_t peers) { in_[to] += uint32_t(peers); }
+  int deficit(const std::vector<int>& limit) const {
+    int64_t d = std::numeric_limits<int32_t>::min();
+    for (size_t w = 0; w < in_.size(); ++w) d = std::max(d, 1 + int64_t(in_[w]) + out_[w] - limit[w]);
+    return int(std::min<int64_t>(d, std::numeric_limits<int32_t>::max()));
+  }
+
+ private:
+  std::vector<uint32_t> in_, out_;
+};
+
 class Chooser {
  public:
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
@@ -515,6 +536,7 @@ class Chooser {
     });
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
+    for (const Board& b : t.boards) links_.push_back(board_links(b));
     costs_.resize(q.nodes.size() * size_t(kS));
   }
 
@@ -539,18 +561,24 @@ class Chooser {
   // Calls for different strategies s may run side by side once the block's
   // owner maps are made (prepare_block): each touches only its own (n, s)
   // entries and candidate caches.
+  //
+  // *deficit becomes at least the largest PeerCount::deficit of the node's
+  // transfers (direct route only).
   template <class ProdStrategy>
-  double node_s(int n, int s, ProdStrategy&& prod) {
+  double node_s(int n, int s, ProdStrategy&& prod, int* deficit) {
     s = same_[size_t(s)];
     NodeCost& c = node_cost(n, s);
     if (route_ == Route::Relay) return c.compute;
     const QNode& node = q_.nodes[size_t(n)];
     double total = c.compute;
+    *deficit = std::max(*deficit, c.partial_sums_deficit);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const bool from_coordinator = q_.tensors[size_t(node.inputs[k])].producer < 0;
       const int p = from_coordinator ? 0 : same_[size_t(prod(int(k)))];
-      double& v = c.operand[k * size_t(kS) + size_t(p)];
-      if (std::isnan(v)) v = operand_s(n, s, k, p);
+      const size_t at = k * size_t(kS) + size_t(p);
+      double& v = c.operand[at];
+      if (std::isnan(v)) v = operand_s(n, s, k, p, &c.operand_deficit[at]);
+      *deficit = std::max(*deficit, c.operand_deficit[at]);
       total += v;
     }
     total += c.partial_sums;
@@ -609,7 +637,9 @@ class Chooser {
   struct NodeCost {
     bool made = false;
     double compute = 0, partial_sums = 0, result = 0;
+    int partial_sums_deficit = std::numeric_limits<int>::min();  // PeerCount::deficit of the partial sums
     std::vector<double> operand;
+    std::vector<int> operand_deficit;  // by operand and producing strategy, as `operand`
   };
   NodeCost& node_cost(int n, int s) {
     NodeCost& c = costs_[size_t(n) * size_t(kS) + size_t(s)];
@@ -622,17 +652,32 @@ class Chooser {
     }
     c.compute = compute_s(q_, pc, t_, m_, n);
     c.operand.assign(q_.nodes[size_t(n)].inputs.size() * size_t(kS), std::numeric_limits<double>::quiet_NaN());
+    c.operand_deficit.assign(c.operand.size(), std::numeric_limits<int>::min());
     // Partial sums to the owners of the output blocks (reduced layers).
     Traffic ps(N_);
-    for (size_t w = 0; w < N_; ++w) add_partial_sums(pc.workers[w].layers[size_t(n)], int(w), &ps);
+    PeerCount links(N_);
+    std::vector<uint32_t> peers;
+    for (size_t w = 0; w < N_; ++w) {
+      const LayerShare& ls = pc.workers[w].layers[size_t(n)];
+      add_partial_sums(ls, int(w), &ps);
+      peers.clear();
+      for (const core::Send& sd : ls.psum.sends)
+        if (sd.peer != core::kPeerCoordinator && size_t(sd.peer) != w) peers.push_back(sd.peer);
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      links.sends(w, peers.size());
+      for (uint32_t v : peers) links.hears(v, 1);
+    }
     c.partial_sums = step_s(ps, t_, m_);
+    c.partial_sums_deficit = links.deficit(links_);
     // The graph's output goes to the coordinator.
     if (q_.nodes[size_t(n)].output == q_.output) c.result = step_s(traffic(s)[size_t(n)].result, t_, m_);
     return c;
   }
   // Seconds of operand k of node n under strategy s, made under strategy
   // `prod` (ignored when the coordinator sends it).
-  double operand_s(int n, int s, size_t k, int prod) {
+  // *deficit: PeerCount::deficit of this transfer.
+  double operand_s(int n, int s, size_t k, int prod, int* deficit) {
     const Plan& pc = plans_[size_t(s)];
     const QNode& node = q_.nodes[size_t(n)];
     const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
@@ -649,8 +694,12 @@ class Chooser {
     std::vector<size_t> producers, group;  // f with bytes_from[f] >= 0; the boards of the priced runs
     std::vector<uint8_t> in_group(N_, 0);
     double bytes_all = 0;
+    PeerCount links(N_);
     const auto flush = [&] {
-      for (size_t f : producers) tr.out[f] += bytes_from[f] * double(group.size() - (in_group[f] ? 1 : 0));
+      for (size_t f : producers) {
+        tr.out[f] += bytes_from[f] * double(group.size() - (in_group[f] ? 1 : 0));
+        links.sends(f, group.size() - (in_group[f] ? 1 : 0));
+      }
       for (size_t w : group) in_group[w] = 0;
       group.clear();
     };
@@ -673,7 +722,7 @@ class Chooser {
         continue;
       }
       if (mine) {
-        received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr);
+        received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr, &links);
         continue;
       }
       const std::vector<core::InputRun>& runs = ls.inputs[k].runs;
@@ -701,16 +750,18 @@ class Chooser {
       }
       // From every producer but itself.
       tr.in[w] += bytes_all - (bytes_from[w] >= 0 ? bytes_from[w] : 0.0);
+      links.hears(w, producers.size() - (bytes_from[w] >= 0 ? 1 : 0));
       group.push_back(w);
       in_group[w] = 1;
     }
     flush();
+    *deficit = links.deficit(links_);
     return step_s(tr, t_, m_);
   }
   // Board w's receipts of `runs` but for what it computes itself (`mine`),
   // gathered into frames per producer as the route pass sends them.
   static void received_beside(const std::vector<core::InputRun>& runs, const steps::Owners& own, const Computed& mine,
-                              int w, PieceBins& from_board, Traffic* tr) {
+                              int w, PieceBins& from_board, Traffic* tr, PeerCount* links) {
     from_board.clear();
     size_t at = 0;
     for (const core::InputRun& r : runs)
@@ -722,7 +773,11 @@ class Chooser {
             });
           });
     for (size_t f : from_board.used())
-      if (int(f) != w) tr->add(int(f), w, gathered_bytes(from_board.of(f)));
+      if (int(f) != w) {
+        tr->add(int(f), w, gathered_bytes(from_board.of(f)));
+        links->sends(f, 1);
+        links->hears(size_t(w), 1);
+      }
   }
   const Computed& computed(int s, int m) {
     if (computed_for_[size_t(s)] != m) {
@@ -749,6 +804,7 @@ class Chooser {
   Route route_;
   const CostModel& m_;
   size_t N_;
+  std::vector<int> links_;  // links each board holds (board_links)
   std::array<Plan, kS> plans_;
   std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked
   std::vector<std::vector<std::unique_ptr<steps::Owners>>> owners_;
@@ -799,6 +855,33 @@ std::array<bool, kS> block_candidates(const Chooser& ch, int first, int last, Ro
 
 }  // namespace
 
+namespace {
+
+// Whether some board could need more links on the direct route than it
+// holds: every other board sends to it and hears from it, plus the
+// coordinator.
+bool may_go_over_links(const Testbed& t) {
+  const int most = 2 * (int(t.boards.size()) - 1) + 1;
+  for (const Board& b : t.boards)
+    if (most > board_links(b)) return true;
+  return false;
+}
+
+// Plans `auto` asks for within the boards' links before it gives up.
+constexpr int kLinkAttempts = 6;
+
+// By how many links the plan of the picks (one per block) goes over a
+// board's limit (<= 0: within every board's).
+int links_over_by(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
+                  const std::vector<int>& block_of, const std::vector<int>& pick) {
+  std::vector<std::string> per_node(q.nodes.size());
+  for (size_t n = 0; n < per_node.size(); ++n) per_node[n] = layer_choice_info(pick[size_t(block_of[n])]).name;
+  const LinkLoad l = links_over_limit_of(q, t, shares, MixedStrategy(per_node), route);
+  return l.board < 0 ? 0 : l.links - l.limit;
+}
+
+}  // namespace
+
 AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
                              const CostModel& m) {
   if (t.boards.size() != shares.size()) throw Error("auto: one share per board is needed");
@@ -821,6 +904,9 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   // cost[b][sp][s]: block b under s after a block under sp (sp ignored for b = 0).
   std::vector<std::array<std::array<double, kS>, kS>> cost(static_cast<size_t>(B));
   std::vector<std::array<bool, kS>> allowed(static_cast<size_t>(B));
+  // deficit[b][sp][s]: the most links past its limit a transfer of block b
+  // under s after sp needs on a board (direct route; Chooser::node_s).
+  std::vector<std::array<std::array<int, kS>, kS>> deficit(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) {
     allowed[size_t(b)] = block_candidates(ch, first[size_t(b)], last[size_t(b)], route);
     ch.prepare_block(first[size_t(b)], last[size_t(b)]);
@@ -831,21 +917,32 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
       const int s = distinct[i];
       for (int sp : distinct) {
         double c = 0;
+        int o = std::numeric_limits<int>::min();
         for (int n = first[size_t(b)]; n <= last[size_t(b)] && (b > 0 || sp == 0); ++n)
-          c += ch.node_s(n, s, [&](int k) {
-            const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
-            return mnode < first[size_t(b)] ? sp : s;
-          });
+          c += ch.node_s(
+              n, s,
+              [&](int k) {
+                const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
+                return mnode < first[size_t(b)] ? sp : s;
+              },
+              &o);
         cost[size_t(b)][size_t(sp)][size_t(s)] = b == 0 && sp > 0 ? cost[size_t(b)][0][size_t(s)] : c;
+        deficit[size_t(b)][size_t(sp)][size_t(s)] = b == 0 && sp > 0 ? deficit[size_t(b)][0][size_t(s)] : o;
       }
     });
     for (int sp = 0; sp < kS; ++sp)
-      for (int s = 0; s < kS; ++s)
+      for (int s = 0; s < kS; ++s) {
         cost[size_t(b)][size_t(sp)][size_t(s)] = cost[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
+        deficit[size_t(b)][size_t(sp)][size_t(s)] = deficit[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
+      }
     ch.forget_owners_before(last[size_t(b)]);
   }
   std::vector<int> pick(static_cast<size_t>(B), 0);
-  auto solve = [&]() {
+  // With `links`, no transfer is taken that leaves fewer than `spare` links
+  // free on a board (deficit > -spare); false (the picks left as they were)
+  // if then no plan is left.
+  int spare = 0;
+  auto solve = [&](bool links) {
     std::vector<std::array<double, kS>> best(static_cast<size_t>(B));
     std::vector<std::array<int, kS>> from(static_cast<size_t>(B));
     for (int b = 0; b < B; ++b)
@@ -854,10 +951,11 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         from[size_t(b)][size_t(s)] = 0;
         if (!allowed[size_t(b)][size_t(s)]) continue;
         if (b == 0) {
-          best[0][size_t(s)] = cost[0][0][size_t(s)];
+          if (!(links && deficit[0][0][size_t(s)] > -spare)) best[0][size_t(s)] = cost[0][0][size_t(s)];
           continue;
         }
         for (int sp = 0; sp < kS; ++sp) {
+          if (links && deficit[size_t(b)][size_t(sp)][size_t(s)] > -spare) continue;
           const double v = best[size_t(b) - 1][size_t(sp)] + cost[size_t(b)][size_t(sp)][size_t(s)];
           if (v < best[size_t(b)][size_t(s)]) {
             best[size_t(b)][size_t(s)] = v;
@@ -868,13 +966,40 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
     int s = 0;
     for (int k = 1; k < kS; ++k)
       if (best[size_t(B) - 1][size_t(k)] < best[size_t(B) - 1][size_t(s)]) s = k;
+    if (best[size_t(B) - 1][size_t(s)] == inf) return false;
     res.est_s = best[size_t(B) - 1][size_t(s)];
     for (int b = B - 1; b >= 0; --b) {
       pick[size_t(b)] = s;
       s = from[size_t(b)][size_t(s)];
     }
+    return true;
   };
-  if (B > 0) solve();
+  // On the direct route, the cheapest plan none of whose transfers alone
+  // needs more links on a board than it holds. Its transfers together can
+  // still need more: then each transfer must leave more links spare, and
+  // the plan is asked again (a few times). If no plan is left, the cheapest
+  // plan (make_plan then takes the relay route). make_plan checks the links
+  // of the plan it makes in any case.
+  bool links = route == Route::Direct && may_go_over_links(t);
+  for (int attempt = 0; links && B > 0; ++attempt) {
+    if (attempt == kLinkAttempts || !solve(true)) {
+      links = false;
+      spare = 0;
+      break;
+    }
+    const int over_by = links_over_by(q, t, shares, route, res.block_of, pick);
+    if (over_by <= 0) break;
+    spare = std::max(spare + over_by, 2 * spare);
+  }
+  if (B > 0 && !links) solve(false);
+  if (links && B > 0) {  // whether the links ruled out the cheapest choice
+    const std::vector<int> within = pick;
+    const double est = res.est_s;
+    solve(false);
+    res.link_bound = pick != within;
+    pick = within;
+    res.est_s = est;
+  }
 
   // Flash: while a board's data would overflow, take away the choice that
   // costs least per byte saved on that board.
@@ -913,7 +1038,12 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
     }
     if (best_b < 0) break;  // nothing saves flash: make_plan's check names the board
     allowed[size_t(best_b)][size_t(pick[size_t(best_b)])] = false;
-    solve();
+    if (!(links && solve(true))) {
+      links = false;
+      spare = 0;
+      res.link_bound = false;
+      solve(false);
+    }
   }
 
   res.per_node.resize(size_t(nodes));

@@ -187,6 +187,9 @@ struct AutoChoice {
   std::vector<std::string> per_node;  // "neuron" | "spatial" | "channel" | "whole"
   std::vector<int> block_of;
   double est_s = 0;                   // the programme's estimate
+  // Direct route: the boards' links ruled out the cheapest choice (a
+  // transfer over a board's limit), and this one is the cheapest within them.
+  bool link_bound = false;
 };
 
 // Picks a strategy per block (see above) for the given shares and route.

@@ -5,6 +5,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -357,9 +358,10 @@ void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
   }
 }
 
-// What build_plan makes: everything (Full), or what pricing reads (Priced,
-// plan_for_pricing).
-enum class Detail : uint8_t { Full, Priced };
+// What build_plan makes: everything (Full), what pricing reads (Priced,
+// plan_for_pricing), or that and the sends board to board (Linked,
+// links_over_limit_of).
+enum class Detail : uint8_t { Full, Priced, Linked };
 
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
                 bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full) {
@@ -383,7 +385,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   }
   if (route == Route::Direct) fuse_layers(q, p);
   // 2-3. Routes and the arena plan.
-  steps::route_plan(q, p, route, full);
+  steps::route_plan(q, p, route, detail != Detail::Priced);
   for (size_t w = 0; w < N; ++w) steps::layout_worker(q, p.workers[w]);
   // 4. Statistics, fragment sizes, the routing map if asked.
   gather_stats(q, p, route, full);
@@ -412,6 +414,11 @@ Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<doubl
 Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, Route route) {
   return build_plan(q, t, shares, strategy, false, 0, route, Detail::Priced);
+}
+
+LinkLoad links_over_limit_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                             const SplitStrategy& strategy, Route route) {
+  return links_over_limit(build_plan(q, t, shares, strategy, false, 0, route, Detail::Linked), t);
 }
 
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
@@ -497,7 +504,12 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   } else {
     ratings = compute_ratings(t, opt.alloc, opt.k1);
   }
-  if (is_auto) strategy = std::make_unique<MixedStrategy>(choose_strategies(q, t, ratings, opt.route, opt.cost).per_node);
+  bool link_bound = false;
+  if (is_auto) {
+    const AutoChoice choice = choose_strategies(q, t, ratings, opt.route, opt.cost);
+    link_bound = choice.link_bound;
+    strategy = std::make_unique<MixedStrategy>(choice.per_node);
+  }
 
   // 2-3. Storage-aware allocation against flash, refined by real fragment sizes.
   const int64_t model_bytes = std::max<int64_t>(1, q.weight_bytes());
@@ -526,6 +538,7 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   });
   if (p.shares != fit.alloc.ratings) p = build_plan(q, t, fit.alloc.ratings, *strategy, false, mcrc, opt.route);
   p.alloc = opt.alloc;
+  p.link_bound = link_bound;
   p.flash_rounds = fit.measurements - 1;
   p.ratings = ratings;
   for (size_t w = 0; w < N; ++w) p.workers[w].rating = ratings[w];
@@ -596,6 +609,24 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   Plan p = plan_on_route(q, t, direct);
   const LinkLoad l = links_over_limit(p, t);
   if (l.board < 0) {
+    // Within the boards' links `auto` may have had to give up its cheapest
+    // choice: then the relay route is weighed too, and the faster estimate
+    // taken.
+    if (p.link_bound) {
+      PlanOptions relay = opt;
+      relay.route = Route::Relay;
+      relay.check_budgets = relay.routing = false;
+      Plan r = plan_on_route(q, t, relay);
+      if (r.est_latency_s < p.est_latency_s) {
+        char note[160];
+        std::snprintf(note, sizeof note,
+                      "planned on the relay route: within the boards' links the direct route is estimated at %.4f s, "
+                      "the relay route at %.4f s",
+                      p.est_latency_s, r.est_latency_s);
+        r.route_note = note;
+        p = std::move(r);
+      }
+    }
     if (opt.check_budgets) check_budgets(q, p, t);
     if (opt.routing) p.routes = build_routing(q, p);
     return p;

@@ -207,6 +207,7 @@ struct Plan {
   int64_t total_wire_bytes = 0;     // sum of layers' bytes_moved
   int flash_rounds = 0;             // re-splits after the first (steps 2-3)
   std::string route_note;           // why the route is not the one asked for (route_fallback), or ""
+  bool link_bound = false;          // `auto` chose within the boards' links (AutoChoice::link_bound)
 
   int n_workers() const { return int(workers.size()); }
 };
@@ -260,6 +261,10 @@ struct LinkLoad {
   int limit = 0;
 };
 LinkLoad links_over_limit(const Plan& p, const Testbed& t);
+// The same for the plan of these shares and strategy (made without its
+// fragment sizes and statistics; `auto` checks its choice so).
+LinkLoad links_over_limit_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                             const SplitStrategy& strategy, Route route);
 
 // Exact input elements of operand `input` of node `node` that output neurons
 // [begin, end) read: the union of their receptive fields (padded taps are not
