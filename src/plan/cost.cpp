@@ -868,7 +868,7 @@ bool may_go_over_links(const Testbed& t) {
 }
 
 // Plans `auto` asks for within the boards' links before it gives up.
-constexpr int kLinkAttempts = 6;
+constexpr int kLinkAttempts = 10;
 
 // By how many links the plan of the picks (one per block) goes over a
 // board's limit (<= 0: within every board's).
@@ -976,20 +976,43 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   };
   // On the direct route, the cheapest plan none of whose transfers alone
   // needs more links on a board than it holds. Its transfers together can
-  // still need more: then each transfer must leave more links spare, and
-  // the plan is asked again (a few times). If no plan is left, the cheapest
-  // plan (make_plan then takes the relay route). make_plan checks the links
-  // of the plan it makes in any case.
-  bool links = route == Route::Direct && may_go_over_links(t);
-  for (int attempt = 0; links && B > 0; ++attempt) {
-    if (attempt == kLinkAttempts || !solve(true)) {
-      links = false;
-      spare = 0;
-      break;
+  // still need more: then each transfer must leave links spare on every
+  // board, the fewest spare links found (a few plans asked, by bisection:
+  // more spare links never make a plan cheaper) whose plan stays within the
+  // links. If none is found, the cheapest plan (make_plan then takes the
+  // relay route). make_plan checks the links of the plan it makes in any
+  // case.
+  bool links = route == Route::Direct && may_go_over_links(t) && B > 0;
+  if (links) {
+    int lo = -1, hi = -1, top = -1;  // spares known to go over, to fit (the least), to leave no plan
+    std::vector<int> fitting;
+    double fitting_est = 0;
+    int next = 0;
+    for (int attempt = 0; attempt < kLinkAttempts; ++attempt) {
+      spare = next;
+      if (!solve(true)) {
+        top = spare;
+      } else {
+        const int over_by = links_over_by(q, t, shares, route, res.block_of, pick);
+        if (over_by <= 0) {
+          hi = spare;
+          fitting = pick;
+          fitting_est = res.est_s;
+        } else {
+          lo = spare;
+          if (hi < 0 && top < 0) next = std::max(spare + over_by, 2 * spare + 1);
+        }
+      }
+      if (hi == lo + 1 || (top >= 0 && top == lo + 1)) break;
+      if (hi >= 0) next = lo + (hi - lo) / 2;
+      else if (top >= 0) next = lo + (top - lo) / 2;
     }
-    const int over_by = links_over_by(q, t, shares, route, res.block_of, pick);
-    if (over_by <= 0) break;
-    spare = std::max(spare + over_by, 2 * spare);
+    links = hi >= 0;
+    spare = links ? hi : 0;
+    if (links) {
+      pick = fitting;
+      res.est_s = fitting_est;
+    }
   }
   if (B > 0 && !links) solve(false);
   if (links && B > 0) {  // whether the links ruled out the cheapest choice
