@@ -15,7 +15,10 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "core/worker_api.h"
+#include "plan/testbed.h"
 #include "support/shell.h"
+#include "support/worker_process.h"
 
 namespace {
 
@@ -221,6 +224,49 @@ TEST_F(RunTest, DirectWithinTheLinksElseRelay) {
   EXPECT_EQ(std::count(named.err.begin(), named.err.end(), '\n'), 1) << named.err;
   EXPECT_NE(named.err.find("the direct route needs"), std::string::npos) << named.err;
   EXPECT_NE(named.err.find("holds at most 2"), std::string::npos) << named.err;
+}
+
+// Standalone boards at loopback addresses that the testbed calls Teensy
+// 4.1 boards, whose links it does not give: the planner assumes the kind's
+// links (kFirmwareLinks), too few for the direct route's cheapest plan on 9
+// boards, and plans on the relay route. The boards (host workers) tell
+// core::kMaxLinks in HELLO: the run learns that, plans again with it, and
+// runs the direct route bit-exact, saying so. A testbed that gives the
+// links keeps them.
+TEST_F(RunTest, LinksAreLearnedFromTheBoardsHello) {
+  std::vector<std::unique_ptr<ts::testing::WorkerProcess>> boards;
+  nlohmann::json assumed = nlohmann::json::array(), given = nlohmann::json::array();
+  for (int i = 0; i < 9; ++i) {
+    boards.push_back(std::make_unique<ts::testing::WorkerProcess>("127.0.0.1:0", "--id " + std::to_string(i)));
+    ASSERT_FALSE(boards.back()->address.empty()) << "worker " << i << " did not start";
+    assumed.push_back({{"id", i}, {"address", boards.back()->address}, {"kind", "teensy41"}});
+    given.push_back({{"id", i}, {"address", boards.back()->address}, {"kind", "teensy41"}, {"links", ts::plan::kFirmwareLinks}});
+  }
+  const fs::path dir = fs::temp_directory_path() / ("ts_run_test_learn_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "assumed.json") << assumed.dump();
+  std::ofstream(dir / "given.json") << given.dump();
+  const auto planned = tinysplit("plan --json --testbed " + (dir / "assumed.json").string());
+  ASSERT_EQ(planned.code, 0) << planned.err;
+  EXPECT_EQ(nlohmann::json::parse(planned.out).at("route").get<std::string>(), "relay");
+  const auto j = run_json_as_given("--size 112 --testbed " + (dir / "assumed.json").string());
+  expect_exact_and_planned(j, 9);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+  ASSERT_EQ(j.at("links_learned").size(), 9u);
+  for (const auto& l : j.at("links_learned")) {
+    EXPECT_EQ(l.at("assumed").get<int>(), ts::plan::kFirmwareLinks);
+    EXPECT_EQ(l.at("told").get<int>(), int(ts::core::kMaxLinks));
+  }
+  const auto text = ts::testing::tinysplit_as_given("run --size 112 --testbed " + (dir / "assumed.json").string());
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("told " + std::to_string(ts::core::kMaxLinks) + " links in HELLO"), std::string::npos) << text.out;
+  const auto g = run_json_as_given("--size 112 --testbed " + (dir / "given.json").string());
+  fs::remove_all(dir);
+  expect_exact_and_planned(g, 9);
+  ASSERT_FALSE(g.is_null());
+  EXPECT_EQ(g.at("route").get<std::string>(), "relay");
+  EXPECT_TRUE(g.at("links_learned").empty());
 }
 
 TEST_F(RunTest, ExactForEveryAllocationAndWindow) {

@@ -1,6 +1,7 @@
 // `tinysplit run`'s reports: --json and text, from what the session did
 // (cli/run_session.h).
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,14 @@ void print_failover(const QGraph& q, const coord::FailoverEvent& f, const std::s
 }
 
 // A run's failovers as the JSON reports give them.
+// Boards whose links were learned from their HELLO (RunResult::links_learned).
+nlohmann::json links_learned_json(const RunResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RunResult::LearnedLinks& l : r.links_learned)
+    out.push_back({{"board", l.board}, {"assumed", l.assumed}, {"told", l.told}});
+  return out;
+}
+
 nlohmann::json failovers_json(const std::vector<coord::FailoverEvent>& events) {
   nlohmann::json jf = nlohmann::json::array();
   for (const auto& f : events)
@@ -173,6 +182,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       {"workers", r.plan.n_workers()}, {"allocation", plan::to_string(c.plan.alloc)}, {"strategy", r.plan.strategy},
       {"cost_model", r.cost_host ? "host" : "teensy"},
       {"route", plan::route_name(r.plan.route)}, {"route_note", r.plan.route_note}, {"window", c.window},
+      {"links_learned", links_learned_json(r)},
       {"top1", {{"index", top}, {"label", label(top)}, {"prob", probs[top]}}}, {"logits", logits},
       {"logits_int8", std::vector<int>(x.output.begin(), x.output.end())}, {"probs", probs},
       {"match_reference", r.match}, {"reference_s", r.reference_s}, {"repeat", c.repeat},
@@ -235,6 +245,15 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
               c.emulate.empty() ? "" : (", emulating " + c.emulate + " boards").c_str());
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
   if (!r.plan.route_note.empty()) std::printf("note: %s\n", r.plan.route_note.c_str());
+  // One line per (assumed, told) pair, naming its boards.
+  std::map<std::pair<int, int>, std::string> learned;
+  for (const RunResult::LearnedLinks& l : r.links_learned) {
+    std::string& ids = learned[{l.assumed, l.told}];
+    ids += (ids.empty() ? "" : ", ") + std::to_string(l.board);
+  }
+  for (const auto& [links, ids] : learned)
+    std::printf("note: board%s %s told %d links in HELLO, not the %d of their kind the testbed assumed: planned with %d\n",
+                ids.find(',') != std::string::npos ? "s" : "", ids.c_str(), links.second, links.first, links.second);
   if (!c.dataset.empty())
     std::printf("%s: distributed accuracy %.4f (int8 reference %.4f), %d of %zu bit-exact; last image:\n",
                 in.input_name.c_str(), r.correct / n_in, r.ref_correct / n_in, r.exact, in.xs.size());

@@ -220,6 +220,15 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
   sopt.fault_layer = fault_layer;
   coord::Swarm swarm(q, tb, popt, boards.addresses(), p, sopt);
   swarm.start();
+  for (int b : swarm.links_learned()) {
+    res.links_learned.push_back({tb.boards[size_t(b)].id, plan::board_links(tb.boards[size_t(b)]),
+                                 swarm.testbed().boards[size_t(b)].links});
+    tb.boards[size_t(b)].links = swarm.testbed().boards[size_t(b)].links;
+  }
+  if (!res.links_learned.empty()) {
+    p = swarm.plan();
+    check_flip_faults(c.faults, q, p);
+  }
   if (c.probe) {
     // Measure each link's d and B, put them in the testbed, and re-plan:
     // with the rating allocation the shares now follow measured links.

@@ -51,6 +51,12 @@ struct RunResult {
   std::vector<int> used;             // plan worker w is testbed board used[w]
   std::vector<std::string> addresses;  // per testbed board
   std::vector<coord::ProbeResult> probes;
+  // Boards whose links the testbed left to their kind and that told another
+  // number in HELLO: the plan was made again with the told one.
+  struct LearnedLinks {
+    int board = 0, assumed = 0, told = 0;
+  };
+  std::vector<LearnedLinks> links_learned;
   std::vector<coord::FailoverEvent> failovers;
   std::vector<coord::RejoinEvent> rejoins;
   coord::DeployResult deploy;

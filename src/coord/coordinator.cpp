@@ -128,7 +128,7 @@ void Coordinator::parallel(const std::vector<int>& boards, const std::function<v
 // handshake) before the next: of two coordinators that want the same
 // boards, the one that gets the first gets them all, and the other is
 // refused there, holding none (no two sessions each hold a part).
-std::vector<BoardInfo> Coordinator::handshake() {
+std::vector<BoardInfo> Coordinator::handshake(bool links) {
   std::vector<BoardInfo> info(links_.size());
   std::vector<int> order(links_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
@@ -141,8 +141,14 @@ std::vector<BoardInfo> Coordinator::handshake() {
     info[size_t(i)].hello = l.handshake();
   }
   info_ = info;
-  check_budgets();
+  check_budgets(links);
   return info;
+}
+
+std::vector<int> Coordinator::told_links() const {
+  std::vector<int> out;
+  for (const BoardInfo& b : info_) out.push_back(b.hello.links);
+  return out;
 }
 
 std::chrono::milliseconds Coordinator::board_idle_limit() const {
@@ -152,12 +158,12 @@ std::chrono::milliseconds Coordinator::board_idle_limit() const {
   return std::chrono::milliseconds(least);
 }
 
-void Coordinator::check_budgets() const {
+void Coordinator::check_budgets(bool check_links) const {
   const std::vector<int> links = plan::direct_links(plan());
   for (size_t i = 0; i < info_.size(); ++i) {
     const auto& w = plan().workers[i];
     const std::string who = links_[i]->who();
-    if (links[i] > int(info_[i].hello.links))
+    if (check_links && links[i] > int(info_[i].hello.links))
       throw BoardError(who + ": holds " + std::to_string(info_[i].hello.links) + " links (its HELLO), the plan needs " +
                        std::to_string(links[i]) + " on it (coordinator, boards it sends to, boards that send to it)");
     if (int64_t(info_[i].hello.ram_bytes) < w.peak_ram_bytes)

@@ -117,8 +117,14 @@ class Coordinator {
   ~Coordinator();
 
   // Reads every board's HELLO; checks each board's RAM and flash against the
-  // plan (one clear error naming the board otherwise).
-  std::vector<BoardInfo> handshake();
+  // plan (one clear error naming the board otherwise), and its links unless
+  // `links` is false (the caller re-plans with told_links(), then set_plan
+  // checks them).
+  std::vector<BoardInfo> handshake(bool links = true);
+  // The links each board told in its HELLO (plan worker order).
+  std::vector<int> told_links() const;
+  // The plan against the HELLOs: RAM, flash and (with `links`) links.
+  void check_budgets(bool links = true) const;
   // The smallest idle limit the boards told in HELLO (0: none has one).
   std::chrono::milliseconds board_idle_limit() const;
   // Replaces the plan (e.g. after probing links and recomputing ratings) and
@@ -201,7 +207,6 @@ class Coordinator {
   void start_pool();
   void stop_pool();
   std::unique_ptr<Pool> pool_;
-  void check_budgets() const;
   // Direct routing: tells every board where the others listen.
   void send_peers();
   Frame commit(BoardLink& l, const wire::CommitPayload& c) const;

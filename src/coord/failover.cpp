@@ -112,7 +112,19 @@ void Swarm::start() {
   copt.timeout = opt_.timeout;
   copt.progress = opt_.progress;
   coord_ = std::make_unique<Coordinator>(q_, *plan_, std::move(links), copt);
-  coord_->handshake();
+  coord_->handshake(false);
+  // Links the testbed left to the boards' kind are what the boards told.
+  const std::vector<int> told = coord_->told_links();
+  plan::Testbed tb = tb_;
+  for (size_t w = 0; w < told.size(); ++w) {
+    plan::Board& b = tb.boards[size_t(alive_[w])];
+    if (b.links == 0 && told[w] != plan::board_links(b)) {
+      b.links = told[w];
+      learned_.push_back(alive_[w]);
+    }
+  }
+  if (learned_.empty()) coord_->check_budgets();
+  else replan(tb);
 }
 
 ProbeResult Swarm::probe(int w) { return coord_->probe(w); }

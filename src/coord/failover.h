@@ -132,8 +132,13 @@ class Swarm {
   Swarm& operator=(const Swarm&) = delete;
 
   // Connects to every board and reads its HELLO (no failover: a board that
-  // cannot be reached at the start is a set-up error).
+  // cannot be reached at the start is a set-up error). A board whose links
+  // the testbed does not give (its kind's assumed) and that told another
+  // number takes the told one, and the swarm re-plans (testbed(), plan(),
+  // links_learned()).
   void start();
+  // Boards (testbed index) whose links start() learned from their HELLO.
+  const std::vector<int>& links_learned() const { return learned_; }
   // Link measurement of plan worker `w` (before deploy).
   ProbeResult probe(int w);
   // New board numbers (e.g. measured links) for the boards in use: re-plan.
@@ -189,6 +194,7 @@ class Swarm {
   std::vector<std::string> notes_;
 
   const QGraph& q_;
+  std::vector<int> learned_;  // links_learned()
   plan::Testbed tb_;
   plan::PlanOptions popt_;
   std::vector<std::string> addr_;
