@@ -494,22 +494,41 @@ class PieceBins {
 // as direct_links counts a plan's: the boards it sends to plus the boards it
 // hears from, plus the coordinator's. A plan's links are the union over its
 // transfers, so a transfer over a board's limit makes every plan that has
-// it go over. deficit(): the most links any board needs past its limit
-// (<= 0: every board within it, with that many to spare).
+// it go over.
+//
+// LinkNeeds: the boards a transfer (or several, the most of each) has a
+// board hear from (in) and send to (out), per board that takes part, in
+// board order.
+struct LinkNeed {
+  uint32_t board, in, out;
+};
+using LinkNeeds = std::vector<LinkNeed>;
+
 class PeerCount {
  public:
   explicit PeerCount(size_t n) : in_(n, 0), out_(n, 0) {}
   void sends(size_t from, size_t peers) { out_[from] += uint32_t(peers); }
   void hears(size_t to, size_t peers) { in_[to] += uint32_t(peers); }
-  int deficit(const std::vector<int>& limit) const {
-    int64_t d = std::numeric_limits<int32_t>::min();
-    for (size_t w = 0; w < in_.size(); ++w) d = std::max(d, 1 + int64_t(in_[w]) + out_[w] - limit[w]);
-    return int(std::min<int64_t>(d, std::numeric_limits<int32_t>::max()));
+  LinkNeeds needs() const {
+    LinkNeeds out;
+    for (size_t w = 0; w < in_.size(); ++w)
+      if (in_[w] + out_[w] > 0) out.push_back({uint32_t(w), in_[w], out_[w]});
+    return out;
   }
 
  private:
   std::vector<uint32_t> in_, out_;
 };
+
+// Raises need[w] (in, out; one entry per board) to every board's in `n`.
+using PeerMost = std::vector<std::array<uint32_t, 2>>;
+void raise_needs(const LinkNeeds& n, PeerMost* need) {
+  for (const LinkNeed& l : n) {
+    auto& m = (*need)[l.board];
+    m[0] = std::max(m[0], l.in);
+    m[1] = std::max(m[1], l.out);
+  }
+}
 
 class Chooser {
  public:
@@ -536,7 +555,6 @@ class Chooser {
     });
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
-    for (const Board& b : t.boards) links_.push_back(board_links(b));
     costs_.resize(q.nodes.size() * size_t(kS));
   }
 
@@ -562,23 +580,23 @@ class Chooser {
   // owner maps are made (prepare_block): each touches only its own (n, s)
   // entries and candidate caches.
   //
-  // *deficit becomes at least the largest PeerCount::deficit of the node's
-  // transfers (direct route only).
+  // need[w] (one entry per board) is raised to the links the node's
+  // transfers each need on board w (direct route only).
   template <class ProdStrategy>
-  double node_s(int n, int s, ProdStrategy&& prod, int* deficit) {
+  double node_s(int n, int s, ProdStrategy&& prod, PeerMost* need) {
     s = same_[size_t(s)];
     NodeCost& c = node_cost(n, s);
     if (route_ == Route::Relay) return c.compute;
     const QNode& node = q_.nodes[size_t(n)];
     double total = c.compute;
-    *deficit = std::max(*deficit, c.partial_sums_deficit);
+    raise_needs(c.partial_sums_links, need);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const bool from_coordinator = q_.tensors[size_t(node.inputs[k])].producer < 0;
       const int p = from_coordinator ? 0 : same_[size_t(prod(int(k)))];
       const size_t at = k * size_t(kS) + size_t(p);
       double& v = c.operand[at];
-      if (std::isnan(v)) v = operand_s(n, s, k, p, &c.operand_deficit[at]);
-      *deficit = std::max(*deficit, c.operand_deficit[at]);
+      if (std::isnan(v)) v = operand_s(n, s, k, p, &c.operand_links[at]);
+      raise_needs(c.operand_links[at], need);
       total += v;
     }
     total += c.partial_sums;
@@ -637,9 +655,9 @@ class Chooser {
   struct NodeCost {
     bool made = false;
     double compute = 0, partial_sums = 0, result = 0;
-    int partial_sums_deficit = std::numeric_limits<int>::min();  // PeerCount::deficit of the partial sums
+    LinkNeeds partial_sums_links;      // the links the partial sums need
     std::vector<double> operand;
-    std::vector<int> operand_deficit;  // by operand and producing strategy, as `operand`
+    std::vector<LinkNeeds> operand_links;  // by operand and producing strategy, as `operand`
   };
   NodeCost& node_cost(int n, int s) {
     NodeCost& c = costs_[size_t(n) * size_t(kS) + size_t(s)];
@@ -652,7 +670,7 @@ class Chooser {
     }
     c.compute = compute_s(q_, pc, t_, m_, n);
     c.operand.assign(q_.nodes[size_t(n)].inputs.size() * size_t(kS), std::numeric_limits<double>::quiet_NaN());
-    c.operand_deficit.assign(c.operand.size(), std::numeric_limits<int>::min());
+    c.operand_links.assign(c.operand.size(), LinkNeeds{});
     // Partial sums to the owners of the output blocks (reduced layers).
     Traffic ps(N_);
     PeerCount links(N_);
@@ -669,15 +687,15 @@ class Chooser {
       for (uint32_t v : peers) links.hears(v, 1);
     }
     c.partial_sums = step_s(ps, t_, m_);
-    c.partial_sums_deficit = links.deficit(links_);
+    c.partial_sums_links = links.needs();
     // The graph's output goes to the coordinator.
     if (q_.nodes[size_t(n)].output == q_.output) c.result = step_s(traffic(s)[size_t(n)].result, t_, m_);
     return c;
   }
   // Seconds of operand k of node n under strategy s, made under strategy
   // `prod` (ignored when the coordinator sends it).
-  // *deficit: PeerCount::deficit of this transfer.
-  double operand_s(int n, int s, size_t k, int prod, int* deficit) {
+  // *need: the links this transfer needs (PeerCount).
+  double operand_s(int n, int s, size_t k, int prod, LinkNeeds* need) {
     const Plan& pc = plans_[size_t(s)];
     const QNode& node = q_.nodes[size_t(n)];
     const int mnode = q_.tensors[size_t(node.inputs[k])].producer;
@@ -755,7 +773,7 @@ class Chooser {
       in_group[w] = 1;
     }
     flush();
-    *deficit = links.deficit(links_);
+    *need = links.needs();
     return step_s(tr, t_, m_);
   }
   // Board w's receipts of `runs` but for what it computes itself (`mine`),
@@ -804,7 +822,6 @@ class Chooser {
   Route route_;
   const CostModel& m_;
   size_t N_;
-  std::vector<int> links_;  // links each board holds (board_links)
   std::array<Plan, kS> plans_;
   std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked
   std::vector<std::vector<std::unique_ptr<steps::Owners>>> owners_;
@@ -870,14 +887,13 @@ bool may_go_over_links(const Testbed& t) {
 // Plans `auto` asks for within the boards' links before it gives up.
 constexpr int kLinkAttempts = 10;
 
-// By how many links the plan of the picks (one per block) goes over a
-// board's limit (<= 0: within every board's).
-int links_over_by(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
-                  const std::vector<int>& block_of, const std::vector<int>& pick) {
+// Per board, the boards it hears from and sends to in the plan of the
+// picks (one per block).
+std::vector<std::array<int, 2>> peers_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                                         Route route, const std::vector<int>& block_of, const std::vector<int>& pick) {
   std::vector<std::string> per_node(q.nodes.size());
   for (size_t n = 0; n < per_node.size(); ++n) per_node[n] = layer_choice_info(pick[size_t(block_of[n])]).name;
-  const LinkLoad l = links_over_limit_of(q, t, shares, MixedStrategy(per_node), route);
-  return l.board < 0 ? 0 : l.links - l.limit;
+  return direct_peers_of(q, t, shares, MixedStrategy(per_node), route);
 }
 
 }  // namespace
@@ -904,9 +920,9 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   // cost[b][sp][s]: block b under s after a block under sp (sp ignored for b = 0).
   std::vector<std::array<std::array<double, kS>, kS>> cost(static_cast<size_t>(B));
   std::vector<std::array<bool, kS>> allowed(static_cast<size_t>(B));
-  // deficit[b][sp][s]: the most links past its limit a transfer of block b
-  // under s after sp needs on a board (direct route; Chooser::node_s).
-  std::vector<std::array<std::array<int, kS>, kS>> deficit(static_cast<size_t>(B));
+  // need[b][sp][s]: the most links a transfer of block b under s after sp
+  // needs on each board (direct route; Chooser::node_s).
+  std::vector<std::array<std::array<LinkNeeds, kS>, kS>> need(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) {
     allowed[size_t(b)] = block_candidates(ch, first[size_t(b)], last[size_t(b)], route);
     ch.prepare_block(first[size_t(b)], last[size_t(b)]);
@@ -915,9 +931,9 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
     // (Chooser::same) takes that one's figures.
     for_each_on_every_core(distinct.size(), [&](size_t i) {
       const int s = distinct[i];
+      PeerMost most(route == Route::Direct ? N : 0, {0, 0});
       for (int sp : distinct) {
         double c = 0;
-        int o = std::numeric_limits<int>::min();
         for (int n = first[size_t(b)]; n <= last[size_t(b)] && (b > 0 || sp == 0); ++n)
           c += ch.node_s(
               n, s,
@@ -925,23 +941,42 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
                 const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
                 return mnode < first[size_t(b)] ? sp : s;
               },
-              &o);
+              &most);
         cost[size_t(b)][size_t(sp)][size_t(s)] = b == 0 && sp > 0 ? cost[size_t(b)][0][size_t(s)] : c;
-        deficit[size_t(b)][size_t(sp)][size_t(s)] = b == 0 && sp > 0 ? deficit[size_t(b)][0][size_t(s)] : o;
+        LinkNeeds& nd = need[size_t(b)][size_t(sp)][size_t(s)];
+        if (b == 0 && sp > 0) {
+          nd = need[size_t(b)][0][size_t(s)];
+          continue;
+        }
+        for (size_t w = 0; w < most.size(); ++w)
+          if (most[w][0] + most[w][1] > 0) {
+            nd.push_back({uint32_t(w), most[w][0], most[w][1]});
+            most[w] = {0, 0};
+          }
       }
     });
     for (int sp = 0; sp < kS; ++sp)
       for (int s = 0; s < kS; ++s) {
         cost[size_t(b)][size_t(sp)][size_t(s)] = cost[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
-        deficit[size_t(b)][size_t(sp)][size_t(s)] = deficit[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
+        if (ch.same(sp) != sp || ch.same(s) != s)
+          need[size_t(b)][size_t(sp)][size_t(s)] = need[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
       }
     ch.forget_owners_before(last[size_t(b)]);
   }
   std::vector<int> pick(static_cast<size_t>(B), 0);
-  // With `links`, no transfer is taken that leaves fewer than `spare` links
-  // free on a board (deficit > -spare); false (the picks left as they were)
-  // if then no plan is left.
-  int spare = 0;
+  // With `links`, no transfer is taken that needs more links on a board
+  // than it holds, or that has a board w hear from more than room[w][0]
+  // boards or send to more than room[w][1]; false (the picks left as they
+  // were) if then no plan is left.
+  std::vector<std::array<int64_t, 2>> room(N, {kMaxBoardLinks, kMaxBoardLinks});
+  std::vector<int> holds(N);
+  for (size_t w = 0; w < N; ++w) holds[w] = board_links(t.boards[w]);
+  const auto fits = [&](const LinkNeeds& n) {
+    for (const LinkNeed& l : n)
+      if (1 + int64_t(l.in) + l.out > holds[l.board] || l.in > room[l.board][0] || l.out > room[l.board][1])
+        return false;
+    return true;
+  };
   auto solve = [&](bool links) {
     std::vector<std::array<double, kS>> best(static_cast<size_t>(B));
     std::vector<std::array<int, kS>> from(static_cast<size_t>(B));
@@ -951,11 +986,11 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         from[size_t(b)][size_t(s)] = 0;
         if (!allowed[size_t(b)][size_t(s)]) continue;
         if (b == 0) {
-          if (!(links && deficit[0][0][size_t(s)] > -spare)) best[0][size_t(s)] = cost[0][0][size_t(s)];
+          if (!links || fits(need[0][0][size_t(s)])) best[0][size_t(s)] = cost[0][0][size_t(s)];
           continue;
         }
         for (int sp = 0; sp < kS; ++sp) {
-          if (links && deficit[size_t(b)][size_t(sp)][size_t(s)] > -spare) continue;
+          if (links && !fits(need[size_t(b)][size_t(sp)][size_t(s)])) continue;
           const double v = best[size_t(b) - 1][size_t(sp)] + cost[size_t(b)][size_t(sp)][size_t(s)];
           if (v < best[size_t(b)][size_t(s)]) {
             best[size_t(b)][size_t(s)] = v;
@@ -976,43 +1011,37 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   };
   // On the direct route, the cheapest plan none of whose transfers alone
   // needs more links on a board than it holds. Its transfers together can
-  // still need more: then each transfer must leave links spare on every
-  // board, the fewest spare links found (a few plans asked, by bisection:
-  // more spare links never make a plan cheaper) whose plan stays within the
-  // links. If none is found, the cheapest plan (make_plan then takes the
-  // relay route). make_plan checks the links of the plan it makes in any
-  // case.
+  // still need more on a board: then the transfers that send from it to the
+  // most boards are left out, so that what it sends to goes down by what it
+  // went over (or, if that leaves no plan, what it hears from), and the plan
+  // is asked again, a few times. If no plan is left, the cheapest plan
+  // (make_plan then takes the relay route). make_plan checks the links of
+  // the plan it makes in any case.
   bool links = route == Route::Direct && may_go_over_links(t) && B > 0;
-  if (links) {
-    int lo = -1, hi = -1, top = -1;  // spares known to go over, to fit (the least), to leave no plan
-    std::vector<int> fitting;
-    double fitting_est = 0;
-    int next = 0;
-    for (int attempt = 0; attempt < kLinkAttempts; ++attempt) {
-      spare = next;
-      if (!solve(true)) {
-        top = spare;
-      } else {
-        const int over_by = links_over_by(q, t, shares, route, res.block_of, pick);
-        if (over_by <= 0) {
-          hi = spare;
-          fitting = pick;
-          fitting_est = res.est_s;
-        } else {
-          lo = spare;
-          if (hi < 0 && top < 0) next = std::max(spare + over_by, 2 * spare + 1);
-        }
+  for (int attempt = 0; links; ++attempt) {
+    if (attempt == kLinkAttempts || !solve(true)) {
+      links = false;
+      break;
+    }
+    const std::vector<std::array<int, 2>> peers = peers_of(q, t, shares, route, res.block_of, pick);
+    const auto before = room;
+    const std::vector<int> was = pick;
+    bool over = false, cut = false;
+    for (int side : {1, 0}) {
+      for (size_t w = 0; w < N; ++w) {
+        const int by = 1 + peers[w][0] + peers[w][1] - holds[w];
+        if (by <= 0) continue;
+        over = true;
+        room[w][size_t(side)] = std::min<int64_t>(room[w][size_t(side)], peers[w][size_t(side)] - by);
       }
-      if (hi == lo + 1 || (top >= 0 && top == lo + 1)) break;
-      if (hi >= 0) next = lo + (hi - lo) / 2;
-      else if (top >= 0) next = lo + (top - lo) / 2;
+      // A cut that leaves out no transfer of the plan (many small ones
+      // add up on the board) is no cut.
+      if (!over || (cut = solve(true) && pick != was)) break;
+      room = before;  // no other plan sends less: hear from fewer instead
+      pick = was;
     }
-    links = hi >= 0;
-    spare = links ? hi : 0;
-    if (links) {
-      pick = fitting;
-      res.est_s = fitting_est;
-    }
+    if (!over) break;
+    if (!cut) links = false;
   }
   if (B > 0 && !links) solve(false);
   if (links && B > 0) {  // whether the links ruled out the cheapest choice
@@ -1063,7 +1092,6 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
     allowed[size_t(best_b)][size_t(pick[size_t(best_b)])] = false;
     if (!(links && solve(true))) {
       links = false;
-      spare = 0;
       res.link_bound = false;
       solve(false);
     }

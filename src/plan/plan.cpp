@@ -360,7 +360,7 @@ void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
 
 // What build_plan makes: everything (Full), what pricing reads (Priced,
 // plan_for_pricing), or that and the sends board to board (Linked,
-// links_over_limit_of).
+// direct_peers_of).
 enum class Detail : uint8_t { Full, Priced, Linked };
 
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
@@ -416,9 +416,9 @@ Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<doubl
   return build_plan(q, t, shares, strategy, false, 0, route, Detail::Priced);
 }
 
-LinkLoad links_over_limit_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
-                             const SplitStrategy& strategy, Route route) {
-  return links_over_limit(build_plan(q, t, shares, strategy, false, 0, route, Detail::Linked), t);
+std::vector<std::array<int, 2>> direct_peers_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                                                const SplitStrategy& strategy, Route route) {
+  return direct_peers(build_plan(q, t, shares, strategy, false, 0, route, Detail::Linked));
 }
 
 void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
@@ -445,9 +445,9 @@ void check_budgets(const QGraph& q, const Plan& p, const Testbed& t) {
                 std::to_string(l.limit) + " (testbed key \"links\")");
 }
 
-std::vector<int> direct_links(const Plan& p) {
+std::vector<std::array<int, 2>> direct_peers(const Plan& p) {
   const size_t N = size_t(p.n_workers());
-  std::vector<int> out(N, 0);
+  std::vector<std::array<int, 2>> out(N, {0, 0});
   if (p.route != Route::Direct) return out;
   std::vector<std::vector<uint8_t>> talks(N, std::vector<uint8_t>(N, 0));  // [from][to]
   for (size_t w = 0; w < N; ++w)
@@ -455,10 +455,17 @@ std::vector<int> direct_links(const Plan& p) {
       for (const auto* v : {&ls.sends, &ls.psum.sends})
         for (const core::Send& s : *v)
           if (s.peer != core::kPeerCoordinator && size_t(s.peer) < N) talks[w][s.peer] = 1;
-  for (size_t w = 0; w < N; ++w) {
-    out[w] = 1;
-    for (size_t v = 0; v < N; ++v) out[w] += talks[w][v] + talks[v][w];
-  }
+  for (size_t w = 0; w < N; ++w)
+    for (size_t v = 0; v < N; ++v) {
+      out[w][0] += talks[v][w];
+      out[w][1] += talks[w][v];
+    }
+  return out;
+}
+
+std::vector<int> direct_links(const Plan& p) {
+  std::vector<int> out;
+  for (const auto& io : direct_peers(p)) out.push_back(p.route == Route::Direct ? 1 + io[0] + io[1] : 0);
   return out;
 }
 

@@ -26,6 +26,7 @@
 //      fragment exceeds its budget.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -261,10 +262,13 @@ struct LinkLoad {
   int limit = 0;
 };
 LinkLoad links_over_limit(const Plan& p, const Testbed& t);
-// The same for the plan of these shares and strategy (made without its
+// Per plan worker on the direct route, the boards it hears from and the
+// boards it sends to (direct_links is 1 + both); all 0 for a relay plan.
+std::vector<std::array<int, 2>> direct_peers(const Plan& p);
+// direct_peers of the plan of these shares and strategy (made without its
 // fragment sizes and statistics; `auto` checks its choice so).
-LinkLoad links_over_limit_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
-                             const SplitStrategy& strategy, Route route);
+std::vector<std::array<int, 2>> direct_peers_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                                                const SplitStrategy& strategy, Route route);
 
 // Exact input elements of operand `input` of node `node` that output neurons
 // [begin, end) read: the union of their receptive fields (padded taps are not
