@@ -1011,10 +1011,10 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
   };
   // On the direct route, the cheapest plan none of whose transfers alone
   // needs more links on a board than it holds. Its transfers together can
-  // still need more on a board: then the transfers that send from it to the
-  // most boards are left out, so that what it sends to goes down by what it
-  // went over (or, if that leaves no plan, what it hears from), and the plan
-  // is asked again, a few times. If no plan is left, the cheapest plan
+  // still need more on a board: then the transfers that send from it to as
+  // many boards as the whole plan does are left out (or, if that leaves no
+  // other plan, those that have it hear from as many), and the plan is asked
+  // again, a few times. If no plan is left, the cheapest plan
   // (make_plan then takes the relay route). make_plan checks the links of
   // the plan it makes in any case.
   bool links = route == Route::Direct && may_go_over_links(t) && B > 0;
@@ -1032,7 +1032,7 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         const int by = 1 + peers[w][0] + peers[w][1] - holds[w];
         if (by <= 0) continue;
         over = true;
-        room[w][size_t(side)] = std::min<int64_t>(room[w][size_t(side)], peers[w][size_t(side)] - by);
+        room[w][size_t(side)] = std::min<int64_t>(room[w][size_t(side)], peers[w][size_t(side)] - 1);
       }
       // A cut that leaves out no transfer of the plan (many small ones
       // add up on the board) is no cut.
