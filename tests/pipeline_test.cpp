@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,6 +15,7 @@
 
 #include "support/mem_flash.h"
 #include "support/tiny_qgraph.h"
+#include "support/worker_process.h"
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "coord/verify.h"
@@ -468,6 +472,48 @@ TEST(PipelineHost, RunThroughputPipelinesInsideOneDeployment) {
 // plan that ran it. 4 groups of 1: the killed board's group stops and its
 // images go to the other groups (pipelined, and one after another on the
 // relay). With --no-failover the first failure ends the run.
+// A throughput group that stopped (its one board died, and no re-plan
+// holds the model without it) checks its board again while the other group
+// works: the board is started again at its address, the group takes it
+// back (per_group[].rejoins) and runs images again. Every image bit-exact.
+// The boards emulate a 600 MHz clock at 2 cycles per MAC (0.23 s an image),
+// so the other group still has images when the board is back.
+TEST(PipelineHost, AStoppedThroughputGroupRejoins) {
+  const std::string args = "--ram 1M --cycles-per-mac 2";
+  ts::testing::WorkerProcess b0("127.0.0.1:0", "--id 0 " + args);
+  auto b1 = std::make_unique<ts::testing::WorkerProcess>("127.0.0.1:0", "--id 1 " + args + " --inject-fault kill:20");
+  ASSERT_FALSE(b0.address.empty() || b1->address.empty());
+  const std::string addr1 = b1->address;
+  const std::filesystem::path tbf =
+      std::filesystem::temp_directory_path() / ("ts_rejoin_groups_" + std::to_string(getpid()) + ".json");
+  nlohmann::json tb;
+  for (int i = 0; i < 2; ++i)
+    tb["boards"].push_back({{"id", i}, {"address", i ? addr1 : b0.address}, {"ram_bytes", "1M"}});
+  std::ofstream(tbf) << tb.dump();
+  ts::testing::Shell r;
+  std::thread runner([&] {
+    r = ts::testing::shell("timeout 300 " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 20 " +
+                           "--objective throughput --repeat 16 --testbed " + tbf.string());
+  });
+  const bool died = b1->wait_exit();
+  if (died) b1 = std::make_unique<ts::testing::WorkerProcess>(addr1, "--id 1 " + args);
+  runner.join();
+  std::filesystem::remove(tbf);
+  ASSERT_TRUE(died) << "board 1 did not die at its injected fault";
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["groups"], 2);
+  EXPECT_EQ(j["bit_exact_inferences"], 16);
+  EXPECT_EQ(j["verified_layers"], j["layers"]);
+  const nlohmann::json& g1 = j["per_group"][1];
+  ASSERT_EQ(g1["failovers"].size(), 1u) << g1.dump();
+  ASSERT_GE(g1["rejoins"].size(), 1u) << g1.dump();
+  EXPECT_EQ(g1["rejoins"][0]["board"], 1);
+  EXPECT_TRUE(g1["dropped"].is_null()) << g1.dump();
+  EXPECT_GT(g1["inferences"].get<int>(), 0);
+  EXPECT_EQ(j["per_group"][0]["inferences"].get<int>() + g1["inferences"].get<int>(), 16);
+}
+
 TEST(PipelineHost, ThroughputRunsFailOver) {
   const std::string run = "timeout 300 " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 20 --objective throughput";
   {

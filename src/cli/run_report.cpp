@@ -44,6 +44,20 @@ void print_failover(const QGraph& q, const coord::FailoverEvent& f, const std::s
 }
 
 // A run's failovers as the JSON reports give them.
+nlohmann::json rejoins_json(const std::vector<coord::RejoinEvent>& events) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : events)
+    out.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
+                   {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeployed_bytes", e.redeployed_bytes},
+                   {"full_deploy_bytes", e.full_deploy_bytes}});
+  return out;
+}
+
+void print_rejoin(const coord::RejoinEvent& e, const std::string& where) {
+  std::printf("%srejoin: board %d (%s) back before inference %d; re-planned on %d boards in %.2f s\n", where.c_str(),
+              e.board_id, e.address.c_str(), e.inference, e.boards, e.rejoin_s);
+}
+
 // Boards whose links were learned from their HELLO (RunResult::links_learned).
 nlohmann::json links_learned_json(const RunResult& r) {
   nlohmann::json out = nlohmann::json::array();
@@ -166,11 +180,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
                   {"payload_bytes", l.payload_bytes}, {"wire_bytes", l.wire_bytes}, {"max_peak_ram_bytes", l.max_peak_ram},
                   {"result_frames", l.result_frames}});
   const nlohmann::json jf = failovers_json(r.failovers);
-  nlohmann::json jr = nlohmann::json::array();
-  for (const auto& e : r.rejoins)
-    jr.push_back({{"board", e.board_id}, {"index", e.board}, {"address", e.address}, {"inference", e.inference},
-                  {"boards", e.boards}, {"rejoin_s", e.rejoin_s}, {"redeployed_bytes", e.redeployed_bytes},
-                  {"full_deploy_bytes", e.full_deploy_bytes}});
+  const nlohmann::json jr = rejoins_json(r.rejoins);
   int64_t board_to_board = 0;
   for (const auto& wp : r.plan.workers)
     for (const auto& ls : wp.layers)
@@ -268,9 +278,7 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
               "%zu layers)\n",
               r.match ? "yes" : "NO", r.verified_layers, q.nodes.size());
   for (const auto& f : r.failovers) print_failover(q, f, "");
-  for (const auto& e : r.rejoins)
-    std::printf("rejoin: board %d (%s) back before inference %d; re-planned on %d boards in %.2f s\n", e.board_id,
-                e.address.c_str(), e.inference, e.boards, e.rejoin_s);
+  for (const auto& e : r.rejoins) print_rejoin(e, "");
   std::printf("deploy: %d boards sent %s, %d cached, %.2f s\n", r.deploy.sent, human_bytes(r.deploy.bytes).c_str(), r.deploy.cached,
               r.deploy.seconds);
   if (!c.key_file.empty()) std::printf("links: authenticated (HMAC-SHA-256 tag on every frame, key %s)\n", c.key_file.c_str());
@@ -318,7 +326,8 @@ void print_throughput_json(const RunConfig& c, const RunInputs& in, const Throug
     per_group.push_back({{"boards", r.group_ids[g]},
                          {"inferences", r.group_done[g]},
                          {"dropped", r.group_dropped[g].empty() ? nlohmann::json(nullptr) : nlohmann::json(r.group_dropped[g])},
-                         {"failovers", failovers_json(r.group_failovers[g])}});
+                         {"failovers", failovers_json(r.group_failovers[g])},
+                         {"rejoins", rejoins_json(r.group_rejoins[g])}});
   nlohmann::json cands = nlohmann::json::array();
   for (const auto& k : r.groups.candidates)
     cands.push_back({{"group_boards", k.group_boards}, {"groups", k.groups}, {"fits", k.fits},
@@ -374,6 +383,7 @@ void print_throughput_text(const RunConfig& c, const RunInputs& in, const Throug
   for (size_t g = 0; g < r.group_failovers.size(); ++g) {
     const std::string where = "group " + std::to_string(g) + ": ";
     for (const auto& f : r.group_failovers[g]) print_failover(q, f, where);
+    for (const auto& e : r.group_rejoins[g]) print_rejoin(e, where);
     if (!r.group_dropped[g].empty())
       std::printf("%sstopped (%s); its images went to the other groups\n", where.c_str(), r.group_dropped[g].c_str());
   }

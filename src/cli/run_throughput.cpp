@@ -169,8 +169,28 @@ std::vector<int> own_share(const RunConfig& c, const RunInputs& in, int g, int n
   }
 }
 
-// Group g: its own share, then (if its boards still run) the orphans.
-// Without failover the first failure ends the run (thrown).
+// A group that stopped checks its boards again (after 0.1 s, the pause
+// doubling to 2 s) while there is work it could take: images of failed
+// groups, or groups still on their own share. True once its boards run
+// again (coord::Swarm::rejoin_now). With images left and no group running,
+// it gives up after `limit`.
+bool wait_to_rejoin(Group& G, Orphans& o, std::chrono::milliseconds limit) {
+  auto pause = std::chrono::milliseconds(100);
+  const auto since = Clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(o.mu);
+      const auto idle = [&] { return o.running == 0 && o.busy == 0; };
+      o.cv.wait_for(lock, pause, [&] { return o.images.empty() && idle(); });
+      if (idle() && (o.images.empty() || Clock::now() - since > limit)) return false;
+    }
+    if (G.swarm->rejoin_now()) return true;
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+// Group g: its own share, then (if its boards still run, or run again) the
+// orphans. Without failover the first failure ends the run (thrown).
 void drive_group(const RunConfig& c, const RunInputs& in, int g, int n_groups, int total, bool pipelined,
                  std::atomic<int>& next, Checker& ck, Orphans& o) {
   Group& G = ck.groups[size_t(g)];
@@ -183,7 +203,8 @@ void drive_group(const RunConfig& c, const RunInputs& in, int g, int n_groups, i
   o.cv.notify_all();
   if (!G.dropped.empty()) {
     if (!c.failover) throw Error(G.dropped);
-    return;
+    if (!wait_to_rejoin(G, o, c.timeout)) return;
+    G.dropped.clear();
   }
   for (;;) {
     int k = -1;
@@ -202,7 +223,10 @@ void drive_group(const RunConfig& c, const RunInputs& in, int g, int n_groups, i
       if (!ok) o.images.push_back(k);
     }
     o.cv.notify_all();
-    if (!ok) return;
+    if (!ok) {
+      if (!wait_to_rejoin(G, o, c.timeout)) return;
+      G.dropped.clear();
+    }
   }
 }
 
@@ -271,6 +295,7 @@ ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in)
     res.group_done.push_back(G.done);
     res.group_dropped.push_back(G.dropped);
     res.group_failovers.push_back(G.swarm->failovers());
+    res.group_rejoins.push_back(G.swarm->rejoins());
   }
   return res;
 }

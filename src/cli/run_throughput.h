@@ -46,6 +46,7 @@ struct ThroughputResult {
   std::vector<int> group_done;               // per group: inferences it ran
   std::vector<std::string> group_dropped;    // per group: why it stopped ("" if it ran to the end)
   std::vector<std::vector<coord::FailoverEvent>> group_failovers;  // per group: boards it lost and re-planned without
+  std::vector<std::vector<coord::RejoinEvent>> group_rejoins;      // per group: boards it took back
   bool pipelined = false;
   int in_flight = 1;                         // as run (1 when not pipelined)
   std::string pipeline_note;                 // why not pipelined ("" when it is)

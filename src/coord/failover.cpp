@@ -327,11 +327,21 @@ void RejoinBackoff::check_timed_out(int board, int inference) {
   at_[b] = inference + step_[b];
 }
 
-void Swarm::try_rejoin(int inference) {
+bool Swarm::rejoin_now() {
+  try {
+    try_rejoin(inferences_, true);
+  } catch (const Error&) {
+    return false;  // a board failed on the way and no re-plan holds the model
+  }
+  return coord_ != nullptr;
+}
+
+void Swarm::try_rejoin(int inference, bool now) {
   backoff_.resize(tb_.boards.size());
   std::vector<int> back;
   for (size_t b = 0; b < tb_.boards.size(); ++b) {
-    if (std::find(alive_.begin(), alive_.end(), int(b)) != alive_.end() || !backoff_.due(int(b), inference)) continue;
+    if (std::find(alive_.begin(), alive_.end(), int(b)) != alive_.end() || !(now || backoff_.due(int(b), inference)))
+      continue;
     // An idle live board answers in milliseconds: a short limit keeps a board
     // that hangs from costing much (and its wait doubles).
     std::string why;

@@ -155,6 +155,10 @@ class Swarm {
   void infer_pipelined(const std::vector<const std::vector<int8_t>*>& inputs, int window,
                        const std::function<void(int, InferenceResult&)>& done);
   void close();
+  // After the swarm could not go on (a failover with no board left, or with
+  // boards left that cannot hold the model): takes back its dropped boards
+  // that answer again now (rejoins()), and tells whether it runs again.
+  bool rejoin_now();
 
   const plan::Plan& plan() const { return *plan_; }
   const plan::Testbed& testbed() const { return tb_; }
@@ -176,8 +180,9 @@ class Swarm {
   bool healthy(int board, std::string* why, std::chrono::milliseconds limit = std::chrono::milliseconds(3000),
                bool* timed_out = nullptr);
   // Before an inference: boards dropped earlier that answer again at their
-  // address are taken back (re-plan on all boards in use, deploy).
-  void try_rejoin(int inference);
+  // address are taken back (re-plan on all boards in use, deploy); each is
+  // checked when its back-off is due, or now with `now`.
+  void try_rejoin(int inference, bool now = false);
   // With SwarmOptions::auth, makes the link's session authenticated under a
   // fresh nonce (every connection, the first and those after a failover).
   void secure(BoardLink& l) const;
