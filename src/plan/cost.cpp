@@ -1,265 +1,22 @@
+// The cost model's estimates of a plan (cost.h; the prices themselves:
+// cost_model.cpp) and `auto`'s choice of a strategy per block.
 #include "plan/cost.h"
 #include "plan/ratings.h"
 #include "util/parallel.h"
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
-#include <mutex>
-#include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/op.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
 #include "plan/plan.h"
 #include "plan/plan_steps.h"
-#include "util/paths.h"
-#include "util/input_file.h"
 
 namespace ts::plan {
-
-using core::QOp;
-
-namespace {
-
-bool is_depthwise(const core::LayerDesc& d) { return d.op == QOp::Conv && d.groups > 1 && d.groups == d.in[0].c; }
-
-// The explicit entry for d, 0 if none.
-double explicit_cpm(const CostModel& m, const core::LayerDesc& d) {
-  if (is_depthwise(d) && m.depthwise_cycles_per_mac > 0) return m.depthwise_cycles_per_mac;
-  return size_t(d.op) < m.op_cycles_per_mac.size() ? m.op_cycles_per_mac[size_t(d.op)] : 0;
-}
-
-// Measured costs of `type` from `dir`, read once per process (nullptr if
-// the type has no file there).
-const MeasuredCosts* measured_for(const std::string& dir, const std::string& type) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<MeasuredCosts>> cache;
-  const std::string path = (dir.empty() ? project_home() + "/data/costs" : dir) + "/" + type + ".json";
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(path);
-  if (it == cache.end()) {
-    std::unique_ptr<MeasuredCosts> c;
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(path, ec)) c = std::make_unique<MeasuredCosts>(load_measured_costs(path));
-    it = cache.emplace(path, std::move(c)).first;
-  }
-  return it->second.get();
-}
-
-// Sets the figure of a kind name (conv, pointwise, depthwise, linear, or
-// an op name); false if the name is none of them.
-bool set_kind(MeasuredCosts* c, const std::string& key, double v) {
-  if (key == "conv") c->conv = v;
-  else if (key == "pointwise") c->pointwise = v;
-  else if (key == "depthwise") c->depthwise = v;
-  else if (key == "linear") c->op[size_t(QOp::Gemm)] = v;
-  else {
-    bool found = false;
-    for (int k = 1; k <= core::kNumOps; ++k)
-      if (key == core::qop_name(QOp(k))) c->op[size_t(k)] = v, found = true;
-    return found;
-  }
-  return true;
-}
-
-}  // namespace
-
-double MeasuredCosts::of(const core::LayerDesc& d) const {
-  if (d.op == QOp::Conv) {
-    if (is_depthwise(d)) return depthwise;
-    return d.kh == 1 && d.kw == 1 ? pointwise : conv;
-  }
-  const double own = size_t(d.op) < op.size() ? op[size_t(d.op)] : 0;
-  // Ops a cost file predates: ConvTranspose at a convolution's price per
-  // MAC, Resize at MaxPool's (both only move or blend values).
-  if (!(own > 0) && d.op == QOp::ConvTranspose) return conv;
-  if (!(own > 0) && d.op == QOp::Resize) return op[size_t(QOp::MaxPool)];
-  return own;
-}
-
-MeasuredCosts load_measured_costs(const std::string& path) {
-  const std::string text = read_input_file(path, "cost file", kMaxTextFileBytes);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error("cost file " + path + ": not JSON (" + e.what() + ")");
-  }
-  MeasuredCosts c;
-  double scale = 1.0;
-  const nlohmann::json* table = nullptr;
-  if (j.is_object() && j.contains("cycles_per_mac") && j["cycles_per_mac"].is_object()) {
-    table = &j["cycles_per_mac"];
-  } else if (j.is_object() && j.contains("instructions_per_mac") && j["instructions_per_mac"].is_object()) {
-    table = &j["instructions_per_mac"];
-    if (j.contains("cycles_per_instruction")) {
-      if (!j["cycles_per_instruction"].is_number() || !(j["cycles_per_instruction"].get<double>() > 0))
-        throw Error("cost file " + path + ": cycles_per_instruction must be a positive number");
-      scale = j["cycles_per_instruction"].get<double>();
-    }
-  } else {
-    throw Error("cost file " + path + ": no \"cycles_per_mac\" or \"instructions_per_mac\" object");
-  }
-  for (const auto& [key, val] : table->items()) {
-    if (!val.is_number() || !(val.get<double>() > 0) || !std::isfinite(val.get<double>()))
-      throw Error("cost file " + path + ": \"" + key + "\" must be a positive number");
-    const double v = val.get<double>() * scale;
-    if (!set_kind(&c, key, v)) throw Error("cost file " + path + ": unknown kind \"" + key + "\"");
-  }
-  if (j.contains("source") && j["source"].is_string()) c.source = j["source"].get<std::string>();
-  return c;
-}
-
-HostCosts parse_host_costs(const std::string& text, const std::string& source) {
-  auto fail = [&](const std::string& what) { return Error("host cost file " + source + ": " + what); };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw fail(std::string("not JSON (") + e.what() + ")");
-  }
-  if (!j.is_object()) throw fail("expected a JSON object");
-  if (j.contains("target") && j["target"] != "host") throw fail("\"target\" must be \"host\"");
-  HostCosts h;
-  auto number = [&](const char* key, bool positive) {
-    if (!j.contains(key)) throw fail(std::string("missing \"") + key + "\"");
-    const nlohmann::json& v = j[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || (positive ? !(v.get<double>() > 0) : v.get<double>() < 0))
-      throw fail(std::string("\"") + key + "\" must be a " + (positive ? "positive" : "non-negative") + " number");
-    return v.get<double>();
-  };
-  if (!j.contains("seconds_per_mac") || !j["seconds_per_mac"].is_object())
-    throw fail("missing the \"seconds_per_mac\" object");
-  for (const auto& [key, val] : j["seconds_per_mac"].items()) {
-    if (!val.is_number() || !std::isfinite(val.get<double>()) || !(val.get<double>() > 0))
-      throw fail("seconds_per_mac \"" + key + "\" must be a positive number");
-    // Seconds per MAC of a real kernel are far below a microsecond: a bigger
-    // figure is a unit mistake (ns or ms written as seconds).
-    if (val.get<double>() > 1e-6) throw fail("seconds_per_mac \"" + key + "\" is over 1e-6 s (seconds per MAC expected)");
-    if (key == "default") h.default_s_per_mac = val.get<double>();
-    else if (!set_kind(&h.per_mac, key, val.get<double>())) throw fail("unknown kind \"" + key + "\" in seconds_per_mac");
-  }
-  if (!(h.default_s_per_mac > 0)) throw fail("seconds_per_mac needs a \"default\" figure");
-  h.exchange_s = number("exchange_s", false);
-  if (h.exchange_s > 1.0) throw fail("\"exchange_s\" is over 1 s (seconds per exchange expected)");
-  h.s_per_byte = number("seconds_per_byte", false);
-  if (h.s_per_byte > 1e-3) throw fail("\"seconds_per_byte\" is over 1e-3 s (seconds per byte expected)");
-  if (j.contains("source") && j["source"].is_string()) h.source = j["source"].get<std::string>();
-  return h;
-}
-
-HostCosts load_host_costs(const std::string& path) {
-  return parse_host_costs(read_input_file(path, "host cost file", kMaxTextFileBytes), path);
-}
-
-std::string host_costs_path(const std::string& dir) { return (dir.empty() ? project_home() + "/data/costs" : dir) + "/host.json"; }
-
-bool host_testbed(const Testbed& t) {
-  if (t.boards.empty()) return false;
-  for (const Board& b : t.boards)
-    if (!kind_of(b).host_speed) return false;
-  return true;
-}
-
-CostModel host_cost_model(const HostCosts& h) {
-  CostModel m;
-  m.host = true;
-  m.host_costs = h;
-  m.frame_latency_s = h.exchange_s;
-  m.coord_bandwidth_kbps = 0;  // the coordinator's link is priced per byte like the others
-  m.cores = int(std::thread::hardware_concurrency());
-  return m;
-}
-
-double CostModel::seconds_per_mac(const core::LayerDesc& d, const Board& b) const {
-  if (host) {
-    const double v = host_costs.per_mac.of(d);
-    return v > 0 ? v : host_costs.default_s_per_mac;
-  }
-  return cycles_per_mac(d, b) / (b.clock_mhz * 1e6);
-}
-
-std::string board_type(const Board& b) { return kind_of(b).costs; }
-
-double CostModel::cycles_per_mac(const core::LayerDesc& d) const {
-  const double c = explicit_cpm(*this, d);
-  return c > 0 ? c : default_cycles_per_mac;
-}
-
-double CostModel::cycles_per_mac(const core::LayerDesc& d, const Board& b) const {
-  return type_cycles_per_mac(d, board_type(b));
-}
-
-double CostModel::type_cycles_per_mac(const core::LayerDesc& d, const std::string& type) const {
-  if (const double c = explicit_cpm(*this, d); c > 0) return c;
-  if (!type.empty() && costs_dir != "none")
-    if (const MeasuredCosts* mc = measured_for(costs_dir, type))
-      if (const double c = mc->of(d); c > 0) return c;
-  return default_cycles_per_mac;
-}
-
-double model_cycles_per_mac(const QGraph& q, const CostModel& m, const std::string& type) {
-  double cycles = 0, macs = 0;
-  for (size_t n = 0; n < q.nodes.size(); ++n) {
-    const double k = double(q.nodes[n].macs);
-    if (k > 0) cycles += k * m.type_cycles_per_mac(q.desc(int(n)), type), macs += k;
-  }
-  return macs > 0 ? cycles / macs : 0;
-}
-
-std::vector<double> k1_scales(const QGraph& q, const Testbed& t, const CostModel& m) {
-  std::vector<double> s(t.boards.size(), 1.0);
-  if (m.host) return s;
-  const double ref = model_cycles_per_mac(q, m, kK1BoardType);
-  std::map<std::string, double> of_type;  // a few types, many boards
-  for (size_t i = 0; i < s.size(); ++i) {
-    const std::string type = board_type(t.boards[i]);
-    if (type.empty() || type == kK1BoardType) continue;
-    auto [it, fresh] = of_type.try_emplace(type, 0.0);
-    if (fresh) it->second = model_cycles_per_mac(q, m, type);
-    if (ref > 0 && it->second > 0) s[i] = ref / it->second;
-  }
-  return s;
-}
-
-void parse_op_cycles(const std::string& spec, CostModel* m) {
-  size_t pos = 0;
-  while (pos <= spec.size() && !spec.empty()) {
-    const size_t comma = spec.find(',', pos);
-    const std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) throw Error("op cycles: '" + item + "' is not op=cycles");
-    const std::string op = item.substr(0, eq), val = item.substr(eq + 1);
-    char* end = nullptr;
-    const double v = std::strtod(val.c_str(), &end);
-    if (val.empty() || *end != '\0' || !std::isfinite(v) || v <= 0)
-      throw Error("op cycles: '" + item + "' needs a positive number of cycles per MAC");
-    if (op == "default") {
-      m->default_cycles_per_mac = v;
-      continue;
-    }
-    if (op == "depthwise") {
-      m->depthwise_cycles_per_mac = v;
-      continue;
-    }
-    bool found = false;
-    for (int k = 1; k <= core::kNumOps; ++k)
-      if (op == core::qop_name(QOp(k))) {
-        m->op_cycles_per_mac[size_t(k)] = v;
-        found = true;
-      }
-    if (!found) throw Error("op cycles: unknown op '" + op + "' (expected an op name, depthwise or default)");
-  }
-}
 
 namespace {
 
@@ -898,100 +655,79 @@ std::vector<std::array<int, 2>> peers_of(const QGraph& q, const Testbed& t, cons
 
 }  // namespace
 
-AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
-                             const CostModel& m) {
-  if (t.boards.size() != shares.size()) throw Error("auto: one share per board is needed");
-  Chooser ch(q, t, shares, route, m);
-  std::vector<int> distinct;  // the candidates with plans of their own (sp = 0 first)
-  for (int s = 0; s < kS; ++s)
-    if (ch.same(s) == s) distinct.push_back(s);
-  const size_t N = shares.size();
-  AutoChoice res;
-  res.block_of = graph_blocks(q);
-  const int nodes = int(q.nodes.size());
-  const int B = nodes ? res.block_of.back() + 1 : 0;
-  std::vector<int> first(static_cast<size_t>(B), -1), last(static_cast<size_t>(B), -1);
-  for (int n = 0; n < nodes; ++n) {
-    const int b = res.block_of[size_t(n)];
-    if (first[size_t(b)] < 0) first[size_t(b)] = n;
-    last[size_t(b)] = n;
+namespace {
+
+// The block programme of `auto`: per block b, candidate s and candidate sp
+// of the block before, the block's seconds (cost) and the links its
+// transfers need (need); the candidates each block may take (allowed); the
+// cheapest choice, one candidate per block (pick, est_s).
+class BlockProgramme {
+ public:
+  BlockProgramme(const QGraph& q, const Testbed& t, Route route, const std::vector<int>& block_of)
+      : q_(q), t_(t), route_(route), N_(t.boards.size()), block_of_(block_of) {
+    const int nodes = int(q.nodes.size());
+    B_ = nodes ? block_of.back() + 1 : 0;
+    first_.assign(size_t(B_), -1);
+    last_.assign(size_t(B_), -1);
+    for (int n = 0; n < nodes; ++n) {
+      const int b = block_of[size_t(n)];
+      if (first_[size_t(b)] < 0) first_[size_t(b)] = n;
+      last_[size_t(b)] = n;
+    }
+    cost_.resize(size_t(B_));
+    need_.resize(size_t(B_));
+    allowed_.resize(size_t(B_));
+    pick_.assign(size_t(B_), 0);
+    room_.assign(N_, {kMaxBoardLinks, kMaxBoardLinks});
+    for (const Board& b : t.boards) holds_.push_back(board_links(b));
   }
-  const double inf = std::numeric_limits<double>::infinity();
-  // cost[b][sp][s]: block b under s after a block under sp (sp ignored for b = 0).
-  std::vector<std::array<std::array<double, kS>, kS>> cost(static_cast<size_t>(B));
-  std::vector<std::array<bool, kS>> allowed(static_cast<size_t>(B));
-  // need[b][sp][s]: the most links a transfer of block b under s after sp
-  // needs on each board (direct route; Chooser::node_s).
-  std::vector<std::array<std::array<LinkNeeds, kS>, kS>> need(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) {
-    allowed[size_t(b)] = block_candidates(ch, first[size_t(b)], last[size_t(b)], route);
-    ch.prepare_block(first[size_t(b)], last[size_t(b)]);
-    // Each distinct candidate s of the block on a core of its own (node_s),
-    // after a block under each distinct sp; a candidate priced as another
-    // (Chooser::same) takes that one's figures.
-    for_each_on_every_core(distinct.size(), [&](size_t i) {
-      const int s = distinct[i];
-      PeerMost most(route == Route::Direct ? N : 0, {0, 0});
-      for (int sp : distinct) {
-        double c = 0;
-        for (int n = first[size_t(b)]; n <= last[size_t(b)] && (b > 0 || sp == 0); ++n)
-          c += ch.node_s(
-              n, s,
-              [&](int k) {
-                const int mnode = q.tensors[size_t(q.nodes[size_t(n)].inputs[size_t(k)])].producer;
-                return mnode < first[size_t(b)] ? sp : s;
-              },
-              &most);
-        cost[size_t(b)][size_t(sp)][size_t(s)] = b == 0 && sp > 0 ? cost[size_t(b)][0][size_t(s)] : c;
-        LinkNeeds& nd = need[size_t(b)][size_t(sp)][size_t(s)];
-        if (b == 0 && sp > 0) {
-          nd = need[size_t(b)][0][size_t(s)];
-          continue;
+
+  int blocks() const { return B_; }
+  const std::vector<int>& pick() const { return pick_; }
+  double est_s() const { return est_s_; }
+
+  // Prices every block under every candidate, after every candidate.
+  void price(Chooser& ch) {
+    std::vector<int> distinct;  // the candidates with plans of their own (sp = 0 first)
+    for (int s = 0; s < kS; ++s)
+      if (ch.same(s) == s) distinct.push_back(s);
+    for (int b = 0; b < B_; ++b) {
+      allowed_[size_t(b)] = block_candidates(ch, first_[size_t(b)], last_[size_t(b)], route_);
+      ch.prepare_block(first_[size_t(b)], last_[size_t(b)]);
+      // Each distinct candidate s of the block on a core of its own
+      // (node_s), after a block under each distinct sp; a candidate priced
+      // as another (Chooser::same) takes that one's figures.
+      for_each_on_every_core(distinct.size(), [&](size_t i) { price_block(ch, b, distinct[i], distinct); });
+      for (int sp = 0; sp < kS; ++sp)
+        for (int s = 0; s < kS; ++s) {
+          cost_[size_t(b)][size_t(sp)][size_t(s)] = cost_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
+          if (ch.same(sp) != sp || ch.same(s) != s)
+            need_[size_t(b)][size_t(sp)][size_t(s)] = need_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
         }
-        for (size_t w = 0; w < most.size(); ++w)
-          if (most[w][0] + most[w][1] > 0) {
-            nd.push_back({uint32_t(w), most[w][0], most[w][1]});
-            most[w] = {0, 0};
-          }
-      }
-    });
-    for (int sp = 0; sp < kS; ++sp)
-      for (int s = 0; s < kS; ++s) {
-        cost[size_t(b)][size_t(sp)][size_t(s)] = cost[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
-        if (ch.same(sp) != sp || ch.same(s) != s)
-          need[size_t(b)][size_t(sp)][size_t(s)] = need[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
-      }
-    ch.forget_owners_before(last[size_t(b)]);
+      ch.forget_owners_before(last_[size_t(b)]);
+    }
   }
-  std::vector<int> pick(static_cast<size_t>(B), 0);
-  // With `links`, no transfer is taken that needs more links on a board
-  // than it holds, or that has a board w hear from more than room[w][0]
-  // boards or send to more than room[w][1]; false (the picks left as they
-  // were) if then no plan is left.
-  std::vector<std::array<int64_t, 2>> room(N, {kMaxBoardLinks, kMaxBoardLinks});
-  std::vector<int> holds(N);
-  for (size_t w = 0; w < N; ++w) holds[w] = board_links(t.boards[w]);
-  const auto fits = [&](const LinkNeeds& n) {
-    for (const LinkNeed& l : n)
-      if (1 + int64_t(l.in) + l.out > holds[l.board] || l.in > room[l.board][0] || l.out > room[l.board][1])
-        return false;
-    return true;
-  };
-  auto solve = [&](bool links) {
-    std::vector<std::array<double, kS>> best(static_cast<size_t>(B));
-    std::vector<std::array<int, kS>> from(static_cast<size_t>(B));
-    for (int b = 0; b < B; ++b)
+
+  // The cheapest choice (pick, est_s). With `links`, no transfer is taken
+  // that needs more links on a board than it holds, or that has a board w
+  // hear from more than room[w][0] boards or send to more than room[w][1];
+  // false (the picks left as they were) if then no choice is left.
+  bool solve(bool links) {
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<std::array<double, kS>> best(static_cast<size_t>(B_));
+    std::vector<std::array<int, kS>> from(static_cast<size_t>(B_));
+    for (int b = 0; b < B_; ++b)
       for (int s = 0; s < kS; ++s) {
         best[size_t(b)][size_t(s)] = inf;
         from[size_t(b)][size_t(s)] = 0;
-        if (!allowed[size_t(b)][size_t(s)]) continue;
+        if (!allowed_[size_t(b)][size_t(s)]) continue;
         if (b == 0) {
-          if (!links || fits(need[0][0][size_t(s)])) best[0][size_t(s)] = cost[0][0][size_t(s)];
+          if (!links || fits(need_[0][0][size_t(s)])) best[0][size_t(s)] = cost_[0][0][size_t(s)];
           continue;
         }
         for (int sp = 0; sp < kS; ++sp) {
-          if (links && !fits(need[size_t(b)][size_t(sp)][size_t(s)])) continue;
-          const double v = best[size_t(b) - 1][size_t(sp)] + cost[size_t(b)][size_t(sp)][size_t(s)];
+          if (links && !fits(need_[size_t(b)][size_t(sp)][size_t(s)])) continue;
+          const double v = best[size_t(b) - 1][size_t(sp)] + cost_[size_t(b)][size_t(sp)][size_t(s)];
           if (v < best[size_t(b)][size_t(s)]) {
             best[size_t(b)][size_t(s)] = v;
             from[size_t(b)][size_t(s)] = sp;
@@ -1000,87 +736,160 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
       }
     int s = 0;
     for (int k = 1; k < kS; ++k)
-      if (best[size_t(B) - 1][size_t(k)] < best[size_t(B) - 1][size_t(s)]) s = k;
-    if (best[size_t(B) - 1][size_t(s)] == inf) return false;
-    res.est_s = best[size_t(B) - 1][size_t(s)];
-    for (int b = B - 1; b >= 0; --b) {
-      pick[size_t(b)] = s;
+      if (best[size_t(B_) - 1][size_t(k)] < best[size_t(B_) - 1][size_t(s)]) s = k;
+    if (best[size_t(B_) - 1][size_t(s)] == inf) return false;
+    est_s_ = best[size_t(B_) - 1][size_t(s)];
+    for (int b = B_ - 1; b >= 0; --b) {
+      pick_[size_t(b)] = s;
       s = from[size_t(b)][size_t(s)];
     }
     return true;
-  };
-  // On the direct route, the cheapest plan none of whose transfers alone
+  }
+
+  // On the direct route, the cheapest choice none of whose transfers alone
   // needs more links on a board than it holds. Its transfers together can
   // still need more on a board: then the transfers that send from it to as
   // many boards as the whole plan does are left out (or, if that leaves no
-  // other plan, those that have it hear from as many), and the plan is asked
-  // again, a few times. If no plan is left, the cheapest plan
-  // (make_plan then takes the relay route). make_plan checks the links of
-  // the plan it makes in any case.
-  bool links = route == Route::Direct && may_go_over_links(t) && B > 0;
-  for (int attempt = 0; links; ++attempt) {
-    if (attempt == kLinkAttempts || !solve(true)) {
-      links = false;
-      break;
-    }
-    const std::vector<std::array<int, 2>> peers = peers_of(q, t, shares, route, res.block_of, pick);
-    const auto before = room;
-    const std::vector<int> was = pick;
-    bool over = false, cut = false;
-    for (int side : {1, 0}) {
-      for (size_t w = 0; w < N; ++w) {
-        const int by = 1 + peers[w][0] + peers[w][1] - holds[w];
-        if (by <= 0) continue;
-        over = true;
-        room[w][size_t(side)] = std::min<int64_t>(room[w][size_t(side)], peers[w][size_t(side)] - 1);
+  // other plan, those that have it hear from as many), and the plan is
+  // asked again, a few times. True if such a choice was found (pick); else
+  // the cheapest choice (make_plan then takes the relay route). make_plan
+  // checks the links of the plan it makes in any case.
+  bool choose_within_links(const std::vector<double>& shares) {
+    bool links = route_ == Route::Direct && may_go_over_links(t_) && B_ > 0;
+    for (int attempt = 0; links; ++attempt) {
+      if (attempt == kLinkAttempts || !solve(true)) {
+        links = false;
+        break;
       }
-      // A cut that leaves out no transfer of the plan (many small ones
-      // add up on the board) is no cut.
-      if (!over || (cut = solve(true) && pick != was)) break;
-      room = before;  // no other plan sends less: hear from fewer instead
-      pick = was;
+      if (!cut_links(peers_of(q_, t_, shares, route_, block_of_, pick_), &links)) break;
     }
-    if (!over) break;
-    if (!cut) links = false;
-  }
-  if (B > 0 && !links) solve(false);
-  if (links && B > 0) {  // whether the links ruled out the cheapest choice
-    const std::vector<int> within = pick;
-    const double est = res.est_s;
-    solve(false);
-    res.link_bound = pick != within;
-    pick = within;
-    res.est_s = est;
+    if (B_ > 0 && !links) solve(false);
+    return links;
   }
 
-  // Flash: while a board's data would overflow, take away the choice that
-  // costs least per byte saved on that board.
-  const int64_t overhead = fragment_overhead_bytes(q);
-  for (int round = 0; round < 3 * B; ++round) {
-    int over_w = -1;
-    for (size_t w = 0; w < N && over_w < 0; ++w) {
-      int64_t bytes = overhead;
-      for (int n = 0; n < nodes; ++n) bytes += ch.data(n, pick[size_t(res.block_of[size_t(n)])], w);
-      // A margin for the routing runs, regions and alignment.
-      if (double(bytes) > 0.98 * double(t.boards[w].flash_bytes)) over_w = int(w);
+  // Whether the links ruled out the cheapest choice (the picks kept).
+  bool link_bound() {
+    const std::vector<int> within = pick_;
+    const double est = est_s_;
+    solve(false);
+    const bool bound = pick_ != within;
+    pick_ = within;
+    est_s_ = est;
+    return bound;
+  }
+
+  // Flash: while a board's data would overflow, takes away the choice that
+  // costs least per byte saved on that board. *links: whether the picks
+  // keep within the links (false once they cannot).
+  void fit_flash(const Chooser& ch, bool* links) {
+    for (int round = 0; round < 3 * B_; ++round) {
+      const int over_w = board_over_flash(ch);
+      if (over_w < 0) return;
+      const int best_b = cheapest_flash_cut(ch, over_w);
+      if (best_b < 0) return;  // nothing saves flash: make_plan's check names the board
+      allowed_[size_t(best_b)][size_t(pick_[size_t(best_b)])] = false;
+      if (!(*links && solve(true))) {
+        *links = false;
+        solve(false);
+      }
     }
-    if (over_w < 0) break;
-    double best_ratio = inf;
+  }
+
+ private:
+  // Block b under candidate s after every distinct sp (one thread per s).
+  void price_block(Chooser& ch, int b, int s, const std::vector<int>& distinct) {
+    PeerMost most(route_ == Route::Direct ? N_ : 0, {0, 0});
+    for (int sp : distinct) {
+      LinkNeeds& nd = need_[size_t(b)][size_t(sp)][size_t(s)];
+      if (b == 0 && sp > 0) {  // the first block has no block before it
+        cost_[size_t(b)][size_t(sp)][size_t(s)] = cost_[size_t(b)][0][size_t(s)];
+        nd = need_[size_t(b)][0][size_t(s)];
+        continue;
+      }
+      double c = 0;
+      for (int n = first_[size_t(b)]; n <= last_[size_t(b)]; ++n)
+        c += ch.node_s(
+            n, s,
+            [&](int k) {
+              const int mnode = q_.tensors[size_t(q_.nodes[size_t(n)].inputs[size_t(k)])].producer;
+              return mnode < first_[size_t(b)] ? sp : s;
+            },
+            &most);
+      cost_[size_t(b)][size_t(sp)][size_t(s)] = c;
+      for (size_t w = 0; w < most.size(); ++w)
+        if (most[w][0] + most[w][1] > 0) {
+          nd.push_back({uint32_t(w), most[w][0], most[w][1]});
+          most[w] = {0, 0};
+        }
+    }
+  }
+
+  bool fits(const LinkNeeds& n) const {
+    for (const LinkNeed& l : n)
+      if (1 + int64_t(l.in) + l.out > holds_[l.board] || l.in > room_[l.board][0] || l.out > room_[l.board][1])
+        return false;
+    return true;
+  }
+
+  // After a choice whose plan has each board hear from and send to `peers`:
+  // false if every board is within its links; else the room of the boards
+  // over is cut (sending first) and the programme solved again, *links
+  // false if no cut changes the choice.
+  bool cut_links(const std::vector<std::array<int, 2>>& peers, bool* links) {
+    const auto before = room_;
+    const std::vector<int> was = pick_;
+    bool over = false;
+    for (int side : {1, 0}) {
+      for (size_t w = 0; w < N_; ++w) {
+        if (1 + peers[w][0] + peers[w][1] <= holds_[w]) continue;
+        over = true;
+        room_[w][size_t(side)] = std::min<int64_t>(room_[w][size_t(side)], peers[w][size_t(side)] - 1);
+      }
+      if (!over) return false;
+      // A cut that leaves out no transfer of the plan (many small ones
+      // add up on the board) is no cut.
+      if (solve(true) && pick_ != was) return true;
+      room_ = before;  // no other plan sends less: hear from fewer instead
+      pick_ = was;
+    }
+    *links = false;
+    return false;
+  }
+
+  // The first board whose data under the picks would overflow its flash
+  // (with a margin for the routing runs, regions and alignment), or -1.
+  int board_over_flash(const Chooser& ch) const {
+    const int64_t overhead = fragment_overhead_bytes(q_);
+    for (size_t w = 0; w < N_; ++w) {
+      int64_t bytes = overhead;
+      for (size_t n = 0; n < q_.nodes.size(); ++n) bytes += ch.data(int(n), pick_[size_t(block_of_[n])], w);
+      if (double(bytes) > 0.98 * double(t_.boards[w].flash_bytes)) return int(w);
+    }
+    return -1;
+  }
+
+  // The block whose pick costs least per byte of board w's data saved by
+  // another allowed candidate, or -1.
+  int cheapest_flash_cut(const Chooser& ch, int w) const {
+    const auto data = [&](int b, int s) {
+      int64_t d = 0;
+      for (int n = first_[size_t(b)]; n <= last_[size_t(b)]; ++n) d += ch.data(n, s, size_t(w));
+      return d;
+    };
+    double best_ratio = std::numeric_limits<double>::infinity();
     int best_b = -1;
-    for (int b = 0; b < B; ++b) {
-      const int s = pick[size_t(b)];
-      int64_t d_now = 0;
-      for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) d_now += ch.data(n, s, size_t(over_w));
+    for (int b = 0; b < B_; ++b) {
+      const int s = pick_[size_t(b)];
+      const int64_t d_now = data(b, s);
       for (int s2 = 0; s2 < kS; ++s2) {
-        if (s2 == s || !allowed[size_t(b)][size_t(s2)]) continue;
-        int64_t d2 = 0;
-        for (int n = first[size_t(b)]; n <= last[size_t(b)]; ++n) d2 += ch.data(n, s2, size_t(over_w));
+        if (s2 == s || !allowed_[size_t(b)][size_t(s2)]) continue;
+        const int64_t d2 = data(b, s2);
         if (d2 >= d_now) continue;
-        const int sp = b > 0 ? pick[size_t(b) - 1] : 0;
-        double delta = cost[size_t(b)][size_t(sp)][size_t(s2)] - cost[size_t(b)][size_t(sp)][size_t(s)];
-        if (b + 1 < B)
-          delta += cost[size_t(b) + 1][size_t(s2)][size_t(pick[size_t(b) + 1])] -
-                   cost[size_t(b) + 1][size_t(s)][size_t(pick[size_t(b) + 1])];
+        const int sp = b > 0 ? pick_[size_t(b) - 1] : 0;
+        double delta = cost_[size_t(b)][size_t(sp)][size_t(s2)] - cost_[size_t(b)][size_t(sp)][size_t(s)];
+        if (b + 1 < B_)
+          delta += cost_[size_t(b) + 1][size_t(s2)][size_t(pick_[size_t(b) + 1])] -
+                   cost_[size_t(b) + 1][size_t(s)][size_t(pick_[size_t(b) + 1])];
         const double ratio = std::max(0.0, delta) / double(d_now - d2);
         if (ratio < best_ratio) {
           best_ratio = ratio;
@@ -1088,17 +897,43 @@ AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vecto
         }
       }
     }
-    if (best_b < 0) break;  // nothing saves flash: make_plan's check names the board
-    allowed[size_t(best_b)][size_t(pick[size_t(best_b)])] = false;
-    if (!(links && solve(true))) {
-      links = false;
-      res.link_bound = false;
-      solve(false);
-    }
+    return best_b;
   }
 
-  res.per_node.resize(size_t(nodes));
-  for (int n = 0; n < nodes; ++n) res.per_node[size_t(n)] = layer_choice_info(pick[size_t(res.block_of[size_t(n)])]).name;
+  const QGraph& q_;
+  const Testbed& t_;
+  Route route_;
+  size_t N_;
+  const std::vector<int>& block_of_;
+  int B_ = 0;
+  std::vector<int> first_, last_;
+  std::vector<std::array<std::array<double, kS>, kS>> cost_;     // [b][sp][s]; sp ignored for b = 0
+  std::vector<std::array<std::array<LinkNeeds, kS>, kS>> need_;  // [b][sp][s]: Chooser::node_s
+  std::vector<std::array<bool, kS>> allowed_;
+  std::vector<int> pick_;
+  double est_s_ = 0;
+  std::vector<std::array<int64_t, 2>> room_;  // per board: the most boards a transfer has it hear from, send to
+  std::vector<int> holds_;                    // per board: board_links
+};
+
+}  // namespace
+
+AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
+                             const CostModel& m) {
+  if (t.boards.size() != shares.size()) throw Error("auto: one share per board is needed");
+  Chooser ch(q, t, shares, route, m);
+  AutoChoice res;
+  res.block_of = graph_blocks(q);
+  BlockProgramme bp(q, t, route, res.block_of);
+  bp.price(ch);
+  bool links = bp.choose_within_links(shares);
+  if (links) res.link_bound = bp.link_bound();
+  bp.fit_flash(ch, &links);
+  if (!links) res.link_bound = false;
+  res.est_s = bp.est_s();
+  res.per_node.resize(q.nodes.size());
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    res.per_node[n] = layer_choice_info(bp.pick()[size_t(res.block_of[n])]).name;
   return res;
 }
 
