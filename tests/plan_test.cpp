@@ -908,13 +908,41 @@ TEST(PlanMobileNet, ThousandWorkersInSeconds) {
   ASSERT_NO_FATAL_FAILURE(check_memory(*q, p));
 }
 
+// `auto` with the fallback to the relay route prices a transfer over a
+// board's links only as far as showing it is over, and in full once it
+// knows some direct plan may keep within the links: it chooses exactly as
+// when it prices everything in full (24 boards, where the links bind).
+TEST(PlanMobileNet, PricingOverTheLinksLaterChoosesTheSame) {
+  NEED_MOBILENET(q);
+  const Testbed b24 = bed(24, 512 * 1024, 8 << 20);
+  const std::vector<double> shares(24, 1.0);
+  const CostModel m;
+  const AutoChoice full = choose_strategies(*q, b24, shares, Route::Direct, m, false);
+  const AutoChoice stopping = choose_strategies(*q, b24, shares, Route::Direct, m, true);
+  EXPECT_EQ(stopping.out_of_links, "");
+  EXPECT_TRUE(full.link_bound);
+  EXPECT_EQ(stopping.link_bound, full.link_bound);
+  EXPECT_EQ(stopping.per_node, full.per_node);
+  EXPECT_EQ(stopping.est_s, full.est_s);
+  // Boards of 4 links: no direct plan keeps within them; given up, with the
+  // layer named.
+  Testbed tight = bed(24, 300 * 1024, 8 << 20);
+  for (Board& b : tight.boards) b.links = 4;
+  tight.boards[5].links = 6;
+  const AutoChoice out = choose_strategies(*q, tight, shares, Route::Direct, m, true);
+  EXPECT_TRUE(out.per_node.empty());
+  EXPECT_NE(out.out_of_links.find("' on keeps every board within its links (the boards hold 4 to 6)"),
+            std::string::npos)
+      << out.out_of_links;
+}
+
 // A host board holds kHostBoardLinks links (core::kMaxLinks). On 24 boards
 // `auto`'s cheapest direct plan gathers whole tensors for some layers
 // (2(N-1)+1 links); it chooses the cheapest plan within the links instead,
 // which is faster than the relay route's. Where no direct plan fits (boards
 // of 4 links that cannot hold block_1_expand alone), a named route is
 // refused with one line and the default (route_fallback) plans on the
-// relay route with a note naming the board and the count. Where the only
+// relay route with a note naming the layer and the limit. Where the only
 // direct plan within the links is slower than the relay route (4 links, a
 // board holds every layer: the whole model on one board), the relay route
 // is taken with both estimates.
@@ -961,14 +989,25 @@ TEST(PlanMobileNet, DirectPlansStayWithinTheBoardsLinks) {
         << m;
     EXPECT_NE(m.find("at most 4"), std::string::npos) << m;
   }
+  // With the fallback, `auto` gives up on the direct route as soon as a
+  // block shows that no choice of strategies keeps within the links (the
+  // direct plan above is over them), and the plan is the relay route's.
   o.route_fallback = true;
   const Plan p = make_plan(*q, tight, o);
   EXPECT_EQ(p.route, Route::Relay);
   EXPECT_EQ(direct_links(p), std::vector<int>(24, 0));
-  EXPECT_NE(p.route_note.find(std::to_string(l.links) + " links on board " + std::to_string(l.board) +
-                              ", which holds at most 4"),
+  EXPECT_EQ(p.route_note.rfind("planned on the relay route: on the direct route no choice of strategies from layer '", 0),
+            0u)
+      << p.route_note;
+  EXPECT_NE(p.route_note.find("' on keeps every board within its links (every board holds at most 4)"),
             std::string::npos)
       << p.route_note;
+  PlanOptions relay = o;
+  relay.route = Route::Relay;
+  const Plan named = make_plan(*q, tight, relay);
+  EXPECT_EQ(p.plan_id, named.plan_id);
+  EXPECT_EQ(p.layer_strategy, named.layer_strategy);
+  EXPECT_EQ(p.est_latency_s, named.est_latency_s);
 
   Testbed one = bed(24, 512 * 1024, 8 << 20);
   for (Board& b : one.boards) b.links = 4;

@@ -217,7 +217,7 @@ TEST_F(RunTest, DirectWithinTheLinksElseRelay) {
   ASSERT_FALSE(r.is_null());
   EXPECT_EQ(r.at("route").get<std::string>(), "relay");
   const std::string note = r.at("route_note").get<std::string>();
-  EXPECT_NE(note.find("links on board"), std::string::npos) << note;
+  EXPECT_NE(note.find("keeps every board within its links (every board holds at most 2)"), std::string::npos) << note;
   const auto named = ts::testing::tinysplit_as_given("run --testbed " + tb.string() + " --route direct");
   fs::remove(tb);
   EXPECT_EQ(named.code, 1);

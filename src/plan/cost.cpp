@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
+#include "plan/link_count.h"
 #include "plan/plan.h"
 #include "plan/plan_steps.h"
 
@@ -193,6 +194,9 @@ namespace {
 // `auto`'s candidates: the strategies with a letter in plan/strategy.h's
 // kStrategies, numbered in its order.
 constexpr int kS = num_layer_choices();
+// The seconds of a transfer priced only as far as showing that it needs more
+// links than a board holds (Chooser::price_over_links).
+constexpr double kUnpriced = std::numeric_limits<double>::infinity();
 // `reduce` (input channels, partial sums board to board) is a candidate on
 // the direct route only; elsewhere its plan is the channel plan, never allowed.
 constexpr int kChannel = layer_choice("channel");
@@ -247,50 +251,11 @@ class PieceBins {
   std::vector<size_t> used_;
 };
 
-// The links one transfer needs on each board of the direct route, counted
-// as direct_links counts a plan's: the boards it sends to plus the boards it
-// hears from, plus the coordinator's. A plan's links are the union over its
-// transfers, so a transfer over a board's limit makes every plan that has
-// it go over.
-//
-// LinkNeeds: the boards a transfer (or several, the most of each) has a
-// board hear from (in) and send to (out), per board that takes part, in
-// board order.
-struct LinkNeed {
-  uint32_t board, in, out;
-};
-using LinkNeeds = std::vector<LinkNeed>;
-
-class PeerCount {
- public:
-  explicit PeerCount(size_t n) : in_(n, 0), out_(n, 0) {}
-  void sends(size_t from, size_t peers) { out_[from] += uint32_t(peers); }
-  void hears(size_t to, size_t peers) { in_[to] += uint32_t(peers); }
-  LinkNeeds needs() const {
-    LinkNeeds out;
-    for (size_t w = 0; w < in_.size(); ++w)
-      if (in_[w] + out_[w] > 0) out.push_back({uint32_t(w), in_[w], out_[w]});
-    return out;
-  }
-
- private:
-  std::vector<uint32_t> in_, out_;
-};
-
-// Raises need[w] (in, out; one entry per board) to every board's in `n`.
-using PeerMost = std::vector<std::array<uint32_t, 2>>;
-void raise_needs(const LinkNeeds& n, PeerMost* need) {
-  for (const LinkNeed& l : n) {
-    auto& m = (*need)[l.board];
-    m[0] = std::max(m[0], l.in);
-    m[1] = std::max(m[1], l.out);
-  }
-}
-
 class Chooser {
  public:
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
       : q_(q), t_(t), route_(route), m_(m), N_(shares.size()) {
+    for (const Board& b : t.boards) holds_.push_back(board_links(b));
     // The candidates' plans are independent of each other: made side by
     // side on the machine's cores (the first failure in candidate order is
     // the one thrown, as one after the other). A candidate whose plan is
@@ -316,14 +281,20 @@ class Chooser {
   }
 
   const Plan& plan(int s) const { return plans_[size_t(same_[size_t(s)])]; }
+  // While on (direct route): a transfer is priced only as far as it takes to
+  // show that it needs more links on some board than the board holds; its
+  // seconds are then kUnpriced, and it is priced in full once this is off.
+  // Set between pricing passes, never during one.
+  void price_over_links(bool on) { stop_over_ = !on; }
   // The candidate whose plan candidate s is priced with (itself, or the
   // first with the same plan on this route).
   int same(int s) const { return same_[size_t(s)]; }
-  // Frees the owner maps of nodes before `node` (no later block reads
-  // them: a block's operands from outside it come from the node before it).
-  void forget_owners_before(int node) {
+  // Frees the owner maps of nodes from `node` on (blocks are priced last
+  // to first, and a block's operands from outside it come from the node
+  // before it).
+  void forget_owners_from(int node) {
     for (auto& per_node : owners_)
-      for (int m = 0; m < node && m < int(per_node.size()); ++m) per_node[size_t(m)].reset();
+      for (size_t m = size_t(std::max(node, 0)); m < per_node.size(); ++m) per_node[m].reset();
   }
 
   // Seconds of node n under strategy s, its operands made under the
@@ -352,7 +323,7 @@ class Chooser {
       const int p = from_coordinator ? 0 : same_[size_t(prod(int(k)))];
       const size_t at = k * size_t(kS) + size_t(p);
       double& v = c.operand[at];
-      if (std::isnan(v)) v = operand_s(n, s, k, p, &c.operand_links[at]);
+      if (std::isnan(v) || (v == kUnpriced && !stop_over_)) v = operand_s(n, s, k, p, &c.operand_links[at]);
       raise_needs(c.operand_links[at], need);
       total += v;
     }
@@ -469,7 +440,7 @@ class Chooser {
     std::vector<size_t> producers, group;  // f with bytes_from[f] >= 0; the boards of the priced runs
     std::vector<uint8_t> in_group(N_, 0);
     double bytes_all = 0;
-    PeerCount links(N_);
+    PeerCount links(N_, stop_over_ ? &holds_ : nullptr);
     const auto flush = [&] {
       for (size_t f : producers) {
         tr.out[f] += bytes_from[f] * double(group.size() - (in_group[f] ? 1 : 0));
@@ -496,6 +467,7 @@ class Chooser {
         for (const core::InputRun& r : ls.inputs[k].runs) tr.add(-1, int(w), double(count_message(r.count).wire_bytes));
         continue;
       }
+      if (links.over()) break;
       if (mine) {
         received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr, &links);
         continue;
@@ -531,7 +503,7 @@ class Chooser {
     }
     flush();
     *need = links.needs();
-    return step_s(tr, t_, m_);
+    return links.over() && stop_over_ ? kUnpriced : step_s(tr, t_, m_);
   }
   // Board w's receipts of `runs` but for what it computes itself (`mine`),
   // gathered into frames per producer as the route pass sends them.
@@ -570,6 +542,8 @@ class Chooser {
     return a;
   }();
   std::array<int, kS> same_{};  // the candidate whose plan candidate s's is
+  std::vector<int> holds_;      // per board: board_links
+  bool stop_over_ = false;      // price_over_links(false)
 
   // Made by prepare_block (the pricing of a block only reads them).
   const steps::Owners& owners(int s, int m) const { return *owners_[size_t(s)][size_t(m)]; }
@@ -631,16 +605,6 @@ std::array<bool, kS> block_candidates(const Chooser& ch, int first, int last, Ro
 
 namespace {
 
-// Whether some board could need more links on the direct route than it
-// holds: every other board sends to it and hears from it, plus the
-// coordinator.
-bool may_go_over_links(const Testbed& t) {
-  const int most = 2 * (int(t.boards.size()) - 1) + 1;
-  for (const Board& b : t.boards)
-    if (most > board_links(b)) return true;
-  return false;
-}
-
 // Plans `auto` asks for within the boards' links before it gives up.
 constexpr int kLinkAttempts = 10;
 
@@ -677,6 +641,7 @@ class BlockProgramme {
     cost_.resize(size_t(B_));
     need_.resize(size_t(B_));
     allowed_.resize(size_t(B_));
+    viable_.resize(size_t(B_));
     pick_.assign(size_t(B_), 0);
     room_.assign(N_, {kMaxBoardLinks, kMaxBoardLinks});
     for (const Board& b : t.boards) holds_.push_back(board_links(b));
@@ -686,27 +651,41 @@ class BlockProgramme {
   const std::vector<int>& pick() const { return pick_; }
   double est_s() const { return est_s_; }
 
-  // Prices every block under every candidate, after every candidate.
-  void price(Chooser& ch) {
-    std::vector<int> distinct;  // the candidates with plans of their own (sp = 0 first)
+  // Prices every block under every candidate, after every candidate, last
+  // block first. On the direct route with boards that may need more links
+  // than they hold, stops at a block none of whose choices keeps every board
+  // within its links (then no plan of the candidates does: false, and
+  // out_of_links() says why) if asked to.
+  bool price(Chooser& ch, bool stop_out_of_links) {
+    distinct_.clear();  // the candidates with plans of their own (sp = 0 first)
     for (int s = 0; s < kS; ++s)
-      if (ch.same(s) == s) distinct.push_back(s);
-    for (int b = 0; b < B_; ++b) {
+      if (ch.same(s) == s) distinct_.push_back(s);
+    const bool check = stop_out_of_links && route_ == Route::Direct && may_go_over_links(t_);
+    // A block priced while `check` leaves out the seconds of transfers over
+    // a board's links: those choices can only be taken (link_bound, the
+    // relay fallback's cheapest plan) once priced in full, below.
+    ch.price_over_links(!check);
+    for (int b = B_ - 1; b >= 0; --b) {
       allowed_[size_t(b)] = block_candidates(ch, first_[size_t(b)], last_[size_t(b)], route_);
-      ch.prepare_block(first_[size_t(b)], last_[size_t(b)]);
-      // Each distinct candidate s of the block on a core of its own
-      // (node_s), after a block under each distinct sp; a candidate priced
-      // as another (Chooser::same) takes that one's figures.
-      for_each_on_every_core(distinct.size(), [&](size_t i) { price_block(ch, b, distinct[i], distinct); });
-      for (int sp = 0; sp < kS; ++sp)
-        for (int s = 0; s < kS; ++s) {
-          cost_[size_t(b)][size_t(sp)][size_t(s)] = cost_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
-          if (ch.same(sp) != sp || ch.same(s) != s)
-            need_[size_t(b)][size_t(sp)][size_t(s)] = need_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
-        }
-      ch.forget_owners_before(last_[size_t(b)]);
+      price_blocks(ch, b, distinct_);
+      if (check && !some_choice_within_links(b)) return false;
     }
+    if (!check) return true;
+    ch.price_over_links(true);
+    for (int b = B_ - 1; b >= 0; --b) {
+      std::vector<int> redo;
+      for (int s : distinct_)
+        for (int sp : distinct_)
+          if (cost_[size_t(b)][size_t(sp)][size_t(s)] == kUnpriced) {
+            redo.push_back(s);
+            break;
+          }
+      if (!redo.empty()) price_blocks(ch, b, redo);
+    }
+    return true;
   }
+  // The block from which on no choice keeps within the links (price).
+  int out_of_links() const { return out_of_links_; }
 
   // The cheapest choice (pick, est_s). With `links`, no transfer is taken
   // that needs more links on a board than it holds, or that has a board w
@@ -796,11 +775,26 @@ class BlockProgramme {
   }
 
  private:
-  // Block b under candidate s after every distinct sp (one thread per s).
-  void price_block(Chooser& ch, int b, int s, const std::vector<int>& distinct) {
+  // Block b under each of the distinct candidates `which`, on a core of its
+  // own (Chooser::node_s), after a block under each distinct sp; a candidate
+  // priced as another (Chooser::same) takes that one's figures.
+  void price_blocks(Chooser& ch, int b, const std::vector<int>& which) {
+    ch.prepare_block(first_[size_t(b)], last_[size_t(b)]);
+    for_each_on_every_core(which.size(), [&](size_t i) { price_block(ch, b, which[i]); });
+    for (int sp = 0; sp < kS; ++sp)
+      for (int s = 0; s < kS; ++s) {
+        cost_[size_t(b)][size_t(sp)][size_t(s)] = cost_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
+        if (ch.same(sp) != sp || ch.same(s) != s)
+          need_[size_t(b)][size_t(sp)][size_t(s)] = need_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
+      }
+    ch.forget_owners_from(first_[size_t(b)]);
+  }
+  // Block b under candidate s after every distinct sp.
+  void price_block(Chooser& ch, int b, int s) {
     PeerMost most(route_ == Route::Direct ? N_ : 0, {0, 0});
-    for (int sp : distinct) {
+    for (int sp : distinct_) {
       LinkNeeds& nd = need_[size_t(b)][size_t(sp)][size_t(s)];
+      nd.clear();
       if (b == 0 && sp > 0) {  // the first block has no block before it
         cost_[size_t(b)][size_t(sp)][size_t(s)] = cost_[size_t(b)][0][size_t(s)];
         nd = need_[size_t(b)][0][size_t(s)];
@@ -822,6 +816,29 @@ class BlockProgramme {
           most[w] = {0, 0};
         }
     }
+  }
+
+  // Whether block b has an allowed candidate s that keeps every board
+  // within its links after some candidate, and that the blocks after it can
+  // follow within them (viable_); if not, out_of_links() is b.
+  bool some_choice_within_links(int b) {
+    bool any = false;
+    for (int s = 0; s < kS; ++s) {
+      bool& v = viable_[size_t(b)][size_t(s)];
+      v = allowed_[size_t(b)][size_t(s)];
+      if (v && b + 1 < B_) {
+        v = false;
+        for (int sn = 0; sn < kS && !v; ++sn)
+          v = viable_[size_t(b) + 1][size_t(sn)] && fits(need_[size_t(b) + 1][size_t(s)][size_t(sn)]);
+      }
+      if (v) {
+        v = false;
+        for (int sp = 0; sp < (b == 0 ? 1 : kS) && !v; ++sp) v = fits(need_[size_t(b)][size_t(sp)][size_t(s)]);
+      }
+      any = any || v;
+    }
+    if (!any) out_of_links_ = b;
+    return any;
   }
 
   bool fits(const LinkNeeds& n) const {
@@ -912,20 +929,45 @@ class BlockProgramme {
   std::vector<std::array<bool, kS>> allowed_;
   std::vector<int> pick_;
   double est_s_ = 0;
+  int out_of_links_ = -1;
+  std::vector<int> distinct_;  // the candidates with plans of their own (Chooser::same), 0 first
+  std::vector<std::array<bool, kS>> viable_;  // [b][s]: some sp fits, and blocks b+1.. can follow (price)
   std::vector<std::array<int64_t, 2>> room_;  // per board: the most boards a transfer has it hear from, send to
   std::vector<int> holds_;                    // per board: board_links
 };
 
 }  // namespace
 
+namespace {
+
+// Why `auto` gave up on the direct route at block b (AutoChoice::out_of_links).
+std::string out_of_links_note(const QGraph& q, const Testbed& t, const std::vector<int>& block_of, int b) {
+  const size_t first = size_t(std::find(block_of.begin(), block_of.end(), b) - block_of.begin());
+  int lo = std::numeric_limits<int>::max(), hi = 0;
+  for (const Board& board : t.boards) {
+    lo = std::min(lo, board_links(board));
+    hi = std::max(hi, board_links(board));
+  }
+  return "on the direct route no choice of strategies from layer '" + q.nodes.at(first).name +
+         "' on keeps every board within its links (" +
+         (lo == hi ? "every board holds at most " + std::to_string(lo)
+                   : "the boards hold " + std::to_string(lo) + " to " + std::to_string(hi)) +
+         ")";
+}
+
+}  // namespace
+
 AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
-                             const CostModel& m) {
+                             const CostModel& m, bool stop_out_of_links) {
   if (t.boards.size() != shares.size()) throw Error("auto: one share per board is needed");
   Chooser ch(q, t, shares, route, m);
   AutoChoice res;
   res.block_of = graph_blocks(q);
   BlockProgramme bp(q, t, route, res.block_of);
-  bp.price(ch);
+  if (!bp.price(ch, stop_out_of_links)) {
+    res.out_of_links = out_of_links_note(q, t, res.block_of, bp.out_of_links());
+    return res;
+  }
   bool links = bp.choose_within_links(shares);
   if (links) res.link_bound = bp.link_bound();
   bp.fit_flash(ch, &links);

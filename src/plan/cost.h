@@ -190,10 +190,16 @@ struct AutoChoice {
   // Direct route: the boards' links ruled out the cheapest choice (a
   // transfer over a board's limit), and this one is the cheapest within them.
   bool link_bound = false;
+  // Direct route, boards that may need more links than they hold: why no
+  // choice keeps every board within its links, or "" (then per_node is
+  // empty, and make_plan takes the relay route).
+  std::string out_of_links;
 };
 
 // Picks a strategy per block (see above) for the given shares and route.
+// stop_out_of_links: give up as soon as a block shows that no choice keeps
+// every board within its links (AutoChoice::out_of_links).
 AutoChoice choose_strategies(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route,
-                             const CostModel& m);
+                             const CostModel& m, bool stop_out_of_links = false);
 
 }  // namespace ts::plan

@@ -188,17 +188,19 @@ void operand_needs(NodeNeeds& needs, const core::LayerDesc& d, int k, LayerShare
     });
   if (ls.regions.size() > 1 || ls.regions[0].kind == core::RegionKind::Box) {
     // Several segments: sort and merge their runs.
-    std::sort(in.runs.begin(), in.runs.end(), [](const InputRun& a, const InputRun& b) { return a.offset < b.offset; });
-    std::vector<InputRun> merged;
-    for (const InputRun& r : in.runs) {
-      if (!merged.empty() && int64_t(merged.back().offset) + merged.back().count >= r.offset) {
-        const int64_t e = std::max<int64_t>(int64_t(merged.back().offset) + merged.back().count, int64_t(r.offset) + r.count);
-        merged.back().count = uint32_t(e - merged.back().offset);
+    std::vector<InputRun>& v = in.runs;
+    std::sort(v.begin(), v.end(), [](const InputRun& a, const InputRun& b) { return a.offset < b.offset; });
+    size_t kept = 0;  // merged in place: v[0, kept) are the runs so far
+    for (const InputRun& r : v) {
+      InputRun& last = v[kept - (kept > 0)];
+      if (kept > 0 && int64_t(last.offset) + last.count >= r.offset) {
+        const int64_t e = std::max<int64_t>(int64_t(last.offset) + last.count, int64_t(r.offset) + r.count);
+        last.count = uint32_t(e - last.offset);
       } else {
-        merged.push_back(r);
+        v[kept++] = r;
       }
     }
-    in.runs = std::move(merged);
+    v.resize(kept);
   }
   in.elems = 0;
   for (const InputRun& r : in.runs) in.elems += r.count;
@@ -480,7 +482,10 @@ LinkLoad links_over_limit(const Plan& p, const Testbed& t) {
 
 namespace {
 
-Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
+// out_of_links: if given, `auto` on the direct route may give up as soon as
+// no choice of its candidates keeps every board within its links; then it
+// says why there and the plan returned is empty.
+Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, std::string* out_of_links = nullptr) {
   if (t.boards.empty()) throw Error("plan: the testbed has no boards");
   validate_testbed(t, "testbed");
   if (q.nodes.empty()) throw Error("plan: the model has no layers");
@@ -513,7 +518,11 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   }
   bool link_bound = false;
   if (is_auto) {
-    const AutoChoice choice = choose_strategies(q, t, ratings, opt.route, opt.cost);
+    const AutoChoice choice = choose_strategies(q, t, ratings, opt.route, opt.cost, out_of_links != nullptr);
+    if (!choice.out_of_links.empty()) {
+      *out_of_links = choice.out_of_links;
+      return Plan{};
+    }
     link_bound = choice.link_bound;
     strategy = std::make_unique<MixedStrategy>(choice.per_node);
   }
@@ -613,7 +622,15 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   PlanOptions direct = opt;
   direct.check_budgets = false;
   direct.routing = false;
-  Plan p = plan_on_route(q, t, direct);
+  std::string out_of_links;
+  Plan p = plan_on_route(q, t, direct, &out_of_links);
+  if (!out_of_links.empty()) {
+    PlanOptions relay = opt;
+    relay.route = Route::Relay;
+    Plan r = plan_on_route(q, t, relay);
+    r.route_note = "planned on the relay route: " + out_of_links;
+    return r;
+  }
   const LinkLoad l = links_over_limit(p, t);
   if (l.board < 0) {
     // Within the boards' links `auto` may have had to give up its cheapest

@@ -71,8 +71,9 @@ class Owners {
 
 // The route pass: where every input comes from (the coordinator, another
 // worker, this worker's own earlier output) and where every output goes.
-// Without `peer_sends` the sends board to board are left out (everything a
-// receiver records is still there): plan_for_pricing.
+// Without `peer_sends` the sends board to board, and the runs a receiver
+// takes from other boards (InputNeed::recv; recv_elems is kept), are left
+// out: plan_for_pricing, which reads neither.
 void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends = true);
 
 // The arena plan of one worker: in-place outputs, then an offset for every

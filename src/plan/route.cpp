@@ -299,7 +299,7 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
       for (LayerShare& ls : p.workers[w].layers) {
         if (!ls.active()) continue;
         for (InputNeed& in : ls.inputs) {
-          in.recv = in.runs;
+          if (peer_sends) in.recv = in.runs;
           in.coord_runs = in.runs;
           in.recv_elems = in.elems;
         }
@@ -334,10 +334,10 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
         const auto from_owners = [&](int64_t off, int64_t count) {
           const bool whole = own.walk(off, count, at, [&](const Owners::Segment& sg, int64_t i, int64_t stop) {
             if (size_t(sg.worker) == w) return local(i, stop);
-            add_run(&in.recv, i, stop - i, true);
             in.recv_elems += stop - i;
             in.avail_from = prod;
             if (!peer_sends) return;
+            add_run(&in.recv, i, stop - i, true);
             core::Send s;
             s.peer = uint16_t(w);
             s.layer = uint16_t(n);
