@@ -477,6 +477,41 @@ TEST(SimScenario, RamFallsAndFlattens) {
   EXPECT_EQ(sim::flattening_point({1, 2, 3}, {100, 100, 100}), 1);
 }
 
+// Without a named route the simulated plan is the one `plan` and `run` make:
+// on boards of 2 links the only direct plans within them are slower than
+// the relay route's, so it is the relay route's, with the planner's note.
+// With the direct route named, that direct plan is simulated.
+TEST(SimScenario, WithoutANamedRouteTheRunsPlanIsSimulated) {
+  NEED_MODEL(q);
+  sim::Scenario s;
+  s.testbed = bed(4);
+  for (plan::Board& b : s.testbed.boards) b.links = 2;
+  s.strategy = "auto";
+  s.route = plan::Route::Direct;
+  s.route_fallback = true;
+  const sim::RunRecord r = sim::run_scenario(*q, s, false);
+  EXPECT_EQ(r.route, plan::Route::Relay);
+  EXPECT_TRUE(r.fits) << r.budget_error;
+  EXPECT_EQ(r.route_note.rfind("planned on the relay route: within the boards' links the direct route is estimated at ", 0),
+            0u)
+      << r.route_note;
+  plan::PlanOptions o;
+  o.strategy = "auto";
+  o.route = plan::Route::Direct;
+  o.route_fallback = true;
+  o.routing = false;
+  const plan::Plan p = plan::make_plan(*q, s.testbed, o);
+  EXPECT_EQ(r.est_latency_s, p.est_latency_s);
+  EXPECT_EQ(r.plan_wire_bytes, p.total_wire_bytes);
+
+  s.route_fallback = false;
+  const sim::RunRecord named = sim::run_scenario(*q, s, false);
+  EXPECT_EQ(named.route, plan::Route::Direct);
+  EXPECT_EQ(named.route_note, "");
+  EXPECT_TRUE(named.fits) << named.budget_error;
+  EXPECT_GT(named.est_latency_s, r.est_latency_s);
+}
+
 // ---------------------------------------------------------------------------
 // The command line, and agreement with the engine's own byte counts
 // ---------------------------------------------------------------------------
@@ -508,6 +543,8 @@ TEST(SimCli, JsonPerWorkerCount) {
   int n = 3;
   for (const auto& r : j.at("runs")) {
     EXPECT_EQ(r.at("workers").get<int>(), n++);
+    EXPECT_EQ(r.at("route").get<std::string>(), "direct");
+    EXPECT_EQ(r.at("route_note").get<std::string>(), "");
     const auto& l = r.at("latency_s");
     EXPECT_NEAR(l.at("total").get<double>(), l.at("compute").get<double>() + l.at("communication").get<double>(), 1e-9);
     EXPECT_GT(r.at("wire_bytes").get<int64_t>(), r.at("payload_bytes").get<int64_t>());

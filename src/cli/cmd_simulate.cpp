@@ -55,6 +55,7 @@ SimConfig make_sim_config(const SimulateOptions& o) {
   c.figures = o.plot_dir.empty() ? std::vector<int>{} : sim::parse_figures(o.figures);
   refuse_idle_outputs(o, throughput, c.figures);
   c.route = plan::parse_route(o.route);
+  c.route_fallback = !given(o.cli, "--route");  // as `plan` and `run`: a named route is kept
   plan::check_strategy_name(o.strategy);
   c.strategy = o.strategy;
   c.route_text = o.route;
@@ -131,6 +132,7 @@ SimResult run_simulations(const SimConfig& c) {
     sc.alloc = c.alloc;
     sc.strategy = c.strategy;
     sc.route = c.route;
+    sc.route_fallback = c.route_fallback;
     sc.op_cycles = c.op_cycles;
     sc.throughput_images = c.throughput_images;
     sc.timing = c.tm;

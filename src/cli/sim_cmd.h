@@ -36,6 +36,7 @@ struct SimConfig {
   plan::Allocation alloc = plan::Allocation::Rating;
   std::string strategy, route_text;  // as given (the reports name them so)
   plan::Route route = plan::Route::Direct;
+  bool route_fallback = false;  // --route not given (sim::Scenario::route_fallback)
   std::string op_cycles;
   int throughput_images = 0;         // images back to back per run (0: latency only)
   // Which boards: a testbed file, or N preset boards for each count.

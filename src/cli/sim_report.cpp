@@ -55,6 +55,7 @@ void print_sim_text(const SimConfig& c, const SimResult& res) {
   for (const auto& r : res.runs) view.push_back(r.get());
   sim::print_summary(stdout, view);
   for (const auto& r : res.runs) {
+    if (!r->route_note.empty()) std::printf("  %d boards: %s\n", r->workers, r->route_note.c_str());
     if (!r->fits) std::printf("  %d boards do not fit: %s\n", r->workers, r->budget_error.c_str());
     if (!r->throughput_mode.empty())
       std::printf("  %d boards, objective throughput: %s, %d group%s of %d board%s%s: %.1f images/s (planner's estimate %.1f)\n",

@@ -40,6 +40,8 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
                       {"active_boards", l.active_boards}});
   nlohmann::json j = {{"workers", r.workers},
                       {"fits_budget", r.fits},
+                      {"route", plan::route_name(r.route)},
+                      {"route_note", r.route_note},
                       {"latency_s", {{"total", s.total_s}, {"compute", s.compute_s}, {"communication", s.comm_s}}},
                       {"wire_bytes", s.wire_bytes},
                       {"payload_bytes", s.payload_bytes},

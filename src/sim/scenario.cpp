@@ -132,6 +132,7 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   po.alloc = s.alloc;
   po.strategy = s.strategy;
   po.route = s.route;
+  po.route_fallback = s.route_fallback;
   // The plan is the one `plan` and `run` make (the planner's default cost
   // model, plus --op-cycles if given), whatever timing it is simulated under.
   if (!s.op_cycles.empty()) plan::parse_op_cycles(s.op_cycles, &po.cost);
@@ -150,6 +151,8 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   r.plan_wire_bytes = p.total_wire_bytes;
   r.est_latency_s = p.est_latency_s;
   r.layer_strategy = p.layer_strategy;
+  r.route = p.route;
+  r.route_note = p.route_note;
   r.min_peak_ram_bytes = p.workers[0].peak_ram_bytes;
   double sum = 0;
   for (size_t w = 0; w < p.workers.size(); ++w) {

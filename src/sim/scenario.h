@@ -61,6 +61,11 @@ struct Scenario {
   plan::Allocation alloc = plan::Allocation::Rating;
   std::string strategy = "neuron";   // plan::make_strategy names, or "auto"
   plan::Route route = plan::Route::Relay;
+  // As plan::PlanOptions::route_fallback (the route was not named, as in
+  // `plan` and `run`): a direct plan that needs more links than the boards
+  // hold gives way to the relay route. Without it, such a plan is simulated
+  // and reported over its budget.
+  bool route_fallback = false;
   TimingModel timing;
   // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);
   // empty = its defaults (2 cycles/MAC, 30 us per message), as `plan` and
@@ -104,6 +109,8 @@ struct RunRecord {
   double est_images_per_s = 0;
   std::string throughput_error;      // no grouping fits (images_per_s stays 0)
   std::vector<std::string> layer_strategy;
+  plan::Route route = plan::Route::Direct;  // the plan's route
+  std::string route_note;                   // why not the one asked for (plan::Plan::route_note), or ""
   SimResult result;          // board details dropped unless keep_boards
 };
 
