@@ -931,9 +931,44 @@ TEST(PlanMobileNet, PricingOverTheLinksLaterChoosesTheSame) {
   tight.boards[5].links = 6;
   const AutoChoice out = choose_strategies(*q, tight, shares, Route::Direct, m, true);
   EXPECT_TRUE(out.per_node.empty());
-  EXPECT_NE(out.out_of_links.find("' on keeps every board within its links (the boards hold 4 to 6)"),
+  EXPECT_NE(out.out_of_links.find("' on that keeps every board within its links (the boards hold 4 to 6)"),
             std::string::npos)
       << out.out_of_links;
+}
+
+// Six boards of 5 links (MobileNetV2 at 112): within the links on all six
+// only slow direct plans are left, and the relay route is slower than the
+// direct route on three of them, as many as every direct plan keeps within 5
+// links; the other three are left idle, and the note says so.
+TEST(PlanMobileNet, PastTheLinksSomeBoardsMayBeLeftIdle) {
+  NEED_MOBILENET(q);
+  PlanOptions o;
+  o.strategy = "auto";
+  o.route = Route::Direct;
+  o.route_fallback = true;
+  o.routing = false;
+  Testbed six = bed(6, 512 * 1024, 8 << 20);
+  for (Board& b : six.boards) b.links = 5;
+  const Plan p = make_plan(*q, six, o);
+  EXPECT_EQ(p.route, Route::Direct);
+  EXPECT_EQ(links_over_limit(p, six).board, -1);
+  int busy = 0;
+  for (const WorkerPlan& w : p.workers) busy += w.macs > 0;
+  EXPECT_EQ(busy, 3);
+  EXPECT_EQ(p.route_note.rfind("planned on the direct route on 3 of the 6 boards (the others take no share): ", 0), 0u)
+      << p.route_note;
+  PlanOptions r = o;
+  r.route = Route::Relay;
+  r.route_fallback = false;
+  EXPECT_LT(p.est_latency_s, 0.9 * make_plan(*q, six, r).est_latency_s);
+  // Named, the direct route is not weighed against anything.
+  PlanOptions named = o;
+  named.route_fallback = false;
+  const Plan d = make_plan(*q, six, named);
+  EXPECT_EQ(d.route_note, "");
+  busy = 0;
+  for (const WorkerPlan& w : d.workers) busy += w.macs > 0;
+  EXPECT_GT(busy, 0);
 }
 
 // A host board holds kHostBoardLinks links (core::kMaxLinks). On 24 boards
@@ -996,10 +1031,10 @@ TEST(PlanMobileNet, DirectPlansStayWithinTheBoardsLinks) {
   const Plan p = make_plan(*q, tight, o);
   EXPECT_EQ(p.route, Route::Relay);
   EXPECT_EQ(direct_links(p), std::vector<int>(24, 0));
-  EXPECT_EQ(p.route_note.rfind("planned on the relay route: on the direct route no choice of strategies from layer '", 0),
+  EXPECT_EQ(p.route_note.rfind("planned on the relay route: the direct route has no choice of strategies from layer '", 0),
             0u)
       << p.route_note;
-  EXPECT_NE(p.route_note.find("' on keeps every board within its links (every board holds at most 4)"),
+  EXPECT_NE(p.route_note.find("' on that keeps every board within its links (every board holds at most 4)"),
             std::string::npos)
       << p.route_note;
   PlanOptions relay = o;

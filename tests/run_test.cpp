@@ -226,6 +226,30 @@ TEST_F(RunTest, DirectWithinTheLinksElseRelay) {
   EXPECT_NE(named.err.find("holds at most 2"), std::string::npos) << named.err;
 }
 
+// Six boards of 5 links at 112: the run takes the direct route on three of
+// them and leaves three idle (plan: PastTheLinksSomeBoardsMayBeLeftIdle);
+// the idle boards are deployed, hold no share and compute nothing, and the
+// result is bit-exact.
+TEST_F(RunTest, PastTheLinksSomeBoardsAreLeftIdle) {
+  const fs::path tb = fs::temp_directory_path() / ("ts_run_test_idle_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(tb);
+    out << "[";
+    for (int i = 0; i < 6; ++i) out << (i ? "," : "") << R"({"id": )" << i << R"(, "links": 5})";
+    out << "]";
+  }
+  const auto j = run_json_as_given("--testbed " + tb.string() + " --size 112");
+  fs::remove(tb);
+  expect_exact_and_planned(j, 6);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+  EXPECT_EQ(j.at("route_note").get<std::string>().rfind("planned on the direct route on 3 of the 6 boards", 0), 0u)
+      << j.at("route_note");
+  int busy = 0;
+  for (const auto& w : j.at("per_worker")) busy += w.at("macs").get<int64_t>() > 0;
+  EXPECT_EQ(busy, 3);
+}
+
 // Standalone boards at loopback addresses that the testbed calls Teensy
 // 4.1 boards, whose links it does not give: the planner assumes the kind's
 // links (kFirmwareLinks), too few for the direct route's cheapest plan on 9

@@ -948,8 +948,8 @@ std::string out_of_links_note(const QGraph& q, const Testbed& t, const std::vect
     lo = std::min(lo, board_links(board));
     hi = std::max(hi, board_links(board));
   }
-  return "on the direct route no choice of strategies from layer '" + q.nodes.at(first).name +
-         "' on keeps every board within its links (" +
+  return "the direct route has no choice of strategies from layer '" + q.nodes.at(first).name +
+         "' on that keeps every board within its links (" +
          (lo == hi ? "every board holds at most " + std::to_string(lo)
                    : "the boards hold " + std::to_string(lo) + " to " + std::to_string(hi)) +
          ")";

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 
@@ -482,6 +483,20 @@ LinkLoad links_over_limit(const Plan& p, const Testbed& t) {
 
 namespace {
 
+// 1 for each board that takes a share, 0 for those PlanOptions::boards_used
+// leaves idle.
+std::vector<double> boards_taking_shares(const Testbed& t, const PlanOptions& opt) {
+  const size_t N = t.boards.size();
+  std::vector<double> used(N, 1.0);
+  if (opt.boards_used <= 0 || size_t(opt.boards_used) >= N) return used;
+  const std::vector<double> speed = compute_ratings(t, Allocation::Rating, opt.k1);
+  std::vector<size_t> order(N);
+  for (size_t w = 0; w < N; ++w) order[w] = w;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return speed[a] > speed[b]; });
+  for (size_t i = size_t(opt.boards_used); i < N; ++i) used[order[i]] = 0.0;
+  return used;
+}
+
 // out_of_links: if given, `auto` on the direct route may give up as soon as
 // no choice of its candidates keeps every board within its links; then it
 // says why there and the plan returned is empty.
@@ -496,12 +511,13 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
   // usual winner); the strategies themselves are chosen once the ratings are known.
   std::unique_ptr<SplitStrategy> strategy = make_strategy(is_auto ? "spatial" : opt.strategy);
 
-  // 1. Ratings.
+  // 1. Ratings (0 for the boards left idle, PlanOptions::boards_used).
+  const std::vector<double> used = boards_taking_shares(t, opt);
   std::vector<double> ratings;
   if (opt.alloc == Allocation::Rating) {
     // Kc from the plan itself: split evenly once, measure each worker's
     // traffic per byte of output, then rate with eq. 5.
-    const Plan pre = build_plan(q, t, std::vector<double>(N, 1.0), *strategy, false, mcrc, opt.route, Detail::Priced);
+    const Plan pre = build_plan(q, t, used, *strategy, false, mcrc, opt.route, Detail::Priced);
     // Per byte of output *computed*: in the relay every output goes out, so
     // this is the paper's figure; with the direct route most outputs stay on
     // the board, and dividing by the few that leave it would make Kc huge.
@@ -516,6 +532,7 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
   } else {
     ratings = compute_ratings(t, opt.alloc, opt.k1);
   }
+  for (size_t w = 0; w < N; ++w) ratings[w] *= used[w];
   bool link_bound = false;
   if (is_auto) {
     const AutoChoice choice = choose_strategies(q, t, ratings, opt.route, opt.cost, out_of_links != nullptr);
@@ -615,6 +632,92 @@ int boards_needed(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   return hi;
 }
 
+// The most boards that every direct plan keeps within their links: each
+// hears from and sends to every other, plus the coordinator.
+int boards_within_links(const Testbed& t) {
+  int least = std::numeric_limits<int>::max();
+  for (const Board& b : t.boards) least = std::min(least, board_links(b));
+  return (least - 1) / 2 + 1;
+}
+
+// Boards are left idle only for a plan estimated at most this fraction of the
+// best plan on all of them: the estimate is a model, and a board left idle
+// is one the user gave.
+constexpr double kIdleMargin = 0.9;
+
+// Weighs the direct plans past the boards' links: `within`, the direct plan
+// on all the boards within their links, slower than the choice the links
+// ruled out (null if there is none: why), against the relay route on all the
+// boards and the direct route on as many as every direct plan keeps within
+// their links (the others left idle; kIdleMargin), and takes the one the
+// cost model estimates fastest of those that fit the boards' budgets
+// (`within`'s budgets are checked once it is taken, as before).
+Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std::unique_ptr<Plan> within,
+                  const std::string& why) {
+  const size_t N = t.boards.size();
+  const auto try_plan = [&](PlanOptions o, std::exception_ptr* error) -> std::unique_ptr<Plan> {
+    o.check_budgets = o.routing = false;
+    try {
+      auto p = std::make_unique<Plan>(plan_on_route(q, t, o));
+      if (p->route == Route::Direct && links_over_limit(*p, t).board >= 0) return nullptr;
+      if (opt.check_budgets) check_budgets(q, *p, t);
+      return p;
+    } catch (const Error&) {
+      if (error) *error = std::current_exception();
+      return nullptr;
+    }
+  };
+  PlanOptions o = opt;
+  o.route = Route::Relay;
+  std::exception_ptr relay_error;
+  std::unique_ptr<Plan> relay = try_plan(o, &relay_error);
+  const int k = boards_within_links(t);
+  std::unique_ptr<Plan> some;
+  if (k >= 1 && size_t(k) < N) {
+    o = opt;
+    o.boards_used = k;
+    some = try_plan(o, nullptr);
+  }
+  const auto est = [](const std::unique_ptr<Plan>& p) {
+    return p ? p->est_latency_s : std::numeric_limits<double>::infinity();
+  };
+  if (!within && !relay && !some) std::rethrow_exception(relay_error);
+  char text[200];
+  std::unique_ptr<Plan> best;
+  if (est(some) < kIdleMargin * std::min(est(within), est(relay))) {
+    const std::string all = within ? (std::snprintf(text, sizeof text,
+                                                    "within the links of all %zu the direct route is estimated at %.4f s",
+                                                    N, within->est_latency_s),
+                                      std::string(text))
+                                   : "on all " + std::to_string(N) + ", " + why;
+    if (relay)
+      std::snprintf(text, sizeof text, "; this plan is estimated at %.4f s, the relay route on all %zu at %.4f s",
+                    some->est_latency_s, N, relay->est_latency_s);
+    else
+      std::snprintf(text, sizeof text, "; this plan is estimated at %.4f s; the relay route does not fit the boards",
+                    some->est_latency_s);
+    some->route_note = "planned on the direct route on " + std::to_string(k) + " of the " + std::to_string(N) +
+                       " boards (the others take no share): " + all + text;
+    best = std::move(some);
+  } else if (within && !(est(relay) < est(within))) {
+    best = std::move(within);
+    if (opt.check_budgets) check_budgets(q, *best, t);
+  } else {
+    if (within) {
+      std::snprintf(text, sizeof text,
+                    "planned on the relay route: within the boards' links the direct route is estimated at %.4f s, "
+                    "the relay route at %.4f s",
+                    within->est_latency_s, relay->est_latency_s);
+      relay->route_note = text;
+    } else {
+      relay->route_note = "planned on the relay route: " + why;
+    }
+    best = std::move(relay);
+  }
+  if (opt.routing) best->routes = build_routing(q, *best);
+  return std::move(*best);
+}
+
 }  // namespace
 
 Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
@@ -624,33 +727,12 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   direct.routing = false;
   std::string out_of_links;
   Plan p = plan_on_route(q, t, direct, &out_of_links);
-  if (!out_of_links.empty()) {
-    PlanOptions relay = opt;
-    relay.route = Route::Relay;
-    Plan r = plan_on_route(q, t, relay);
-    r.route_note = "planned on the relay route: " + out_of_links;
-    return r;
-  }
+  if (!out_of_links.empty()) return weigh_routes(q, t, opt, nullptr, out_of_links);
   const LinkLoad l = links_over_limit(p, t);
   if (l.board < 0) {
     // Within the boards' links `auto` may have had to give up its cheapest
-    // choice: then the relay route is weighed too, and the faster estimate
-    // taken.
-    if (p.link_bound) {
-      PlanOptions relay = opt;
-      relay.route = Route::Relay;
-      relay.check_budgets = relay.routing = false;
-      Plan r = plan_on_route(q, t, relay);
-      if (r.est_latency_s < p.est_latency_s) {
-        char note[160];
-        std::snprintf(note, sizeof note,
-                      "planned on the relay route: within the boards' links the direct route is estimated at %.4f s, "
-                      "the relay route at %.4f s",
-                      p.est_latency_s, r.est_latency_s);
-        r.route_note = note;
-        p = std::move(r);
-      }
-    }
+    // choice: then the other routes are weighed too.
+    if (p.link_bound) return weigh_routes(q, t, opt, std::make_unique<Plan>(std::move(p)), "");
     if (opt.check_budgets) check_budgets(q, p, t);
     if (opt.routing) p.routes = build_routing(q, p);
     return p;
@@ -659,12 +741,10 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
     throw Error("plan: strategy '" + opt.strategy + "' needs the direct route, which needs " + std::to_string(l.links) +
                 " links on board " + std::to_string(t.boards.at(size_t(l.board)).id) + "; it holds at most " +
                 std::to_string(l.limit) + " (testbed key \"links\"); use fewer boards or another strategy");
-  PlanOptions relay = opt;
-  relay.route = Route::Relay;
-  Plan r = plan_on_route(q, t, relay);
-  r.route_note = "planned on the relay route: the direct route needs " + std::to_string(l.links) + " links on board " +
-                 std::to_string(t.boards.at(size_t(l.board)).id) + ", which holds at most " + std::to_string(l.limit);
-  return r;
+  return weigh_routes(q, t, opt, nullptr,
+                      "the direct route needs " + std::to_string(l.links) + " links on board " +
+                          std::to_string(t.boards.at(size_t(l.board)).id) + ", which holds at most " +
+                          std::to_string(l.limit));
 }
 
 Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& opt) {

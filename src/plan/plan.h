@@ -65,6 +65,11 @@ struct PlanOptions {
   // the relay route instead, and Plan::route_note says why. Off, such a plan
   // is refused (check_budgets). The CLI sets it when --route is not given.
   bool route_fallback = false;
+  // > 0 and fewer than the boards: only this many boards take shares (the
+  // fastest by eq. 5 with the default Kc, the first of equals); the others
+  // are left idle. make_plan sets it for its direct plan on the boards that
+  // no direct plan can take past their links (route_fallback).
+  int boards_used = 0;
 };
 
 // One input operand of a layer as one worker needs it.
