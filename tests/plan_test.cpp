@@ -560,6 +560,17 @@ Testbed bed(int n, int64_t ram = 1 << 30, int64_t flash = int64_t(1) << 30) {
   return default_testbed(n, "local", ram, flash);
 }
 
+// `auto` on the direct route, without the routing map; `fallback`: as when
+// --route is not given (PlanOptions::route_fallback).
+PlanOptions auto_direct(bool fallback) {
+  PlanOptions o;
+  o.strategy = "auto";
+  o.route = Route::Direct;
+  o.route_fallback = fallback;
+  o.routing = false;
+  return o;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -942,11 +953,7 @@ TEST(PlanMobileNet, PricingOverTheLinksLaterChoosesTheSame) {
 // links; the other three are left idle, and the note says so.
 TEST(PlanMobileNet, PastTheLinksSomeBoardsMayBeLeftIdle) {
   NEED_MOBILENET(q);
-  PlanOptions o;
-  o.strategy = "auto";
-  o.route = Route::Direct;
-  o.route_fallback = true;
-  o.routing = false;
+  const PlanOptions o = auto_direct(true);
   Testbed six = bed(6, 512 * 1024, 8 << 20);
   for (Board& b : six.boards) b.links = 5;
   const Plan p = make_plan(*q, six, o);
@@ -983,10 +990,7 @@ TEST(PlanMobileNet, PastTheLinksSomeBoardsMayBeLeftIdle) {
 // is taken with both estimates.
 TEST(PlanMobileNet, DirectPlansStayWithinTheBoardsLinks) {
   NEED_MOBILENET(q);
-  PlanOptions o;
-  o.strategy = "auto";
-  o.route = Route::Direct;
-  o.routing = false;
+  PlanOptions o = auto_direct(false);
   const Testbed b24 = bed(24, 512 * 1024, 8 << 20);
   const Plan d24 = make_plan(*q, b24, o);
   EXPECT_EQ(d24.route, Route::Direct);
