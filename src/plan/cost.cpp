@@ -195,7 +195,7 @@ namespace {
 // kStrategies, numbered in its order.
 constexpr int kS = num_layer_choices();
 // The seconds of a transfer priced only as far as showing that it needs more
-// links than a board holds (Chooser::price_over_links).
+// links than a board holds (Chooser::stop_at_over_links).
 constexpr double kUnpriced = std::numeric_limits<double>::infinity();
 // `reduce` (input channels, partial sums board to board) is a candidate on
 // the direct route only; elsewhere its plan is the channel plan, never allowed.
@@ -281,11 +281,11 @@ class Chooser {
   }
 
   const Plan& plan(int s) const { return plans_[size_t(same_[size_t(s)])]; }
-  // While on (direct route): a transfer is priced only as far as it takes to
-  // show that it needs more links on some board than the board holds; its
-  // seconds are then kUnpriced, and it is priced in full once this is off.
+  // While set (direct route): a transfer is priced only as far as it takes
+  // to show that it needs more links on some board than the board holds; its
+  // seconds are then kUnpriced, and it is priced in full once this is unset.
   // Set between pricing passes, never during one.
-  void price_over_links(bool on) { stop_over_ = !on; }
+  void stop_at_over_links(bool stop) { stop_over_ = stop; }
   // The candidate whose plan candidate s is priced with (itself, or the
   // first with the same plan on this route).
   int same(int s) const { return same_[size_t(s)]; }
@@ -543,7 +543,7 @@ class Chooser {
   }();
   std::array<int, kS> same_{};  // the candidate whose plan candidate s's is
   std::vector<int> holds_;      // per board: board_links
-  bool stop_over_ = false;      // price_over_links(false)
+  bool stop_over_ = false;      // stop_at_over_links
 
   // Made by prepare_block (the pricing of a block only reads them).
   const steps::Owners& owners(int s, int m) const { return *owners_[size_t(s)][size_t(m)]; }
@@ -664,14 +664,14 @@ class BlockProgramme {
     // A block priced while `check` leaves out the seconds of transfers over
     // a board's links: those choices can only be taken (link_bound, the
     // relay fallback's cheapest plan) once priced in full, below.
-    ch.price_over_links(!check);
+    ch.stop_at_over_links(check);
     for (int b = B_ - 1; b >= 0; --b) {
       allowed_[size_t(b)] = block_candidates(ch, first_[size_t(b)], last_[size_t(b)], route_);
       price_blocks(ch, b, distinct_);
       if (check && !some_choice_within_links(b)) return false;
     }
     if (!check) return true;
-    ch.price_over_links(true);
+    ch.stop_at_over_links(false);
     for (int b = B_ - 1; b >= 0; --b) {
       std::vector<int> redo;
       for (int s : distinct_)

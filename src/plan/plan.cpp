@@ -682,36 +682,31 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
     return p ? p->est_latency_s : std::numeric_limits<double>::infinity();
   };
   if (!within && !relay && !some) std::rethrow_exception(relay_error);
-  char text[200];
+  const auto secs = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4f s", v);
+    return std::string(b);
+  };
+  const std::string all = std::to_string(N);
   std::unique_ptr<Plan> best;
   if (est(some) < kIdleMargin * std::min(est(within), est(relay))) {
-    const std::string all = within ? (std::snprintf(text, sizeof text,
-                                                    "within the links of all %zu the direct route is estimated at %.4f s",
-                                                    N, within->est_latency_s),
-                                      std::string(text))
-                                   : "on all " + std::to_string(N) + ", " + why;
-    if (relay)
-      std::snprintf(text, sizeof text, "; this plan is estimated at %.4f s, the relay route on all %zu at %.4f s",
-                    some->est_latency_s, N, relay->est_latency_s);
-    else
-      std::snprintf(text, sizeof text, "; this plan is estimated at %.4f s; the relay route does not fit the boards",
-                    some->est_latency_s);
-    some->route_note = "planned on the direct route on " + std::to_string(k) + " of the " + std::to_string(N) +
-                       " boards (the others take no share): " + all + text;
+    some->route_note =
+        "planned on the direct route on " + std::to_string(k) + " of the " + all +
+        " boards (the others take no share): " +
+        (within ? "within the links of all " + all + " the direct route is estimated at " + secs(within->est_latency_s)
+                : "on all " + all + ", " + why) +
+        "; this plan is estimated at " + secs(some->est_latency_s) +
+        (relay ? ", the relay route on all " + all + " at " + secs(relay->est_latency_s)
+               : "; the relay route does not fit the boards");
     best = std::move(some);
   } else if (within && !(est(relay) < est(within))) {
     best = std::move(within);
     if (opt.check_budgets) check_budgets(q, *best, t);
   } else {
-    if (within) {
-      std::snprintf(text, sizeof text,
-                    "planned on the relay route: within the boards' links the direct route is estimated at %.4f s, "
-                    "the relay route at %.4f s",
-                    within->est_latency_s, relay->est_latency_s);
-      relay->route_note = text;
-    } else {
-      relay->route_note = "planned on the relay route: " + why;
-    }
+    relay->route_note = "planned on the relay route: " +
+                        (within ? "within the boards' links the direct route is estimated at " +
+                                      secs(within->est_latency_s) + ", the relay route at " + secs(relay->est_latency_s)
+                                : why);
     best = std::move(relay);
   }
   if (opt.routing) best->routes = build_routing(q, *best);

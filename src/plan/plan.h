@@ -61,8 +61,10 @@ struct PlanOptions {
   bool routing = true;              // build Plan::routes (alg. 3)
   bool check_budgets = true;        // refuse plans over a board's RAM/flash
   // With route Direct: a plan that needs more links on a board than it holds
-  // (board_links; every all-gather on N boards needs 2(N-1)+1) is made on
-  // the relay route instead, and Plan::route_note says why. Off, such a plan
+  // (board_links; every all-gather on N boards needs 2(N-1)+1), or that keeps
+  // within them only by giving up the cheapest choice, is weighed against the
+  // relay route and the direct route on fewer boards (make_plan), and
+  // Plan::route_note says which was taken and why. Off, a plan over the links
   // is refused (check_budgets). The CLI sets it when --route is not given.
   bool route_fallback = false;
   // > 0 and fewer than the boards: only this many boards take shares (the

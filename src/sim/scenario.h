@@ -62,9 +62,9 @@ struct Scenario {
   std::string strategy = "neuron";   // plan::make_strategy names, or "auto"
   plan::Route route = plan::Route::Relay;
   // As plan::PlanOptions::route_fallback (the route was not named, as in
-  // `plan` and `run`): a direct plan that needs more links than the boards
-  // hold gives way to the relay route. Without it, such a plan is simulated
-  // and reported over its budget.
+  // `plan` and `run`): past the boards' links the plan may be the relay
+  // route's, or the direct route's on fewer boards. Without it, a direct plan
+  // over the links is simulated and reported over its budget.
   bool route_fallback = false;
   TimingModel timing;
   // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);
