@@ -5,6 +5,10 @@
 //  - decode_frame of the stream's first frame: an accepted frame re-encodes to
 //    exactly the bytes it was decoded from, and its fixed-layout payload
 //    decodes and re-encodes to the same bytes;
+//  - an accepted INPUTS frame walks block by block to its end, every block
+//    header encodes back to its bytes, and a coded block's data decodes
+//    (core/act_code.h) either to its values, which code back to exactly its
+//    bytes, or to an error, never past its bytes;
 //  - FrameReader fed the same stream in uneven chunks (sizes taken from the
 //    data) yields exactly the frames a walk with decode_frame finds, and stops
 //    with an error exactly where decode_frame first fails.
@@ -42,6 +46,30 @@ void check_payload(const FrameHeader& h, const uint8_t* p) {
     case MsgType::Commit: payload_roundtrip<CommitPayload>(p, h.payload_len); break;
     case MsgType::Ack: payload_roundtrip<AckPayload>(p, h.payload_len); break;
     case MsgType::Done: payload_roundtrip<DonePayload>(p, h.payload_len); break;
+    case MsgType::Inputs: {
+      const bool coded = (h.flags & kFlagCoded) != 0;
+      size_t pos = 0, n = 0;
+      std::vector<uint8_t> values, again;
+      for (InputBlock b;;) {
+        const size_t at = pos;
+        if (!next_input_block(p, h.payload_len, &pos, &b, coded)) break;
+        uint8_t head[kCodedBlockHeader];
+        const size_t hn = encode_input_block_header(b, head, sizeof head);
+        FUZZ_CHECK(hn == (coded ? kCodedBlockHeader : kInputBlockHeader) && std::memcmp(head, p + at, hn) == 0);
+        ++n;
+        if (!coded) continue;
+        const ts::core::CodeParams cp = code_params(b);
+        values.assign(b.bytes(), 0);
+        ts::core::CodeReader r(b.data, b.coded, cp);
+        if (!r.get(values.data(), values.size()) || !r.finish()) continue;
+        again.assign(b.coded, 0);
+        ts::core::CodeWriter w(again.data(), again.size(), cp);
+        FUZZ_CHECK(w.put(values.data(), values.size()));
+        FUZZ_CHECK(w.finish() == b.coded && std::memcmp(again.data(), b.data, b.coded) == 0);
+      }
+      FUZZ_CHECK(n > 0 && pos == h.payload_len);
+      break;
+    }
     case MsgType::Patch: {
       // A frame that decoded walks op by op to its end, and every op's
       // header encodes back to its bytes.

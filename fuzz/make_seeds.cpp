@@ -111,6 +111,33 @@ void wire_seeds() {
   put("wire", "auth", auth_frame);
   put("wire", "stream_tagged", auth_frame + tagged(mac, MsgType::Input, 2, 3, 17, std::string(40, '\x05'), 0) +
                                    tagged(mac, MsgType::Run, 3, 3, 0, "") + tagged(mac, MsgType::Ack, 0, 0, 0, payload(ack), 0));
+  // INPUTS: plain, and coded with each coding (wire.h "Coded INPUTS").
+  std::string values;
+  for (int i = 0; i < 48; ++i) values += char(i % 3 ? 0x80 : 0x80 + i);
+  const auto block = [&](const core::CodeParams* cp) {
+    wire::InputBlock b;
+    b.first = 100;
+    b.len = 16;
+    b.count = 3;
+    b.stride = 28;
+    std::string data = values;
+    if (cp) {
+      uint8_t buf[256];
+      core::CodeWriter w(buf, sizeof buf, *cp);
+      w.put(reinterpret_cast<const uint8_t*>(values.data()), values.size());
+      b.coded = uint16_t(w.finish());
+      b.mode = cp->mode();
+      b.fill = cp->fill;
+      data.assign(reinterpret_cast<const char*>(buf), b.coded);
+    }
+    uint8_t head[wire::kCodedBlockHeader];
+    const size_t n = wire::encode_input_block_header(b, head, sizeof head);
+    return std::string(reinterpret_cast<const char*>(head), n) + data;
+  };
+  const core::CodeParams rice = core::code_params_for(-128, -128), mask = core::code_params_for(-128, -128, true);
+  put("wire", "inputs", frame(MsgType::Inputs, 1, 3, 0, block(nullptr)));
+  put("wire", "inputs_rice", frame(MsgType::Inputs, 1, 3, 0, block(&rice), wire::kFlagLast | wire::kFlagCoded));
+  put("wire", "inputs_mask", frame(MsgType::Inputs, 1, 3, 0, block(&mask), wire::kFlagLast | wire::kFlagCoded));
   put("wire", "stream", frame(MsgType::Input, 1, 3, 17, std::string(40, '\x05'), 0) +
                             frame(MsgType::Input, 2, 3, 57, std::string(9, '\x06')) +
                             frame(MsgType::Run, 3, 3, 0, "", wire::kFlagLast | wire::kFlagAckReq) +

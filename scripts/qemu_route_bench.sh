@@ -5,6 +5,7 @@
 #   bash scripts/qemu_route_bench.sh [--rounds R] [--repeat N] [--workers K] [--size S]
 #   bash scripts/qemu_route_bench.sh --instructions [--workers K] [--size S]
 #   bash scripts/qemu_route_bench.sh --frame-cost [--workers K] [--size S]
+#   bash scripts/qemu_route_bench.sh --code-cost [--workers K] [--size S]
 #
 # Per round, in turn: neuron+relay (the paper's mode), spatial+relay,
 # spatial+direct, auto+direct, fused+direct, each `tinysplit run --size S --workers qemu:K
@@ -30,13 +31,22 @@
 # left out: spatial on the direct route at window 32 and at window 1 (every
 # frame acknowledged: more frames, the same bytes), the difference in
 # protocol instructions over the difference in frames.
+#
+# --code-cost: the boards' CPU per value coded (plan/coding.h, the cost
+# files' mask_cycles_per_value and rice_cycles_per_value): the default plan
+# (auto, direct) at --code off and at --code mask and rice (every layer's
+# activations board to board coded), the difference in protocol
+# instructions (the NIC's FIFO copies left out, as for --frame-cost) over
+# the values coded; coding also saves the per-byte work of the bytes it
+# removes, so this is the net cost.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ROUNDS=3 REPEAT=5 WORKERS=3 SIZE=112 INSTR=0 FRAME=0
+ROUNDS=3 REPEAT=5 WORKERS=3 SIZE=112 INSTR=0 FRAME=0 CODE=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --instructions) INSTR=1; shift ;;
     --frame-cost) FRAME=1; shift ;;
+    --code-cost) CODE=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --repeat) REPEAT="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
@@ -51,12 +61,13 @@ export TS_FIRMWARE="${TS_FIRMWARE:-$ROOT/firmware/build/tinysplit-board.elf}"
 OUT="$(mktemp -d /tmp/ts_qemu_route.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto" "direct fused")
-# One run with --repeat 3 in mode "$1 $2" (route, strategy) at window $3:
-# prints "busy kernels pio frames" per inference, summed over the boards.
+# One run with --repeat 3 in mode "$1 $2" (route, strategy) at window $3
+# (--code $4, default off): prints "busy kernels pio frames" per inference,
+# summed over the boards.
 instructions() {
   rm -rf "$OUT/store"
-  "$BIN" run --size "$SIZE" --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --window "$3" --repeat 3 --json \
-    --timeout 60 --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" ||
+  "$BIN" run --size "$SIZE" --workers "qemu:$WORKERS" --route "$1" --strategy "$2" --window "$3" --code "${4:-off}" \
+    --repeat 3 --json --timeout 60 --store "$OUT/store" > "$OUT/i.json" 2> "$OUT/i.err" ||
     { echo "qemu_route_bench: $1 $2 failed: $(tail -1 "$OUT/i.err")" >&2; exit 1; }
   /usr/bin/python3 - "$OUT/store" <<'EOF'
 import glob, re, sys
@@ -83,6 +94,19 @@ if [[ $INSTR == 1 ]]; then
     read -r busy comp pio frames < <(instructions "$1" "$2" 32) && [[ -n "$frames" ]] || exit 1
     /usr/bin/python3 -c "b, c, p, f = map(float, '$busy $comp $pio $frames'.split())
 print(f'| $2, $1 | {b/1e6:.1f} M | {c/1e6:.1f} M | {(b-c)/1e6:.1f} M | {p/1e6:.1f} M | {f:.0f} |')"
+  done
+  exit 0
+fi
+if [[ $CODE == 1 ]]; then
+  read -r b0 c0 p0 f0 < <(instructions direct auto 32 off) && [[ -n "$f0" ]] || exit 1
+  for code in mask rice; do
+    read -r b1 c1 p1 f1 < <(instructions direct auto 32 $code) && [[ -n "$f1" ]] || exit 1
+    read -r values bytes < <(/usr/bin/python3 -c "import json; d = json.load(open('$OUT/i.json')); assert d['match_reference'] and d['verified_layers'] == d['layers']; print(d['wire_bytes']['board_to_board_payload'], d['result_bytes'])")
+    /usr/bin/python3 -c "b0, c0, p0, f0, b1, c1, p1, f1, v, n = map(float, '$b0 $c0 $p0 $f0 $b1 $c1 $p1 $f1 $values $bytes'.split())
+d = ((b1 - c1 - p1) - (b0 - c0 - p0)) / v
+print(f'$code: auto, direct, {int(v)} values board to board coded, results {int(n)} B on the wire: protocol '
+      f'{(b0 - c0 - p0) / 1e6:.2f} M -> {(b1 - c1 - p1) / 1e6:.2f} M instructions (FIFO copies left out), {d:.1f} per '
+      f'value coded; FIFO copies {p0 / 1e6:.2f} M -> {p1 / 1e6:.2f} M; frames {int(f0)} -> {int(f1)}; bit-exact')"
   done
   exit 0
 fi

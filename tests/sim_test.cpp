@@ -536,10 +536,16 @@ TEST(SimCli, BadInputGivesOneClearLine) {
 
 TEST(SimCli, JsonPerWorkerCount) {
   if (!mobilenet()) FAIL() << "models/mobilenetv2 is absent (run scripts/setup.sh first)";
-  const Cmd c = tinysplit("simulate --json --sweep 3..5 --window 1");
+  const Cmd c = tinysplit("simulate --json --sweep 3..5 --window 1 --code off");
   ASSERT_EQ(c.code, 0) << c.err;
   const auto j = nlohmann::json::parse(c.out);
   ASSERT_EQ(j.at("runs").size(), 3u);
+  // The default codes activations board to board (plan/coding.h): fewer bytes.
+  const Cmd coded = tinysplit("simulate --json --sweep 3..5 --window 1");
+  ASSERT_EQ(coded.code, 0) << coded.err;
+  const auto jc = nlohmann::json::parse(coded.out);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_LT(jc.at("runs")[i].at("wire_bytes").get<int64_t>(), j.at("runs")[i].at("wire_bytes").get<int64_t>());
   int n = 3;
   for (const auto& r : j.at("runs")) {
     EXPECT_EQ(r.at("workers").get<int>(), n++);

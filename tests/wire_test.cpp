@@ -348,12 +348,19 @@ TEST(Wire, StructuredPayloadsRoundTrip) {
   EXPECT_EQ(d2.compute_instructions, 0u);  // not counted unless set
   d.compute_instructions = 0x89ABCDEFu;
   ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
-  EXPECT_EQ(DonePayload::kSize, 40u);
+  EXPECT_EQ(DonePayload::kSize, 44u);
   EXPECT_EQ(buf[28], 0xEF);  // little-endian at 28..31
   EXPECT_EQ(buf[31], 0x89);
   ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
   EXPECT_EQ(d2.compute_instructions, 0x89ABCDEFu);
   EXPECT_EQ(d2.wait_us, 0u);
+  EXPECT_EQ(d2.bytes_sent, 0u);
+  d.bytes_sent = 0x01020304u;  // little-endian at 40..43
+  ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);
+  EXPECT_EQ(buf[40], 0x04);
+  EXPECT_EQ(buf[43], 0x01);
+  ASSERT_TRUE(d2.decode(buf, DonePayload::kSize));
+  EXPECT_EQ(d2.bytes_sent, 0x01020304u);
   d.wait_us = 0x01020304u;
   d.span_us = 0xA0B0C0D0u;
   ASSERT_EQ(d.encode(buf, sizeof buf), DonePayload::kSize);

@@ -111,6 +111,13 @@ inline CLI::Option* add_route_option(CLI::App& sub, std::string& route, const st
   return sub.add_option("--route", route, help)->capture_default_str();
 }
 
+// --code (plan/coding.h): the value is checked by set_coding, which also
+// estimates the model's coded sizes when coding may be on.
+inline CLI::Option* add_code_option(CLI::App& sub, std::string& code) {
+  return sub.add_option("--code", code, "activation frames board to board: " + plan::names_help(plan::kCodings))
+      ->capture_default_str();
+}
+
 // Registration functions, one per subcommand file.
 void register_inspect(CLI::App& app);
 void register_quantize(CLI::App& app);

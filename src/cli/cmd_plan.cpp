@@ -36,6 +36,7 @@ PlanConfig make_plan_config(const PlanCmdOptions& o) {
   po.strategy = o.strategy;
   po.route = plan::parse_route(o.route);
   po.route_fallback = !given(o.cli, "--route");  // a named route is kept (plan::PlanOptions::route_fallback)
+  po.coding = plan::parse_coding(o.code);
   po.routing = false;  // the report needs the traffic totals only
   po.cost.default_cycles_per_mac = o.cycles_per_mac;
   po.cost.frame_latency_s = o.frame_latency_us * 1e-6;
@@ -58,7 +59,10 @@ PlanConfig make_plan_config(const PlanCmdOptions& o) {
 PlanResult run_plan(const PlanConfig& c) {
   PlanResult r;
   r.q = quantized_model(c.model, c.size, QuantizeOptions{});
-  r.plan = plan::make_plan_or_count(r.q, c.testbed, c.plan);
+  plan::PlanOptions po = c.plan;
+  plan::estimate_code_ratios(r.q, &po);
+  r.code_source = po.code.source;
+  r.plan = plan::make_plan_or_count(r.q, c.testbed, po);
   if (!c.out.empty()) r.paths = plan::write_fragments(r.q, r.plan, c.out);
   return r;
 }
@@ -101,6 +105,7 @@ void register_plan(CLI::App& app) {
   sub->add_option("--cores", o->cores, "host cost model: boards computing at once (default: this machine's cores)")
       ->check(CLI::Range(1, 4096));
   add_route_option(*sub, o->route, "is made on the relay route");
+  add_code_option(*sub, o->code);
   sub->add_option("--out,-o", o->out, "write DIR/worker-<id>.tsfg fragments");
   add_json_flag(*sub, o->json);
 }

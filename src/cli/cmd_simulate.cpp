@@ -56,6 +56,7 @@ SimConfig make_sim_config(const SimulateOptions& o) {
   refuse_idle_outputs(o, throughput, c.figures);
   c.route = plan::parse_route(o.route);
   c.route_fallback = !given(o.cli, "--route");  // as `plan` and `run`: a named route is kept
+  c.coding = plan::parse_coding(o.code);
   plan::check_strategy_name(o.strategy);
   c.strategy = o.strategy;
   c.route_text = o.route;
@@ -123,6 +124,9 @@ SimResult run_simulations(const SimConfig& c) {
       fig8 = i;
       break;
     }
+  plan::PlanOptions coding;  // the coded sizes, estimated once for every count
+  coding.coding = c.coding;
+  plan::estimate_code_ratios(q, &coding);
   std::vector<sim::Scenario> scenarios(c.counts.size());
   std::vector<bool> details(c.counts.size());
   for (size_t i = 0; i < c.counts.size(); ++i) {
@@ -133,6 +137,8 @@ SimResult run_simulations(const SimConfig& c) {
     sc.strategy = c.strategy;
     sc.route = c.route;
     sc.route_fallback = c.route_fallback;
+    sc.coding = c.coding;
+    sc.code = coding.code;
     sc.op_cycles = c.op_cycles;
     sc.throughput_images = c.throughput_images;
     sc.timing = c.tm;
@@ -196,6 +202,7 @@ void register_simulate(CLI::App& app) {
   sub.add_option("--allocation,-a", o->alloc, "even | frequency | rating")->capture_default_str();
   add_strategy_option(sub, o->strategy);
   add_route_option(sub, o->route, "");
+  add_code_option(sub, o->code);
   sub.add_option("--objective", o->objective,
                  "latency (one inference) | throughput (also --images images back to back: images_per_s)")
       ->capture_default_str();

@@ -16,6 +16,23 @@ size_t heaviest_layer(const plan::Plan& p) {
   return heavy;
 }
 
+int count_codec(const plan::Plan& p, plan::Codec c) {
+  int n = 0;
+  for (plan::Codec x : p.codec) n += x == c ? 1 : 0;
+  return n;
+}
+
+// The coding (plan/coding.h): mode, layers per coding, the activation bytes
+// plain (total_wire_bytes) and with the coded layers at their estimated size.
+nlohmann::json coding_json(const PlanConfig& c, const PlanResult& r, const plan::Plan& p) {
+  return {{"mode", plan::coding_name(c.plan.coding)},
+          {"mask_layers", count_codec(p, plan::Codec::Mask)},
+          {"rice_layers", count_codec(p, plan::Codec::Rice)},
+          {"estimated_on", r.code_source},
+          {"plain_bytes", p.plain_bytes},
+          {"coded_bytes", p.coded_bytes}};
+}
+
 }  // namespace
 
 void print_plan_json(const PlanConfig& c, const PlanResult& r) {
@@ -55,6 +72,7 @@ void print_plan_json(const PlanConfig& c, const PlanResult& r) {
                       {"fixed_arena_bytes", core::kWorkerFixedArena},
                       {"workers", jw},
                       {"total_wire_bytes", p.total_wire_bytes},
+                      {"coding", coding_json(c, r, p)},
                       {"est_latency_s", p.est_latency_s},
                       {"cost_model", c.cost_model},
                       {"est_parts", {{"compute_s", parts.compute_s}, {"steps", parts.steps},
@@ -98,6 +116,10 @@ void print_plan_text(const PlanConfig& c, const PlanResult& r) {
   std::printf("total wire bytes per inference (%s): %lld (%.2f MB)\n",
               p.route == plan::Route::Relay ? "every activation via the coordinator" : "board to board",
               (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
+  if (p.coded_bytes != p.plain_bytes)
+    std::printf("coded (--code %s, %d layers mask, %d rice): about %lld bytes (estimated on %s)\n",
+                plan::coding_name(c.plan.coding), count_codec(p, plan::Codec::Mask), count_codec(p, plan::Codec::Rice),
+                (long long)p.coded_bytes, r.code_source.c_str());
   int64_t recomputed = 0;
   for (const auto& l : p.layers) recomputed += l.recomputed;
   if (recomputed > 0)

@@ -104,6 +104,24 @@ Answer answer(const QGraph& q, const std::vector<int8_t>& output) {
   return a;
 }
 
+int coded_layers(const plan::Plan& p, plan::Codec c) {
+  int n = 0;
+  for (plan::Codec x : p.codec) n += x == c ? 1 : 0;
+  return n;
+}
+
+// The coding of the run's plan: the mode, the layers coded, the estimate's
+// input, and the plan's activation bytes plain and with the coded layers at
+// their estimated size (the measured bytes are result_bytes).
+nlohmann::json coding_json(const plan::PlanOptions& po, const plan::Plan& p) {
+  return {{"mode", plan::coding_name(po.coding)},
+          {"mask_layers", coded_layers(p, plan::Codec::Mask)},
+          {"rice_layers", coded_layers(p, plan::Codec::Rice)},
+          {"estimated_on", po.code.source},
+          {"planned_plain_bytes", p.plain_bytes},
+          {"planned_coded_bytes", p.coded_bytes}};
+}
+
 nlohmann::json estimate_json(const BoardTypeEstimate& e) {
   nlohmann::json j = {{"board_type", e.board_type}, {"total_s", e.total_s}, {"compute_s", e.compute_s},
                       {"communication_s", e.comm_s}, {"cycles_per_mac", e.cycles_per_mac},
@@ -212,6 +230,10 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       // Frames the boards sent with their results (OUTPUT to the
       // coordinator, INPUT/INPUTS to other boards), from their DONE reports.
       {"result_frames", x.result_frames},
+      // Their bytes as the boards sent them (headers included, coded or
+      // not: DONE's bytes_sent), and the coding (plan/coding.h).
+      {"result_bytes", x.result_bytes},
+      {"coding", coding_json(in.plan, r.plan)},
       {"planned_wire_payload_bytes", r.plan.total_wire_bytes},
       {"deploy", {{"sent", r.deploy.sent}, {"cached", r.deploy.cached}, {"patched", r.deploy.patched},
                   {"bytes", r.deploy.bytes}, {"full_bytes", r.deploy.full_bytes}, {"seconds", r.deploy.seconds}}},
@@ -302,6 +324,11 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
                 r.text_boxes.size(), c.save_overlay.c_str());
   std::printf("wire: %s in frames, %s activations\n", human_bytes(x.wire_bytes).c_str(),
               human_bytes(x.payload_bytes).c_str());
+  const int masked = coded_layers(r.plan, plan::Codec::Mask), riced = coded_layers(r.plan, plan::Codec::Rice);
+  if (masked + riced > 0)
+    std::printf("coded (--code %s): %d layers' activations board to board with mask, %d with rice; the boards' results "
+                "took %s on the wire\n",
+                plan::coding_name(in.plan.coding), masked, riced, human_bytes(x.result_bytes).c_str());
   std::printf("%-6s %-22s %12s %12s %10s %12s %12s %10s\n", "board", "address", "peak RAM", "planned", "budget",
               "flash", "compute s", "in/out KiB");
   for (size_t i = 0; i < x.boards.size(); ++i) {

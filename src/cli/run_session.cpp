@@ -135,6 +135,8 @@ RunInputs load_run_inputs(const RunConfig& c) {
   }
   in.q = quantized_model(c.model, c.size, qopt);
   QGraph& q = in.q;
+  in.plan = c.plan;
+  plan::estimate_code_ratios(q, &in.plan);
   if (!c.dataset.empty() && q.labels.empty()) q.labels = test.classes;
   const int in_size = q.shape(q.input).h;
   if (!c.input.empty()) {
@@ -207,7 +209,7 @@ RunResult run_latency(const RunConfig& c, const RunInputs& in) {
   RunResult res;
   res.testbed = c.testbed;
   plan::Testbed& tb = res.testbed;
-  plan::PlanOptions popt = c.plan;
+  plan::PlanOptions popt = in.plan;
   plan::Plan p = plan::make_plan_or_count(q, tb, popt);
   check_flip_faults(c.faults, q, p);
   res.cost_host = popt.cost.host;

@@ -27,6 +27,7 @@ struct RunInputs {
   std::vector<std::vector<int8_t>> xs, refs;    // inputs and their reference outputs
   std::vector<int> labels;                      // --dataset: each input's label
   double reference_s = 0;  // the median of --repeat warm single-process runs of the first input
+  plan::PlanOptions plan;  // RunConfig::plan with the model's coded sizes estimated (plan/coding.h)
 };
 RunInputs load_run_inputs(const RunConfig& c);
 

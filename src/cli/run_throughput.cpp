@@ -48,7 +48,7 @@ std::vector<Group> start_groups(const RunConfig& c, const RunInputs& in, const p
   for (int g = 0; g < gc.groups; ++g) {
     Group& G = groups[size_t(g)];
     G.tb = plan::group_testbed(c.testbed, gc.group_boards, g);
-    const plan::Plan p = plan::make_plan(q, G.tb, c.plan);
+    const plan::Plan p = plan::make_plan(q, G.tb, in.plan);
     // The group's faults, numbered as its testbed numbers its boards.
     const RunFaults faults = group_faults(c.faults, g * gc.group_boards, gc.group_boards);
     check_flip_faults(faults, q, p);
@@ -56,7 +56,7 @@ std::vector<Group> start_groups(const RunConfig& c, const RunInputs& in, const p
     coord::SwarmOptions swarm = swarm_options(c);
     apply_faults(faults, G.tb, q, p, &spawn, &swarm.fault_layer);
     G.boards = std::make_unique<coord::BoardSet>(G.tb, spawn);
-    G.swarm = std::make_unique<coord::Swarm>(q, G.tb, c.plan, G.boards->addresses(), p, swarm);
+    G.swarm = std::make_unique<coord::Swarm>(q, G.tb, in.plan, G.boards->addresses(), p, swarm);
     G.swarm->start();
     G.swarm->deploy();
   }
@@ -237,7 +237,7 @@ ThroughputResult run_throughput_session(const RunConfig& c, const RunInputs& in)
   if (in.xs.empty() || in.xs.size() != in.refs.size()) throw Error("run: no inputs for --objective throughput");
   if (c.in_flight < 1 || c.in_flight > 64) throw Error("run: --in-flight must be 1..64");
   ThroughputResult res;
-  res.groups = plan::choose_groups(q, c.testbed, c.plan, plan::Objective::Throughput);
+  res.groups = plan::choose_groups(q, c.testbed, in.plan, plan::Objective::Throughput);
   const plan::GroupChoice& gc = res.groups;
   // Pipelining needs boards that send to boards: with the relay route the
   // coordinator steers every layer of every board itself.

@@ -63,6 +63,7 @@ struct LayerTiming {
   int64_t wire_bytes = 0;                          // all frames, both ways
   int64_t max_peak_ram = 0;                        // max board arena high-water
   int64_t result_frames = 0;  // frames the boards' results took (OUTPUT, INPUT, INPUTS), from DONE
+  int64_t result_bytes = 0;   // and their bytes, headers included (DONE's bytes_sent)
 };
 
 struct BoardRunStats {
@@ -94,6 +95,7 @@ struct InferenceResult {
   double total_s = 0, compute_s = 0, comm_s = 0;
   int64_t wire_bytes = 0, payload_bytes = 0;
   int64_t result_frames = 0;  // sum over layers
+  int64_t result_bytes = 0;   // sum over layers
   std::vector<LayerTiming> layers;
   std::vector<BoardRunStats> boards;
   // > 0: a resumed inference (Coordinator::resume): the boards computed

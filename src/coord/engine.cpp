@@ -344,6 +344,7 @@ void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::
       const uint32_t s = std::max(d.span_us, d.elapsed_us + d.wait_us);
       if (s >= span) span = s, compute = d.elapsed_us, wait = d.wait_us;
       lt.result_frames += d.frames_sent;
+      lt.result_bytes += d.bytes_sent;
       lt.wire_bytes += wire[w][node];
       lt.max_peak_ram = std::max<int64_t>(lt.max_peak_ram, res.boards[w].layer_peak[node]);
     }
@@ -356,6 +357,7 @@ void Coordinator::summarise_layers(InferenceResult& res, const std::vector<std::
     res.payload_bytes += lt.payload_bytes;
     res.wire_bytes += lt.wire_bytes;
     res.result_frames += lt.result_frames;
+    res.result_bytes += lt.result_bytes;
     res.layers.push_back(lt);
   }
   res.comm_s = std::max(0.0, res.total_s - res.compute_s);

@@ -148,7 +148,12 @@ constexpr uint32_t kNoLayer = 0xFFFFFFFFu;
 
 constexpr uint8_t kEntryRunTrigger = 0x01;  // wait for the coordinator's RUN
 constexpr uint8_t kEntryPartial = 0x02;     // input-channel share with partial sums (v4)
-constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger | kEntryPartial;
+// Its outputs go to other boards coded (wire.h "Coded INPUTS"): set by the
+// planner where coding pays; a reader of any fragment version takes it.
+constexpr uint8_t kEntryCoded = 0x04;
+// The same with the mask coding (core/act_code.h); never with kEntryCoded.
+constexpr uint8_t kEntryMasked = 0x08;
+constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger | kEntryPartial | kEntryCoded | kEntryMasked;
 constexpr uint16_t kPeerCoordinator = 0xFFFF;
 
 // Kept for code that names the v1 sizes.

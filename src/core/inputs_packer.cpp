@@ -88,6 +88,75 @@ PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uin
   return f;
 }
 
+PackedFrame pack_coded_inputs_frame(const PieceSource& src, PackCursor* cur, const uint8_t* out, uint8_t* payload,
+                                    CodeParams code) {
+  constexpr size_t kHead = wire::kCodedBlockHeader;
+  PackedFrame f;
+  size_t used = 0;
+  PackPiece s;
+  bool have = src.piece(cur->i, &s);
+  while (have && kMaxPayload - used >= kHead + 1) {
+    CodeWriter w(payload + used + kHead, kMaxPayload - used - kHead, code);
+    wire::InputBlock b;
+    b.first = s.offset + cur->off;
+    b.mode = code.mode();
+    b.fill = code.fill;
+    const uint32_t rest = s.count - cur->off;
+    if (cur->off > 0 || rest > 0xFFFF || !w.put(out + s.pos, rest)) {
+      // A piece of one send: as many of its values as the room codes.
+      const size_t n = w.put_most(out + s.pos + cur->off, rest > 0xFFFF ? 0xFFFF : rest);
+      if (n == 0) break;
+      b.len = uint16_t(n);
+      b.count = 1;
+      b.coded = uint16_t(w.finish());
+      wire::encode_input_block_header(b, payload + used, kHead);
+      used += kHead + b.coded;
+      f.data += uint32_t(n);
+      cur->off += uint32_t(n);
+      if (cur->off == s.count) {
+        ++cur->i;
+        cur->off = 0;
+        have = src.piece(cur->i, &s);
+      }
+      continue;
+    }
+    // Whole sends: a strided block over the following ones while their
+    // codes fit.
+    b.len = uint16_t(rest);
+    uint32_t n = 1;
+    PackPiece p = s, t;
+    bool t_read = false, t_have = false;  // t is send cur->i + n, read and not taken
+    while (n < 0xFFFF) {
+      t_have = src.piece(cur->i + n, &t);
+      t_read = true;
+      if (!t_have || t.count != s.count || t.offset <= p.offset) break;
+      const uint32_t d = t.offset - p.offset;
+      if (n == 1 ? d < s.count : d != b.stride) break;
+      if (!w.put(out + t.pos, rest)) break;
+      b.stride = d;
+      t_read = false;
+      p = t;
+      ++n;
+    }
+    b.count = uint16_t(n);
+    if (n == 1) b.stride = 0;
+    b.coded = uint16_t(w.finish());
+    wire::encode_input_block_header(b, payload + used, kHead);
+    used += kHead + b.coded;
+    f.data += n * rest;
+    cur->i += n;
+    if (t_read) {
+      s = t;
+      have = t_have;
+    } else {
+      have = src.piece(cur->i, &s);
+    }
+  }
+  f.last = !have;
+  f.payload = uint16_t(used);
+  return f;
+}
+
 // One send alone is cut into frames of kMaxPayload - kInputBlockHeader data
 // bytes, one block each, the last holding the rest (pack_inputs_frame's
 // "piece of one long send"; a shorter one is one block of one send).

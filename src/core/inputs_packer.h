@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/act_code.h"
+
 namespace ts {
 namespace core {
 
@@ -56,6 +58,12 @@ struct PackedFrame {
 // index) and `payload` (room for wire::kMaxPayload bytes) it writes the
 // blocks; with both nullptr it only counts (a dry run).
 PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uint8_t* out, uint8_t* payload);
+
+// The same with every block coded (wire.h "Coded INPUTS", core/act_code.h):
+// blocks of whole sends, or a piece of one, as their codes fill the frame.
+// Writes only (out and payload given); the frame goes with wire::kFlagCoded.
+PackedFrame pack_coded_inputs_frame(const PieceSource& src, PackCursor* cur, const uint8_t* out, uint8_t* payload,
+                                    CodeParams code);
 
 // A whole group's frames counted (dry run from its first send, index
 // `first`): frames, payload bytes, data bytes; wire bytes add one frame

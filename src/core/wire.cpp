@@ -1,6 +1,8 @@
 // Implementation of the wire format declared (and documented) in wire.h.
 #include "core/wire.h"
 
+#include "core/act_code.h"
+
 #include <cstring>
 
 #include "core/crc32.h"
@@ -174,8 +176,10 @@ WireError check_framing(const uint8_t* buf) {
 // Checks of an intact header's meaning (run after the CRC in decode_frame).
 WireError check_semantics(const uint8_t* buf) {
   if (buf[kOffVersion] != kProtocolVersion) return WireError::BadVersion;
-  if ((get_u16(buf + kOffFlags) & ~kKnownFlags) != 0) return WireError::BadHeader;
+  const uint16_t flags = get_u16(buf + kOffFlags);
+  if ((flags & ~kKnownFlags) != 0) return WireError::BadHeader;
   if (!is_known_type(buf[kOffType])) return WireError::UnknownType;
+  if ((flags & kFlagCoded) && MsgType(buf[kOffType]) != MsgType::Inputs) return WireError::BadHeader;
   // An inference tag only where the type carries one (was: reserved, 0).
   if (get_u16(buf + kOffInference) != 0 && !carries_inference(MsgType(buf[kOffType]))) return WireError::BadHeader;
   return WireError::Ok;
@@ -199,10 +203,11 @@ size_t encode_frame_body(const FrameHeader& h, const uint8_t* payload, size_t pa
   if (out_cap < kHeaderSize + payload_len) return 0;
   if (!is_known_type(uint8_t(h.type))) return 0;
   if ((h.flags & ~kKnownFlags) != 0) return 0;
+  if ((h.flags & kFlagCoded) && h.type != MsgType::Inputs) return 0;
   if (h.inference != 0 && !carries_inference(h.type)) return 0;
   if (!payload_len_ok(h.type, payload_len)) return 0;
   if (payload_len > 0 && payload == nullptr) return 0;
-  if (h.type == MsgType::Inputs && !input_blocks_ok(payload, payload_len)) return 0;
+  if (h.type == MsgType::Inputs && !input_blocks_ok(payload, payload_len, (h.flags & kFlagCoded) != 0)) return 0;
   if (h.type == MsgType::Patch && !patch_ops_ok(payload, payload_len)) return 0;
 
   put_u16(out + kOffMagic, kMagic);
@@ -243,7 +248,8 @@ WireError decode_frame(const uint8_t* buf, size_t len, FrameHeader* out, const u
   e = check_semantics(buf);
   if (e != WireError::Ok) return e;
   if (!payload_len_ok(h.type, h.payload_len)) return WireError::BadPayload;
-  if (h.type == MsgType::Inputs && !input_blocks_ok(buf + kHeaderSize, h.payload_len)) return WireError::BadPayload;
+  if (h.type == MsgType::Inputs && !input_blocks_ok(buf + kHeaderSize, h.payload_len, (h.flags & kFlagCoded) != 0))
+    return WireError::BadPayload;
   if (h.type == MsgType::Patch && !patch_ops_ok(buf + kHeaderSize, h.payload_len)) return WireError::BadPayload;
   *out = h;
   if (payload) *payload = buf + kHeaderSize;
@@ -341,6 +347,7 @@ size_t DonePayload::encode(uint8_t* out, size_t cap) const {
   put_u32(out + 28, compute_instructions);
   put_u32(out + 32, wait_us);
   put_u32(out + 36, span_us);
+  put_u32(out + 40, bytes_sent);
   return kSize;
 }
 
@@ -355,6 +362,7 @@ bool DonePayload::decode(const uint8_t* in, size_t len) {
   compute_instructions = get_u32(in + 28);
   wait_us = get_u32(in + 32);
   span_us = get_u32(in + 36);
+  bytes_sent = get_u32(in + 40);
   return true;
 }
 
@@ -642,35 +650,56 @@ bool block_ok(const InputBlock& b) {
 
 }  // namespace
 
+core::CodeParams code_params(const InputBlock& b) {
+  core::CodeParams p;
+  core::CodeParams::from_mode(b.mode, b.fill, &p);
+  return p;
+}
+
 size_t encode_input_block_header(const InputBlock& b, uint8_t* out, size_t cap) {
-  if (cap < kInputBlockHeader || !block_ok(b)) return 0;
+  const size_t n = b.coded ? kCodedBlockHeader : kInputBlockHeader;
+  core::CodeParams p;
+  if (cap < n || !block_ok(b) || (b.coded && !core::CodeParams::from_mode(b.mode, b.fill, &p))) return 0;
   put_u32(out + 0, b.first);
   put_u16(out + 4, b.len);
   put_u16(out + 6, b.count);
   put_u32(out + 8, b.stride);
-  return kInputBlockHeader;
+  if (b.coded) {
+    put_u16(out + 12, b.coded);
+    out[14] = b.mode;
+    out[15] = b.fill;
+  }
+  return n;
 }
 
-bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBlock* out) {
-  if (*pos >= len || len - *pos < kInputBlockHeader) return false;
+bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBlock* out, bool coded) {
+  const size_t head = coded ? kCodedBlockHeader : kInputBlockHeader;
+  if (*pos >= len || len - *pos < head) return false;
   const uint8_t* p = payload + *pos;
   InputBlock b;
   b.first = get_u32(p + 0);
   b.len = get_u16(p + 4);
   b.count = get_u16(p + 6);
   b.stride = get_u32(p + 8);
-  if (!block_ok(b) || len - *pos - kInputBlockHeader < b.bytes()) return false;
-  b.data = p + kInputBlockHeader;
-  *pos += kInputBlockHeader + b.bytes();
+  core::CodeParams params;
+  if (coded) {
+    b.coded = get_u16(p + 12);
+    b.mode = p[14];
+    b.fill = p[15];
+    if (b.coded == 0 || !core::CodeParams::from_mode(b.mode, b.fill, &params)) return false;
+  }
+  if (!block_ok(b) || len - *pos - head < b.bytes_on_wire()) return false;
+  b.data = p + head;
+  *pos += head + b.bytes_on_wire();
   *out = b;
   return true;
 }
 
-bool input_blocks_ok(const uint8_t* payload, size_t len) {
+bool input_blocks_ok(const uint8_t* payload, size_t len, bool coded) {
   size_t pos = 0;
   InputBlock b;
   size_t n = 0;
-  while (next_input_block(payload, len, &pos, &b)) ++n;
+  while (next_input_block(payload, len, &pos, &b, coded)) ++n;
   return n > 0 && pos == len;
 }
 

@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act_code.h"
 #include "core/bytes.h"
 
 namespace ts::wire {
@@ -99,7 +100,10 @@ constexpr uint16_t kFlagAckReq = 0x0002;  // receiver must ACK immediately
 // docs/protocol.md, "Authentication"). The CRC covers header and payload, not
 // the tag; the tag covers header, payload and the direction's frame counter.
 constexpr uint16_t kFlagMac = 0x0004;
-constexpr uint16_t kKnownFlags = kFlagLast | kFlagAckReq | kFlagMac;
+// INPUTS only: every block's data is coded (core/act_code.h; "Coded INPUTS"
+// below). Any other type with this bit is a BadHeader.
+constexpr uint16_t kFlagCoded = 0x0008;
+constexpr uint16_t kKnownFlags = kFlagLast | kFlagAckReq | kFlagMac | kFlagCoded;
 constexpr size_t kTagSize = 16;
 // Largest frame on the wire: kMaxFrame plus a tag. Receive and send buffers
 // have this size.
@@ -332,7 +336,7 @@ struct AckPayload {
 // An ACK frame on the wire (untagged).
 constexpr size_t kAckFrameBytes = kHeaderSize + AckPayload::kSize;
 
-// DONE, 40 bytes: the request with sequence number request_seq (a RUN after
+// DONE, 44 bytes: the request with sequence number request_seq (a RUN after
 // its OUTPUT messages, or a COMMIT) completed. Metrics are 0 if not measured.
 //   0 u32 request_seq
 //   4 u32 elapsed_us      compute time on the board
@@ -355,8 +359,11 @@ constexpr size_t kAckFrameBytes = kHeaderSize + AckPayload::kSize;
 //  36 u32 span_us         from being ready to this DONE: wait + compute +
 //                         handing the results to the links (a reduced
 //                         layer: its partial-sum exchange too); 0 for a COMMIT
+//  40 u32 bytes_sent      bytes of the frames counted in frames_sent, headers
+//                         included (authentication tags not): what the
+//                         results really took on the wire, coded or not
 struct DonePayload {
-  static constexpr size_t kSize = 40;
+  static constexpr size_t kSize = 44;
   uint32_t request_seq = 0;
   uint32_t elapsed_us = 0;
   uint32_t peak_ram_bytes = 0;
@@ -366,6 +373,7 @@ struct DonePayload {
   uint32_t compute_instructions = 0;  // exact instruction count of the compute, 0 = not counted
   uint32_t wait_us = 0;
   uint32_t span_us = 0;
+  uint32_t bytes_sent = 0;
   size_t encode(uint8_t* out, size_t cap) const;
   bool decode(const uint8_t* in, size_t len);
 };
@@ -398,25 +406,47 @@ bool decode_peer(const uint8_t* payload, size_t len, size_t i, PeerEntry* out);
 //                  count > 1, else 0
 //  12 len*count bytes, segment after segment
 // The last element (first + (count-1)*stride + len - 1) must be below 2^28.
+//
+// Coded INPUTS (header flag kFlagCoded): each block's header has 4 more
+// bytes and its data is the values coded (core/act_code.h), one code run
+// over the segments in order:
+//  12 u16 coded    bytes of coded data that follow the header, >= 1
+//  14 u8  mode     core::CodeParams::mode(): bit 0 flag, bit 1 zigzag
+//  15 u8  fill     the value the code centres on (the zero point)
+//  16 coded bytes, which decode to exactly len*count values (padding bits 0)
+// Decoded, a frame may carry more values than kMaxPayload; receivers check
+// them against the routing slice as they do plain ones, from the headers,
+// before decoding; a code that does not decode to exactly len*count values
+// fails the frame (OutOfBounds, "malformed coded input").
 struct InputBlock {
   uint32_t first = 0;
   uint16_t len = 0;
   uint16_t count = 0;
   uint32_t stride = 0;
-  const uint8_t* data = nullptr;  // len * count bytes (decode)
+  const uint8_t* data = nullptr;  // bytes_on_wire() bytes (decode)
+  uint16_t coded = 0;             // coded blocks: their data's bytes; 0 = plain
+  uint8_t mode = 0, fill = 0;     // coded blocks: core::CodeParams
+  // Values the block carries.
   uint32_t bytes() const { return uint32_t(len) * count; }
+  uint32_t bytes_on_wire() const { return coded ? coded : bytes(); }
 };
 constexpr size_t kInputBlockHeader = 12;
-// Writes a block's 12-byte header at out (the caller copies the data after
-// it); 0 if cap is too small or the block is invalid.
+constexpr size_t kCodedBlockHeader = 16;
+// Writes a block's header at out (12 bytes, or 16 with b.coded > 0; the
+// caller puts the data after it); 0 if cap is too small or the block is
+// invalid.
 size_t encode_input_block_header(const InputBlock& b, uint8_t* out, size_t cap);
-// Decodes the block at payload[*pos] and advances *pos past its data.
-// Returns false at the end of the payload or on a malformed block (then
-// *pos != len); input_blocks_ok tells a whole payload apart.
-bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBlock* out);
+// Decodes the block at payload[*pos] and advances *pos past its data
+// (`coded`: the frame has kFlagCoded). Returns false at the end of the
+// payload or on a malformed block (then *pos != len); input_blocks_ok tells
+// a whole payload apart.
+bool next_input_block(const uint8_t* payload, size_t len, size_t* pos, InputBlock* out, bool coded = false);
+// The coding of a coded block (its mode checked by next_input_block).
+core::CodeParams code_params(const InputBlock& b);
 // A whole INPUTS payload: at least one block, every block valid, nothing
-// left over.
-bool input_blocks_ok(const uint8_t* payload, size_t len);
+// left over. A coded block's code is checked as it is decoded (a receiver
+// decodes once, into place): core::CodeReader refuses a malformed one.
+bool input_blocks_ok(const uint8_t* payload, size_t len, bool coded = false);
 
 // PATCH: stages part of a new fragment as copies from the fragment the board
 // has committed (its *base*) and new bytes, so that a re-plan whose

@@ -215,7 +215,8 @@ Verdict LayerScheduler::on_input(int link, const FrameHeader& h, const uint8_t* 
   const uint32_t k = h.offset >> wire::kOperandShift;
   const uint32_t e0 = h.offset & wire::kElementMask;
   const bool blocks = h.type == MsgType::Inputs;
-  if (k == kPsumOperand && e.partial() && blocks && e0 == 0 && e.ps_expected > 0) {
+  const bool coded = (h.flags & wire::kFlagCoded) != 0;
+  if (k == kPsumOperand && e.partial() && blocks && !coded && e0 == 0 && e.ps_expected > 0) {
     Open* slot = nullptr;
     const Verdict v = admit(link, h, e, &slot);
     if (v != Verdict::Ok) return v;
@@ -243,6 +244,14 @@ Verdict LayerScheduler::on_input(int link, const FrameHeader& h, const uint8_t* 
   return Verdict::Ok;
 }
 
+// A coded block that does not decode to its values: the frame fails (what
+// it wrote went to places its headers were allowed to write; the layer
+// never runs on them, as the inference fails).
+Verdict LayerScheduler::malformed_code(int link, const FrameHeader& h) {
+  links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "malformed coded input");
+  return Verdict::Fail;
+}
+
 // Blocks of segments of operand k (the frame reader checked their
 // structure): every segment inside a routing run, checked before anything
 // is written.
@@ -253,7 +262,8 @@ Verdict LayerScheduler::on_blocks(int link, const FrameHeader& h, const uint8_t*
   wire::InputBlock b;
   uint32_t total = 0;
   RunFinder runs(e.runs[k], e.n_runs[k]), local(e.local[k], e.n_local[k]);
-  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+  const bool coded = (h.flags & wire::kFlagCoded) != 0;
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b, coded))
     for (uint32_t j = 0; j < b.count; ++j) {
       if (!may_receive(e, k, runs, local, b.first + j * b.stride, b.len)) {
         links_->send_error(link, ErrorCode::OutOfBounds, h.seq, "input outside routing slice");
@@ -267,9 +277,24 @@ Verdict LayerScheduler::on_blocks(int link, const FrameHeader& h, const uint8_t*
   }
   uint8_t* box = buffer(e.box_at[k]);
   pos = 0;
-  while (wire::next_input_block(payload, h.payload_len, &pos, &b))
+  while (wire::next_input_block(payload, h.payload_len, &pos, &b, coded)) {
+    if (!coded) {
+      for (uint32_t j = 0; j < b.count; ++j)
+        scatter_into_box(box, e.desc.in[k], e.box[k], b.first + j * b.stride, b.data + j * b.len, b.len);
+      continue;
+    }
+    // Decoded once, in pieces, into place; the positions were checked above.
+    CodeReader r(b.data, b.coded, wire::code_params(b));
+    uint8_t piece[128];
     for (uint32_t j = 0; j < b.count; ++j)
-      scatter_into_box(box, e.desc.in[k], e.box[k], b.first + j * b.stride, b.data + j * b.len, b.len);
+      for (uint32_t at = 0; at < b.len;) {
+        const uint32_t n = b.len - at < sizeof piece ? b.len - at : uint32_t(sizeof piece);
+        if (!r.get(piece, n)) return malformed_code(link, h);
+        scatter_into_box(box, e.desc.in[k], e.box[k], b.first + j * b.stride + at, piece, n);
+        at += n;
+      }
+    if (!r.finish()) return malformed_code(link, h);
+  }
   slot->received[k] += total;
   return Verdict::Ok;
 }

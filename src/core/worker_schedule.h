@@ -74,6 +74,7 @@ class LayerScheduler {
   Verdict admit(int link, const wire::FrameHeader& h, const FragLayer& e, Open** slot);
   Verdict on_partial(int link, const wire::FrameHeader& h, const uint8_t* payload, const FragLayer& e, Open* slot);
   Verdict on_blocks(int link, const wire::FrameHeader& h, const uint8_t* payload, const FragLayer& e, Open* slot);
+  Verdict malformed_code(int link, const wire::FrameHeader& h);
   const FragLayer* entry(uint16_t layer, uint32_t seq, int link);
   Open* find_open(uint16_t layer);
   Open* new_slot(uint16_t layer);

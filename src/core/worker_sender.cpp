@@ -54,7 +54,7 @@ void Sender::send_sums(const FragLayer& e, uint32_t us) {
   fl_.out_at = e.ps_at;
   layer_ = uint16_t(e.node);
   cur_ = PackCursor();
-  frames_ = 0;
+  frames_ = bytes_ = 0;
   ps_phase_ = true;
   sending_ = true;
   done_pending_ = false;
@@ -65,7 +65,7 @@ void Sender::send_results(const FragLayer& e, const LayerReport& r) {
   fl_ = e;
   layer_ = uint16_t(e.node);
   cur_ = PackCursor();
-  if (!e.partial()) frames_ = 0;  // a reduced layer counts its sums' frames too
+  if (!e.partial()) frames_ = bytes_ = 0;  // a reduced layer counts its sums' frames too
   sending_ = true;
   done_pending_ = true;
 }
@@ -74,9 +74,15 @@ void Sender::send_results(const FragLayer& e, const LayerReport& r) {
 // packed in place in the transmit buffer.
 bool Sender::send_inputs(int link, const Send& s) {
   uint8_t* payload = links_->tx() + wire::kHeaderSize;
-  const PackedFrame f = pack_inputs_frame(GroupSends(fl_, s), &cur_, base_ + fl_.out_at, payload);
+  // Activations go coded where the plan says so; partial sums never do.
+  const bool coded = (fl_.flags & (kEntryCoded | kEntryMasked)) && !ps_phase_;
+  const PackedFrame f =
+      coded ? pack_coded_inputs_frame(GroupSends(fl_, s), &cur_, base_ + fl_.out_at, payload,
+                                      code_params_for(fl_.desc.out_zp, fl_.desc.act_min, (fl_.flags & kEntryMasked) != 0))
+            : pack_inputs_frame(GroupSends(fl_, s), &cur_, base_ + fl_.out_at, payload);
+  bytes_ += uint32_t(wire::kHeaderSize + f.payload);
   return links_->send_frame(link, MsgType::Inputs, s.layer, wire::input_offset(s.operand, 0), payload, f.payload,
-                            f.last ? wire::kFlagLast : 0, true);
+                            uint16_t((f.last ? wire::kFlagLast : 0) | (coded ? wire::kFlagCoded : 0)), true);
 }
 
 bool Sender::send_done(int coord) {
@@ -86,6 +92,7 @@ bool Sender::send_done(int coord) {
   d.compute_instructions = report_.instructions;
   d.peak_ram_bytes = report_.peak;
   d.frames_sent = frames_;
+  d.bytes_sent = bytes_;
   d.outputs = fl_.out_elems;
   d.output_digest = report_.digest;
   d.wait_us = report_.wait_us;
@@ -132,6 +139,7 @@ bool Sender::pump() {
         return false;
       }
       ++frames_;
+      bytes_ += uint32_t(wire::kHeaderSize + n);
       cur_.off += n;
       if (last) {
         ++cur_.i;

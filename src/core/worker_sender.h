@@ -64,6 +64,7 @@ class Sender {
   FragLayer fl_;  // what is sent: the layer's entry (its sum sends in phase 1)
   PackCursor cur_;  // the next send and its bytes already sent
   uint32_t frames_ = 0;  // frames the results took (a reduced layer counts its sums' too)
+  uint32_t bytes_ = 0;   // and their bytes, headers included
   LayerReport report_;
 };
 

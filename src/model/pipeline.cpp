@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <unistd.h>
 
+#include "core/act_code.h"
 #include "core/crc32.h"
 #include "model/dataset.h"
 #include "model/fold.h"
@@ -192,6 +194,35 @@ std::string default_photo() {
 
 std::vector<float> image_input(const std::string& path, int size, const ImageNorm& norm) {
   return preprocess(load_image(path), size, norm);
+}
+
+CodeRatios activation_code_ratios(const QGraph& q) {
+  CodeRatios r;
+  const Shape& in = q.shape(q.input);
+  std::vector<int8_t> x;
+  if (in.c == 3 && in.h == in.w) {
+    const std::string photo = default_photo();
+    x = quantize_input(q, image_input(photo, in.h, q.in_norm));
+    r.source = std::filesystem::path(photo).filename().string();
+  } else {
+    std::mt19937 rng(1);
+    x.resize(size_t(in.c) * size_t(in.h) * size_t(in.w));
+    for (auto& v : x) v = int8_t(rng());
+    r.source = "a seeded random input";
+  }
+  const auto all = run_int8_all(q, x);
+  r.rice.resize(q.nodes.size(), 1.0);
+  r.mask.resize(q.nodes.size(), 1.0);
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    const core::LayerDesc& d = q.nodes[n].geo;
+    const std::vector<int8_t>& t = all.at(size_t(q.nodes[n].output));
+    if (t.empty()) continue;
+    const auto* v = reinterpret_cast<const uint8_t*>(t.data());
+    const double size = double(t.size());
+    r.rice[n] = double(core::coded_bytes(v, t.size(), core::code_params_for(d.out_zp, d.act_min))) / size;
+    r.mask[n] = double(core::coded_bytes(v, t.size(), core::code_params_for(d.out_zp, d.act_min, true))) / size;
+  }
+  return r;
 }
 
 InputTensor load_input_npy(const std::string& path, const Shape& in) {

@@ -114,4 +114,15 @@ QuantizeOptions fashion_mnist_calibration(int n = 1000);
 // Preprocesses an image for a graph's input.
 std::vector<float> image_input(const std::string& path, int size, const ImageNorm& norm);
 
+// How well each layer's outputs code for the wire (core/act_code.h), as the
+// planner estimates coded transfers: per node, coded bytes / plain bytes of
+// its whole output tensor (flat C-H-W order) on one reference input: the
+// default photo for a model that takes square 3-channel images, else a
+// seeded random input. `source` says which.
+struct CodeRatios {
+  std::vector<double> rice, mask;  // per coding (core/act_code.h)
+  std::string source;
+};
+CodeRatios activation_code_ratios(const QGraph& q);
+
 }  // namespace ts

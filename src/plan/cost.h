@@ -69,8 +69,14 @@ struct MeasuredCosts {
   double conv = 0, pointwise = 0, depthwise = 0;  // Conv by kind
   std::array<double, core::kNumOps + 1> op{};     // other ops, by core::QOp (Gemm = "linear")
   std::string source;                             // the file's "source"
+  // Coding and decoding one value (plan/coding.h), per coding; 0 = not measured.
+  double rice_cycles_per_value = 0, mask_cycles_per_value = 0;
   double of(const core::LayerDesc& d) const;
 };
+
+// The measured costs of board type `type` in `dir` ("" = data/costs), read
+// once per process; nullptr if the type has no file there.
+const MeasuredCosts* measured_costs(const std::string& dir, const std::string& type);
 
 // Reads a cost file: its "cycles_per_mac" object (keys conv, pointwise,
 // depthwise, linear, or op names such as Add), else "instructions_per_mac"

@@ -34,9 +34,9 @@ double explicit_cpm(const CostModel& m, const core::LayerDesc& d) {
   return size_t(d.op) < m.op_cycles_per_mac.size() ? m.op_cycles_per_mac[size_t(d.op)] : 0;
 }
 
-// Measured costs of `type` from `dir`, read once per process (nullptr if
-// the type has no file there).
-const MeasuredCosts* measured_for(const std::string& dir, const std::string& type) {
+}  // namespace
+
+const MeasuredCosts* measured_costs(const std::string& dir, const std::string& type) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<MeasuredCosts>> cache;
   const std::string path = (dir.empty() ? project_home() + "/data/costs" : dir) + "/" + type + ".json";
@@ -50,6 +50,8 @@ const MeasuredCosts* measured_for(const std::string& dir, const std::string& typ
   }
   return it->second.get();
 }
+
+namespace {
 
 // Sets the figure of a kind name (conv, pointwise, depthwise, linear, or
 // an op name); false if the name is none of them.
@@ -112,6 +114,13 @@ MeasuredCosts load_measured_costs(const std::string& path) {
     if (!set_kind(&c, key, v)) throw Error("cost file " + path + ": unknown kind \"" + key + "\"");
   }
   if (j.contains("source") && j["source"].is_string()) c.source = j["source"].get<std::string>();
+  for (const char* key : {"rice_cycles_per_value", "mask_cycles_per_value"}) {
+    if (!j.contains(key)) continue;
+    const nlohmann::json& v = j[key];
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+      throw Error("cost file " + path + ": \"" + key + "\" must be a positive number");
+    (key[0] == 'r' ? c.rice_cycles_per_value : c.mask_cycles_per_value) = v.get<double>();
+  }
   return c;
 }
 
@@ -198,7 +207,7 @@ double CostModel::cycles_per_mac(const core::LayerDesc& d, const Board& b) const
 double CostModel::type_cycles_per_mac(const core::LayerDesc& d, const std::string& type) const {
   if (const double c = explicit_cpm(*this, d); c > 0) return c;
   if (!type.empty() && costs_dir != "none")
-    if (const MeasuredCosts* mc = measured_for(costs_dir, type))
+    if (const MeasuredCosts* mc = measured_costs(costs_dir, type))
       if (const double c = mc->of(d); c > 0) return c;
   return default_cycles_per_mac;
 }

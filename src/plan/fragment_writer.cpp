@@ -163,7 +163,7 @@ struct FragWriter {
   }
 
   void header(const Plan& p, int worker, size_t layers, uint32_t total);
-  void entry_scalars(size_t e, size_t i, const QNode& node, const LayerShare& ls);
+  void entry_scalars(size_t e, size_t i, const QNode& node, const LayerShare& ls, uint8_t coding);
   void entry_records(size_t e, const QNode& node, const LayerShare& ls);
   void entry_slots(size_t e, const QNode& node, const LayerShare& ls);
 };
@@ -183,14 +183,18 @@ void FragWriter::header(const Plan& p, int worker, size_t layers, uint32_t total
 }
 
 // The entry's fixed fields: op, flags, bounds, geometry, buffers.
-void FragWriter::entry_scalars(size_t e, size_t i, const QNode& node, const LayerShare& ls) {
+// `coding`: the kEntryCoded / kEntryMasked flag of the layer's codec (plan/coding.h), or 0.
+void FragWriter::entry_scalars(size_t e, size_t i, const QNode& node, const LayerShare& ls, uint8_t coding) {
   const core::LayerDesc& g = node.geo;
   out.u8(e + f::kOp, uint8_t(node.op));
   out.u8(e + f::kNInputs, g.n_inputs);
   out.u8(e + f::kIncludePad, g.count_include_pad);
   const bool partial = ls.active() && ls.psum.on;
+  bool to_boards = false;
+  for (const core::Send& s : ls.sends) to_boards = to_boards || s.peer != core::kPeerCoordinator;
+  const uint8_t coded = ls.active() && to_boards ? coding : 0;
   out.u8(e + f::kFlags, uint8_t((ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0) |
-                                (partial ? core::kEntryPartial : 0)));
+                                (partial ? core::kEntryPartial : 0) | coded));
   out.u32(e + f::kNode, uint32_t(i));
   // Bounds of the regions' flat indices.
   int64_t lo = 0, hi = 0;
@@ -297,7 +301,9 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
   w.header(p, worker, L, total);
   for (size_t i = 0; i < L; ++i) {
     const size_t e = f::kHeaderBytes + i * f::kEntryBytes;
-    w.entry_scalars(e, i, q.nodes[i], wp.layers[i]);
+    const Codec c = p.codec.empty() ? Codec::Plain : p.codec[i];
+    w.entry_scalars(e, i, q.nodes[i], wp.layers[i],
+                    c == Codec::Rice ? core::kEntryCoded : c == Codec::Mask ? core::kEntryMasked : 0);
     w.entry_records(e, q.nodes[i], wp.layers[i]);
     w.entry_slots(e, q.nodes[i], wp.layers[i]);
   }

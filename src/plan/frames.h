@@ -32,10 +32,15 @@ struct GatheredFrame {
   int32_t payload = 0;
 };
 
-// The frames the worker packs for one group of pieces, in order.
-std::vector<GatheredFrame> gather_frames(const Piece* pieces, size_t n);
-inline std::vector<GatheredFrame> gather_frames(const std::vector<Piece>& pieces) {
-  return gather_frames(pieces.data(), pieces.size());
+// The frames the worker packs for one group of pieces, in order. With
+// `coded` > 0 (plan/coding.h: the estimated coded bytes per value) the group
+// goes coded (core::pack_coded_inputs_frame), which depends on the values:
+// an estimate then, the plain packing's data at `coded` bytes a value with
+// a coded block header per block, cut into frames of at most
+// wire::kMaxPayload payload bytes of equal size.
+std::vector<GatheredFrame> gather_frames(const Piece* pieces, size_t n, double coded = 0);
+inline std::vector<GatheredFrame> gather_frames(const std::vector<Piece>& pieces, double coded = 0) {
+  return gather_frames(pieces.data(), pieces.size(), coded);
 }
 
 // Frames and wire bytes (headers included) of one group.
@@ -44,7 +49,7 @@ struct FrameCount {
   int64_t wire_bytes = 0;
   int64_t data = 0;
 };
-FrameCount count_gathered(const Piece* pieces, size_t n);
+FrameCount count_gathered(const Piece* pieces, size_t n, double coded = 0);
 
 // Frames and wire bytes of one ungathered message of `count` bytes (to or
 // from the coordinator): wire::frames_needed(count) frames, each a header

@@ -24,6 +24,13 @@ inline constexpr Choice kRoutes[] = {
 
 // The planner's prices (plan/cost.h), for `plan`, `run` and `simulate`;
 // the first is the default.
+inline constexpr Choice kCodings[] = {
+    {"auto", "activations board to board coded where the cost model says it pays, mask or rice"},
+    {"mask", "every layer's activations board to board coded: a bit per value at the zero point, few CPU cycles"},
+    {"rice", "every layer's activations board to board coded: adaptive Rice codes, smaller, tens of cycles a value"},
+    {"off", "every frame plain"},
+};
+
 inline constexpr Choice kCostModels[] = {
     {"teensy", "the Teensy 4.1 figures, what local boards stand in for"},
     {"host", "the measured prices of boards run as processes on this machine, data/costs/host.json"},

@@ -401,6 +401,38 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
 
 }  // namespace
 
+namespace {
+
+// Marks the layers whose outputs go coded (plan/coding.h) and counts the
+// bytes before and after; a plan that codes anything gets an identity of
+// its own (its fragments differ from the plain plan's by kEntryCoded).
+void set_coding(const QGraph& q, const Testbed& t, const PlanOptions& opt, Plan& p) {
+  p.plain_bytes = p.coded_bytes = p.total_wire_bytes;
+  if (p.route != Route::Direct) return;
+  CodedLayers cl = coded_layers(q.nodes.size(), t, opt.cost, opt.coding, opt.code);
+  p.codec = std::move(cl.codec);
+  p.coded.assign(q.nodes.size(), 0.0);
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    if (p.codec[n] != Codec::Plain) p.coded[n] = cl.ratio[n];
+  double saved = 0;
+  bool any = false;
+  for (const WorkerPlan& wp : p.workers)
+    for (const LayerShare& ls : wp.layers) {
+      const double r = p.coded[size_t(ls.node)];
+      if (r <= 0) continue;
+      for (const core::Send& sd : ls.sends)
+        if (sd.peer != core::kPeerCoordinator) saved += double(sd.count) * (1.0 - r), any = true;
+    }
+  p.coded_bytes = p.plain_bytes - int64_t(saved + 0.5);
+  if (!any) return;
+  ByteWriter b;
+  b.u32(p.plan_id);
+  for (Codec c : p.codec) b.u8(uint8_t(c));
+  p.plan_id = crc32(b.buf.data(), b.buf.size());
+}
+
+}  // namespace
+
 uint32_t plan_hash(const QGraph& q, const std::vector<double>& shares, const std::string& strategy, Route route) {
   return hash_plan(model_crc(q), shares, strategy, route);
 }
@@ -576,6 +608,7 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
   p.ratings = ratings;
   for (size_t w = 0; w < N; ++w) p.workers[w].rating = ratings[w];
 
+  set_coding(q, t, opt, p);
   p.est_layer_s = estimate_layer_seconds(q, p, t, opt.cost);
   p.est_latency_s = 0;
   for (double v : p.est_layer_s) p.est_latency_s += v;

@@ -34,6 +34,7 @@
 #include "core/fragment.h"
 #include "model/qgraph.h"
 #include "plan/alloc.h"
+#include "plan/coding.h"
 #include "plan/cost.h"
 #include "plan/ratings.h"
 #include "plan/split.h"
@@ -72,6 +73,11 @@ struct PlanOptions {
   // are left idle. make_plan sets it for its direct plan on the boards that
   // no direct plan can take past their links (route_fallback).
   int boards_used = 0;
+  // Activations board to board coded (plan/coding.h): Off, Auto (where it
+  // pays), or every layer Rice or Mask; direct route only. `code`: per
+  // node, the estimated coded bytes per value of each coding.
+  Coding coding = Coding::Off;
+  CodeEstimate code;  // model/pipeline.h activation_code_ratios (estimate_code_ratios)
 };
 
 // One input operand of a layer as one worker needs it.
@@ -213,6 +219,15 @@ struct Plan {
   std::vector<LayerStats> layers;   // one per node
   std::vector<RouteRun> routes;     // empty unless PlanOptions::routing
   int64_t total_wire_bytes = 0;     // sum of layers' bytes_moved
+  // Per node: how its outputs cross board links (core::kEntryCoded,
+  // kEntryMasked), and their estimated bytes per value (plan/coding.h); 0
+  // where it goes plain. Empty on the relay route.
+  std::vector<Codec> codec;
+  std::vector<double> coded;
+  // Bytes of activations that cross links per inference, headers left out:
+  // all plain, and with the coded transfers at their estimated size (both
+  // equal to total_wire_bytes when nothing is coded).
+  int64_t plain_bytes = 0, coded_bytes = 0;
   int flash_rounds = 0;             // re-splits after the first (steps 2-3)
   std::string route_note;           // why the route is not the one asked for (route_fallback), or ""
   bool link_bound = false;          // `auto` chose within the boards' links (AutoChoice::link_bound)

@@ -1,6 +1,7 @@
 // The simulator's shared core (sim/core.h).
 #include "sim/core.h"
 
+#include "plan/coding.h"
 #include "plan/cost.h"
 
 namespace ts::sim::core_sim {
@@ -14,6 +15,19 @@ Links::Links(const plan::Testbed& t, const TimingModel& m, int boards) {
     const double d = m.board_delay_s_per_kb >= 0 ? m.board_delay_s_per_kb : bd.delay_s_per_kb;
     board_spb[size_t(b)] = plan::link_s_per_byte(d, bw);
     clock_hz[size_t(b)] = bd.clock_mhz * 1e6;
+  }
+  // Coding a value and decoding it (plan/coding.h), per coding: the type's
+  // measured cycles, else the default; host boards at the host's figure.
+  double rice = plan::kDefaultRiceCyclesPerValue, mask = plan::kDefaultMaskCyclesPerValue;
+  if (!m.costs.empty())
+    if (const plan::MeasuredCosts* mc = plan::measured_costs("", m.costs)) {
+      if (mc->rice_cycles_per_value > 0) rice = mc->rice_cycles_per_value;
+      if (mc->mask_cycles_per_value > 0) mask = mc->mask_cycles_per_value;
+    }
+  const bool host = m.host_s_per_mac > 0;
+  for (int b = 0; b < boards; ++b) {
+    rice_spv.push_back(host ? plan::kHostRiceSPerValue : rice / clock_hz[size_t(b)]);
+    mask_spv.push_back(host ? plan::kHostMaskSPerValue : mask / clock_hz[size_t(b)]);
   }
   coord_spb = m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
   op_delay = m.board_op_delay_s > 0 ? m.board_op_delay_s + m.sleep_overshoot_s : 0.0;

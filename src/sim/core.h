@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/wire.h"
+#include "plan/coding.h"
 #include "plan/plan.h"
 #include "plan/testbed.h"
 #include "sim/host.h"
@@ -62,6 +63,11 @@ struct Links {
   std::vector<double> clock_hz;
   double coord_spb = 0;           // the coordinator's link; 0 = unlimited
   double op_delay = 0;            // board delay per receive and per send, overshoot included
+  // Per board: seconds to code a value and decode it (plan/coding.h), per coding.
+  std::vector<double> rice_spv, mask_spv;
+  double code_spv(int b, plan::Codec c) const {
+    return c == plan::Codec::Rice ? rice_spv[size_t(b)] : c == plan::Codec::Mask ? mask_spv[size_t(b)] : 0.0;
+  }
   Links(const plan::Testbed& t, const TimingModel& m, int boards);
 };
 

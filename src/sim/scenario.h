@@ -66,6 +66,9 @@ struct Scenario {
   // route's, or the direct route's on fewer boards. Without it, a direct plan
   // over the links is simulated and reported over its budget.
   bool route_fallback = false;
+  // As plan::PlanOptions::coding and code (plan/coding.h).
+  plan::Coding coding = plan::Coding::Off;
+  plan::CodeEstimate code;
   TimingModel timing;
   // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);
   // empty = its defaults (2 cycles/MAC, 30 us per message), as `plan` and

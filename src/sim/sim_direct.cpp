@@ -28,6 +28,7 @@ struct Event {
   int src = -1;    // sending board (-1: the coordinator)
   bool ack_req = false;
   int64_t ack = -1;  // >= 0: an ACK frame, the frames from dest it acknowledges in all
+  double decode_s = 0;  // a coded frame: the receiver's CPU to decode it
 };
 
 // One pending or batched frame at a board.
@@ -37,6 +38,7 @@ struct Got {
   int src;
   bool ack_req;
   int64_t ack;
+  double decode_s;
 };
 
 // One frame a board sends for a layer: to a board (INPUTS, gathered as the
@@ -46,6 +48,7 @@ struct OutFrame {
   int layer;       // consumer layer (to a board)
   int64_t data;    // activation bytes it carries
   int64_t bytes;   // on the wire, header included
+  plan::Codec codec = plan::Codec::Plain;  // its values' coding (plan/coding.h): CPU at both ends
 };
 
 class DirectSim {
@@ -83,8 +86,10 @@ class DirectSim {
               }
             return;
           }
-          for (const plan::GatheredFrame& g : plan::gather_frames(plan::pieces_of(sends, i, k)))
-            fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload});
+          const double coded = p.coded.empty() ? 0.0 : p.coded[size_t(n)];
+          const plan::Codec codec = p.codec.empty() ? plan::Codec::Plain : p.codec[size_t(n)];
+          for (const plan::GatheredFrame& g : plan::gather_frames(plan::pieces_of(sends, i, k), coded))
+            fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload, codec});
         });
         // Partial sums of a reduced layer (strategy `reduce`) to the owners
         // of the output blocks, after its compute; frames marked by a layer
@@ -169,7 +174,7 @@ class DirectSim {
         continue;
       }
       if (e.layer != kWake) {
-        pending_[size_t(b)].push_back(Got{e.layer, e.payload, e.src, e.ack_req, e.ack});
+        pending_[size_t(b)].push_back(Got{e.layer, e.payload, e.src, e.ack_req, e.ack, e.decode_s});
         if (!busy_[size_t(b)]) receive(b, e.t, true);
         continue;
       }
@@ -207,7 +212,8 @@ class DirectSim {
   // scheduling delay).
   void receive(int b, double t, bool idle = false) {
     auto& pend = pending_[size_t(b)];
-    const double cpu = (idle ? wake_.frame(t) : 0.0) + links_.op_delay + double(pend.size()) * m_.board_frame_s;
+    double cpu = (idle ? wake_.frame(t) : 0.0) + links_.op_delay + double(pend.size()) * m_.board_frame_s;
+    for (const Got& g : pend) cpu += g.decode_s;
     batch_[size_t(b)].insert(batch_[size_t(b)].end(), pend.begin(), pend.end());
     pend.clear();
     if (cpu <= 0) {
@@ -342,7 +348,8 @@ class DirectSim {
         blocked = true;
         break;
       }
-      c += links_.op_delay + m_.board_frame_s;
+      // A coded frame: half the coder's CPU per value here, half where it is decoded.
+      c += links_.op_delay + m_.board_frame_s + 0.5 * double(f.data) * links_.code_spv(b, f.codec);
       const double sent = tx_[size_t(b)].pass(c, double(f.bytes));
       count(b, n, f.bytes, f.data, true);
       if (to_coord) ack(b, dest, n);
@@ -350,6 +357,7 @@ class DirectSim {
               f.data, f.bytes, false};
       e.src = b;
       e.ack_req = ack_req;
+      if (!to_coord) e.decode_s = 0.5 * double(f.data) * links_.code_spv(dest, f.codec);
       ev_.push(e);
       ++i;
     }
