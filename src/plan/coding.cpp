@@ -48,6 +48,7 @@ CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, C
   CodedLayers out;
   out.codec.assign(n_nodes, Codec::Plain);
   out.ratio.assign(n_nodes, 1.0);
+  out.price.assign(n_nodes, 1.0);
   if (c == Coding::Off || t.boards.empty()) return out;
   // The slowest board's link and CPU decide (a transfer's two ends are
   // some pair of boards; the worst is what the estimate must hold for).
@@ -58,12 +59,17 @@ CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, C
     mask_cpu = std::max(mask_cpu, code_seconds_per_value(b, m, Codec::Mask));
   }
   const auto est = [&](const std::vector<double>& v, size_t n) { return n < v.size() ? v[n] : 0.0; };
+  const auto price = [&](Codec x, double ratio) {
+    const double cpu = x == Codec::Rice ? rice_cpu : x == Codec::Mask ? mask_cpu : 0.0;
+    return link > 0 ? std::max(ratio, 0.5 * cpu / link) : ratio;
+  };
   for (size_t n = 0; n < n_nodes; ++n) {
     const double r = est(e.rice, n), k = est(e.mask, n);
     if (c == Coding::Rice || c == Coding::Mask) {
       out.codec[n] = c == Coding::Rice ? Codec::Rice : Codec::Mask;
       const double x = c == Coding::Rice ? r : k;
       out.ratio[n] = x > 0 ? x : 1.0;
+      out.price[n] = price(out.codec[n], out.ratio[n]);
       continue;
     }
     // Auto: per value, the longer of the link's time for the coded bytes and
@@ -74,6 +80,7 @@ CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, C
       out.codec[n] = Codec::Rice, out.ratio[n] = r;
     }
     if (k > 0 && std::max(k * link, 0.5 * mask_cpu) <= best) out.codec[n] = Codec::Mask, out.ratio[n] = k;
+    out.price[n] = price(out.codec[n], out.ratio[n]);
   }
   return out;
 }

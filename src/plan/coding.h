@@ -57,10 +57,12 @@ struct CodeEstimate {
 };
 
 // Per node (n_nodes): the codec and its estimated bytes per value (1 for
-// Plain, and for a forced coding without an estimate).
+// Plain, and for a forced coding without an estimate), and what a value's
+// transfer costs in plain bytes' link time: the longer of the coded bytes
+// and one end's CPU (what the cost model prices).
 struct CodedLayers {
   std::vector<Codec> codec;
-  std::vector<double> ratio;
+  std::vector<double> ratio, price;
 };
 CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, Coding c, const CodeEstimate& e);
 

@@ -121,7 +121,8 @@ std::vector<LayerTraffic> plan_traffic(const QGraph& q, const Plan& p) {
         for (const core::InputRun& r : need.coord_runs) mine.in.add(-1, int(w), double(count_message(r.count).wire_bytes));
       for (const core::Send& s : ls.sends)
         if (s.peer == core::kPeerCoordinator) mine.result.add(int(w), -1, double(count_message(s.count).wire_bytes));
-      const double coded = p.coded.empty() ? 0.0 : p.coded[size_t(ls.node)];
+      // A coded layer's transfers at the longer of their bytes and the coder's CPU (plan/coding.h).
+      const double coded = p.coded_price.empty() ? 0.0 : p.coded_price[size_t(ls.node)];
       for_each_send_group(ls.sends, [&](size_t first, size_t k) {
         const core::Send& s = ls.sends[first];
         const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);

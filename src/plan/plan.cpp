@@ -412,8 +412,9 @@ void set_coding(const QGraph& q, const Testbed& t, const PlanOptions& opt, Plan&
   CodedLayers cl = coded_layers(q.nodes.size(), t, opt.cost, opt.coding, opt.code);
   p.codec = std::move(cl.codec);
   p.coded.assign(q.nodes.size(), 0.0);
+  p.coded_price.assign(q.nodes.size(), 0.0);
   for (size_t n = 0; n < q.nodes.size(); ++n)
-    if (p.codec[n] != Codec::Plain) p.coded[n] = cl.ratio[n];
+    if (p.codec[n] != Codec::Plain) p.coded[n] = cl.ratio[n], p.coded_price[n] = cl.price[n];
   double saved = 0;
   bool any = false;
   for (const WorkerPlan& wp : p.workers)

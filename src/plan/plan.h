@@ -224,6 +224,7 @@ struct Plan {
   // where it goes plain. Empty on the relay route.
   std::vector<Codec> codec;
   std::vector<double> coded;
+  std::vector<double> coded_price;  // CodedLayers::price: what the cost model prices a coded value at
   // Bytes of activations that cross links per inference, headers left out:
   // all plain, and with the coded transfers at their estimated size (both
   // equal to total_wire_bytes when nothing is coded).
