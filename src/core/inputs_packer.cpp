@@ -17,6 +17,32 @@ static_assert(kMaxPayload % 4 == 0 && kInputBlockHeader % 4 == 0, "pieces of int
 // A block's len and count are 16 bits; a frame's room is below that.
 static_assert(kMaxPayload - kInputBlockHeader < 0xFFFF, "a piece fits a block's len");
 
+namespace {
+
+// Whether send t joins the strided block of n equal sends from `first` to
+// `last` (the block's stride so far: `stride`); sets *d to its distance.
+inline bool joins(const PackPiece& first, const PackPiece& last, const PackPiece& t, uint32_t n, uint32_t stride,
+                  uint32_t* d) {
+  if (t.count != first.count || t.offset <= last.offset) return false;
+  *d = t.offset - last.offset;
+  return n == 1 ? *d >= first.count : *d == stride;
+}
+
+// After a block of n sends: the cursor past them, and *s the next send (t
+// when it was read and not taken).
+inline void after_block(const PieceSource& src, PackCursor* cur, uint32_t n, bool t_read, const PackPiece& t,
+                        bool t_have, PackPiece* s, bool* have) {
+  cur->i += n;
+  if (t_read) {
+    *s = t;
+    *have = t_have;
+  } else {
+    *have = src.piece(cur->i, s);
+  }
+}
+
+}  // namespace
+
 PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uint8_t* out, uint8_t* payload) {
   const bool write = payload != nullptr && out != nullptr;
   PackedFrame f;
@@ -61,9 +87,8 @@ PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uin
     while (n < 0xFFFF && (n + 1) * size_t(rest) <= space) {
       t_have = src.piece(cur->i + n, &t);
       t_read = true;
-      if (!t_have || t.count != s.count || t.offset <= p.offset) break;
-      const uint32_t d = t.offset - p.offset;
-      if (n == 1 ? d < s.count : d != b.stride) break;
+      uint32_t d = 0;
+      if (!t_have || !joins(s, p, t, n, b.stride, &d)) break;
       b.stride = d;
       if (write) memcpy(data + size_t(n) * rest, out + t.pos, rest);
       t_read = false;
@@ -75,13 +100,7 @@ PackedFrame pack_inputs_frame(const PieceSource& src, PackCursor* cur, const uin
     if (write) wire::encode_input_block_header(b, payload + used, room);
     used += kInputBlockHeader + size_t(n) * rest;
     f.data += n * rest;
-    cur->i += n;
-    if (t_read) {
-      s = t;
-      have = t_have;
-    } else {
-      have = src.piece(cur->i, &s);
-    }
+    after_block(src, cur, n, t_read, t, t_have, &s, &have);
   }
   f.last = !have;
   f.payload = uint16_t(used);
@@ -129,10 +148,8 @@ PackedFrame pack_coded_inputs_frame(const PieceSource& src, PackCursor* cur, con
     while (n < 0xFFFF) {
       t_have = src.piece(cur->i + n, &t);
       t_read = true;
-      if (!t_have || t.count != s.count || t.offset <= p.offset) break;
-      const uint32_t d = t.offset - p.offset;
-      if (n == 1 ? d < s.count : d != b.stride) break;
-      if (!w.put(out + t.pos, rest)) break;
+      uint32_t d = 0;
+      if (!t_have || !joins(s, p, t, n, b.stride, &d) || !w.put(out + t.pos, rest)) break;
       b.stride = d;
       t_read = false;
       p = t;
@@ -144,13 +161,7 @@ PackedFrame pack_coded_inputs_frame(const PieceSource& src, PackCursor* cur, con
     wire::encode_input_block_header(b, payload + used, kHead);
     used += kHead + b.coded;
     f.data += n * rest;
-    cur->i += n;
-    if (t_read) {
-      s = t;
-      have = t_have;
-    } else {
-      have = src.piece(cur->i, &s);
-    }
+    after_block(src, cur, n, t_read, t, t_have, &s, &have);
   }
   f.last = !have;
   f.payload = uint16_t(used);
