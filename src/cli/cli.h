@@ -111,8 +111,9 @@ inline CLI::Option* add_route_option(CLI::App& sub, std::string& route, const st
   return sub.add_option("--route", route, help)->capture_default_str();
 }
 
-// --code (plan/coding.h): the value is checked by set_coding, which also
-// estimates the model's coded sizes when coding may be on.
+// --code (plan/coding.h): the commands check the value with
+// plan::parse_coding, and plan::estimate_code_ratios estimates the model's
+// coded sizes once the model is loaded.
 inline CLI::Option* add_code_option(CLI::App& sub, std::string& code) {
   return sub.add_option("--code", code, "activation frames board to board: " + plan::names_help(plan::kCodings))
       ->capture_default_str();

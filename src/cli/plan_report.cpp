@@ -16,18 +16,12 @@ size_t heaviest_layer(const plan::Plan& p) {
   return heavy;
 }
 
-int count_codec(const plan::Plan& p, plan::Codec c) {
-  int n = 0;
-  for (plan::Codec x : p.codec) n += x == c ? 1 : 0;
-  return n;
-}
-
 // The coding (plan/coding.h): mode, layers per coding, the activation bytes
 // plain (total_wire_bytes) and with the coded layers at their estimated size.
 nlohmann::json coding_json(const PlanConfig& c, const PlanResult& r, const plan::Plan& p) {
   return {{"mode", plan::coding_name(c.plan.coding)},
-          {"mask_layers", count_codec(p, plan::Codec::Mask)},
-          {"rice_layers", count_codec(p, plan::Codec::Rice)},
+          {"mask_layers", p.coding.layers(plan::Codec::Mask)},
+          {"rice_layers", p.coding.layers(plan::Codec::Rice)},
           {"estimated_on", r.code_source},
           {"plain_bytes", p.plain_bytes},
           {"coded_bytes", p.coded_bytes}};
@@ -118,7 +112,7 @@ void print_plan_text(const PlanConfig& c, const PlanResult& r) {
               (long long)p.total_wire_bytes, double(p.total_wire_bytes) / 1e6);
   if (p.coded_bytes != p.plain_bytes)
     std::printf("coded (--code %s, %d layers mask, %d rice): about %lld bytes (estimated on %s)\n",
-                plan::coding_name(c.plan.coding), count_codec(p, plan::Codec::Mask), count_codec(p, plan::Codec::Rice),
+                plan::coding_name(c.plan.coding), p.coding.layers(plan::Codec::Mask), p.coding.layers(plan::Codec::Rice),
                 (long long)p.coded_bytes, r.code_source.c_str());
   int64_t recomputed = 0;
   for (const auto& l : p.layers) recomputed += l.recomputed;

@@ -104,19 +104,13 @@ Answer answer(const QGraph& q, const std::vector<int8_t>& output) {
   return a;
 }
 
-int coded_layers(const plan::Plan& p, plan::Codec c) {
-  int n = 0;
-  for (plan::Codec x : p.codec) n += x == c ? 1 : 0;
-  return n;
-}
-
 // The coding of the run's plan: the mode, the layers coded, the estimate's
 // input, and the plan's activation bytes plain and with the coded layers at
 // their estimated size (the measured bytes are result_bytes).
 nlohmann::json coding_json(const plan::PlanOptions& po, const plan::Plan& p) {
   return {{"mode", plan::coding_name(po.coding)},
-          {"mask_layers", coded_layers(p, plan::Codec::Mask)},
-          {"rice_layers", coded_layers(p, plan::Codec::Rice)},
+          {"mask_layers", p.coding.layers(plan::Codec::Mask)},
+          {"rice_layers", p.coding.layers(plan::Codec::Rice)},
           {"estimated_on", po.code.source},
           {"planned_plain_bytes", p.plain_bytes},
           {"planned_coded_bytes", p.coded_bytes}};
@@ -324,7 +318,7 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
                 r.text_boxes.size(), c.save_overlay.c_str());
   std::printf("wire: %s in frames, %s activations\n", human_bytes(x.wire_bytes).c_str(),
               human_bytes(x.payload_bytes).c_str());
-  const int masked = coded_layers(r.plan, plan::Codec::Mask), riced = coded_layers(r.plan, plan::Codec::Rice);
+  const int masked = r.plan.coding.layers(plan::Codec::Mask), riced = r.plan.coding.layers(plan::Codec::Rice);
   if (masked + riced > 0)
     std::printf("coded (--code %s): %d layers' activations board to board with mask, %d with rice; the boards' results "
                 "took %s on the wire\n",

@@ -13,21 +13,14 @@ bool CodeParams::from_mode(uint8_t mode, uint8_t fill, CodeParams* out) {
 }
 
 CodeParams code_params_for(int32_t out_zp, int32_t act_min, bool mask) {
+  // Clamped at (or above) the zero point: no value lies below the clamp, and
+  // after a ReLU many sit on it.
+  const bool clamped = act_min >= out_zp;
   CodeParams p;
-  if (mask) {
-    p.fill = uint8_t(int8_t(act_min >= out_zp ? act_min : out_zp));
-    p.mask = true;
-    return p;
-  }
-  if (act_min >= out_zp) {
-    // Clamped at (or above) the zero point: no value lies below the clamp,
-    // and after a ReLU many sit on it.
-    p.fill = uint8_t(int8_t(act_min));
-    p.flag = true;
-  } else {
-    p.fill = uint8_t(int8_t(out_zp));
-    p.zigzag = true;
-  }
+  p.fill = uint8_t(int8_t(clamped ? act_min : out_zp));
+  p.mask = mask;
+  p.flag = !mask && clamped;
+  p.zigzag = !mask && !clamped;
   return p;
 }
 
@@ -44,10 +37,6 @@ inline int32_t code_of(uint8_t v, const CodeParams& p) {
   }
   return int32_t(p.flag ? u - 1 : u);
 }
-
-}  // namespace
-
-namespace {
 
 // The bits of value v (the lowest `*len` of the result), and the Rice
 // state moved past it.

@@ -22,13 +22,14 @@
 //
 // A second coding, `mask`, trades size for CPU: values go in groups of 8, a
 // byte whose bit i is 1 when value i equals `fill`, then the group's other
-// values as they are (the last group's unused bits 0). A few instructions a
-// value on a Cortex-M, where the Rice code above takes tens: on a 100
-// Mbit/s link only `mask` codes faster than the link sends
-// (docs/protocol.md, "Coded INPUTS").
+// values as they are (the last group's unused bits 0): larger, but less
+// than half the Rice code's CPU; on a 100 Mbit/s link only `mask` codes
+// about as fast as the link sends (docs/protocol.md, "Coded INPUTS").
 //
-// Costs: a few integer operations per value on a Cortex-M (no tables, no
-// division), against about 50 cycles a byte for the Teensy 4.1's link.
+// Costs (no tables, no division): the loops take 15-20 instructions a value
+// for mask on x86; on the Cortex-M7, with packing and placing, 60 for mask
+// and 135 for Rice, against about 51 cycles a byte for the Teensy 4.1's link
+// (docs/coding.md).
 //
 // Portable C++17 (shared with the firmware): no heap, no exceptions.
 #pragma once

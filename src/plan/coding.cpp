@@ -44,6 +44,8 @@ double code_seconds_per_value(const Board& b, const CostModel& m, Codec c) {
   return cycles / (b.clock_mhz * 1e6);
 }
 
+int CodedLayers::layers(Codec c) const { return int(std::count(codec.begin(), codec.end(), c)); }
+
 CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, Coding c, const CodeEstimate& e) {
   CodedLayers out;
   out.codec.assign(n_nodes, Codec::Plain);
@@ -72,14 +74,14 @@ CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, C
       out.price[n] = price(out.codec[n], out.ratio[n]);
       continue;
     }
-    // Auto: per value, the longer of the link's time for the coded bytes and
-    // one end's CPU, against the plain byte's link time.
-    double best = kCodeMargin * link;
-    if (r > 0 && std::max(r * link, 0.5 * rice_cpu) <= best) {
-      best = std::max(r * link, 0.5 * rice_cpu);
-      out.codec[n] = Codec::Rice, out.ratio[n] = r;
-    }
-    if (k > 0 && std::max(k * link, 0.5 * mask_cpu) <= best) out.codec[n] = Codec::Mask, out.ratio[n] = k;
+    // Auto: the cheapest coding's price, in plain bytes' link time, if at
+    // most kCodeMargin (no link time to save: nothing coded).
+    double best = kCodeMargin;
+    for (const auto& [x, ratio] : {std::pair{Codec::Rice, r}, std::pair{Codec::Mask, k}})
+      if (link > 0 && ratio > 0 && price(x, ratio) <= best) {
+        best = price(x, ratio);
+        out.codec[n] = x, out.ratio[n] = ratio;
+      }
     out.price[n] = price(out.codec[n], out.ratio[n]);
   }
   return out;

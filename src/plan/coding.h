@@ -63,6 +63,12 @@ struct CodeEstimate {
 struct CodedLayers {
   std::vector<Codec> codec;
   std::vector<double> ratio, price;
+  Codec at(size_t n) const { return n < codec.size() ? codec[n] : Codec::Plain; }
+  // Node n's estimated coded bytes per value and its price; 0 where it goes plain.
+  double coded(size_t n) const { return at(n) != Codec::Plain ? ratio[n] : 0.0; }
+  double priced(size_t n) const { return at(n) != Codec::Plain ? price[n] : 0.0; }
+  // How many layers take codec c.
+  int layers(Codec c) const;
 };
 CodedLayers coded_layers(size_t n_nodes, const Testbed& t, const CostModel& m, Coding c, const CodeEstimate& e);
 

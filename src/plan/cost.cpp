@@ -122,7 +122,7 @@ std::vector<LayerTraffic> plan_traffic(const QGraph& q, const Plan& p) {
       for (const core::Send& s : ls.sends)
         if (s.peer == core::kPeerCoordinator) mine.result.add(int(w), -1, double(count_message(s.count).wire_bytes));
       // A coded layer's transfers at the longer of their bytes and the coder's CPU (plan/coding.h).
-      const double coded = p.coded_price.empty() ? 0.0 : p.coded_price[size_t(ls.node)];
+      const double coded = p.coding.priced(size_t(ls.node));
       for_each_send_group(ls.sends, [&](size_t first, size_t k) {
         const core::Send& s = ls.sends[first];
         const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);

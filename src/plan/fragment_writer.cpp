@@ -301,7 +301,7 @@ std::vector<uint8_t> write_fragment(const QGraph& q, const Plan& p, int worker) 
   w.header(p, worker, L, total);
   for (size_t i = 0; i < L; ++i) {
     const size_t e = f::kHeaderBytes + i * f::kEntryBytes;
-    const Codec c = p.codec.empty() ? Codec::Plain : p.codec[i];
+    const Codec c = p.coding.at(i);
     w.entry_scalars(e, i, q.nodes[i], wp.layers[i],
                     c == Codec::Rice ? core::kEntryCoded : c == Codec::Mask ? core::kEntryMasked : 0);
     w.entry_records(e, q.nodes[i], wp.layers[i]);

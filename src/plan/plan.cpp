@@ -409,17 +409,12 @@ namespace {
 void set_coding(const QGraph& q, const Testbed& t, const PlanOptions& opt, Plan& p) {
   p.plain_bytes = p.coded_bytes = p.total_wire_bytes;
   if (p.route != Route::Direct) return;
-  CodedLayers cl = coded_layers(q.nodes.size(), t, opt.cost, opt.coding, opt.code);
-  p.codec = std::move(cl.codec);
-  p.coded.assign(q.nodes.size(), 0.0);
-  p.coded_price.assign(q.nodes.size(), 0.0);
-  for (size_t n = 0; n < q.nodes.size(); ++n)
-    if (p.codec[n] != Codec::Plain) p.coded[n] = cl.ratio[n], p.coded_price[n] = cl.price[n];
+  p.coding = coded_layers(q.nodes.size(), t, opt.cost, opt.coding, opt.code);
   double saved = 0;
   bool any = false;
   for (const WorkerPlan& wp : p.workers)
     for (const LayerShare& ls : wp.layers) {
-      const double r = p.coded[size_t(ls.node)];
+      const double r = p.coding.coded(size_t(ls.node));
       if (r <= 0) continue;
       for (const core::Send& sd : ls.sends)
         if (sd.peer != core::kPeerCoordinator) saved += double(sd.count) * (1.0 - r), any = true;
@@ -428,7 +423,7 @@ void set_coding(const QGraph& q, const Testbed& t, const PlanOptions& opt, Plan&
   if (!any) return;
   ByteWriter b;
   b.u32(p.plan_id);
-  for (Codec c : p.codec) b.u8(uint8_t(c));
+  for (Codec c : p.coding.codec) b.u8(uint8_t(c));
   p.plan_id = crc32(b.buf.data(), b.buf.size());
 }
 

@@ -220,11 +220,9 @@ struct Plan {
   std::vector<RouteRun> routes;     // empty unless PlanOptions::routing
   int64_t total_wire_bytes = 0;     // sum of layers' bytes_moved
   // Per node: how its outputs cross board links (core::kEntryCoded,
-  // kEntryMasked), and their estimated bytes per value (plan/coding.h); 0
-  // where it goes plain. Empty on the relay route.
-  std::vector<Codec> codec;
-  std::vector<double> coded;
-  std::vector<double> coded_price;  // CodedLayers::price: what the cost model prices a coded value at
+  // kEntryMasked), their estimated bytes per value and the cost model's price
+  // (plan/coding.h). Empty on the relay route: every node plain.
+  CodedLayers coding;
   // Bytes of activations that cross links per inference, headers left out:
   // all plain, and with the coded transfers at their estimated size (both
   // equal to total_wire_bytes when nothing is coded).

@@ -86,10 +86,9 @@ class DirectSim {
               }
             return;
           }
-          const double coded = p.coded.empty() ? 0.0 : p.coded[size_t(n)];
-          const plan::Codec codec = p.codec.empty() ? plan::Codec::Plain : p.codec[size_t(n)];
-          for (const plan::GatheredFrame& g : plan::gather_frames(plan::pieces_of(sends, i, k), coded))
-            fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload, codec});
+          for (const plan::GatheredFrame& g : plan::gather_frames(plan::pieces_of(sends, i, k), p.coding.coded(size_t(n))))
+            fr.push_back(OutFrame{int(sends[i].peer), int(sends[i].layer), g.data, kHeader + g.payload,
+                                  p.coding.at(size_t(n))});
         });
         // Partial sums of a reduced layer (strategy `reduce`) to the owners
         // of the output blocks, after its compute; frames marked by a layer
