@@ -978,6 +978,75 @@ TEST(PlanMobileNet, PastTheLinksSomeBoardsMayBeLeftIdle) {
   EXPECT_GT(busy, 0);
 }
 
+// The direct plan on the first boards within the links is made on those
+// boards alone and widened by the idle others: it equals, fragment for
+// fragment, the plan made on all the boards with the others left idle
+// (PlanOptions::boards_used), plain and coded; a memo shared by testbeds that
+// start with the same boards (simulate --sweep) gives the same plans again.
+TEST(PlanMobileNet, APlanOnTheFirstBoardsWidenedIsThePlanOnAllWithTheOthersIdle) {
+  NEED_MOBILENET(q);
+  for (const Coding coding : {Coding::Off, Coding::Mask}) {
+    PlanOptions o = auto_direct(true);
+    o.coding = coding;
+    o.first_boards = std::make_shared<FirstBoardsMemo>();
+    for (int n : {6, 7, 6}) {
+      SCOPED_TRACE(std::to_string(n) + " boards, coding " + std::to_string(int(coding)));
+      Testbed t = bed(n, 512 * 1024, 8 << 20);
+      for (Board& b : t.boards) b.links = 5;
+      const Plan wide = make_plan(*q, t, o);
+      ASSERT_EQ(wide.route_note.rfind("planned on the direct route on 3 of the " + std::to_string(n), 0), 0u)
+          << wide.route_note;
+      PlanOptions idle = o;
+      idle.route_fallback = false;
+      idle.boards_used = 3;
+      idle.first_boards = nullptr;
+      const Plan ref = make_plan(*q, t, idle);
+      EXPECT_EQ(wide.plan_id, ref.plan_id);
+      EXPECT_EQ(wide.shares, ref.shares);
+      EXPECT_EQ(wide.ratings, ref.ratings);
+      EXPECT_EQ(wide.layer_strategy, ref.layer_strategy);
+      EXPECT_EQ(wide.est_layer_s, ref.est_layer_s);
+      EXPECT_EQ(wide.total_wire_bytes, ref.total_wire_bytes);
+      EXPECT_EQ(wide.coded_bytes, ref.coded_bytes);
+      EXPECT_EQ(wide.coding.codec, ref.coding.codec);
+      EXPECT_EQ(wide.flash_rounds, ref.flash_rounds);
+      ASSERT_EQ(wide.n_workers(), ref.n_workers());
+      for (int w = 0; w < n; ++w) {
+        const WorkerPlan &a = wide.workers[size_t(w)], &b = ref.workers[size_t(w)];
+        EXPECT_EQ(a.board, b.board);
+        EXPECT_EQ(a.flash_bytes, b.flash_bytes) << w;
+        EXPECT_EQ(a.peak_ram_bytes, b.peak_ram_bytes) << w;
+        EXPECT_EQ(a.macs, b.macs) << w;
+        EXPECT_EQ(a.kc, b.kc) << w;
+        EXPECT_EQ(write_fragment(*q, wide, w), write_fragment(*q, ref, w)) << w;
+      }
+      EXPECT_EQ(wide.routes.size(), ref.routes.size());
+    }
+  }
+}
+
+// No relay plan is estimated under relay_floor_s, which make_plan reads to
+// leave the relay route unplanned when it cannot be the choice.
+TEST(PlanMobileNet, NoRelayPlanIsFasterThanTheRelayFloor) {
+  NEED_MOBILENET(q);
+  const CostModel m;
+  const double floor = relay_floor_s(*q, m);
+  EXPECT_GT(floor, 0.0);
+  for (const char* strategy : {"neuron", "spatial", "channel", "auto"})
+    for (int n : {1, 3, 16}) {
+      PlanOptions o;
+      o.strategy = strategy;
+      o.route = Route::Relay;
+      o.check_budgets = false;
+      const double est = make_plan(*q, bed(n), o).est_latency_s;
+      EXPECT_LE(floor, est) << strategy << " on " << n;
+      // A floor, not a guess: within a few times of the best relay plan.
+      if (n == 16) {
+        EXPECT_GT(floor, 0.1 * est) << strategy;
+      }
+    }
+}
+
 // A host board holds kHostBoardLinks links (core::kMaxLinks). On 24 boards
 // `auto`'s cheapest direct plan gathers whole tensors for some layers
 // (2(N-1)+1 links); it chooses the cheapest plan within the links instead,

@@ -127,6 +127,7 @@ SimResult run_simulations(const SimConfig& c) {
   plan::PlanOptions coding;  // the coded sizes, estimated once for every count
   coding.coding = c.coding;
   plan::estimate_code_ratios(q, &coding);
+  const auto first_boards = std::make_shared<plan::FirstBoardsMemo>();
   std::vector<sim::Scenario> scenarios(c.counts.size());
   std::vector<bool> details(c.counts.size());
   for (size_t i = 0; i < c.counts.size(); ++i) {
@@ -142,6 +143,7 @@ SimResult run_simulations(const SimConfig& c) {
     sc.op_cycles = c.op_cycles;
     sc.throughput_images = c.throughput_images;
     sc.timing = c.tm;
+    sc.first_boards = first_boards;
   }
   res.runs = run_scenarios_on_every_core(q, scenarios, details);
   res.detail = res.runs[fig8].get();

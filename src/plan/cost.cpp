@@ -14,6 +14,7 @@
 #include "plan/board_kind.h"
 #include "plan/frames.h"
 #include "plan/link_count.h"
+#include "plan/needs.h"
 #include "plan/plan.h"
 #include "plan/plan_steps.h"
 
@@ -165,6 +166,31 @@ std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const
   return estimate_layers(q, p, t, m, nullptr);
 }
 
+double relay_floor_s(const QGraph& q, const CostModel& m) {
+  double s = 0;
+  std::vector<core::InputRun> runs;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    // The input elements some output reads, each sent once at least.
+    NodeNeeds needs(q, int(n));
+    const core::LayerDesc& d = needs.desc();
+    double in = 0;
+    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) {
+      runs.clear();
+      needs.operand(int(k), 0, d.out.size(), &runs);
+      std::sort(runs.begin(), runs.end(), [](const core::InputRun& a, const core::InputRun& b) { return a.offset < b.offset; });
+      int64_t end = 0;
+      for (const core::InputRun& r : runs) {
+        const int64_t b = std::max<int64_t>(end, r.offset), e = int64_t(r.offset) + r.count;
+        if (e > b) in += double(e - b);
+        end = std::max(end, e);
+      }
+    }
+    const double frames = in > 0 ? 4 : 3;  // inputs, results, RUN and DONE
+    s += (in + double(d.out.size())) * coord_spb(m) + frames * m.frame_latency_s;
+  }
+  return s;
+}
+
 EstimateParts estimate_parts(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
   EstimateParts parts;
   (void)estimate_layers(q, p, t, m, &parts);
@@ -273,10 +299,14 @@ class Chooser {
         }
       if (same_[size_t(s)] == s) distinct.push_back(size_t(s));
     }
-    for_each_on_every_core(distinct.size(), [&](size_t i) {
-      const std::unique_ptr<SplitStrategy> st = make_strategy(candidate_name(int(distinct[i]), route));
-      plans_[distinct[i]] = plan_for_pricing(q, t, shares, *st, route);
-    });
+    std::vector<std::unique_ptr<SplitStrategy>> made;
+    std::vector<const SplitStrategy*> strategies;
+    for (size_t s : distinct) {
+      made.push_back(make_strategy(candidate_name(int(s), route)));
+      strategies.push_back(made.back().get());
+    }
+    std::vector<Plan> plans = plans_for_pricing(q, t, shares, strategies, route);
+    for (size_t i = 0; i < distinct.size(); ++i) plans_[distinct[i]] = std::move(plans[i]);
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
     costs_.resize(q.nodes.size() * size_t(kS));

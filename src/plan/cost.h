@@ -172,6 +172,12 @@ void parse_op_cycles(const std::string& spec, CostModel* m);
 // ts::Error if the testbed does not match the plan.
 std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m);
 
+// A floor under the estimate of every relay plan of q, whatever its boards
+// and strategy: for each layer, the input elements its outputs read cross
+// the coordinator's link once at least, and then its outputs, each in a step
+// of its own; the coordinator's RUN and DONE take a frame latency each.
+double relay_floor_s(const QGraph& q, const CostModel& m);
+
 // What the estimate is made of: the compute part, the number of transfer
 // steps (each charged frame_latency_s; for host testbeds, one exchange) and
 // the seconds of bytes on the busiest link of each step, summed over layers.

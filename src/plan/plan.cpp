@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -20,6 +21,7 @@
 #include "plan/fuse.h"
 #include "plan/needs.h"
 #include "plan/plan_steps.h"
+#include "util/parallel.h"
 
 namespace ts::plan {
 
@@ -366,12 +368,13 @@ void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
 // direct_peers_of).
 enum class Detail : uint8_t { Full, Priced, Linked };
 
-Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
-                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full) {
-  const bool full = detail == Detail::Full;
+// Step 1 of build_plan: every worker's share of every layer and its needs.
+// A priced plan's tiling is not checked here: a plan made from the strategy
+// is (Detail::Full), before anything is deployed or simulated.
+Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                      const SplitStrategy& strategy, Route route, Detail detail) {
   Plan p = empty_plan(q, t, shares, strategy, route);
   const size_t N = shares.size();
-  // 1. Shares and their needs.
   std::vector<uint8_t> cover;
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const QNode& node = q.nodes[n];
@@ -380,12 +383,20 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
     const std::vector<std::vector<core::Region>> regions = strategy.split_regions(q, int(n), shares);
     if (regions.size() != N) throw Error("plan: strategy '" + strategy.name() + "' returned the wrong number of shares");
     NodeNeeds needs(q, int(n));
-    check_tiling(regions, node, needs.desc().out, strategy, cover);
+    if (detail != Detail::Priced) check_tiling(regions, node, needs.desc().out, strategy, cover);
     std::vector<std::pair<int32_t, int32_t>> blocks;
     if (p.layer_strategy[n] == "reduce") blocks = ReduceStrategy::input_blocks(q, int(n), shares);
     for (size_t w = 0; w < N; ++w)
       set_share(q, p, int(n), needs, regions[w], blocks.empty() ? nullptr : &blocks[w], p.workers[w].layers[n]);
   }
+  return p;
+}
+
+// Steps 2-4 of build_plan on the shares of step 1.
+void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool routing, uint32_t mcrc, Route route,
+                 Detail detail) {
+  const bool full = detail == Detail::Full;
+  const size_t N = size_t(p.n_workers());
   if (route == Route::Direct) fuse_layers(q, p);
   // 2-3. Routes and the arena plan.
   steps::route_plan(q, p, route, detail != Detail::Priced);
@@ -395,7 +406,14 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   if (full)
     for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
   if (routing) p.routes = build_routing(q, p);
-  p.plan_id = hash_plan(mcrc, shares, strategy.signature(), route);
+  p.signature = strategy.signature();
+  p.plan_id = hash_plan(mcrc, p.shares, p.signature, route);
+}
+
+Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
+                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full) {
+  Plan p = shares_and_needs(q, t, shares, strategy, route, detail);
+  finish_plan(q, p, strategy, routing, mcrc, route, detail);
   return p;
 }
 
@@ -445,6 +463,37 @@ Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<doubl
 Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, Route route) {
   return build_plan(q, t, shares, strategy, false, 0, route, Detail::Priced);
+}
+
+std::vector<Plan> plans_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                                    const std::vector<const SplitStrategy*>& strategies, Route route) {
+  // first[i]: the first strategy that splits as strategy i.
+  const size_t S = strategies.size();
+  std::vector<size_t> first(S);
+  std::vector<size_t> firsts;
+  for (size_t i = 0; i < S; ++i) {
+    first[i] = i;
+    for (size_t o = 0; o < i; ++o)
+      if (strategies[o]->split_name() == strategies[i]->split_name()) {
+        first[i] = o;
+        break;
+      }
+    if (first[i] == i) firsts.push_back(i);
+  }
+  std::vector<Plan> out(S);
+  for_each_on_every_core(firsts.size(), [&](size_t j) {
+    const size_t i = firsts[j];
+    out[i] = shares_and_needs(q, t, shares, *strategies[i], route, Detail::Priced);
+  });
+  for (size_t i = 0; i < S; ++i) {
+    if (first[i] == i) continue;
+    // The shares of the first, as this strategy names its layers (empty_plan).
+    Plan p = empty_plan(q, t, shares, *strategies[i], route);
+    for (size_t w = 0; w < p.workers.size(); ++w) p.workers[w].layers = out[first[i]].workers[w].layers;
+    out[i] = std::move(p);
+  }
+  for_each_on_every_core(S, [&](size_t i) { finish_plan(q, out[i], *strategies[i], false, 0, route, Detail::Priced); });
+  return out;
 }
 
 std::vector<std::array<int, 2>> direct_peers_of(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
@@ -629,6 +678,54 @@ Testbed copies(const Testbed& t, int n) {
   return c;
 }
 
+// p, a plan on t's first boards alone, as the plan on all of t with the
+// others idle: what plan_on_route makes with PlanOptions::boards_used set to
+// p's board count when those are the boards it picks. An idle board takes no
+// share, sends and receives nothing, and holds a fragment without layers;
+// the fragments, the plan id, the coding and the estimate are made again for
+// the whole testbed.
+Plan widened(const QGraph& q, Plan p, const Testbed& t, const PlanOptions& opt) {
+  const size_t k = p.workers.size(), N = t.boards.size();
+  p.ratings.resize(N, 0.0);
+  p.shares.resize(N, 0.0);
+  p.workers.resize(N);
+  for (size_t w = k; w < N; ++w) {
+    WorkerPlan& wp = p.workers[w];
+    wp.board = t.boards[w].id;
+    wp.layers.resize(q.nodes.size());
+    for (size_t n = 0; n < wp.layers.size(); ++n) wp.layers[n].node = wp.layers[n].out_until = int(n);
+    steps::layout_worker(q, wp);
+  }
+  p.plan_id = hash_plan(model_crc(q), p.shares, p.signature, p.route);
+  // A fragment's size does not depend on the board count or the plan id
+  // (fixed-size fields): the first boards' sizes stand.
+  for (size_t w = k; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
+  set_coding(q, t, opt, p);
+  p.est_layer_s = estimate_layer_seconds(q, p, t, opt.cost);
+  p.est_latency_s = 0;
+  for (double v : p.est_layer_s) p.est_latency_s += v;
+  return p;
+}
+
+// The direct plan on the k boards that boards_taking_shares picks, the others
+// idle; planned on those boards alone (and kept in opt.first_boards) when
+// they are the first k.
+Plan plan_on_fewer(const QGraph& q, const Testbed& t, PlanOptions opt, int k) {
+  opt.boards_used = k;
+  const std::vector<double> used = boards_taking_shares(t, opt);
+  for (int w = 0; w < k; ++w)
+    if (used[size_t(w)] == 0) return plan_on_route(q, t, opt);
+  Testbed first = t;
+  first.boards.resize(size_t(k));
+  opt.boards_used = 0;
+  std::shared_ptr<const Plan> p = opt.first_boards ? opt.first_boards->find(first.boards) : nullptr;
+  if (!p) {
+    p = std::make_shared<const Plan>(plan_on_route(q, first, opt));
+    if (opt.first_boards) opt.first_boards->keep(first.boards, p);
+  }
+  return widened(q, *p, t, opt);
+}
+
 bool fits(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
   try {
     make_plan(q, t, opt);
@@ -680,14 +777,16 @@ constexpr double kIdleMargin = 0.9;
 // boards and the direct route on as many as every direct plan keeps within
 // their links (the others left idle; kIdleMargin), and takes the one the
 // cost model estimates fastest of those that fit the boards' budgets
-// (`within`'s budgets are checked once it is taken, as before).
+// (`within`'s budgets are checked once it is taken, as before). The relay
+// route is planned only if relay_floor_s leaves it a chance.
 Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std::unique_ptr<Plan> within,
                   const std::string& why) {
   const size_t N = t.boards.size();
-  const auto try_plan = [&](PlanOptions o, std::exception_ptr* error) -> std::unique_ptr<Plan> {
-    o.check_budgets = o.routing = false;
+  PlanOptions o = opt;
+  o.check_budgets = o.routing = false;
+  const auto try_plan = [&](const std::function<Plan()>& make, std::exception_ptr* error) -> std::unique_ptr<Plan> {
     try {
-      auto p = std::make_unique<Plan>(plan_on_route(q, t, o));
+      auto p = std::make_unique<Plan>(make());
       if (p->route == Route::Direct && links_over_limit(*p, t).board >= 0) return nullptr;
       if (opt.check_budgets) check_budgets(q, *p, t);
       return p;
@@ -696,20 +795,22 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
       return nullptr;
     }
   };
-  PlanOptions o = opt;
-  o.route = Route::Relay;
-  std::exception_ptr relay_error;
-  std::unique_ptr<Plan> relay = try_plan(o, &relay_error);
   const int k = boards_within_links(t);
   std::unique_ptr<Plan> some;
-  if (k >= 1 && size_t(k) < N) {
-    o = opt;
-    o.boards_used = k;
-    some = try_plan(o, nullptr);
-  }
+  if (k >= 1 && size_t(k) < N) some = try_plan([&] { return plan_on_fewer(q, t, o, k); }, nullptr);
   const auto est = [](const std::unique_ptr<Plan>& p) {
     return p ? p->est_latency_s : std::numeric_limits<double>::infinity();
   };
+  // The relay route is planned only when it could be the choice: no plan on
+  // it is faster than relay_floor_s.
+  const double relay_floor = relay_floor_s(q, opt.cost);
+  std::exception_ptr relay_error;
+  std::unique_ptr<Plan> relay;
+  const bool relay_planned = !(est(some) < kIdleMargin * std::min(est(within), relay_floor));
+  if (relay_planned) {
+    o.route = Route::Relay;
+    relay = try_plan([&] { return plan_on_route(q, t, o); }, &relay_error);
+  }
   if (!within && !relay && !some) std::rethrow_exception(relay_error);
   const auto secs = [](double v) {
     char b[32];
@@ -719,14 +820,16 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   const std::string all = std::to_string(N);
   std::unique_ptr<Plan> best;
   if (est(some) < kIdleMargin * std::min(est(within), est(relay))) {
-    some->route_note =
-        "planned on the direct route on " + std::to_string(k) + " of the " + all +
-        " boards (the others take no share): " +
-        (within ? "within the links of all " + all + " the direct route is estimated at " + secs(within->est_latency_s)
-                : "on all " + all + ", " + why) +
-        "; this plan is estimated at " + secs(some->est_latency_s) +
-        (relay ? ", the relay route on all " + all + " at " + secs(relay->est_latency_s)
-               : "; the relay route does not fit the boards");
+    const std::string relay_text =
+        !relay_planned ? ", the relay route on all " + all + " at no less than " + secs(relay_floor) + " (not planned)"
+        : relay        ? ", the relay route on all " + all + " at " + secs(relay->est_latency_s)
+                       : "; the relay route does not fit the boards";
+    some->route_note = "planned on the direct route on " + std::to_string(k) + " of the " + all +
+                       " boards (the others take no share): " +
+                       (within ? "within the links of all " + all + " the direct route is estimated at " +
+                                     secs(within->est_latency_s)
+                               : "on all " + all + ", " + why) +
+                       "; this plan is estimated at " + secs(some->est_latency_s) + relay_text;
     best = std::move(some);
   } else if (within && !(est(relay) < est(within))) {
     best = std::move(within);
@@ -769,6 +872,20 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
                       "the direct route needs " + std::to_string(l.links) + " links on board " +
                           std::to_string(t.boards.at(size_t(l.board)).id) + ", which holds at most " +
                           std::to_string(l.limit));
+}
+
+std::shared_ptr<const Plan> FirstBoardsMemo::find(const std::vector<Board>& boards) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [b, p] : kept_)
+    if (b == boards) return p;
+  return nullptr;
+}
+
+void FirstBoardsMemo::keep(const std::vector<Board>& boards, std::shared_ptr<const Plan> p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& kept : kept_)
+    if (kept.first == boards) return;
+  kept_.emplace_back(boards, std::move(p));
 }
 
 Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& opt) {

@@ -28,6 +28,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,9 @@ struct PlanOptions {
   // are left idle. make_plan sets it for its direct plan on the boards that
   // no direct plan can take past their links (route_fallback).
   int boards_used = 0;
+  // Where make_plan keeps and finds its direct plans on the first boards of
+  // a testbed (FirstBoardsMemo); null: none kept.
+  std::shared_ptr<class FirstBoardsMemo> first_boards;
   // Activations board to board coded (plan/coding.h): Off, Auto (where it
   // pays), or every layer Rice or Mask; direct route only. `code`: per
   // node, the estimated coded bytes per value of each coding.
@@ -212,6 +217,7 @@ struct Plan {
   Route route = Route::Relay;
   Allocation alloc = Allocation::Even;
   uint32_t plan_id = 0;          // plan_hash(): model bytes, shares, workers
+  std::string signature;         // the strategy's (SplitStrategy::signature), part of plan_id
   int64_t model_bytes = 0;       // S_m: QGraph::weight_bytes()
   std::vector<double> ratings;   // per worker, before storage adjustment
   std::vector<double> shares;    // per worker, used by the split
@@ -232,6 +238,23 @@ struct Plan {
   bool link_bound = false;          // `auto` chose within the boards' links (AutoChoice::link_bound)
 
   int n_workers() const { return int(workers.size()); }
+};
+
+// Past the boards' links make_plan plans the direct route on the boards
+// within them, the first of the testbed when the boards are alike
+// (PlanOptions::boards_used): that plan is the plan on those boards alone,
+// with the others idle. This keeps such plans by their boards, so that
+// another testbed starting with the same boards reuses one (the scenarios of
+// `simulate --sweep`). Only for plans of one model and one set of options
+// besides the testbed: whoever shares it promises that. Safe between threads.
+class FirstBoardsMemo {
+ public:
+  std::shared_ptr<const Plan> find(const std::vector<Board>& boards) const;
+  void keep(const std::vector<Board>& boards, std::shared_ptr<const Plan> p);
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::vector<Board>, std::shared_ptr<const Plan>>> kept_;
 };
 
 // The whole pipeline above. Throws ts::Error (one line) on an empty testbed,
@@ -264,6 +287,12 @@ Plan plan_with_shares(const QGraph& q, const Testbed& t, const std::vector<doubl
 // never deployed, simulated or fitted to flash.
 Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, Route route);
+// plan_for_pricing of several strategies on the same boards, shares and
+// route, side by side on the machine's cores; those that split alike
+// (SplitStrategy::split_name) share one making of their shares and needs.
+// The first failure in the strategies' order is the one thrown.
+std::vector<Plan> plans_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                                    const std::vector<const SplitStrategy*>& strategies, Route route);
 
 // Throws the one-line RAM / flash error for the first board over budget, or,
 // on the direct route, for the first board over the links it holds

@@ -48,6 +48,9 @@ class SplitStrategy {
   // What identifies the split in a plan id (plan_hash): name() unless the
   // regions depend on more than the strategy's name (auto: its choices).
   virtual std::string signature() const { return name(); }
+  // Strategies with the same split name give every layer the same regions
+  // (split_regions) for the same shares: `fused` splits as `spatial`.
+  virtual std::string split_name() const { return name(); }
 };
 
 // The paper's strategy: every layer (Conv, Gemm, and also Add, pools, Concat,
@@ -91,6 +94,7 @@ class SpatialStrategy final : public SplitStrategy {
   // Whether the node is split in whole rows for these shares.
   static bool whole_rows(const QGraph& q, int node, const std::vector<double>& shares);
   std::string name() const override { return fused_ ? "fused" : "spatial"; }
+  std::string split_name() const override { return "spatial"; }
   // Runs cannot express bands; this throws (use split_regions).
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
   std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,

@@ -80,6 +80,9 @@ struct Scenario {
   // images back to back (direct route: pipelined); reports images_per_s.
   // 0 or 1: latency only.
   int throughput_images = 0;
+  // Shared by the scenarios of one sweep (plan::FirstBoardsMemo): they differ
+  // only in their boards. Null: nothing shared.
+  std::shared_ptr<plan::FirstBoardsMemo> first_boards;
 };
 
 struct RunRecord {
