@@ -391,11 +391,19 @@ class Chooser {
       for (int32_t tensor : q_.nodes[size_t(n)].inputs) {
         const int m = q_.tensors[size_t(tensor)].producer;
         if (m < 0) continue;
-        for (int s = 0; s < kS; ++s)
-          if (same_[size_t(s)] == s && !owners_[size_t(s)][size_t(m)]) {
-            owners_[size_t(s)][size_t(m)] = std::make_unique<steps::Owners>();
-            need.emplace_back(s, m);
-          }
+        for (int s = 0; s < kS; ++s) {
+          auto& mine = owners_[size_t(s)][size_t(m)];
+          if (same_[size_t(s)] != s || mine) continue;
+          // A candidate before it that splits m alike (spatial and fused
+          // where m is not widened, spatial and channel on small maps) has
+          // the same map.
+          for (int o = 0; o < s && !mine; ++o)
+            if (same_[size_t(o)] == o && owners_[size_t(o)][size_t(m)] && splits_alike(o, s, m))
+              mine = owners_[size_t(o)][size_t(m)];
+          if (mine) continue;
+          mine = std::make_shared<steps::Owners>();
+          need.emplace_back(s, m);
+        }
       }
     for_each_on_every_core(need.size(), [&](size_t i) {
       owners_[size_t(need[i].first)][size_t(need[i].second)]->build(q_, plans_[size_t(need[i].first)], need[i].second);
@@ -579,6 +587,21 @@ class Chooser {
 
   // Made by prepare_block (the pricing of a block only reads them).
   const steps::Owners& owners(int s, int m) const { return *owners_[size_t(s)][size_t(m)]; }
+  // Whether candidates a and b give every board the same regions of node m
+  // (the ones it owns included).
+  bool splits_alike(int a, int b, int m) const {
+    const auto same = [](const std::vector<core::Region>& x, const std::vector<core::Region>& y) {
+      return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const core::Region& r, const core::Region& u) {
+               return r.kind == u.kind && std::equal(r.v, r.v + 6, u.v);
+             });
+    };
+    for (size_t w = 0; w < N_; ++w) {
+      const LayerShare& x = plans_[size_t(a)].workers[w].layers[size_t(m)];
+      const LayerShare& y = plans_[size_t(b)].workers[w].layers[size_t(m)];
+      if (!same(x.regions, y.regions) || !same(x.owned, y.owned)) return false;
+    }
+    return true;
+  }
 
   const QGraph& q_;
   const Testbed& t_;
@@ -587,7 +610,7 @@ class Chooser {
   size_t N_;
   std::array<Plan, kS> plans_;
   std::array<std::vector<LayerTraffic>, kS> traffic_;  // made when first asked
-  std::vector<std::vector<std::unique_ptr<steps::Owners>>> owners_;
+  std::vector<std::vector<std::shared_ptr<steps::Owners>>> owners_;  // shared by candidates that split alike
 };
 
 // The candidates block [first, last] may take: every board of the block

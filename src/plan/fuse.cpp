@@ -61,10 +61,18 @@ std::vector<core::Region> widened(const core::Dims& d, const std::vector<core::R
       add(b, e);
       return true;
     });
+  const long owned_pieces = long(pieces.size());
   for (const core::InputRun& r : need) add(r.offset, int64_t(r.offset) + r.count);
   std::vector<Piece> merged;
+  const auto before = [](const Piece& x, const Piece& y) { return x.c != y.c ? x.c < y.c : x.a < y.a; };
   const auto sort_merge = [&] {
-    std::sort(pieces.begin(), pieces.end(), [](const Piece& x, const Piece& y) { return x.c != y.c ? x.c < y.c : x.a < y.a; });
+    // The owned pieces and the needed ones each come in order (regions'
+    // segments and runs by offset): merged, unless one is not.
+    const auto mid = pieces.begin() + owned_pieces;
+    if (std::is_sorted(pieces.begin(), mid, before) && std::is_sorted(mid, pieces.end(), before))
+      std::inplace_merge(pieces.begin(), mid, pieces.end(), before);
+    else
+      std::sort(pieces.begin(), pieces.end(), before);
     merged.clear();
     for (const Piece& p : pieces) {
       if (!merged.empty() && merged.back().c == p.c && merged.back().b >= p.a) merged.back().b = std::max(merged.back().b, p.b);

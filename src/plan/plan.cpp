@@ -192,7 +192,8 @@ void operand_needs(NodeNeeds& needs, const core::LayerDesc& d, int k, LayerShare
   if (ls.regions.size() > 1 || ls.regions[0].kind == core::RegionKind::Box) {
     // Several segments: sort and merge their runs.
     std::vector<InputRun>& v = in.runs;
-    std::sort(v.begin(), v.end(), [](const InputRun& a, const InputRun& b) { return a.offset < b.offset; });
+    const auto by_offset = [](const InputRun& a, const InputRun& b) { return a.offset < b.offset; };
+    if (!std::is_sorted(v.begin(), v.end(), by_offset)) std::sort(v.begin(), v.end(), by_offset);
     size_t kept = 0;  // merged in place: v[0, kept) are the runs so far
     for (const InputRun& r : v) {
       InputRun& last = v[kept - (kept > 0)];
@@ -364,13 +365,15 @@ void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
 }
 
 // What build_plan makes: everything (Full), what pricing reads (Priced,
-// plan_for_pricing), or that and the sends board to board (Linked,
-// direct_peers_of).
-enum class Detail : uint8_t { Full, Priced, Linked };
+// plan_for_pricing), the shares and the sends board to board (Linked,
+// direct_peers_of), or the shares and what each receives and sends to the
+// coordinator (Traffic, the rating pass).
+enum class Detail : uint8_t { Full, Priced, Linked, Traffic };
 
 // Step 1 of build_plan: every worker's share of every layer and its needs.
-// A priced plan's tiling is not checked here: a plan made from the strategy
-// is (Detail::Full), before anything is deployed or simulated.
+// The tiling of a priced or linked plan is not checked here: a plan made
+// from the strategy is (Detail::Full), before anything is deployed or
+// simulated.
 Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                       const SplitStrategy& strategy, Route route, Detail detail) {
   Plan p = empty_plan(q, t, shares, strategy, route);
@@ -383,7 +386,7 @@ Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<doubl
     const std::vector<std::vector<core::Region>> regions = strategy.split_regions(q, int(n), shares);
     if (regions.size() != N) throw Error("plan: strategy '" + strategy.name() + "' returned the wrong number of shares");
     NodeNeeds needs(q, int(n));
-    if (detail != Detail::Priced) check_tiling(regions, node, needs.desc().out, strategy, cover);
+    if (detail == Detail::Full) check_tiling(regions, node, needs.desc().out, strategy, cover);
     std::vector<std::pair<int32_t, int32_t>> blocks;
     if (p.layer_strategy[n] == "reduce") blocks = ReduceStrategy::input_blocks(q, int(n), shares);
     for (size_t w = 0; w < N; ++w)
@@ -399,7 +402,8 @@ void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool r
   const size_t N = size_t(p.n_workers());
   if (route == Route::Direct) fuse_layers(q, p);
   // 2-3. Routes and the arena plan.
-  steps::route_plan(q, p, route, detail != Detail::Priced);
+  steps::route_plan(q, p, route, detail == Detail::Full || detail == Detail::Linked);
+  if (detail == Detail::Linked || detail == Detail::Traffic) return;  // what their readers take ends here
   for (size_t w = 0; w < N; ++w) steps::layout_worker(q, p.workers[w]);
   // 4. Statistics, fragment sizes, the routing map if asked.
   gather_stats(q, p, route, full);
@@ -407,6 +411,7 @@ void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool r
     for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
   if (routing) p.routes = build_routing(q, p);
   p.signature = strategy.signature();
+  p.model_crc = mcrc;
   p.plan_id = hash_plan(mcrc, p.shares, p.signature, route);
 }
 
@@ -594,16 +599,18 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
   if (opt.alloc == Allocation::Rating) {
     // Kc from the plan itself: split evenly once, measure each worker's
     // traffic per byte of output, then rate with eq. 5.
-    const Plan pre = build_plan(q, t, used, *strategy, false, mcrc, opt.route, Detail::Priced);
+    const Plan pre = build_plan(q, t, used, *strategy, false, mcrc, opt.route, Detail::Traffic);
     // Per byte of output *computed*: in the relay every output goes out, so
     // this is the paper's figure; with the direct route most outputs stay on
     // the board, and dividing by the few that leave it would make Kc huge.
     std::vector<double> kc(N, kDefaultKc);
     for (size_t w = 0; w < N; ++w) {
-      int64_t computed = 0;
-      for (const LayerShare& ls : pre.workers[w].layers) computed += ls.out_elems;
-      if (computed > 0 && pre.workers[w].bytes_in + pre.workers[w].bytes_out > 0)
-        kc[w] = kc_from_traffic(double(pre.workers[w].bytes_in + pre.workers[w].bytes_out), double(computed));
+      int64_t computed = 0, moved = 0;
+      for (const LayerShare& ls : pre.workers[w].layers) {
+        computed += ls.out_elems;
+        moved += ls.bytes_in() + ls.bytes_out();
+      }
+      if (computed > 0 && moved > 0) kc[w] = kc_from_traffic(double(moved), double(computed));
     }
     ratings = compute_ratings(t, Allocation::Rating, opt.k1, kc, k1_scales(q, t, opt.cost));
   } else {
@@ -696,7 +703,7 @@ Plan widened(const QGraph& q, Plan p, const Testbed& t, const PlanOptions& opt) 
     for (size_t n = 0; n < wp.layers.size(); ++n) wp.layers[n].node = wp.layers[n].out_until = int(n);
     steps::layout_worker(q, wp);
   }
-  p.plan_id = hash_plan(model_crc(q), p.shares, p.signature, p.route);
+  p.plan_id = hash_plan(p.model_crc, p.shares, p.signature, p.route);
   // A fragment's size does not depend on the board count or the plan id
   // (fixed-size fields): the first boards' sizes stand.
   for (size_t w = k; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
@@ -801,12 +808,17 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   const auto est = [](const std::unique_ptr<Plan>& p) {
     return p ? p->est_latency_s : std::numeric_limits<double>::infinity();
   };
-  // The relay route is planned only when it could be the choice: no plan on
-  // it is faster than relay_floor_s.
+  // The relay route is planned only when it could change the choice below:
+  // no plan on it is faster than relay_floor_s, so it is not planned when
+  // the direct plan within the links is as fast as that floor (the relay
+  // route cannot beat it, and the plan on fewer boards is weighed against
+  // it alone), nor when the plan on fewer boards beats the floor by the
+  // margin.
   const double relay_floor = relay_floor_s(q, opt.cost);
   std::exception_ptr relay_error;
   std::unique_ptr<Plan> relay;
-  const bool relay_planned = !(est(some) < kIdleMargin * std::min(est(within), relay_floor));
+  const bool relay_planned = !((within && relay_floor >= est(within)) ||
+                               est(some) < kIdleMargin * std::min(est(within), relay_floor));
   if (relay_planned) {
     o.route = Route::Relay;
     relay = try_plan([&] { return plan_on_route(q, t, o); }, &relay_error);
@@ -821,7 +833,7 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   std::unique_ptr<Plan> best;
   if (est(some) < kIdleMargin * std::min(est(within), est(relay))) {
     const std::string relay_text =
-        !relay_planned ? ", the relay route on all " + all + " at no less than " + secs(relay_floor) + " (not planned)"
+        !relay_planned ? ", the relay route on all " + all + " at " + secs(relay_floor) + " or more (not planned)"
         : relay        ? ", the relay route on all " + all + " at " + secs(relay->est_latency_s)
                        : "; the relay route does not fit the boards";
     some->route_note = "planned on the direct route on " + std::to_string(k) + " of the " + all +

@@ -218,6 +218,7 @@ struct Plan {
   Allocation alloc = Allocation::Even;
   uint32_t plan_id = 0;          // plan_hash(): model bytes, shares, workers
   std::string signature;         // the strategy's (SplitStrategy::signature), part of plan_id
+  uint32_t model_crc = 0;        // the model's, part of plan_id (0 in a priced plan)
   int64_t model_bytes = 0;       // S_m: QGraph::weight_bytes()
   std::vector<double> ratings;   // per worker, before storage adjustment
   std::vector<double> shares;    // per worker, used by the split
