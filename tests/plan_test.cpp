@@ -1025,6 +1025,47 @@ TEST(PlanMobileNet, APlanOnTheFirstBoardsWidenedIsThePlanOnAllWithTheOthersIdle)
   }
 }
 
+// plans_for_pricing makes the candidates' plans with shared work (fused
+// from spatial's shares and routes): each equals the plan made on its own.
+TEST(PlanMobileNet, PricedPlansMadeTogetherEqualPlansMadeAlone) {
+  NEED_MOBILENET(q);
+  std::mt19937 rng(7);
+  for (int n : {3, 9, 40}) {
+    const Testbed t = bed(n);
+    const std::vector<double> shares = random_shares(rng, n);
+    std::vector<std::unique_ptr<SplitStrategy>> made;
+    std::vector<const SplitStrategy*> strategies;
+    for (const char* name : {"spatial", "channel", "fused", "neuron"}) {
+      made.push_back(make_strategy(name));
+      strategies.push_back(made.back().get());
+    }
+    const std::vector<Plan> together = plans_for_pricing(*q, t, shares, strategies, Route::Direct);
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      SCOPED_TRACE(strategies[i]->name() + " on " + std::to_string(n));
+      const Plan alone = plan_for_pricing(*q, t, shares, *strategies[i], Route::Direct);
+      const Plan& p = together[i];
+      EXPECT_EQ(p.layer_strategy, alone.layer_strategy);
+      EXPECT_EQ(p.total_wire_bytes, alone.total_wire_bytes);
+      for (size_t w = 0; w < size_t(n); ++w)
+        for (size_t m = 0; m < q->nodes.size(); ++m) {
+          const LayerShare &a = p.workers[w].layers[m], &b = alone.workers[w].layers[m];
+          ASSERT_EQ(a.out_elems, b.out_elems) << w << " " << m;
+          ASSERT_EQ(a.ram_bytes, b.ram_bytes) << w << " " << m;
+          ASSERT_EQ(a.out_until, b.out_until) << w << " " << m;
+          ASSERT_EQ(a.macs, b.macs) << w << " " << m;
+          ASSERT_EQ(a.inputs.size(), b.inputs.size());
+          for (size_t k = 0; k < a.inputs.size(); ++k) {
+            ASSERT_EQ(a.inputs[k].recv_elems, b.inputs[k].recv_elems) << w << " " << m << " " << k;
+            ASSERT_EQ(a.inputs[k].avail_from, b.inputs[k].avail_from) << w << " " << m << " " << k;
+            ASSERT_EQ(a.inputs[k].local_layer, b.inputs[k].local_layer) << w << " " << m << " " << k;
+            ASSERT_EQ(a.inputs[k].local.size(), b.inputs[k].local.size()) << w << " " << m << " " << k;
+            ASSERT_EQ(a.inputs[k].coord_runs.size(), b.inputs[k].coord_runs.size()) << w << " " << m << " " << k;
+          }
+        }
+    }
+  }
+}
+
 // No relay plan is estimated under relay_floor_s, which make_plan reads to
 // leave the relay route unplanned when it cannot be the choice.
 TEST(PlanMobileNet, NoRelayPlanIsFasterThanTheRelayFloor) {

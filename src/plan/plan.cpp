@@ -395,17 +395,22 @@ Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<doubl
   return p;
 }
 
-// Steps 2-4 of build_plan on the shares of step 1.
+// Step 2 of build_plan on the shares of step 1: fused shares widened, then
+// the route pass (`alike`: steps::route_plan).
+void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr) {
+  if (route == Route::Direct) fuse_layers(q, p);
+  steps::route_plan(q, p, route, detail == Detail::Full || detail == Detail::Linked, alike);
+}
+
+// Steps 3-4 of build_plan: the arena plan, statistics, fragment sizes, the
+// routing map if asked, the plan id. A plan that only counts links or
+// measures traffic (Linked, Traffic) has all it needs before.
 void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool routing, uint32_t mcrc, Route route,
                  Detail detail) {
+  if (detail == Detail::Linked || detail == Detail::Traffic) return;
   const bool full = detail == Detail::Full;
   const size_t N = size_t(p.n_workers());
-  if (route == Route::Direct) fuse_layers(q, p);
-  // 2-3. Routes and the arena plan.
-  steps::route_plan(q, p, route, detail == Detail::Full || detail == Detail::Linked);
-  if (detail == Detail::Linked || detail == Detail::Traffic) return;  // what their readers take ends here
   for (size_t w = 0; w < N; ++w) steps::layout_worker(q, p.workers[w]);
-  // 4. Statistics, fragment sizes, the routing map if asked.
   gather_stats(q, p, route, full);
   if (full)
     for (size_t w = 0; w < N; ++w) p.workers[w].flash_bytes = fragment_bytes(q, p, int(w));
@@ -418,6 +423,7 @@ void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool r
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
                 bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full) {
   Plan p = shares_and_needs(q, t, shares, strategy, route, detail);
+  route_step(q, p, route, detail);
   finish_plan(q, p, strategy, routing, mcrc, route, detail);
   return p;
 }
@@ -497,6 +503,16 @@ std::vector<Plan> plans_for_pricing(const QGraph& q, const Testbed& t, const std
     for (size_t w = 0; w < p.workers.size(); ++w) p.workers[w].layers = out[first[i]].workers[w].layers;
     out[i] = std::move(p);
   }
+  // The first of each split routed, then the others, as it where they split
+  // alike; then the rest of every plan.
+  for_each_on_every_core(firsts.size(), [&](size_t j) { route_step(q, out[firsts[j]], route, Detail::Priced); });
+  std::vector<size_t> others;
+  for (size_t i = 0; i < S; ++i)
+    if (first[i] != i) others.push_back(i);
+  for_each_on_every_core(others.size(), [&](size_t j) {
+    const size_t i = others[j];
+    route_step(q, out[i], route, Detail::Priced, &out[first[i]]);
+  });
   for_each_on_every_core(S, [&](size_t i) { finish_plan(q, out[i], *strategies[i], false, 0, route, Detail::Priced); });
   return out;
 }

@@ -74,7 +74,11 @@ class Owners {
 // Without `peer_sends` the sends board to board, and the runs a receiver
 // takes from other boards (InputNeed::recv; recv_elems is kept), are left
 // out: plan_for_pricing, which reads neither.
-void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends = true);
+// `alike` (direct route, without peer_sends): a plan routed so before, made
+// from the same shares and needs but where fuse_layers widened shares (the
+// spatial candidate of a fused one): the inputs of a layer split alike in
+// both, made by a layer split alike in both, are routed as in it.
+void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends = true, const Plan* alike = nullptr);
 
 // The arena plan of one worker: in-place outputs, then an offset for every
 // buffer such that buffers in use at the same layer never overlap; each

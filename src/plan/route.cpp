@@ -278,7 +278,25 @@ SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vec
 }
 
 // The route pass: where every input comes from and where every output goes.
-void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
+namespace {
+
+// Whether every worker holds the same regions of node n in a and b.
+bool split_alike(const Plan& a, const Plan& b, size_t n) {
+  const auto same = [](const std::vector<core::Region>& x, const std::vector<core::Region>& y) {
+    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const core::Region& r, const core::Region& u) {
+             return r.kind == u.kind && std::equal(r.v, r.v + 6, u.v);
+           });
+  };
+  for (size_t w = 0; w < a.workers.size(); ++w) {
+    const LayerShare &x = a.workers[w].layers[n], &y = b.workers[w].layers[n];
+    if (!same(x.regions, y.regions) || !same(x.owned, y.owned)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends, const Plan* alike) {
   const size_t N = size_t(p.n_workers());
   for (size_t w = 0; w < N; ++w)
     for (LayerShare& ls : p.workers[w].layers) {
@@ -308,6 +326,9 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
     return;
   }
   // Direct: split every needed run by who computes it.
+  std::vector<uint8_t> same;  // per node: split as in `alike`
+  if (alike && !peer_sends && alike->n_workers() == p.n_workers())
+    for (size_t n = 0; n < q.nodes.size(); ++n) same.push_back(split_alike(p, *alike, n));
   int cached = -1;
   Owners own;
   Computed mine;  // of a layer some worker widened (fused)
@@ -315,6 +336,18 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends) {
     const QNode& node = q.nodes[n];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int prod = q.tensors[size_t(node.inputs[k])].producer;
+      if (!same.empty() && same[n] && (prod < 0 || same[size_t(prod)])) {
+        for (size_t w = 0; w < N; ++w) {
+          LayerShare& ls = p.workers[w].layers[n];
+          if (!ls.active()) continue;
+          ls.inputs[k] = alike->workers[w].layers[n].inputs[k];
+          if (!ls.inputs[k].local.empty()) {
+            LayerShare& src = p.workers[w].layers[size_t(prod)];
+            src.out_until = std::max(src.out_until, int(n));
+          }
+        }
+        continue;
+      }
       if (prod >= 0 && prod != cached) {
         own.build(q, p, prod);
         mine.build(q, p, prod);
