@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
+#include "plan/fuse.h"
 #include "plan/link_count.h"
 #include "plan/needs.h"
 #include "plan/plan.h"
@@ -301,16 +302,29 @@ class Chooser {
     }
     std::vector<std::unique_ptr<SplitStrategy>> made;
     std::vector<const SplitStrategy*> strategies;
-    for (size_t s : distinct) {
-      made.push_back(make_strategy(candidate_name(int(s), route)));
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      made.push_back(make_strategy(candidate_name(int(distinct[i]), route)));
       strategies.push_back(made.back().get());
+      split_first_[distinct[i]] = int(distinct[i]);
+      for (size_t o = 0; o < i; ++o)
+        if (strategies[o]->split_name() == strategies[i]->split_name()) {
+          split_first_[distinct[i]] = int(distinct[o]);
+          break;
+        }
     }
     std::vector<Plan> plans = plans_for_pricing(q, t, shares, strategies, route);
     for (size_t i = 0; i < distinct.size(); ++i) plans_[distinct[i]] = std::move(plans[i]);
     owners_.resize(kS);
     for (auto& o : owners_) o.resize(q.nodes.size());
     costs_.resize(q.nodes.size() * size_t(kS));
+    alike_.assign(q.nodes.size() * size_t(kS), -1);
   }
+
+  // The candidate that splits as s does and is priced before it (plans_for_pricing
+  // made s's shares from its): s itself if none. Candidates echoing another
+  // are priced after the others (BlockProgramme::price_blocks), so that they
+  // can take its figures (node_s).
+  int split_first(int s) const { return split_first_[size_t(same_[size_t(s)])]; }
 
   const Plan& plan(int s) const { return plans_[size_t(same_[size_t(s)])]; }
   // While set (direct route): a transfer is priced only as far as it takes
@@ -355,7 +369,8 @@ class Chooser {
       const int p = from_coordinator ? 0 : same_[size_t(prod(int(k)))];
       const size_t at = k * size_t(kS) + size_t(p);
       double& v = c.operand[at];
-      if (std::isnan(v) || (v == kUnpriced && !stop_over_)) v = operand_s(n, s, k, p, &c.operand_links[at]);
+      if (std::isnan(v) || (v == kUnpriced && !stop_over_))
+        if (!echo(n, s, k, p, &v, &c.operand_links[at])) v = operand_s(n, s, k, p, &c.operand_links[at]);
       raise_needs(c.operand_links[at], need);
       total += v;
     }
@@ -460,6 +475,35 @@ class Chooser {
     if (q_.nodes[size_t(n)].output == q_.output) c.result = step_s(traffic(s)[size_t(n)].result, t_, m_);
     return c;
   }
+  // Operand k of node n under s, made under p, priced as its split-first
+  // candidate o priced it (o's figure and links into *v, *links): when n is
+  // split alike under both (the same runs are read), the operand comes from
+  // the same owner map, and neither reader keeps what it computed itself
+  // (fused halos). False if that does not hold or o has not priced it.
+  bool echo(int n, int s, size_t k, int p, double* v, LinkNeeds* links) {
+    const int o = split_first_[size_t(s)];
+    if (o == s) return false;
+    int8_t& alike = alike_[size_t(n) * size_t(kS) + size_t(s)];
+    if (alike < 0) alike = splits_alike(o, s, n) ? 1 : 0;
+    if (!alike) return false;
+    const int m = q_.tensors[size_t(q_.nodes[size_t(n)].inputs[k])].producer;
+    int po = p;
+    if (m >= 0) {
+      if (s == p && computed(p, m).any()) return false;
+      po = p == s ? o : p;
+      if (po == o && fuse::any_widened(plans_[size_t(o)], m)) return false;
+      if (!owners_[size_t(po)][size_t(m)] || owners_[size_t(po)][size_t(m)] != owners_[size_t(p)][size_t(m)]) return false;
+    }
+    const NodeCost& e = costs_[size_t(n) * size_t(kS) + size_t(o)];
+    if (!e.made || e.operand.empty()) return false;
+    const size_t at = k * size_t(kS) + size_t(po);
+    const double ev = e.operand[at];
+    if (std::isnan(ev) || (ev == kUnpriced && !stop_over_)) return false;
+    *v = ev;
+    *links = e.operand_links[at];
+    return true;
+  }
+
   // Seconds of operand k of node n under strategy s, made under strategy
   // `prod` (ignored when the coordinator sends it).
   // *need: the links this transfer needs (PeerCount).
@@ -581,6 +625,8 @@ class Chooser {
     a.fill(-1);
     return a;
   }();
+  std::array<int, kS> split_first_{};  // split_first, by distinct candidate
+  std::vector<int8_t> alike_;          // per node and candidate: split as its split-first (-1: not known yet)
   std::array<int, kS> same_{};  // the candidate whose plan candidate s's is
   std::vector<int> holds_;      // per board: board_links
   bool stop_over_ = false;      // stop_at_over_links
@@ -835,7 +881,10 @@ class BlockProgramme {
   // priced as another (Chooser::same) takes that one's figures.
   void price_blocks(Chooser& ch, int b, const std::vector<int>& which) {
     ch.prepare_block(first_[size_t(b)], last_[size_t(b)]);
-    for_each_on_every_core(which.size(), [&](size_t i) { price_block(ch, b, which[i]); });
+    std::vector<int> first, echoing;  // candidates that echo another, after the others
+    for (int s : which) (ch.split_first(s) == ch.same(s) ? first : echoing).push_back(s);
+    for_each_on_every_core(first.size(), [&](size_t i) { price_block(ch, b, first[i]); });
+    for_each_on_every_core(echoing.size(), [&](size_t i) { price_block(ch, b, echoing[i]); });
     for (int sp = 0; sp < kS; ++sp)
       for (int s = 0; s < kS; ++s) {
         cost_[size_t(b)][size_t(sp)][size_t(s)] = cost_[size_t(b)][size_t(ch.same(sp))][size_t(ch.same(s))];
