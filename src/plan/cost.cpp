@@ -1,5 +1,5 @@
-// The cost model's estimates of a plan (cost.h; the prices themselves:
-// cost_model.cpp) and `auto`'s choice of a strategy per block.
+// `auto`'s choice of a strategy per block (cost.h), priced as the cost
+// model's estimate prices a plan (traffic.h, estimate.cpp).
 #include "plan/cost.h"
 #include "plan/ratings.h"
 #include "util/parallel.h"
@@ -15,188 +15,13 @@
 #include "plan/frames.h"
 #include "plan/fuse.h"
 #include "plan/link_count.h"
-#include "plan/needs.h"
 #include "plan/plan.h"
 #include "plan/plan_steps.h"
+#include "plan/traffic.h"
 
 namespace ts::plan {
 
-namespace {
-
-double s_per_byte(const Board& b, const CostModel& m) {
-  return m.host ? m.host_costs.s_per_byte : link_s_per_byte(b.delay_s_per_kb, b.bandwidth_kbps);
-}
-
-double coord_spb(const CostModel& m) {
-  if (m.host) return m.host_costs.s_per_byte;
-  return m.coord_bandwidth_kbps > 0 ? 1.0 / (m.coord_bandwidth_kbps * kBytesPerKB) : 0.0;
-}
-
-// The slowest board's compute; with a core limit, at least the boards' sum
-// over the cores (boards sharing the cores take turns).
-double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n,
-                 EstimateParts* acc = nullptr) {
-  double worst = 0, sum = 0;
-  for (int w = 0; w < p.n_workers(); ++w) {
-    const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
-    if (!ls.active()) continue;
-    const double s = double(ls.macs) * m.seconds_per_mac(q.desc(n), t.boards[size_t(w)]) + m.layer_overhead_s;
-    worst = std::max(worst, s);
-    sum += s;
-  }
-  if (m.cores > 0) worst = std::max(worst, sum / m.cores);
-  if (acc) acc->compute_s += worst;
-  return worst;
-}
-
-// Traffic of one transfer step: per board the wire bytes (frame headers
-// included, as plan/frames.h counts them) it receives and sends, and what
-// crosses the coordinator's link.
-struct Traffic {
-  std::vector<double> in, out;
-  double coord = 0;
-  explicit Traffic(size_t n) : in(n, 0), out(n, 0) {}
-  bool any() const {
-    if (coord > 0) return true;
-    for (size_t w = 0; w < in.size(); ++w)
-      if (in[w] > 0 || out[w] > 0) return true;
-    return false;
-  }
-  // One gathered group (or message) of `wire` bytes from board `from` to
-  // board `to` (-1: the coordinator).
-  void add(int from, int to, double wire) {
-    if (from >= 0) out[size_t(from)] += wire;
-    else coord += wire;
-    if (to >= 0) in[size_t(to)] += wire;
-    else coord += wire;
-  }
-};
-
-// Seconds for a transfer step in which every board receives and sends on
-// its own link at once (full duplex), the coordinator on its own.
-double step_s(const Traffic& tr, const Testbed& t, const CostModel& m, EstimateParts* acc = nullptr) {
-  if (!tr.any()) return 0;
-  double worst = tr.coord * coord_spb(m), bytes = tr.coord;
-  for (size_t w = 0; w < tr.in.size(); ++w) {
-    const double v = std::max(tr.in[w], tr.out[w]) * s_per_byte(t.boards[w], m);
-    if (v > worst || (v == worst && std::max(tr.in[w], tr.out[w]) > bytes)) {
-      worst = v;
-      bytes = std::max(tr.in[w], tr.out[w]);
-    }
-  }
-  if (acc) {
-    acc->steps += 1;
-    acc->byte_s += worst;
-    acc->bytes += bytes;
-  }
-  return worst + m.frame_latency_s;
-}
-
-// The partial sums a reduced share (strategy `reduce`) sends to the owners
-// of the other output blocks, gathered into frames per owner.
-void add_partial_sums(const LayerShare& ls, int w, Traffic* tr) {
-  for_each_send_group(ls.psum.sends, [&](size_t first, size_t k) {
-    const std::vector<Piece> pcs = pieces_of(ls.psum.sends, first, k);
-    tr->add(w, int(ls.psum.sends[first].peer), double(count_gathered(pcs.data(), pcs.size()).wire_bytes));
-  });
-}
-
-// What crosses the links for one layer, from the plan alone (the
-// coordinator is one more peer, -1): the layer's inputs (the coordinator's
-// runs of them, and every gathered group a board sends it), the partial
-// sums it reduces, its outputs to the coordinator, and whether the
-// coordinator triggers it and waits for its DONE (RUN, relay).
-struct LayerTraffic {
-  Traffic in, psum, result;
-  bool triggered = false;
-  explicit LayerTraffic(size_t n) : in(n), psum(n), result(n) {}
-};
-
-std::vector<LayerTraffic> plan_traffic(const QGraph& q, const Plan& p) {
-  const size_t N = size_t(p.n_workers());
-  std::vector<LayerTraffic> tr(q.nodes.size(), LayerTraffic(N));
-  for (size_t w = 0; w < N; ++w)
-    for (const LayerShare& ls : p.workers[w].layers) {
-      LayerTraffic& mine = tr[size_t(ls.node)];
-      mine.triggered = mine.triggered || (ls.active() && ls.run_trigger);
-      for (const InputNeed& need : ls.inputs)
-        for (const core::InputRun& r : need.coord_runs) mine.in.add(-1, int(w), double(count_message(r.count).wire_bytes));
-      for (const core::Send& s : ls.sends)
-        if (s.peer == core::kPeerCoordinator) mine.result.add(int(w), -1, double(count_message(s.count).wire_bytes));
-      // A coded layer's transfers at the longer of their bytes and the coder's CPU (plan/coding.h).
-      const double coded = p.coding.priced(size_t(ls.node));
-      for_each_send_group(ls.sends, [&](size_t first, size_t k) {
-        const core::Send& s = ls.sends[first];
-        const std::vector<Piece> pcs = pieces_of(ls.sends, first, k);
-        tr[s.layer].in.add(int(w), int(s.peer), double(count_gathered(pcs.data(), pcs.size(), coded).wire_bytes));
-      });
-      add_partial_sums(ls, int(w), &mine.psum);
-    }
-  return tr;
-}
-
-// The cost model's one formula for a layer, on every route: its inputs
-// arrive, it computes, a reduced layer's partial sums go to the owners,
-// its outputs go to the coordinator; a layer the coordinator triggers
-// also pays the RUN/DONE round trip.
-double layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n, const LayerTraffic& tr,
-               EstimateParts* acc = nullptr) {
-  const double round_trip = tr.triggered ? 2 * m.frame_latency_s : 0.0;
-  if (acc && tr.triggered) acc->steps += 2;
-  return step_s(tr.in, t, m, acc) + compute_s(q, p, t, m, n, acc) + step_s(tr.psum, t, m, acc) +
-         step_s(tr.result, t, m, acc) + round_trip;
-}
-
-}  // namespace
-
-namespace {
-
-std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m,
-                                    EstimateParts* acc) {
-  if (t.boards.size() != size_t(p.n_workers()))
-    throw Error("estimate: the plan and the testbed have different board counts");
-  const std::vector<LayerTraffic> tr = plan_traffic(q, p);
-  std::vector<double> out(q.nodes.size(), 0.0);
-  for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = layer_s(q, p, t, m, int(n), tr[n], acc);
-  return out;
-}
-
-}  // namespace
-
-std::vector<double> estimate_layer_seconds(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
-  return estimate_layers(q, p, t, m, nullptr);
-}
-
-double relay_floor_s(const QGraph& q, const CostModel& m) {
-  double s = 0;
-  std::vector<core::InputRun> runs;
-  for (size_t n = 0; n < q.nodes.size(); ++n) {
-    // The input elements some output reads, each sent once at least.
-    NodeNeeds needs(q, int(n));
-    const core::LayerDesc& d = needs.desc();
-    double in = 0;
-    for (size_t k = 0; k < q.nodes[n].inputs.size(); ++k) {
-      runs.clear();
-      needs.operand(int(k), 0, d.out.size(), &runs);
-      std::sort(runs.begin(), runs.end(), [](const core::InputRun& a, const core::InputRun& b) { return a.offset < b.offset; });
-      int64_t end = 0;
-      for (const core::InputRun& r : runs) {
-        const int64_t b = std::max<int64_t>(end, r.offset), e = int64_t(r.offset) + r.count;
-        if (e > b) in += double(e - b);
-        end = std::max(end, e);
-      }
-    }
-    const double frames = in > 0 ? 4 : 3;  // inputs, results, RUN and DONE
-    s += (in + double(d.out.size())) * coord_spb(m) + frames * m.frame_latency_s;
-  }
-  return s;
-}
-
-EstimateParts estimate_parts(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m) {
-  EstimateParts parts;
-  (void)estimate_layers(q, p, t, m, &parts);
-  return parts;
-}
+using namespace price;
 
 std::vector<int> graph_blocks(const QGraph& q) {
   const int N = int(q.nodes.size());
@@ -302,16 +127,12 @@ class Chooser {
     }
     std::vector<std::unique_ptr<SplitStrategy>> made;
     std::vector<const SplitStrategy*> strategies;
-    for (size_t i = 0; i < distinct.size(); ++i) {
-      made.push_back(make_strategy(candidate_name(int(distinct[i]), route)));
+    for (size_t s : distinct) {
+      made.push_back(make_strategy(candidate_name(int(s), route)));
       strategies.push_back(made.back().get());
-      split_first_[distinct[i]] = int(distinct[i]);
-      for (size_t o = 0; o < i; ++o)
-        if (strategies[o]->split_name() == strategies[i]->split_name()) {
-          split_first_[distinct[i]] = int(distinct[o]);
-          break;
-        }
     }
+    const std::vector<size_t> firsts = split_firsts(strategies);
+    for (size_t i = 0; i < distinct.size(); ++i) split_first_[distinct[i]] = int(distinct[firsts[i]]);
     std::vector<Plan> plans = plans_for_pricing(q, t, shares, strategies, route);
     for (size_t i = 0; i < distinct.size(); ++i) plans_[distinct[i]] = std::move(plans[i]);
     owners_.resize(kS);
@@ -633,21 +454,7 @@ class Chooser {
 
   // Made by prepare_block (the pricing of a block only reads them).
   const steps::Owners& owners(int s, int m) const { return *owners_[size_t(s)][size_t(m)]; }
-  // Whether candidates a and b give every board the same regions of node m
-  // (the ones it owns included).
-  bool splits_alike(int a, int b, int m) const {
-    const auto same = [](const std::vector<core::Region>& x, const std::vector<core::Region>& y) {
-      return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const core::Region& r, const core::Region& u) {
-               return r.kind == u.kind && std::equal(r.v, r.v + 6, u.v);
-             });
-    };
-    for (size_t w = 0; w < N_; ++w) {
-      const LayerShare& x = plans_[size_t(a)].workers[w].layers[size_t(m)];
-      const LayerShare& y = plans_[size_t(b)].workers[w].layers[size_t(m)];
-      if (!same(x.regions, y.regions) || !same(x.owned, y.owned)) return false;
-    }
-    return true;
-  }
+  bool splits_alike(int a, int b, int m) const { return steps::splits_alike(plans_[size_t(a)], plans_[size_t(b)], size_t(m)); }
 
   const QGraph& q_;
   const Testbed& t_;

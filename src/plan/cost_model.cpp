@@ -1,7 +1,7 @@
 // The cost model's prices: the measured cycles per MAC of a board kind
 // (data/costs/<kind>.json), the host's calibration, --op-cycles, and the
 // seconds per MAC of a layer on a board (cost.h). The estimates built on them
-// are in cost.cpp, `auto`'s choice too.
+// are in estimate.cpp (traffic.h), `auto`'s choice in cost.cpp.
 #include "plan/cost.h"
 
 #include <algorithm>

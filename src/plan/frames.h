@@ -2,7 +2,7 @@
 // plan's send records: the host side of core's INPUTS packer
 // (core/inputs_packer.h, the code the worker packs its frames with, run
 // without data) and of the one rule that cuts a message into frames
-// (wire::frames_needed). Used by the cost model (plan/cost.cpp) and the
+// (wire::frames_needed). Used by the cost model (plan/estimate.cpp, plan/cost.cpp) and the
 // simulator (src/sim) so that both count what `tinysplit run` puts on the
 // wire instead of one message per send record.
 //

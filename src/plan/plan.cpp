@@ -476,21 +476,26 @@ Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<doubl
   return build_plan(q, t, shares, strategy, false, 0, route, Detail::Priced);
 }
 
-std::vector<Plan> plans_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
-                                    const std::vector<const SplitStrategy*>& strategies, Route route) {
-  // first[i]: the first strategy that splits as strategy i.
-  const size_t S = strategies.size();
-  std::vector<size_t> first(S);
-  std::vector<size_t> firsts;
-  for (size_t i = 0; i < S; ++i) {
+std::vector<size_t> split_firsts(const std::vector<const SplitStrategy*>& strategies) {
+  std::vector<size_t> first(strategies.size());
+  for (size_t i = 0; i < strategies.size(); ++i) {
     first[i] = i;
     for (size_t o = 0; o < i; ++o)
       if (strategies[o]->split_name() == strategies[i]->split_name()) {
         first[i] = o;
         break;
       }
-    if (first[i] == i) firsts.push_back(i);
   }
+  return first;
+}
+
+std::vector<Plan> plans_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
+                                    const std::vector<const SplitStrategy*>& strategies, Route route) {
+  const size_t S = strategies.size();
+  const std::vector<size_t> first = split_firsts(strategies);
+  std::vector<size_t> firsts;
+  for (size_t i = 0; i < S; ++i)
+    if (first[i] == i) firsts.push_back(i);
   std::vector<Plan> out(S);
   for_each_on_every_core(firsts.size(), [&](size_t j) {
     const size_t i = firsts[j];

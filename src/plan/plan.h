@@ -294,6 +294,9 @@ Plan plan_for_pricing(const QGraph& q, const Testbed& t, const std::vector<doubl
 // The first failure in the strategies' order is the one thrown.
 std::vector<Plan> plans_for_pricing(const QGraph& q, const Testbed& t, const std::vector<double>& shares,
                                     const std::vector<const SplitStrategy*>& strategies, Route route);
+// For each strategy, the index of the first that splits alike
+// (SplitStrategy::split_name; its own if none before it does).
+std::vector<size_t> split_firsts(const std::vector<const SplitStrategy*>& strategies);
 
 // Throws the one-line RAM / flash error for the first board over budget, or,
 // on the direct route, for the first board over the links it holds

@@ -74,6 +74,10 @@ class Owners {
 // Without `peer_sends` the sends board to board, and the runs a receiver
 // takes from other boards (InputNeed::recv; recv_elems is kept), are left
 // out: plan_for_pricing, which reads neither.
+// Whether every worker holds the same regions of node n (the ones it owns
+// included) in plans a and b of the same boards.
+bool splits_alike(const Plan& a, const Plan& b, size_t n);
+
 // `alike` (direct route, without peer_sends): a plan routed so before, made
 // from the same shares and needs but where fuse_layers widened shares (the
 // spatial candidate of a fused one): the inputs of a layer split alike in

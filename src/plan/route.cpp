@@ -278,10 +278,7 @@ SweepResult count_operand(const QGraph& q, const Plan& p, int n, int k, std::vec
 }
 
 // The route pass: where every input comes from and where every output goes.
-namespace {
-
-// Whether every worker holds the same regions of node n in a and b.
-bool split_alike(const Plan& a, const Plan& b, size_t n) {
+bool splits_alike(const Plan& a, const Plan& b, size_t n) {
   const auto same = [](const std::vector<core::Region>& x, const std::vector<core::Region>& y) {
     return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const core::Region& r, const core::Region& u) {
              return r.kind == u.kind && std::equal(r.v, r.v + 6, u.v);
@@ -293,8 +290,6 @@ bool split_alike(const Plan& a, const Plan& b, size_t n) {
   }
   return true;
 }
-
-}  // namespace
 
 void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends, const Plan* alike) {
   const size_t N = size_t(p.n_workers());
@@ -328,7 +323,7 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends, const Pl
   // Direct: split every needed run by who computes it.
   std::vector<uint8_t> same;  // per node: split as in `alike`
   if (alike && !peer_sends && alike->n_workers() == p.n_workers())
-    for (size_t n = 0; n < q.nodes.size(); ++n) same.push_back(split_alike(p, *alike, n));
+    for (size_t n = 0; n < q.nodes.size(); ++n) same.push_back(splits_alike(p, *alike, n));
   int cached = -1;
   Owners own;
   Computed mine;  // of a layer some worker widened (fused)

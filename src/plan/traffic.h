@@ -1,0 +1,71 @@
+// The cost model's prices of a plan's transfers and layers (cost.h's
+// estimates are their sums): shared by the estimate (estimate.cpp) and
+// `auto`'s pricing of its candidates (cost.cpp). Internal to plan/.
+#pragma once
+
+#include <vector>
+
+#include "model/qgraph.h"
+#include "plan/cost.h"
+#include "plan/plan.h"
+#include "plan/testbed.h"
+
+namespace ts::plan::price {
+
+// Traffic of one transfer step: per board the wire bytes (frame headers
+// included, as plan/frames.h counts them) it receives and sends, and what
+// crosses the coordinator's link.
+struct Traffic {
+  std::vector<double> in, out;
+  double coord = 0;
+  explicit Traffic(size_t n) : in(n, 0), out(n, 0) {}
+  bool any() const {
+    if (coord > 0) return true;
+    for (size_t w = 0; w < in.size(); ++w)
+      if (in[w] > 0 || out[w] > 0) return true;
+    return false;
+  }
+  // One gathered group (or message) of `wire` bytes from board `from` to
+  // board `to` (-1: the coordinator).
+  void add(int from, int to, double wire) {
+    if (from >= 0) out[size_t(from)] += wire;
+    else coord += wire;
+    if (to >= 0) in[size_t(to)] += wire;
+    else coord += wire;
+  }
+};
+
+// Seconds for a transfer step in which every board receives and sends on
+// its own link at once (full duplex), the coordinator on its own.
+double step_s(const Traffic& tr, const Testbed& t, const CostModel& m, EstimateParts* acc = nullptr);
+
+// The slowest board's compute of node n; with a core limit, at least the
+// boards' sum over the cores (boards sharing the cores take turns).
+double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n,
+                 EstimateParts* acc = nullptr);
+
+// The partial sums a reduced share (strategy `reduce`) sends to the owners
+// of the other output blocks, gathered into frames per owner.
+void add_partial_sums(const LayerShare& ls, int w, Traffic* tr);
+
+// What crosses the links for one layer, from the plan alone (the
+// coordinator is one more peer, -1): the layer's inputs (the coordinator's
+// runs of them, and every gathered group a board sends it), the partial
+// sums it reduces, its outputs to the coordinator, and whether the
+// coordinator triggers it and waits for its DONE (RUN, relay).
+struct LayerTraffic {
+  Traffic in, psum, result;
+  bool triggered = false;
+  explicit LayerTraffic(size_t n) : in(n), psum(n), result(n) {}
+};
+
+std::vector<LayerTraffic> plan_traffic(const QGraph& q, const Plan& p);
+
+// The cost model's one formula for a layer, on every route: its inputs
+// arrive, it computes, a reduced layer's partial sums go to the owners,
+// its outputs go to the coordinator; a layer the coordinator triggers
+// also pays the RUN/DONE round trip.
+double layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, int n, const LayerTraffic& tr,
+               EstimateParts* acc = nullptr);
+
+}  // namespace ts::plan::price
