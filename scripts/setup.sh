@@ -10,6 +10,9 @@
 #   TS_SKIP_BUILD=1   stop before configuring/building the C++ project
 #   TS_BUILD_DIR=dir  build folder (default build)
 #   TS_JOBS=n         parallel build jobs (default: number of cores)
+#   TS_BUILD_TARGETS="t1 t2"  build only these targets (default: all of them: the tool, every
+#                     test program and benchmark); scripts/test.sh builds in build/ only what it
+#                     runs there, since its suite runs in the sanitized build
 # Each step prints one line; the full output of a failing step is shown, other output goes to
 # the log folder named at the start ($TS_LOG_DIR, default build/setup-logs).
 set -euo pipefail
@@ -119,12 +122,13 @@ else
 fi
 
 # ---- 5. C++ build
-step_begin "C++ configure + build ($BUILD_DIR, -j$JOBS)"
+read -r -a targets <<<"${TS_BUILD_TARGETS:-}"
+step_begin "C++ configure + build ($BUILD_DIR, -j$JOBS${targets[*]:+, targets: ${targets[*]}})"
 if [[ "${TS_SKIP_BUILD:-0}" == 1 ]]; then
   step_end "skipped (TS_SKIP_BUILD=1)"
 else
   run_logged cmake-configure cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
-  run_logged cmake-build cmake --build "$BUILD_DIR" -j "$JOBS"
+  run_logged cmake-build cmake --build "$BUILD_DIR" -j "$JOBS" ${targets[@]:+--target "${targets[@]}"}
   step_end
 fi
 
