@@ -116,6 +116,17 @@ nlohmann::json coding_json(const plan::PlanOptions& po, const plan::Plan& p) {
           {"planned_coded_bytes", p.coded_bytes}};
 }
 
+// The plan's activation bytes from board to board (plain; with --route
+// direct the coordinator's links do not carry them).
+int64_t board_to_board_payload(const RunResult& r) {
+  int64_t n = 0;
+  for (const auto& wp : r.plan.workers)
+    for (const auto& ls : wp.layers)
+      for (const auto& s : ls.sends)
+        if (s.peer != core::kPeerCoordinator) n += s.count;
+  return n;
+}
+
 nlohmann::json estimate_json(const BoardTypeEstimate& e) {
   nlohmann::json j = {{"board_type", e.board_type}, {"total_s", e.total_s}, {"compute_s", e.compute_s},
                       {"communication_s", e.comm_s}, {"cycles_per_mac", e.cycles_per_mac},
@@ -193,11 +204,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
                   {"result_frames", l.result_frames}});
   const nlohmann::json jf = failovers_json(r.failovers);
   const nlohmann::json jr = rejoins_json(r.rejoins);
-  int64_t board_to_board = 0;
-  for (const auto& wp : r.plan.workers)
-    for (const auto& ls : wp.layers)
-      for (const auto& s : ls.sends)
-        if (s.peer != core::kPeerCoordinator) board_to_board += s.count;
+  const int64_t board_to_board = board_to_board_payload(r);
   nlohmann::json j = {
       {"model", c.model_label}, {"size", in_size}, {"image", in.input_name},
       {"size_note", note},
@@ -316,18 +323,20 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
   if (!c.save_overlay.empty())
     std::printf("text: %zu boxes (DB post-process on the host), drawn with the map over the photo in %s\n",
                 r.text_boxes.size(), c.save_overlay.c_str());
-  std::printf("wire: %s in frames, %s activations\n", human_bytes(x.wire_bytes).c_str(),
-              human_bytes(x.payload_bytes).c_str());
+  std::printf("wire: %s in frames on the coordinator's links; the plan moves %s of activations (%s board to "
+              "board), before coding\n",
+              human_bytes(x.wire_bytes).c_str(), human_bytes(x.payload_bytes).c_str(),
+              human_bytes(board_to_board_payload(r)).c_str());
   const int masked = r.plan.coding.layers(plan::Codec::Mask), riced = r.plan.coding.layers(plan::Codec::Rice);
   if (masked + riced > 0)
     std::printf("coded (--code %s): %d layers' activations board to board with mask, %d with rice; the boards' results "
                 "took %s on the wire\n",
                 plan::coding_name(in.plan.coding), masked, riced, human_bytes(x.result_bytes).c_str());
-  std::printf("%-6s %-22s %12s %12s %10s %12s %12s %10s\n", "board", "address", "peak RAM", "planned", "budget",
-              "flash", "compute s", "in/out KiB");
+  std::printf("%-6s %-22s %12s %12s %10s %12s %12s  %s\n", "board", "address", "peak RAM", "planned", "budget",
+              "flash", "compute s", "KiB from/to coordinator");
   for (size_t i = 0; i < x.boards.size(); ++i) {
     const auto& b = x.boards[i];
-    std::printf("%-6d %-22s %12u %12lld %10lld %12lld %12.4f %5lld/%-5lld\n", b.board_id,
+    std::printf("%-6d %-22s %12u %12lld %10lld %12lld %12.4f  %5lld/%-5lld\n", b.board_id,
                 r.addresses[size_t(r.used[i])].c_str(), b.peak_ram_bytes, (long long)b.planned_peak_ram_bytes,
                 (long long)r.testbed.boards[size_t(r.used[i])].ram_bytes,
                 (long long)b.flash_bytes, b.compute_s, (long long)(b.bytes_in / 1024), (long long)(b.bytes_out / 1024));
