@@ -4,6 +4,7 @@
 // real host boards that stay bit-exact, also with one slow board.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "coord/verify.h"
 #include "core/crc32.h"
 #include "core/sha256.h"
+#include "core/halo_first.h"
 #include "core/worker.h"
 #include "model/fold.h"
 #include "model/import_onnx.h"
@@ -81,9 +83,20 @@ class NetPort final : public core::Port {
  public:
   Net* net = nullptr;
   int me = 0;
+  // What the board did, in order: 'p' compute_part, 'a' after_compute (with
+  // the layer), 'i' an INPUTS frame to a peer (its consumer layer).
+  std::vector<std::pair<char, int>> log;
   bool send(int link, const uint8_t* d, size_t n) override;
   uint32_t now_us() override { return t_ += 10; }
   int open_link(uint16_t worker) override;
+  uint32_t compute_part(uint32_t layer, uint64_t, uint32_t us) override {
+    log.emplace_back('p', int(layer));
+    return us;
+  }
+  uint32_t after_compute(uint32_t layer, uint64_t, uint32_t us) override {
+    log.emplace_back('a', int(layer));
+    return us;
+  }
 
  private:
   uint32_t t_ = 0;
@@ -275,6 +288,9 @@ struct Net {
 };
 
 bool NetPort::send(int link, const uint8_t* d, size_t n) {
+  wire::FrameHeader h;
+  if (link != 0 && wire::decode_header(d, n, &h) == wire::WireError::Ok && h.type == MsgType::Inputs)
+    log.emplace_back('i', int(h.layer));
   net->sent(me, link, d, n);
   return true;
 }
@@ -373,6 +389,68 @@ TEST(PipelineBoards, NextInferenceFramesWaitAndEveryInferenceIsExact) {
   // The path under test ran: some board was still on inference k when a
   // frame of k+1 reached it, and held it.
   EXPECT_GT(holds, 0);
+}
+
+// Halos first (core/halo_first.h, docs/execution.md): a board whose band's
+// sends to other boards read only rows near its ends computes those, sends
+// them, and only then computes the rest. On a spatial plan, boards split
+// layers so (the planner's rule on the plan agrees with the boards), the
+// halos leave between the two parts of such a layer, and the inference is
+// bit-exact on every layer of every board.
+TEST(PipelineBoards, HalosLeaveBeforeTheRestOfTheirLayerIsComputed) {
+  Net n("mobilenet_v2.onnx", 3, 5);
+  deploy(n);
+  ASSERT_TRUE(n.errors.empty()) << n.errors[0].second;
+  // Where the plan's shares split (the simulator's and the estimate's rule).
+  std::vector<std::vector<bool>> split(size_t(n.B), std::vector<bool>(n.q.nodes.size(), false));
+  int planned = 0;
+  for (int b = 0; b < n.B; ++b)
+    for (const plan::LayerShare& ls : n.p.workers[size_t(b)].layers) {
+      if (!ls.active() || ls.psum.on) continue;
+      const core::HaloSplit hs = core::halo_split(
+          n.q.desc(ls.node).out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
+          uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
+      split[size_t(b)][size_t(ls.node)] = hs.on();
+      planned += hs.on();
+    }
+  ASSERT_GT(planned, 0) << "no share of this plan splits: the test would not test halos first";
+  const auto x = ts::testing::random_int8_input(n.q, 77);
+  for (int b = 0; b < n.B; ++b) send_graph_input(n, b, x, 1);
+  n.settle();
+  ASSERT_TRUE(n.errors.empty()) << "board " << n.errors[0].first << ": " << n.errors[0].second;
+  const auto tensors = run_int8_all(n.q, x);
+  const auto want = coord::reference_digests(n.q, n.p, tensors);
+  ASSERT_TRUE(n.done.count(1));
+  for (size_t node = 0; node < n.q.nodes.size(); ++node)
+    for (int b = 0; b < n.B; ++b) {
+      if (want[node][size_t(b)].outputs == 0) continue;
+      const auto it = n.done[1][size_t(b)].find(int(node));
+      ASSERT_NE(it, n.done[1][size_t(b)].end()) << "no DONE from board " << b << " for layer " << node;
+      EXPECT_EQ(it->second.output_digest, want[node][size_t(b)].digest) << "board " << b << " layer " << node;
+    }
+  EXPECT_EQ(n.output[1], tensors[n.q.output]);
+  // The board split exactly where the plan says, and each such layer sent
+  // INPUTS frames between its two parts.
+  int early = 0;
+  for (int b = 0; b < n.B; ++b) {
+    const auto& log = n.boards[size_t(b)]->port.log;
+    for (size_t i = 0; i < log.size(); ++i) {
+      if (log[i].first == 'a') {
+        const bool parted = i > 0 && std::any_of(log.begin(), log.begin() + long(i), [&](const auto& e) {
+          return e.first == 'p' && e.second == log[i].second;
+        });
+        EXPECT_EQ(parted, bool(split[size_t(b)][size_t(log[i].second)])) << "board " << b << " layer " << log[i].second;
+      }
+      if (log[i].first != 'p') continue;
+      size_t j = i + 1, frames = 0;
+      for (; j < log.size() && log[j].first != 'a'; ++j) frames += log[j].first == 'i';
+      ASSERT_LT(j, log.size());
+      EXPECT_EQ(log[j].second, log[i].second);
+      EXPECT_GT(frames, 0u) << "board " << b << " layer " << log[i].second << ": no halo left before the rest";
+      early += frames > 0;
+    }
+  }
+  EXPECT_EQ(early, planned);
 }
 
 // The coordinator must not send inference k+1's input to a board still on

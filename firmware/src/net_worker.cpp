@@ -434,8 +434,19 @@ class LwipPort final : public ts::core::Port {
     return uint32_t(t / (BOARD_TICK_HZ / 1000000u));
   }
 
-  uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
+  // The first part of a layer computed halos first (core/halo_first.h):
+  // its bracket's instructions are added to the layer's in after_compute.
+  uint32_t compute_part(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
+    (void)layer;
+    (void)macs;
     const uint64_t instr = (last_tick_ - prev_tick_) * BOARD_NS_PER_TICK;
+    part_instr_ += instr;
+    return g_opt.icount ? uint32_t(instr / g_opt.clock_mhz) : elapsed_us;
+  }
+
+  uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
+    const uint64_t instr = part_instr_ + (last_tick_ - prev_tick_) * BOARD_NS_PER_TICK;
+    part_instr_ = 0;
     g_compute_instr += instr;
     // Exact only under -icount shift=0 (one instruction per virtual ns).
     last_instr_ = !g_opt.icount ? 0u : instr > 0xFFFFFFFFu ? 0xFFFFFFFFu : instr == 0 ? 1u : uint32_t(instr);
@@ -528,6 +539,7 @@ class LwipPort final : public ts::core::Port {
     ts_log("sent ERROR %s: %s\n", ts::wire::error_code_name(e.code), e.text);
   }
   uint64_t prev_tick_ = 0, last_tick_ = 0;
+  uint64_t part_instr_ = 0;  // compute_part's instructions, for after_compute
   uint64_t last_busy_ = 0;  // busy instructions at the last layer's line
   uint32_t last_instr_ = 0;
 };

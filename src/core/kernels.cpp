@@ -217,6 +217,23 @@ KernelStatus compute_box(const LayerDesc& L, const View* in, const OutBox& b, in
   return KernelStatus::Ok;
 }
 
+KernelStatus compute_positions(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1,
+                               int8_t* out, int32_t oc_count, int64_t cpitch) {
+  if (p1 <= p0 || c1 <= c0) return KernelStatus::Ok;
+  const int32_t W = L.out.w, hw = L.out.h * W;
+  if (c0 < 0 || c1 > L.out.c || p0 < 0 || p1 > hw || cpitch < int64_t(p1 - p0)) return KernelStatus::BadRange;
+  const OpDef* op = base_def(L);
+  if (!op) return KernelStatus::BadLayer;
+  // Checked as the rows the positions lie in (what the views must hold).
+  OutBox b;
+  b.c0 = c0; b.c1 = c1; b.y0 = p0 / W; b.y1 = (p1 - 1) / W + 1;
+  b.x0 = b.y1 - b.y0 == 1 ? p0 % W : 0;
+  b.x1 = b.y1 - b.y0 == 1 ? (p1 - 1) % W + 1 : W;
+  const KernelStatus st = check(op, L, in, b, oc_count);
+  if (st != KernelStatus::Ok) return st;
+  return op->eval(L, in, c0, c1, p0, p1, out, cpitch);
+}
+
 KernelStatus compute_box_pitched(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count,
                                  int64_t cpitch) {
   if (b.empty()) return KernelStatus::Ok;

@@ -195,6 +195,13 @@ KernelStatus compute_box(const LayerDesc& L, const View* in, const OutBox& b, in
 KernelStatus compute_box_pitched(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count,
                                  int64_t cpitch);
 
+// Plane positions [p0, p1) of channels [c0, c1), channel c's outputs at
+// out + (c - c0) * cpitch (cpitch >= p1 - p0): the kernels' own unit, for a
+// part of a band of positions (core/halo_first.h). BadRange outside the
+// output or for a pitch too small.
+KernelStatus compute_positions(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1,
+                               int8_t* out, int32_t oc_count, int64_t cpitch);
+
 // The one MAC count (defined in core/op.h): multiply-accumulates for outputs
 // [begin, end) / for box b. 0 for an empty range or an unusable descriptor.
 uint64_t range_macs(const LayerDesc& L, int32_t begin, int32_t end);

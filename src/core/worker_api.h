@@ -94,6 +94,16 @@ class Port {
     (void)macs;
     return elapsed_us;
   }
+  // A layer computed in two parts (core/halo_first.h): called after the
+  // first, with its MACs and measured time, before its sends go out; an
+  // emulated clock takes the part's time here. Returns the part's time;
+  // after_compute then gets the whole layer's MACs and that time plus the
+  // second part's (and a port that counts instructions adds both parts').
+  virtual uint32_t compute_part(uint32_t layer, uint64_t macs, uint32_t elapsed_us) {
+    (void)layer;
+    (void)macs;
+    return elapsed_us;
+  }
   // Guest instructions the last layer's compute took (the same bracket as
   // after_compute's time), if the port counts them exactly (the firmware
   // under QEMU -icount); 0 = not counted. Reported in DONE.

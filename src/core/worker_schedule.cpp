@@ -537,10 +537,10 @@ KernelStatus LayerScheduler::compute(const FragLayer& e, Open* slot, const View*
 
 // Layer e computed in `us`: its results to the port, their digest, the
 // layer's report, and its results to the sender.
-void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us) {
+void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us, bool shown) {
   if (e.partial()) us += sender_->sums_us();  // phase 1's compute
   else us = port_->after_compute(e.node, deploy_->macs(e), us);
-  port_->results(e.node, ResultKind::Outputs, reinterpret_cast<uint8_t*>(out));
+  if (!shown) port_->results(e.node, ResultKind::Outputs, reinterpret_cast<uint8_t*>(out));
   LayerReport r;
   // What this board hands on, in flat C-H-W order, checked by the coordinator.
   int32_t c0, c1, y0, y1;
@@ -590,10 +590,21 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   // since the last compute (a board that dies in this compute has reported
   // every layer before it: worker_links.h).
   links_->flush_before_compute();
+  // Halos first (core/halo_first.h), worked out before the compute's clock.
+  const HaloSplit hs = e.partial() ? HaloSplit()
+                                    : halo_split(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); },
+                                                 e.n_sends, [&](uint32_t i) { return e.send(i); });
   const uint32_t t0 = port_->now_us();
   if (!(e.partial() && slot->ps_done)) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (e.partial() && !slot->ps_done) {
     if (!sums_phase(e, slot, t0)) return false;
+    *started = true;
+    return true;
+  }
+  if (hs.on()) {
+    uint32_t us = 0;
+    if (!halos_first(e, hs, views, out, t0, slot ? slot->run_seq : 0, &us)) return false;
+    finish(e, slot, out, us, true);
     *started = true;
     return true;
   }
@@ -605,6 +616,53 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   }
   finish(e, slot, out, us);
   *started = true;
+  return true;
+}
+
+bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0,
+                                 uint32_t seq, uint32_t* us) {
+  const auto region = [&](uint32_t i) { return e.region(i); };
+  // Positions [u, v) of the band: region by region in the share's buffer,
+  // or (in place) straight into the later layer's window.
+  const auto part = [&](int32_t u, int32_t v) {
+    KernelStatus st = KernelStatus::Ok;
+    if (e.out_pitch) {
+      if (u < v)
+        st = compute_positions(e.desc, views, s.band.c0, s.band.c1, u, v, out + (u - s.band.p0), e.oc_count,
+                               int64_t(e.out_pitch));
+      return st;
+    }
+    for_each_band_part(e.desc.out, e.n_regions, region, u, v, [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) {
+      if (st == KernelStatus::Ok) st = compute_positions(e.desc, views, s.band.c0, s.band.c1, lo, hi, out + at, e.oc_count, cs);
+    });
+    return st;
+  };
+  KernelStatus st = part(s.band.p0, s.q0);
+  if (st == KernelStatus::Ok) st = part(s.q1, s.band.p1);
+  const uint32_t first_us = port_->now_us() - t0;  // the bracket ends here (the firmware counts its instructions)
+  const uint32_t first = port_->compute_part(e.node, halo_macs(e.desc, s), first_us);
+  if (st != KernelStatus::Ok) {
+    report(ErrorCode::Internal, seq, "kernel failed");
+    return false;
+  }
+  // The port sees the results before any leaves: the first position computed.
+  const int32_t shown = s.q0 > s.band.p0 ? s.band.p0 : s.q1;
+  int64_t at = shown - s.band.p0;
+  if (!e.out_pitch)
+    for_each_band_part(e.desc.out, e.n_regions, region, shown, shown + 1,
+                       [&](int32_t, int32_t, int64_t a, int64_t) { at = a; });
+  port_->results(e.node, ResultKind::Outputs, reinterpret_cast<uint8_t*>(out + at));
+  sender_->send_halos(e);
+  if (!sender_->pump()) return false;
+  links_->flush_before_compute();
+  const uint32_t t1 = port_->now_us();
+  st = part(s.q0, s.q1);
+  const uint32_t second = port_->now_us() - t1;
+  if (st != KernelStatus::Ok) {
+    report(ErrorCode::Internal, seq, "kernel failed");
+    return false;
+  }
+  *us = first + second;
   return true;
 }
 

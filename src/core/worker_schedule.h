@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/halo_first.h"
 #include "core/worker_api.h"
 
 namespace ts {
@@ -95,7 +96,12 @@ class LayerScheduler {
   bool may_receive(const FragLayer& e, uint32_t k, RunFinder& runs, RunFinder& local, uint32_t e0, uint32_t n) const;
   bool sums_phase(const FragLayer& e, Open* slot, uint32_t t0);
   KernelStatus compute(const FragLayer& e, Open* slot, const View* views, int8_t* out);
-  void finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us);
+  // Halos first (core/halo_first.h): the rows other boards read, their
+  // sends, then the other rows; *us the compute time of both parts.
+  bool halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0, uint32_t seq,
+                   uint32_t* us);
+  // `shown`: the port already saw the results (Port::results).
+  void finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us, bool shown = false);
   // The sender finished a layer's results: where the schedule goes next.
   void sent();
   void touch(uint32_t at, uint32_t bytes);

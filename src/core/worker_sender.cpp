@@ -44,6 +44,8 @@ void Sender::reset() {
   sending_ = false;
   ps_phase_ = false;
   done_pending_ = false;
+  pass_ = Pass::All;
+  halos_ = then_coord_ = false;
 }
 
 void Sender::send_sums(const FragLayer& e, uint32_t us) {
@@ -58,16 +60,37 @@ void Sender::send_sums(const FragLayer& e, uint32_t us) {
   ps_phase_ = true;
   sending_ = true;
   done_pending_ = false;
+  pass_ = Pass::All;
+}
+
+void Sender::send_halos(const FragLayer& e) {
+  fl_ = e;
+  layer_ = uint16_t(e.node);
+  cur_ = PackCursor();
+  frames_ = bytes_ = 0;
+  sending_ = true;
+  done_pending_ = false;
+  pass_ = Pass::Peers;
+  halos_ = true;
+  then_coord_ = false;
 }
 
 void Sender::send_results(const FragLayer& e, const LayerReport& r) {
   report_ = r;
+  sending_ = true;
+  done_pending_ = true;
+  if (halos_ && layer_ == uint16_t(e.node)) {
+    // The peer pass goes on where it is, then the coordinator's.
+    halos_ = false;
+    then_coord_ = true;
+    return;
+  }
+  halos_ = then_coord_ = false;
+  pass_ = Pass::All;
   fl_ = e;
   layer_ = uint16_t(e.node);
   cur_ = PackCursor();
   if (!e.partial()) frames_ = bytes_ = 0;  // a reduced layer counts its sums' frames too
-  sending_ = true;
-  done_pending_ = true;
 }
 
 // To a board: as few INPUTS frames as the group's bytes need, the payload
@@ -112,6 +135,11 @@ bool Sender::pump() {
     if (cur_.i < fl_.n_sends) {
       const Send s = fl_.send(cur_.i);
       const bool to_coord = s.peer == kPeerCoordinator;
+      if ((pass_ == Pass::Peers && to_coord) || (pass_ == Pass::Coordinator && !to_coord)) {
+        ++cur_.i;
+        cur_.off = 0;
+        continue;
+      }
       const int coord = links_->coord();
       const int link = to_coord ? coord : links_->link_to(s.peer);
       if (link < 0) {
@@ -145,6 +173,16 @@ bool Sender::pump() {
         ++cur_.i;
         cur_.off = 0;
       }
+      continue;
+    }
+    if (pass_ == Pass::Peers) {
+      if (!then_coord_) {
+        sending_ = false;  // the halos are out; the layer's results follow (send_results)
+        return true;
+      }
+      pass_ = Pass::Coordinator;
+      then_coord_ = false;
+      cur_ = PackCursor();
       continue;
     }
     if (done_pending_) {

@@ -42,6 +42,10 @@ class Sender {
   // compute time, added to the layer's in its DONE (sums_us()).
   void send_sums(const FragLayer& e, uint32_t us);
   uint32_t sums_us() const { return report_.us; }
+  // Sends layer e's outputs to other boards, computed first (halos first,
+  // core/halo_first.h); send_results for the same layer then goes on with
+  // them and adds its outputs to the coordinator and its DONE.
+  void send_halos(const FragLayer& e);
   // Sends layer e's outputs, then its DONE.
   void send_results(const FragLayer& e, const LayerReport& r);
   // Sends while the windows allow; false if a link failed (the layer was
@@ -60,6 +64,12 @@ class Sender {
   bool sending_ = false;
   bool done_pending_ = false;
   bool ps_phase_ = false;
+  // Which sends a pass over the layer's sends takes: all of them in order,
+  // or (halos first) those to other boards, then those to the coordinator.
+  enum class Pass : uint8_t { All, Peers, Coordinator };
+  Pass pass_ = Pass::All;
+  bool halos_ = false;      // send_halos started the layer's peer pass
+  bool then_coord_ = false;  // the peer pass is followed by the coordinator's
   uint16_t layer_ = 0;
   FragLayer fl_;  // what is sent: the layer's entry (its sum sends in phase 1)
   PackCursor cur_;  // the next send and its bytes already sent

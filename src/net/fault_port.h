@@ -138,6 +138,10 @@ class FaultPort final : public core::Port {
     return elapsed_us;
   }
 
+  uint32_t compute_part(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
+    return inner_.compute_part(layer, macs, elapsed_us);
+  }
+
   void results(uint32_t layer, core::ResultKind kind, uint8_t* data) override {
     inner_.results(layer, kind, data);
     if (fault_.kind != FaultKind::Flip) return;

@@ -209,6 +209,14 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
   // The emulated clock: the layer takes its MACs x its cycles per MAC over
   // the clock. Meanwhile an emulated link goes on sending and receiving.
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
+    return emulate(layer, macs, elapsed_us);
+  }
+  // The first part of a layer computed halos first (core/halo_first.h):
+  // its own MACs' time, so its sends leave when the board's would.
+  uint32_t compute_part(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
+    return emulate(layer, macs, elapsed_us);
+  }
+  uint32_t emulate(uint32_t layer, uint64_t macs, uint32_t elapsed_us) {
     const HostBoardOptions& o = board.opt_;
     if (!o.cycles_per_mac) return elapsed_us;
     const double target = double(macs) * layer_cycles(layer) / double(o.cfg.clock_mhz);  // us

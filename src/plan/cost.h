@@ -180,13 +180,16 @@ double relay_floor_s(const QGraph& q, const CostModel& m);
 
 // What the estimate is made of: the compute part, the number of transfer
 // steps (each charged frame_latency_s; for host testbeds, one exchange) and
-// the seconds of bytes on the busiest link of each step, summed over layers.
-// compute_s + steps x frame_latency_s + byte_s = the estimate.
+// the seconds of bytes on the busiest link of each step, summed over layers;
+// and the seconds of inputs that travel while their senders still compute
+// (halos first, docs/execution.md).
+// compute_s + steps x frame_latency_s + byte_s - hidden_s = the estimate.
 struct EstimateParts {
   double compute_s = 0;
   double steps = 0;
   double byte_s = 0;
   double bytes = 0;  // the busiest link's bytes of each step, summed
+  double hidden_s = 0;
 };
 EstimateParts estimate_parts(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m);
 

@@ -3,8 +3,10 @@
 #include "plan/traffic.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
+#include "core/halo_first.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
 #include "plan/needs.h"
@@ -93,8 +95,10 @@ double layer_s(const QGraph& q, const Plan& p, const Testbed& t, const CostModel
                EstimateParts* acc) {
   const double round_trip = tr.triggered ? 2 * m.frame_latency_s : 0.0;
   if (acc && tr.triggered) acc->steps += 2;
-  return step_s(tr.in, t, m, acc) + compute_s(q, p, t, m, n, acc) + step_s(tr.psum, t, m, acc) +
-         step_s(tr.result, t, m, acc) + round_trip;
+  const double in = step_s(tr.in, t, m, acc), hidden = std::min(in, tr.hidden_s);
+  if (acc) acc->hidden_s += hidden;
+  return in - hidden + compute_s(q, p, t, m, n, acc) + step_s(tr.psum, t, m, acc) + step_s(tr.result, t, m, acc) +
+         round_trip;
 }
 
 }  // namespace price
@@ -104,11 +108,38 @@ using namespace price;
 
 namespace {
 
+// Halos first (core/halo_first.h): a board that splits its share sends to
+// other boards before it computes the rest, so a layer's inputs from boards
+// travel while the slowest-to-hide of their senders computes its rest (0 if
+// one of them does not split).
+void hide_halos(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, std::vector<LayerTraffic>* tr) {
+  if (p.route != Route::Direct) return;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> hidden(q.nodes.size(), inf);
+  for (size_t w = 0; w < size_t(p.n_workers()); ++w)
+    for (const LayerShare& ls : p.workers[w].layers) {
+      if (!ls.active() || ls.sends.empty()) continue;
+      double rest = 0;
+      if (!ls.psum.on && ls.macs > 0) {
+        const core::LayerDesc d = q.desc(ls.node);
+        const core::HaloSplit hs =
+            core::halo_split(d.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
+                             uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
+        if (hs.on())
+          rest = double(ls.macs - int64_t(core::halo_macs(d, hs))) * m.seconds_per_mac(d, t.boards[w]);
+      }
+      for (const core::Send& s : ls.sends)
+        if (s.peer != core::kPeerCoordinator) hidden[s.layer] = std::min(hidden[s.layer], rest);
+    }
+  for (size_t n = 0; n < q.nodes.size(); ++n) (*tr)[n].hidden_s = hidden[n] == inf ? 0.0 : hidden[n];
+}
+
 std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m,
                                     EstimateParts* acc) {
   if (t.boards.size() != size_t(p.n_workers()))
     throw Error("estimate: the plan and the testbed have different board counts");
-  const std::vector<LayerTraffic> tr = plan_traffic(q, p);
+  std::vector<LayerTraffic> tr = plan_traffic(q, p);
+  hide_halos(q, p, t, m, &tr);
   std::vector<double> out(q.nodes.size(), 0.0);
   for (size_t n = 0; n < q.nodes.size(); ++n) out[n] = layer_s(q, p, t, m, int(n), tr[n], acc);
   return out;

@@ -56,6 +56,9 @@ void add_partial_sums(const LayerShare& ls, int w, Traffic* tr);
 struct LayerTraffic {
   Traffic in, psum, result;
   bool triggered = false;
+  // Of the inputs' time, what goes on while their senders still compute
+  // (halos first, core/halo_first.h; set by the plan's estimate).
+  double hidden_s = 0;
   explicit LayerTraffic(size_t n) : in(n), psum(n), result(n) {}
 };
 

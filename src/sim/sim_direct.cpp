@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/fragment.h"
+#include "core/halo_first.h"
 #include "core/wire.h"
 #include "plan/frames.h"
 #include "sim/core.h"
@@ -103,6 +104,21 @@ class DirectSim {
         if (ps.recv_bytes > 0)
           for (int i = 0; i < K_; ++i) sums_expected_[size_t(b)][size_t(i) * size_t(L_) + size_t(n)] = ps.recv_bytes;
       }
+    // Halos first (core/halo_first.h): the share of the layer's MACs a
+    // board computes before its sends to other boards (< 0: one compute).
+    first_part_.assign(size_t(n_), std::vector<double>(size_t(L_), -1.0));
+    for (int b = 0; b < n_; ++b)
+      for (int n = 0; n < L_; ++n) {
+        const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
+        if (!ls.active() || ls.psum.on || ls.regions.empty() || ls.macs <= 0) continue;
+        const core::LayerDesc d = q.desc(n);
+        const core::HaloSplit hs =
+            core::halo_split(d.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
+                             uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
+        if (hs.on()) first_part_[size_t(b)][size_t(n)] = double(core::halo_macs(d, hs)) / double(ls.macs);
+      }
+    stage_.assign(size_t(n_), Stage::All);
+    second_s_.assign(size_t(n_), 0.0);
     image_end_.assign(size_t(K_), 0.0);
     cursor_.assign(size_t(n_), 0);
     free_at_.assign(size_t(n_), 0.0);
@@ -305,6 +321,7 @@ class DirectSim {
     const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_);
     r.compute_s = compute.busy();
     sending_[size_t(b)] = true;
+    stage_[size_t(b)] = Stage::All;
     send_v_[size_t(b)] = v;
     send_i_[size_t(b)] = 0;
     send_off_[size_t(b)] = 0;
@@ -317,7 +334,17 @@ class DirectSim {
       push_due();
       return;
     }
-    c += compute.busy() + compute.overshoot(c, wake_, m_);
+    const double part = first_part_[size_t(b)][size_t(n)];
+    if (part >= 0) {
+      // Halos first: the rows other boards read, their frames, then the rest
+      // (pump, Stage).
+      const double first = double(ls.macs) * part * cpm_[size_t(n)] / links_.clock_hz[size_t(b)];
+      second_s_[size_t(b)] = compute.busy() - first;
+      stage_[size_t(b)] = Stage::HalosBefore;
+      c += first;
+    } else {
+      c += compute.busy() + compute.overshoot(c, wake_, m_);
+    }
     if (c > t) {
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
@@ -338,9 +365,15 @@ class DirectSim {
     size_t& i = send_i_[size_t(b)];
     bool blocked = false;
     const std::vector<OutFrame>& frames = out_frames_[size_t(b)][size_t(n)];
+    Stage& st = stage_[size_t(b)];
+    for (;;) {
     while (i < frames.size()) {
       const OutFrame& f = frames[i];
       const bool to_coord = f.dest == kCoord;
+      if ((to_coord && (st == Stage::HalosBefore || st == Stage::HalosAfter)) || (!to_coord && st == Stage::Coordinator)) {
+        ++i;
+        continue;
+      }
       const int dest = f.dest;
       bool ack_req = false;
       if (!to_coord && !peers_.send(b, dest, &ack_req)) {
@@ -359,6 +392,22 @@ class DirectSim {
       if (!to_coord) e.decode_s = 0.5 * double(f.data) * links_.code_spv(dest, f.codec);
       ev_.push(e);
       ++i;
+    }
+    if (st == Stage::HalosBefore) {
+      // The halos handed over (or the window full): the other rows, then
+      // the halos left and the frames to the coordinator.
+      st = Stage::HalosAfter;
+      c += second_s_[size_t(b)] + (second_s_[size_t(b)] > 0 ? core_sim::sleep_overshoot(wake_, c + second_s_[size_t(b)], m_) : 0.0);
+      busy_[size_t(b)] = true;
+      push(c, b, kWake, 0, 0, true);
+      return;
+    }
+    if (!blocked && st == Stage::HalosAfter) {
+      st = Stage::Coordinator;
+      i = 0;
+      continue;
+    }
+    break;
     }
     if (!blocked) {
       finish_layer(b, c, n, image, r);
@@ -448,6 +497,11 @@ class DirectSim {
   CpuPool pool_;
   std::vector<double> comp_start_, comp_target_;
   double last_coord_ = 0;
+  // Halos first: what a board's layer in progress sends next (pump).
+  enum class Stage : uint8_t { All, HalosBefore, HalosAfter, Coordinator };
+  std::vector<std::vector<double>> first_part_;  // [board][layer]: MACs before the halos' frames, or -1
+  std::vector<Stage> stage_;
+  std::vector<double> second_s_ = std::vector<double>();  // per board: the rows after the halos, seconds
   SimResult res_;
 };
 

@@ -1,0 +1,94 @@
+#include "core/halo_first.h"
+
+namespace ts {
+namespace core {
+
+bool region_positions(const Dims& d, const Region& g, int32_t* c0, int32_t* c1, int32_t* p0, int32_t* p1) {
+  const int32_t hw = d.h * d.w;
+  if (g.kind == RegionKind::Box) {
+    const bool one_row = g.v[3] - g.v[2] == 1, whole = g.v[4] == 0 && g.v[5] == d.w;
+    if (!(one_row || whole) || g.v[4] >= g.v[5] || g.v[2] >= g.v[3]) return false;
+    *c0 = g.v[0];
+    *c1 = g.v[1];
+    *p0 = g.v[2] * d.w + g.v[4];
+    *p1 = (g.v[3] - 1) * d.w + g.v[5];
+    return true;
+  }
+  if (hw <= 0 || g.v[0] % hw || g.v[1] % hw || g.v[1] <= g.v[0]) return false;
+  *c0 = g.v[0] / hw;
+  *c1 = g.v[1] / hw;
+  *p0 = 0;
+  *p1 = hw;
+  return true;
+}
+
+bool HaloRows::begin(const Dims& d, const HaloBand& band) {
+  if (d.w <= 0 || band.c1 <= band.c0 || band.p1 <= band.p0) return false;
+  band_ = band;
+  h_ = d.h;
+  w_ = d.w;
+  y0_ = band.p0 / d.w;
+  y1_ = (band.p1 - 1) / d.w + 1;
+  if (y1_ - y0_ < 3 || y1_ - y0_ > kHaloSplitMaxRows) return false;
+  for (uint32_t& m : marks_) m = 0;
+  any_ = all_ = false;
+  return true;
+}
+
+void HaloRows::mark(int32_t r0, int32_t r1) {
+  if (r0 < y0_) r0 = y0_;
+  if (r1 > y1_ - 1) r1 = y1_ - 1;
+  for (int32_t r = r0; r <= r1; ++r) marks_[uint32_t(r - y0_) >> 5] |= 1u << (uint32_t(r - y0_) & 31u);
+}
+
+void HaloRows::add(const Send& s) {
+  if (s.peer == kPeerCoordinator || h_ == 0) return;
+  any_ = true;
+  if (s.count == 0 || all_) return;
+  const int64_t hw = int64_t(h_) * w_;
+  if (int64_t(s.count) >= hw) {
+    all_ = true;
+    return;
+  }
+  // Plane positions of its first and last element: within one channel, or
+  // the end of one channel and the start of the next.
+  const int64_t p = int64_t(s.offset) % hw, q = (int64_t(s.offset) + s.count - 1) % hw;
+  if (p <= q) {
+    mark(int32_t(p / w_), int32_t(q / w_));
+  } else {
+    mark(int32_t(p / w_), h_ - 1);
+    mark(0, int32_t(q / w_));
+  }
+}
+
+HaloSplit HaloRows::split() const {
+  if (!any_ || all_) return HaloSplit();
+  int32_t best_a = 0, best_b = 0;
+  for (int32_t r = y0_; r < y1_;) {
+    if (marked(r)) {
+      ++r;
+      continue;
+    }
+    int32_t e = r;
+    while (e < y1_ && !marked(e)) ++e;
+    if (e - r > best_b - best_a) best_a = r, best_b = e;
+    r = e;
+  }
+  HaloSplit s;
+  s.band = band_;
+  s.q0 = best_a * w_ > band_.p0 ? best_a * w_ : band_.p0;
+  s.q1 = best_b * w_ < band_.p1 ? best_b * w_ : band_.p1;
+  if (!s.on()) return HaloSplit();
+  return s;
+}
+
+uint64_t halo_macs(const LayerDesc& L, const HaloSplit& s) {
+  const int32_t hw = L.out.h * L.out.w;
+  uint64_t m = 0;
+  for (int32_t c = s.band.c0; c < s.band.c1; ++c)
+    m += range_macs(L, c * hw + s.band.p0, c * hw + s.q0) + range_macs(L, c * hw + s.q1, c * hw + s.band.p1);
+  return m;
+}
+
+}  // namespace core
+}  // namespace ts

@@ -1,0 +1,181 @@
+// Halos first (core/halo_first.h): which shares split and where, and that a
+// share computed in its parts, in the boards' order, holds exactly the
+// values of the reference.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/halo_first.h"
+#include "core/layer.h"
+#include "model/fold.h"
+#include "model/import_onnx.h"
+#include "model/qgraph.h"
+#include "model/quantize.h"
+#include "plan/plan.h"
+#include "plan/testbed.h"
+#include "support/boards.h"
+
+namespace {
+
+using namespace ts;
+using core::Dims;
+using core::HaloSplit;
+using core::Region;
+using core::Send;
+
+Send to_peer(uint32_t offset, uint32_t count, uint16_t peer = 1) {
+  Send s;
+  s.peer = peer;
+  s.offset = offset;
+  s.count = count;
+  return s;
+}
+
+HaloSplit split_of(const Dims& d, const std::vector<Region>& regions, const std::vector<Send>& sends) {
+  return core::halo_split(d, uint32_t(regions.size()), [&](uint32_t i) { return regions[i]; }, uint32_t(sends.size()),
+                          [&](uint32_t i) { return sends[i]; });
+}
+
+// A band of whole rows [4, 12) of 8 channels of a 16 x 10 plane: its
+// neighbours read its first row and its last two; the rows between wait.
+TEST(HaloFirst, WholeRowsSplitBetweenTheRowsOthersRead) {
+  const Dims d{8, 16, 10};
+  const std::vector<Region> band = {Region::box(0, 8, 4, 12, 0, 10)};
+  std::vector<Send> sends;
+  for (uint32_t c = 0; c < 8; ++c) {
+    sends.push_back(to_peer(c * 160 + 4 * 10, 10, 0));      // row 4 to the board above
+    sends.push_back(to_peer(c * 160 + 10 * 10, 20, 2));     // rows 10-11 to the board below
+  }
+  const HaloSplit s = split_of(d, band, sends);
+  ASSERT_TRUE(s.on());
+  EXPECT_EQ(s.band.c0, 0);
+  EXPECT_EQ(s.band.c1, 8);
+  EXPECT_EQ(s.band.p0, 40);
+  EXPECT_EQ(s.band.p1, 120);
+  EXPECT_EQ(s.q0, 50);   // row 5
+  EXPECT_EQ(s.q1, 100);  // up to row 10
+  // MACs before the sends: 3 of the 8 rows (a 3x3 convolution of 4 input
+  // channels, same padding).
+  core::LayerDesc L;
+  L.op = core::QOp::Conv;
+  L.in[0] = Dims{4, 16, 10};
+  L.out = d;
+  L.kh = L.kw = 3;
+  L.pad_t = L.pad_l = L.pad_b = L.pad_r = 1;
+  ASSERT_GT(core::range_macs(L, 0, 1), 0u);
+  EXPECT_EQ(core::halo_macs(L, s) * 8, core::range_macs(L, 0, 8 * 80) * 3);
+}
+
+// Nothing to send early, everything read, a band too short, whole planes
+// sent, sends to the coordinator only, or a share that is no band: one
+// compute.
+TEST(HaloFirst, SharesThatDoNotSplit) {
+  const Dims d{4, 12, 6};
+  const std::vector<Region> band = {Region::box(0, 4, 2, 10, 0, 6)};
+  EXPECT_FALSE(split_of(d, band, {}).on());
+  Send coord = to_peer(2 * 6, 6);
+  coord.peer = core::kPeerCoordinator;
+  EXPECT_FALSE(split_of(d, band, {coord}).on());
+  EXPECT_FALSE(split_of(d, band, {to_peer(72, 72)}).on());   // a whole plane
+  EXPECT_FALSE(split_of(d, band, {to_peer(12, 48)}).on());   // rows 2-9: all of them
+  EXPECT_FALSE(split_of(d, {Region::box(0, 4, 2, 4, 0, 6)}, {to_peer(12, 6)}).on());  // 2 rows
+  // Two bands of different channels, or not consecutive, or a narrow box.
+  EXPECT_FALSE(split_of(d, {Region::box(0, 2, 2, 10, 0, 6), Region::box(2, 4, 10, 12, 0, 6)}, {to_peer(12, 6)}).on());
+  EXPECT_FALSE(split_of(d, {Region::box(0, 4, 0, 3, 0, 6), Region::box(0, 4, 4, 12, 0, 6)}, {to_peer(0, 6)}).on());
+  EXPECT_FALSE(split_of(d, {Region::box(0, 4, 2, 10, 1, 6)}, {to_peer(12, 5)}).on());
+  // The same band splits with a send of its first row.
+  EXPECT_TRUE(split_of(d, band, {to_peer(12, 6)}).on());
+}
+
+// A band of plane positions with a partial row at each end (three boxes, as
+// the spatial split cuts small maps): its parts are placed region by region.
+TEST(HaloFirst, PositionBandsSplitAndTheirPartsArePlacedRegionByRegion) {
+  const Dims d{3, 10, 8};
+  // Positions [13, 61): row 1 from column 5, rows 2-6, row 7 up to column 5.
+  const std::vector<Region> band = {Region::box(0, 3, 1, 2, 5, 8), Region::box(0, 3, 2, 7, 0, 8),
+                                    Region::box(0, 3, 7, 8, 0, 5)};
+  std::vector<Send> sends;
+  for (uint32_t c = 0; c < 3; ++c) {
+    sends.push_back(to_peer(c * 80 + 13, 11));  // row 1's part and row 2
+    sends.push_back(to_peer(c * 80 + 56, 5));   // row 7's part
+  }
+  const HaloSplit s = split_of(d, band, sends);
+  ASSERT_TRUE(s.on());
+  EXPECT_EQ(s.band.p0, 13);
+  EXPECT_EQ(s.band.p1, 61);
+  EXPECT_EQ(s.q0, 24);  // row 3
+  EXPECT_EQ(s.q1, 56);  // up to row 7
+  // Positions [14, 58): the end of the first box (3 positions a channel,
+  // [13, 16)), the whole second ([16, 56), after 3 x 3), the start of the
+  // third ([56, 61), after 9 + 3 x 40).
+  std::vector<std::array<int64_t, 4>> parts;
+  core::for_each_band_part(d, 3, [&](uint32_t i) { return band[i]; }, 14, 58,
+                           [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) { parts.push_back({lo, hi, at, cs}); });
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], (std::array<int64_t, 4>{14, 16, 1, 3}));
+  EXPECT_EQ(parts[1], (std::array<int64_t, 4>{16, 56, 9, 40}));
+  EXPECT_EQ(parts[2], (std::array<int64_t, 4>{56, 58, 129, 5}));
+}
+
+// Every share of every layer that splits, on spatial plans of a real model
+// for 2 to 6 boards, computed in the boards' order (the positions others
+// read, then the rest) with compute_positions into the share's buffer:
+// every value equals the single-process reference's.
+TEST(HaloFirst, SharesComputedInPartsEqualTheReference) {
+  Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/mobilenet_v2.onnx", 0));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<std::vector<float>> xs(3, std::vector<float>(size_t(g.shape(g.input).size())));
+  for (auto& x : xs)
+    for (auto& v : x) v = u(rng);
+  const QGraph q = quantize(g, calibrate(g, xs, CalibOptions{}));
+  const auto x = ts::testing::random_int8_input(q, 11);
+  const auto tensors = run_int8_all(q, x);
+  int checked = 0;
+  for (int n = 2; n <= 6; ++n) {
+    plan::PlanOptions po;
+    po.strategy = "spatial";
+    po.route = plan::Route::Direct;
+    const plan::Plan p = plan::make_plan(q, plan::default_testbed(n), po);
+    for (int w = 0; w < n; ++w)
+      for (const plan::LayerShare& ls : p.workers[size_t(w)].layers) {
+        if (!ls.active() || ls.psum.on) continue;
+        const core::LayerDesc L = q.desc(ls.node);
+        const auto region = [&](uint32_t i) { return ls.regions[i]; };
+        const HaloSplit s = core::halo_split(L.out, uint32_t(ls.regions.size()), region, uint32_t(ls.sends.size()),
+                                             [&](uint32_t i) { return ls.sends[i]; });
+        if (!s.on()) continue;
+        SCOPED_TRACE(std::to_string(n) + " boards, board " + std::to_string(w) + ", layer " + q.nodes[size_t(ls.node)].name);
+        core::View views[core::kMaxInputs];
+        for (int k = 0; k < L.n_inputs; ++k) {
+          const auto& in = tensors[size_t(q.nodes[size_t(ls.node)].inputs[size_t(k)])];
+          views[k] = core::View{in.data(), 0, L.in[k].c, 0, L.in[k].h};
+        }
+        std::vector<int8_t> buf(size_t(ls.out_elems), int8_t(0x5A));
+        for (const auto& [u0, u1] : {std::pair{s.band.p0, s.q0}, std::pair{s.q1, s.band.p1}, std::pair{s.q0, s.q1}})
+          core::for_each_band_part(L.out, uint32_t(ls.regions.size()), region, u0, u1,
+                                   [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) {
+                                     ASSERT_EQ(core::compute_positions(L, views, s.band.c0, s.band.c1, lo, hi,
+                                                                       buf.data() + at, ls.oc_count, cs),
+                                               core::KernelStatus::Ok);
+                                   });
+        // The share's buffer holds its regions one after the other, each
+        // channel-major: compare with the reference, element by element.
+        const auto& ref = tensors[size_t(q.nodes[size_t(ls.node)].output)];
+        size_t at = 0;
+        for (const Region& r : ls.regions)
+          r.segments(L.out, [&](int32_t b, int32_t e) {
+            for (int32_t i = b; i < e; ++i, ++at) EXPECT_EQ(buf[at], ref[size_t(i)]) << "element " << i;
+            return true;
+          });
+        EXPECT_EQ(at, buf.size());
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 10);
+}
+
+}  // namespace
