@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/halo_first.h"
 #include "core/op.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
@@ -365,6 +366,7 @@ class Chooser {
     // it (its widened share) stays on the board.
     const Computed* mine = mnode >= 0 && s == prod ? &computed(prod, mnode) : nullptr;
     if (mine && !mine->any()) mine = nullptr;
+    HaloHiding hiding(*this, n, s, prod, mnode);
     for (size_t w = 0; w < N_; ++w) {
       const LayerShare& ls = pc.workers[w].layers[size_t(n)];
       if (!ls.active()) continue;
@@ -375,6 +377,7 @@ class Chooser {
       if (links.over()) break;
       if (mine) {
         received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr, &links);
+        hiding.sent(from_board, w);
         continue;
       }
       const std::vector<core::InputRun>& runs = ls.inputs[k].runs;
@@ -398,6 +401,7 @@ class Chooser {
           producers.push_back(f);
           bytes_all += bytes_from[f];
         }
+        hiding.sent(from_board, w);
         priced = &runs;
       }
       // From every producer but itself.
@@ -408,8 +412,80 @@ class Chooser {
     }
     flush();
     *need = links.needs();
-    return links.over() && stop_over_ ? kUnpriced : step_s(tr, t_, m_);
+    if (links.over() && stop_over_) return kUnpriced;
+    return std::max(0.0, step_s(tr, t_, m_) - hiding.hidden_s());
   }
+
+  // Halos first (core/halo_first.h) on one operand transfer of a layer and
+  // its producer under the same candidate: the rows each producer board
+  // sends (its pieces to other boards) marked over its band; the inputs'
+  // time is shortened by the shortest second part among the boards that
+  // send (as the plan's estimate, plan/estimate.cpp, on the whole plan).
+  class HaloHiding {
+   public:
+    HaloHiding(const Chooser& ch, int n, int s, int prod, int mnode) : ch_(ch), mnode_(mnode) {
+      if (ch.route_ != Route::Direct || mnode < 0 || s != prod) return;
+      d_ = ch.q_.desc(mnode);
+      const Plan& pp = ch.plan(prod);
+      plan_ = &pp;
+      for (size_t f = 0; f < ch.N_; ++f) {
+        const LayerShare& ls = pp.workers[f].layers[size_t(mnode)];
+        core::HaloBand band;
+        if (!ls.active() || ls.psum.on ||
+            !core::share_band(d_.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; }, &band))
+          continue;
+        core::HaloRows r;
+        if (!r.begin(d_.out, band)) continue;
+        if (rows_.empty()) rows_.resize(ch.N_), ok_.assign(ch.N_, 0);
+        rows_[f] = r;
+        ok_[f] = 1;
+      }
+      (void)n;
+      on_ = !rows_.empty();
+      if (on_) sends_.assign(ch.N_, 0);
+    }
+    // from_board holds what board w receives, by producer.
+    void sent(PieceBins& from_board, size_t w) {
+      if (!on_) return;
+      for (size_t f : from_board.used()) {
+        if (f == w) continue;
+        sends_[f] = 1;
+        if (!ok_[f]) continue;
+        core::Send sd;
+        sd.peer = uint16_t(w);
+        for (const Piece& pc : from_board.of(f)) {
+          sd.offset = pc.offset;
+          sd.count = pc.count;
+          rows_[f].add(sd);
+        }
+      }
+    }
+    double hidden_s() const {
+      if (!on_) return 0;
+      double least = std::numeric_limits<double>::infinity();
+      for (size_t f = 0; f < sends_.size(); ++f) {
+        if (!sends_[f]) continue;
+        double rest = 0;
+        if (ok_[f]) {
+          const core::HaloSplit hs = rows_[f].split();
+          const LayerShare& ls = plan_->workers[f].layers[size_t(mnode_)];
+          if (hs.on())
+            rest = double(ls.macs - int64_t(core::halo_macs(d_, hs))) * ch_.m_.seconds_per_mac(d_, ch_.t_.boards[f]);
+        }
+        least = std::min(least, rest);
+      }
+      return least == std::numeric_limits<double>::infinity() ? 0.0 : least;
+    }
+
+   private:
+    const Chooser& ch_;
+    int mnode_;
+    const Plan* plan_ = nullptr;
+    core::LayerDesc d_;
+    bool on_ = false;
+    std::vector<core::HaloRows> rows_;
+    std::vector<uint8_t> ok_, sends_;
+  };
   // Board w's receipts of `runs` but for what it computes itself (`mine`),
   // gathered into frames per producer as the route pass sends them.
   static void received_beside(const std::vector<core::InputRun>& runs, const steps::Owners& own, const Computed& mine,
