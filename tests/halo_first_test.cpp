@@ -142,11 +142,10 @@ TEST(HaloFirst, SharesComputedInPartsEqualTheReference) {
     const plan::Plan p = plan::make_plan(q, plan::default_testbed(n), po);
     for (int w = 0; w < n; ++w)
       for (const plan::LayerShare& ls : p.workers[size_t(w)].layers) {
-        if (!ls.active() || ls.psum.on) continue;
+        if (!ls.active()) continue;
         const core::LayerDesc L = q.desc(ls.node);
         const auto region = [&](uint32_t i) { return ls.regions[i]; };
-        const HaloSplit s = core::halo_split(L.out, uint32_t(ls.regions.size()), region, uint32_t(ls.sends.size()),
-                                             [&](uint32_t i) { return ls.sends[i]; });
+        const HaloSplit s = plan::halo_split_of(L, ls);
         if (!s.on()) continue;
         SCOPED_TRACE(std::to_string(n) + " boards, board " + std::to_string(w) + ", layer " + q.nodes[size_t(ls.node)].name);
         core::View views[core::kMaxInputs];

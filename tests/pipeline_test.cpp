@@ -406,10 +406,8 @@ TEST(PipelineBoards, HalosLeaveBeforeTheRestOfTheirLayerIsComputed) {
   int planned = 0;
   for (int b = 0; b < n.B; ++b)
     for (const plan::LayerShare& ls : n.p.workers[size_t(b)].layers) {
-      if (!ls.active() || ls.psum.on) continue;
-      const core::HaloSplit hs = core::halo_split(
-          n.q.desc(ls.node).out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
-          uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
+      if (!ls.active()) continue;
+      const core::HaloSplit hs = plan::halo_split_of(n.q.desc(ls.node), ls);
       split[size_t(b)][size_t(ls.node)] = hs.on();
       planned += hs.on();
     }

@@ -10,7 +10,6 @@
 #include <memory>
 #include <thread>
 
-#include "core/halo_first.h"
 #include "core/op.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
@@ -467,10 +466,8 @@ class Chooser {
         if (!sends_[f]) continue;
         double rest = 0;
         if (ok_[f]) {
-          const core::HaloSplit hs = rows_[f].split();
-          const LayerShare& ls = plan_->workers[f].layers[size_t(mnode_)];
-          if (hs.on())
-            rest = double(ls.macs - int64_t(core::halo_macs(d_, hs))) * ch_.m_.seconds_per_mac(d_, ch_.t_.boards[f]);
+          rest = halo_second_s(d_, plan_->workers[f].layers[size_t(mnode_)], rows_[f].split(),
+                               ch_.m_.seconds_per_mac(d_, ch_.t_.boards[f]));
         }
         least = std::min(least, rest);
       }

@@ -6,7 +6,6 @@
 #include <limits>
 #include <vector>
 
-#include "core/halo_first.h"
 #include "plan/board_kind.h"
 #include "plan/frames.h"
 #include "plan/needs.h"
@@ -119,15 +118,8 @@ void hide_halos(const QGraph& q, const Plan& p, const Testbed& t, const CostMode
   for (size_t w = 0; w < size_t(p.n_workers()); ++w)
     for (const LayerShare& ls : p.workers[w].layers) {
       if (!ls.active() || ls.sends.empty()) continue;
-      double rest = 0;
-      if (!ls.psum.on && ls.macs > 0) {
-        const core::LayerDesc d = q.desc(ls.node);
-        const core::HaloSplit hs =
-            core::halo_split(d.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
-                             uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
-        if (hs.on())
-          rest = double(ls.macs - int64_t(core::halo_macs(d, hs))) * m.seconds_per_mac(d, t.boards[w]);
-      }
+      const core::LayerDesc d = q.desc(ls.node);
+      const double rest = halo_second_s(d, ls, halo_split_of(d, ls), m.seconds_per_mac(d, t.boards[w]));
       for (const core::Send& s : ls.sends)
         if (s.peer != core::kPeerCoordinator) hidden[s.layer] = std::min(hidden[s.layer], rest);
     }

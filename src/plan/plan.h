@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/fragment.h"
+#include "core/halo_first.h"
 #include "model/qgraph.h"
 #include "plan/alloc.h"
 #include "plan/coding.h"
@@ -152,6 +153,12 @@ struct LayerShare {
   int64_t bytes_in() const;   // received over the network (partial sums included)
   int64_t bytes_out() const;  // sent over the network (to boards and the coordinator)
 };
+
+// How the board computes this share of layer `d` (core/halo_first.h): the
+// positions its sends to other boards read first, or at once (on() false).
+core::HaloSplit halo_split_of(const core::LayerDesc& d, const LayerShare& ls);
+// The seconds of a split share's second part at `s_per_mac` (0 without one).
+double halo_second_s(const core::LayerDesc& d, const LayerShare& ls, const core::HaloSplit& hs, double s_per_mac);
 
 struct WorkerPlan {
   int board = 0;            // Board::id

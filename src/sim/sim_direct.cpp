@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/fragment.h"
-#include "core/halo_first.h"
 #include "core/wire.h"
 #include "plan/frames.h"
 #include "sim/core.h"
@@ -110,11 +109,9 @@ class DirectSim {
     for (int b = 0; b < n_; ++b)
       for (int n = 0; n < L_; ++n) {
         const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
-        if (!ls.active() || ls.psum.on || ls.regions.empty() || ls.macs <= 0) continue;
+        if (ls.macs <= 0) continue;
         const core::LayerDesc d = q.desc(n);
-        const core::HaloSplit hs =
-            core::halo_split(d.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
-                             uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
+        const core::HaloSplit hs = plan::halo_split_of(d, ls);
         if (hs.on()) first_part_[size_t(b)][size_t(n)] = double(core::halo_macs(d, hs)) / double(ls.macs);
       }
     stage_.assign(size_t(n_), Stage::All);
