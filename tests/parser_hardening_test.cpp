@@ -44,9 +44,22 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
   ADD_FAILURE() << "no ts::Error thrown";
 }
 
+// The folders temp_dir made, removed when the test program ends.
+struct TempDirs {
+  std::vector<fs::path> made;
+  ~TempDirs() {
+    for (const fs::path& d : made) {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  }
+};
+
 fs::path temp_dir(const std::string& name) {
+  static TempDirs dirs;
   const fs::path d = fs::temp_directory_path() / ("ts_parser_test_" + std::to_string(::getpid()) + "_" + name);
   fs::create_directories(d);
+  dirs.made.push_back(d);
   return d;
 }
 
