@@ -83,11 +83,12 @@ HaloSplit HaloRows::split() const {
 }
 
 uint64_t halo_macs(const LayerDesc& L, const HaloSplit& s) {
-  const int32_t hw = L.out.h * L.out.w;
-  uint64_t m = 0;
-  for (int32_t c = s.band.c0; c < s.band.c1; ++c)
-    m += range_macs(L, c * hw + s.band.p0, c * hw + s.q0) + range_macs(L, c * hw + s.q1, c * hw + s.band.p1);
-  return m;
+  // Every output of a layer has the same MACs (core/op.h): one channel's
+  // parts, times the channels.
+  const int64_t hw = int64_t(L.out.h) * L.out.w, at = int64_t(s.band.c0) * hw;
+  const uint64_t one = range_macs(L, int32_t(at + s.band.p0), int32_t(at + s.q0)) +
+                       range_macs(L, int32_t(at + s.q1), int32_t(at + s.band.p1));
+  return one * uint64_t(s.band.c1 - s.band.c0);
 }
 
 }  // namespace core

@@ -237,14 +237,8 @@ KernelStatus compute_positions(const LayerDesc& L, const View* in, int32_t c0, i
 KernelStatus compute_box_pitched(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count,
                                  int64_t cpitch) {
   if (b.empty()) return KernelStatus::Ok;
-  if (b.c0 < 0 || b.c1 > L.out.c || b.y0 < 0 || b.y1 > L.out.h || b.x0 != 0 || b.x1 != L.out.w ||
-      cpitch < int64_t(b.y1 - b.y0) * L.out.w)
-    return KernelStatus::BadRange;
-  const OpDef* op = base_def(L);
-  if (!op) return KernelStatus::BadLayer;
-  const KernelStatus st = check(op, L, in, b, oc_count);
-  if (st != KernelStatus::Ok) return st;
-  return op->eval(L, in, b.c0, b.c1, b.y0 * L.out.w, b.y1 * L.out.w, out, cpitch);
+  if (b.x0 != 0 || b.x1 != L.out.w) return KernelStatus::BadRange;
+  return compute_positions(L, in, b.c0, b.c1, b.y0 * L.out.w, b.y1 * L.out.w, out, oc_count, cpitch);
 }
 
 }  // namespace core

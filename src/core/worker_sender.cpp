@@ -45,7 +45,7 @@ void Sender::reset() {
   ps_phase_ = false;
   done_pending_ = false;
   pass_ = Pass::All;
-  halos_ = then_coord_ = false;
+  then_coord_ = false;
 }
 
 void Sender::send_sums(const FragLayer& e, uint32_t us) {
@@ -71,7 +71,6 @@ void Sender::send_halos(const FragLayer& e) {
   sending_ = true;
   done_pending_ = false;
   pass_ = Pass::Peers;
-  halos_ = true;
   then_coord_ = false;
 }
 
@@ -79,13 +78,12 @@ void Sender::send_results(const FragLayer& e, const LayerReport& r) {
   report_ = r;
   sending_ = true;
   done_pending_ = true;
-  if (halos_ && layer_ == uint16_t(e.node)) {
-    // The peer pass goes on where it is, then the coordinator's.
-    halos_ = false;
+  if (pass_ == Pass::Peers && !then_coord_ && layer_ == uint16_t(e.node)) {
+    // send_halos' peer pass goes on where it is, then the coordinator's.
     then_coord_ = true;
     return;
   }
-  halos_ = then_coord_ = false;
+  then_coord_ = false;
   pass_ = Pass::All;
   fl_ = e;
   layer_ = uint16_t(e.node);

@@ -68,8 +68,7 @@ class Sender {
   // or (halos first) those to other boards, then those to the coordinator.
   enum class Pass : uint8_t { All, Peers, Coordinator };
   Pass pass_ = Pass::All;
-  bool halos_ = false;      // send_halos started the layer's peer pass
-  bool then_coord_ = false;  // the peer pass is followed by the coordinator's
+  bool then_coord_ = false;  // the peer pass is followed by the coordinator's (send_results came)
   uint16_t layer_ = 0;
   FragLayer fl_;  // what is sent: the layer's entry (its sum sends in phase 1)
   PackCursor cur_;  // the next send and its bytes already sent

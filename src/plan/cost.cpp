@@ -365,7 +365,7 @@ class Chooser {
     // it (its widened share) stays on the board.
     const Computed* mine = mnode >= 0 && s == prod ? &computed(prod, mnode) : nullptr;
     if (mine && !mine->any()) mine = nullptr;
-    HaloHiding hiding(*this, n, s, prod, mnode);
+    HaloHiding hiding(*this, s, prod, mnode);
     for (size_t w = 0; w < N_; ++w) {
       const LayerShare& ls = pc.workers[w].layers[size_t(n)];
       if (!ls.active()) continue;
@@ -422,7 +422,7 @@ class Chooser {
   // send (as the plan's estimate, plan/estimate.cpp, on the whole plan).
   class HaloHiding {
    public:
-    HaloHiding(const Chooser& ch, int n, int s, int prod, int mnode) : ch_(ch), mnode_(mnode) {
+    HaloHiding(const Chooser& ch, int s, int prod, int mnode) : ch_(ch), mnode_(mnode) {
       if (ch.route_ != Route::Direct || mnode < 0 || s != prod) return;
       d_ = ch.q_.desc(mnode);
       const Plan& pp = ch.plan(prod);
@@ -439,13 +439,11 @@ class Chooser {
         rows_[f] = r;
         ok_[f] = 1;
       }
-      (void)n;
-      on_ = !rows_.empty();
-      if (on_) sends_.assign(ch.N_, 0);
+      if (!rows_.empty()) sends_.assign(ch.N_, 0);
     }
     // from_board holds what board w receives, by producer.
     void sent(PieceBins& from_board, size_t w) {
-      if (!on_) return;
+      if (rows_.empty()) return;
       for (size_t f : from_board.used()) {
         if (f == w) continue;
         sends_[f] = 1;
@@ -460,7 +458,6 @@ class Chooser {
       }
     }
     double hidden_s() const {
-      if (!on_) return 0;
       double least = std::numeric_limits<double>::infinity();
       for (size_t f = 0; f < sends_.size(); ++f) {
         if (!sends_[f]) continue;
@@ -479,8 +476,7 @@ class Chooser {
     int mnode_;
     const Plan* plan_ = nullptr;
     core::LayerDesc d_;
-    bool on_ = false;
-    std::vector<core::HaloRows> rows_;
+    std::vector<core::HaloRows> rows_;  // per producer board with a band (ok_); empty: nothing to hide
     std::vector<uint8_t> ok_, sends_;
   };
   // Board w's receipts of `runs` but for what it computes itself (`mine`),

@@ -359,52 +359,22 @@ class DirectSim {
     const int n = v % L_, image = v / L_;
     BoardLayer& r = res_.board_layers[size_t(b)][size_t(n)];
     double c = t;
-    size_t& i = send_i_[size_t(b)];
-    bool blocked = false;
-    const std::vector<OutFrame>& frames = out_frames_[size_t(b)][size_t(n)];
     Stage& st = stage_[size_t(b)];
-    for (;;) {
-    while (i < frames.size()) {
-      const OutFrame& f = frames[i];
-      const bool to_coord = f.dest == kCoord;
-      if ((to_coord && (st == Stage::HalosBefore || st == Stage::HalosAfter)) || (!to_coord && st == Stage::Coordinator)) {
-        ++i;
-        continue;
-      }
-      const int dest = f.dest;
-      bool ack_req = false;
-      if (!to_coord && !peers_.send(b, dest, &ack_req)) {
-        blocked = true;
-        break;
-      }
-      // A coded frame: half the coder's CPU per value here, half where it is decoded.
-      c += links_.op_delay + m_.board_frame_s + 0.5 * double(f.data) * links_.code_spv(b, f.codec);
-      const double sent = tx_[size_t(b)].pass(c, double(f.bytes));
-      count(b, n, f.bytes, f.data, true);
-      if (to_coord) ack(b, dest, n);
-      Event e{sent + m_.frame_latency_s, 0, dest, to_coord ? image : image * L_ + f.layer,
-              f.data, f.bytes, false};
-      e.src = b;
-      e.ack_req = ack_req;
-      if (!to_coord) e.decode_s = 0.5 * double(f.data) * links_.code_spv(dest, f.codec);
-      ev_.push(e);
-      ++i;
-    }
+    bool blocked = hand_frames(b, n, image, &c);
     if (st == Stage::HalosBefore) {
       // The halos handed over (or the window full): the other rows, then
       // the halos left and the frames to the coordinator.
+      const double rest = second_s_[size_t(b)];
       st = Stage::HalosAfter;
-      c += second_s_[size_t(b)] + (second_s_[size_t(b)] > 0 ? core_sim::sleep_overshoot(wake_, c + second_s_[size_t(b)], m_) : 0.0);
+      c += rest + (rest > 0 ? core_sim::sleep_overshoot(wake_, c + rest, m_) : 0.0);
       busy_[size_t(b)] = true;
       push(c, b, kWake, 0, 0, true);
       return;
     }
     if (!blocked && st == Stage::HalosAfter) {
       st = Stage::Coordinator;
-      i = 0;
-      continue;
-    }
-    break;
+      send_i_[size_t(b)] = 0;
+      blocked = hand_frames(b, n, image, &c);
     }
     if (!blocked) {
       finish_layer(b, c, n, image, r);
@@ -416,6 +386,35 @@ class DirectSim {
     } else if (!pending_[size_t(b)].empty()) {
       receive(b, c);
     }
+  }
+
+  // Board b's frames of layer n that its stage sends, from send_i_ on, to
+  // its link from *c on; true if a window to a peer is full.
+  bool hand_frames(int b, int n, int image, double* c) {
+    size_t& i = send_i_[size_t(b)];
+    const Stage st = stage_[size_t(b)];
+    const std::vector<OutFrame>& frames = out_frames_[size_t(b)][size_t(n)];
+    for (; i < frames.size(); ++i) {
+      const OutFrame& f = frames[i];
+      const bool to_coord = f.dest == kCoord;
+      if ((to_coord && (st == Stage::HalosBefore || st == Stage::HalosAfter)) || (!to_coord && st == Stage::Coordinator))
+        continue;
+      const int dest = f.dest;
+      bool ack_req = false;
+      if (!to_coord && !peers_.send(b, dest, &ack_req)) return true;
+      // A coded frame: half the coder's CPU per value here, half where it is decoded.
+      *c += links_.op_delay + m_.board_frame_s + 0.5 * double(f.data) * links_.code_spv(b, f.codec);
+      const double sent = tx_[size_t(b)].pass(*c, double(f.bytes));
+      count(b, n, f.bytes, f.data, true);
+      if (to_coord) ack(b, dest, n);
+      Event e{sent + m_.frame_latency_s, 0, dest, to_coord ? image : image * L_ + f.layer,
+              f.data, f.bytes, false};
+      e.src = b;
+      e.ack_req = ack_req;
+      if (!to_coord) e.decode_s = 0.5 * double(f.data) * links_.code_spv(dest, f.codec);
+      ev_.push(e);
+    }
+    return false;
   }
 
   void finish_layer(int b, double c0, int n, int image, BoardLayer& r) {
@@ -498,7 +497,7 @@ class DirectSim {
   enum class Stage : uint8_t { All, HalosBefore, HalosAfter, Coordinator };
   std::vector<std::vector<double>> first_part_;  // [board][layer]: MACs before the halos' frames, or -1
   std::vector<Stage> stage_;
-  std::vector<double> second_s_ = std::vector<double>();  // per board: the rows after the halos, seconds
+  std::vector<double> second_s_;  // per board: the rows after the halos, seconds
   SimResult res_;
 };
 
