@@ -10,6 +10,7 @@
 
 #include "plan/names.h"
 #include "plan/strategy.h"
+#include "plan/streams.h"
 #include "util/error.h"
 
 namespace ts::cli {
@@ -116,6 +117,12 @@ inline CLI::Option* add_route_option(CLI::App& sub, std::string& route, const st
 // coded sizes once the model is loaded.
 inline CLI::Option* add_code_option(CLI::App& sub, std::string& code) {
   return sub.add_option("--code", code, "activation frames board to board: " + plan::names_help(plan::kCodings))
+      ->capture_default_str();
+}
+
+// --stream (plan/streams.h): checked with plan::streams::parse.
+inline CLI::Option* add_stream_option(CLI::App& sub, std::string& stream) {
+  return sub.add_option("--stream", stream, "layers computed row by row on each board: " + plan::names_help(plan::kStreamings))
       ->capture_default_str();
 }
 

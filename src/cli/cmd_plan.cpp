@@ -37,6 +37,7 @@ PlanConfig make_plan_config(const PlanCmdOptions& o) {
   po.route = plan::parse_route(o.route);
   po.route_fallback = !given(o.cli, "--route");  // a named route is kept (plan::PlanOptions::route_fallback)
   po.coding = plan::parse_coding(o.code);
+  po.stream = plan::streams::parse(o.stream);
   po.routing = false;  // the report needs the traffic totals only
   po.cost.default_cycles_per_mac = o.cycles_per_mac;
   po.cost.frame_latency_s = o.frame_latency_us * 1e-6;
@@ -106,6 +107,7 @@ void register_plan(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   add_route_option(*sub, o->route, "is made on the relay route");
   add_code_option(*sub, o->code);
+  add_stream_option(*sub, o->stream);
   sub->add_option("--out,-o", o->out, "write DIR/worker-<id>.tsfg fragments");
   add_json_flag(*sub, o->json);
 }

@@ -57,6 +57,7 @@ SimConfig make_sim_config(const SimulateOptions& o) {
   c.route = plan::parse_route(o.route);
   c.route_fallback = !given(o.cli, "--route");  // as `plan` and `run`: a named route is kept
   c.coding = plan::parse_coding(o.code);
+  c.stream = plan::streams::parse(o.stream);
   plan::check_strategy_name(o.strategy);
   c.strategy = o.strategy;
   c.route_text = o.route;
@@ -139,6 +140,7 @@ SimResult run_simulations(const SimConfig& c) {
     sc.route = c.route;
     sc.route_fallback = c.route_fallback;
     sc.coding = c.coding;
+    sc.stream = c.stream;
     sc.code = coding.code;
     sc.op_cycles = c.op_cycles;
     sc.throughput_images = c.throughput_images;
@@ -205,6 +207,7 @@ void register_simulate(CLI::App& app) {
   add_strategy_option(sub, o->strategy);
   add_route_option(sub, o->route, "");
   add_code_option(sub, o->code);
+  add_stream_option(sub, o->stream);
   sub.add_option("--objective", o->objective,
                  "latency (one inference) | throughput (also --images images back to back: images_per_s)")
       ->capture_default_str();

@@ -48,6 +48,7 @@ void print_plan_json(const PlanConfig& c, const PlanResult& r) {
   nlohmann::json jl = nlohmann::json::array();
   for (const auto& l : p.layers)
     jl.push_back({{"name", l.name}, {"op", core::qop_name(q.nodes[size_t(l.node)].op)},
+                  {"stream_step", plan::stream_step(p, l.node)},
                   {"bytes_in", l.bytes_in}, {"bytes_out", l.bytes_out}, {"bytes_moved", l.bytes_moved},
                   {"strategy", p.layer_strategy[size_t(l.node)]},
                   {"est_latency_s", p.est_layer_s[size_t(l.node)]},

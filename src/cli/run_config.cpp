@@ -149,6 +149,7 @@ RunConfig make_run_config(const RunOptions& o) {
   c.plan.route = plan::parse_route(o.route);
   c.plan.route_fallback = !given(o.cli, "--route");  // a named route is kept (plan::PlanOptions::route_fallback)
   c.plan.coding = plan::parse_coding(o.code);
+  c.plan.stream = plan::streams::parse(o.stream);
   c.plan.routing = false;  // the engine reads each board's needs; the routing map is for reports
   c.plan.cost = run_cost_model(o, c.testbed);
   // The inputs: one photo, one prepared tensor, or the first --limit test
@@ -252,6 +253,7 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   add_route_option(sub, o->route, "runs on the relay route");
   add_code_option(sub, o->code);
+  add_stream_option(sub, o->stream);
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("--ram", o->ram, "RAM budget of each local board (with --workers)")->capture_default_str();

@@ -26,7 +26,7 @@ struct RunOptions {
   std::string workers = "3", testbed, image, alloc = "rating", ram = "512K", flash = "8M";
   // Defaults (issue 10): the cost model's choice per block, boards sending
   // to boards. `--strategy neuron --route relay` is the paper's mode.
-  std::string strategy = "auto", route = "direct", code = "auto";
+  std::string strategy = "auto", route = "direct", code = "auto", stream = "auto";
   int window = 32;
   double timeout = 10.0, cpm = 0.0, delay = 0.0;
   int repeat = 1;

@@ -19,7 +19,7 @@ struct SimulateOptions {
   int size = 0;
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12,20,21,22", prefix;
-  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency", host_calibration, code = "auto";
+  std::string strategy = "auto", route = "direct", op_cycles, objective = "latency", host_calibration, code = "auto", stream = "auto";
   int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;
@@ -38,6 +38,7 @@ struct SimConfig {
   plan::Route route = plan::Route::Direct;
   bool route_fallback = false;  // --route not given (sim::Scenario::route_fallback)
   plan::Coding coding = plan::Coding::Auto;
+  plan::Streaming stream = plan::Streaming::Auto;
   std::string op_cycles;
   int throughput_images = 0;         // images back to back per run (0: latency only)
   // Which boards: a testbed file, or N preset boards for each count.

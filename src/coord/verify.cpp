@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/digest.h"
+#include "plan/streams.h"
 #include "util/error.h"
 
 namespace ts::coord {
@@ -20,12 +21,19 @@ std::vector<std::vector<ExpectedDigest>> reference_digests(const QGraph& q, cons
       const plan::LayerShare& s = p.workers[size_t(w)].layers[node];
       if (!s.active()) continue;
       core::Digest64 h;
-      for (const core::Region& g : s.regions)
-        g.segments(d, [&](int32_t b, int32_t e) {
-          if (b < 0 || e < b || size_t(e) > t.size()) throw Error("internal: a region lies outside its layer's tensor");
-          h.update(t.data() + b, size_t(e - b));
-          return true;
-        });
+      int32_t c0, c1, y0, y1;
+      if (s.stream_step > 0 && plan::streams::whole_rows(d, s, &c0, &c1, &y0, &y1)) {
+        // Streamed (core/stream.h): row by row, each row of every channel.
+        for (int32_t y = y0; y < y1; ++y)
+          for (int32_t c = c0; c < c1; ++c) h.update(t.data() + (int64_t(c) * d.h + y) * d.w, size_t(d.w));
+      } else {
+        for (const core::Region& g : s.regions)
+          g.segments(d, [&](int32_t b, int32_t e) {
+            if (b < 0 || e < b || size_t(e) > t.size()) throw Error("internal: a region lies outside its layer's tensor");
+            h.update(t.data() + b, size_t(e - b));
+            return true;
+          });
+      }
       if (h.bytes() != uint64_t(s.out_elems)) throw Error("internal: a share's regions do not add up to its outputs");
       out[node][size_t(w)] = ExpectedDigest{uint32_t(s.out_elems), h.finish()};
     }

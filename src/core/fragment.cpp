@@ -78,6 +78,7 @@ void decode_entry(const uint8_t* e, RawLayer* r) {
   L.out_until = rd32(e + kOutUntil);
   L.out_pitch = rd32(e + kOutPitch);
   r->reserved = rd32(e + kEntryReserved);
+  if (L.flags & kEntryStreamed) L.stream_step = r->reserved;
   L.ram_bytes = rd32(e + kRamBytes);
   for (int k = 0; k < 5; ++k) {
     r->off[k] = rd32(e + kArrays + 8 * k);
@@ -203,6 +204,12 @@ struct EntryCheck {
   RawLayer* r;
   bool array_ok(uint32_t off, uint32_t n, uint32_t size) const {
     return core::array_ok(off, n, size, data_begin, data_end);
+  }
+  // The entry before this one streams into its window (kEntryStreamed): the
+  // window is a line buffer of a few rows (the cross-checks and the chain's
+  // walk check it).
+  bool line_buffer() const {
+    return index > 0 && (base[frag::kHeaderBytes + uint64_t(index - 1) * frag::kEntryBytes + frag::kFlags] & kEntryStreamed);
   }
 };
 
@@ -420,7 +427,7 @@ Why check_active_slot(const EntryCheck& c, int k) {
     if (none ? !(b.c0 == b.c1 && b.h0 == b.h1 && b.c0 == 0 && b.h0 == 0)
              : (b.c0 != L.ps_ci0 || b.c1 != L.ps_ci1 || b.h0 != 0 || b.h1 != X.h))
       return bad("box.c0", b.c0, "not the partial share's input channels");
-  } else if (c.deep) {
+  } else if (c.deep && !(k == 0 && c.line_buffer())) {
     bool inside = true;
     for (uint32_t i = 0; i < L.n_regions && inside; ++i)
       L.region(i).segments(d.out, [&](int32_t s0, int32_t s1) {
@@ -461,7 +468,17 @@ Why check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_end, uin
   L.regions = L.n_regions ? base + r->regions_off : nullptr;
   L.sends = L.n_sends ? base + r->sends_off : nullptr;
   const bool partial = (L.flags & kEntryPartial) != 0;
-  if (partial != (r->reserved != 0)) return bad("partial", r->reserved, "set exactly when the partial flag is");
+  if (L.streamed()) {
+    if (partial) return bad("flags", L.flags, "a streamed entry has no partial sums");
+    if (hdr.version < 4) return bad("flags", L.flags, "streamed entries need format version 4");
+    if (L.stream_step == 0 || L.stream_step > 0xFFFF) return bad("stream_step", L.stream_step);
+    if (L.n_regions == 0) return bad("flags", L.flags, "an idle entry does not stream");
+    if (!L.out_pitch) return bad("out_pitch", 0, "a streamed entry is computed in place");
+    if (L.n_sends) return bad("n_sends", L.n_sends, "a streamed entry sends nothing");
+    if (L.flags & kEntryRunTrigger) return bad("flags", L.flags, "a streamed entry waits for no RUN");
+  } else if (partial != (r->reserved != 0)) {
+    return bad("partial", r->reserved, "set exactly when the partial flag is");
+  }
   if (partial && hdr.version < 4) return bad("flags", L.flags, "partial sums need format version 4");
   if (partial && (w = check_partial_record(c)).refused()) return w;
   int32_t ch_first = 0, ch_last = -1;
@@ -487,8 +504,10 @@ struct Buffer {
 };
 
 // Calls fn(buffer) for every buffer of an active entry; false stops.
+// `first`: the first layer of the streamed chain L ends (core/stream.h), or
+// L's own: a chain's last layer's outputs are made when its first runs.
 template <class F>
-bool each_buffer(const FragLayer& L, F&& fn) {
+bool each_buffer(const FragLayer& L, uint32_t first, F&& fn) {
   if (!L.active()) return true;
   // Partial sums: the own sums and the accumulator, used in this layer only.
   if (L.partial() && !(fn(Buffer{L.ps_at, arena_block(L.ps_bytes()), L.node, L.node}) &&
@@ -496,7 +515,8 @@ bool each_buffer(const FragLayer& L, F&& fn) {
     return false;
   // An output computed in place lives inside a later layer's window (open()
   // checks that): no buffer of its own.
-  if (!L.out_pitch && !fn(Buffer{L.out_at, arena_block(L.out_elems), L.node, L.out_until})) return false;
+  if (!L.out_pitch && !fn(Buffer{L.out_at, arena_block(L.out_elems), first < L.node ? first : L.node, L.out_until}))
+    return false;
   for (int k = 0; k < L.desc.n_inputs; ++k) {
     const uint32_t n = uint32_t(L.box[k].elems(L.desc.in[k].w));
     if (n && !fn(Buffer{L.box_at[k], arena_block(n), L.avail_from[k], L.node})) return false;
@@ -558,6 +578,11 @@ struct CrossCheck {
     decode_entry(data + frag::kHeaderBytes + uint64_t(j) * frag::kEntryBytes, r);
     check_layer(data, entries_end, body, j, h, false, r);
   }
+  // The first entry of the streamed chain that entry j is in (j if none).
+  uint32_t chain_first(uint32_t j) const {
+    while (j > 0 && (data[frag::kHeaderBytes + uint64_t(j - 1) * frag::kEntryBytes + frag::kFlags] & kEntryStreamed)) --j;
+    return j;
+  }
 };
 
 // An output computed in place (out_pitch): one region of whole rows, and the
@@ -568,9 +593,21 @@ Why check_in_place(const CrossCheck& x, uint32_t i, const FragLayer& L) {
   const Dims& o = L.desc.out;
   if (L.out_until == i) return bad("out_until", L.out_until, "in place needs a later reader");
   if (!L.whole_rows(&c0, &c1, &y0, &y1)) return bad("out_pitch", L.out_pitch, "in place needs whole rows");
+  if (L.streamed() && L.out_until != i + 1) return bad("out_until", L.out_until, "a streamed entry's reader is the next");
   RawLayer s;
   x.entry(L.out_until, &s);
   if (!s.L.active()) return bad("out_until", L.out_until, "an idle layer");
+  if (L.streamed()) {  // the line buffer: the reader's one window, from the share's first row
+    const Box& b = s.L.box[0];
+    const uint64_t pitch = uint64_t(b.h1 - b.h0) * uint32_t(o.w);
+    const uint64_t at = s.L.box_at[0] + uint64_t(c0 - b.c0) * pitch;
+    const Dims& in = s.L.desc.in[0];
+    if (s.L.desc.n_inputs != 1 || in.c != o.c || in.h != o.h || in.w != o.w || s.L.avail_from[0] > i)
+      return bad("out_until", L.out_until, "the reader of a streamed entry reads it alone");
+    if (b.c0 > c0 || b.c1 < c1 || b.h0 != y0 || b.h1 <= b.h0 || pitch != L.out_pitch || at != L.out_at)
+      return bad("out_at", L.out_at, "not the line buffer of the next entry");
+    return Why{};
+  }
   for (int k = 0; k < s.L.desc.n_inputs; ++k) {
     const Dims& in = s.L.desc.in[k];
     const Box& b = s.L.box[k];
@@ -614,7 +651,7 @@ Why check_arena_at(const CrossCheck& x, uint32_t i, uint32_t space, uint32_t* us
   x.entry(i, &r);
   const char* fault = nullptr;
   uint32_t at = 0;
-  each_buffer(r.L, [&](const Buffer& a) {
+  each_buffer(r.L, x.chain_first(i), [&](const Buffer& a) {
     at = a.at;
     if (uint64_t(a.at) + a.bytes > space) fault = "a buffer past the arena";
     else if (a.at % 8) fault = "a buffer not 8-byte aligned";
@@ -622,7 +659,7 @@ Why check_arena_at(const CrossCheck& x, uint32_t i, uint32_t space, uint32_t* us
     for (uint32_t j = i; j < x.h.n_layers && !fault; ++j) {
       x.entry(j, &s);
       bool self = j == i;
-      const bool clear = each_buffer(s.L, [&](const Buffer& b) {
+      const bool clear = each_buffer(s.L, x.chain_first(j), [&](const Buffer& b) {
         if (self) {  // skip a itself and the buffers before it in entry i
           self = !(b.at == a.at && b.bytes == a.bytes && b.from == a.from && b.to == a.to);
           return true;
@@ -640,7 +677,7 @@ Why check_arena_at(const CrossCheck& x, uint32_t i, uint32_t space, uint32_t* us
   *used = 0;
   for (uint32_t j = 0; j < x.h.n_layers; ++j) {
     x.entry(j, &s);
-    each_buffer(s.L, [&](const Buffer& b) {
+    each_buffer(s.L, x.chain_first(j), [&](const Buffer& b) {
       if (b.from <= i && i <= b.to && b.at + b.bytes > *used) *used = b.at + b.bytes;
       return true;
     });

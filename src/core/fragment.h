@@ -111,8 +111,11 @@ constexpr uint32_t kOutPitch = kSlots + kMaxInputs * kSlotBytes;  // 752: u32 ou
                                      // else computed in place (see FragLayer)
 constexpr uint32_t kEntryReserved = kOutPitch + 4;  // v3: u32 0
 // v4: the same word is the offset of the entry's partial-sum record (0 when
-// the entry has none; set exactly when the kEntryPartial flag is).
+// the entry has none; set exactly when the kEntryPartial flag is); of a
+// streamed entry (kEntryStreamed), the chain's step: rows of its last layer
+// made per pass (core/stream.h).
 constexpr uint32_t kPartial = kEntryReserved;
+constexpr uint32_t kStreamStep = kEntryReserved;
 constexpr uint32_t kEntryBytes = kEntryReserved + 4;  // 760
 
 // Partial-sum record (v4, kEntryPartial): this board multiplies input
@@ -153,7 +156,13 @@ constexpr uint8_t kEntryPartial = 0x02;     // input-channel share with partial 
 constexpr uint8_t kEntryCoded = 0x04;
 // The same with the mask coding (core/act_code.h); never with kEntryCoded.
 constexpr uint8_t kEntryMasked = 0x08;
-constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger | kEntryPartial | kEntryCoded | kEntryMasked;
+// Its outputs stream into the next entry's window, a line buffer of a few
+// rows (core/stream.h): that entry reads only them, and the board computes
+// the chain of such entries and the entry after them row by row. The
+// entry's output is in place (out_pitch: the line buffer's channel pitch)
+// and has no sends. Never with kEntryPartial.
+constexpr uint8_t kEntryStreamed = 0x10;
+constexpr uint8_t kKnownEntryFlags = kEntryRunTrigger | kEntryPartial | kEntryCoded | kEntryMasked | kEntryStreamed;
 constexpr uint16_t kPeerCoordinator = 0xFFFF;
 
 // Kept for code that names the v1 sizes.
@@ -234,6 +243,9 @@ struct FragLayer {
   // at out_at + (c - c0) * out_pitch, the window's own layout, so that layer
   // needs no copy and the outputs need no buffer of their own.
   uint32_t out_pitch = 0;
+  // kEntryStreamed: rows of the chain's last layer made per pass (the line
+  // buffer, the next entry's window, holds box rows).
+  uint32_t stream_step = 0;
   uint32_t ram_bytes = 0;   // planned buffer bytes in use at this layer
   Box box[kMaxInputs];      // input windows held in RAM while computing
   uint32_t box_at[kMaxInputs] = {};
@@ -258,6 +270,7 @@ struct FragLayer {
 
   bool active() const { return out_elems > 0; }
   bool partial() const { return (flags & kEntryPartial) != 0; }
+  bool streamed() const { return (flags & kEntryStreamed) != 0; }
   Send ps_send(uint32_t i) const;
   // Bytes of the own partial sums (out.c x positions x 4), 0 if not partial.
   uint32_t ps_bytes() const;

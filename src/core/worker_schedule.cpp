@@ -77,6 +77,7 @@ void LayerScheduler::reset() {
   resume_at_ = 0;
   n_in_place_ = 0;
   touched_ = 0;
+  chain_n_ = 0;
 }
 
 bool LayerScheduler::idle() const {
@@ -537,14 +538,17 @@ KernelStatus LayerScheduler::compute(const FragLayer& e, Open* slot, const View*
 
 // Layer e computed in `us`: its results to the port, their digest, the
 // layer's report, and its results to the sender.
-void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us, bool shown) {
+void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us, bool shown,
+                            const uint64_t* digest) {
   if (e.partial()) us += sender_->sums_us();  // phase 1's compute
   else us = port_->after_compute(e.node, deploy_->macs(e), us);
   if (!shown) port_->results(e.node, ResultKind::Outputs, reinterpret_cast<uint8_t*>(out));
   LayerReport r;
   // What this board hands on, in flat C-H-W order, checked by the coordinator.
   int32_t c0, c1, y0, y1;
-  if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
+  if (digest) {
+    r.digest = *digest;
+  } else if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
     Digest64 dg;
     for (int32_t c = c0; c < c1; ++c)
       dg.update(out + size_t(c - c0) * e.out_pitch, size_t(y1 - y0) * size_t(e.desc.out.w));
@@ -578,6 +582,16 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
     report(ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
     return false;
   }
+  if (chained(e.node)) {  // computed with the chain before it
+    const int i = int(e.node - chain_first_);
+    touch(0, chain_top_);  // the chain's buffers, in use since its first layer
+    port_->now_us(), port_->now_us();  // an empty compute bracket: the chain's first layer counted it all
+    finish(e, slot, reinterpret_cast<int8_t*>(buffer(e.out_at)), chain_us_[i], true,
+           e.streamed() ? &chain_digest_[i] : nullptr);
+    if (i == chain_n_ - 1) chain_n_ = 0;
+    *started = true;
+    return true;
+  }
   if (!(e.partial() && slot->ps_done) && !copy_local_inputs(e)) return false;
   View views[kMaxInputs];
   for (int k = 0; k < e.desc.n_inputs; ++k)
@@ -598,6 +612,12 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   if (!(e.partial() && slot->ps_done)) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (e.partial() && !slot->ps_done) {
     if (!sums_phase(e, slot, t0)) return false;
+    *started = true;
+    return true;
+  }
+  if (e.streamed()) {
+    if (!run_chain(e, views, slot ? slot->run_seq : 0)) return false;
+    finish(e, slot, out, chain_us_[0], true, &chain_digest_[0]);
     *started = true;
     return true;
   }
@@ -663,6 +683,83 @@ bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const V
     return false;
   }
   *us = first + second;
+  return true;
+}
+
+namespace {
+
+struct ChainCtx {
+  Port* port;
+  const uint32_t* nodes;
+  bool after = false;  // the next reading ends a kernel call
+};
+
+// Every kernel call of the walk is a compute part (Port::compute_part, no
+// MACs of its own): a port that counts instructions adds them all to the
+// chain's first layer's report; the time goes to each layer's.
+uint32_t chain_now(void* ctx) {
+  ChainCtx* c = static_cast<ChainCtx*>(ctx);
+  const uint32_t t = c->port->now_us();
+  if (c->after) c->port->compute_part(c->nodes[0], 0, 0);
+  c->after = !c->after;
+  return t;
+}
+
+void chain_shown(void* ctx, int i, int8_t* rows) {
+  ChainCtx* c = static_cast<ChainCtx*>(ctx);
+  c->port->results(c->nodes[i], ResultKind::Outputs, reinterpret_cast<uint8_t*>(rows));
+}
+
+}  // namespace
+
+// Entry e (streamed), the streamed entries after it and the one after them,
+// computed row by row (core/stream.h) from e's windows.
+bool LayerScheduler::run_chain(const FragLayer& e, const View* views, uint32_t seq) {
+  // (Entries decoded here, not through the entry cache, which holds e.)
+  ChainLayer L[kMaxChain];
+  uint32_t nodes[kMaxChain];
+  int n = 0;
+  FragLayer f;
+  for (bool more = true; more; ++n) {
+    const uint32_t node = e.node + uint32_t(n);
+    if (n == kMaxChain || deploy_->fragment().layer(node, &f) != FragStatus::Ok || !f.active()) {
+      report(ErrorCode::Internal, seq, "streamed chain too long or broken");
+      return false;
+    }
+    ChainLayer& c = L[n];
+    const int32_t w = f.desc.out.w;
+    if (!f.whole_rows(&c.c0, &c.c1, &c.y0, &c.y1) || w <= 0) {
+      report(ErrorCode::Internal, seq, "streamed chain of a share not of whole rows");
+      return false;
+    }
+    c.desc = f.desc;
+    c.oc_count = f.oc_count;
+    c.node = nodes[n] = node;
+    c.buf = reinterpret_cast<int8_t*>(buffer(f.out_at));
+    more = f.streamed();
+    c.cap = more ? int32_t(f.out_pitch / uint32_t(w)) : c.y1 - c.y0;
+    c.cpitch = f.out_pitch ? int64_t(f.out_pitch) : int64_t(c.cap) * w;
+    // A line buffer is the next entry's whole window (open() checked it).
+    touch(f.out_at, more ? arena_block(uint32_t(c.c1 - c.c0) * f.out_pitch)
+                         : f.out_pitch ? f.out_span_bytes() : arena_block(f.out_elems));
+  }
+  Digest64 dg[kMaxChain];
+  for (int i = 0; i < n; ++i) chain_us_[i] = 0;
+  ChainCtx ctx{port_, nodes};
+  ChainHooks hooks;
+  hooks.now = chain_now;
+  hooks.shown = chain_shown;
+  hooks.ctx = &ctx;
+  const KernelStatus st = core::run_chain(L, n, views, int32_t(e.stream_step), dg, chain_us_, hooks);
+  port_->now_us(), port_->now_us();  // an empty bracket after the walk (the walk read the clock per call)
+  if (st != KernelStatus::Ok) {
+    report(ErrorCode::Internal, seq, st == KernelStatus::ViewTooSmall ? "line buffer too small" : "kernel failed");
+    return false;
+  }
+  for (int i = 0; i < n; ++i) chain_digest_[i] = dg[i].finish();
+  chain_top_ = touched_;
+  chain_first_ = e.node;
+  chain_n_ = n;
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/halo_first.h"
+#include "core/stream.h"
 #include "core/worker_api.h"
 
 namespace ts {
@@ -100,8 +101,15 @@ class LayerScheduler {
   // sends, then the other rows; *us the compute time of both parts.
   bool halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0, uint32_t seq,
                    uint32_t* us);
-  // `shown`: the port already saw the results (Port::results).
-  void finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us, bool shown = false);
+  // Streamed chains (core/stream.h): e and the entries after it computed
+  // row by row; their digests and times kept for their reports.
+  bool run_chain(const FragLayer& e, const View* views, uint32_t seq);
+  // Layer `node` was computed by the last chain run: its report.
+  bool chained(uint32_t node) const { return chain_n_ > 0 && node > chain_first_ && node < chain_first_ + chain_n_; }
+  // `shown`: the port already saw the results (Port::results); `digest`:
+  // the outputs' digest when the compute took it (a streamed layer).
+  void finish(const FragLayer& e, Open* slot, int8_t* out, uint32_t us, bool shown = false,
+              const uint64_t* digest = nullptr);
   // The sender finished a layer's results: where the schedule goes next.
   void sent();
   void touch(uint32_t at, uint32_t bytes);
@@ -130,6 +138,13 @@ class LayerScheduler {
   uint32_t ready_us_ = 0, wait_us_ = 0;
   Open open_[kMaxOpenLayers];
   uint32_t touched_ = 0;  // top of the planned buffers used since the last layer's DONE
+  // The last chain run: its first layer, its length, per layer the digest
+  // (streamed layers) and the compute time.
+  uint32_t chain_first_ = 0;
+  int chain_n_ = 0;
+  uint64_t chain_digest_[kMaxChain] = {};
+  uint32_t chain_us_[kMaxChain] = {};
+  uint32_t chain_top_ = 0;  // top of the buffers the chain touched
 };
 
 }  // namespace core

@@ -7,26 +7,13 @@
 
 #include "core/partial.h"
 #include "plan/plan_steps.h"
+#include "plan/streams.h"
 
 namespace ts::plan {
 
 namespace {
 
-// The share's one region as channels [c0, c1) x rows [y0, y1) of full
-// width, if it is one (core::FragLayer::whole_rows, on the plan's side).
-bool whole_rows(const core::Dims& d, const LayerShare& ls, int32_t* c0, int32_t* c1, int32_t* y0, int32_t* y1) {
-  if (ls.regions.size() != 1) return false;
-  const core::Region& g = ls.regions[0];
-  const int64_t hw = int64_t(d.h) * d.w;
-  if (g.kind == core::RegionKind::Box) {
-    if (g.v[4] != 0 || g.v[5] != d.w) return false;
-    *c0 = g.v[0]; *c1 = g.v[1]; *y0 = g.v[2]; *y1 = g.v[3];
-    return true;
-  }
-  if (hw <= 0 || g.v[0] % hw || g.v[1] % hw) return false;
-  *c0 = int32_t(g.v[0] / hw); *c1 = int32_t(g.v[1] / hw); *y0 = 0; *y1 = d.h;
-  return true;
-}
+using streams::whole_rows;
 
 // In place (direct route): a share of whole rows whose outputs this worker
 // reads again is computed straight into the window of the last layer that
@@ -80,6 +67,7 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
     int64_t placed = -1;
   };
   const std::vector<int> home = place_in_place(q, wp);
+  const std::vector<streams::Chain> chains = streams::lay_out(q, wp, home);
   std::vector<Buf> bufs;
   for (LayerShare& ls : wp.layers) {
     if (!ls.active()) continue;
@@ -100,6 +88,12 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
       bufs.push_back(Buf{core::arena_block(uint32_t(ls.out_elems * 4)), ls.node, ls.node, &ls.psum.acc_at});
     }
   }
+  // A chain is computed when its first layer runs: its last layer's
+  // outputs, when they have a buffer of their own, are in use from then on
+  // (the board's arena check reads the same, core/fragment.cpp).
+  for (const streams::Chain& c : chains)
+    for (Buf& b : bufs)
+      if (b.at == &wp.layers[size_t(c.last)].out_at) b.from = std::min(b.from, c.first);
   // First fit in two orders, keeping the one with the lower peak: by first
   // use (layer order), and by size, largest first (a big window placed
   // first leaves no hole under it that a later, larger buffer cannot use).
@@ -126,6 +120,7 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
   std::stable_sort(by_size.begin(), by_size.end(), [](const Buf& a, const Buf& b) { return a.bytes > b.bytes; });
   if (place(by_size) < place(bufs)) bufs = std::move(by_size);
   for (Buf& b : bufs) *b.at = uint32_t(b.placed);
+
   // Outputs in place: where their first element sits in the home window.
   for (LayerShare& ls : wp.layers) {
     if (!ls.out_pitch) continue;

@@ -193,8 +193,9 @@ void FragWriter::entry_scalars(size_t e, size_t i, const QNode& node, const Laye
   bool to_boards = false;
   for (const core::Send& s : ls.sends) to_boards = to_boards || s.peer != core::kPeerCoordinator;
   const uint8_t coded = ls.active() && to_boards ? coding : 0;
+  const bool streamed = ls.active() && ls.stream_step > 0;
   out.u8(e + f::kFlags, uint8_t((ls.active() && ls.run_trigger ? core::kEntryRunTrigger : 0) |
-                                (partial ? core::kEntryPartial : 0) | coded));
+                                (partial ? core::kEntryPartial : 0) | coded | (streamed ? core::kEntryStreamed : 0)));
   out.u32(e + f::kNode, uint32_t(i));
   // Bounds of the regions' flat indices.
   int64_t lo = 0, hi = 0;
@@ -221,7 +222,8 @@ void FragWriter::entry_scalars(size_t e, size_t i, const QNode& node, const Laye
   out.u32(e + f::kOutAt, ls.active() ? ls.out_at : 0);
   out.u32(e + f::kOutUntil, ls.active() ? uint32_t(ls.out_until) : 0);
   out.u32(e + f::kOutPitch, ls.active() ? ls.out_pitch : 0);
-  out.u32(e + f::kPartial, 0);  // set by entry_records for a partial share
+  // The partial-sum record's offset is set by entry_records for a partial share.
+  out.u32(e + f::kPartial, streamed ? uint32_t(ls.stream_step) : 0);
   out.u32(e + f::kRamBytes, checked_u32(uint64_t(ls.ram_bytes), "layer RAM"));
 }
 

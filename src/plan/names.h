@@ -31,6 +31,13 @@ inline constexpr Choice kCodings[] = {
     {"off", "every frame plain"},
 };
 
+// Streamed chains (plan/streams.h), in the order of plan.h's Streaming.
+inline constexpr Choice kStreamings[] = {
+    {"off", "every layer computed whole"},
+    {"auto", "chains of layers computed row by row where a board's RAM holds the plan only so"},
+    {"on", "every chain of layers that can stream computed row by row (direct route)"},
+};
+
 inline constexpr Choice kCostModels[] = {
     {"teensy", "the Teensy 4.1 figures, what local boards stand in for"},
     {"host", "the measured prices of boards run as processes on this machine, data/costs/host.json"},

@@ -21,6 +21,7 @@
 #include "plan/fuse.h"
 #include "plan/needs.h"
 #include "plan/plan_steps.h"
+#include "plan/streams.h"
 #include "util/parallel.h"
 
 namespace ts::plan {
@@ -296,6 +297,30 @@ void fuse_layers(const QGraph& q, Plan& p) {
   }
 }
 
+// Streamed chains (plan/streams.h): each chain's layers but the last
+// widened, last to first, to what the next layer's share reads (a board's
+// chain then reads nothing from its neighbours past its first layer's
+// inputs), and marked to stream `step` rows of the chain's last layer per
+// pass.
+void stream_layers(const QGraph& q, Plan& p, int32_t step) {
+  for (const streams::Chain& c : streams::chains(q, p))
+    for (int n = c.last - 1; n >= c.first; --n) {
+      NodeNeeds needs(q, n);
+      const core::Dims d = q.desc(n).out;
+      for (WorkerPlan& wp : p.workers) {
+        LayerShare& ls = wp.layers[size_t(n)];
+        if (!ls.active()) continue;
+        std::vector<core::Region> owned = ls.tiles();
+        const std::vector<core::Region> wide = fuse::widened(d, owned, wp.layers[size_t(n) + 1].inputs[0].runs);
+        if (!wide.empty()) {
+          set_share(q, p, n, needs, wide, nullptr, ls);
+          ls.owned = std::move(owned);
+        }
+        ls.stream_step = step;
+      }
+    }
+}
+
 // Per layer and per worker: traffic, RAM, MACs, data, Kc; distinct inputs
 // and fan-out.
 void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
@@ -397,8 +422,9 @@ Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<doubl
 
 // Step 2 of build_plan on the shares of step 1: fused shares widened, then
 // the route pass (`alike`: steps::route_plan).
-void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr) {
+void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr, int32_t stream = 0) {
   if (route == Route::Direct) fuse_layers(q, p);
+  if (route == Route::Direct && stream > 0) stream_layers(q, p, stream);
   steps::route_plan(q, p, route, detail == Detail::Full || detail == Detail::Linked, alike);
 }
 
@@ -421,10 +447,16 @@ void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool r
 }
 
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
-                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full) {
+                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full, int32_t stream = 0) {
   Plan p = shares_and_needs(q, t, shares, strategy, route, detail);
-  route_step(q, p, route, detail);
+  route_step(q, p, route, detail, nullptr, stream);
   finish_plan(q, p, strategy, routing, mcrc, route, detail);
+  if (stream > 0) {  // its fragments differ from the plan without streams
+    ByteWriter b;
+    b.u32(p.plan_id);
+    b.u32(uint32_t(stream));
+    p.plan_id = crc32(b.buf.data(), b.buf.size());
+  }
   return p;
 }
 
@@ -668,13 +700,33 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
   Plan p;
   std::vector<int64_t> flash(N);
   for (size_t w = 0; w < N; ++w) flash[w] = t.boards[w].flash_bytes;
-  const FittedStorage fit = fit_storage(ratings, flash, model_bytes, overhead, [&](const std::vector<double>& shares) {
-    p = build_plan(q, t, shares, *strategy, false, mcrc, opt.route);
-    std::vector<int64_t> sizes(N);
-    for (size_t w = 0; w < N; ++w) sizes[w] = p.workers[w].flash_bytes;
-    return sizes;
-  });
-  if (p.shares != fit.alloc.ratings) p = build_plan(q, t, fit.alloc.ratings, *strategy, false, mcrc, opt.route);
+  // Streamed chains (plan/streams.h): always, never, or when a board's RAM
+  // holds the plan only so (the first step that fits).
+  const bool direct = opt.route == Route::Direct;
+  int32_t stream = direct && opt.stream == Streaming::On ? streams::kSteps[0] : 0;
+  FittedStorage fit;
+  const auto fit_plan = [&] {
+    fit = fit_storage(ratings, flash, model_bytes, overhead, [&](const std::vector<double>& shares) {
+      p = build_plan(q, t, shares, *strategy, false, mcrc, opt.route, Detail::Full, stream);
+      std::vector<int64_t> sizes(N);
+      for (size_t w = 0; w < N; ++w) sizes[w] = p.workers[w].flash_bytes;
+      return sizes;
+    });
+    if (p.shares != fit.alloc.ratings)
+      p = build_plan(q, t, fit.alloc.ratings, *strategy, false, mcrc, opt.route, Detail::Full, stream);
+  };
+  const auto over_ram = [&] {
+    for (size_t w = 0; w < N; ++w)
+      if (p.workers[w].peak_ram_bytes > t.boards[w].ram_bytes) return true;
+    return false;
+  };
+  fit_plan();
+  if (direct && opt.stream == Streaming::Auto && over_ram())
+    for (int32_t step : streams::kSteps) {
+      stream = step;
+      fit_plan();
+      if (!over_ram()) break;
+    }
   p.alloc = opt.alloc;
   p.link_bound = link_bound;
   p.flash_rounds = fit.measurements - 1;

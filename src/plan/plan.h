@@ -56,6 +56,10 @@ const char* route_name(Route r);
 // "relay" | "direct"; anything else throws ts::Error naming the choices.
 Route parse_route(const std::string& s);
 
+// Streamed chains (plan/streams.h, direct route only): never, where a
+// board's RAM holds the plan only with them, or always.
+enum class Streaming { Off, Auto, On };
+
 struct PlanOptions {
   Allocation alloc = Allocation::Even;
   Route route = Route::Relay;
@@ -84,6 +88,7 @@ struct PlanOptions {
   // node, the estimated coded bytes per value of each coding.
   Coding coding = Coding::Off;
   CodeEstimate code;  // model/pipeline.h activation_code_ratios (estimate_code_ratios)
+  Streaming stream = Streaming::Auto;
 };
 
 // One input operand of a layer as one worker needs it.
@@ -145,6 +150,10 @@ struct LayerShare {
   // out_until reads them from (direct route, a share of whole rows): channel
   // pitch of that window (core::FragLayer::out_pitch).
   uint32_t out_pitch = 0;
+  // > 0: the outputs stream into the next layer's line buffer, the chain
+  // made this many rows of its last layer per pass (plan/streams.h,
+  // core::kEntryStreamed); out_pitch is then the line buffer's.
+  int32_t stream_step = 0;
   int64_t ram_bytes = 0;    // arena: top of the buffers in use at this layer
   int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
   int64_t macs = 0;
@@ -153,6 +162,14 @@ struct LayerShare {
   int64_t bytes_in() const;   // received over the network (partial sums included)
   int64_t bytes_out() const;  // sent over the network (to boards and the coordinator)
 };
+
+// The first layer of the streamed chain node n is in (n if none): where an
+// inference resumed at n goes on from (a chain is computed whole).
+int chain_start(const Plan& p, int n);
+
+// The step of node n's streamed shares (LayerShare::stream_step), 0 if no
+// worker streams it.
+int32_t stream_step(const Plan& p, int n);
 
 // How the board computes this share of layer `d` (core/halo_first.h): the
 // positions its sends to other boards read first, or at once (on() false).

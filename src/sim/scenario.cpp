@@ -135,6 +135,7 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   po.route_fallback = s.route_fallback;
   po.coding = s.coding;
   po.code = s.code;
+  po.stream = s.stream;
   po.first_boards = s.first_boards;
   // The plan is the one `plan` and `run` make (the planner's default cost
   // model, plus --op-cycles if given), whatever timing it is simulated under.

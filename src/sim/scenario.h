@@ -68,6 +68,7 @@ struct Scenario {
   bool route_fallback = false;
   // As plan::PlanOptions::coding and code (plan/coding.h).
   plan::Coding coding = plan::Coding::Off;
+  plan::Streaming stream = plan::Streaming::Auto;  // as plan::PlanOptions::stream
   plan::CodeEstimate code;
   TimingModel timing;
   // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);

@@ -1,0 +1,145 @@
+// Streamed chains: which layers chain, and their line buffers (streams.h).
+#include "plan/streams.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "core/stream.h"
+#include "plan/fuse.h"
+#include "plan/names.h"
+#include "util/error.h"
+
+namespace ts::plan::streams {
+
+Streaming parse(const std::string& s) {
+  for (size_t i = 0; i < std::size(kStreamings); ++i)
+    if (s == kStreamings[i].name) return Streaming(i);
+  throw Error("--stream: expected " + join_names(kStreamings, " or ") + ", got '" + s + "'");
+}
+
+const char* name(Streaming s) { return kStreamings[size_t(s)].name; }
+
+bool whole_rows(const core::Dims& d, const LayerShare& ls, int32_t* c0, int32_t* c1, int32_t* y0, int32_t* y1) {
+  if (ls.regions.size() != 1) return false;
+  const core::Region& g = ls.regions[0];
+  const int64_t hw = int64_t(d.h) * d.w;
+  if (g.kind == core::RegionKind::Box) {
+    if (g.v[4] != 0 || g.v[5] != d.w) return false;
+    *c0 = g.v[0]; *c1 = g.v[1]; *y0 = g.v[2]; *y1 = g.v[3];
+    return true;
+  }
+  if (hw <= 0 || g.v[0] % hw || g.v[1] % hw) return false;
+  *c0 = int32_t(g.v[0] / hw); *c1 = int32_t(g.v[1] / hw); *y0 = 0; *y1 = d.h;
+  return true;
+}
+
+namespace {
+
+// Every channel, whole rows.
+bool all_channel_rows(const core::Dims& d, const LayerShare& ls) {
+  int32_t c0, c1, y0, y1;
+  return !ls.psum.on && whole_rows(d, ls, &c0, &c1, &y0, &y1) && c0 == 0 && c1 == d.c;
+}
+
+// Whether node n streams into node n + 1.
+bool links(const QGraph& q, const Plan& p, int n) {
+  if (size_t(n) + 1 >= q.nodes.size() || fuse::sole_reader(q, n) != n + 1) return false;
+  const QNode& r = q.nodes[size_t(n) + 1];
+  if (r.inputs.size() != 1 || r.inputs[0] != q.nodes[size_t(n)].output) return false;
+  if (r.op != core::QOp::Conv && r.op != core::QOp::AvgPool && r.op != core::QOp::MaxPool) return false;
+  const core::Dims a = q.desc(n).out, b = q.desc(n + 1).out;
+  bool any = false;
+  for (const WorkerPlan& wp : p.workers) {
+    const LayerShare& x = wp.layers[size_t(n)];
+    const LayerShare& y = wp.layers[size_t(n) + 1];
+    if (x.active() != y.active()) return false;
+    if (!x.active()) continue;
+    if (!all_channel_rows(a, x) || !all_channel_rows(b, y)) return false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
+std::vector<Chain> chains(const QGraph& q, const Plan& p) {
+  std::vector<Chain> out;
+  const int n = int(q.nodes.size());
+  for (int i = 0; i + 1 < n;) {
+    if (!links(q, p, i)) {
+      ++i;
+      continue;
+    }
+    Chain c{i, i + 1};
+    while (c.last + 1 < n && c.last - c.first + 1 < core::kMaxChain && links(q, p, c.last)) ++c.last;
+    out.push_back(c);
+    i = c.last + 1;
+  }
+  return out;
+}
+
+std::vector<Chain> lay_out(const QGraph& q, WorkerPlan& wp, const std::vector<int>& home) {
+  std::vector<Chain> out;
+  const int n = int(wp.layers.size());
+  for (int a = 0; a < n; ++a) {
+    if (wp.layers[size_t(a)].stream_step <= 0) continue;
+    // The chain from a: its streamed shares in place, then the one after.
+    int b = a;
+    while (b < n && wp.layers[size_t(b)].stream_step > 0 && wp.layers[size_t(b)].out_pitch) ++b;
+    for (int i = b; i < n && wp.layers[size_t(i)].stream_step > 0; ++i) wp.layers[size_t(i)].stream_step = 0;
+    if (b == a || b >= n) {  // none in place: nothing streams
+      a = b;
+      continue;
+    }
+    core::ChainLayer L[core::kMaxChain];
+    const int len = b - a + 1;
+    bool rows_ok = len <= core::kMaxChain;
+    for (int i = 0; i < len && rows_ok; ++i) {
+      L[i].desc = q.desc(a + i);
+      rows_ok = whole_rows(L[i].desc.out, wp.layers[size_t(a + i)], &L[i].c0, &L[i].c1, &L[i].y0, &L[i].y1);
+    }
+    if (!rows_ok) {  // a share widened past one box of whole rows: it does not stream
+      for (int i = a; i < b; ++i) wp.layers[size_t(i)].stream_step = 0;
+      a = b;
+      continue;
+    }
+    int32_t rows[core::kMaxChain];
+    const int32_t step = wp.layers[size_t(a)].stream_step;
+    if (!core::chain_rows(L, len, step, rows))
+      throw Error("internal: a streamed chain from layer " + std::to_string(a) + " cannot stream");
+    for (int i = 0; i + 1 < len; ++i) {
+      LayerShare& ls = wp.layers[size_t(a + i)];
+      InputNeed& in = wp.layers[size_t(a + i + 1)].inputs[0];
+      ls.stream_step = step;
+      in.box.h0 = L[i].y0;
+      in.box.h1 = L[i].y0 + rows[i];
+      ls.out_pitch = uint32_t(rows[i]) * uint32_t(L[i].desc.out.w);
+      in.avail_from = a;
+    }
+    const LayerShare& last = wp.layers[size_t(b)];
+    if (last.out_pitch) {
+      InputNeed& in = wp.layers[size_t(last.out_until)].inputs[size_t(home[size_t(b)])];
+      in.avail_from = std::min(in.avail_from, a);
+    }
+    out.push_back(Chain{a, b});
+    a = b;
+  }
+  return out;
+}
+
+}  // namespace ts::plan::streams
+
+namespace ts::plan {
+
+int chain_start(const Plan& p, int n) {
+  while (n > 0 && stream_step(p, n - 1) > 0) --n;
+  return n;
+}
+
+int32_t stream_step(const Plan& p, int n) {
+  int32_t s = 0;
+  for (const WorkerPlan& wp : p.workers) s = std::max(s, wp.layers[size_t(n)].stream_step);
+  return s;
+}
+
+}  // namespace ts::plan
