@@ -93,10 +93,9 @@ class FirmwareDirectTest : public ::testing::Test {
   }
   // `tinysplit run --workers qemu:3 --route direct ARGS --json`, board logs
   // in dir_/store/board-N/qemu.log.
-  ts::testing::Shell run(const std::string& args) {
-    return shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
-                 " run --size 112 --json --timeout 60 --workers qemu:3 --route direct " + args + " --store " +
-                 (dir_ / "store").string());
+  ts::testing::Shell run(const std::string& args, int size = 112) {
+    return shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) + " run --size " + std::to_string(size) +
+                 " --json --timeout 60 --workers qemu:3 --route direct " + args + " --store " + (dir_ / "store").string());
   }
   std::string board_log(int b) { return read_text(dir_ / "store" / ("board-" + std::to_string(b)) / "qemu.log"); }
 
@@ -232,6 +231,23 @@ TEST_F(FirmwareDirectTest, PlannerChoiceBoardToBoardIsBitExact) { expect_direct_
 // rows as well, in place into the depthwise layer's window, and receives the
 // narrower rows of the block's input instead.
 TEST_F(FirmwareDirectTest, FusedTilesBoardToBoardAreBitExact) { expect_direct_run("--strategy fused", 50000); }
+
+// Streamed chains (core/stream.h): every chain that can stream computed row
+// by row on the Cortex-M7 boards, line buffers in their arenas; and at 224
+// within 256 KiB a board, where `auto` streams because nothing else fits:
+// every board's measured peak is the planned.
+TEST_F(FirmwareDirectTest, StreamedChainsBoardToBoardAreBitExact) {
+  expect_direct_run("--strategy spatial --stream on", 50000);
+  const auto r = run("--ram 256K", 224);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  for (const auto& w : j.at("per_worker")) {
+    EXPECT_EQ(w.at("peak_ram_bytes").get<int64_t>(), w.at("planned_peak_ram_bytes").get<int64_t>());
+    EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), 262144);
+  }
+}
 
 // Input-channel shares with int32 partial sums (strategy reduce: the
 // contracting 1x1 convolutions and the Gemms), summed on the Cortex-M7 boards

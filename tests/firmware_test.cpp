@@ -555,15 +555,16 @@ TEST_F(FirmwareTest, KilledStalledAndCorruptQemuBoardsFailOver) {
   }
 }
 
-// A failover on firmware boards with the defaults (auto, direct): the two
-// boards left get patches of the fragments they hold in flash (wire PATCH,
-// applied from the committed A/B slot into the other), and the interrupted
-// inference resumes (RESUME) at the layer the board died in.
+// A failover on firmware boards with the defaults (224, auto, direct): the
+// two boards left get patches of the fragments they hold in flash (wire
+// PATCH, applied from the committed A/B slot into the other), hold the
+// model in their 512 KiB by streaming its first blocks (core/stream.h), and
+// the interrupted inference resumes (RESUME) at the layer the board died in.
 TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
   ASSERT_TRUE(fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"))
       << "models/mobilenetv2 is missing: run scripts/setup.sh first";
   const Proc r = shell("TS_FIRMWARE=" + elf_ + " " + std::string(TS_TINYSPLIT) +
-                       " run --size 112 --json --timeout 20 --workers qemu:3 --repeat 5 --inject-fault kill:1:20");
+                       " run --json --timeout 20 --workers qemu:3 --repeat 5 --inject-fault kill:1:20");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("match_reference").get<bool>());
@@ -578,6 +579,9 @@ TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
   // compute.
   EXPECT_EQ(f.at("resumed_at_layer").get<int>(), 20) << f.dump();
   EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  EXPECT_EQ(j.at("size").get<int>(), 224);
+  for (const auto& w : j.at("per_worker"))
+    EXPECT_LE(w.at("peak_ram_bytes").get<int64_t>(), w.at("ram_budget_bytes").get<int64_t>());
 }
 
 // Every op kind on the target: ONNX test models that together hold Conv,

@@ -297,30 +297,6 @@ void fuse_layers(const QGraph& q, Plan& p) {
   }
 }
 
-// Streamed chains (plan/streams.h): each chain's layers but the last
-// widened, last to first, to what the next layer's share reads (a board's
-// chain then reads nothing from its neighbours past its first layer's
-// inputs), and marked to stream `step` rows of the chain's last layer per
-// pass.
-void stream_layers(const QGraph& q, Plan& p, int32_t step) {
-  for (const streams::Chain& c : streams::chains(q, p))
-    for (int n = c.last - 1; n >= c.first; --n) {
-      NodeNeeds needs(q, n);
-      const core::Dims d = q.desc(n).out;
-      for (WorkerPlan& wp : p.workers) {
-        LayerShare& ls = wp.layers[size_t(n)];
-        if (!ls.active()) continue;
-        std::vector<core::Region> owned = ls.tiles();
-        const std::vector<core::Region> wide = fuse::widened(d, owned, wp.layers[size_t(n) + 1].inputs[0].runs);
-        if (!wide.empty()) {
-          set_share(q, p, n, needs, wide, nullptr, ls);
-          ls.owned = std::move(owned);
-        }
-        ls.stream_step = step;
-      }
-    }
-}
-
 // Per layer and per worker: traffic, RAM, MACs, data, Kc; distinct inputs
 // and fan-out.
 void gather_stats(const QGraph& q, Plan& p, Route route, bool distinct_inputs) {
@@ -424,7 +400,11 @@ Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<doubl
 // the route pass (`alike`: steps::route_plan).
 void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr, int32_t stream = 0) {
   if (route == Route::Direct) fuse_layers(q, p);
-  if (route == Route::Direct && stream > 0) stream_layers(q, p, stream);
+  if (route == Route::Direct && stream > 0)
+    streams::mark(q, p, stream, [&](int n, const std::vector<core::Region>& wide, LayerShare& ls) {
+      NodeNeeds needs(q, n);
+      set_share(q, p, n, needs, wide, nullptr, ls);
+    });
   steps::route_plan(q, p, route, detail == Detail::Full || detail == Detail::Linked, alike);
 }
 
@@ -986,7 +966,7 @@ Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& op
 }
 
 core::HaloSplit halo_split_of(const core::LayerDesc& d, const LayerShare& ls) {
-  if (!ls.active() || ls.psum.on) return core::HaloSplit();
+  if (!ls.active() || ls.psum.on || ls.chained) return core::HaloSplit();  // a chain is computed row by row
   return core::halo_split(d.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
                           uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
 }

@@ -154,6 +154,7 @@ struct LayerShare {
   // made this many rows of its last layer per pass (plan/streams.h,
   // core::kEntryStreamed); out_pitch is then the line buffer's.
   int32_t stream_step = 0;
+  bool chained = false;     // a layer of a streamed chain on this worker (the last one too)
   int64_t ram_bytes = 0;    // arena: top of the buffers in use at this layer
   int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
   int64_t macs = 0;

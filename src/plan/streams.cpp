@@ -78,9 +78,29 @@ std::vector<Chain> chains(const QGraph& q, const Plan& p) {
   return out;
 }
 
+void mark(const QGraph& q, Plan& p, int32_t step,
+          const std::function<void(int, const std::vector<core::Region>&, LayerShare&)>& set_share) {
+  for (const Chain& c : chains(q, p))
+    for (int n = c.last - 1; n >= c.first; --n) {
+      const core::Dims d = q.desc(n).out;
+      for (WorkerPlan& wp : p.workers) {
+        LayerShare& ls = wp.layers[size_t(n)];
+        if (!ls.active()) continue;
+        std::vector<core::Region> owned = ls.tiles();
+        const std::vector<core::Region> wide = fuse::widened(d, owned, wp.layers[size_t(n) + 1].inputs[0].runs);
+        if (!wide.empty()) {
+          set_share(n, wide, ls);
+          ls.owned = std::move(owned);
+        }
+        ls.stream_step = step;
+      }
+    }
+}
+
 std::vector<Chain> lay_out(const QGraph& q, WorkerPlan& wp, const std::vector<int>& home) {
   std::vector<Chain> out;
   const int n = int(wp.layers.size());
+  for (LayerShare& ls : wp.layers) ls.chained = false;
   for (int a = 0; a < n; ++a) {
     if (wp.layers[size_t(a)].stream_step <= 0) continue;
     // The chain from a: its streamed shares in place, then the one after.
@@ -121,6 +141,7 @@ std::vector<Chain> lay_out(const QGraph& q, WorkerPlan& wp, const std::vector<in
       InputNeed& in = wp.layers[size_t(last.out_until)].inputs[size_t(home[size_t(b)])];
       in.avail_from = std::min(in.avail_from, a);
     }
+    for (int i = a; i <= b; ++i) wp.layers[size_t(i)].chained = true;
     out.push_back(Chain{a, b});
     a = b;
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,7 @@ namespace ts::plan::streams {
 // Rows of the chain's last layer made per pass, tried in this order until
 // the boards' RAM holds the plan (fewer rows: smaller line buffers, more
 // kernel calls).
-constexpr int32_t kSteps[] = {4, 1};
+constexpr int32_t kSteps[] = {4, 2, 1};
 
 // --stream: kStreamings' names (plan/names.h); an unknown name is refused
 // with one line.
@@ -34,6 +35,14 @@ struct Chain {
 // a Conv or a pool; every worker's shares of them whole rows of every
 // channel (one full-width box), or none. At most core::kMaxChain nodes.
 std::vector<Chain> chains(const QGraph& q, const Plan& p);
+
+// Marks every chain of p to stream `step` rows of its last layer per pass,
+// each chain's layers but the last widened, last to first, to what the next
+// layer's share reads (set_share(n, regions, share) gives a share new
+// regions; LayerShare::owned keeps the tiling): a board's chain then reads
+// nothing from its neighbours past its first layer's inputs.
+void mark(const QGraph& q, Plan& p, int32_t step,
+          const std::function<void(int, const std::vector<core::Region>&, LayerShare&)>& set_share);
 
 // Worker wp's streamed shares (stream_step > 0), after the in-place pass
 // (`home`: per node, the operand of its out_until's window it is computed
