@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -124,6 +125,12 @@ inline CLI::Option* add_code_option(CLI::App& sub, std::string& code) {
 inline CLI::Option* add_stream_option(CLI::App& sub, std::string& stream) {
   return sub.add_option("--stream", stream, "layers computed row by row on each board: " + plan::names_help(plan::kStreamings))
       ->capture_default_str();
+}
+
+// `plan --json` and `run --json`: what the plan streams (plan/streams.h).
+inline nlohmann::json stream_json(plan::Streaming mode, const plan::Plan& p) {
+  const plan::streams::Summary s = plan::streams::summary(p);
+  return {{"mode", plan::streams::name(mode)}, {"layers", s.layers}, {"chains", s.chains}, {"step", s.step}};
 }
 
 // Registration functions, one per subcommand file.

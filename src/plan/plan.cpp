@@ -398,9 +398,10 @@ Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<doubl
 
 // Step 2 of build_plan on the shares of step 1: fused shares widened, then
 // the route pass (`alike`: steps::route_plan).
-void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr, int32_t stream = 0) {
+void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr,
+                const streams::Choice& stream = streams::Choice()) {
   if (route == Route::Direct) fuse_layers(q, p);
-  if (route == Route::Direct && stream > 0)
+  if (route == Route::Direct && stream.step > 0)
     streams::mark(q, p, stream, [&](int n, const std::vector<core::Region>& wide, LayerShare& ls) {
       NodeNeeds needs(q, n);
       set_share(q, p, n, needs, wide, nullptr, ls);
@@ -427,14 +428,16 @@ void finish_plan(const QGraph& q, Plan& p, const SplitStrategy& strategy, bool r
 }
 
 Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
-                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full, int32_t stream = 0) {
+                bool routing, uint32_t mcrc, Route route, Detail detail = Detail::Full,
+                const streams::Choice& stream = streams::Choice()) {
   Plan p = shares_and_needs(q, t, shares, strategy, route, detail);
   route_step(q, p, route, detail, nullptr, stream);
   finish_plan(q, p, strategy, routing, mcrc, route, detail);
-  if (stream > 0) {  // its fragments differ from the plan without streams
+  if (stream.step > 0) {  // its fragments differ from the plan without streams
     ByteWriter b;
     b.u32(p.plan_id);
-    b.u32(uint32_t(stream));
+    b.u32(uint32_t(stream.step));
+    for (uint8_t v : stream.nodes) b.u8(v);
     p.plan_id = crc32(b.buf.data(), b.buf.size());
   }
   return p;
@@ -683,7 +686,8 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
   // Streamed chains (plan/streams.h): always, never, or when a board's RAM
   // holds the plan only so (the first step that fits).
   const bool direct = opt.route == Route::Direct;
-  int32_t stream = direct && opt.stream == Streaming::On ? streams::kSteps[0] : 0;
+  streams::Choice stream;
+  if (direct && opt.stream == Streaming::On) stream.step = streams::kSteps[0];
   FittedStorage fit;
   const auto fit_plan = [&] {
     fit = fit_storage(ratings, flash, model_bytes, overhead, [&](const std::vector<double>& shares) {
@@ -701,12 +705,21 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
     return false;
   };
   fit_plan();
-  if (direct && opt.stream == Streaming::Auto && over_ram())
-    for (int32_t step : streams::kSteps) {
-      stream = step;
-      fit_plan();
-      if (!over_ram()) break;
+  // Auto: first the chains that hold a layer over some board's budget, then
+  // every chain; at each, fewer rows per pass until the plan fits.
+  if (direct && opt.stream == Streaming::Auto && over_ram()) {
+    const std::vector<uint8_t> over = streams::over_budget(p, t);
+    bool fit_now = false;
+    for (const bool all : {false, true}) {
+      for (int32_t step : streams::kSteps) {
+        stream.step = step;
+        stream.nodes = all ? std::vector<uint8_t>() : over;
+        fit_plan();
+        if ((fit_now = !over_ram())) break;
+      }
+      if (fit_now) break;
     }
+  }
   p.alloc = opt.alloc;
   p.link_bound = link_bound;
   p.flash_rounds = fit.measurements - 1;

@@ -78,9 +78,21 @@ std::vector<Chain> chains(const QGraph& q, const Plan& p) {
   return out;
 }
 
-void mark(const QGraph& q, Plan& p, int32_t step,
+std::vector<uint8_t> over_budget(const Plan& p, const Testbed& t) {
+  std::vector<uint8_t> over(p.workers.empty() ? 0 : p.workers.front().layers.size(), 0);
+  for (size_t w = 0; w < p.workers.size() && w < t.boards.size(); ++w)
+    for (const LayerShare& ls : p.workers[w].layers)
+      if (int64_t(core::kWorkerFixedArena) + ls.ram_bytes > t.boards[w].ram_bytes) over[size_t(ls.node)] = 1;
+  return over;
+}
+
+void mark(const QGraph& q, Plan& p, const Choice& choice,
           const std::function<void(int, const std::vector<core::Region>&, LayerShare&)>& set_share) {
-  for (const Chain& c : chains(q, p))
+  const int32_t step = choice.step;
+  for (const Chain& c : chains(q, p)) {
+    bool named = choice.nodes.empty();
+    for (int n = c.first; n <= c.last && !named; ++n) named = size_t(n) < choice.nodes.size() && choice.nodes[size_t(n)];
+    if (!named) continue;
     for (int n = c.last - 1; n >= c.first; --n) {
       const core::Dims d = q.desc(n).out;
       for (WorkerPlan& wp : p.workers) {
@@ -95,6 +107,7 @@ void mark(const QGraph& q, Plan& p, int32_t step,
         ls.stream_step = step;
       }
     }
+  }
 }
 
 std::vector<Chain> lay_out(const QGraph& q, WorkerPlan& wp, const std::vector<int>& home) {
@@ -146,6 +159,31 @@ std::vector<Chain> lay_out(const QGraph& q, WorkerPlan& wp, const std::vector<in
     a = b;
   }
   return out;
+}
+
+}  // namespace ts::plan::streams
+
+namespace ts::plan::streams {
+
+Summary summary(const Plan& p) {
+  Summary s;
+  const int n = p.workers.empty() ? 0 : int(p.workers.front().layers.size());
+  for (int i = 0; i < n; ++i) {
+    const int32_t step = stream_step(p, i);
+    if (step <= 0) continue;
+    ++s.layers;
+    s.chains += i == 0 || stream_step(p, i - 1) <= 0;
+    s.step = std::max(s.step, step);
+  }
+  return s;
+}
+
+std::string summary_line(const Plan& p, Streaming mode) {
+  const Summary s = summary(p);
+  if (s.layers == 0) return "";
+  return "streamed (--stream " + std::string(name(mode)) + "): " + std::to_string(s.layers) + " layers in " +
+         std::to_string(s.chains) + " chains computed row by row, " + std::to_string(s.step) +
+         " rows of each chain's last layer per pass, line buffers in RAM\n";
 }
 
 }  // namespace ts::plan::streams

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plan/plan.h"
+#include "plan/testbed.h"
 
 namespace ts::plan::streams {
 
@@ -25,6 +26,16 @@ constexpr int32_t kSteps[] = {4, 2, 1};
 Streaming parse(const std::string& s);
 const char* name(Streaming s);
 
+// What a plan streams: its streamed layers (any board's), the chains they
+// make (each with the layer after its last streamed one) and the rows per
+// pass; and one line saying so for the text reports ("" if none).
+struct Summary {
+  int layers = 0, chains = 0;
+  int32_t step = 0;
+};
+Summary summary(const Plan& p);
+std::string summary_line(const Plan& p, Streaming mode);
+
 // Nodes [first, last] computed together.
 struct Chain {
   int first = 0, last = 0;
@@ -36,12 +47,24 @@ struct Chain {
 // channel (one full-width box), or none. At most core::kMaxChain nodes.
 std::vector<Chain> chains(const QGraph& q, const Plan& p);
 
-// Marks every chain of p to stream `step` rows of its last layer per pass,
+// What to stream: `step` rows of each chain's last layer per pass (0: no
+// chain streams); `nodes` empty: every chain, else only the chains that
+// hold a node marked there.
+struct Choice {
+  int32_t step = 0;
+  std::vector<uint8_t> nodes;
+};
+
+// Per node: 1 where some board's RAM at that layer is over its budget.
+std::vector<uint8_t> over_budget(const Plan& p, const Testbed& t);
+
+// Marks the chains of p that `c` names to stream c.step rows of their last
+// layer per pass,
 // each chain's layers but the last widened, last to first, to what the next
 // layer's share reads (set_share(n, regions, share) gives a share new
 // regions; LayerShare::owned keeps the tiling): a board's chain then reads
 // nothing from its neighbours past its first layer's inputs.
-void mark(const QGraph& q, Plan& p, int32_t step,
+void mark(const QGraph& q, Plan& p, const Choice& c,
           const std::function<void(int, const std::vector<core::Region>&, LayerShare&)>& set_share);
 
 // Worker wp's streamed shares (stream_step > 0), after the in-place pass
