@@ -22,6 +22,7 @@
 #include "plan/plan.h"
 #include "support/run_json.h"
 #include "support/shell.h"
+#include "support/test_models.h"
 
 namespace {
 
@@ -230,18 +231,7 @@ TEST(FusedRuns, MobileNetV2BitExactOnOneThreeEightAndSixteenBoards) {
 }
 
 TEST(FusedRuns, OnnxTestModelsAndAHeterogeneousTestbedAreBitExact) {
-  const std::string dir = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
-  for (const char* m : {"mobilenet_v3_small", "mnasnet", "resnet_small", "unet_small", "shufflenet_v2"}) {
-    const std::string a = "--size 0 --workers 3 --strategy fused --model " + dir + m + ".onnx";
-    expect_exact(run_json(a), a);
-  }
-  // Unequal bands: the halos differ from board to board.
-  const fs::path tb = fs::temp_directory_path() / ("ts_fused_test_tb_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(tb) << R"([{"id": 0, "clock_mhz": 600}, {"id": 1, "clock_mhz": 150},
-                          {"id": 2, "clock_mhz": 396, "ram_bytes": "1M"}, {"id": 3, "clock_mhz": 24}])";
-  const std::string a = "--size 112 --strategy fused --allocation frequency --testbed " + tb.string();
-  expect_exact(run_json(a), a);
-  fs::remove(tb);
+  ts::testing::expect_exact_on_test_models_and_unequal_boards("--strategy fused", "fused_test");
 }
 
 }  // namespace

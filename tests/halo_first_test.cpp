@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "plan/plan.h"
 #include "plan/testbed.h"
 #include "support/boards.h"
+#include "support/test_models.h"
 
 namespace {
 
@@ -125,13 +125,7 @@ TEST(HaloFirst, PositionBandsSplitAndTheirPartsArePlacedRegionByRegion) {
 // read, then the rest) with compute_positions into the share's buffer:
 // every value equals the single-process reference's.
 TEST(HaloFirst, SharesComputedInPartsEqualTheReference) {
-  Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/mobilenet_v2.onnx", 0));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<std::vector<float>> xs(3, std::vector<float>(size_t(g.shape(g.input).size())));
-  for (auto& x : xs)
-    for (auto& v : x) v = u(rng);
-  const QGraph q = quantize(g, calibrate(g, xs, CalibOptions{}));
+  const QGraph q = ts::testing::quantised_test_model("mobilenet_v2");
   const auto x = ts::testing::random_int8_input(q, 11);
   const auto tensors = run_int8_all(q, x);
   int checked = 0;

@@ -516,12 +516,14 @@ TEST(PipelineHost, SlowBoardPipelinedRunIsExact) {
 }
 
 // `run --objective throughput` where no board holds the model (200 KiB of
-// RAM each): one group of 3 boards, images pipelined (2 in flight), every
-// output and every layer digest checked; --in-flight 1 runs them one after
-// another. Rates are not asserted (wall clock).
+// RAM each, without streamed chains, which would let one board hold it):
+// one group of 3 boards, images pipelined (2 in flight), every output and
+// every layer digest checked; --in-flight 1 runs them one after another.
+// Rates are not asserted (wall clock).
 TEST(PipelineHost, RunThroughputPipelinesInsideOneDeployment) {
   const std::string base = "timeout 300 " + std::string(TS_TINYSPLIT) +
-                           " run --size 112 --json --timeout 20 --workers 3 --ram 200K --objective throughput --repeat 6";
+                           " run --size 112 --json --timeout 20 --workers 3 --ram 200K --stream off --objective throughput "
+                           "--repeat 6";
   const ts::testing::Shell r = ts::testing::shell(base);
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -591,7 +593,9 @@ TEST(PipelineHost, AStoppedThroughputGroupRejoins) {
 }
 
 TEST(PipelineHost, ThroughputRunsFailOver) {
-  const std::string run = "timeout 300 " + std::string(TS_TINYSPLIT) + " run --size 112 --json --timeout 20 --objective throughput";
+  // Without streamed chains, which would let one board hold the model.
+  const std::string run = "timeout 300 " + std::string(TS_TINYSPLIT) +
+                          " run --size 112 --json --timeout 20 --objective throughput --stream off";
   {
     SCOPED_TRACE("a group of 3 re-plans on 2");
     const ts::testing::Shell r = ts::testing::shell(run + " --workers 3 --ram 300K --repeat 8 --inject-fault kill:1:20");

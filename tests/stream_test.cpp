@@ -10,21 +10,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "core/crc32.h"
 #include "core/digest.h"
 #include "core/fragment.h"
 #include "core/stream.h"
-#include "model/fold.h"
-#include "model/import_onnx.h"
 #include "model/qgraph.h"
-#include "model/quantize.h"
 #include "plan/fragment_writer.h"
 #include "plan/plan.h"
 #include "plan/streams.h"
@@ -32,6 +25,7 @@
 #include "support/boards.h"
 #include "support/run_json.h"
 #include "support/shell.h"
+#include "support/test_models.h"
 
 namespace {
 
@@ -43,15 +37,7 @@ using ts::testing::tinysplit;
 
 bool have_model() { return fs::exists(fs::path(TS_SOURCE_DIR) / "models" / "mobilenetv2" / "model.json"); }
 
-QGraph test_model() {
-  Graph g = fold(import_onnx(std::string(TS_SOURCE_DIR) + "/tests/data/onnx/mobilenet_v2.onnx", 0));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<std::vector<float>> xs(3, std::vector<float>(size_t(g.shape(g.input).size())));
-  for (auto& x : xs)
-    for (auto& v : x) v = u(rng);
-  return quantize(g, calibrate(g, xs, CalibOptions{}));
-}
+QGraph test_model() { return ts::testing::quantised_test_model("mobilenet_v2"); }
 
 // Worker w's chain [a, b] of plan p walked on the reference tensors with
 // line buffers of the rows chain_rows gives at `step` (`short_by` fewer for
@@ -249,18 +235,23 @@ TEST(StreamRuns, MobileNetV2BitExactWithTheRamPlanned) {
   EXPECT_EQ(f.at("bit_exact_inferences").get<int>(), 2);
 }
 
+// A board that changes one output of a streamed layer (in its line buffer,
+// before the next layer and the digest read it) is named at that layer.
+TEST(StreamRuns, AFlippedStreamedOutputIsNamed) {
+  if (!have_model()) FAIL() << "bundled model missing (scripts/setup.sh)";
+  const auto r = tinysplit("run --json --size 224 --ram 256K --inject-fault flip:1:2");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("board 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at layer 2 'expanded_conv_project'"), std::string::npos) << r.err;
+  ASSERT_FALSE(r.out.empty());
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j.at("stream").at("layers").get<int>(), 0);
+  EXPECT_EQ(j.at("first_mismatch").at("layer").get<int>(), 2);
+}
+
 TEST(StreamRuns, OnnxTestModelsAndAHeterogeneousTestbedAreBitExact) {
-  const std::string dir = std::string(TS_SOURCE_DIR) + "/tests/data/onnx/";
-  for (const char* m : {"mobilenet_v3_small", "mnasnet", "resnet_small", "unet_small", "shufflenet_v2"}) {
-    const std::string a = "--size 0 --workers 3 --stream on --model " + dir + m + ".onnx";
-    expect_exact(run_json(a), a);
-  }
-  const fs::path tb = fs::temp_directory_path() / ("ts_stream_test_tb_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(tb) << R"([{"id": 0, "clock_mhz": 600}, {"id": 1, "clock_mhz": 150},
-                          {"id": 2, "clock_mhz": 396, "ram_bytes": "1M"}, {"id": 3, "clock_mhz": 24}])";
-  const std::string a = "--size 112 --stream on --allocation frequency --testbed " + tb.string();
-  expect_exact(run_json(a), a);
-  fs::remove(tb);
+  ts::testing::expect_exact_on_test_models_and_unequal_boards("--stream on", "stream_test");
 }
 
 }  // namespace
