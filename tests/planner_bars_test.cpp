@@ -162,13 +162,15 @@ TEST(Bars, ThroughputReplicatesWhenOneBoardHoldsTheModel) {
 }
 
 TEST(Bars, NoReplicateWhenOneBoardCannotHoldTheModel) {
-  // 200 KiB of RAM: one board needs 369 KiB at 112, so no board runs a whole
+  // 200 KiB of RAM: one board needs 369 KiB at 112 without streamed chains
+  // (with them it holds the model in 159 KiB), so no board runs a whole
   // image; the planner groups boards instead and says why one is not enough.
   plan::Testbed tb = sim::preset_testbed(sim::board_preset("teensy41"), 4);
   for (auto& b : tb.boards) b.ram_bytes = 200 * 1024;
   plan::PlanOptions po;
   po.strategy = "auto";
   po.route = plan::Route::Direct;
+  po.stream = plan::Streaming::Off;
   const plan::GroupChoice g = plan::choose_groups(mobilenet(), tb, po, plan::Objective::Throughput);
   EXPECT_GE(g.group_boards, 2);
   EXPECT_NE(g.mode, "replicate");
@@ -176,6 +178,9 @@ TEST(Bars, NoReplicateWhenOneBoardCannotHoldTheModel) {
   EXPECT_EQ(g.candidates.front().group_boards, 1);
   EXPECT_FALSE(g.candidates.front().fits);
   EXPECT_NE(g.candidates.front().why_not.find("RAM"), std::string::npos) << g.candidates.front().why_not;
+  // With them (the default), one board holds the model: replicate.
+  po.stream = plan::Streaming::Auto;
+  EXPECT_EQ(plan::choose_groups(mobilenet(), tb, po, plan::Objective::Throughput).mode, "replicate");
   // Nothing fits at all: one clear error.
   for (auto& b : tb.boards) b.ram_bytes = 20 * 1024;
   EXPECT_THROW(plan::choose_groups(mobilenet(), tb, po, plan::Objective::Throughput), Error);
