@@ -195,6 +195,12 @@ uint32_t read_ps_record(const uint8_t* ps, FragLayer* L) {
 inline Why bad(const char* field, int64_t value, const char* what = nullptr) { return Why{field, value, what}; }
 
 // What check_layer's parts share: the fragment, its data section, the entry.
+// Whether entry j of the fragment at `data` (its header read) is streamed
+// (kEntryStreamed), read from its flags byte before the entry is decoded.
+bool entry_streamed(const uint8_t* data, uint32_t j) {
+  return (data[frag::kHeaderBytes + uint64_t(j) * frag::kEntryBytes + frag::kFlags] & kEntryStreamed) != 0;
+}
+
 struct EntryCheck {
   const uint8_t* base;
   uint32_t data_begin, data_end;  // the data section
@@ -208,9 +214,7 @@ struct EntryCheck {
   // The entry before this one streams into its window (kEntryStreamed): the
   // window is a line buffer of a few rows (the cross-checks and the chain's
   // walk check it).
-  bool line_buffer() const {
-    return index > 0 && (base[frag::kHeaderBytes + uint64_t(index - 1) * frag::kEntryBytes + frag::kFlags] & kEntryStreamed);
-  }
+  bool line_buffer() const { return index > 0 && entry_streamed(base, index - 1); }
 };
 
 // Entry scalars and the descriptor: the common bounds (core/op.h
@@ -580,7 +584,7 @@ struct CrossCheck {
   }
   // The first entry of the streamed chain that entry j is in (j if none).
   uint32_t chain_first(uint32_t j) const {
-    while (j > 0 && (data[frag::kHeaderBytes + uint64_t(j - 1) * frag::kEntryBytes + frag::kFlags] & kEntryStreamed)) --j;
+    while (j > 0 && entry_streamed(data, j - 1)) --j;
     return j;
   }
 };

@@ -120,7 +120,6 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
   std::stable_sort(by_size.begin(), by_size.end(), [](const Buf& a, const Buf& b) { return a.bytes > b.bytes; });
   if (place(by_size) < place(bufs)) bufs = std::move(by_size);
   for (Buf& b : bufs) *b.at = uint32_t(b.placed);
-
   // Outputs in place: where their first element sits in the home window.
   for (LayerShare& ls : wp.layers) {
     if (!ls.out_pitch) continue;

@@ -401,11 +401,14 @@ Plan shares_and_needs(const QGraph& q, const Testbed& t, const std::vector<doubl
 void route_step(const QGraph& q, Plan& p, Route route, Detail detail, const Plan* alike = nullptr,
                 const streams::Choice& stream = streams::Choice()) {
   if (route == Route::Direct) fuse_layers(q, p);
-  if (route == Route::Direct && stream.step > 0)
+  if (route == Route::Direct && stream.step > 0) {
+    std::unique_ptr<NodeNeeds> needs;  // of node `at`, the one being widened (mark goes node by node)
+    int at = -1;
     streams::mark(q, p, stream, [&](int n, const std::vector<core::Region>& wide, LayerShare& ls) {
-      NodeNeeds needs(q, n);
-      set_share(q, p, n, needs, wide, nullptr, ls);
+      if (at != n) needs = std::make_unique<NodeNeeds>(q, at = n);
+      set_share(q, p, n, *needs, wide, nullptr, ls);
     });
+  }
   steps::route_plan(q, p, route, detail == Detail::Full || detail == Detail::Linked, alike);
 }
 
@@ -433,13 +436,7 @@ Plan build_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   Plan p = shares_and_needs(q, t, shares, strategy, route, detail);
   route_step(q, p, route, detail, nullptr, stream);
   finish_plan(q, p, strategy, routing, mcrc, route, detail);
-  if (stream.step > 0) {  // its fragments differ from the plan without streams
-    ByteWriter b;
-    b.u32(p.plan_id);
-    b.u32(uint32_t(stream.step));
-    for (uint8_t v : stream.nodes) b.u8(v);
-    p.plan_id = crc32(b.buf.data(), b.buf.size());
-  }
+  p.plan_id = streams::plan_id(p.plan_id, stream);
   return p;
 }
 
@@ -705,21 +702,12 @@ Plan plan_on_route(const QGraph& q, const Testbed& t, const PlanOptions& opt, st
     return false;
   };
   fit_plan();
-  // Auto: first the chains that hold a layer over some board's budget, then
-  // every chain; at each, fewer rows per pass until the plan fits.
-  if (direct && opt.stream == Streaming::Auto && over_ram()) {
-    const std::vector<uint8_t> over = streams::over_budget(p, t);
-    bool fit_now = false;
-    for (const bool all : {false, true}) {
-      for (int32_t step : streams::kSteps) {
-        stream.step = step;
-        stream.nodes = all ? std::vector<uint8_t>() : over;
-        fit_plan();
-        if ((fit_now = !over_ram())) break;
-      }
-      if (fit_now) break;
+  if (direct && opt.stream == Streaming::Auto && over_ram())
+    for (const streams::Choice& c : streams::auto_choices(p, t)) {
+      stream = c;
+      fit_plan();
+      if (!over_ram()) break;
     }
-  }
   p.alloc = opt.alloc;
   p.link_bound = link_bound;
   p.flash_rounds = fit.measurements - 1;

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <iterator>
 
+#include "core/crc32.h"
 #include "core/stream.h"
 #include "plan/fuse.h"
 #include "plan/names.h"
+#include "model/bytes.h"
 #include "util/error.h"
 
 namespace ts::plan::streams {
@@ -78,12 +80,24 @@ std::vector<Chain> chains(const QGraph& q, const Plan& p) {
   return out;
 }
 
-std::vector<uint8_t> over_budget(const Plan& p, const Testbed& t) {
+std::vector<Choice> auto_choices(const Plan& p, const Testbed& t) {
   std::vector<uint8_t> over(p.workers.empty() ? 0 : p.workers.front().layers.size(), 0);
   for (size_t w = 0; w < p.workers.size() && w < t.boards.size(); ++w)
     for (const LayerShare& ls : p.workers[w].layers)
       if (int64_t(core::kWorkerFixedArena) + ls.ram_bytes > t.boards[w].ram_bytes) over[size_t(ls.node)] = 1;
-  return over;
+  std::vector<Choice> out;
+  for (const std::vector<uint8_t>& nodes : {over, std::vector<uint8_t>()})
+    for (int32_t step : kSteps) out.push_back(Choice{step, nodes});
+  return out;
+}
+
+uint32_t plan_id(uint32_t id, const Choice& c) {
+  if (c.step <= 0) return id;
+  ByteWriter b;
+  b.u32(id);
+  b.u32(uint32_t(c.step));
+  for (uint8_t v : c.nodes) b.u8(v);
+  return crc32(b.buf.data(), b.buf.size());
 }
 
 void mark(const QGraph& q, Plan& p, const Choice& choice,

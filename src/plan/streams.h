@@ -55,8 +55,15 @@ struct Choice {
   std::vector<uint8_t> nodes;
 };
 
-// Per node: 1 where some board's RAM at that layer is over its budget.
-std::vector<uint8_t> over_budget(const Plan& p, const Testbed& t);
+// `--stream auto` for a plan p (made without streams) over some board's
+// RAM: the choices to try in order until one fits. First the chains that
+// hold a layer over some board's budget, then every chain; each at
+// kSteps' rows per pass in turn.
+std::vector<Choice> auto_choices(const Plan& p, const Testbed& t);
+
+// A streamed plan's identity: its fragments differ from the plan without
+// streams (`id` unchanged when c streams nothing).
+uint32_t plan_id(uint32_t id, const Choice& c);
 
 // Marks the chains of p that `c` names to stream c.step rows of their last
 // layer per pass,
