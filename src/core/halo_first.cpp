@@ -91,5 +91,88 @@ uint64_t halo_macs(const LayerDesc& L, const HaloSplit& s) {
   return one * uint64_t(s.band.c1 - s.band.c0);
 }
 
+bool InnerRows::begin(const LayerDesc& d, const HaloBand& band) {
+  if (d.out.w <= 0 || band.c1 <= band.c0 || band.p1 <= band.p0) return false;
+  d_ = &d;
+  band_ = band;
+  y0_ = band.p0 / d.out.w;
+  y1_ = (band.p1 - 1) / d.out.w + 1;
+  if (y1_ - y0_ < 2 || y1_ - y0_ > kHaloSplitMaxRows) return false;
+  for (uint32_t& m : out_) m = 0;
+  any_ = all_ = false;
+  return true;
+}
+
+bool InnerRows::open_input(int k) {
+  // The rows of input k the band reads.
+  const Box b = input_box(*d_, k, OutBox{band_.c0, band_.c1, y0_, y1_, 0, d_->out.w});
+  if (b.empty()) return false;
+  any_ = true;
+  ih_ = d_->in[k].h;
+  iw_ = d_->in[k].w;
+  r0_ = b.h0;
+  if (iw_ <= 0 || b.h1 - b.h0 > kHaloSplitMaxRows) {
+    all_ = true;
+    return false;
+  }
+  for (uint32_t& m : rows_) m = 0;
+  return true;
+}
+
+void InnerRows::add_run(const InputRun& r) {
+  const int64_t hw = int64_t(ih_) * iw_;
+  if (r.count == 0) return;
+  if (int64_t(r.count) >= hw) {
+    all_ = true;
+    return;
+  }
+  const int64_t p = int64_t(r.offset) % hw, q = (int64_t(r.offset) + r.count - 1) % hw;
+  const auto mark = [&](int32_t a, int32_t b) {  // input rows [a, b]
+    for (int32_t y = a < r0_ ? r0_ : a; y <= b && y - r0_ < kHaloSplitMaxRows; ++y) set(rows_, y - r0_);
+  };
+  if (p <= q) {
+    mark(int32_t(p / iw_), int32_t(q / iw_));
+  } else {
+    mark(int32_t(p / iw_), ih_ - 1);
+    mark(0, int32_t(q / iw_));
+  }
+}
+
+void InnerRows::close_input(int k) {
+  if (all_) return;
+  for (int32_t y = y0_; y < y1_; ++y) {
+    if (test(out_, y - y0_)) continue;
+    const Box b = input_box(*d_, k, OutBox{band_.c0, band_.c1, y, y + 1, 0, d_->out.w});
+    for (int32_t r = b.h0; r < b.h1; ++r)
+      if (r >= r0_ && r - r0_ < kHaloSplitMaxRows && test(rows_, r - r0_)) {
+        set(out_, y - y0_);
+        break;
+      }
+  }
+}
+
+HaloSplit InnerRows::split() const {
+  if (!any_ || all_) return HaloSplit();
+  int32_t best_a = 0, best_b = 0;
+  for (int32_t y = y0_; y < y1_;) {
+    if (test(out_, y - y0_)) {
+      ++y;
+      continue;
+    }
+    int32_t e = y;
+    while (e < y1_ && !test(out_, e - y0_)) ++e;
+    if (e - y > best_b - best_a) best_a = y, best_b = e;
+    y = e;
+  }
+  HaloSplit s;
+  s.band = band_;
+  const int32_t w = d_->out.w;
+  s.q0 = best_a * w > band_.p0 ? best_a * w : band_.p0;
+  s.q1 = best_b * w < band_.p1 ? best_b * w : band_.p1;
+  // Nothing received, or nothing to compute before it: one compute.
+  if (s.q1 <= s.q0 || (s.q0 == band_.p0 && s.q1 == band_.p1)) return HaloSplit();
+  return s;
+}
+
 }  // namespace core
 }  // namespace ts

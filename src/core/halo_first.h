@@ -112,5 +112,56 @@ void for_each_band_part(const Dims& d, uint32_t n, RegionAt region_at, int32_t u
 // MACs of a split's positions computed before the sends.
 uint64_t halo_macs(const LayerDesc& L, const HaloSplit& s);
 
+// Inner rows first (docs/execution.md, "Inner rows first"): the receiving
+// half of overlap on the direct route. A board whose share of a layer is one
+// band, and some of whose inputs arrive over the network, computes the
+// band's positions that read none of the received inputs while those
+// travel, and the others once everything arrived. The split's [q0, q1) is
+// the part computed first here (the rows halos first computes last); the
+// values and the buffers are those of one compute of the whole share.
+//
+// Marks the band's output rows that read a received input row (rows of any
+// channel: a received element marks its whole row), input by input; split()
+// takes the longest run of unmarked rows. Windows or bands of more than
+// kHaloSplitMaxRows rows are not split.
+class InnerRows {
+ public:
+  bool begin(const LayerDesc& d, const HaloBand& band);
+  // Input k's received elements, as InputRun records (flat C-H-W, sorted):
+  // run_at(i) for i < n. Call once per input that receives.
+  template <class RunAt>
+  void input(int k, uint32_t n, RunAt run_at) {
+    if (n == 0 || all_ || !open_input(k)) return;
+    for (uint32_t i = 0; i < n && !all_; ++i) add_run(run_at(i));
+    close_input(k);
+  }
+  HaloSplit split() const;
+
+ private:
+  bool open_input(int k);
+  void add_run(const InputRun& r);
+  void close_input(int k);
+  static bool test(const uint32_t* m, int32_t i) { return m[uint32_t(i) >> 5] >> (uint32_t(i) & 31u) & 1u; }
+  static void set(uint32_t* m, int32_t i) { m[uint32_t(i) >> 5] |= 1u << (uint32_t(i) & 31u); }
+  const LayerDesc* d_ = nullptr;
+  HaloBand band_;
+  int32_t y0_ = 0, y1_ = 0;          // the band's output rows
+  int32_t ih_ = 0, iw_ = 0, r0_ = 0;  // the open input's rows and width, its window's first row
+  bool any_ = false, all_ = false;
+  uint32_t rows_[kHaloSplitMaxRows / 32] = {};  // received rows of the open input, from r0_
+  uint32_t out_[kHaloSplitMaxRows / 32] = {};   // output rows that read one
+};
+
+// The inner split of a share of n_regions regions whose input k receives
+// n_runs[k] runs (run_at(k, i)), k < d.n_inputs.
+template <class RegionAt, class RunAt>
+HaloSplit inner_split(const LayerDesc& d, uint32_t n_regions, RegionAt region_at, const uint32_t* n_runs, RunAt run_at) {
+  HaloBand band;
+  InnerRows rows;
+  if (!share_band(d.out, n_regions, region_at, &band) || !rows.begin(d, band)) return HaloSplit();
+  for (int k = 0; k < d.n_inputs; ++k) rows.input(k, n_runs[k], [&](uint32_t i) { return run_at(k, i); });
+  return rows.split();
+}
+
 }  // namespace core
 }  // namespace ts

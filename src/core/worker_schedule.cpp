@@ -78,6 +78,7 @@ void LayerScheduler::reset() {
   n_in_place_ = 0;
   touched_ = 0;
   chain_n_ = 0;
+  inner_ = Inner();
 }
 
 bool LayerScheduler::idle() const {
@@ -189,6 +190,7 @@ Verdict LayerScheduler::admit(int link, const FrameHeader& h, const FragLayer& e
       ready_us_ = port_->now_us();
       resume_at_ = 0;
       n_in_place_ = 0;
+      inner_ = Inner();
     }
     if (from_coord) cursor_ = h.layer;
     else if (cursor_ >= n_layers) cursor_ = deploy_->first_active();
@@ -387,6 +389,7 @@ Verdict LayerScheduler::on_resume(int link, const FrameHeader& h) {
   ready_us_ = port_->now_us();
   resume_at_ = h.layer;
   cursor_ = h.layer;
+  inner_ = Inner();
   while (cursor_ < n_layers && !deploy_->active(cursor_)) ++cursor_;
   return Verdict::Ok;
 }
@@ -571,7 +574,7 @@ void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_
 bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   *started = false;
   for (int k = 0; k < e.desc.n_inputs; ++k)
-    if ((slot ? slot->received[k] : 0u) != (slot ? slot->expect[k] : expected(e, k))) return true;
+    if ((slot ? slot->received[k] : 0u) != (slot ? slot->expect[k] : expected(e, k))) return inner_first(e);
   if ((e.flags & kEntryRunTrigger) && !(slot && slot->run)) return true;
   if (e.partial() && !slot) {
     slot = new_slot(uint16_t(e.node));
@@ -592,11 +595,10 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
     *started = true;
     return true;
   }
-  if (!(e.partial() && slot->ps_done) && !copy_local_inputs(e)) return false;
+  const bool inner = inner_.done && inner_.node == e.node;  // its local inputs are in place
+  if (!(e.partial() && slot->ps_done) && !inner && !copy_local_inputs(e)) return false;
   View views[kMaxInputs];
-  for (int k = 0; k < e.desc.n_inputs; ++k)
-    views[k] = View{reinterpret_cast<const int8_t*>(buffer(e.box_at[k])), e.box[k].c0, e.box[k].c1 - e.box[k].c0,
-                    e.box[k].h0, e.box[k].h1 - e.box[k].h0};
+  set_views(e, views);
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
   touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
   // What the others wait for goes out before we are busy (our last layer's
@@ -609,7 +611,20 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
                                     : halo_split(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); },
                                                  e.n_sends, [&](uint32_t i) { return e.send(i); });
   const uint32_t t0 = port_->now_us();
-  if (!(e.partial() && slot->ps_done)) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
+  if (!(e.partial() && slot->ps_done) && !inner) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
+  if (inner) {  // the positions that waited for other boards' inputs
+    const HaloSplit& is = inner_.split;
+    KernelStatus st = band_part(e, is, views, out, is.band.p0, is.q0);
+    if (st == KernelStatus::Ok) st = band_part(e, is, views, out, is.q1, is.band.p1);
+    const uint32_t us = port_->now_us() - t0;
+    if (st != KernelStatus::Ok) {
+      report(ErrorCode::Internal, slot ? slot->run_seq : 0, "kernel failed");
+      return false;
+    }
+    finish(e, slot, out, inner_.us + us);
+    *started = true;
+    return true;
+  }
   if (e.partial() && !slot->ps_done) {
     if (!sums_phase(e, slot, t0)) return false;
     *started = true;
@@ -639,24 +654,72 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   return true;
 }
 
+void LayerScheduler::set_views(const FragLayer& e, View* views) {
+  for (int k = 0; k < e.desc.n_inputs; ++k)
+    views[k] = View{reinterpret_cast<const int8_t*>(buffer(e.box_at[k])), e.box[k].c0, e.box[k].c1 - e.box[k].c0,
+                    e.box[k].h0, e.box[k].h1 - e.box[k].h0};
+}
+
+KernelStatus LayerScheduler::band_part(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out,
+                                       int32_t u, int32_t v) {
+  KernelStatus st = KernelStatus::Ok;
+  if (e.out_pitch) {
+    if (u < v)
+      st = compute_positions(e.desc, views, s.band.c0, s.band.c1, u, v, out + (u - s.band.p0), e.oc_count,
+                             int64_t(e.out_pitch));
+    return st;
+  }
+  for_each_band_part(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); }, u, v,
+                     [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) {
+                       if (st == KernelStatus::Ok)
+                         st = compute_positions(e.desc, views, s.band.c0, s.band.c1, lo, hi, out + at, e.oc_count, cs);
+                     });
+  return st;
+}
+
+bool LayerScheduler::inner_first(const FragLayer& e) {
+  if (inner_.checked && inner_.node == e.node) return true;  // done, or nothing to do before the rest
+  inner_ = Inner();
+  inner_.checked = true;
+  inner_.node = e.node;
+  // As plan::inner_split_of: not a reduced layer, a chain's, one waiting for
+  // the coordinator's RUN, or one that sends halos first; and not in a
+  // resumed inference (its local inputs may come from the coordinator).
+  if ((e.flags & (kEntryRunTrigger | kEntryPartial | kEntryStreamed)) || chained(e.node) || resume_at_ > 0)
+    return true;
+  const auto region = [&](uint32_t i) { return e.region(i); };
+  if (halo_split(e.desc.out, e.n_regions, region, e.n_sends, [&](uint32_t i) { return e.send(i); }).on()) return true;
+  inner_.split = inner_split(e.desc, e.n_regions, region, e.n_runs, [&](int k, uint32_t i) { return e.run(k, i); });
+  const HaloSplit& is = inner_.split;
+  if (!is.on()) return true;
+  if (deploy_->header().arena_bytes > worker_->arena().capacity()) {
+    report(ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
+    return false;
+  }
+  if (!copy_local_inputs(e)) return false;
+  View views[kMaxInputs];
+  set_views(e, views);
+  int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
+  touch(e.out_at, e.out_pitch ? e.out_span_bytes() : arena_block(e.out_elems));
+  links_->flush_before_compute();
+  const uint32_t t0 = port_->now_us();
+  wait_us_ = t0 - ready_us_;
+  const KernelStatus st = band_part(e, is, views, out, is.q0, is.q1);
+  const uint32_t us = port_->now_us() - t0;  // the bracket ends here (the firmware counts its instructions)
+  const uint64_t whole = deploy_->macs(e), outer = halo_macs(e.desc, is);
+  inner_.us = port_->compute_part(e.node, whole > outer ? whole - outer : 0, us);
+  if (st != KernelStatus::Ok) {
+    report(ErrorCode::Internal, 0, "kernel failed");
+    return false;
+  }
+  inner_.done = true;
+  return true;
+}
+
 bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0,
                                  uint32_t seq, uint32_t* us) {
   const auto region = [&](uint32_t i) { return e.region(i); };
-  // Positions [u, v) of the band: region by region in the share's buffer,
-  // or (in place) straight into the later layer's window.
-  const auto part = [&](int32_t u, int32_t v) {
-    KernelStatus st = KernelStatus::Ok;
-    if (e.out_pitch) {
-      if (u < v)
-        st = compute_positions(e.desc, views, s.band.c0, s.band.c1, u, v, out + (u - s.band.p0), e.oc_count,
-                               int64_t(e.out_pitch));
-      return st;
-    }
-    for_each_band_part(e.desc.out, e.n_regions, region, u, v, [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) {
-      if (st == KernelStatus::Ok) st = compute_positions(e.desc, views, s.band.c0, s.band.c1, lo, hi, out + at, e.oc_count, cs);
-    });
-    return st;
-  };
+  const auto part = [&](int32_t u, int32_t v) { return band_part(e, s, views, out, u, v); };
   KernelStatus st = part(s.band.p0, s.q0);
   if (st == KernelStatus::Ok) st = part(s.q1, s.band.p1);
   const uint32_t first_us = port_->now_us() - t0;  // the bracket ends here (the firmware counts its instructions)
@@ -773,6 +836,7 @@ void LayerScheduler::sent() {
   }
   cursor_ = uint32_t(layer) + 1;
   ready_us_ = port_->now_us();
+  inner_ = Inner();
   // Buffers in use now: the open layers' windows and outputs still held.
   touched_ = 0;
   for (const Open& o : open_)

@@ -101,6 +101,15 @@ class LayerScheduler {
   // sends, then the other rows; *us the compute time of both parts.
   bool halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0, uint32_t seq,
                    uint32_t* us);
+  // Inner rows first (core/halo_first.h, InnerRows): while e's inputs from
+  // other boards are still coming, the positions that read none of them,
+  // once per layer (inner_); false if a kernel or the arena failed.
+  bool inner_first(const FragLayer& e);
+  // Positions [u, v) of a split band of e: region by region in the share's
+  // buffer, or (in place) straight into the later layer's window.
+  KernelStatus band_part(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, int32_t u,
+                         int32_t v);
+  void set_views(const FragLayer& e, View* views);
   // Streamed chains (core/stream.h): e and the entries after it computed
   // row by row; their digests and times kept for their reports.
   bool run_chain(const FragLayer& e, const View* views, uint32_t seq);
@@ -145,6 +154,13 @@ class LayerScheduler {
   uint64_t chain_digest_[kMaxChain] = {};
   uint32_t chain_us_[kMaxChain] = {};
   uint32_t chain_top_ = 0;  // top of the buffers the chain touched
+  // Inner rows first, for the layer at the cursor: its split worked out
+  // (checked), and its inner positions computed (done, in `us`).
+  struct Inner {
+    bool checked = false, done = false;
+    uint32_t node = 0, us = 0;
+    HaloSplit split;
+  } inner_;
 };
 
 }  // namespace core

@@ -107,23 +107,30 @@ using namespace price;
 
 namespace {
 
-// Halos first (core/halo_first.h): a board that splits its share sends to
-// other boards before it computes the rest, so a layer's inputs from boards
-// travel while the slowest-to-hide of their senders computes its rest (0 if
-// one of them does not split).
+// Overlap inside a layer (core/halo_first.h). Halos first: a board that
+// splits its share sends to other boards before it computes the rest, so a
+// layer's inputs from boards travel while the slowest-to-hide of their
+// senders computes its rest (0 if one of them does not split). Inner rows
+// first: they also travel while the receivers compute the positions that
+// read none of them (the least of those among the boards that receive).
 void hide_halos(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m, std::vector<LayerTraffic>* tr) {
   if (p.route != Route::Direct) return;
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> hidden(q.nodes.size(), inf);
+  std::vector<double> hidden(q.nodes.size(), inf), inner(q.nodes.size(), inf);
   for (size_t w = 0; w < size_t(p.n_workers()); ++w)
     for (const LayerShare& ls : p.workers[w].layers) {
-      if (!ls.active() || ls.sends.empty()) continue;
+      if (!ls.active()) continue;
       const core::LayerDesc d = q.desc(ls.node);
-      const double rest = halo_second_s(d, ls, halo_split_of(d, ls), m.seconds_per_mac(d, t.boards[w]));
+      const double spm = m.seconds_per_mac(d, t.boards[w]);
+      if (std::any_of(ls.inputs.begin(), ls.inputs.end(), [](const InputNeed& in) { return !in.recv.empty(); }))
+        inner[size_t(ls.node)] = std::min(inner[size_t(ls.node)], inner_first_s(d, ls, inner_split_of(d, ls), spm));
+      if (ls.sends.empty()) continue;
+      const double rest = halo_second_s(d, ls, halo_split_of(d, ls), spm);
       for (const core::Send& s : ls.sends)
         if (s.peer != core::kPeerCoordinator) hidden[s.layer] = std::min(hidden[s.layer], rest);
     }
-  for (size_t n = 0; n < q.nodes.size(); ++n) (*tr)[n].hidden_s = hidden[n] == inf ? 0.0 : hidden[n];
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    (*tr)[n].hidden_s = (hidden[n] == inf ? 0.0 : hidden[n]) + (inner[n] == inf ? 0.0 : inner[n]);
 }
 
 std::vector<double> estimate_layers(const QGraph& q, const Plan& p, const Testbed& t, const CostModel& m,

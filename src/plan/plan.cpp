@@ -966,17 +966,6 @@ Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& op
   }
 }
 
-core::HaloSplit halo_split_of(const core::LayerDesc& d, const LayerShare& ls) {
-  if (!ls.active() || ls.psum.on || ls.chained) return core::HaloSplit();  // a chain is computed row by row
-  return core::halo_split(d.out, uint32_t(ls.regions.size()), [&](uint32_t i) { return ls.regions[i]; },
-                          uint32_t(ls.sends.size()), [&](uint32_t i) { return ls.sends[i]; });
-}
-
-double halo_second_s(const core::LayerDesc& d, const LayerShare& ls, const core::HaloSplit& hs, double s_per_mac) {
-  if (!hs.on()) return 0;
-  return double(ls.macs - int64_t(core::halo_macs(d, hs))) * s_per_mac;
-}
-
 int64_t WorkerPlan::computing_ram_bytes(size_t node) const {
   const LayerShare& ls = layers[node];
   return ls.active() ? int64_t(core::kWorkerFixedArena) + ls.ram_bytes : 0;

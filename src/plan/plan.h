@@ -177,6 +177,11 @@ int32_t stream_step(const Plan& p, int n);
 core::HaloSplit halo_split_of(const core::LayerDesc& d, const LayerShare& ls);
 // The seconds of a split share's second part at `s_per_mac` (0 without one).
 double halo_second_s(const core::LayerDesc& d, const LayerShare& ls, const core::HaloSplit& hs, double s_per_mac);
+// Inner rows first (core/halo_first.h, InnerRows): the positions of a share
+// computed before its inputs from other boards are all in (on() false: one
+// compute), and their compute time (src/plan/overlap.cpp).
+core::HaloSplit inner_split_of(const core::LayerDesc& d, const LayerShare& ls);
+double inner_first_s(const core::LayerDesc& d, const LayerShare& ls, const core::HaloSplit& is, double s_per_mac);
 
 struct WorkerPlan {
   int board = 0;            // Board::id

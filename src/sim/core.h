@@ -89,6 +89,13 @@ struct Compute {
       : emulated(double(ls.macs) * cycles_per_mac / clock_hz + m.layer_overhead_s),
         work(double(ls.macs) * m.host_s_per_mac) {}
   double busy() const { return std::max(emulated, work); }
+  // A share f of it (a part of the layer's positions).
+  Compute part(double f) const {
+    Compute c = *this;
+    c.emulated *= f;
+    c.work *= f;
+    return c;
+  }
   // An emulated compute (started at c) ends in a sleep up to its time,
   // which wakes late.
   double overshoot(double c, WakeSampler& wake, const TimingModel& m) const {

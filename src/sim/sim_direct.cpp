@@ -106,6 +106,7 @@ class DirectSim {
     // Halos first (core/halo_first.h): the share of the layer's MACs a
     // board computes before its sends to other boards (< 0: one compute).
     first_part_.assign(size_t(n_), std::vector<double>(size_t(L_), -1.0));
+    inner_part_.assign(size_t(n_), std::vector<double>(size_t(L_), 0.0));
     for (int b = 0; b < n_; ++b)
       for (int n = 0; n < L_; ++n) {
         const plan::LayerShare& ls = p.workers[size_t(b)].layers[size_t(n)];
@@ -113,7 +114,12 @@ class DirectSim {
         const core::LayerDesc d = q.desc(n);
         const core::HaloSplit hs = plan::halo_split_of(d, ls);
         if (hs.on()) first_part_[size_t(b)][size_t(n)] = double(core::halo_macs(d, hs)) / double(ls.macs);
+        // Inner rows first: the share of the MACs computed before the
+        // inputs from other boards are all in.
+        const core::HaloSplit is = plan::inner_split_of(d, ls);
+        if (is.on()) inner_part_[size_t(b)][size_t(n)] = 1.0 - double(core::halo_macs(d, is)) / double(ls.macs);
       }
+    inner_v_.assign(size_t(n_), -1);
     stage_.assign(size_t(n_), Stage::All);
     second_s_.assign(size_t(n_), 0.0);
     image_end_.assign(size_t(K_), 0.0);
@@ -303,9 +309,15 @@ class DirectSim {
     int& v = cursor_[size_t(b)];
     while (v < L_ * K_ && !p_.workers[size_t(b)].layers[size_t(v % L_)].active()) ++v;
     if (v >= L_ * K_) return;
-    if (arrived_[size_t(b)][size_t(v)] < expected_[size_t(b)][size_t(v)]) return;
     const int w = sum_wait_[size_t(b)];
     if (w >= 0 && sums_[size_t(b)][size_t(w)] < sums_expected_[size_t(b)][size_t(w)]) return;
+    // Inner rows first: the positions that read only this board's own
+    // inputs while the others travel, once per layer.
+    const double inner = inner_part_[size_t(b)][size_t(v % L_)];
+    if (arrived_[size_t(b)][size_t(v)] < expected_[size_t(b)][size_t(v)]) {
+      if (inner > 0 && inner_v_[size_t(b)] != v) start_inner(b, t, v, inner);
+      return;
+    }
     if (sums_expected_[size_t(b)][size_t(v)] > 0) sum_wait_[size_t(b)] = v;
     const int n = v % L_, image = v / L_;
     const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
@@ -313,10 +325,12 @@ class DirectSim {
     r.active = true;
     r.peak_ram_bytes = int64_t(core::kWorkerFixedArena) + ls.ram_bytes;
     double c = std::max(t, free_at_[size_t(b)]);
-    r.run_at_s = c;
+    const bool rest = inner_v_[size_t(b)] == v;  // the inner rows are done
+    if (!rest) r.run_at_s = c;
     // Host boards: the kernels' real CPU work is on the shared cores.
-    const core_sim::Compute compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_);
-    r.compute_s = compute.busy();
+    const core_sim::Compute whole(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_);
+    const core_sim::Compute compute = rest ? whole.part(1.0 - inner) : whole;
+    r.compute_s = whole.busy();
     sending_[size_t(b)] = true;
     stage_[size_t(b)] = Stage::All;
     send_v_[size_t(b)] = v;
@@ -349,6 +363,27 @@ class DirectSim {
       pump(b, c);
     }
     (void)image;
+  }
+
+  // The inner rows of virtual layer v (a share `inner` of its MACs), before
+  // its inputs from other boards are all in; the rest when they are.
+  void start_inner(int b, double t, int v, double inner) {
+    const int n = v % L_;
+    const plan::LayerShare& ls = p_.workers[size_t(b)].layers[size_t(n)];
+    const double c = std::max(t, free_at_[size_t(b)]);
+    res_.board_layers[size_t(b)][size_t(n)].run_at_s = c;
+    inner_v_[size_t(b)] = v;
+    const core_sim::Compute compute =
+        core_sim::Compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_).part(inner);
+    busy_[size_t(b)] = true;
+    if (compute.work > 0 && pool_.shared()) {
+      comp_start_[size_t(b)] = c;
+      comp_target_[size_t(b)] = compute.emulated;
+      pool_.start(b, compute.work, c);
+      push_due();
+      return;
+    }
+    push(c + compute.busy() + compute.overshoot(c, wake_, m_), b, kWake, 0, 0, true);
   }
 
   // Hands the layer's frames to the link in order while the window to each
@@ -497,6 +532,8 @@ class DirectSim {
   enum class Stage : uint8_t { All, HalosBefore, HalosAfter, Coordinator };
   std::vector<std::vector<double>> first_part_;  // [board][layer]: MACs before the halos' frames, or -1
   std::vector<Stage> stage_;
+  std::vector<std::vector<double>> inner_part_;  // [board][layer]: MACs computed before all inputs are in, or 0
+  std::vector<int> inner_v_;  // per board: the virtual layer whose inner rows are done, or -1
   std::vector<double> second_s_;  // per board: the rows after the halos, seconds
   SimResult res_;
 };
