@@ -97,7 +97,7 @@ bool InnerRows::begin(const LayerDesc& d, const HaloBand& band) {
   band_ = band;
   y0_ = band.p0 / d.out.w;
   y1_ = (band.p1 - 1) / d.out.w + 1;
-  if (y1_ - y0_ < 2 || y1_ - y0_ > kHaloSplitMaxRows) return false;
+  if (y1_ - y0_ < kInnerMinRows || y1_ - y0_ > kHaloSplitMaxRows) return false;
   for (uint32_t& m : out_) m = 0;
   any_ = all_ = false;
   return true;

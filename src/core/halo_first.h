@@ -123,7 +123,12 @@ uint64_t halo_macs(const LayerDesc& L, const HaloSplit& s);
 // Marks the band's output rows that read a received input row (rows of any
 // channel: a received element marks its whole row), input by input; split()
 // takes the longest run of unmarked rows. Windows or bands of more than
-// kHaloSplitMaxRows rows are not split.
+// kHaloSplitMaxRows rows, and bands of fewer than kInnerMinRows, are not
+// split: every part is one more kernel call per channel, and on a thin band
+// the Cortex-M7's depthwise kernel spends more on the calls' set-up than
+// hiding the inputs' time saves (docs/execution.md, "Inner rows first").
+constexpr int32_t kInnerMinRows = 8;
+
 class InnerRows {
  public:
   bool begin(const LayerDesc& d, const HaloBand& band);
