@@ -40,6 +40,26 @@ HaloSplit split_of(const Dims& d, const std::vector<Region>& regions, const std:
                           [&](uint32_t i) { return sends[i]; });
 }
 
+// Every active share of the spatial and fused plans (direct route) of
+// `q` on 2..max_boards boards: fn(where, layer, share), `where` naming the
+// plan, the board and the layer for a trace.
+template <class Fn>
+void for_each_share(const QGraph& q, int max_boards, Fn fn) {
+  for (int n = 2; n <= max_boards; ++n)
+    for (const char* strategy : {"spatial", "fused"}) {
+      plan::PlanOptions po;
+      po.strategy = strategy;
+      po.route = plan::Route::Direct;
+      const plan::Plan p = plan::make_plan(q, plan::default_testbed(n), po);
+      for (int w = 0; w < n; ++w)
+        for (const plan::LayerShare& ls : p.workers[size_t(w)].layers)
+          if (ls.active())
+            fn(std::string(strategy) + ", " + std::to_string(n) + " boards, board " + std::to_string(w) + ", layer " +
+                   q.nodes[size_t(ls.node)].name,
+               q.desc(ls.node), ls);
+    }
+}
+
 // A band of whole rows [4, 12) of 8 channels of a 16 x 10 plane: its
 // neighbours read its first row and its last two; the rows between wait.
 TEST(HaloFirst, WholeRowsSplitBetweenTheRowsOthersRead) {
@@ -121,63 +141,51 @@ TEST(HaloFirst, PositionBandsSplitAndTheirPartsArePlacedRegionByRegion) {
   EXPECT_EQ(parts[2], (std::array<int64_t, 4>{56, 58, 129, 5}));
 }
 
-// Every share of every layer that splits, on spatial plans of a real model
-// for 2 to 6 boards, computed in the boards' order (the positions others
-// read, then the rest) with compute_positions into the share's buffer:
-// every value equals the single-process reference's.
-// Both splits (halos first: the ends, then the middle; inner rows first:
-// the middle, then the ends) on spatial and fused plans of 2-6 boards.
+// Every share of every layer that splits, on spatial and fused plans of a
+// real model for 2 to 6 boards, computed in the boards' order (halos first:
+// the ends, then the middle; inner rows first: the middle, then the ends)
+// with compute_positions into the share's buffer: every value equals the
+// single-process reference's.
 TEST(HaloFirst, SharesComputedInPartsEqualTheReference) {
   const QGraph q = ts::testing::quantised_test_model("mobilenet_v2");
   const auto x = ts::testing::random_int8_input(q, 11);
   const auto tensors = run_int8_all(q, x);
   int checked = 0, inner = 0;
-  for (int n = 2; n <= 6; ++n)
-  for (const char* strategy : {"spatial", "fused"}) {
-    plan::PlanOptions po;
-    po.strategy = strategy;
-    po.route = plan::Route::Direct;
-    const plan::Plan p = plan::make_plan(q, plan::default_testbed(n), po);
-    for (int w = 0; w < n; ++w)
-      for (const plan::LayerShare& ls : p.workers[size_t(w)].layers) {
-        if (!ls.active()) continue;
-        const core::LayerDesc L = q.desc(ls.node);
-        const auto region = [&](uint32_t i) { return ls.regions[i]; };
-        const HaloSplit hs = plan::halo_split_of(L, ls), is = plan::inner_split_of(L, ls);
-        if (!hs.on() && !is.on()) continue;
-        ASSERT_FALSE(hs.on() && is.on());
-        const HaloSplit s = hs.on() ? hs : is;
-        inner += is.on();
-        SCOPED_TRACE(std::string(strategy) + ", " + std::to_string(n) + " boards, board " + std::to_string(w) +
-                     ", layer " + q.nodes[size_t(ls.node)].name + (is.on() ? " (inner rows first)" : ""));
-        core::View views[core::kMaxInputs];
-        for (int k = 0; k < L.n_inputs; ++k) {
-          const auto& in = tensors[size_t(q.nodes[size_t(ls.node)].inputs[size_t(k)])];
-          views[k] = core::View{in.data(), 0, L.in[k].c, 0, L.in[k].h};
-        }
-        std::vector<int8_t> buf(size_t(ls.out_elems), int8_t(0x5A));
-        std::vector<std::pair<int32_t, int32_t>> order = {{s.band.p0, s.q0}, {s.q1, s.band.p1}, {s.q0, s.q1}};
-        if (is.on()) std::rotate(order.begin(), order.begin() + 2, order.end());
-        for (const auto& [u0, u1] : order)
-          core::for_each_band_part(L.out, uint32_t(ls.regions.size()), region, u0, u1,
-                                   [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) {
-                                     ASSERT_EQ(core::compute_positions(L, views, s.band.c0, s.band.c1, lo, hi,
-                                                                       buf.data() + at, ls.oc_count, cs),
-                                               core::KernelStatus::Ok);
-                                   });
-        // The share's buffer holds its regions one after the other, each
-        // channel-major: compare with the reference, element by element.
-        const auto& ref = tensors[size_t(q.nodes[size_t(ls.node)].output)];
-        size_t at = 0;
-        for (const Region& r : ls.regions)
-          r.segments(L.out, [&](int32_t b, int32_t e) {
-            for (int32_t i = b; i < e; ++i, ++at) EXPECT_EQ(buf[at], ref[size_t(i)]) << "element " << i;
-            return true;
-          });
-        EXPECT_EQ(at, buf.size());
-        ++checked;
-      }
-  }
+  for_each_share(q, 6, [&](const std::string& where, const core::LayerDesc& L, const plan::LayerShare& ls) {
+    const auto region = [&](uint32_t i) { return ls.regions[i]; };
+    const HaloSplit hs = plan::halo_split_of(L, ls), is = plan::inner_split_of(L, ls);
+    if (!hs.on() && !is.on()) return;
+    ASSERT_FALSE(hs.on() && is.on());
+    const HaloSplit s = hs.on() ? hs : is;
+    inner += is.on();
+    SCOPED_TRACE(where + (is.on() ? " (inner rows first)" : ""));
+    core::View views[core::kMaxInputs];
+    for (int k = 0; k < L.n_inputs; ++k) {
+      const auto& in = tensors[size_t(q.nodes[size_t(ls.node)].inputs[size_t(k)])];
+      views[k] = core::View{in.data(), 0, L.in[k].c, 0, L.in[k].h};
+    }
+    std::vector<int8_t> buf(size_t(ls.out_elems), int8_t(0x5A));
+    std::vector<std::pair<int32_t, int32_t>> order = {{s.band.p0, s.q0}, {s.q1, s.band.p1}, {s.q0, s.q1}};
+    if (is.on()) std::rotate(order.begin(), order.begin() + 2, order.end());
+    for (const auto& [u0, u1] : order)
+      core::for_each_band_part(L.out, uint32_t(ls.regions.size()), region, u0, u1,
+                               [&](int32_t lo, int32_t hi, int64_t at, int64_t cs) {
+                                 ASSERT_EQ(core::compute_positions(L, views, s.band.c0, s.band.c1, lo, hi,
+                                                                   buf.data() + at, ls.oc_count, cs),
+                                           core::KernelStatus::Ok);
+                               });
+    // The share's buffer holds its regions one after the other, each
+    // channel-major: compare with the reference, element by element.
+    const auto& ref = tensors[size_t(q.nodes[size_t(ls.node)].output)];
+    size_t at = 0;
+    for (const Region& r : ls.regions)
+      r.segments(L.out, [&](int32_t b, int32_t e) {
+        for (int32_t i = b; i < e; ++i, ++at) EXPECT_EQ(buf[at], ref[size_t(i)]) << "element " << i;
+        return true;
+      });
+    EXPECT_EQ(at, buf.size());
+    ++checked;
+  });
   EXPECT_GT(checked, 10);
   EXPECT_GT(inner, 10);
 }
@@ -188,40 +196,30 @@ TEST(HaloFirst, SharesComputedInPartsEqualTheReference) {
 TEST(InnerRows, TheInnerPartReadsNothingReceivedAndTheRowsBesideItDo) {
   const QGraph q = ts::testing::quantised_test_model("mobilenet_v2");
   int checked = 0;
-  for (int n = 2; n <= 5; ++n)
-  for (const char* strategy : {"spatial", "fused"}) {
-    plan::PlanOptions po;
-    po.strategy = strategy;
-    po.route = plan::Route::Direct;
-    const plan::Plan p = plan::make_plan(q, plan::default_testbed(n), po);
-    for (int w = 0; w < n; ++w)
-      for (const plan::LayerShare& ls : p.workers[size_t(w)].layers) {
-        const core::LayerDesc L = q.desc(ls.node);
-        const HaloSplit s = plan::inner_split_of(L, ls);
-        if (!s.on()) continue;
-        SCOPED_TRACE(std::string(strategy) + ", " + std::to_string(n) + " boards, board " + std::to_string(w) +
-                     ", layer " + q.nodes[size_t(ls.node)].name);
-        const int32_t W = L.out.w;
-        // Whether output row y (of the band's channels) reads an element received.
-        const auto reads_received = [&](int32_t y) {
-          for (int k = 0; k < L.n_inputs; ++k) {
-            const core::Box b = core::input_box(L, k, core::OutBox{s.band.c0, s.band.c1, y, y + 1, 0, W});
-            if (b.empty()) continue;
-            const int64_t hw = int64_t(L.in[k].h) * L.in[k].w;
-            for (const core::InputRun& r : ls.inputs[size_t(k)].recv)
-              for (int64_t e = r.offset; e < int64_t(r.offset) + r.count; ++e) {
-                const int32_t c = int32_t(e / hw), row = int32_t(e % hw / L.in[k].w);
-                if (row >= b.h0 && row < b.h1 && c >= b.c0 && c < b.c1) return true;
-              }
+  for_each_share(q, 5, [&](const std::string& where, const core::LayerDesc& L, const plan::LayerShare& ls) {
+    const HaloSplit s = plan::inner_split_of(L, ls);
+    if (!s.on()) return;
+    SCOPED_TRACE(where);
+    const int32_t W = L.out.w;
+    // Whether output row y (of the band's channels) reads an element received.
+    const auto reads_received = [&](int32_t y) {
+      for (int k = 0; k < L.n_inputs; ++k) {
+        const core::Box b = core::input_box(L, k, core::OutBox{s.band.c0, s.band.c1, y, y + 1, 0, W});
+        if (b.empty()) continue;
+        const int64_t hw = int64_t(L.in[k].h) * L.in[k].w;
+        for (const core::InputRun& r : ls.inputs[size_t(k)].recv)
+          for (int64_t e = r.offset; e < int64_t(r.offset) + r.count; ++e) {
+            const int32_t c = int32_t(e / hw), row = int32_t(e % hw / L.in[k].w);
+            if (row >= b.h0 && row < b.h1 && c >= b.c0 && c < b.c1) return true;
           }
-          return false;
-        };
-        for (int32_t y = s.q0 / W; y <= (s.q1 - 1) / W; ++y) EXPECT_FALSE(reads_received(y)) << "row " << y;
-        if (s.q0 > s.band.p0) EXPECT_TRUE(reads_received(s.q0 / W - 1)) << "row before " << s.q0 / W;
-        if (s.q1 < s.band.p1) EXPECT_TRUE(reads_received(s.q1 / W)) << "row " << s.q1 / W;
-        ++checked;
       }
-  }
+      return false;
+    };
+    for (int32_t y = s.q0 / W; y <= (s.q1 - 1) / W; ++y) EXPECT_FALSE(reads_received(y)) << "row " << y;
+    if (s.q0 > s.band.p0) EXPECT_TRUE(reads_received(s.q0 / W - 1)) << "row before " << s.q0 / W;
+    if (s.q1 < s.band.p1) EXPECT_TRUE(reads_received(s.q1 / W)) << "row " << s.q1 / W;
+    ++checked;
+  });
   EXPECT_GT(checked, 10);
 }
 

@@ -581,10 +581,7 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
     if (!slot) return true;  // a slot frees when an earlier layer finishes
   }
   if (e.partial() && slot->ps_done && slot->ps_received != e.ps_expected) return true;  // sums still coming
-  if (deploy_->header().arena_bytes > worker_->arena().capacity()) {
-    report(ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
-    return false;
-  }
+  if (!arena_fits()) return false;
   if (chained(e.node)) {  // computed with the chain before it
     const int i = int(e.node - chain_first_);
     touch(0, chain_top_);  // the chain's buffers, in use since its first layer
@@ -613,9 +610,7 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   const uint32_t t0 = port_->now_us();
   if (!(e.partial() && slot->ps_done) && !inner) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (inner) {  // the positions that waited for other boards' inputs
-    const HaloSplit& is = inner_.split;
-    KernelStatus st = band_part(e, is, views, out, is.band.p0, is.q0);
-    if (st == KernelStatus::Ok) st = band_part(e, is, views, out, is.q1, is.band.p1);
+    const KernelStatus st = band_ends(e, inner_.split, views, out);
     const uint32_t us = port_->now_us() - t0;
     if (st != KernelStatus::Ok) {
       report(ErrorCode::Internal, slot ? slot->run_seq : 0, "kernel failed");
@@ -677,6 +672,17 @@ KernelStatus LayerScheduler::band_part(const FragLayer& e, const HaloSplit& s, c
   return st;
 }
 
+KernelStatus LayerScheduler::band_ends(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out) {
+  const KernelStatus st = band_part(e, s, views, out, s.band.p0, s.q0);
+  return st == KernelStatus::Ok ? band_part(e, s, views, out, s.q1, s.band.p1) : st;
+}
+
+bool LayerScheduler::arena_fits() {
+  if (deploy_->header().arena_bytes <= worker_->arena().capacity()) return true;
+  report(ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
+  return false;
+}
+
 bool LayerScheduler::inner_first(const FragLayer& e) {
   if (inner_.checked && inner_.node == e.node) return true;  // done, or nothing to do before the rest
   inner_ = Inner();
@@ -692,11 +698,7 @@ bool LayerScheduler::inner_first(const FragLayer& e) {
   inner_.split = inner_split(e.desc, e.n_regions, region, e.n_runs, [&](int k, uint32_t i) { return e.run(k, i); });
   const HaloSplit& is = inner_.split;
   if (!is.on()) return true;
-  if (deploy_->header().arena_bytes > worker_->arena().capacity()) {
-    report(ErrorCode::OutOfMemory, 0, "arena exhausted (inputs)");
-    return false;
-  }
-  if (!copy_local_inputs(e)) return false;
+  if (!arena_fits() || !copy_local_inputs(e)) return false;
   View views[kMaxInputs];
   set_views(e, views);
   int8_t* out = reinterpret_cast<int8_t*>(buffer(e.out_at));
@@ -719,9 +721,7 @@ bool LayerScheduler::inner_first(const FragLayer& e) {
 bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0,
                                  uint32_t seq, uint32_t* us) {
   const auto region = [&](uint32_t i) { return e.region(i); };
-  const auto part = [&](int32_t u, int32_t v) { return band_part(e, s, views, out, u, v); };
-  KernelStatus st = part(s.band.p0, s.q0);
-  if (st == KernelStatus::Ok) st = part(s.q1, s.band.p1);
+  KernelStatus st = band_ends(e, s, views, out);
   const uint32_t first_us = port_->now_us() - t0;  // the bracket ends here (the firmware counts its instructions)
   const uint32_t first = port_->compute_part(e.node, halo_macs(e.desc, s), first_us);
   if (st != KernelStatus::Ok) {
@@ -739,7 +739,7 @@ bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const V
   if (!sender_->pump()) return false;
   links_->flush_before_compute();
   const uint32_t t1 = port_->now_us();
-  st = part(s.q0, s.q1);
+  st = band_part(e, s, views, out, s.q0, s.q1);
   const uint32_t second = port_->now_us() - t1;
   if (st != KernelStatus::Ok) {
     report(ErrorCode::Internal, seq, "kernel failed");

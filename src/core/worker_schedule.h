@@ -109,7 +109,11 @@ class LayerScheduler {
   // buffer, or (in place) straight into the later layer's window.
   KernelStatus band_part(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, int32_t u,
                          int32_t v);
+  // Both ends of a split band, [p0, q0) and [q1, p1).
+  KernelStatus band_ends(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out);
   void set_views(const FragLayer& e, View* views);
+  // The fragment's arena fits this board's; else OUT_OF_MEMORY is reported.
+  bool arena_fits();
   // Streamed chains (core/stream.h): e and the entries after it computed
   // row by row; their digests and times kept for their reports.
   bool run_chain(const FragLayer& e, const View* views, uint32_t seq);

@@ -28,8 +28,7 @@ core::HaloSplit inner_split_of(const core::LayerDesc& d, const LayerShare& ls) {
 }
 
 double inner_first_s(const core::LayerDesc& d, const LayerShare& ls, const core::HaloSplit& is, double s_per_mac) {
-  if (!is.on()) return 0;
-  return double(ls.macs - int64_t(core::halo_macs(d, is))) * s_per_mac;
+  return halo_second_s(d, ls, is, s_per_mac);  // the same positions, [q0, q1), computed first here
 }
 
 }  // namespace ts::plan
