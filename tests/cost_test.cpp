@@ -182,8 +182,9 @@ TEST(Cost, OpCyclesParseAndApply) {
 }
 
 // The measured per-type figures (data/costs/<type>.json) apply to the boards
-// of that type, under explicit --op-cycles entries; other boards keep the
-// default. Runtime: a few ms.
+// of that type and to the boards that stand in for it (a host process is
+// priced as the Teensy 4.1's Cortex-M7), under explicit --op-cycles
+// entries; a type without a file keeps the default. Runtime: a few ms.
 TEST(Cost, MeasuredCostsPerBoardType) {
   const std::string dir = std::string(TS_SOURCE_DIR) + "/data/costs";
   std::ifstream f(dir + "/cortex-m7.json");
@@ -200,18 +201,21 @@ TEST(Cost, MeasuredCostsPerBoardType) {
 
   plan::CostModel m;
   m.costs_dir = dir;
-  plan::Board qemu, host;
+  plan::Board qemu, host, m4;
   qemu.address = "qemu";
   host.address = "local";
+  m4.address = "qemu";
+  m4.kind = "qemu-m4";
   EXPECT_EQ(plan::board_type(qemu), "cortex-m7");
-  EXPECT_EQ(plan::board_type(host), "");
+  EXPECT_EQ(plan::board_type(host), "cortex-m7");
+  EXPECT_EQ(plan::board_type(m4), "cortex-m4");
   core::LayerDesc d{};
   d.op = core::QOp::Conv;
   d.in[0].c = 8;
   d.groups = 8;
   d.kh = d.kw = 3;
   EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), mc.depthwise);
-  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, host), m.default_cycles_per_mac);
+  EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, host), mc.depthwise);
   d.groups = 1;
   EXPECT_DOUBLE_EQ(m.cycles_per_mac(d, qemu), mc.conv);
   d.kh = d.kw = 1;
@@ -225,6 +229,17 @@ TEST(Cost, MeasuredCostsPerBoardType) {
   // Bad files: one clear error.
   const fs::path tmp = fs::temp_directory_path() / ("ts_cost_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
+  {
+    fs::create_directories(tmp / "m7only");
+    fs::copy_file(dir + "/cortex-m7.json", tmp / "m7only" / "cortex-m7.json");
+    plan::CostModel only;
+    only.costs_dir = (tmp / "m7only").string();
+    d.op = core::QOp::Conv;
+    d.groups = 8;
+    d.kh = d.kw = 3;
+    EXPECT_DOUBLE_EQ(only.cycles_per_mac(d, host), mc.depthwise);
+    EXPECT_DOUBLE_EQ(only.cycles_per_mac(d, m4), only.default_cycles_per_mac);  // no cortex-m4.json there
+  }
   auto write = [&](const std::string& text) {
     std::ofstream(tmp / "x.json") << text;
     return (tmp / "x.json").string();
@@ -249,6 +264,7 @@ TEST(Cost, EstimateScalesWithCyclesPerMac) {
   po.routing = false;
   po.cost.frame_latency_s = 0;
   po.cost.coord_bandwidth_kbps = 0;
+  po.cost.costs_dir = "none";  // every op at default_cycles_per_mac
   const plan::Plan p = plan::make_plan(q, tb, po);
   plan::CostModel a = po.cost, b = po.cost;
   b.default_cycles_per_mac = 2 * a.default_cycles_per_mac;

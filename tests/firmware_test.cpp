@@ -413,7 +413,7 @@ TEST_F(FirmwareTest, MixedKindsAreBitExact) {
   std::ofstream(dir / "testbed.json") << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"},
       {"id": 2, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 393216, "clock_mhz": 168},
       {"id": 3, "kind": "host"}]})";
-  for (const std::string boards :
+  for (const std::string& boards :
        {std::string("--workers qemu:2,qemu-m4:1,host:1"), "-t " + (dir / "testbed.json").string()}) {
     SCOPED_TRACE(boards);
     const Proc r = shell("TS_FIRMWARE=" + elf_ + " TS_FIRMWARE_QEMU_M4=" + m4.string() + " " + std::string(TS_TINYSPLIT) +
@@ -454,7 +454,7 @@ TEST_F(FirmwareTest, M7M55AndM4InOneRunAreBitExact) {
   std::ofstream(dir / "testbed.json") << R"({"boards": [{"id": 0, "kind": "qemu-m7"}, {"id": 1, "kind": "qemu-m7"},
       {"id": 2, "kind": "qemu-m55", "ram_bytes": 1048576, "flash_bytes": 3932160, "clock_mhz": 400},
       {"id": 3, "kind": "qemu-m4", "ram_bytes": 196608, "flash_bytes": 393216, "clock_mhz": 168}]})";
-  for (const std::string boards :
+  for (const std::string& boards :
        {std::string("--workers qemu:2,qemu-m55:1,qemu-m4:1"), "--size 112 -t " + (dir / "testbed.json").string()}) {
     SCOPED_TRACE(boards);
     const Proc r = shell("TS_FIRMWARE=" + elf_ + " TS_FIRMWARE_QEMU_M4=" + m4_elf() + " TS_FIRMWARE_QEMU_M55=" +
@@ -574,10 +574,13 @@ TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
   EXPECT_EQ(f.at("board").get<int>(), 1);
   EXPECT_EQ(f.at("boards_left").get<int>(), 2);
   EXPECT_LT(f.at("redeployed_bytes").get<double>(), 0.5 * f.at("full_deploy_bytes").get<double>()) << f.dump();
-  // Exactly at the layer the board died in: a board pushes its DONE reports
-  // out (Port::flush: its send queue and lwIP's segments) before each
-  // compute.
-  EXPECT_EQ(f.at("resumed_at_layer").get<int>(), 20) << f.dump();
+  // Every layer before the one the board died in was kept: a board pushes
+  // its DONE reports out (Port::flush: its send queue and lwIP's segments)
+  // before each compute. The inference resumes there, or at the first layer
+  // of the new plan's streamed chain that holds it (a chain runs whole).
+  EXPECT_EQ(f.at("kept_layers").get<int>(), 20) << f.dump();
+  EXPECT_GT(f.at("resumed_at_layer").get<int>(), 0) << f.dump();
+  EXPECT_LE(f.at("resumed_at_layer").get<int>(), 20) << f.dump();
   EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
   EXPECT_EQ(j.at("size").get<int>(), 224);
   for (const auto& w : j.at("per_worker"))

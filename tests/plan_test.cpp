@@ -1138,9 +1138,21 @@ TEST(PlanMobileNet, DirectPlansStayWithinTheBoardsLinks) {
         << m;
     EXPECT_NE(m.find("at most 4"), std::string::npos) << m;
   }
-  // With the fallback, `auto` gives up on the direct route as soon as a
-  // block shows that no choice of strategies keeps within the links (the
-  // direct plan above is over them), and the plan is the relay route's.
+  // At the Teensy's prices (325 us per message) the relay route costs more
+  // than a direct plan on the first boards, and the fallback takes that:
+  // within the links, the others idle, said in the note.
+  PlanOptions teensy = o;
+  teensy.route_fallback = true;
+  const Plan few = make_plan(*q, tight, teensy);
+  EXPECT_EQ(few.route, Route::Direct);
+  EXPECT_EQ(links_over_limit(few, tight).board, -1);
+  EXPECT_NE(few.route_note.find("(the others take no share)"), std::string::npos) << few.route_note;
+  // With messages at 30 us and every op at 2 cycles per MAC the relay route
+  // is the cheaper: `auto` gives up on the direct route as soon as a block
+  // shows that no choice of strategies keeps within the links (the direct
+  // plan above is over them), and the plan is the relay route's.
+  o.cost.frame_latency_s = 30e-6;
+  o.cost.costs_dir = "none";
   o.route_fallback = true;
   const Plan p = make_plan(*q, tight, o);
   EXPECT_EQ(p.route, Route::Relay);

@@ -72,7 +72,8 @@ nlohmann::json failovers_json(const std::vector<coord::FailoverEvent>& events) {
     jf.push_back({{"board", f.board_id}, {"index", f.board}, {"address", f.address}, {"layer", f.layer},
                   {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
                   {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeployed_bytes", f.redeployed_bytes},
-                  {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at}});
+                  {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at},
+                  {"kept_layers", f.kept_layers}});
   return jf;
 }
 

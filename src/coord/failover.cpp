@@ -432,8 +432,9 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector
       recover(e, k);  // re-planned and deployed on the boards left, or throws
       // A streamed chain of the new plan runs whole (core/stream.h): the
       // inference goes on from its first layer.
+      const int kept = from;
       from = plan::chain_start(*plan_, from);
-      for (size_t i = first_event; i < events_.size(); ++i) events_[i].resumed_at = from;
+      for (size_t i = first_event; i < events_.size(); ++i) events_[i].resumed_at = from, events_[i].kept_layers = kept;
     }
   }
 }

@@ -107,6 +107,10 @@ struct FailoverEvent {
   int64_t redeployed_bytes = 0;  // fragment bytes sent by that re-deploy (patches and whole fragments)
   int64_t full_deploy_bytes = 0;  // the re-plan's fragments whole: what sending them all would take
   int resumed_at = 0;       // the layer the interrupted inference went on from (0: from the start)
+  // Layers of the interrupted inference whose outputs were verified before
+  // the failure and kept. resumed_at is this, or the first layer of the new
+  // plan's streamed chain holding it (a chain runs whole).
+  int kept_layers = 0;
 };
 
 // A dropped board taken back (it answered again at its address).

@@ -14,8 +14,8 @@ const std::vector<BoardKind> kKinds = {
      0x607C0000u},
     // A small Cortex-M4 board (168 MHz, DSP extension): 192 KB arena, 1 MB of
     // flash of which 384 KB is each A/B fragment slot's data (the rest: image,
-    // slot headers, reserved top; fixed by firmware/boards/mps2-an386/mps2-an386.ld). No measured prices yet: data/costs/cortex-m4.json absent
-    // = the default cycles per MAC.
+    // slot headers, reserved top; fixed by firmware/boards/mps2-an386/mps2-an386.ld).
+    // Measured prices: data/costs/cortex-m4.json (DSP kernels, scripts/board_costs.sh --kind qemu-m4).
     {"qemu-m4", "the Cortex-M4 firmware under QEMU (mps2-an386: 168 MHz, 192 KB arena, 1 MB flash)", BoardStart::Qemu,
      kFirmwareLinks, "cortex-m4", false, "tcp", "", "mps2-an386", "firmware/build/mps2-an386/tinysplit-m4.elf",
      0x21000000u, 0x210F0000u, 192 * 1024, 384 * 1024, 168},

@@ -109,7 +109,9 @@ HostCosts parse_host_costs(const std::string& text, const std::string& source);
 bool host_testbed(const Testbed& t);
 
 // The measured cost file of a board's kind (board_kind.h BoardKind::costs):
-// "cortex-m7" for the firmware (QEMU or a Teensy 4.1), "" for a host process.
+// "cortex-m7" for the firmware (QEMU or a Teensy 4.1); a host process is
+// priced as the type it stands in for (BoardKind::emulates: the Teensy
+// 4.1's "cortex-m7"), as the simulator and `run --emulate` time it.
 std::string board_type(const Board& b);
 
 struct CostModel {
@@ -121,7 +123,9 @@ struct CostModel {
   std::array<double, core::kNumOps + 1> op_cycles_per_mac{};
   double depthwise_cycles_per_mac = 0;
   double layer_overhead_s = 0;      // per board per layer it computes
-  double frame_latency_s = 30e-6;   // one-way latency per message (stacks, switch)
+  // One-way latency per message (stacks, switch): half the Teensy 4.1's
+  // 0.65 ms lwIP round trip, the simulator's teensy41 figure (sim/scenario.cpp).
+  double frame_latency_s = 325e-6;
   double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
   // Where the measured per-type cost files are: "" = <project home>/data/costs;
   // "none" = do not read any (every op at the figures above).

@@ -193,7 +193,14 @@ double CostModel::seconds_per_mac(const core::LayerDesc& d, const Board& b) cons
   return cycles_per_mac(d, b) / (b.clock_mhz * 1e6);
 }
 
-std::string board_type(const Board& b) { return kind_of(b).costs; }
+std::string board_type(const Board& b) {
+  // A board that takes another type's time (a host process standing in for
+  // a Teensy 4.1) is priced as that type.
+  const BoardKind& k = kind_of(b);
+  if (!*k.costs && *k.emulates)
+    if (const BoardKind* e = find_board_kind(k.emulates)) return e->costs;
+  return k.costs;
+}
 
 double CostModel::cycles_per_mac(const core::LayerDesc& d) const {
   const double c = explicit_cpm(*this, d);

@@ -72,8 +72,9 @@ struct Scenario {
   plan::CodeEstimate code;
   TimingModel timing;
   // Per-op cycles per MAC for the planner's cost model (plan::parse_op_cycles);
-  // empty = its defaults (2 cycles/MAC, 30 us per message), as `plan` and
-  // `run` use, so the simulated plan is the one they make.
+  // empty = its defaults (plan/cost.h CostModel: each board type's measured
+  // cycles, 325 us per message), as `plan` and `run` use, so the simulated
+  // plan is the one they make.
   std::string op_cycles;
   // > 1: objective throughput: the planner groups the boards
   // (plan::choose_groups: replicate when one board holds the model, groups,
