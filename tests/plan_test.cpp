@@ -947,6 +947,39 @@ TEST(PlanMobileNet, PricingOverTheLinksLaterChoosesTheSame) {
       << out.out_of_links;
 }
 
+// A plan the fallback made on the direct route on k of t's boards: within
+// their links, the others computing nothing, and the note saying so.
+static void expect_direct_on(const Plan& p, const Testbed& t, int k) {
+  EXPECT_EQ(p.route, Route::Direct);
+  EXPECT_EQ(links_over_limit(p, t).board, -1);
+  int busy = 0;
+  for (const WorkerPlan& w : p.workers) busy += w.macs > 0;
+  EXPECT_EQ(busy, k);
+  const std::string note = "planned on the direct route on " + std::to_string(k) + " of the " +
+                           std::to_string(t.boards.size()) + " boards (the others take no share): ";
+  EXPECT_EQ(p.route_note.rfind(note, 0), 0u) << p.route_note;
+}
+
+// 64 boards of the host's links (MobileNetV2 at 112): no direct plan on all
+// of them keeps within the links, and a band plan on 32 of them does, and is
+// faster than the plan on the 20 that every direct plan keeps within them
+// (each board sending to every other): the fallback takes it, the others
+// idle, and the plan is the one on 32 boards alone.
+TEST(PlanMobileNet, PastTheLinksAPowerOfTwoOfTheBoardsMayTakeTheShares) {
+  NEED_MOBILENET(q);
+  PlanOptions o = auto_direct(true);
+  o.coding = Coding::Auto;  // as `plan` and `run`: coded where it pays,
+  estimate_code_ratios(*q, &o);  // by the sizes on the reference input
+  const Testbed all = bed(64, 512 * 1024, 8 << 20);
+  const Plan p = make_plan(*q, all, o);
+  expect_direct_on(p, all, 32);
+  const Plan on32 = make_plan(*q, bed(32, 512 * 1024, 8 << 20), o);
+  EXPECT_EQ(on32.route_note, "");
+  EXPECT_EQ(p.est_latency_s, on32.est_latency_s);
+  const Plan on20 = make_plan(*q, bed(20, 512 * 1024, 8 << 20), o);
+  EXPECT_GT(on20.est_latency_s, p.est_latency_s);
+}
+
 // Six boards of 5 links (MobileNetV2 at 112): within the links on all six
 // only slow direct plans are left, and the relay route is slower than the
 // direct route on three of them, as many as every direct plan keeps within 5
@@ -957,13 +990,7 @@ TEST(PlanMobileNet, PastTheLinksSomeBoardsMayBeLeftIdle) {
   Testbed six = bed(6, 512 * 1024, 8 << 20);
   for (Board& b : six.boards) b.links = 5;
   const Plan p = make_plan(*q, six, o);
-  EXPECT_EQ(p.route, Route::Direct);
-  EXPECT_EQ(links_over_limit(p, six).board, -1);
-  int busy = 0;
-  for (const WorkerPlan& w : p.workers) busy += w.macs > 0;
-  EXPECT_EQ(busy, 3);
-  EXPECT_EQ(p.route_note.rfind("planned on the direct route on 3 of the 6 boards (the others take no share): ", 0), 0u)
-      << p.route_note;
+  expect_direct_on(p, six, 3);
   PlanOptions r = o;
   r.route = Route::Relay;
   r.route_fallback = false;

@@ -835,8 +835,9 @@ constexpr double kIdleMargin = 0.9;
 // Weighs the direct plans past the boards' links: `within`, the direct plan
 // on all the boards within their links, slower than the choice the links
 // ruled out (null if there is none: why), against the relay route on all the
-// boards and the direct route on as many as every direct plan keeps within
-// their links (the others left idle; kIdleMargin), and takes the one the
+// boards and the direct route on fewer (as many as every direct plan keeps
+// within their links, or a power of two above that whose plan does; the
+// others left idle; kIdleMargin), and takes the one the
 // cost model estimates fastest of those that fit the boards' budgets
 // (`within`'s budgets are checked once it is taken, as before). The relay
 // route is planned only if relay_floor_s leaves it a chance.
@@ -856,12 +857,22 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
       return nullptr;
     }
   };
-  const int k = boards_within_links(t);
-  std::unique_ptr<Plan> some;
-  if (k >= 1 && size_t(k) < N) some = try_plan([&] { return plan_on_fewer(q, t, o, k); }, nullptr);
   const auto est = [](const std::unique_ptr<Plan>& p) {
     return p ? p->est_latency_s : std::numeric_limits<double>::infinity();
   };
+  // On fewer boards: as many as every direct plan keeps within the links
+  // (each sends to every other), and the powers of two above that, whose
+  // plans keep within them if `auto` finds strategies that do (bands talk to
+  // their neighbours only). The fastest estimate of those that fit is taken.
+  const int all_to_all = boards_within_links(t);
+  int k = all_to_all;
+  std::unique_ptr<Plan> some;
+  if (k >= 1 && size_t(k) < N) some = try_plan([&] { return plan_on_fewer(q, t, o, k); }, nullptr);
+  for (int m = 2; all_to_all >= 1 && size_t(m) < N; m *= 2) {
+    if (m <= all_to_all) continue;
+    std::unique_ptr<Plan> more = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
+    if (est(more) < est(some)) some = std::move(more), k = m;
+  }
   // The relay route is planned only when it could change the choice below:
   // no plan on it is faster than relay_floor_s, so it is not planned when
   // the direct plan within the links is as fast as that floor (the relay
