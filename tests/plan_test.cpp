@@ -1000,7 +1000,7 @@ TEST(PlanMobileNet, PastTheLinksSomeBoardsMayBeLeftIdle) {
   named.route_fallback = false;
   const Plan d = make_plan(*q, six, named);
   EXPECT_EQ(d.route_note, "");
-  busy = 0;
+  int busy = 0;
   for (const WorkerPlan& w : d.workers) busy += w.macs > 0;
   EXPECT_GT(busy, 0);
 }
