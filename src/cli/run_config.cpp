@@ -223,6 +223,7 @@ coord::SwarmOptions swarm_options(const RunConfig& c) {
     s.s_per_byte = tm.coord_bandwidth_kbps > 0 ? 1.0 / (tm.coord_bandwidth_kbps * plan::kBytesPerKB) : 0.0;
     s.latency_s = tm.frame_latency_s;
     sw.link = std::make_shared<net::LinkShaper>(s);
+    net::precise_timers();
   }
   return sw;
 }

@@ -269,6 +269,7 @@ HostBoard::HostBoard(const HostBoardOptions& opt)
       port_(std::make_unique<HostPort>(*this)) {
   for (int i = 0; i < core::kMaxLinks; ++i) links_.push_back(std::make_unique<Link>());
   if (opt_.link.on()) shaper_ = std::make_unique<LinkShaper>(opt_.link);
+  if (shaper_ || opt_.cycles_per_mac) precise_timers();  // an emulated board
   core::Port* port = port_.get();
   if (opt_.fault.on()) {
     fault_ = std::make_unique<FaultPort>(*port_, opt_.fault, port_.get());

@@ -17,6 +17,9 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "net/transport.h"
 
@@ -58,6 +61,16 @@ class LinkShaper {
   std::mutex mu_;
   Clock::time_point tx_free_{}, rx_free_{};
 };
+
+// Asks that this process's timed waits end when due: Linux lets a sleep or
+// a poll's timeout run up to 50 us late by default (timer slack), which an
+// emulated board or link, waiting until a layer's or a frame's time is up,
+// would add at every wait (at 112 on 3 boards, about 4 ms an inference).
+inline void precise_timers() {
+#ifdef __linux__
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+}
 
 // Frames leave a little early rather than one sleep each: a frame due within
 // this much of now goes now (a sleep overshoots by about as much).
