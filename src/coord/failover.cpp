@@ -434,7 +434,10 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector
       // inference goes on from its first layer.
       const int kept = from;
       from = plan::chain_start(*plan_, from);
-      for (size_t i = first_event; i < events_.size(); ++i) events_[i].resumed_at = from, events_[i].kept_layers = kept;
+      for (size_t i = first_event; i < events_.size(); ++i) {
+        events_[i].resumed_at = from;
+        events_[i].kept_layers = kept;
+      }
     }
   }
 }

@@ -123,9 +123,7 @@ struct CostModel {
   std::array<double, core::kNumOps + 1> op_cycles_per_mac{};
   double depthwise_cycles_per_mac = 0;
   double layer_overhead_s = 0;      // per board per layer it computes
-  // One-way latency per message (stacks, switch): half the Teensy 4.1's
-  // 0.65 ms lwIP round trip, the simulator's teensy41 figure (sim/scenario.cpp).
-  double frame_latency_s = 325e-6;
+  double frame_latency_s = kTeensyFrameLatencyS;  // one-way latency per message (testbed.h)
   double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
   // Where the measured per-type cost files are: "" = <project home>/data/costs;
   // "none" = do not read any (every op at the figures above).

@@ -5,6 +5,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -861,17 +862,22 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
     return p ? p->est_latency_s : std::numeric_limits<double>::infinity();
   };
   // On fewer boards: as many as every direct plan keeps within the links
-  // (each sends to every other), and the powers of two above that, whose
+  // (each sends to every other), then the powers of two above that, whose
   // plans keep within them if `auto` finds strategies that do (bands talk to
-  // their neighbours only). The fastest estimate of those that fit is taken.
-  const int all_to_all = boards_within_links(t);
-  int k = all_to_all;
+  // their neighbours only), while each is within the links and faster than
+  // the best so far: more boards past that only add talk (and planning them
+  // costs seconds at hundreds of boards). Until one fits, more are tried.
+  int k = boards_within_links(t);
   std::unique_ptr<Plan> some;
   if (k >= 1 && size_t(k) < N) some = try_plan([&] { return plan_on_fewer(q, t, o, k); }, nullptr);
-  for (int m = 2; all_to_all >= 1 && size_t(m) < N; m *= 2) {
-    if (m <= all_to_all) continue;
+  for (int m = int(std::bit_ceil(unsigned(k + 1))); k >= 1 && size_t(m) < N; m *= 2) {
     std::unique_ptr<Plan> more = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
-    if (est(more) < est(some)) some = std::move(more), k = m;
+    if (est(more) < est(some)) {
+      some = std::move(more);
+      k = m;
+    } else if (some) {
+      break;
+    }
   }
   // The relay route is planned only when it could change the choice below:
   // no plan on it is faster than relay_floor_s, so it is not planned when

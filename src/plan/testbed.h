@@ -47,6 +47,10 @@ inline constexpr int64_t kTeensyRamBytes = 512 * 1024;
 inline constexpr int64_t kTeensyFlashBytes = 8 * 1024 * 1024;
 inline constexpr double kDefaultDelaySPerKB = 0.0;
 inline constexpr double kDefaultBandwidthKBps = 11750.0;  // 94 Mbit/s
+// One-way latency of a Teensy 4.1's message (stacks and switch): half its
+// 0.65 ms round trip on its native Ethernet with lwIP. The planner's price
+// per message (cost.h CostModel) and the simulator's teensy41 timing.
+inline constexpr double kTeensyFrameLatencyS = 325e-6;
 
 // Seconds per byte of a link with delay d (s/KB) and bandwidth B (KB/s):
 // eq. 1's d + 1/B per KB. The cost model, the simulator and emulated links

@@ -26,7 +26,7 @@ TimingModel teensy_timing() {
   m.window = 32;
   m.cycles_per_mac = 2.0;
   m.costs = plan::find_board_kind("teensy41")->costs;
-  m.frame_latency_s = 325e-6;
+  m.frame_latency_s = plan::kTeensyFrameLatencyS;
   return m;
 }
 
