@@ -100,6 +100,8 @@ class Bookkeeping : public ::testing::Test {
     ASSERT_TRUE(std::filesystem::exists(kModel)) << kModel;
     ASSERT_TRUE(std::filesystem::exists(kRunModel)) << kRunModel << " is absent (run scripts/fetch_model.sh first)";
   }
+  void follow_as_the_walk(const FragLayer& e, const core::SpanFinder& spans, uint32_t off, uint32_t n);
+  int64_t follow_found_ = 0, follow_refused_ = 0;
 };
 
 // The per-frame decode (no checks again) gives every field the checked
@@ -243,12 +245,75 @@ TEST_F(Bookkeeping, RunFinderAnswersAsAScanOfTheRuns) {
   EXPECT_GT(queries - inside, 1000);
 }
 
+// SpanFinder::follow on a layer whose boxes stop short of the last channel
+// and of the plane's edges (the planner's fragments have few such): every
+// span one channel on from a span found is answered as the region walk
+// answers it, or refused; and refused whenever the walk refuses it.
+TEST(SpanFinderFollow, StopsAtTheBoxesChannelsRowsAndColumns) {
+  FragLayer e;
+  e.desc.out = core::Dims{7, 5, 4};
+  // Channels [0, 3) rows [1, 4) whole width; channels [4, 6) rows [0, 2)
+  // columns [1, 3); a run of flat elements in channel 6.
+  const int32_t v[3][7] = {{1, 0, 3, 1, 4, 0, 4}, {1, 4, 6, 0, 2, 1, 3}, {0, 6 * 20 + 3, 6 * 20 + 17, 0, 0, 0, 0}};
+  std::vector<uint8_t> regions(3 * core::frag::kRegionBytes);
+  for (int r = 0; r < 3; ++r)
+    for (int k = 0; k < 7; ++k)
+      for (int b = 0; b < 4; ++b) regions[size_t(r) * core::frag::kRegionBytes + 4u * k + b] = uint8_t(uint32_t(v[r][k]) >> (8 * b));
+  e.regions = regions.data();
+  e.n_regions = 3;
+  const uint32_t hw = 20, total = 7 * hw;
+  int64_t followed = 0, refused = 0;
+  for (uint32_t off = 0; off < total; ++off)
+    for (uint32_t n = 1; n <= 6 && off + n <= total; ++n) {
+      core::SpanFinder spans(e);
+      uint32_t at = 0;
+      if (!spans.find(off, n, &at)) continue;
+      uint32_t got = 0, want = 0;
+      int32_t c = 0, y = 0, x = 0;
+      const bool inside = off + hw + n <= total && e.span(off + hw, n, &want);
+      if (spans.follow(off + hw, n, &got, &c, &y, &x)) {
+        ASSERT_TRUE(inside) << "[" << off + hw << ", +" << n << ") is not the layer's";
+        ASSERT_EQ(got, want) << "[" << off + hw << ", +" << n << ")";
+        ASSERT_EQ(uint32_t(c) * hw + uint32_t(y) * 4u + uint32_t(x), off + hw);
+        ++followed;
+      } else {
+        refused += !inside;
+      }
+    }
+  EXPECT_GT(followed, 20);
+  EXPECT_GT(refused, 20);
+}
+
+// SpanFinder::follow for the span one channel on from [off, +n), which
+// `spans` just found: on a copy (the board's next query is a run of its
+// own), it answers as the region walk does, or false (then the board asks
+// find_at). Counts its answers in follow_found_ and, for spans the layer
+// does not compute, follow_refused_.
+void Bookkeeping::follow_as_the_walk(const FragLayer& e, const core::SpanFinder& spans, uint32_t off, uint32_t n) {
+  const uint32_t hw = uint32_t(e.desc.out.h) * uint32_t(e.desc.out.w);
+  core::SpanFinder probe = spans;
+  uint32_t got = 0, want = 0;
+  int32_t c = 0, y = 0, x = 0;
+  const uint64_t next = uint64_t(off) + hw;
+  const bool inside = next < uint64_t(e.desc.out.c) * hw && e.span(uint32_t(next), n, &want);
+  if (probe.follow(uint32_t(next), n, &got, &c, &y, &x)) {
+    ASSERT_TRUE(inside) << "follow found [" << next << ", +" << n << ") outside the layer's outputs";
+    ASSERT_EQ(got, want) << "follow of [" << off << ", +" << n << ")";
+    ASSERT_EQ(int64_t(c) * hw + int64_t(y) * e.desc.out.w + x, int64_t(next));
+    ++follow_found_;
+  } else if (!inside) {
+    ++follow_refused_;
+  }
+}
+
 // SpanFinder against FragLayer::span (the walk over the regions): every
 // local run of every layer as the board copies them (in order), then every
-// segment's elements and spans around them, in flat order and shuffled.
+// segment's elements and spans around them, in flat order and shuffled;
+// after each, follow (above). The local runs are asked as the board asks
+// them: follow first, then find.
 TEST_F(Bookkeeping, SpanFinderAnswersAsTheRegionWalk) {
   std::mt19937 rng(12);
-  int64_t queries = 0, found = 0, local = 0, multi = 0;
+  int64_t queries = 0, found = 0, local = 0, multi = 0, followed = 0;
   for (const Frag& f : fragments()) {
     SCOPED_TRACE(f.what);
     core::FragmentReader rd;
@@ -268,9 +333,14 @@ TEST_F(Bookkeeping, SpanFinderAnswersAsTheRegionWalk) {
           for (uint32_t r = 0; r < c.n_local[k]; ++r) {
             const core::InputRun lr = c.local_run(k, r);
             uint32_t want = 0, got = ~0u;
+            int32_t ch = 0, y = 0, x = 0;
             ASSERT_TRUE(e.span(lr.offset, lr.count, &want));
-            ASSERT_TRUE(spans.find(lr.offset, lr.count, &got)) << "layer " << i << " local run " << r;
-            ASSERT_EQ(got, want);
+            if (spans.follow(lr.offset, lr.count, &got, &ch, &y, &x)) {
+              ++followed;
+            } else {
+              ASSERT_TRUE(spans.find(lr.offset, lr.count, &got)) << "layer " << i << " local run " << r;
+            }
+            ASSERT_EQ(got, want) << "layer " << i << " local run " << r;
             ++local;
           }
         }
@@ -303,6 +373,7 @@ TEST_F(Bookkeeping, SpanFinderAnswersAsTheRegionWalk) {
             uint32_t at = 0;
             ASSERT_TRUE(spans.find_at(off, n, int32_t(c), int32_t(y), int32_t(x), &at));
             ASSERT_EQ(at, want);
+            follow_as_the_walk(e, spans, off, n);
           }
           ++queries;
           found += w;
@@ -311,6 +382,9 @@ TEST_F(Bookkeeping, SpanFinderAnswersAsTheRegionWalk) {
     }
   }
   EXPECT_GT(local, 10000);
+  EXPECT_GT(followed, local / 2) << "local runs found one channel on from an earlier one";
+  EXPECT_GT(follow_found_, 10000) << "spans found one channel on from the last";
+  EXPECT_GT(follow_refused_, 1000) << "spans one channel on that are not the layer's";
   EXPECT_GT(multi, 20) << "layers of several regions";
   EXPECT_GT(found, 10000);
   EXPECT_GT(queries - found, 10000);

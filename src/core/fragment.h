@@ -323,14 +323,38 @@ class SpanFinder {
   // The same, for a caller that already knows the channel, row and column
   // of `off` in the output tensor (off = (c * h + y) * w + x).
   bool find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t x, uint32_t* pos);
+  // The span [off, off + n) when it is one of the last kFollow spans found
+  // one channel on (same row, column and length): answered as find_at
+  // would, from that span's region, in a few steps and without divisions (a
+  // layer's local runs are mostly one or two per channel, in channel order).
+  // Also gives the span's channel, row and column. False: not such a span,
+  // or not the layer's (then ask find_at).
+  static constexpr uint32_t kFollow = 4;
+  bool follow(uint32_t off, uint32_t n, uint32_t* pos, int32_t* c, int32_t* y, int32_t* x);
 
  private:
+  // One of the last kFollow spans found, as the span one channel on from it
+  // (the next follow may ask): where it starts and lies, its channel, row and
+  // column; it is the layer's while its channel is below c_end and its end
+  // within end_limit (a run region's end, or the last channel's for dense
+  // in-place outputs, where a span may cross channels; elsewhere a span one
+  // channel on lies as the last within its channel: no limit).
+  struct Next {
+    uint32_t off = 0, n = 0, pos = 0, stride = 0;
+    int32_t c = 0, c_end = 0, y = 0, x = 0;
+    uint64_t end_limit = 0;
+  };
   const FragLayer* L_;
   bool pitched_ = false, whole_ = false, indexed_ = false;
   int32_t c0_ = 0, c1_ = 0, y0_ = 0, y1_ = 0;
+  uint32_t hw_ = 0;
   Region r_[kRegions];
   uint32_t base_[kRegions] = {};
   uint32_t hint_ = 0;
+  Next next_[kFollow];
+  uint32_t n_next_ = 0, slot_ = 0;
+  // Records the span found (for follow) and answers it.
+  bool found(const Next& after, uint32_t at, uint32_t* pos);
 };
 
 struct FragHeader {

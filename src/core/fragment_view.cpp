@@ -44,14 +44,17 @@ bool out_span(const FragLayer& L, uint32_t off, uint32_t n, uint32_t* pos) {
   // Closed form per region (a box's segments are its channels, or its rows
   // when narrower than the plane): no walk over the segments, so a layer's
   // local runs and sends cost O(regions) each, not O(channels).
+  // A checked descriptor's tensors hold at most 2^28 elements (kernels.cpp):
+  // the divisions in 32 bits (a board has no 64-bit divide), the sums in 64.
   const Dims& d = L.desc.out;
   const int64_t hw = int64_t(d.h) * d.w;
   if (hw <= 0) return false;
+  const uint32_t hw32 = uint32_t(hw), w32 = uint32_t(d.w);
   const int64_t o = off;
   if (L.out_pitch) {  // in place: one region of whole rows, channels out_pitch apart
     int32_t c0, c1, y0, y1;
     if (!L.whole_rows(&c0, &c1, &y0, &y1)) return false;
-    const int64_t c = o / hw, y = (o % hw) / d.w;
+    const int64_t c = off / hw32, y = (off % hw32) / w32;
     if (c < c0 || c >= c1 || y < y0 || y >= y1) return false;
     // Whole planes at a pitch of one plane are dense: spans may cross
     // channels. Otherwise a span stays in its channel's rows.
@@ -70,7 +73,7 @@ bool out_span(const FragLayer& L, uint32_t off, uint32_t n, uint32_t* pos) {
         return true;
       }
     } else {
-      const int64_t c = o / hw, y = (o % hw) / d.w, x = o % d.w;
+      const int64_t c = off / hw32, y = (off % hw32) / w32, x = off % w32;
       if (c >= r.v[0] && c < r.v[1] && y >= r.v[2] && y < r.v[3] && x >= r.v[4] && x < r.v[5]) {
         const bool full = r.v[4] == 0 && r.v[5] == d.w;
         // End of the segment holding off: the channel's rows, or the row.
@@ -206,6 +209,7 @@ bool RunFinder::covers(uint32_t e0, uint32_t len) {
 SpanFinder::SpanFinder(const FragLayer& L) : L_(&L) {
   const Dims& d = L.desc.out;
   if (int64_t(d.h) * d.w <= 0) return;
+  hw_ = uint32_t(d.h) * uint32_t(d.w);
   if (L.out_pitch) {
     pitched_ = true;
     whole_ = L.whole_rows(&c0_, &c1_, &y0_, &y1_);
@@ -225,7 +229,7 @@ bool SpanFinder::find(uint32_t off, uint32_t n, uint32_t* pos) {
   const FragLayer& L = *L_;
   if (!pitched_ && !indexed_) return L.span(off, n, pos);
   const Dims& d = L.desc.out;
-  // Output tensors hold at most kMaxTensor (2^28) elements: the position of
+  // Output tensors hold at most 2^28 elements (kernels.cpp): the position of
   // `off` in 32-bit arithmetic, two divisions, once per query.
   const uint32_t w = uint32_t(d.w), hw = uint32_t(d.h) * w;
   if (hw == 0 || off >= uint32_t(d.c) * hw) return false;
@@ -247,8 +251,9 @@ bool SpanFinder::find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t
     if (!whole_ || c < c0_ || c >= c1_ || y < y0_ || y >= y1_) return false;
     const bool dense = y0_ == 0 && y1_ == d.h && L.out_pitch == hw;
     if (end > (dense ? uint64_t(c1_) * hw : uint64_t(c) * hw + uint64_t(y1_) * w)) return false;
-    *pos = uint32_t(c - c0_) * L.out_pitch + (in_plane - uint32_t(y0_) * w);
-    return true;
+    const Next after{off + hw, n, 0, L.out_pitch, c + 1, c1_ < d.c ? c1_ : d.c, y, x,
+                     dense ? uint64_t(c1_) * hw : UINT64_MAX};
+    return found(after, uint32_t(c - c0_) * L.out_pitch + (in_plane - uint32_t(y0_) * w), pos);
   }
   // Regions are disjoint: the one holding `off` is the answer; try the one
   // of the last query first, then the others in order.
@@ -259,8 +264,8 @@ bool SpanFinder::find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t
       if (int64_t(off) < r.v[0] || int64_t(off) >= r.v[1]) continue;
       hint_ = i;
       if (end > uint64_t(r.v[1])) return false;
-      *pos = base_[i] + (off - uint32_t(r.v[0]));
-      return true;
+      const Next after{off + hw, n, 0, hw, c + 1, d.c, y, x, uint64_t(r.v[1])};
+      return found(after, base_[i] + (off - uint32_t(r.v[0])), pos);
     }
     if (c < r.v[0] || c >= r.v[1] || y < r.v[2] || y >= r.v[3] || x < r.v[4] || x >= r.v[5]) continue;
     hint_ = i;
@@ -270,8 +275,40 @@ bool SpanFinder::find_at(uint32_t off, uint32_t n, int32_t c, int32_t y, int32_t
         full ? uint64_t(c) * hw + uint64_t(r.v[3]) * w : uint64_t(c) * hw + uint64_t(y) * w + uint32_t(r.v[5]);
     if (end > seg_end) return false;
     const uint32_t bw = uint32_t(r.v[5] - r.v[4]);
-    *pos = base_[i] + (uint32_t(c - r.v[0]) * uint32_t(r.v[3] - r.v[2]) + uint32_t(y - r.v[2])) * bw +
-           uint32_t(x - r.v[4]);
+    const uint32_t rows = uint32_t(r.v[3] - r.v[2]);
+    const uint32_t at = base_[i] + (uint32_t(c - r.v[0]) * rows + uint32_t(y - r.v[2])) * bw + uint32_t(x - r.v[4]);
+    const Next after{off + hw, n, 0, rows * bw, c + 1, r.v[1] < d.c ? r.v[1] : d.c, y, x, UINT64_MAX};
+    return found(after, at, pos);
+  }
+  return false;
+}
+
+bool SpanFinder::found(const Next& after, uint32_t at, uint32_t* pos) {
+  if (after.n > 0) {  // (a span of no elements has no successor to follow)
+    Next& s = next_[slot_];  // the slots fill from 0, then the oldest goes
+    s = after;
+    s.pos = at + after.stride;
+    slot_ = (slot_ + 1) % kFollow;
+    if (n_next_ < kFollow) ++n_next_;
+  }
+  *pos = at;
+  return true;
+}
+
+bool SpanFinder::follow(uint32_t off, uint32_t n, uint32_t* pos, int32_t* c, int32_t* y, int32_t* x) {
+  for (uint32_t k = 0; k < n_next_; ++k) {
+    Next& s = next_[k];
+    if (s.off != off || s.n != n) continue;
+    // find_at's checks that held for the span a channel before hold for
+    // this one, but for those on the channel and on the end.
+    if (s.c >= s.c_end || uint64_t(off) + n > s.end_limit) return false;
+    *pos = s.pos;
+    *c = s.c;
+    *y = s.y;
+    *x = s.x;
+    s.off += hw_;  // and on to the channel after
+    s.pos += s.stride;
+    ++s.c;
     return true;
   }
   return false;

@@ -45,19 +45,21 @@ void HaloRows::add(const Send& s) {
   if (s.peer == kPeerCoordinator || h_ == 0) return;
   any_ = true;
   if (s.count == 0 || all_) return;
-  const int64_t hw = int64_t(h_) * w_;
-  if (int64_t(s.count) >= hw) {
+  // A checked descriptor's tensors hold at most 2^28 elements (kernels.cpp),
+  // so a send's offset and end fit 32 bits: no 64-bit division on a board.
+  const uint32_t hw = uint32_t(h_) * uint32_t(w_);
+  if (s.count >= hw) {
     all_ = true;
     return;
   }
   // Plane positions of its first and last element: within one channel, or
   // the end of one channel and the start of the next.
-  const int64_t p = int64_t(s.offset) % hw, q = (int64_t(s.offset) + s.count - 1) % hw;
+  const uint32_t p = s.offset % hw, q = (s.offset + s.count - 1) % hw, w = uint32_t(w_);
   if (p <= q) {
-    mark(int32_t(p / w_), int32_t(q / w_));
+    mark(int32_t(p / w), int32_t(q / w));
   } else {
-    mark(int32_t(p / w_), h_ - 1);
-    mark(0, int32_t(q / w_));
+    mark(int32_t(p / w), h_ - 1);
+    mark(0, int32_t(q / w));
   }
 }
 
@@ -120,21 +122,21 @@ bool InnerRows::open_input(int k) {
 }
 
 void InnerRows::add_run(const InputRun& r) {
-  const int64_t hw = int64_t(ih_) * iw_;
+  const uint32_t hw = uint32_t(ih_) * uint32_t(iw_), w = uint32_t(iw_);  // 32 bits, as HaloRows::add
   if (r.count == 0) return;
-  if (int64_t(r.count) >= hw) {
+  if (r.count >= hw) {
     all_ = true;
     return;
   }
-  const int64_t p = int64_t(r.offset) % hw, q = (int64_t(r.offset) + r.count - 1) % hw;
+  const uint32_t p = r.offset % hw, q = (r.offset + r.count - 1) % hw;
   const auto mark = [&](int32_t a, int32_t b) {  // input rows [a, b]
     for (int32_t y = a < r0_ ? r0_ : a; y <= b && y - r0_ < kHaloSplitMaxRows; ++y) set(rows_, y - r0_);
   };
   if (p <= q) {
-    mark(int32_t(p / iw_), int32_t(q / iw_));
+    mark(int32_t(p / w), int32_t(q / w));
   } else {
-    mark(int32_t(p / iw_), ih_ - 1);
-    mark(0, int32_t(q / iw_));
+    mark(int32_t(p / w), ih_ - 1);
+    mark(0, int32_t(q / w));
   }
 }
 
