@@ -357,6 +357,27 @@ class SpanFinder {
   bool found(const Next& after, uint32_t at, uint32_t* pos);
 };
 
+// Here, not in fragment_view.cpp: a board asks it once per local run, and
+// inlined it costs a few loads and compares.
+inline bool SpanFinder::follow(uint32_t off, uint32_t n, uint32_t* pos, int32_t* c, int32_t* y, int32_t* x) {
+  for (uint32_t k = 0; k < n_next_; ++k) {
+    Next& s = next_[k];
+    if (s.off != off || s.n != n) continue;
+    // find_at's checks that held for the span a channel before hold for
+    // this one, but for those on the channel and on the end.
+    if (s.c >= s.c_end || uint64_t(off) + n > s.end_limit) return false;
+    *pos = s.pos;
+    *c = s.c;
+    *y = s.y;
+    *x = s.x;
+    s.off += hw_;  // and on to the channel after
+    s.pos += s.stride;
+    ++s.c;
+    return true;
+  }
+  return false;
+}
+
 struct FragHeader {
   uint32_t magic = kFragMagic;
   uint16_t version = kFragVersion;

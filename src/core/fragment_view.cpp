@@ -295,25 +295,6 @@ bool SpanFinder::found(const Next& after, uint32_t at, uint32_t* pos) {
   return true;
 }
 
-bool SpanFinder::follow(uint32_t off, uint32_t n, uint32_t* pos, int32_t* c, int32_t* y, int32_t* x) {
-  for (uint32_t k = 0; k < n_next_; ++k) {
-    Next& s = next_[k];
-    if (s.off != off || s.n != n) continue;
-    // find_at's checks that held for the span a channel before hold for
-    // this one, but for those on the channel and on the end.
-    if (s.c >= s.c_end || uint64_t(off) + n > s.end_limit) return false;
-    *pos = s.pos;
-    *c = s.c;
-    *y = s.y;
-    *x = s.x;
-    s.off += hw_;  // and on to the channel after
-    s.pos += s.stride;
-    ++s.c;
-    return true;
-  }
-  return false;
-}
-
 int64_t FragLayer::position(int32_t e) const {
   uint32_t pos = 0;
   if (e < 0 || !out_span(*this, uint32_t(e), 1, &pos)) return -1;

@@ -32,12 +32,9 @@ inline void copy_bytes(uint8_t* dst, const uint8_t* src, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
-// scatter_into_box for a caller that knows the channel, row and column of e0.
-// The window's rows are whole rows, so within one channel the elements are
-// contiguous in the window as in the tensor: one copy per channel touched
-// (they all lie in the window's rows, as the caller checked).
-void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x, const uint8_t* src,
-                uint32_t n) {
+// scatter_at's run across channels: one copy per channel touched.
+void scatter_channels(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x,
+                      const uint8_t* src, uint32_t n) {
   const uint32_t w = uint32_t(X.w), h = uint32_t(X.h), rows = uint32_t(b.h1 - b.h0);
   uint32_t i = 0;
   while (i < n) {
@@ -48,6 +45,22 @@ void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t 
     x = y = 0;
     ++c;
   }
+}
+
+// scatter_into_box for a caller that knows the channel, row and column of e0.
+// The window's rows are whole rows, so within one channel the elements are
+// contiguous in the window as in the tensor: one copy per channel touched
+// (they all lie in the window's rows, as the caller checked). Inline for
+// the usual run, inside one channel (a board copies tens of thousands of
+// them an inference).
+inline void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x,
+                       const uint8_t* src, uint32_t n) {
+  const uint32_t w = uint32_t(X.w);
+  if (n <= (uint32_t(X.h) - y) * w - x) {
+    copy_bytes(box + ((c - uint32_t(b.c0)) * uint32_t(b.h1 - b.h0) + (y - uint32_t(b.h0))) * w + x, src, n);
+    return;
+  }
+  scatter_channels(box, X, b, c, y, x, src, n);
 }
 
 // Copies elements [e0, e0 + n) of a (C,H,W) tensor X into the window `box`
