@@ -32,15 +32,21 @@ inline void copy_bytes(uint8_t* dst, const uint8_t* src, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
+// Where element (c, y, x) of X lies in the window `box` (rows of box b,
+// full width).
+inline uint8_t* window_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x) {
+  return box + ((c - uint32_t(b.c0)) * uint32_t(b.h1 - b.h0) + (y - uint32_t(b.h0))) * uint32_t(X.w) + x;
+}
+
 // scatter_at's run across channels: one copy per channel touched.
 void scatter_channels(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x,
                       const uint8_t* src, uint32_t n) {
-  const uint32_t w = uint32_t(X.w), h = uint32_t(X.h), rows = uint32_t(b.h1 - b.h0);
+  const uint32_t w = uint32_t(X.w), h = uint32_t(X.h);
   uint32_t i = 0;
   while (i < n) {
     uint32_t seg = (h - y) * w - x;  // to the end of channel c
     if (seg > n - i) seg = n - i;
-    copy_bytes(box + ((c - uint32_t(b.c0)) * rows + (y - uint32_t(b.h0))) * w + x, src + i, seg);
+    copy_bytes(window_at(box, X, b, c, y, x), src + i, seg);
     i += seg;
     x = y = 0;
     ++c;
@@ -55,9 +61,8 @@ void scatter_channels(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uin
 // them an inference).
 inline void scatter_at(uint8_t* box, const Dims& X, const Box& b, uint32_t c, uint32_t y, uint32_t x,
                        const uint8_t* src, uint32_t n) {
-  const uint32_t w = uint32_t(X.w);
-  if (n <= (uint32_t(X.h) - y) * w - x) {
-    copy_bytes(box + ((c - uint32_t(b.c0)) * uint32_t(b.h1 - b.h0) + (y - uint32_t(b.h0))) * w + x, src, n);
+  if (n <= (uint32_t(X.h) - y) * uint32_t(X.w) - x) {
+    copy_bytes(window_at(box, X, b, c, y, x), src, n);
     return;
   }
   scatter_channels(box, X, b, c, y, x, src, n);
