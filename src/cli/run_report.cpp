@@ -73,7 +73,8 @@ nlohmann::json failovers_json(const std::vector<coord::FailoverEvent>& events) {
                   {"layer_name", f.layer_name}, {"inference", f.inference}, {"reason", f.reason},
                   {"boards_left", f.boards_left}, {"recover_s", f.recover_s}, {"redeployed_bytes", f.redeployed_bytes},
                   {"full_deploy_bytes", f.full_deploy_bytes}, {"resumed_at_layer", f.resumed_at},
-                  {"kept_layers", f.kept_layers}});
+                  {"kept_layers", f.kept_layers},
+                  {"kept_held_by_index", f.kept_held_by >= 0 ? nlohmann::json(f.kept_held_by) : nlohmann::json()}});
   return jf;
 }
 

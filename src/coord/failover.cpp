@@ -392,11 +392,15 @@ void Swarm::try_rejoin(int inference, bool now) {
   flush_notes();
 }
 
-int Swarm::resumable(const std::vector<std::vector<int8_t>>& reference, int from) const {
+int Swarm::resumable(const std::vector<std::vector<int8_t>>& reference, int from, int* held_by) const {
+  *held_by = -1;
   if (!coord_) return from;
   const auto expected = reference_digests(q_, *plan_, reference);
+  int w = -1;
+  const int prefix = verified_prefix(expected, coord_->last_progress(), from, &w);
+  if (w >= 0 && size_t(w) < alive_.size()) *held_by = alive_[size_t(w)];
   // The last layer always runs (its output goes to the coordinator).
-  return std::min(verified_prefix(expected, coord_->last_progress(), from), int(q_.nodes.size()) - 1);
+  return std::min(prefix, int(q_.nodes.size()) - 1);
 }
 
 void Swarm::relink() {
@@ -427,7 +431,8 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector
       return r;
     } catch (const BoardError& e) {
       if (!failover_applies()) throw;
-      if (reference) from = resumable(*reference, from);
+      int held_by = -1;
+      if (reference) from = resumable(*reference, from, &held_by);
       const size_t first_event = events_.size();
       recover(e, k);  // re-planned and deployed on the boards left, or throws
       // A streamed chain of the new plan runs whole (core/stream.h): the
@@ -437,6 +442,7 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector
       for (size_t i = first_event; i < events_.size(); ++i) {
         events_[i].resumed_at = from;
         events_[i].kept_layers = kept;
+        events_[i].kept_held_by = held_by;
       }
     }
   }

@@ -111,6 +111,10 @@ struct FailoverEvent {
   // the failure and kept. resumed_at is this, or the first layer of the new
   // plan's streamed chain holding it (a chain runs whole).
   int kept_layers = 0;
+  // Testbed index of the board whose report of layer kept_layers was missing
+  // (or wrong): the board that held the resume point back. -1: none (no
+  // layer kept beyond those verified before, or no reference to check).
+  int kept_held_by = -1;
 };
 
 // A dropped board taken back (it answered again at its address).
@@ -196,8 +200,10 @@ class Swarm {
   // Fresh links to the boards in use, the plan unchanged (relink_after).
   void relink();
   // After a failure of the inference in progress on the current plan: the
-  // layer it can resume from (layers before `from` were verified earlier).
-  int resumable(const std::vector<std::vector<int8_t>>& reference, int from) const;
+  // layer it can resume from (layers before `from` were verified earlier);
+  // *held_by: the testbed index of the board whose report of that layer is
+  // missing or wrong (-1: none).
+  int resumable(const std::vector<std::vector<int8_t>>& reference, int from, int* held_by) const;
   void note(const std::string& line);
   void flush_notes();
   std::vector<std::string> notes_;

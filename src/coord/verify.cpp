@@ -76,13 +76,17 @@ Verification verify_layers(const std::vector<std::vector<ExpectedDigest>>& expec
 }
 
 int verified_prefix(const std::vector<std::vector<ExpectedDigest>>& expected, const std::vector<BoardRunStats>& boards,
-                    int from) {
+                    int from, int* held_by) {
+  if (held_by) *held_by = -1;
   for (size_t node = size_t(std::max(0, from)); node < expected.size(); ++node)
     for (size_t w = 0; w < expected[node].size(); ++w) {
       const ExpectedDigest& want = expected[node][w];
       if (want.outputs == 0) continue;
-      if (w >= boards.size() || node >= boards[w].layer_digest.size()) return int(node);
-      if (boards[w].layer_outputs[node] != want.outputs || boards[w].layer_digest[node] != want.digest) return int(node);
+      const bool reported = w < boards.size() && node < boards[w].layer_digest.size();
+      if (reported && boards[w].layer_outputs[node] == want.outputs && boards[w].layer_digest[node] == want.digest)
+        continue;
+      if (held_by) *held_by = int(w);
+      return int(node);
     }
   return int(expected.size());
 }

@@ -45,9 +45,10 @@ Verification verify_layers(const std::vector<std::vector<ExpectedDigest>>& expec
 // The first layer from `from` on for which some board's DONE (boards: per
 // plan worker, Coordinator::last_progress) is missing or differs from the
 // reference: the layers before it were finished and verified on every board
-// (layers before `from` were, earlier). expected.size() if all were.
+// (layers before `from` were, earlier). expected.size() if all were. The plan
+// worker whose report ended the prefix goes to *held_by (-1 if none did).
 int verified_prefix(const std::vector<std::vector<ExpectedDigest>>& expected, const std::vector<BoardRunStats>& boards,
-                    int from);
+                    int from, int* held_by = nullptr);
 
 // One line for a failed verification, e.g. "board 1 (127.0.0.1:4000):
 // outputs differ from the int8 reference at layer 20 'block_2_add' (digest
