@@ -90,7 +90,26 @@ for v in dsp portable; do
   cat "$TMP"/store-$v/board-*/qemu.log >"$TMP/boards-$v.log"
 done
 
+# The boards' CPU outside the kernels (core/layer_work.h): plans with
+# different pieces (auto, spatial, fused; plain frames), two inferences each;
+# the second one's per-layer lines are fitted below. A plan the kind's boards
+# cannot hold is left out with a line saying so.
+FIT_RUNS=""
+for s in auto spatial fused; do
+  echo "[board_costs] protocol fit: MobileNetV2 112 on $NBOARDS $KIND boards, --strategy $s, 2 inferences"
+  if (cd "$ROOT" && TS_FIRMWARE="$DSP_ELF" TS_FIRMWARE_QEMU_M4="$DSP_ELF" TS_FIRMWARE_QEMU_M55="$DSP_ELF" timeout 900 "$TS" run --size 112 \
+        --workers "$KIND:$NBOARDS" --strategy "$s" --code off --repeat 2 --timeout 120 --store "$TMP/fit-$s" --json \
+        >"$TMP/fit-$s.json" 2>"$TMP/fit-$s.err"); then
+    FIT_RUNS="$FIT_RUNS $s"
+  else
+    echo "[board_costs]   --strategy $s left out of the fit: $(tail -1 "$TMP/fit-$s.err")"
+  fi
+done
+[[ -n "$FIT_RUNS" ]] || { echo "board_costs: no plan ran for the protocol fit" >&2; exit 1; }
+
 mkdir -p "$(dirname "$OUT")"
+/usr/bin/python3 "$ROOT/scripts/protocol_fit.py" "$TMP" "$KIND" "$NBOARDS" $FIT_RUNS >"$TMP/protocol.json" \
+  || { echo "board_costs: the protocol fit failed" >&2; exit 1; }
 /usr/bin/python3 - "$TMP" "$OUT" "$KIND" "$MACHINE" "$TARGET" "$NBOARDS" "$LAYERS_OUT" "$FAST" <<'EOF'
 import json, os, re, sys
 # "dsp" below names the kind's fast image (its kernels: `fast`), "portable" the portable one.
@@ -235,6 +254,7 @@ doc = {
         },
     } if st["dsp"] else None,
     "crc32_instructions_per_byte": crc_ipb(),
+    "protocol_instructions": json.load(open(f"{tmp}/protocol.json")),
     "notes": "Instructions, not cycles: QEMU counts guest instructions; 1 cycle per instruction is assumed "
              "(cycles_per_instruction). Per-output figures for add/pool/other; MACs as src/core/op.h defines them.",
 }
@@ -248,6 +268,11 @@ for k in ("conv", "depthwise", "pointwise", "linear"):
 for k in ("add", "pool", "other"):
     print(f"{k + ' /out':<12}{res['portable'][1].get(k, float('nan')):>12.3f}{ipo.get(k, float('nan')):>10.3f}")
 print(f"crc32: {crc_ipb()} instructions per byte (selftest, 64 KiB)")
+pr = doc["protocol_instructions"]
+print("protocol (instructions): " + ", ".join(f"{k} {pr[k]}" for k in
+      ("per_layer", "per_local_run", "per_recv_run", "per_send", "per_net_byte", "per_local_byte",
+       "per_out_byte")) +
+      f"; boards' totals within {pr['fit']['max_board_error_pct']} %")
 print(f"{'model /MAC':<12}{res['portable'][3]['instructions_per_mac']:>12.3f}{whole['instructions_per_mac']:>10.3f}")
 rj = doc["run_json"]
 print(f"run --workers {kind}:{nboards} --json: sum(kernel_instructions)/sum(macs) = {rj['portable']['ratio']:.3f} portable, "

@@ -514,3 +514,109 @@ TEST(Cost, K1FollowsTheBoardTypesMeasuredPrices) {
   host.host = true;
   for (double v : plan::k1_scales(q, t, host)) EXPECT_EQ(v, 1.0);
 }
+
+// The boards' CPU outside their kernels is priced from the pieces of each
+// share (core/layer_work.h): the planner and the simulator count them on the
+// plan, an emulated board on its fragment. The counts must be the same.
+TEST(ProtocolCpu, ThePlansCountsAreTheFragmentsCounts) {
+  const QGraph& q = mobilenet112();
+  struct Case {
+    const char* strategy;
+    plan::Route route;
+    int boards;
+  };
+  const Case cases[] = {{"auto", plan::Route::Direct, 3},   {"spatial", plan::Route::Direct, 3},
+                        {"fused", plan::Route::Direct, 3},  {"reduce", plan::Route::Direct, 4},
+                        {"neuron", plan::Route::Relay, 3},  {"auto", plan::Route::Direct, 8}};
+  core::LayerWork seen;  // the largest of each count, so that every count is exercised
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.strategy) + " on " + std::to_string(c.boards));
+    const plan::Testbed tb = plan::default_testbed(c.boards, "local", 64 << 20, 64 << 20);
+    plan::PlanOptions po;
+    po.strategy = c.strategy;
+    po.route = c.route;
+    po.routing = false;
+    const plan::Plan p = plan::make_plan(q, tb, po);
+    for (int w = 0; w < p.n_workers(); ++w) {
+      const auto bytes = plan::write_fragment(q, p, w);
+      core::FragmentReader r;
+      ASSERT_EQ(r.open(bytes.data(), bytes.size()), core::FragStatus::Ok);
+      ASSERT_EQ(r.layer_count(), q.nodes.size());
+      for (uint32_t n = 0; n < r.layer_count(); ++n) {
+        core::FragLayer e;
+        ASSERT_EQ(r.layer(n, &e), core::FragStatus::Ok);
+        const core::LayerWork a = plan::layer_work(p.workers[size_t(w)].layers[n]), b = core::layer_work(e);
+        SCOPED_TRACE("worker " + std::to_string(w) + " layer " + q.nodes[n].name);
+        EXPECT_EQ(a.active, b.active);
+        EXPECT_EQ(a.local_runs, b.local_runs);
+        EXPECT_EQ(a.recv_runs, b.recv_runs);
+        EXPECT_EQ(a.sends, b.sends);
+        EXPECT_EQ(a.net_bytes, b.net_bytes);
+        EXPECT_EQ(a.local_bytes, b.local_bytes);
+        EXPECT_EQ(a.out_bytes, b.out_bytes);
+        seen.local_runs = std::max(seen.local_runs, a.local_runs);
+        seen.recv_runs = std::max(seen.recv_runs, a.recv_runs);
+        seen.sends = std::max(seen.sends, a.sends);
+        seen.net_bytes = std::max(seen.net_bytes, a.net_bytes);
+        seen.local_bytes = std::max(seen.local_bytes, a.local_bytes);
+      }
+    }
+  }
+  EXPECT_GT(seen.local_runs, 0u);
+  EXPECT_GT(seen.recv_runs, 0u);
+  EXPECT_GT(seen.sends, 0u);
+  EXPECT_GT(seen.net_bytes, 0u);
+  EXPECT_GT(seen.local_bytes, 0u);
+}
+
+// Off by default (every figure so far); on, the Cortex-M7's measured prices
+// add to every estimate and every simulated layer; a bad figure in a cost
+// file is refused naming it.
+TEST(ProtocolCpu, PricedOnlyWhenAskedAndOnlyAddingTime) {
+  const QGraph& q = mobilenet112();
+  plan::CostModel off, on;
+  on.protocol_cpu = true;
+  EXPECT_TRUE(off.type_protocol("cortex-m7").zero());
+  const core::ProtocolCost c = on.type_protocol("cortex-m7");
+  ASSERT_FALSE(c.zero()) << "data/costs/cortex-m7.json has no protocol_instructions";
+  EXPECT_GT(c.per_layer, 0);
+  plan::CostModel none = on;
+  none.costs_dir = "none";
+  EXPECT_TRUE(none.type_protocol("cortex-m7").zero());
+
+  const sim::Scenario s = [] {
+    sim::Scenario x;
+    x.testbed = sim::preset_testbed(sim::board_preset("teensy41"), 3);
+    x.timing = sim::board_preset("teensy41").timing;
+    return x;
+  }();
+  plan::PlanOptions po;
+  po.routing = false;
+  const plan::Plan p = plan::make_plan(q, s.testbed, po);
+  const auto eoff = plan::estimate_layer_seconds(q, p, s.testbed, off);
+  const auto eon = plan::estimate_layer_seconds(q, p, s.testbed, on);
+  double soff = 0, son = 0;
+  for (size_t n = 0; n < eoff.size(); ++n) {
+    EXPECT_GE(eon[n], eoff[n]) << q.nodes[n].name;
+    soff += eoff[n];
+    son += eon[n];
+  }
+  // At least every board's per-layer price on the critical path of every layer.
+  EXPECT_GT(son, soff + double(q.nodes.size()) * c.per_layer / (s.testbed.boards[0].clock_mhz * 1e6) * 0.9);
+  sim::TimingModel tm = s.timing;
+  EXPECT_TRUE(tm.protocol.zero());
+  const double base = sim::simulate(q, p, s.testbed, tm).total_s;
+  tm.protocol = c;
+  EXPECT_GT(sim::simulate(q, p, s.testbed, tm).total_s, base);
+
+  const fs::path tmp = fs::temp_directory_path() / ("ts_protocol_" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  std::ofstream(tmp / "bad.json") << R"({"cycles_per_mac": {"conv": 2}, "protocol_instructions": {"per_send": -1}})";
+  try {
+    (void)plan::load_measured_costs((tmp / "bad.json").string());
+    ADD_FAILURE() << "a negative protocol price was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("per_send"), std::string::npos) << e.what();
+  }
+  fs::remove_all(tmp);
+}

@@ -29,6 +29,7 @@
 
 #include "board.h"
 #include "core/crc32.h"
+#include "core/layer_work.h"
 #include "core/worker.h"
 #include "net/fault_port.h"
 #include "firmware.h"
@@ -461,10 +462,21 @@ class LwipPort final : public ts::core::Port {
     const uint64_t busy = (board_ticks() - board_idle_ticks()) * BOARD_NS_PER_TICK;
     const uint64_t other = busy - last_busy_ - instr;
     last_busy_ = busy;
-    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u other=%llu\n",
+    // nic=: the part of other= in the network controller's programmed I/O
+    // (a Teensy's Ethernet moves frames by DMA); the pieces and bytes of the
+    // layer's fragment entry (core/layer_work.h): what scripts/board_costs.sh
+    // fits the board's protocol prices to.
+    const uint32_t pio = eth_pio_ticks();
+    const uint64_t nic = uint64_t(uint32_t(pio - last_pio_)) * BOARD_NS_PER_TICK;
+    last_pio_ = pio;
+    const ts::core::LayerWork w = known ? ts::core::layer_work(fl) : ts::core::LayerWork();
+    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u other=%llu "
+           "nic=%llu local_runs=%u recv_runs=%u sends=%u net=%llu local=%llu out=%llu\n",
            (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
            (unsigned long long)macs, (unsigned long long)instr, (unsigned long long)(mpi / 1000u),
-           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned long long)other);
+           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned long long)other,
+           (unsigned long long)nic, (unsigned)w.local_runs, (unsigned)w.recv_runs, (unsigned)w.sends,
+           (unsigned long long)w.net_bytes, (unsigned long long)w.local_bytes, (unsigned long long)w.out_bytes);
     if (known && layer == last_active_) {
       // The board's last layer of an inference: its busy time so far (under
       // -icount, instructions; the difference between two inferences is what
@@ -541,6 +553,7 @@ class LwipPort final : public ts::core::Port {
   uint64_t prev_tick_ = 0, last_tick_ = 0;
   uint64_t part_instr_ = 0;  // compute_part's instructions, for after_compute
   uint64_t last_busy_ = 0;  // busy instructions at the last layer's line
+  uint32_t last_pio_ = 0;   // eth_pio_ticks() at the last layer's line
   uint32_t last_instr_ = 0;
 };
 

@@ -42,6 +42,8 @@ PlanConfig make_plan_config(const PlanCmdOptions& o) {
   po.cost.default_cycles_per_mac = o.cycles_per_mac;
   po.cost.frame_latency_s = o.frame_latency_us * 1e-6;
   if (!o.op_cycles.empty()) plan::parse_op_cycles(o.op_cycles, &po.cost);
+  check_choice("--protocol-cpu", plan::kProtocolCpu, o.protocol_cpu);
+  po.cost.protocol_cpu = o.protocol_cpu == "on";
   if (host) {
     po.cost = plan::host_cost_model(plan::load_host_costs(o.host_costs.empty() ? plan::host_costs_path() : o.host_costs));
     if (o.cores > 0) po.cost.cores = o.cores;
@@ -98,6 +100,10 @@ void register_plan(CLI::App& app) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--op-cycles", o->op_cycles,
                   "cost model: per-op cycles per MAC, e.g. Conv=1.5,depthwise=3,Gemm=2 (others: --cycles-per-mac)");
+  sub->add_option("--protocol-cpu", o->protocol_cpu,
+                  "cost model: on prices each board's CPU outside its kernels (its type's measured prices per layer, "
+                  "piece and byte, data/costs/), off prices none")
+      ->capture_default_str();
   sub->add_option("--frame-latency-us", o->frame_latency_us, "cost model: one-way latency per message, us")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--cost-model", o->cost_model, "the planner's prices: " + plan::names_help(plan::kCostModels))

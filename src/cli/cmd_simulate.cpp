@@ -27,6 +27,10 @@ sim::TimingModel timing_model(const SimulateOptions& o) {
   // A flat --cycles-per-mac prices every layer alike (the type's per-op
   // figures are for its default).
   if (given(o.cli, "--cycles-per-mac")) tm.costs.clear();
+  check_choice("--protocol-cpu", plan::kProtocolCpu, o.protocol_cpu);
+  plan::CostModel priced;
+  priced.protocol_cpu = o.protocol_cpu == "on";
+  tm.protocol = priced.type_protocol(tm.costs);
   if (!o.host_calibration.empty()) sim::load_host_calibration(o.host_calibration, tm);
   sim::validate(tm);
   return tm;
@@ -238,6 +242,10 @@ void register_simulate(CLI::App& app) {
       ->capture_default_str();
   sub.add_option("--board-frame-us", o->board_frame_us,
                  "direct route: board CPU per data frame sent or received, us (host boards: syscalls, CRC)")
+      ->capture_default_str();
+  sub.add_option("--protocol-cpu", o->protocol_cpu,
+                 "on: each board's CPU outside its kernels at its type's measured prices per layer, piece and byte "
+                 "(data/costs/, protocol_instructions); off: none (the ideal board), also for the plan")
       ->capture_default_str();
   sub.add_option("--sleep-overshoot-us", o->overshoot_us,
                  "emulation only: extra time each emulated sleep takes on the host, us")->capture_default_str();

@@ -16,6 +16,7 @@ struct WorkerOptions {
   int clock = 600, id = 0, window = 32;
   double cpm = 0.0, delay = 0.0;
   std::string costs;  // a board type's cost file (data/costs/<costs>.json)
+  std::string protocol_cpu = "off";  // with costs: also its protocol CPU (plan::kProtocolCpu)
   double link_kbps = 0, link_delay_s_per_kb = 0, frame_latency_us = 0;
   std::string fault;  // KIND:LAYER (net/fault.h)
   bool exit_with_parent = false;
@@ -40,6 +41,8 @@ int cmd_worker(const WorkerOptions& w) {
     if (w.cpm > 0) cm.default_cycles_per_mac = w.cpm;
     if (!w.costs.empty()) (void)plan::load_measured_costs(project_home() + "/data/costs/" + w.costs + ".json");
     o.cycles_per_mac = [cm, type = w.costs](const core::LayerDesc& d) { return cm.type_cycles_per_mac(d, type); };
+    cm.protocol_cpu = w.protocol_cpu == "on";
+    o.protocol = cm.type_protocol(w.costs);
   }
   if (w.link_kbps > 0) o.link.s_per_byte = plan::link_s_per_byte(w.link_delay_s_per_kb, w.link_kbps);
   o.link.latency_s = w.frame_latency_us * 1e-6;
@@ -88,6 +91,11 @@ void register_worker(CLI::App& app) {
       ->check(finite_range(0.0, 1e9));
   sub.add_option("--link-delay-s-per-kb", o->link_delay_s_per_kb, "with --link-kbps: the link's delay per KB, s")
       ->check(finite_range(0.0, 1e3));
+  sub.add_option("--protocol-cpu", o->protocol_cpu,
+                 "with --costs: on adds the type's CPU outside the kernels (protocol_instructions) to each layer's "
+                 "emulated time")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub.add_option("--frame-latency-us", o->frame_latency_us, "emulate the link's one-way latency per frame, us")
       ->check(finite_range(0.0, 1e6));
   sub.add_option("--inject-fault", o->fault,

@@ -152,6 +152,8 @@ RunConfig make_run_config(const RunOptions& o) {
   c.plan.stream = plan::streams::parse(o.stream);
   c.plan.routing = false;  // the engine reads each board's needs; the routing map is for reports
   c.plan.cost = run_cost_model(o, c.testbed);
+  check_choice("--protocol-cpu", plan::kProtocolCpu, o.protocol_cpu);
+  c.plan.cost.protocol_cpu = o.protocol_cpu == "on";
   // The inputs: one photo, one prepared tensor, or the first --limit test
   // images of a data set.
   const int sources = int(!o.image.empty()) + int(!o.input.empty()) + int(!o.dataset.empty());
@@ -203,6 +205,7 @@ coord::SpawnOptions spawn_options(const RunConfig& c) {
   if (!c.emulate.empty()) {  // the type's figures, as the simulator reads them
     const sim::TimingModel& tm = sim::board_preset(c.emulate).timing;
     so.emulate_costs = tm.costs;
+    so.emulate_protocol = c.plan.cost.protocol_cpu;
     so.cycles_per_mac = tm.cycles_per_mac;
     so.frame_latency_s = tm.frame_latency_s;
   }
@@ -254,6 +257,10 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   add_route_option(sub, o->route, "runs on the relay route");
   add_code_option(sub, o->code);
+  sub.add_option("--protocol-cpu", o->protocol_cpu,
+                 "on: plan (and with --emulate, pace) each board's CPU outside its kernels at its type's measured "
+                 "prices per layer, piece and byte (data/costs/, protocol_instructions); off: none")
+      ->capture_default_str();
   add_stream_option(sub, o->stream);
   sub.add_option("--window,-w", o->window, "frames in flight per link (1 = the paper's stop-and-wait)")
       ->capture_default_str()->check(CLI::Range(1, 64));

@@ -186,6 +186,7 @@ BoardTypeEstimate estimate_on_board_type(const RunConfig& c, const QGraph& q, co
   e.board_type = type.name;
   sim::TimingModel tm = type.timing;
   tm.window = c.window;
+  tm.protocol = c.plan.cost.type_protocol(tm.costs);  // --protocol-cpu
   plan::Testbed tb = c.testbed;  // the boards as configured (not as probed on this machine)
   tb.boards.clear();
   for (int w : r.used) tb.boards.push_back(c.testbed.boards[size_t(w)]);

@@ -20,6 +20,7 @@ struct SimulateOptions {
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12,20,21,22", prefix;
   std::string strategy = "auto", route = "direct", op_cycles, objective = "latency", host_calibration, code = "auto", stream = "auto";
+  std::string protocol_cpu = "off";
   int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;

@@ -209,6 +209,10 @@ void BoardSet::start_process(int i, const plan::Board& b, const SpawnOptions& op
                                           "--link-delay-s-per-kb", plan::format_number(b.delay_s_per_kb),
                                           "--frame-latency-us", plan::format_number(opt.frame_latency_s * 1e6)};
     args.insert(args.end(), emu.begin(), emu.end());
+    if (opt.emulate_protocol) {
+      args.push_back("--protocol-cpu");
+      args.push_back("on");
+    }
   }
   if (opt.delay_ms > 0) {
     args.push_back("--delay-ms");

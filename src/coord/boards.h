@@ -30,6 +30,7 @@ struct SpawnOptions {
   // list), each link paced at the testbed board's bandwidth and delay per KB
   // with this one-way latency per frame. emulate_costs "" = off.
   std::string emulate_costs;
+  bool emulate_protocol = false;  // with emulate_costs: also the type's protocol CPU (plan/cost.h protocol_cpu)
   double frame_latency_s = 0;
   uint16_t window = 32;
   // Authenticated links (core/auth.h): the key file local boards are started

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/crc32.h"
+#include "core/layer_work.h"
 #include "net/keyfile.h"
 #include "net/tcp.h"
 #include "util/atomic_file.h"
@@ -209,17 +210,18 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
   // The emulated clock: the layer takes its MACs x its cycles per MAC over
   // the clock. Meanwhile an emulated link goes on sending and receiving.
   uint32_t after_compute(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
-    return emulate(layer, macs, elapsed_us);
+    return emulate(layer, macs, elapsed_us, true);
   }
   // The first part of a layer computed halos first (core/halo_first.h):
   // its own MACs' time, so its sends leave when the board's would.
   uint32_t compute_part(uint32_t layer, uint64_t macs, uint32_t elapsed_us) override {
     return emulate(layer, macs, elapsed_us);
   }
-  uint32_t emulate(uint32_t layer, uint64_t macs, uint32_t elapsed_us) {
+  uint32_t emulate(uint32_t layer, uint64_t macs, uint32_t elapsed_us, bool last = false) {
     const HostBoardOptions& o = board.opt_;
     if (!o.cycles_per_mac) return elapsed_us;
-    const double target = double(macs) * layer_cycles(layer) / double(o.cfg.clock_mhz);  // us
+    const double cycles = double(macs) * layer_cycles(layer) + (last ? layer_protocol(layer) : 0.0);
+    const double target = cycles / double(o.cfg.clock_mhz);  // us
     if (target > elapsed_us) {
       const auto until = Clock::now() + std::chrono::microseconds(int64_t(target - elapsed_us));
       if (board.shaper_) board.serve_links_until(until);
@@ -230,18 +232,29 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
   // Cycles per MAC of layer `layer` of the committed fragment (a table made
   // once per fragment from its descriptors).
   double layer_cycles(uint32_t layer) {
-    if (board.flash_.generation() != cycles_gen_) {
-      cycles_gen_ = board.flash_.generation();
-      cycles_.clear();
-      uint32_t size = 0;
-      const uint8_t* p = board.flash_.current(&size);
-      core::FragmentReader r;
-      core::FragLayer e;
-      if (p && r.open(p, size) == core::FragStatus::Ok)
-        for (uint32_t i = 0; i < r.layer_count(); ++i)
-          cycles_.push_back(r.layer(i, &e) == core::FragStatus::Ok ? board.opt_.cycles_per_mac(e.desc) : 0.0);
-    }
+    tables();
     return layer < cycles_.size() ? cycles_[layer] : 0.0;
+  }
+  // The protocol cycles of layer `layer` of the committed fragment.
+  double layer_protocol(uint32_t layer) {
+    tables();
+    return layer < protocol_.size() ? protocol_[layer] : 0.0;
+  }
+  void tables() {
+    if (board.flash_.generation() == cycles_gen_) return;
+    cycles_gen_ = board.flash_.generation();
+    cycles_.clear();
+    protocol_.clear();
+    uint32_t size = 0;
+    const uint8_t* p = board.flash_.current(&size);
+    core::FragmentReader r;
+    core::FragLayer e;
+    if (p && r.open(p, size) == core::FragStatus::Ok)
+      for (uint32_t i = 0; i < r.layer_count(); ++i) {
+        const bool ok = r.layer(i, &e) == core::FragStatus::Ok;
+        cycles_.push_back(ok ? board.opt_.cycles_per_mac(e.desc) : 0.0);
+        protocol_.push_back(ok ? board.opt_.protocol.instructions(core::layer_work(e)) : 0.0);
+      }
   }
   // The injected fault's actions (net/fault_port.h), called by the fault
   // decorator with `mu` held: a stall holds it, so the whole board hangs
@@ -253,7 +266,7 @@ class HostBoard::HostPort final : public core::Port, public FaultPort::Actions {
     while (!board.stop_.load() && !(board.opt_.exit_with_parent && getppid() == 1))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::vector<double> cycles_;
+  std::vector<double> cycles_, protocol_;
   uint32_t cycles_gen_ = ~0u;
   void delay() const {
     if (board.opt_.delay_ms > 0)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layer_work.h"
 #include "core/worker.h"
 #include "net/fault.h"
 #include "net/fault_port.h"
@@ -29,6 +30,10 @@ struct HostBoardOptions {
   // gives every layer X; `worker --costs TYPE` a board type's measured per-op
   // figures (plan/cost.h CostModel::type_cycles_per_mac, `run --emulate`).
   std::function<double(const core::LayerDesc&)> cycles_per_mac;
+  // With the emulated clock: the board type's CPU outside its kernels
+  // (core/layer_work.h, plan::CostModel::type_protocol), in cycles, added to
+  // each layer's emulated time once (after its last part). Zero = none.
+  core::ProtocolCost protocol;
   // Emulated link (`run --emulate`, net/link_shaper.h): this board's side of
   // every link it holds paced at the board type's figures. Off by default.
   LinkShape link;

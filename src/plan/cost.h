@@ -54,12 +54,14 @@
 #include <vector>
 
 #include "core/layer.h"
+#include "core/layer_work.h"
 #include "model/qgraph.h"
 #include "plan/testbed.h"
 
 namespace ts::plan {
 
 struct Plan;
+struct LayerShare;
 enum class Route : uint8_t;
 
 // Measured cycles per MAC of one board type's kernels, per kernel kind
@@ -71,6 +73,9 @@ struct MeasuredCosts {
   std::string source;                             // the file's "source"
   // Coding and decoding one value (plan/coding.h), per coding; 0 = not measured.
   double rice_cycles_per_value = 0, mask_cycles_per_value = 0;
+  // The board's CPU outside its kernels (core/layer_work.h), in cycles: the
+  // file's "protocol_instructions" x cycles_per_instruction; zero = none measured.
+  core::ProtocolCost protocol;
   double of(const core::LayerDesc& d) const;
 };
 
@@ -123,6 +128,11 @@ struct CostModel {
   std::array<double, core::kNumOps + 1> op_cycles_per_mac{};
   double depthwise_cycles_per_mac = 0;
   double layer_overhead_s = 0;      // per board per layer it computes
+  // Price each board's CPU outside its kernels (its type's measured
+  // protocol cycles per layer, piece and byte: core/layer_work.h); false
+  // (the default, `--protocol-cpu off`): boards spend nothing beside their
+  // kernels, as every figure before these prices were measured.
+  bool protocol_cpu = false;
   double frame_latency_s = kTeensyFrameLatencyS;  // one-way latency per message (testbed.h)
   double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
   // Where the measured per-type cost files are: "" = <project home>/data/costs;
@@ -149,6 +159,11 @@ struct CostModel {
   // planner, the simulator (sim.h TimingModel::costs) and an emulated host
   // board (`run --emulate`) all price a layer with.
   double type_cycles_per_mac(const core::LayerDesc& d, const std::string& type) const;
+  // A board type's protocol cycles (zero when protocol_cpu is off, for host
+  // models, without a cost file, or with costs_dir "none").
+  core::ProtocolCost type_protocol(const std::string& type) const;
+  // Seconds board b spends on share ls outside its kernel.
+  double protocol_s(const LayerShare& ls, const Board& b) const;
 };
 
 // Cycles per MAC of the whole model on a board type (type_cycles_per_mac of

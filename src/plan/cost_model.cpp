@@ -17,6 +17,7 @@
 
 #include "core/op.h"
 #include "plan/board_kind.h"
+#include "plan/plan.h"
 #include "plan/ratings.h"
 #include "util/input_file.h"
 #include "util/paths.h"
@@ -84,6 +85,31 @@ double MeasuredCosts::of(const core::LayerDesc& d) const {
   return own;
 }
 
+namespace {
+
+// A cost file's "protocol_instructions" object (scripts/board_costs.sh), in
+// cycles at `cpi` cycles per instruction.
+core::ProtocolCost parse_protocol(const nlohmann::json& j, double cpi, const std::string& path) {
+  if (!j.is_object()) throw Error("cost file " + path + ": \"protocol_instructions\" must be an object");
+  core::ProtocolCost c;
+  const std::pair<const char*, double*> keys[] = {
+      {"per_layer", &c.per_layer},         {"per_local_run", &c.per_local_run}, {"per_recv_run", &c.per_recv_run},
+      {"per_send", &c.per_send},           {"per_net_byte", &c.per_net_byte},   {"per_local_byte", &c.per_local_byte},
+      {"per_out_byte", &c.per_out_byte}};
+  for (const auto& [key, val] : j.items()) {
+    double* slot = nullptr;
+    for (const auto& k : keys)
+      if (key == k.first) slot = k.second;
+    if (!slot) continue;  // the fit's other figures (residuals, counts) are for the reader
+    if (!val.is_number() || !(val.get<double>() >= 0) || !std::isfinite(val.get<double>()))
+      throw Error("cost file " + path + ": protocol_instructions \"" + key + "\" must be a number >= 0");
+    *slot = val.get<double>() * cpi;
+  }
+  return c;
+}
+
+}  // namespace
+
 MeasuredCosts load_measured_costs(const std::string& path) {
   const std::string text = read_input_file(path, "cost file", kMaxTextFileBytes);
   nlohmann::json j;
@@ -114,6 +140,7 @@ MeasuredCosts load_measured_costs(const std::string& path) {
     if (!set_kind(&c, key, v)) throw Error("cost file " + path + ": unknown kind \"" + key + "\"");
   }
   if (j.contains("source") && j["source"].is_string()) c.source = j["source"].get<std::string>();
+  if (j.contains("protocol_instructions")) c.protocol = parse_protocol(j["protocol_instructions"], scale, path);
   for (const char* key : {"rice_cycles_per_value", "mask_cycles_per_value"}) {
     if (!j.contains(key)) continue;
     const nlohmann::json& v = j[key];
@@ -217,6 +244,18 @@ double CostModel::type_cycles_per_mac(const core::LayerDesc& d, const std::strin
     if (const MeasuredCosts* mc = measured_costs(costs_dir, type))
       if (const double c = mc->of(d); c > 0) return c;
   return default_cycles_per_mac;
+}
+
+core::ProtocolCost CostModel::type_protocol(const std::string& type) const {
+  if (!protocol_cpu || host || type.empty() || costs_dir == "none") return core::ProtocolCost();
+  const MeasuredCosts* mc = measured_costs(costs_dir, type);
+  return mc ? mc->protocol : core::ProtocolCost();
+}
+
+double CostModel::protocol_s(const LayerShare& ls, const Board& b) const {
+  if (!protocol_cpu || host || !ls.active()) return 0;
+  const core::ProtocolCost c = type_protocol(board_type(b));
+  return c.zero() ? 0 : c.instructions(layer_work(ls)) / (b.clock_mhz * 1e6);
 }
 
 double model_cycles_per_mac(const QGraph& q, const CostModel& m, const std::string& type) {

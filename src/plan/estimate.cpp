@@ -33,7 +33,8 @@ double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostMod
   for (int w = 0; w < p.n_workers(); ++w) {
     const LayerShare& ls = p.workers[size_t(w)].layers[size_t(n)];
     if (!ls.active()) continue;
-    const double s = double(ls.macs) * m.seconds_per_mac(q.desc(n), t.boards[size_t(w)]) + m.layer_overhead_s;
+    const double s = double(ls.macs) * m.seconds_per_mac(q.desc(n), t.boards[size_t(w)]) + m.layer_overhead_s +
+                     m.protocol_s(ls, t.boards[size_t(w)]);
     worst = std::max(worst, s);
     sum += s;
   }

@@ -38,6 +38,12 @@ inline constexpr Choice kStreamings[] = {
     {"on", "every chain of layers that can stream computed row by row (direct route)"},
 };
 
+// The boards' CPU outside their kernels (core/layer_work.h, CostModel::protocol_cpu).
+inline constexpr Choice kProtocolCpu[] = {
+    {"on", "each board's CPU outside its kernels at its type's measured prices per layer, piece and byte"},
+    {"off", "none: boards spend nothing beside their kernels (the ideal board)"},
+};
+
 inline constexpr Choice kCostModels[] = {
     {"teensy", "the Teensy 4.1 figures, what local boards stand in for"},
     {"host", "the measured prices of boards run as processes on this machine, data/costs/host.json"},

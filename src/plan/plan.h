@@ -35,6 +35,7 @@
 
 #include "core/fragment.h"
 #include "core/halo_first.h"
+#include "core/layer_work.h"
 #include "model/qgraph.h"
 #include "plan/alloc.h"
 #include "plan/coding.h"
@@ -163,6 +164,10 @@ struct LayerShare {
   int64_t bytes_in() const;   // received over the network (partial sums included)
   int64_t bytes_out() const;  // sent over the network (to boards and the coordinator)
 };
+
+// The pieces and bytes the board handles for this share outside its kernel
+// (core/layer_work.h): the same counts as its fragment entry's.
+core::LayerWork layer_work(const LayerShare& ls);
 
 // The first layer of the streamed chain node n is in (n if none): where an
 // inference resumed at n goes on from (a chain is computed whole).

@@ -22,7 +22,7 @@ std::vector<double> estimate_board_busy_seconds(const QGraph& q, const Plan& p, 
     for (const LayerShare& ls : p.workers[w].layers) {
       if (!ls.active()) continue;
       compute[w] += double(ls.macs) * m.cycles_per_mac(q.desc(ls.node)) / (t.boards[w].clock_mhz * 1e6) +
-                    m.layer_overhead_s;
+                    m.layer_overhead_s + m.protocol_s(ls, t.boards[w]);
       for (const InputNeed& need : ls.inputs)
         for (const core::InputRun& r : need.coord_runs) in[w] += double(count_message(r.count).wire_bytes);
       for (const core::Send& s : ls.sends)

@@ -85,14 +85,21 @@ std::vector<double> layer_cycles_per_mac(const QGraph& q, const TimingModel& m);
 // kernels' real CPU work; it takes the longer of the two.
 struct Compute {
   double emulated = 0, work = 0;
+  double protocol = 0;  // of emulated: the board's CPU outside the kernel (TimingModel::protocol)
   Compute(const plan::LayerShare& ls, double clock_hz, double cycles_per_mac, const TimingModel& m)
       : emulated(double(ls.macs) * cycles_per_mac / clock_hz + m.layer_overhead_s),
-        work(double(ls.macs) * m.host_s_per_mac) {}
+        work(double(ls.macs) * m.host_s_per_mac),
+        protocol(m.protocol.zero() ? 0.0 : m.protocol.instructions(plan::layer_work(ls)) / clock_hz) {
+    emulated += protocol;
+  }
   double busy() const { return std::max(emulated, work); }
-  // A share f of it (a part of the layer's positions).
-  Compute part(double f) const {
+  // A share f of its kernel (a part of the layer's positions); the protocol
+  // part only with the part that ends the layer (`last`), as a board pays it
+  // once per layer.
+  Compute part(double f, bool last = true) const {
     Compute c = *this;
-    c.emulated *= f;
+    c.emulated = (emulated - protocol) * f + (last ? protocol : 0.0);
+    c.protocol = last ? protocol : 0.0;
     c.work *= f;
     return c;
   }

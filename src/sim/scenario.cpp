@@ -140,6 +140,8 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   // The plan is the one `plan` and `run` make (the planner's default cost
   // model, plus --op-cycles if given), whatever timing it is simulated under.
   if (!s.op_cycles.empty()) plan::parse_op_cycles(s.op_cycles, &po.cost);
+  // Boards simulated without protocol CPU (--protocol-cpu off) are planned so.
+  po.cost.protocol_cpu = !s.timing.protocol.zero();
   po.routing = false;
   po.check_budgets = false;
   const auto t0 = Clock::now();

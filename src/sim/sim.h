@@ -72,6 +72,11 @@ struct TimingModel {
   // for every layer.
   std::string costs;
   double layer_overhead_s = 0.0;     // fixed cost per board per layer it computes
+  // The boards' CPU outside their kernels (core/layer_work.h), in cycles per
+  // layer, piece and byte: the type's measured figures (costs' file,
+  // plan::CostModel::type_protocol) or none (the ideal board). Added to a
+  // share's compute, after its halos when it splits for them.
+  core::ProtocolCost protocol;
 
   // Links.
   double frame_latency_s = 0.0;      // one-way latency of every frame (wire, switch, stacks)

@@ -374,7 +374,7 @@ class DirectSim {
     res_.board_layers[size_t(b)][size_t(n)].run_at_s = c;
     inner_v_[size_t(b)] = v;
     const core_sim::Compute compute =
-        core_sim::Compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_).part(inner);
+        core_sim::Compute(ls, links_.clock_hz[size_t(b)], cpm_[size_t(n)], m_).part(inner, false);
     busy_[size_t(b)] = true;
     if (compute.work > 0 && pool_.shared()) {
       comp_start_[size_t(b)] = c;

@@ -1,0 +1,52 @@
+// What a board does for one layer outside its kernel, counted in the pieces
+// it handles (docs/simulator.md, "The boards' CPU outside the kernels"):
+// the records of its fragment entry it walks and the bytes it moves. The
+// board's protocol CPU is priced from these counts (plan::CostModel, the
+// simulator, an emulated host board), and a board type's prices per piece
+// and per byte are fitted from its firmware's measured instructions per
+// layer (scripts/board_costs.sh). One definition for every side: the plan's
+// counts (plan::layer_work) equal the fragment's (tests/layer_work_test.cpp).
+// Portable C++17, heap-free.
+#pragma once
+
+#include <stdint.h>
+
+namespace ts {
+namespace core {
+
+struct FragLayer;
+
+struct LayerWork {
+  bool active = false;       // the board computes outputs of the layer
+  uint32_t local_runs = 0;   // input runs copied from its own earlier outputs
+  uint32_t recv_runs = 0;    // input runs it receives (frames' blocks are checked against them)
+  uint32_t sends = 0;        // send records of its outputs (partial sums included)
+  uint64_t net_bytes = 0;    // bytes received and sent (partial sums included)
+  uint64_t local_bytes = 0;  // bytes copied from its own earlier outputs
+  uint64_t out_bytes = 0;    // output bytes computed (each is digested)
+};
+
+// A board type's protocol prices in instructions (the firmware's, outside the
+// kernels, network controller copies excluded), per layer it computes, per
+// piece and per byte. All zero: no protocol CPU (the ideal board).
+struct ProtocolCost {
+  double per_layer = 0, per_local_run = 0, per_recv_run = 0, per_send = 0, per_net_byte = 0, per_local_byte = 0,
+         per_out_byte = 0;
+  bool zero() const {
+    return per_layer == 0 && per_local_run == 0 && per_recv_run == 0 && per_send == 0 && per_net_byte == 0 &&
+           per_local_byte == 0 && per_out_byte == 0;
+  }
+  // Instructions for one layer's work (0 for a layer the board does not compute).
+  double instructions(const LayerWork& w) const {
+    if (!w.active) return 0;
+    return per_layer + per_local_run * w.local_runs + per_recv_run * w.recv_runs + per_send * w.sends +
+           per_net_byte * double(w.net_bytes) + per_local_byte * double(w.local_bytes) +
+           per_out_byte * double(w.out_bytes);
+  }
+};
+
+// The counts of a fragment entry (what the board reads).
+LayerWork layer_work(const FragLayer& e);
+
+}  // namespace core
+}  // namespace ts
