@@ -4,7 +4,9 @@
 # the per-op figures the planner and the simulator read for that kind
 # (docs/firmware.md, "Measurements"; docs/kernels.md, "Cortex-M7 kernels").
 #
-#   bash scripts/board_costs.sh [--kind qemu-m7|qemu-m4|qemu-m55] [--build-dir build] [--out FILE]
+#   bash scripts/board_costs.sh [--kind qemu-m7|qemu-m4|qemu-m55] [--build-dir build] [--out FILE] [--protocol-only]
+#   --protocol-only: only the protocol fit (step 5), written into the existing
+#   file's "protocol_instructions", its kernel figures kept as they are
 #   TS_BOARD_LAYERS=layers.md bash scripts/board_costs.sh   # also the per-layer table (docs/firmware.md)
 #
 # Kinds (each as its row in src/plan/board_kind.cpp: firmware board, QEMU
@@ -29,6 +31,11 @@
 #   4. the JSON: the DSP image's figures in the schema's fields, the portable
 #      image's beside them; "other" (no such layer in MobileNetV2) comes from
 #      the selftest's Pad layer when there is one.
+#   5. the boards' CPU outside the kernels (core/layer_work.h): plans of
+#      several strategies and board counts run twice each; the boards' logged
+#      instructions outside the kernels and pieces per layer go to
+#      scripts/protocol_fit.py, whose prices go in "protocol_instructions"
+#      (read by the planner and the simulator with --protocol-cpu on).
 # Takes about 1 minute for the M7 on a 2-core machine (both images already built: 30 s).
 set -euo pipefail
 
@@ -36,11 +43,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$ROOT/build"
 KIND=qemu-m7
 OUT=""
+PROTOCOL_ONLY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --kind) KIND="${2:?}"; shift 2 ;;
     --build-dir) BUILD_DIR="$(cd "${2:?}" && pwd)"; shift 2 ;;
     --out) OUT="${2:?}"; shift 2 ;;
+    --protocol-only) PROTOCOL_ONLY=1; shift ;;
     *) echo "board_costs: unknown option '$1' (--kind KIND, --build-dir DIR, --out FILE)" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +81,7 @@ DSP_ELF="$ROOT/firmware/build/$IMAGE"
 PORTABLE_ELF="$ROOT/firmware/build-portable/$IMAGE"
 
 : >"$TMP/selftest.log"
-if [[ $SELFTEST == 1 ]]; then
+if [[ $SELFTEST == 1 && $PROTOCOL_ONLY == 0 ]]; then
   echo "[board_costs] selftest (kernel suite, DSP vs portable on the same inputs)"
   timeout 300 qemu-system-arm -M "$MACHINE" -nographic -monitor none -serial null -semihosting -icount shift=0 \
     -kernel "$DSP_ELF" -append "selftest --split 3" >"$TMP/selftest.log" 2>&1 \
@@ -80,6 +89,7 @@ if [[ $SELFTEST == 1 ]]; then
 fi
 
 for v in dsp portable; do
+  [[ $PROTOCOL_ONLY == 0 ]] || break
   elf="$DSP_ELF"; [[ $v == portable ]] && elf="$PORTABLE_ELF"
   label=$v; [[ $v == dsp ]] && label=$FAST
   echo "[board_costs] MobileNetV2 112 on $NBOARDS $KIND boards, $label kernels"
@@ -91,25 +101,46 @@ for v in dsp portable; do
 done
 
 # The boards' CPU outside the kernels (core/layer_work.h): plans with
-# different pieces (auto, spatial, fused; plain frames), two inferences each;
-# the second one's per-layer lines are fitted below. A plan the kind's boards
-# cannot hold is left out with a line saying so.
+# different pieces (strategies, board counts; plain frames), two inferences
+# each; scripts/protocol_fit.py fits each board's total of the second one. A
+# plan the kind's boards cannot hold is left out with a line saying so.
+case "$KIND" in
+  qemu-m4) FIT_PLANS="auto:$NBOARDS fused:$NBOARDS auto:$((NBOARDS + 1))" ;;
+  *) FIT_PLANS="auto:1 auto:2 auto:3 spatial:3 fused:3 channel:3 auto:4 auto:6" ;;
+esac
 FIT_RUNS=""
-for s in auto spatial fused; do
-  echo "[board_costs] protocol fit: MobileNetV2 112 on $NBOARDS $KIND boards, --strategy $s, 2 inferences"
+for run in $FIT_PLANS; do
+  s="${run%%:*}"; n="${run##*:}"
+  echo "[board_costs] protocol fit: MobileNetV2 112 on $n $KIND boards, --strategy $s, 2 inferences"
   if (cd "$ROOT" && TS_FIRMWARE="$DSP_ELF" TS_FIRMWARE_QEMU_M4="$DSP_ELF" TS_FIRMWARE_QEMU_M55="$DSP_ELF" timeout 900 "$TS" run --size 112 \
-        --workers "$KIND:$NBOARDS" --strategy "$s" --code off --repeat 2 --timeout 120 --store "$TMP/fit-$s" --json \
-        >"$TMP/fit-$s.json" 2>"$TMP/fit-$s.err"); then
-    FIT_RUNS="$FIT_RUNS $s"
+        --workers "$KIND:$n" --strategy "$s" --code off --repeat 2 --timeout 120 --store "$TMP/fit-$run" --json \
+        >"$TMP/fit-$run.json" 2>"$TMP/fit-$run.err"); then
+    FIT_RUNS="$FIT_RUNS $run"
   else
-    echo "[board_costs]   --strategy $s left out of the fit: $(tail -1 "$TMP/fit-$s.err")"
+    echo "[board_costs]   $s on $n boards left out of the fit: $(tail -1 "$TMP/fit-$run.err")"
   fi
 done
 [[ -n "$FIT_RUNS" ]] || { echo "board_costs: no plan ran for the protocol fit" >&2; exit 1; }
 
 mkdir -p "$(dirname "$OUT")"
-/usr/bin/python3 "$ROOT/scripts/protocol_fit.py" "$TMP" "$KIND" "$NBOARDS" $FIT_RUNS >"$TMP/protocol.json" \
+/usr/bin/python3 "$ROOT/scripts/protocol_fit.py" "$TMP" "$KIND" $FIT_RUNS >"$TMP/protocol.json" \
   || { echo "board_costs: the protocol fit failed" >&2; exit 1; }
+if [[ $PROTOCOL_ONLY == 1 ]]; then
+  [[ -f "$OUT" ]] || { echo "board_costs: --protocol-only needs an existing $OUT" >&2; exit 1; }
+  /usr/bin/python3 - "$OUT" "$TMP/protocol.json" <<'EOF'
+import json, sys
+out, fit = sys.argv[1], json.load(open(sys.argv[2]))
+doc = json.load(open(out))
+fit["fit"]["kernel_figures"] = "the file's own measurement (its source); --protocol-only refitted this block alone"
+doc["protocol_instructions"] = fit
+with open(out, "w") as fh:
+    json.dump(doc, fh, indent=2)
+    fh.write("\n")
+print(f"[board_costs] protocol_instructions written into {out}: " + ", ".join(
+    f"{k} {fit[k]}" for k in fit if k != "fit") + f"; boards' totals within {fit['fit']['max_board_error_pct']} %")
+EOF
+  exit 0
+fi
 /usr/bin/python3 - "$TMP" "$OUT" "$KIND" "$MACHINE" "$TARGET" "$NBOARDS" "$LAYERS_OUT" "$FAST" <<'EOF'
 import json, os, re, sys
 # "dsp" below names the kind's fast image (its kernels: `fast`), "portable" the portable one.

@@ -2,18 +2,19 @@
 """Fits a board kind's protocol prices (core/layer_work.h) to its firmware's
 per-layer log lines (scripts/board_costs.sh runs the plans and calls this).
 
-    protocol_fit.py TMP KIND BOARDS STRATEGY...
+    protocol_fit.py TMP KIND RUN...        (RUN = STRATEGY:BOARDS, its logs in TMP/fit-RUN)
 
-Reads TMP/fit-STRATEGY/board-*/qemu.log: every board logs, per layer it
-computes, `other=` (its busy instructions since the previous layer's line
-outside the kernels), `nic=` (the part of them in the network controller's
-programmed I/O, which a Teensy's DMA does not spend) and the layer's pieces
-(local_runs, recv_runs, sends, net, local, out: core::layer_work of its fragment
-entry). A layer's sends leave after its compute, so they are paid in the
-next line's other=: the fit counts them there. Only the last inference's
-lines are fitted (the first carries the deploy). Least squares with every
-price >= 0 (a price fitted below 0 is dropped and the rest fitted again).
-Prints the JSON object board_costs.sh stores as "protocol_instructions".
+Every board logs, per layer it computes, `other=` (its busy instructions
+since the previous layer's line outside the kernels), `nic=` (the part of
+them in the network controller's programmed I/O, which a Teensy's DMA does
+not spend) and the layer's pieces (local_runs, recv_runs, sends, net, local,
+out: core::layer_work of its fragment entry). A frame is handled when it
+arrives, whichever layer the board is at, so the lines do not split a
+board's work by layer; their sum over one inference does. The fit is on
+those sums, one per board and run: least squares with every price >= 0 (a
+price fitted below 0 is dropped and the rest fitted again). Only the last
+inference is counted (the first carries the deploy). Prints the JSON object
+board_costs.sh stores as "protocol_instructions".
 """
 import glob
 import json
@@ -22,29 +23,31 @@ import sys
 import numpy as np
 
 FEATURES = ("per_layer", "per_local_run", "per_recv_run", "per_send", "per_net_byte", "per_local_byte", "per_out_byte")
+COUNTS = (None, "local_runs", "recv_runs", "sends", "net", "local", "out")
 
 
 def fields(line):
     return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
 
 
-def board_rows(path):
+def board_total(path):
+    """(features summed over the last inference's layers, instructions outside kernels and NIC)."""
     lines = [(int(l.split()[1]), fields(l)) for l in open(path) if l.startswith("layer ")]
     if not lines:
         sys.exit(f"protocol_fit: no per-layer lines in {path}")
-    rows, prev_sends, start = [], 0, 0
+    start = 0
     for i in range(1, len(lines)):
         if lines[i][0] <= lines[i - 1][0]:
             start = i  # a new inference
-    for i, (_, f) in enumerate(lines):
+    if start == 0:
+        sys.exit(f"protocol_fit: {path} has one inference (the runs need --repeat 2)")
+    x, y = np.zeros(len(FEATURES)), 0.0
+    for _, f in lines[start:]:
         if "local" not in f:
-            sys.exit(f"protocol_fit: {path} has no piece counts (a firmware image from before layer_work)")
-        g = lambda k: int(f[k])
-        if i >= start:
-            rows.append(([1, g("local_runs"), g("recv_runs"), prev_sends, g("net"), g("local"), g("out")],
-                         g("other") - g("nic")))
-        prev_sends = g("sends")
-    return rows
+            sys.exit(f"protocol_fit: {path} has no piece counts (a firmware image from before core/layer_work.h)")
+        x += [1.0] + [float(f[k]) for k in COUNTS[1:]]
+        y += float(int(f["other"]) - int(f["nic"]))
+    return x, y
 
 
 def nonneg_lstsq(X, y):
@@ -59,32 +62,32 @@ def nonneg_lstsq(X, y):
 
 
 def main():
-    tmp, kind, boards, strategies = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-    groups = []  # (label, rows)
-    for s in strategies:
-        for path in sorted(glob.glob(f"{tmp}/fit-{s}/board-*/qemu.log")):
-            groups.append((f"{s}/{path.split('/')[-2]}", board_rows(path)))
-    X = np.array([r[0] for _, rows in groups for r in rows], float)
-    y = np.array([r[1] for _, rows in groups for r in rows], float)
-    c = nonneg_lstsq(X, y)
-    worst, at = 0.0, 0
-    for label, rows in groups:
-        meas = sum(r[1] for r in rows)
-        pred = float((np.array([r[0] for r in rows], float) @ c).sum())
-        if meas > 0 and abs(pred / meas - 1) > abs(worst):
-            worst = pred / meas - 1
-        at += len(rows)
-    pred = X @ c
+    tmp, kind, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    labels, xs, ys = [], [], []
+    for run in runs:
+        paths = sorted(glob.glob(f"{tmp}/fit-{run}/board-*/qemu.log"))
+        if not paths:
+            sys.exit(f"protocol_fit: no board logs for {run}")
+        for path in paths:
+            x, y = board_total(path)
+            labels.append(f"{run}/{path.split('/')[-2]}")
+            xs.append(x)
+            ys.append(y)
+    X, y = np.array(xs), np.array(ys)
+    # Each board's total weighs alike (relative error): rows scaled by 1/y.
+    c = nonneg_lstsq(X / y[:, None], np.ones(len(y)))
+    err = X @ c / y - 1
     out = {k: round(float(v), 3) for k, v in zip(FEATURES, c)}
     out["fit"] = {
-        "command": f"bash scripts/board_costs.sh --kind {kind} (runs --strategy {','.join(strategies)} "
-                   f"--code off --repeat 2 on {boards} boards; scripts/protocol_fit.py)",
-        "board_layers": int(len(y)),
-        "instructions_per_inference": round(float(y.sum()) / len(strategies)),
-        "max_board_error_pct": round(100 * worst, 1),
-        "rms_layer_error_pct": round(100 * float(np.sqrt(np.mean((pred - y) ** 2)) / np.mean(y)), 1),
-        "note": "instructions outside the kernels per layer a board computes, NIC programmed I/O excluded; "
-                "a layer's sends counted in the next layer's line (they leave after its compute)",
+        "command": f"bash scripts/board_costs.sh --kind {kind} (run --strategy S --workers {kind}:N --code off "
+                   f"--repeat 2 for S:N in {' '.join(runs)}; scripts/protocol_fit.py)",
+        "boards_fitted": len(y),
+        "max_board_error_pct": round(100 * float(np.abs(err).max()), 1),
+        "rms_board_error_pct": round(100 * float(np.sqrt(np.mean(err ** 2))), 1),
+        "per_board": {l: {"instructions": int(v), "error_pct": round(100 * float(e), 1)}
+                      for l, v, e in zip(labels, y, err)},
+        "note": "a board's instructions outside the kernels over one inference (NIC programmed I/O excluded), "
+                "fitted to its pieces summed over its layers; one instruction per cycle",
     }
     json.dump(out, sys.stdout, indent=2)
 

@@ -569,13 +569,15 @@ TEST(ProtocolCpu, ThePlansCountsAreTheFragmentsCounts) {
   EXPECT_GT(seen.local_bytes, 0u);
 }
 
-// Off by default (every figure so far); on, the Cortex-M7's measured prices
-// add to every estimate and every simulated layer; a bad figure in a cost
-// file is refused naming it.
-TEST(ProtocolCpu, PricedOnlyWhenAskedAndOnlyAddingTime) {
+// On by default: the Cortex-M7's measured prices add to every estimate and
+// every simulated layer (a Teensy 4.1 and a host board standing in for one
+// are priced so); off (the ideal board) they add nothing; a bad figure in a
+// cost file is refused naming it.
+TEST(ProtocolCpu, PricedByDefaultAndOnlyAddingTime) {
   const QGraph& q = mobilenet112();
   plan::CostModel off, on;
-  on.protocol_cpu = true;
+  off.protocol_cpu = false;
+  EXPECT_TRUE(on.protocol_cpu);
   EXPECT_TRUE(off.type_protocol("cortex-m7").zero());
   const core::ProtocolCost c = on.type_protocol("cortex-m7");
   ASSERT_FALSE(c.zero()) << "data/costs/cortex-m7.json has no protocol_instructions";
@@ -604,7 +606,9 @@ TEST(ProtocolCpu, PricedOnlyWhenAskedAndOnlyAddingTime) {
   // At least every board's per-layer price on the critical path of every layer.
   EXPECT_GT(son, soff + double(q.nodes.size()) * c.per_layer / (s.testbed.boards[0].clock_mhz * 1e6) * 0.9);
   sim::TimingModel tm = s.timing;
-  EXPECT_TRUE(tm.protocol.zero());
+  EXPECT_FALSE(tm.protocol.zero());  // the Teensy 4.1's timing has its measured prices
+  EXPECT_EQ(tm.protocol.per_layer, c.per_layer);
+  tm.protocol = core::ProtocolCost();
   const double base = sim::simulate(q, p, s.testbed, tm).total_s;
   tm.protocol = c;
   EXPECT_GT(sim::simulate(q, p, s.testbed, tm).total_s, base);

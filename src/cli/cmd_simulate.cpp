@@ -24,13 +24,12 @@ sim::TimingModel timing_model(const SimulateOptions& o) {
   tm.board_frame_s = o.board_frame_us * 1e-6;
   tm.sleep_overshoot_s = o.overshoot_us * 1e-6;
   tm.wake_slot_s = o.wake_slot_us * 1e-6;
+  // The type's CPU outside the kernels (its measured prices), or none.
+  check_choice("--protocol-cpu", plan::kProtocolCpu, o.protocol_cpu);
+  if (o.protocol_cpu == "off") tm.protocol = core::ProtocolCost();
   // A flat --cycles-per-mac prices every layer alike (the type's per-op
   // figures are for its default).
   if (given(o.cli, "--cycles-per-mac")) tm.costs.clear();
-  check_choice("--protocol-cpu", plan::kProtocolCpu, o.protocol_cpu);
-  plan::CostModel priced;
-  priced.protocol_cpu = o.protocol_cpu == "on";
-  tm.protocol = priced.type_protocol(tm.costs);
   if (!o.host_calibration.empty()) sim::load_host_calibration(o.host_calibration, tm);
   sim::validate(tm);
   return tm;
@@ -66,6 +65,7 @@ SimConfig make_sim_config(const SimulateOptions& o) {
   c.strategy = o.strategy;
   c.route_text = o.route;
   c.op_cycles = o.op_cycles;
+  c.protocol_cpu = o.protocol_cpu == "on";
   c.throughput_images =
       throughput || std::find(c.figures.begin(), c.figures.end(), 22) != c.figures.end() ? o.images : 0;
   // What to simulate: a testbed file, or N preset boards for each count.
@@ -147,6 +147,7 @@ SimResult run_simulations(const SimConfig& c) {
     sc.stream = c.stream;
     sc.code = coding.code;
     sc.op_cycles = c.op_cycles;
+    sc.protocol_cpu = c.protocol_cpu;
     sc.throughput_images = c.throughput_images;
     sc.timing = c.tm;
     sc.first_boards = first_boards;

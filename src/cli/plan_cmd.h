@@ -21,7 +21,7 @@ struct PlanCmdOptions {
   double k1 = plan::kDefaultK1;
   std::string strategy = "auto", route = "direct", out, op_cycles, code = "auto", stream = "auto";  // defaults of run (issue 10)
   double cycles_per_mac = 2.0, frame_latency_us = plan::kTeensyFrameLatencyS * 1e6;  // as plan/cost.h CostModel
-  std::string protocol_cpu = "off";
+  std::string protocol_cpu = "on";
   // teensy: the figures above (Teensy 4.1 boards); host: the measured model
   // of boards run as processes on this machine (plan/cost.h), as `run` uses.
   std::string cost_model = "teensy", host_costs;

@@ -27,7 +27,7 @@ struct RunOptions {
   // Defaults (issue 10): the cost model's choice per block, boards sending
   // to boards. `--strategy neuron --route relay` is the paper's mode.
   std::string strategy = "auto", route = "direct", code = "auto", stream = "auto";
-  std::string protocol_cpu = "off";  // plan::kProtocolCpu
+  std::string protocol_cpu = "on";  // plan::kProtocolCpu
   int window = 32;
   double timeout = 10.0, cpm = 0.0, delay = 0.0;
   int repeat = 1;

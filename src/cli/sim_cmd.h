@@ -20,7 +20,7 @@ struct SimulateOptions {
   int workers = 3;
   std::string sweep, testbed, alloc = "rating", board = "teensy41", ram, plot_dir, figures = "8,9,10,12,20,21,22", prefix;
   std::string strategy = "auto", route = "direct", op_cycles, objective = "latency", host_calibration, code = "auto", stream = "auto";
-  std::string protocol_cpu = "off";
+  std::string protocol_cpu = "on";
   int images = 10;
   double clock_mhz = 0;
   sim::TimingModel tm;
@@ -41,6 +41,7 @@ struct SimConfig {
   plan::Coding coding = plan::Coding::Auto;
   plan::Streaming stream = plan::Streaming::Auto;
   std::string op_cycles;
+  bool protocol_cpu = true;  // --protocol-cpu (sim::Scenario::protocol_cpu)
   int throughput_images = 0;         // images back to back per run (0: latency only)
   // Which boards: a testbed file, or N preset boards for each count.
   std::vector<int> counts;

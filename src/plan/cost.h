@@ -130,9 +130,9 @@ struct CostModel {
   double layer_overhead_s = 0;      // per board per layer it computes
   // Price each board's CPU outside its kernels (its type's measured
   // protocol cycles per layer, piece and byte: core/layer_work.h); false
-  // (the default, `--protocol-cpu off`): boards spend nothing beside their
-  // kernels, as every figure before these prices were measured.
-  bool protocol_cpu = false;
+  // (`--protocol-cpu off`): boards spend nothing beside their kernels (the
+  // ideal board of the figures before these prices were measured).
+  bool protocol_cpu = true;
   double frame_latency_s = kTeensyFrameLatencyS;  // one-way latency per message (testbed.h)
   double coord_bandwidth_kbps = 125000;  // coordinator's link (1 Gbit/s); 0 = unlimited
   // Where the measured per-type cost files are: "" = <project home>/data/costs;

@@ -6,6 +6,7 @@
 
 #include "core/fragment.h"
 #include "plan/board_kind.h"
+#include "plan/cost.h"
 #include "plan/replicate.h"
 #include "plan/testbed.h"
 
@@ -26,6 +27,7 @@ TimingModel teensy_timing() {
   m.window = 32;
   m.cycles_per_mac = 2.0;
   m.costs = plan::find_board_kind("teensy41")->costs;
+  m.protocol = plan::CostModel().type_protocol(m.costs);  // its CPU outside the kernels, measured
   m.frame_latency_s = plan::kTeensyFrameLatencyS;
   return m;
 }
@@ -140,8 +142,7 @@ RunRecord run_scenario(const QGraph& q, const Scenario& s, bool keep_boards) {
   // The plan is the one `plan` and `run` make (the planner's default cost
   // model, plus --op-cycles if given), whatever timing it is simulated under.
   if (!s.op_cycles.empty()) plan::parse_op_cycles(s.op_cycles, &po.cost);
-  // Boards simulated without protocol CPU (--protocol-cpu off) are planned so.
-  po.cost.protocol_cpu = !s.timing.protocol.zero();
+  po.cost.protocol_cpu = s.protocol_cpu;
   po.routing = false;
   po.check_budgets = false;
   const auto t0 = Clock::now();

@@ -76,6 +76,9 @@ struct Scenario {
   // cycles, 325 us per message), as `plan` and `run` use, so the simulated
   // plan is the one they make.
   std::string op_cycles;
+  // As plan::CostModel::protocol_cpu: the plan prices the boards' CPU outside
+  // their kernels (`simulate --protocol-cpu off` plans and times without).
+  bool protocol_cpu = true;
   // > 1: objective throughput: the planner groups the boards
   // (plan::choose_groups: replicate when one board holds the model, groups,
   // or all boards on every image), each group simulated with that many
