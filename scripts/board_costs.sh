@@ -105,7 +105,7 @@ done
 # each; scripts/protocol_fit.py fits each board's total of the second one. A
 # plan the kind's boards cannot hold is left out with a line saying so.
 case "$KIND" in
-  qemu-m4) FIT_PLANS="auto:$NBOARDS fused:$NBOARDS auto:$((NBOARDS + 1))" ;;
+  qemu-m4) FIT_PLANS="auto:$NBOARDS channel:$NBOARDS fused:$NBOARDS auto:$((NBOARDS + 1)) auto:$((NBOARDS + 3)) auto:$((NBOARDS + 5))" ;;
   *) FIT_PLANS="auto:1 auto:2 auto:3 spatial:3 fused:3 channel:3 auto:4 auto:6" ;;
 esac
 FIT_RUNS=""
