@@ -5,10 +5,11 @@ per-layer log lines (scripts/board_costs.sh runs the plans and calls this).
     protocol_fit.py TMP KIND RUN...        (RUN = STRATEGY:BOARDS, its logs in TMP/fit-RUN)
 
 Every board logs, per layer it computes, `other=` (its busy instructions
-since the previous layer's line outside the kernels), `nic=` (the part of
+since the previous layer's line outside the kernels) and `nic=` (the part of
 them in the network controller's programmed I/O, which a Teensy's DMA does
-not spend) and the layer's pieces (local_runs, recv_runs, sends, net, local,
-out: core::layer_work of its fragment entry). A frame is handled when it
+not spend), and once per fragment each layer's pieces (`pieces N
+local_runs= recv_runs= sends= net= local= out=`: core::layer_work of its
+fragment entry). A frame is handled when it
 arrives, whichever layer the board is at, so the lines do not split a
 board's work by layer; their sum over one inference does. The fit is on
 those sums, one per board and run: least squares with every price >= 0 (a
@@ -32,9 +33,13 @@ def fields(line):
 
 def board_total(path):
     """(features summed over the last inference's layers, instructions outside kernels and NIC)."""
-    lines = [(int(l.split()[1]), fields(l)) for l in open(path) if l.startswith("layer ")]
+    text = open(path).read().splitlines()
+    lines = [(int(l.split()[1]), fields(l)) for l in text if l.startswith("layer ")]
+    pieces = {int(l.split()[1]): fields(l) for l in text if l.startswith("pieces ")}
     if not lines:
         sys.exit(f"protocol_fit: no per-layer lines in {path}")
+    if not pieces:
+        sys.exit(f"protocol_fit: {path} has no pieces lines (a firmware image from before core/layer_work.h)")
     start = 0
     for i in range(1, len(lines)):
         if lines[i][0] <= lines[i - 1][0]:
@@ -42,10 +47,10 @@ def board_total(path):
     if start == 0:
         sys.exit(f"protocol_fit: {path} has one inference (the runs need --repeat 2)")
     x, y = np.zeros(len(FEATURES)), 0.0
-    for _, f in lines[start:]:
-        if "local" not in f:
-            sys.exit(f"protocol_fit: {path} has no piece counts (a firmware image from before core/layer_work.h)")
-        x += [1.0] + [float(f[k]) for k in COUNTS[1:]]
+    for n, f in lines[start:]:
+        if n not in pieces:
+            sys.exit(f"protocol_fit: {path}: layer {n} computed but not among the fragment's pieces lines")
+        x += [1.0] + [float(pieces[n][k]) for k in COUNTS[1:]]
         y += float(int(f["other"]) - int(f["nic"]))
     return x, y
 

@@ -18,10 +18,17 @@ static void put_num(Out* o, unsigned long long v, unsigned base, int upper, int 
   char tmp[24];
   int n = 0;
   const char* digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-  do {
+  // Digits above 32 bits by 64-bit division (a library call on these
+  // cores), the rest in 32 bits (one UDIV each).
+  while (v > 0xFFFFFFFFull) {
     tmp[n++] = digits[v % base];
     v /= base;
-  } while (v != 0);
+  }
+  unsigned w = (unsigned)v;
+  do {
+    tmp[n++] = digits[w % base];
+    w /= base;
+  } while (w != 0);
   if (neg) {
     if (pad == '0') put(o, '-');
     width--;

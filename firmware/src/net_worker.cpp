@@ -463,20 +463,16 @@ class LwipPort final : public ts::core::Port {
     const uint64_t other = busy - last_busy_ - instr;
     last_busy_ = busy;
     // nic=: the part of other= in the network controller's programmed I/O
-    // (a Teensy's Ethernet moves frames by DMA); the pieces and bytes of the
-    // layer's fragment entry (core/layer_work.h): what scripts/board_costs.sh
-    // fits the board's protocol prices to.
+    // (a Teensy's Ethernet moves frames by DMA). With the fragment's
+    // `pieces` lines (layer_info) it is what scripts/board_costs.sh fits the
+    // board's protocol prices to.
     const uint32_t pio = eth_pio_ticks();
     const uint64_t nic = uint64_t(uint32_t(pio - last_pio_)) * BOARD_NS_PER_TICK;
     last_pio_ = pio;
-    const ts::core::LayerWork w = known ? ts::core::layer_work(fl) : ts::core::LayerWork();
-    ts_log("layer %u kind=%s outputs=%ld macs=%llu instructions=%llu instr_per_mac=%llu.%03llu arena_peak=%u other=%llu "
-           "nic=%llu local_runs=%u recv_runs=%u sends=%u net=%llu local=%llu out=%llu\n",
+    ts_log("layer %u kind=%s outputs=%ld macs=%u instructions=%u instr_per_mac=%u.%03u arena_peak=%u other=%u nic=%u\n",
            (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
-           (unsigned long long)macs, (unsigned long long)instr, (unsigned long long)(mpi / 1000u),
-           (unsigned long long)(mpi % 1000u), (unsigned)g_worker.arena().high_water(), (unsigned long long)other,
-           (unsigned long long)nic, (unsigned)w.local_runs, (unsigned)w.recv_runs, (unsigned)w.sends,
-           (unsigned long long)w.net_bytes, (unsigned long long)w.local_bytes, (unsigned long long)w.out_bytes);
+           clamp32(macs), clamp32(instr), clamp32(mpi / 1000u), clamp32(mpi % 1000u),
+           (unsigned)g_worker.arena().high_water(), clamp32(other), clamp32(nic));
     if (known && layer == last_active_) {
       // The board's last layer of an inference: its busy time so far (under
       // -icount, instructions; the difference between two inferences is what
@@ -521,6 +517,7 @@ class LwipPort final : public ts::core::Port {
     if (d.kh == 1 && d.kw == 1) return "pointwise";
     return "conv";
   }
+  static unsigned clamp32(uint64_t v) { return v > 0xFFFFFFFFu ? 0xFFFFFFFFu : unsigned(v); }
   // The committed fragment's entry for `layer`, read in place. The reader is
   // reopened (one CRC pass) only when a new fragment was committed.
   bool layer_info(uint32_t layer, ts::core::FragLayer* out) {
@@ -532,8 +529,16 @@ class LwipPort final : public ts::core::Port {
       frag_gen_ = g_flash.generation();
       last_active_ = ~0u;
       ts::core::FragLayer e;
-      for (uint32_t i = 0; frag_ok_ && i < reader_.layer_count(); ++i)
-        if (reader_.layer(i, &e) == ts::core::FragStatus::Ok && e.active()) last_active_ = i;
+      for (uint32_t i = 0; frag_ok_ && i < reader_.layer_count(); ++i) {
+        if (reader_.layer(i, &e) != ts::core::FragStatus::Ok || !e.active()) continue;
+        last_active_ = i;
+        // The pieces of the layer's share (core/layer_work.h), once per
+        // fragment: scripts/board_costs.sh fits the protocol prices to them.
+        const ts::core::LayerWork w = ts::core::layer_work(e);
+        ts_log("pieces %u local_runs=%u recv_runs=%u sends=%u net=%u local=%u out=%u\n", (unsigned)i,
+               (unsigned)w.local_runs, (unsigned)w.recv_runs, (unsigned)w.sends, clamp32(w.net_bytes),
+               clamp32(w.local_bytes), clamp32(w.out_bytes));
+      }
     }
     return frag_ok_ && reader_.layer(layer, out) == ts::core::FragStatus::Ok;
   }
