@@ -36,6 +36,7 @@ int cmd_worker(const WorkerOptions& w) {
   // The emulated clock: every layer at --cycles-per-mac, or at the type's
   // measured per-op figures (--cycles-per-mac, else the planner's default,
   // for ops its file does not list): the planner's own prices.
+  check_choice("--protocol-cpu", plan::kProtocolCpu, w.protocol_cpu);
   if (w.cpm > 0 || !w.costs.empty()) {
     plan::CostModel cm;
     if (w.cpm > 0) cm.default_cycles_per_mac = w.cpm;
@@ -94,7 +95,6 @@ void register_worker(CLI::App& app) {
   sub.add_option("--protocol-cpu", o->protocol_cpu,
                  "with --costs: on adds the type's CPU outside the kernels (protocol_instructions) to each layer's "
                  "emulated time")
-      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub.add_option("--frame-latency-us", o->frame_latency_us, "emulate the link's one-way latency per frame, us")
       ->check(finite_range(0.0, 1e6));

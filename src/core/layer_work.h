@@ -5,7 +5,8 @@
 // simulator, an emulated host board), and a board type's prices per piece
 // and per byte are fitted from its firmware's measured instructions per
 // layer (scripts/board_costs.sh). One definition for every side: the plan's
-// counts (plan::layer_work) equal the fragment's (tests/layer_work_test.cpp).
+// counts (plan::layer_work) equal the fragment's
+// (tests/cost_test.cpp, ProtocolCpu.ThePlansCountsAreTheFragmentsCounts).
 // Portable C++17, heap-free.
 #pragma once
 
@@ -32,10 +33,7 @@ struct LayerWork {
 struct ProtocolCost {
   double per_layer = 0, per_local_run = 0, per_recv_run = 0, per_send = 0, per_net_byte = 0, per_local_byte = 0,
          per_out_byte = 0;
-  bool zero() const {
-    return per_layer == 0 && per_local_run == 0 && per_recv_run == 0 && per_send == 0 && per_net_byte == 0 &&
-           per_local_byte == 0 && per_out_byte == 0;
-  }
+  bool zero() const;
   // Instructions for one layer's work (0 for a layer the board does not compute).
   double instructions(const LayerWork& w) const {
     if (!w.active) return 0;
@@ -44,6 +42,24 @@ struct ProtocolCost {
            per_out_byte * double(w.out_bytes);
   }
 };
+
+// The prices by name, as cost files and reports spell them
+// (data/costs/<type>.json "protocol_instructions", scripts/protocol_fit.py).
+struct ProtocolPrice {
+  const char* name;
+  double ProtocolCost::*price;
+};
+constexpr ProtocolPrice kProtocolPrices[] = {
+    {"per_layer", &ProtocolCost::per_layer},         {"per_local_run", &ProtocolCost::per_local_run},
+    {"per_recv_run", &ProtocolCost::per_recv_run},   {"per_send", &ProtocolCost::per_send},
+    {"per_net_byte", &ProtocolCost::per_net_byte},   {"per_local_byte", &ProtocolCost::per_local_byte},
+    {"per_out_byte", &ProtocolCost::per_out_byte}};
+
+inline bool ProtocolCost::zero() const {
+  for (const ProtocolPrice& p : kProtocolPrices)
+    if (this->*p.price != 0) return false;
+  return true;
+}
 
 // The counts of a fragment entry (what the board reads).
 LayerWork layer_work(const FragLayer& e);

@@ -38,16 +38,18 @@ double explicit_cpm(const CostModel& m, const core::LayerDesc& d) {
 }  // namespace
 
 const MeasuredCosts* measured_costs(const std::string& dir, const std::string& type) {
+  // Keyed by what the caller gives: the planner asks per board and layer,
+  // and finding the project home takes system calls.
   static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<MeasuredCosts>> cache;
-  const std::string path = (dir.empty() ? project_home() + "/data/costs" : dir) + "/" + type + ".json";
+  static std::map<std::pair<std::string, std::string>, std::unique_ptr<MeasuredCosts>> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(path);
+  auto it = cache.find({dir, type});
   if (it == cache.end()) {
+    const std::string path = (dir.empty() ? project_home() + "/data/costs" : dir) + "/" + type + ".json";
     std::unique_ptr<MeasuredCosts> c;
     std::error_code ec;
     if (std::filesystem::is_regular_file(path, ec)) c = std::make_unique<MeasuredCosts>(load_measured_costs(path));
-    it = cache.emplace(path, std::move(c)).first;
+    it = cache.emplace(std::make_pair(dir, type), std::move(c)).first;
   }
   return it->second.get();
 }
@@ -92,14 +94,10 @@ namespace {
 core::ProtocolCost parse_protocol(const nlohmann::json& j, double cpi, const std::string& path) {
   if (!j.is_object()) throw Error("cost file " + path + ": \"protocol_instructions\" must be an object");
   core::ProtocolCost c;
-  const std::pair<const char*, double*> keys[] = {
-      {"per_layer", &c.per_layer},         {"per_local_run", &c.per_local_run}, {"per_recv_run", &c.per_recv_run},
-      {"per_send", &c.per_send},           {"per_net_byte", &c.per_net_byte},   {"per_local_byte", &c.per_local_byte},
-      {"per_out_byte", &c.per_out_byte}};
   for (const auto& [key, val] : j.items()) {
     double* slot = nullptr;
-    for (const auto& k : keys)
-      if (key == k.first) slot = k.second;
+    for (const core::ProtocolPrice& p : core::kProtocolPrices)
+      if (key == p.name) slot = &(c.*p.price);
     if (!slot) continue;  // the fit's other figures (residuals, counts) are for the reader
     if (!val.is_number() || !(val.get<double>() >= 0) || !std::isfinite(val.get<double>()))
       throw Error("cost file " + path + ": protocol_instructions \"" + key + "\" must be a number >= 0");

@@ -2,20 +2,23 @@
 
 namespace ts::sim {
 
+namespace {
+
+nlohmann::json protocol_json(const core::ProtocolCost& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const core::ProtocolPrice& p : core::kProtocolPrices) j[p.name] = c.*p.price;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const TimingModel& m) {
   return {{"window", m.window},
           {"board_ack_every", m.board_ack_every},
           {"coord_ack_every", m.coord_ack_every},
           {"cycles_per_mac", m.cycles_per_mac},
           {"layer_overhead_s", m.layer_overhead_s},
-          {"protocol_cycles",
-           {{"per_layer", m.protocol.per_layer},
-            {"per_local_run", m.protocol.per_local_run},
-            {"per_recv_run", m.protocol.per_recv_run},
-            {"per_send", m.protocol.per_send},
-            {"per_net_byte", m.protocol.per_net_byte},
-            {"per_local_byte", m.protocol.per_local_byte},
-            {"per_out_byte", m.protocol.per_out_byte}}},
+          {"protocol_cycles", protocol_json(m.protocol)},
           {"frame_latency_s", m.frame_latency_s},
           {"coord_bandwidth_kbps", m.coord_bandwidth_kbps},
           {"board_bandwidth_kbps", m.board_bandwidth_kbps},
