@@ -584,12 +584,13 @@ void LayerScheduler::finish(const FragLayer& e, Open* slot, int8_t* out, uint32_
   int32_t c0, c1, y0, y1;
   if (digest) {
     r.digest = *digest;
-  } else if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1)) {  // in place: channel planes out_pitch apart
+  } else if (e.out_pitch && e.whole_rows(&c0, &c1, &y0, &y1) &&
+             e.out_pitch != uint32_t(y1 - y0) * uint32_t(e.desc.out.w)) {  // in place: planes out_pitch apart
     Digest64 dg;
     for (int32_t c = c0; c < c1; ++c)
       dg.update(out + size_t(c - c0) * e.out_pitch, size_t(y1 - y0) * size_t(e.desc.out.w));
     r.digest = dg.finish();
-  } else {
+  } else {  // dense (in place into a window of just these rows too)
     r.digest = digest64(out, e.out_elems);
   }
   stats_->layers_run++;
