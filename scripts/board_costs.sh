@@ -106,7 +106,7 @@ done
 # plan the kind's boards cannot hold is left out with a line saying so.
 case "$KIND" in
   qemu-m4) FIT_PLANS="auto:$NBOARDS channel:$NBOARDS fused:$NBOARDS auto:$((NBOARDS + 1)) auto:$((NBOARDS + 3)) auto:$((NBOARDS + 5))" ;;
-  *) FIT_PLANS="auto:1 auto:2 auto:3 spatial:3 fused:3 channel:3 auto:4 auto:6 auto:8 spatial:8" ;;
+  *) FIT_PLANS="auto:1 auto:2 auto:3 spatial:3 rows:3 fused:3 channel:3 auto:4 auto:6 auto:8 spatial:8 rows:8" ;;
 esac
 FIT_RUNS=""
 for run in $FIT_PLANS; do

@@ -62,7 +62,7 @@ TEST(Strategies, ChannelSpatialAndMixedTileEveryLayer) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0.2, 3.0);
   const plan::ChannelStrategy channel;
-  const plan::SpatialStrategy spatial, fused(true);
+  const plan::SpatialStrategy spatial, fused(true), rows(false, true);
   for (int n : {1, 2, 3, 5, 8}) {
     std::vector<double> shares(static_cast<size_t>(n));
     for (auto& s : shares) s = u(rng);
@@ -71,7 +71,8 @@ TEST(Strategies, ChannelSpatialAndMixedTileEveryLayer) {
     for (auto& c : mixed) c = std::vector<std::string>{"neuron", "spatial", "channel"}[rng() % 3];
     const plan::MixedStrategy mix(mixed);
     const plan::Testbed tb = plan::default_testbed(n, "local", 64 << 20, 64 << 20);
-    for (const plan::SplitStrategy* st : std::initializer_list<const plan::SplitStrategy*>{&channel, &spatial, &mix})
+    for (const plan::SplitStrategy* st :
+         std::initializer_list<const plan::SplitStrategy*>{&channel, &spatial, &rows, &mix})
       for (plan::Route route : {plan::Route::Relay, plan::Route::Direct}) {
         SCOPED_TRACE(st->name() + " " + plan::route_name(route) + " " + std::to_string(n));
         const plan::Plan p = plan::plan_with_shares(q, tb, shares, *st, false, route);
@@ -111,7 +112,7 @@ TEST(Strategies, SpatialBandsFollowTheShares) {
         elems += r.elems();
       }
       const double positions = double(elems) / d.c;
-      if (plan::SpatialStrategy::whole_rows(q, int(n), shares)) {
+      if (spatial.whole_rows(q, int(n), shares)) {
         // Tall maps: whole rows, each band within one row of its share.
         for (const auto& r : regions[w]) EXPECT_TRUE(r.v[4] == 0 && r.v[5] == d.w) << q.nodes[n].name;
         EXPECT_LE(std::abs(positions - total * shares[w] / 4.5), double(d.w)) << q.nodes[n].name << " worker " << w;
@@ -120,6 +121,51 @@ TEST(Strategies, SpatialBandsFollowTheShares) {
       }
     }
   }
+}
+
+// `rows`: every banded map in bands of whole rows, short maps too (where
+// spatial cuts inside rows), the rows as even as the shares allow.
+TEST(Strategies, RowsSplitsEveryMapInWholeRows) {
+  const QGraph& q = mobilenet112();
+  const std::vector<double> shares{1.0, 2.0, 1.5};
+  const plan::SpatialStrategy spatial, rows(false, true);
+  int short_maps = 0;
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    if (!plan::SpatialStrategy::uses_bands(q, int(n))) continue;
+    const core::Dims d = q.desc(int(n)).out;
+    ASSERT_TRUE(rows.whole_rows(q, int(n), shares)) << q.nodes[n].name;
+    short_maps += !spatial.whole_rows(q, int(n), shares);
+    const auto regions = rows.split_regions(q, int(n), shares);
+    int32_t next_row = 0;
+    for (size_t w = 0; w < shares.size(); ++w) {
+      ASSERT_LE(regions[w].size(), 1u) << q.nodes[n].name;
+      if (regions[w].empty()) continue;
+      const core::Region& r = regions[w][0];
+      EXPECT_TRUE(r.kind == core::RegionKind::Box && r.v[0] == 0 && r.v[1] == d.c && r.v[4] == 0 && r.v[5] == d.w)
+          << q.nodes[n].name;
+      EXPECT_EQ(r.v[2], next_row) << q.nodes[n].name;  // consecutive bands, top to bottom
+      EXPECT_LE(std::abs((r.v[3] - r.v[2]) - d.h * shares[w] / 4.5), 1.0) << q.nodes[n].name << " worker " << w;
+      next_row = r.v[3];
+    }
+    EXPECT_EQ(next_row, d.h) << q.nodes[n].name;
+  }
+  EXPECT_GT(short_maps, 0);  // the maps where it differs from spatial
+  // The plans on these shares (direct): more layers computed in place and
+  // fewer local pieces (a band's channel is one run, not up to three).
+  const plan::Testbed tb = plan::default_testbed(3, "local", 64 << 20, 64 << 20);
+  int in_place[2] = {0, 0};
+  size_t local_runs[2] = {0, 0};
+  const plan::SpatialStrategy* both[2] = {&spatial, &rows};
+  for (int i = 0; i < 2; ++i) {
+    const plan::Plan p = plan::plan_with_shares(q, tb, shares, *both[i], false, plan::Route::Direct);
+    for (const auto& wp : p.workers)
+      for (const auto& ls : wp.layers) {
+        in_place[i] += ls.out_pitch != 0;
+        for (const auto& in : ls.inputs) local_runs[i] += in.local.size();
+      }
+  }
+  EXPECT_GT(in_place[1], in_place[0]);
+  EXPECT_LT(local_runs[1] * 2, local_runs[0]) << local_runs[1] << " against " << local_runs[0];
 }
 
 TEST(Strategies, ChannelBlocksAreRunsOfWholePlanes) {

@@ -225,6 +225,9 @@ TEST_F(FirmwareDirectTest, ABoardHoldsSixteenLinksAndMakesRoomForTheNext) {
 
 TEST_F(FirmwareDirectTest, BandsOfRowsBoardToBoardAreBitExact) { expect_direct_run("--strategy spatial"); }
 
+// Whole rows on the short maps too (`rows`): more outputs in place, fewer pieces.
+TEST_F(FirmwareDirectTest, WholeRowBandsBoardToBoardAreBitExact) { expect_direct_run("--strategy rows"); }
+
 TEST_F(FirmwareDirectTest, PlannerChoiceBoardToBoardIsBitExact) { expect_direct_run("--strategy auto"); }
 
 // Fused tiles: each board computes the expansion on its neighbours' halo

@@ -30,10 +30,10 @@ bool SpatialStrategy::uses_bands(const QGraph& q, int node) {
   return q.desc(node).out.h >= kMinRows && q.nodes[size_t(node)].op != core::QOp::Gemm;
 }
 
-bool SpatialStrategy::whole_rows(const QGraph& q, int node, const std::vector<double>& shares) {
+bool SpatialStrategy::whole_rows(const QGraph& q, int node, const std::vector<double>& shares) const {
   int boards = 0;
   for (double x : shares) boards += x > 0;
-  return uses_bands(q, node) && q.desc(node).out.h >= kRowsPerBoardForRowBands * std::max(boards, 1);
+  return uses_bands(q, node) && (rows_ || q.desc(node).out.h >= kRowsPerBoardForRowBands * std::max(boards, 1));
 }
 
 std::string SpatialStrategy::layer_name(const QGraph& q, int node) const {

@@ -84,17 +84,21 @@ class NeuronStrategy final : public SplitStrategy {
 // the planner's fuse step, plan/fuse.h).
 class SpatialStrategy final : public SplitStrategy {
  public:
-  explicit SpatialStrategy(bool fused = false) : fused_(fused) {}
+  explicit SpatialStrategy(bool fused = false, bool rows = false) : fused_(fused), rows_(rows) {}
   static constexpr int kMinRows = 2;
   // Maps with at least this many rows per board get bands of whole rows
   // (a board can compute them in place into the next layer's window, which
   // is what lets 224x224 fit 3 boards); shorter maps get bands of plane
   // positions, so 7x7 on 3 boards splits 17/16/16 positions, not 3/2/2 rows.
+  // `rows` splits every map in whole rows: a board's band of a short map is
+  // then one piece per channel instead of up to three (a partial first row,
+  // whole rows, a partial last row), and can be computed in place, at the
+  // price of less even shares; `auto` weighs both by the cost model.
   static constexpr int kRowsPerBoardForRowBands = 8;
   // Whether the node is split in whole rows for these shares.
-  static bool whole_rows(const QGraph& q, int node, const std::vector<double>& shares);
-  std::string name() const override { return fused_ ? "fused" : "spatial"; }
-  std::string split_name() const override { return "spatial"; }
+  bool whole_rows(const QGraph& q, int node, const std::vector<double>& shares) const;
+  std::string name() const override { return fused_ ? "fused" : rows_ ? "rows" : "spatial"; }
+  std::string split_name() const override { return rows_ ? "rows" : "spatial"; }
   // Runs cannot express bands; this throws (use split_regions).
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
   std::vector<std::vector<core::Region>> split_regions(const QGraph& q, int node,
@@ -105,6 +109,7 @@ class SpatialStrategy final : public SplitStrategy {
 
  private:
   bool fused_ = false;
+  bool rows_ = false;
 };
 
 // Blocks of whole output channels (for the late layers whose maps are tiny
@@ -233,6 +238,10 @@ inline constexpr StrategyInfo kStrategies[] = {
      "spatial, and a layer read by a fused layer also computes the halo its reader needs, so its narrower input's "
      "halo travels instead; --route direct",
      &build_strategy<SpatialStrategy, true>, 'f', true},
+    {"rows",
+     "spatial with whole rows on short maps too (fewer pieces per channel, outputs in place; shares less even than "
+     "spatial's bands of plane positions)",
+     &build_strategy<SpatialStrategy, false, true>, 'b'},
     {"reduce-all", "every Conv 1x1 and Gemm that way; tests", &build_strategy<ReduceStrategy, true>, 0, true},
     {"auto", "per block, by the cost model", nullptr, 0},
 };
