@@ -330,6 +330,21 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
             in2 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + 2 * uintptr_t(X.w))) : vzp, flip);
         int8_t* d = dst + (pos - p0) + (x - ox0);
         const int32_t nl = mini(step, ox1 - x);
+        if (sw == 1 && rq.fast) {  // both halves' bytes in one store
+          __m512i r[2];
+          for (int h = 0; h < 2; ++h) {
+            __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
+            a = dpbusd(a, _mm512_permutex2var_epi8(r1, idx[1][h], r2), w1);
+            a = dpbusd(a, _mm512_permutexvar_epi8(idx[2][h], r2), w2);
+            r[h] = rqs_fast_vec(a, rq);
+            if (nl <= kLanes) {
+              r[1] = r[0];
+              break;
+            }
+          }
+          store_bytes_sat<2>(r, nl, d);
+          continue;
+        }
         for (int h = 0; h < step / kLanes; ++h) {
           if (h * kLanes >= nl) break;
           __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
