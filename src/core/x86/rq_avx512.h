@@ -111,7 +111,9 @@ struct RqS {
   bool clamp8;   // fast form: clamp to [lo8, hi8] (a fused activation)
 };
 
-TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c) {
+// by_sign false: leave the shorter form off (cheaper to set up, for paths that
+// requantise one vector per channel, where the set-up is most of the cost).
+TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c, bool by_sign = true) {
   c->rq = rq;
   c->vok = vec_ok(rq);
   c->m = rq.m;
@@ -127,11 +129,13 @@ TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c) {
   c->fast = c->vok && rq.left == 0 && rq.total >= 33 && rq.total <= 50 && rq.zp >= -128 && rq.zp <= 128 &&
             rq.lo >= -128 && rq.lo <= rq.hi && rq.hi <= 127;
   c->addz = c->fast ? c->add + int64_t(rq.zp) * (int64_t(1) << rq.total) : 0;
-  c->by_sign = c->fast && rq.m > 0 && rq.m <= INT32_MAX - (int32_t(1) << 28) + 1;
-  c->addz2 = 2 * c->addz;
-  c->m2 = int32_t(2 * uint32_t(rq.m));
-  c->m2p1 = int32_t(2 * uint32_t(rq.m) + 1);
-  c->e = rq.total - 31;
+  c->by_sign = by_sign && c->fast && rq.m > 0 && rq.m <= INT32_MAX - (int32_t(1) << 28) + 1;
+  if (c->by_sign) {
+    c->addz2 = 2 * c->addz;
+    c->m2 = int32_t(2 * uint32_t(rq.m));
+    c->m2p1 = int32_t(2 * uint32_t(rq.m) + 1);
+    c->e = rq.total - 31;
+  }
   c->lo8 = rq.lo < -128 ? -128 : rq.lo;
   c->hi8 = rq.hi > 127 ? 127 : rq.hi;
   c->clamp8 = c->lo8 > -128 || c->hi8 < 127;
@@ -218,9 +222,12 @@ TS_ALWAYS_INLINE void store_bytes_sat(const __m512i* r, int32_t n, int8_t* out) 
   }
 }
 
-// Requantises 16 accumulators and stores the lanes in `lanes` as bytes.
+// Requantises 16 accumulators and stores the lanes in `lanes` as bytes
+// (BySign false: without the by_sign form's code, for loops that set up a
+// requantiser per vector or two, where its constants cost more than it saves).
+template <bool BySign = true>
 TS_ALWAYS_INLINE void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8_t* out) {
-  if (c.by_sign) {
+  if (BySign && c.by_sign) {
     __m512i r = rqs_by_sign(acc, c);
     if (c.clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo8)), _mm512_set1_epi32(c.hi8));
     _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, r);

@@ -242,7 +242,7 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       const int32_t sw = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(wv));
       const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
       RqS rq;
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq, false);
       const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
       int8_t* dst = out + int64_t(o - c0) * cstride;
       for (int32_t c = 0; c < nchunks; ++c) {
@@ -255,7 +255,7 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
           acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
         }
         const int32_t nl = mini(kLanes, n - kLanes * c);
-        rqs_store(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
+        rqs_store<false>(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
       }
     }
   };
