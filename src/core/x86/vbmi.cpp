@@ -319,6 +319,37 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
       const int32_t ox1 = mini(W, ox0 + (p1 - pos));
       const int32_t iy0 = oy * L.sh - L.pad_t;
       const bool in0 = iy0 >= 0 && iy0 < X.h, in1 = iy0 + 1 >= 0 && iy0 + 1 < X.h, in2 = iy0 + 2 >= 0 && iy0 + 2 < X.h;
+      if (sw == 2 && rq.fast) {
+        // 32 output columns per step as two 16-column halves, each with its
+        // own row loads, then both halves' bytes in one store.
+        for (int32_t x = ox0; x < ox1; x += 2 * kLanes) {
+          const int32_t nl = mini(2 * kLanes, ox1 - x);
+          __m512i r[2];
+          for (int h = 0; h < 2; ++h) {
+            const int32_t col0 = (x + h * kLanes) * 2 - L.pad_l;
+            const __mmask64 cols = bits64(-col0, X.w - col0);
+            const uintptr_t at = base + uintptr_t(intptr_t(int64_t(iy0) * X.w + col0));
+            const __m512i r0 =
+                _mm512_xor_si512(in0 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
+            const __m512i r1 = _mm512_xor_si512(
+                in1 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + uintptr_t(X.w))) : vzp, flip);
+            const __m512i r2 = _mm512_xor_si512(
+                in2 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + 2 * uintptr_t(X.w))) : vzp,
+                flip);
+            __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][0], r1), w0);
+            a = dpbusd(a, _mm512_permutex2var_epi8(r1, idx[1][0], r2), w1);
+            a = dpbusd(a, _mm512_permutexvar_epi8(idx[2][0], r2), w2);
+            r[h] = rqs_fast_vec(a, rq);
+            if (nl <= kLanes) {
+              r[1] = r[0];
+              break;
+            }
+          }
+          store_bytes_sat<2>(r, nl, dst + (pos - p0) + (x - ox0));
+        }
+        pos += ox1 - ox0;
+        continue;
+      }
       for (int32_t x = ox0; x < ox1; x += step) {
         const int32_t col0 = x * sw - L.pad_l;
         const __mmask64 cols = bits64(-col0, X.w - col0);
