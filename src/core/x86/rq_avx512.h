@@ -184,9 +184,10 @@ TS_ALWAYS_INLINE __m512i rqs_by_sign(__m512i x, const RqS& c) {
 
 // The fast forms' result for 16 accumulators (needs c.fast), as int32 to be
 // narrowed with saturation (clamped here where a fused activation asks).
+template <bool BySign = true>
 TS_ALWAYS_INLINE __m512i rqs_fast_vec(__m512i acc, const RqS& c) {
   __m512i r;
-  if (c.by_sign) {
+  if (BySign && c.by_sign) {
     r = rqs_by_sign(acc, c);
   } else {
     const __m512i m = _mm512_set1_epi32(c.m);

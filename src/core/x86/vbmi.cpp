@@ -245,7 +245,7 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq, false);
       const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
       int8_t* dst = out + int64_t(o - c0) * cstride;
-      for (int32_t c = 0; c < nchunks; ++c) {
+      auto chunk = [&](int32_t c) {
         const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
         const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
         const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
@@ -254,6 +254,24 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
           const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
           acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
         }
+        return acc;
+      };
+      int32_t c = 0;
+      if (rq.fast) {
+        // Up to four chunks (consecutive positions) narrowed into one store.
+        for (; c + 1 < nchunks; c += 4) {
+          const int32_t nc = mini(4, nchunks - c);
+          __m512i r[4];
+          for (int32_t k = 0; k < 4; ++k) r[k] = k < nc ? rqs_fast_vec<false>(chunk(c + k), rq) : r[nc - 1];
+          const int32_t nb = mini(4 * kLanes, n - kLanes * c);
+          if (nc <= 2)
+            store_bytes_sat<2>(r, nb, dst + kLanes * c);
+          else
+            store_bytes_sat<4>(r, nb, dst + kLanes * c);
+        }
+      }
+      for (; c < nchunks; ++c) {
+        const __m512i acc = chunk(c);
         const int32_t nl = mini(kLanes, n - kLanes * c);
         rqs_store<false>(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
       }
