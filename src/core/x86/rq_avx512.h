@@ -223,6 +223,26 @@ TS_ALWAYS_INLINE void store_bytes_sat(const __m512i* r, int32_t n, int8_t* out) 
   }
 }
 
+// Four vectors of int32 narrowed to bytes with saturation, vector k's first
+// n (1-16) lanes to out + k * stride, for k < rows (<= 4): the same packs and
+// permute as store_bytes_sat, then one 16-byte store per row.
+TS_ALWAYS_INLINE void store_rows_sat4(const __m512i* r, int rows, int32_t n, int8_t* out, int64_t stride) {
+  const __m512i a = _mm512_packs_epi32(r[0], r[1]), b = _mm512_packs_epi32(r[2], r[3]);
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  const __m512i p = _mm512_permutexvar_epi32(idx, _mm512_packs_epi16(a, b));
+  __m128i q[4];
+  q[0] = _mm512_castsi512_si128(p);
+  q[1] = _mm512_extracti32x4_epi32(p, 1);
+  q[2] = _mm512_extracti32x4_epi32(p, 2);
+  q[3] = _mm512_extracti32x4_epi32(p, 3);
+  if (n >= 16) {
+    for (int k = 0; k < rows; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k * stride), q[k]);
+  } else {
+    const __mmask16 m = __mmask16((1u << n) - 1);
+    for (int k = 0; k < rows; ++k) _mm_mask_storeu_epi8(out + k * stride, m, q[k]);
+  }
+}
+
 // Requantises 16 accumulators and stores the lanes in `lanes` as bytes
 // (BySign false: without the by_sign form's code, for loops that set up a
 // requantiser per vector or two, where its constants cost more than it saves).

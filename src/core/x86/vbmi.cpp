@@ -111,6 +111,8 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
     init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
     rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rqs[k]);
   }
+  bool all_fast = NB >= 4;  // requantised four channels at a time, narrowed together
+  for (int k = 0; k < NB; ++k) all_fast = all_fast && rqs[k].fast;
   const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
   const int64_t plane = int64_t(v.nh) * X.w;
@@ -150,6 +152,14 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
       }
       const __mmask16 lanes = __mmask16((1u << nl) - 1);
       int8_t* o = out + int64_t(cb - c0) * cstride + (pos - p0) + (x - ox0);
+      if (all_fast) {
+        for (int k0 = 0; k0 < NB && k0 < nb; k0 += 4) {
+          __m512i r[4];
+          for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[mini(k0 + k, NB - 1)], rqs[mini(k0 + k, NB - 1)]);
+          store_rows_sat4(r, mini(4, nb - k0), nl, o + int64_t(k0) * cstride, cstride);
+        }
+        continue;
+      }
       for (int k = 0; k < NB; ++k) {
         if (k >= nb) break;
         rqs_store(acc[k], rqs[k], lanes, o + int64_t(k) * cstride);
