@@ -296,6 +296,74 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   return true;
 }
 
+// Depthwise 3x3, column stride 1, one channel on rows at least 48 wide: 64
+// output columns per step in four phases: lane j of phase r is column
+// x + 4j + r. Dword j of a row's 64-byte window R (starting at the input
+// column of column x's first tap) holds R[4j..4j+3], of R4 (the window 4
+// bytes on) R[4j+4..4j+7], so with the row's taps (a, b, c) as shifted weight
+// words, phase 0 is R * [a b c 0], 1 is R * [0 a b c], 2 is R * [0 0 a b] +
+// R4 * [c 0 0 0], 3 is R * [0 0 0 a] + R4 * [b c 0 0]: 18 vpdpbusd per 64
+// columns and no byte permutes for the operands (the 32-column path: 12
+// vpdpbusd and 12 permutes), one vpermb for the output bytes.
+__attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, const int8_t* w, __m512i init, const RqS& rq,
+                                          int32_t p0, int32_t p1, int8_t* dst) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const __m512i vzp = _mm512_set1_epi8(int8_t(L.in_zp[0])), flip = _mm512_set1_epi8(int8_t(-128));
+  alignas(64) uint8_t unph[64];  // output byte 4j + r <- packed byte 16 (j / 4) + 4r + j % 4
+  for (int32_t j = 0; j < kLanes; ++j)
+    for (int32_t r = 0; r < 4; ++r) unph[4 * j + r] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
+  const __m512i unphase = _mm512_load_si512(unph);
+  // Per kernel row (a, b, c) = w[3ky..3ky+2]: [a b c 0], [0 a b c], [0 0 a b],
+  // [c 0 0 0], [0 0 0 a], [b c 0 0] as little-endian words.
+  __m512i wp[3][6];
+  for (int ky = 0; ky < 3; ++ky) {
+    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
+    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
+    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
+  }
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+    const int32_t iy0 = oy * L.sh - L.pad_t;
+    bool in[3];
+    for (int ky = 0; ky < 3; ++ky) in[ky] = iy0 + ky >= 0 && iy0 + ky < X.h;
+    const uintptr_t at0 = base + uintptr_t(intptr_t(int64_t(iy0) * X.w));
+    for (int32_t x = ox0; x < ox1; x += 4 * kLanes) {
+      const int32_t col0 = x - L.pad_l;
+      const __mmask64 cols = bits64(-col0, X.w - col0), cols4 = bits64(-col0 - 4, X.w - col0 - 4);
+      __m512i acc[4] = {init, init, init, init};
+      for (int ky = 0; ky < 3; ++ky) {
+        const uintptr_t at = at0 + uintptr_t(intptr_t(int64_t(ky) * X.w + col0));
+        const __m512i R =
+            _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
+        const __m512i R4 =
+            _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols4, reinterpret_cast<const void*>(at + 4)) : vzp, flip);
+        acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+        acc[1] = dpbusd(acc[1], R, wp[ky][1]);
+        acc[2] = dpbusd(acc[2], R, wp[ky][2]);
+        acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
+        acc[3] = dpbusd(acc[3], R, wp[ky][4]);
+        acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+      }
+      // Packed, dword 4L + r holds phase r's lanes 4L..4L+3 (bytes): lane j
+      // of phase r (column 4j + r) is byte 16 (j / 4) + 4r + j % 4.
+      __m512i r[4];
+      for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[k], rq);
+      const __m512i bytes =
+          _mm512_permutexvar_epi8(unphase, _mm512_packs_epi16(_mm512_packs_epi32(r[0], r[1]), _mm512_packs_epi32(r[2], r[3])));
+      const int32_t nb = mini(4 * kLanes, ox1 - x);
+      int8_t* d = dst + (pos - p0) + (x - ox0);
+      if (nb >= 4 * kLanes)
+        _mm512_storeu_si512(d, bytes);
+      else
+        _mm512_mask_storeu_epi8(d, __mmask64((uint64_t(1) << nb) - 1), bytes);
+    }
+    pos += ox1 - ox0;
+  }
+}
+
 // Depthwise 3x3 (dilation 1, column stride 1 or 2) on wider planes: the
 // general block path with one channel, its three rows held in registers and
 // its constants set up once per channel. For column stride 1, 32 output
@@ -341,6 +409,10 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
     const uintptr_t base =
         uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * plane - int64_t(v.h0) * X.w));
     int8_t* dst = out + int64_t(o - c0) * cstride;
+    if (sw == 1 && W >= 48 && rq.fast) {
+      dw3_phases(L, base, w, init, rq, p0, p1, dst);
+      continue;
+    }
     int32_t pos = p0;
     while (pos < p1) {
       const int32_t oy = pos / W, ox0 = pos % W;
