@@ -305,14 +305,21 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
 // R4 * [c 0 0 0], 3 is R * [0 0 0 a] + R4 * [b c 0 0]: 18 vpdpbusd per 64
 // columns and no byte permutes for the operands (the 32-column path: 12
 // vpdpbusd and 12 permutes), one vpermb for the output bytes.
+//
+// Column stride 2 (SW = 2): 32 columns per step in two phases, lane j of
+// phase r being column x + 2j + r, whose taps are bytes 4j + 2r + kx of R:
+// phase 0 is R * [a b c 0], phase 1 R * [0 0 a b] + R4 * [c 0 0 0] (9
+// vpdpbusd per 32 columns against 6 and 6 byte permutes in two halves).
+template <int SW>
 __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, const int8_t* w, __m512i init, const RqS& rq,
                                           int32_t p0, int32_t p1, int8_t* dst) {
+  constexpr int32_t kStep = 64 / SW;  // output columns per step
   const Dims& X = L.in[0];
   const int32_t W = L.out.w;
   const __m512i vzp = _mm512_set1_epi8(int8_t(L.in_zp[0])), flip = _mm512_set1_epi8(int8_t(-128));
-  alignas(64) uint8_t unph[64];  // output byte 4j + r <- packed byte 16 (j / 4) + 4r + j % 4
+  alignas(64) uint8_t unph[64] = {};  // output byte 4j + r (SW 2: 2j + r) <- packed byte 16 (j / 4) + 4r + j % 4
   for (int32_t j = 0; j < kLanes; ++j)
-    for (int32_t r = 0; r < 4; ++r) unph[4 * j + r] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
+    for (int32_t r = 0; r < 4 / SW; ++r) unph[(4 / SW) * j + r] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
   const __m512i unphase = _mm512_load_si512(unph);
   // Per kernel row (a, b, c) = w[3ky..3ky+2]: [a b c 0], [0 a b c], [0 0 a b],
   // [c 0 0 0], [0 0 0 a], [b c 0 0] as little-endian words.
@@ -330,8 +337,8 @@ __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, co
     bool in[3];
     for (int ky = 0; ky < 3; ++ky) in[ky] = iy0 + ky >= 0 && iy0 + ky < X.h;
     const uintptr_t at0 = base + uintptr_t(intptr_t(int64_t(iy0) * X.w));
-    for (int32_t x = ox0; x < ox1; x += 4 * kLanes) {
-      const int32_t col0 = x - L.pad_l;
+    for (int32_t x = ox0; x < ox1; x += kStep) {
+      const int32_t col0 = x * SW - L.pad_l;
       const __mmask64 cols = bits64(-col0, X.w - col0), cols4 = bits64(-col0 - 4, X.w - col0 - 4);
       __m512i acc[4] = {init, init, init, init};
       for (int ky = 0; ky < 3; ++ky) {
@@ -340,22 +347,31 @@ __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, co
             _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
         const __m512i R4 =
             _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols4, reinterpret_cast<const void*>(at + 4)) : vzp, flip);
-        acc[0] = dpbusd(acc[0], R, wp[ky][0]);
-        acc[1] = dpbusd(acc[1], R, wp[ky][1]);
-        acc[2] = dpbusd(acc[2], R, wp[ky][2]);
-        acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
-        acc[3] = dpbusd(acc[3], R, wp[ky][4]);
-        acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+        if (SW == 1) {
+          acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+          acc[1] = dpbusd(acc[1], R, wp[ky][1]);
+          acc[2] = dpbusd(acc[2], R, wp[ky][2]);
+          acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
+          acc[3] = dpbusd(acc[3], R, wp[ky][4]);
+          acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+        } else {
+          acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+          acc[1] = dpbusd(acc[1], R, wp[ky][2]);
+          acc[1] = dpbusd(acc[1], R4, wp[ky][3]);
+        }
       }
       // Packed, dword 4L + r holds phase r's lanes 4L..4L+3 (bytes): lane j
       // of phase r (column 4j + r) is byte 16 (j / 4) + 4r + j % 4.
+      // (At stride 2 the same with phases 0 and 1, and 2 and 3 as copies of
+      // them: lane j of phase r, column 2j + r, is byte 16 (j / 4) + 4r + j % 4.)
       __m512i r[4];
-      for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[k], rq);
+      for (int k = 0; k < 4 / SW; ++k) r[k] = rqs_fast_vec(acc[k], rq);
+      if (SW == 2) r[2] = r[0], r[3] = r[1];
       const __m512i bytes =
           _mm512_permutexvar_epi8(unphase, _mm512_packs_epi16(_mm512_packs_epi32(r[0], r[1]), _mm512_packs_epi32(r[2], r[3])));
-      const int32_t nb = mini(4 * kLanes, ox1 - x);
+      const int32_t nb = mini(kStep, ox1 - x);
       int8_t* d = dst + (pos - p0) + (x - ox0);
-      if (nb >= 4 * kLanes)
+      if (nb >= 64)
         _mm512_storeu_si512(d, bytes);
       else
         _mm512_mask_storeu_epi8(d, __mmask64((uint64_t(1) << nb) - 1), bytes);
@@ -410,7 +426,11 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
         uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * plane - int64_t(v.h0) * X.w));
     int8_t* dst = out + int64_t(o - c0) * cstride;
     if (sw == 1 && W >= 48 && rq.fast) {
-      dw3_phases(L, base, w, init, rq, p0, p1, dst);
+      dw3_phases<1>(L, base, w, init, rq, p0, p1, dst);
+      continue;
+    }
+    if (sw == 2 && rq.fast) {
+      dw3_phases<2>(L, base, w, init, rq, p0, p1, dst);
       continue;
     }
     int32_t pos = p0;
@@ -419,37 +439,6 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
       const int32_t ox1 = mini(W, ox0 + (p1 - pos));
       const int32_t iy0 = oy * L.sh - L.pad_t;
       const bool in0 = iy0 >= 0 && iy0 < X.h, in1 = iy0 + 1 >= 0 && iy0 + 1 < X.h, in2 = iy0 + 2 >= 0 && iy0 + 2 < X.h;
-      if (sw == 2 && rq.fast) {
-        // 32 output columns per step as two 16-column halves, each with its
-        // own row loads, then both halves' bytes in one store.
-        for (int32_t x = ox0; x < ox1; x += 2 * kLanes) {
-          const int32_t nl = mini(2 * kLanes, ox1 - x);
-          __m512i r[2];
-          for (int h = 0; h < 2; ++h) {
-            const int32_t col0 = (x + h * kLanes) * 2 - L.pad_l;
-            const __mmask64 cols = bits64(-col0, X.w - col0);
-            const uintptr_t at = base + uintptr_t(intptr_t(int64_t(iy0) * X.w + col0));
-            const __m512i r0 =
-                _mm512_xor_si512(in0 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
-            const __m512i r1 = _mm512_xor_si512(
-                in1 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + uintptr_t(X.w))) : vzp, flip);
-            const __m512i r2 = _mm512_xor_si512(
-                in2 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + 2 * uintptr_t(X.w))) : vzp,
-                flip);
-            __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][0], r1), w0);
-            a = dpbusd(a, _mm512_permutex2var_epi8(r1, idx[1][0], r2), w1);
-            a = dpbusd(a, _mm512_permutexvar_epi8(idx[2][0], r2), w2);
-            r[h] = rqs_fast_vec(a, rq);
-            if (nl <= kLanes) {
-              r[1] = r[0];
-              break;
-            }
-          }
-          store_bytes_sat<2>(r, nl, dst + (pos - p0) + (x - ox0));
-        }
-        pos += ox1 - ox0;
-        continue;
-      }
       for (int32_t x = ox0; x < ox1; x += step) {
         const int32_t col0 = x * sw - L.pad_l;
         const __mmask64 cols = bits64(-col0, X.w - col0);
