@@ -380,6 +380,71 @@ __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, co
   }
 }
 
+// Depthwise 3x3, column stride 1, one channel on rows 16 to 32 wide (28x28
+// planes): the phases of dw3_phases with two output rows per step, the
+// first in lanes 0-7 of each phase, the next in lanes 8-15: each operand is
+// the two rows' 32-byte windows (two masked 256-bit loads). A step starts
+// at any position; its first row's columns [ox0, W) and, where the range
+// goes on, the next row's first columns are stored, one vpermb putting the
+// bytes in position order.
+__attribute__((noinline)) void dw3_row_pairs(const LayerDesc& L, uintptr_t base, const int8_t* w, __m512i init,
+                                             const RqS& rq, int32_t p0, int32_t p1, int8_t* dst) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, OH = L.out.h;
+  const __m256i vzp = _mm256_set1_epi8(int8_t(L.in_zp[0]));
+  const __m512i flip = _mm512_set1_epi8(int8_t(-128));
+  alignas(64) uint8_t ix[64] = {};  // byte row * W + col <- packed byte of lane j = 8 row + col / 4, phase col % 4
+  for (int32_t row = 0; row < 2; ++row)
+    for (int32_t col = 0; col < W; ++col) {
+      const int32_t j = 8 * row + col / 4, r = col % 4;
+      ix[row * W + col] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
+    }
+  const __m512i order = _mm512_load_si512(ix);
+  __m512i wp[3][6];
+  for (int ky = 0; ky < 3; ++ky) {
+    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
+    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
+    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
+  }
+  const int32_t col0 = -L.pad_l;  // input column of column 0's first tap
+  const __mmask32 cols = __mmask32(bits64(-col0, X.w - col0)), cols4 = __mmask32(bits64(-col0 - 4, X.w - col0 - 4));
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t n = mini(p1 - pos, (W - ox0) + (oy + 1 < OH ? W : 0));  // positions stored this step
+    const int32_t iy0 = oy * L.sh - L.pad_t;
+    __m512i acc[4] = {init, init, init, init};
+    for (int ky = 0; ky < 3; ++ky) {
+      __m256i h[2], h4[2];
+      for (int row = 0; row < 2; ++row) {
+        const int32_t iy = iy0 + row * L.sh + ky;
+        if (iy < 0 || iy >= X.h) {
+          h[row] = h4[row] = vzp;
+          continue;
+        }
+        const uintptr_t at = base + uintptr_t(intptr_t(int64_t(iy) * X.w + col0));
+        h[row] = _mm256_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at));
+        h4[row] = _mm256_mask_loadu_epi8(vzp, cols4, reinterpret_cast<const void*>(at + 4));
+      }
+      const __m512i R = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1), flip);
+      const __m512i R4 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h4[0]), h4[1], 1), flip);
+      acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+      acc[1] = dpbusd(acc[1], R, wp[ky][1]);
+      acc[2] = dpbusd(acc[2], R, wp[ky][2]);
+      acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
+      acc[3] = dpbusd(acc[3], R, wp[ky][4]);
+      acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+    }
+    __m512i r[4];
+    for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[k], rq);
+    const __m512i bytes =
+        _mm512_permutexvar_epi8(order, _mm512_packs_epi16(_mm512_packs_epi32(r[0], r[1]), _mm512_packs_epi32(r[2], r[3])));
+    // Byte ox0 + i is position pos + i: store bytes [ox0, ox0 + n) at dst + (pos - p0) - ox0.
+    _mm512_mask_storeu_epi8(dst + (pos - p0) - ox0, bits64(ox0, ox0 + n), bytes);
+    pos += n;
+  }
+}
+
 // Depthwise 3x3 (dilation 1, column stride 1 or 2) on wider planes: the
 // general block path with one channel, its three rows held in registers and
 // its constants set up once per channel. For column stride 1, 32 output
@@ -431,6 +496,10 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
     }
     if (sw == 2 && rq.fast) {
       dw3_phases<2>(L, base, w, init, rq, p0, p1, dst);
+      continue;
+    }
+    if (sw == 1 && W >= 16 && W <= 32 && rq.fast) {
+      dw3_row_pairs(L, base, w, init, rq, p0, p1, dst);
       continue;
     }
     int32_t pos = p0;
