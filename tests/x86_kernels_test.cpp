@@ -365,6 +365,66 @@ TEST(KernelVariants, DepthwisePlanesAtExtremesMatchPortable) {
   }
 }
 
+// Depthwise 3x3 on rows 16 to 140 wide (the AVX-512 table's wide-row paths:
+// at stride 1, 64 columns per step in four phases from 48 output columns,
+// two rows per step for 16 to 32; 32 per step in two phases at stride 2),
+// padding 0-2 on each side, both
+// strides, most layers with every requantiser in the usual (fast) form, both
+// sides of the by_sign multiplier bound, weights, inputs and zero points at
+// the extremes; whole and as shares (partial rows, boxes).
+TEST(KernelVariants, DepthwiseWideRowsMatchPortable) {
+  Rng r(16);
+  for (int it = 0; it < 200; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int c = rnd(r, 1, 5);
+    d.groups = c;
+    d.kh = d.kw = 3;
+    d.sh = rnd(r, 1, 2); d.sw = it % 3 == 2 ? 2 : 1;
+    d.pad_t = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    const int H = rnd(r, 3, 10), W = it % 2 ? rnd(r, 16, 36) : rnd(r, 40, 140);
+    d.in[0] = Dims{c, H, W};
+    const int zmode = rnd(r, 0, 3);
+    d.in_zp[0] = zmode == 0 ? -128 : zmode == 1 ? 127 : rnd(r, -128, 127);
+    d.out = Dims{c, conv_out(H, 3, d.sh, 1, d.pad_t, d.pad_b), conv_out(W, 3, d.sw, 1, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    const int xmode = rnd(r, 0, 4);
+    for (auto& e : L.x[0]) e = xmode == 0 ? -128 : xmode == 1 ? 127 : e;
+    per_channel(r, L, c, 9);
+    if (rnd(r, 0, 3) != 0) {
+      const int32_t bound = INT32_MAX - (1 << 28) + 1;
+      for (int32_t o = 0; o < c; ++o) {
+        switch (rnd(r, 0, 4)) {
+          case 0: L.mult[o] = bound - rnd(r, 0, 1); break;
+          case 1: L.mult[o] = bound + rnd(r, 1, 2); break;
+          default: L.mult[o] = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+        }
+        L.shift[o] = -rnd(r, 2, 19);
+      }
+    }
+    const int wmode = rnd(r, 0, 4);
+    for (auto& e : L.w) e = wmode == 0 ? -128 : wmode == 1 ? 127 : wmode == 2 ? (rnd(r, 0, 1) ? -128 : 127) : e;
+    expect_same(L, "wide depthwise it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+    const int32_t total = d.out.size();
+    for (int rep = 0; rep < 2; ++rep) {
+      const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
+      OutBox ob;
+      ob.c0 = rnd(r, 0, c - 1); ob.c1 = rnd(r, ob.c0 + 1, c);
+      ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
+      ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
+      if (rep == 1) ob.x0 = 0, ob.x1 = d.out.w;
+      for (const bool box : {false, true}) {
+        const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
+        for (const KernelTable* t : variants())
+          ASSERT_EQ(run_part(L, t, box, a, b, ob), want) << t->name << " wide depthwise it " << it << (box ? " box" : " range");
+      }
+    }
+  }
+}
+
 // Pointwise convolutions of at most 12 positions (the AVX2 table's
 // channels-in-lanes path): 1-12 positions (planes 1x1 to 3x4), input
 // channels 1-300 (odd, and past the 16-channel transpose blocks), output

@@ -87,16 +87,33 @@ TS_ALWAYS_INLINE __m512i rq512_apply(__m512i x, const Rq512& c) {
 //  - even and odd lanes are merged by one vpermt2d;
 //  - without a fused activation (lo = -128, hi = 127) the clamp is the
 //    saturating narrowing store's own.
+//
+// Shorter still (`by_sign`: 9 instructions per 16 lanes before the clamp and
+// store, against 12) when 0 < m <= 2^31 - 2^28, as rq_avx2.h's by_sign form
+// (its comment proves the first two steps):
+//  - with v = x * m + addz, the result is floor((h - [x < 0]) / 2^e), where
+//    h = floor(v / 2^31) and e = total - 31, and h - [x < 0] fits int32;
+//  - h comes from one unsigned vpmuludq by 2m (< 2^32 as uint32) plus 2 * addz
+//    (|2 * addz| < 2^59): the low dword of a lane read as unsigned is
+//    x + 2^32 * [x < 0], so the 64-bit sum is 2v + 2^33 * m * [x < 0]
+//    (mod 2^64) and its high dword is h + 2m * [x < 0] (mod 2^32); the even
+//    lanes' high dwords move down with one merge-masked vpshufd onto the odd
+//    lanes' product (whose high dwords are already in place), and one
+//    masked subtraction of 2m + 1 where x < 0 leaves h - [x < 0] (mod 2^32,
+//    hence exactly, being inside int32); one 32-bit arithmetic shift by e.
 struct RqS {
   Requant rq;
-  int64_t add, neg, addz;
-  int32_t m, hi_lim, lo_lim, lo, hi, zp, left, total, lo8, hi8;
-  bool vok;     // else rq, lane by lane
-  bool fast;    // the fast form applies
-  bool clamp8;  // fast form: clamp to [lo8, hi8] (a fused activation)
+  int64_t add, neg, addz, addz2;
+  int32_t m, hi_lim, lo_lim, lo, hi, zp, left, total, lo8, hi8, m2, m2p1, e;
+  bool vok;      // else rq, lane by lane
+  bool fast;     // the fast form applies
+  bool by_sign;  // fast form, and the shorter one applies
+  bool clamp8;   // fast form: clamp to [lo8, hi8] (a fused activation)
 };
 
-TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c) {
+// by_sign false: leave the shorter form off (cheaper to set up, for paths that
+// requantise one vector per channel, where the set-up is most of the cost).
+TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c, bool by_sign = true) {
   c->rq = rq;
   c->vok = vec_ok(rq);
   c->m = rq.m;
@@ -112,6 +129,13 @@ TS_ALWAYS_INLINE void rqs_make(const Requant& rq, RqS* c) {
   c->fast = c->vok && rq.left == 0 && rq.total >= 33 && rq.total <= 50 && rq.zp >= -128 && rq.zp <= 128 &&
             rq.lo >= -128 && rq.lo <= rq.hi && rq.hi <= 127;
   c->addz = c->fast ? c->add + int64_t(rq.zp) * (int64_t(1) << rq.total) : 0;
+  c->by_sign = by_sign && c->fast && rq.m > 0 && rq.m <= INT32_MAX - (int32_t(1) << 28) + 1;
+  if (c->by_sign) {
+    c->addz2 = 2 * c->addz;
+    c->m2 = int32_t(2 * uint32_t(rq.m));
+    c->m2p1 = int32_t(2 * uint32_t(rq.m) + 1);
+    c->e = rq.total - 31;
+  }
   c->lo8 = rq.lo < -128 ? -128 : rq.lo;
   c->hi8 = rq.hi > 127 ? 127 : rq.hi;
   c->clamp8 = c->lo8 > -128 || c->hi8 < 127;
@@ -148,9 +172,87 @@ TS_ALWAYS_INLINE __m512i rqs_apply(__m512i x, const RqS& c) {
   return _mm512_add_epi32(r, _mm512_set1_epi32(c.zp));
 }
 
-// Requantises 16 accumulators and stores the lanes in `lanes` as bytes.
+// The fast form's result (needs c.by_sign), as int32 before the clamp.
+TS_ALWAYS_INLINE __m512i rqs_by_sign(__m512i x, const RqS& c) {
+  const __m512i m2 = _mm512_set1_epi32(c.m2), az = _mm512_set1_epi64(c.addz2);
+  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(x, m2), az);
+  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), m2), az);
+  __m512i h = _mm512_mask_shuffle_epi32(po, __mmask16(0x5555), pe, _MM_PERM_DDBB);
+  h = _mm512_mask_sub_epi32(h, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), h, _mm512_set1_epi32(c.m2p1));
+  return _mm512_sra_epi32(h, _mm_cvtsi32_si128(c.e));
+}
+
+// The fast forms' result for 16 accumulators (needs c.fast), as int32 to be
+// narrowed with saturation (clamped here where a fused activation asks).
+template <bool BySign = true>
+TS_ALWAYS_INLINE __m512i rqs_fast_vec(__m512i acc, const RqS& c) {
+  __m512i r;
+  if (BySign && c.by_sign) {
+    r = rqs_by_sign(acc, c);
+  } else {
+    const __m512i m = _mm512_set1_epi32(c.m);
+    const __m512i pe = rqs_half_fast(_mm512_mul_epi32(acc, m), c);
+    const __m512i po = rqs_half_fast(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), m), c);
+    const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    r = _mm512_permutex2var_epi32(pe, pick, po);
+  }
+  if (c.clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo8)), _mm512_set1_epi32(c.hi8));
+  return r;
+}
+
+// N (2 or 4) vectors of int32 narrowed to bytes with saturation, vector j's
+// lane i to out[16 * j + i]; the first n (>= 1) bytes are stored. Two
+// saturating packs (int32 -> int16 -> int8, the same as one saturation to
+// int8) and one dword permute: on AMD Zen 4 a vpmovsdb per vector costs
+// several times as much.
+template <int N>
+TS_ALWAYS_INLINE void store_bytes_sat(const __m512i* r, int32_t n, int8_t* out) {
+  static_assert(N == 2 || N == 4, "2 or 4 vectors");
+  const __m512i a = _mm512_packs_epi32(r[0], r[1]);  // 128-bit lane L: r0's quad L, r1's (int16)
+  const __m512i b = N == 4 ? _mm512_packs_epi32(r[2], r[3]) : a;
+  // Dword 4L + k of the byte pack is vector k's quad L; it goes to dword 4k + L.
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  const __m512i p = _mm512_permutexvar_epi32(idx, _mm512_packs_epi16(a, b));
+  if (n >= 16 * N) {
+    if (N == 4)
+      _mm512_storeu_si512(out, p);
+    else
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_castsi512_si256(p));
+  } else {
+    _mm512_mask_storeu_epi8(out, __mmask64((uint64_t(1) << n) - 1), p);
+  }
+}
+
+// Four vectors of int32 narrowed to bytes with saturation, vector k's first
+// n (1-16) lanes to out + k * stride, for k < rows (<= 4): the same packs and
+// permute as store_bytes_sat, then one 16-byte store per row.
+TS_ALWAYS_INLINE void store_rows_sat4(const __m512i* r, int rows, int32_t n, int8_t* out, int64_t stride) {
+  const __m512i a = _mm512_packs_epi32(r[0], r[1]), b = _mm512_packs_epi32(r[2], r[3]);
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  const __m512i p = _mm512_permutexvar_epi32(idx, _mm512_packs_epi16(a, b));
+  __m128i q[4];
+  q[0] = _mm512_castsi512_si128(p);
+  q[1] = _mm512_extracti32x4_epi32(p, 1);
+  q[2] = _mm512_extracti32x4_epi32(p, 2);
+  q[3] = _mm512_extracti32x4_epi32(p, 3);
+  if (n >= 16) {
+    for (int k = 0; k < rows; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k * stride), q[k]);
+  } else {
+    const __mmask16 m = __mmask16((1u << n) - 1);
+    for (int k = 0; k < rows; ++k) _mm_mask_storeu_epi8(out + k * stride, m, q[k]);
+  }
+}
+
+// Requantises 16 accumulators and stores the lanes in `lanes` as bytes
+// (BySign false: without the by_sign form's code, for loops that set up a
+// requantiser per vector or two, where its constants cost more than it saves).
+template <bool BySign = true>
 TS_ALWAYS_INLINE void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8_t* out) {
-  if (c.fast) {
+  if (BySign && c.by_sign) {
+    __m512i r = rqs_by_sign(acc, c);
+    if (c.clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo8)), _mm512_set1_epi32(c.hi8));
+    _mm512_mask_cvtsepi32_storeu_epi8(out, lanes, r);
+  } else if (c.fast) {
     const __m512i m = _mm512_set1_epi32(c.m);
     const __m512i pe = rqs_half_fast(_mm512_mul_epi32(acc, m), c);
     const __m512i po = rqs_half_fast(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), m), c);

@@ -111,6 +111,8 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
     init[k] = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
     rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rqs[k]);
   }
+  bool all_fast = NB >= 4;  // requantised four channels at a time, narrowed together
+  for (int k = 0; k < NB; ++k) all_fast = all_fast && rqs[k].fast;
   const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
   const int64_t plane = int64_t(v.nh) * X.w;
@@ -150,6 +152,14 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
       }
       const __mmask16 lanes = __mmask16((1u << nl) - 1);
       int8_t* o = out + int64_t(cb - c0) * cstride + (pos - p0) + (x - ox0);
+      if (all_fast) {
+        for (int k0 = 0; k0 < NB && k0 < nb; k0 += 4) {
+          __m512i r[4];
+          for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[mini(k0 + k, NB - 1)], rqs[mini(k0 + k, NB - 1)]);
+          store_rows_sat4(r, mini(4, nb - k0), nl, o + int64_t(k0) * cstride, cstride);
+        }
+        continue;
+      }
       for (int k = 0; k < NB; ++k) {
         if (k >= nb) break;
         rqs_store(acc[k], rqs[k], lanes, o + int64_t(k) * cstride);
@@ -242,10 +252,10 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       const int32_t sw = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(wv));
       const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
       RqS rq;
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq);
+      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq, false);
       const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
       int8_t* dst = out + int64_t(o - c0) * cstride;
-      for (int32_t c = 0; c < nchunks; ++c) {
+      auto chunk = [&](int32_t c) {
         const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
         const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
         const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
@@ -254,8 +264,26 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
           const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
           acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
         }
+        return acc;
+      };
+      int32_t c = 0;
+      if (rq.fast) {
+        // Up to four chunks (consecutive positions) narrowed into one store.
+        for (; c + 1 < nchunks; c += 4) {
+          const int32_t nc = mini(4, nchunks - c);
+          __m512i r[4];
+          for (int32_t k = 0; k < 4; ++k) r[k] = k < nc ? rqs_fast_vec<false>(chunk(c + k), rq) : r[nc - 1];
+          const int32_t nb = mini(4 * kLanes, n - kLanes * c);
+          if (nc <= 2)
+            store_bytes_sat<2>(r, nb, dst + kLanes * c);
+          else
+            store_bytes_sat<4>(r, nb, dst + kLanes * c);
+        }
+      }
+      for (; c < nchunks; ++c) {
+        const __m512i acc = chunk(c);
         const int32_t nl = mini(kLanes, n - kLanes * c);
-        rqs_store(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
+        rqs_store<false>(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
       }
     }
   };
@@ -266,6 +294,155 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
     default: run(std::integral_constant<int, 4>()); break;
   }
   return true;
+}
+
+// Depthwise 3x3, column stride 1, one channel on rows at least 48 wide: 64
+// output columns per step in four phases: lane j of phase r is column
+// x + 4j + r. Dword j of a row's 64-byte window R (starting at the input
+// column of column x's first tap) holds R[4j..4j+3], of R4 (the window 4
+// bytes on) R[4j+4..4j+7], so with the row's taps (a, b, c) as shifted weight
+// words, phase 0 is R * [a b c 0], 1 is R * [0 a b c], 2 is R * [0 0 a b] +
+// R4 * [c 0 0 0], 3 is R * [0 0 0 a] + R4 * [b c 0 0]: 18 vpdpbusd per 64
+// columns and no byte permutes for the operands (the 32-column path: 12
+// vpdpbusd and 12 permutes), one vpermb for the output bytes.
+//
+// Column stride 2 (SW = 2): 32 columns per step in two phases, lane j of
+// phase r being column x + 2j + r, whose taps are bytes 4j + 2r + kx of R:
+// phase 0 is R * [a b c 0], phase 1 R * [0 0 a b] + R4 * [c 0 0 0] (9
+// vpdpbusd per 32 columns against 6 and 6 byte permutes in two halves).
+template <int SW>
+__attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, const int8_t* w, __m512i init, const RqS& rq,
+                                          int32_t p0, int32_t p1, int8_t* dst) {
+  constexpr int32_t kStep = 64 / SW;  // output columns per step
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const __m512i vzp = _mm512_set1_epi8(int8_t(L.in_zp[0])), flip = _mm512_set1_epi8(int8_t(-128));
+  alignas(64) uint8_t unph[64] = {};  // output byte 4j + r (SW 2: 2j + r) <- packed byte 16 (j / 4) + 4r + j % 4
+  for (int32_t j = 0; j < kLanes; ++j)
+    for (int32_t r = 0; r < 4 / SW; ++r) unph[(4 / SW) * j + r] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
+  const __m512i unphase = _mm512_load_si512(unph);
+  // Per kernel row (a, b, c) = w[3ky..3ky+2]: [a b c 0], [0 a b c], [0 0 a b],
+  // [c 0 0 0], [0 0 0 a], [b c 0 0] as little-endian words.
+  __m512i wp[3][6];
+  for (int ky = 0; ky < 3; ++ky) {
+    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
+    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
+    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
+  }
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t ox1 = mini(W, ox0 + (p1 - pos));
+    const int32_t iy0 = oy * L.sh - L.pad_t;
+    bool in[3];
+    for (int ky = 0; ky < 3; ++ky) in[ky] = iy0 + ky >= 0 && iy0 + ky < X.h;
+    const uintptr_t at0 = base + uintptr_t(intptr_t(int64_t(iy0) * X.w));
+    for (int32_t x = ox0; x < ox1; x += kStep) {
+      const int32_t col0 = x * SW - L.pad_l;
+      const __mmask64 cols = bits64(-col0, X.w - col0), cols4 = bits64(-col0 - 4, X.w - col0 - 4);
+      __m512i acc[4] = {init, init, init, init};
+      for (int ky = 0; ky < 3; ++ky) {
+        const uintptr_t at = at0 + uintptr_t(intptr_t(int64_t(ky) * X.w + col0));
+        const __m512i R =
+            _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at)) : vzp, flip);
+        const __m512i R4 =
+            _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols4, reinterpret_cast<const void*>(at + 4)) : vzp, flip);
+        if (SW == 1) {
+          acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+          acc[1] = dpbusd(acc[1], R, wp[ky][1]);
+          acc[2] = dpbusd(acc[2], R, wp[ky][2]);
+          acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
+          acc[3] = dpbusd(acc[3], R, wp[ky][4]);
+          acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+        } else {
+          acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+          acc[1] = dpbusd(acc[1], R, wp[ky][2]);
+          acc[1] = dpbusd(acc[1], R4, wp[ky][3]);
+        }
+      }
+      // Packed, dword 4L + r holds phase r's lanes 4L..4L+3 (bytes): lane j
+      // of phase r (column 4j + r) is byte 16 (j / 4) + 4r + j % 4.
+      // (At stride 2 the same with phases 0 and 1, and 2 and 3 as copies of
+      // them: lane j of phase r, column 2j + r, is byte 16 (j / 4) + 4r + j % 4.)
+      __m512i r[4];
+      for (int k = 0; k < 4 / SW; ++k) r[k] = rqs_fast_vec(acc[k], rq);
+      if (SW == 2) r[2] = r[0], r[3] = r[1];
+      const __m512i bytes =
+          _mm512_permutexvar_epi8(unphase, _mm512_packs_epi16(_mm512_packs_epi32(r[0], r[1]), _mm512_packs_epi32(r[2], r[3])));
+      const int32_t nb = mini(kStep, ox1 - x);
+      int8_t* d = dst + (pos - p0) + (x - ox0);
+      if (nb >= 64)
+        _mm512_storeu_si512(d, bytes);
+      else
+        _mm512_mask_storeu_epi8(d, __mmask64((uint64_t(1) << nb) - 1), bytes);
+    }
+    pos += ox1 - ox0;
+  }
+}
+
+// Depthwise 3x3, column stride 1, one channel on rows 16 to 32 wide (28x28
+// planes): the phases of dw3_phases with two output rows per step, the
+// first in lanes 0-7 of each phase, the next in lanes 8-15: each operand is
+// the two rows' 32-byte windows (two masked 256-bit loads). A step starts
+// at any position; its first row's columns [ox0, W) and, where the range
+// goes on, the next row's first columns are stored, one vpermb putting the
+// bytes in position order.
+__attribute__((noinline)) void dw3_row_pairs(const LayerDesc& L, uintptr_t base, const int8_t* w, __m512i init,
+                                             const RqS& rq, int32_t p0, int32_t p1, int8_t* dst) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w, OH = L.out.h;
+  const __m256i vzp = _mm256_set1_epi8(int8_t(L.in_zp[0]));
+  const __m512i flip = _mm512_set1_epi8(int8_t(-128));
+  alignas(64) uint8_t ix[64] = {};  // byte row * W + col <- packed byte of lane j = 8 row + col / 4, phase col % 4
+  for (int32_t row = 0; row < 2; ++row)
+    for (int32_t col = 0; col < W; ++col) {
+      const int32_t j = 8 * row + col / 4, r = col % 4;
+      ix[row * W + col] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
+    }
+  const __m512i order = _mm512_load_si512(ix);
+  __m512i wp[3][6];
+  for (int ky = 0; ky < 3; ++ky) {
+    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
+    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
+    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
+  }
+  const int32_t col0 = -L.pad_l;  // input column of column 0's first tap
+  const __mmask32 cols = __mmask32(bits64(-col0, X.w - col0)), cols4 = __mmask32(bits64(-col0 - 4, X.w - col0 - 4));
+  int32_t pos = p0;
+  while (pos < p1) {
+    const int32_t oy = pos / W, ox0 = pos % W;
+    const int32_t n = mini(p1 - pos, (W - ox0) + (oy + 1 < OH ? W : 0));  // positions stored this step
+    const int32_t iy0 = oy * L.sh - L.pad_t;
+    __m512i acc[4] = {init, init, init, init};
+    for (int ky = 0; ky < 3; ++ky) {
+      __m256i h[2], h4[2];
+      for (int row = 0; row < 2; ++row) {
+        const int32_t iy = iy0 + row * L.sh + ky;
+        if (iy < 0 || iy >= X.h) {
+          h[row] = h4[row] = vzp;
+          continue;
+        }
+        const uintptr_t at = base + uintptr_t(intptr_t(int64_t(iy) * X.w + col0));
+        h[row] = _mm256_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at));
+        h4[row] = _mm256_mask_loadu_epi8(vzp, cols4, reinterpret_cast<const void*>(at + 4));
+      }
+      const __m512i R = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1), flip);
+      const __m512i R4 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h4[0]), h4[1], 1), flip);
+      acc[0] = dpbusd(acc[0], R, wp[ky][0]);
+      acc[1] = dpbusd(acc[1], R, wp[ky][1]);
+      acc[2] = dpbusd(acc[2], R, wp[ky][2]);
+      acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
+      acc[3] = dpbusd(acc[3], R, wp[ky][4]);
+      acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+    }
+    __m512i r[4];
+    for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[k], rq);
+    const __m512i bytes =
+        _mm512_permutexvar_epi8(order, _mm512_packs_epi16(_mm512_packs_epi32(r[0], r[1]), _mm512_packs_epi32(r[2], r[3])));
+    // Byte ox0 + i is position pos + i: store bytes [ox0, ox0 + n) at dst + (pos - p0) - ox0.
+    _mm512_mask_storeu_epi8(dst + (pos - p0) - ox0, bits64(ox0, ox0 + n), bytes);
+    pos += n;
+  }
 }
 
 // Depthwise 3x3 (dilation 1, column stride 1 or 2) on wider planes: the
@@ -313,6 +490,18 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
     const uintptr_t base =
         uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * plane - int64_t(v.h0) * X.w));
     int8_t* dst = out + int64_t(o - c0) * cstride;
+    if (sw == 1 && W >= 48 && rq.fast) {
+      dw3_phases<1>(L, base, w, init, rq, p0, p1, dst);
+      continue;
+    }
+    if (sw == 2 && rq.fast) {
+      dw3_phases<2>(L, base, w, init, rq, p0, p1, dst);
+      continue;
+    }
+    if (sw == 1 && W >= 16 && W <= 32 && rq.fast) {
+      dw3_row_pairs(L, base, w, init, rq, p0, p1, dst);
+      continue;
+    }
     int32_t pos = p0;
     while (pos < p1) {
       const int32_t oy = pos / W, ox0 = pos % W;
@@ -330,6 +519,21 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
             in2 ? _mm512_mask_loadu_epi8(vzp, cols, reinterpret_cast<const void*>(at + 2 * uintptr_t(X.w))) : vzp, flip);
         int8_t* d = dst + (pos - p0) + (x - ox0);
         const int32_t nl = mini(step, ox1 - x);
+        if (sw == 1 && rq.fast) {  // both halves' bytes in one store
+          __m512i r[2];
+          for (int h = 0; h < 2; ++h) {
+            __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);
+            a = dpbusd(a, _mm512_permutex2var_epi8(r1, idx[1][h], r2), w1);
+            a = dpbusd(a, _mm512_permutexvar_epi8(idx[2][h], r2), w2);
+            r[h] = rqs_fast_vec(a, rq);
+            if (nl <= kLanes) {
+              r[1] = r[0];
+              break;
+            }
+          }
+          store_bytes_sat<2>(r, nl, d);
+          continue;
+        }
         for (int h = 0; h < step / kLanes; ++h) {
           if (h * kLanes >= nl) break;
           __m512i a = dpbusd(init, _mm512_permutex2var_epi8(r0, idx[0][h], r1), w0);

@@ -26,6 +26,15 @@ namespace {
 
 void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
   int32_t k = 0;
+  RqS s;
+  rqs_make(rq, &s);
+  if (s.fast) {  // the kernels' epilogue forms (rqs_store), also tested through this row
+    for (; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+      rqs_store(_mm512_maskz_loadu_epi32(m, acc + k), s, m, out + k);
+    }
+    return;
+  }
   if (vec_ok(rq)) {
     const Rq512 c = rq512(rq);
     for (; k < n; k += 16) {
@@ -92,12 +101,21 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
   alignas(64) int32_t acc[NO][NV * 16];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
-  for (int o = 0; o < NO; ++o)
+  for (int o = 0; o < NO; ++o) {
+    if (NV >= 2 && rq[o].fast) {  // requantised, then narrowed by packs: one store
+      constexpr int NP = NV == 2 ? 2 : 4;
+      __m512i r[NP];
+      for (int j = 0; j < NV; ++j) r[j] = rqs_fast_vec(_mm512_load_si512(acc[o] + 16 * j), rq[o]);
+      for (int j = NV; j < NP; ++j) r[j] = r[NV - 1];  // never stored (np <= 16 * NV)
+      store_bytes_sat<NP>(r, np, out + int64_t(o) * cstride);
+      continue;
+    }
     for (int j = 0; j < NV; ++j) {
       const int32_t left = np - 16 * j;
       const __mmask16 lanes = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
       rqs_store(_mm512_load_si512(acc[o] + 16 * j), rq[o], lanes, out + int64_t(o) * cstride + 16 * j);
     }
+  }
 }
 
 template <int NV>
