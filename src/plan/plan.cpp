@@ -837,8 +837,8 @@ constexpr double kIdleMargin = 0.9;
 // on all the boards within their links, slower than the choice the links
 // ruled out (null if there is none: why), against the relay route on all the
 // boards and the direct route on fewer (as many as every direct plan keeps
-// within their links, or a power of two above that whose plan does; the
-// others left idle; kIdleMargin), and takes the one the
+// within their links, or a power of two above or below that whose plan
+// does; the others left idle; kIdleMargin), and takes the one the
 // cost model estimates fastest of those that fit the boards' budgets
 // (`within`'s budgets are checked once it is taken, as before). The relay
 // route is planned only if relay_floor_s leaves it a chance.
@@ -867,7 +867,8 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   // their neighbours only), while each is within the links and faster than
   // the best so far: more boards past that only add talk (and planning them
   // costs seconds at hundreds of boards). Until one fits, more are tried.
-  int k = boards_within_links(t);
+  const int within_k = boards_within_links(t);
+  int k = within_k;
   std::unique_ptr<Plan> some;
   if (k >= 1 && size_t(k) < N) some = try_plan([&] { return plan_on_fewer(q, t, o, k); }, nullptr);
   for (int m = int(std::bit_ceil(unsigned(k + 1))); k >= 1 && size_t(m) < N; m *= 2) {
@@ -878,6 +879,17 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
     } else if (some) {
       break;
     }
+  }
+  // And the powers of two below, while each is faster: every board pays its
+  // CPU outside the kernels per layer and per piece whatever its share, so
+  // past some count more boards only add that and their talk.
+  int m = k >= 2 && k == within_k ? int(std::bit_floor(unsigned(k - 1))) : 0;
+  while (some && m >= 1) {
+    std::unique_ptr<Plan> fewer = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
+    if (!(est(fewer) < est(some))) break;
+    some = std::move(fewer);
+    k = m;
+    m /= 2;
   }
   // The relay route is planned only when it could change the choice below:
   // no plan on it is faster than relay_floor_s, so it is not planned when
