@@ -132,8 +132,10 @@ TEST_F(FailoverTest, OneOfEightBoardsKilledStalledOrCorrupt) {
 // writes each layer's DONE before its next compute: core/worker_links.h
 // flush_before_compute).
 TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
-  const auto j = run_json("--workers 8 --repeat 3 --inject-fault kill:3:30");
-  expect_survived(j, 8, 3, 30, "closed");  // its link, or a peer's link to it
+  // (Layer 20: at 112 on 8 boards `auto` bands the 7x7 maps from layer 22 on
+  // in whole rows on 7 of the 8 boards, and board 3 has no share of them.)
+  const auto j = run_json("--workers 8 --repeat 3 --inject-fault kill:3:20");
+  expect_survived(j, 8, 3, 20, "closed");  // its link, or a peer's link to it
   ASSERT_FALSE(j.is_null());
   EXPECT_EQ(j.at("bit_exact_inferences").get<int>(), 3);
   const auto& f = j.at("failovers")[0];
@@ -141,7 +143,7 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   EXPECT_EQ(j.at("deploy").at("bytes").get<double>(), full);  // the first deploy: every fragment whole
   EXPECT_LE(f.at("redeployed_bytes").get<double>(), 0.25 * full) << f.dump();
   EXPECT_LE(f.at("redeployed_bytes").get<double>(), 0.25 * f.at("full_deploy_bytes").get<double>()) << f.dump();
-  EXPECT_GE(f.at("resumed_at_layer").get<int>(), 30) << f.dump();  // (and <= 30: expect_survived)
+  EXPECT_GE(f.at("resumed_at_layer").get<int>(), 20) << f.dump();  // (and <= 20: expect_survived)
   // Boards that take the time of the Teensy 4.1 boards they stand in for
   // (--emulate) have reported every layer before the one they die in. With
   // plain frames: coded ones (the default) reach the dying board sooner, and
@@ -150,16 +152,16 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   // On a loaded machine a surviving board may still be computing an earlier
   // layer when board 3 dies: the resume point is then held back by that
   // board (kept_held_by_index), never by the dead one.
-  const auto e = run_json("--workers 8 --repeat 2 --emulate --code off --inject-fault kill:3:30");
+  const auto e = run_json("--workers 8 --repeat 2 --emulate --code off --inject-fault kill:3:20");
   ASSERT_FALSE(e.is_null());
   EXPECT_TRUE(e.at("match_reference").get<bool>());
   ASSERT_EQ(e.at("failovers").size(), 1u) << e.at("failovers").dump();
   const auto& fe = e.at("failovers")[0];
   const int kept = fe.at("kept_layers").get<int>();
   EXPECT_LE(fe.at("resumed_at_layer").get<int>(), kept) << fe.dump();
-  EXPECT_LE(kept, 30) << fe.dump();
+  EXPECT_LE(kept, 20) << fe.dump();
   ASSERT_TRUE(fe.at("kept_held_by_index").is_number()) << fe.dump();
-  if (kept < 30) EXPECT_NE(fe.at("kept_held_by_index").get<int>(), 3) << fe.dump();
+  if (kept < 20) EXPECT_NE(fe.at("kept_held_by_index").get<int>(), 3) << fe.dump();
   EXPECT_EQ(e.at("verified_layers").get<int>(), e.at("layers").get<int>());
 }
 

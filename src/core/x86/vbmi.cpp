@@ -386,9 +386,13 @@ __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, co
 // the two rows' 32-byte windows (two masked 256-bit loads). A step starts
 // at any position; its first row's columns [ox0, W) and, where the range
 // goes on, the next row's first columns are stored, one vpermb putting the
-// bytes in position order.
+// bytes in position order. Input rows outside [y_lo, y_hi) (the image's
+// rows the view holds) read as the zero point: the second row of the last
+// step may be one whose positions are not stored, and its inputs may lie
+// past the view's rows.
 __attribute__((noinline)) void dw3_row_pairs(const LayerDesc& L, uintptr_t base, const int8_t* w, __m512i init,
-                                             const RqS& rq, int32_t p0, int32_t p1, int8_t* dst) {
+                                             const RqS& rq, int32_t p0, int32_t p1, int32_t y_lo, int32_t y_hi,
+                                             int8_t* dst) {
   const Dims& X = L.in[0];
   const int32_t W = L.out.w, OH = L.out.h;
   const __m256i vzp = _mm256_set1_epi8(int8_t(L.in_zp[0]));
@@ -418,7 +422,7 @@ __attribute__((noinline)) void dw3_row_pairs(const LayerDesc& L, uintptr_t base,
       __m256i h[2], h4[2];
       for (int row = 0; row < 2; ++row) {
         const int32_t iy = iy0 + row * L.sh + ky;
-        if (iy < 0 || iy >= X.h) {
+        if (iy < y_lo || iy >= y_hi) {
           h[row] = h4[row] = vzp;
           continue;
         }
@@ -499,7 +503,7 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
       continue;
     }
     if (sw == 1 && W >= 16 && W <= 32 && rq.fast) {
-      dw3_row_pairs(L, base, w, init, rq, p0, p1, dst);
+      dw3_row_pairs(L, base, w, init, rq, p0, p1, maxi(v.h0, 0), mini(v.h0 + v.nh, X.h), dst);
       continue;
     }
     int32_t pos = p0;
