@@ -732,14 +732,6 @@ static_assert(kHostBoardLinks == core::kMaxLinks, "a host board holds core::kMax
 
 namespace {
 
-// n boards like t's first, numbered 0 .. n-1.
-Testbed copies(const Testbed& t, int n) {
-  Testbed c = t;
-  c.boards.assign(size_t(n), t.boards.front());
-  for (int i = 0; i < n; ++i) c.boards[size_t(i)].id = i;
-  return c;
-}
-
 // p, a plan on t's first boards alone, as the plan on all of t with the
 // others idle: what plan_on_route makes with PlanOptions::boards_used set to
 // p's board count when those are the boards it picks. An idle board takes no
@@ -786,38 +778,6 @@ Plan plan_on_fewer(const QGraph& q, const Testbed& t, PlanOptions opt, int k) {
     if (opt.first_boards) opt.first_boards->keep(first.boards, p);
   }
   return widened(q, *p, t, opt);
-}
-
-bool fits(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
-  try {
-    make_plan(q, t, opt);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-// The fewest boards like t's (all alike, started here) that hold every share
-// in RAM, searched up to kMaxCount; 0 if none does.
-int boards_needed(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
-  constexpr int kMaxCount = 256;
-  for (const Board& b : t.boards) {
-    Board a = b, f = t.boards.front();
-    a.id = f.id = 0;
-    if (!(a == f) || b.address != "local") return 0;
-  }
-  int lo = int(t.boards.size()), hi = lo;  // lo does not fit
-  while (true) {
-    hi = std::min(kMaxCount, hi * 2);
-    if (fits(q, copies(t, hi), opt)) break;
-    if (hi == kMaxCount) return 0;
-    lo = hi;
-  }
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    (fits(q, copies(t, mid), opt) ? hi : lo) = mid;
-  }
-  return hi;
 }
 
 // The most boards that every direct plan keeps within their links: each
@@ -867,30 +827,27 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   // their neighbours only), while each is within the links and faster than
   // the best so far: more boards past that only add talk (and planning them
   // costs seconds at hundreds of boards). Until one fits, more are tried.
+  // And the powers of two below, downwards while each is faster (only when
+  // none above was): every board pays its CPU outside the kernels per layer
+  // and per piece whatever its share, so past some count more boards only
+  // add that and their talk.
   const int within_k = boards_within_links(t);
   int k = within_k;
   std::unique_ptr<Plan> some;
   if (k >= 1 && size_t(k) < N) some = try_plan([&] { return plan_on_fewer(q, t, o, k); }, nullptr);
-  for (int m = int(std::bit_ceil(unsigned(k + 1))); k >= 1 && size_t(m) < N; m *= 2) {
-    std::unique_ptr<Plan> more = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
-    if (est(more) < est(some)) {
-      some = std::move(more);
-      k = m;
-    } else if (some) {
-      break;
+  const auto search = [&](int m, bool up) {
+    for (; m >= 1 && size_t(m) < N; m = up ? m * 2 : m / 2) {
+      std::unique_ptr<Plan> other = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
+      if (est(other) < est(some)) {
+        some = std::move(other);
+        k = m;
+      } else if (some) {
+        break;
+      }
     }
-  }
-  // And the powers of two below, while each is faster: every board pays its
-  // CPU outside the kernels per layer and per piece whatever its share, so
-  // past some count more boards only add that and their talk.
-  int m = k >= 2 && k == within_k ? int(std::bit_floor(unsigned(k - 1))) : 0;
-  while (some && m >= 1) {
-    std::unique_ptr<Plan> fewer = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
-    if (!(est(fewer) < est(some))) break;
-    some = std::move(fewer);
-    k = m;
-    m /= 2;
-  }
+  };
+  if (k >= 1) search(int(std::bit_ceil(unsigned(k + 1))), true);
+  if (some && k == within_k && k >= 2) search(int(std::bit_floor(unsigned(k - 1))), false);
   // The relay route is planned only when it could change the choice below:
   // no plan on it is faster than relay_floor_s, so it is not planned when
   // the direct plan within the links is as fast as that floor (the relay
@@ -981,18 +938,6 @@ void FirstBoardsMemo::keep(const std::vector<Board>& boards, std::shared_ptr<con
   for (const auto& kept : kept_)
     if (kept.first == boards) return;
   kept_.emplace_back(boards, std::move(p));
-}
-
-Plan make_plan_or_count(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
-  try {
-    return make_plan(q, t, opt);
-  } catch (const RamBudgetError& e) {
-    if (!opt.check_budgets || t.boards.empty()) throw;
-    const int n = boards_needed(q, t, opt);
-    if (n <= 0) throw;
-    throw Error(std::string(e.what()) + "; " + std::to_string(n) + " such boards hold it (--workers " +
-                std::to_string(n) + ")");
-  }
 }
 
 int64_t WorkerPlan::computing_ram_bytes(size_t node) const {

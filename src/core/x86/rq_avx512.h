@@ -205,14 +205,20 @@ TS_ALWAYS_INLINE __m512i rqs_fast_vec(__m512i acc, const RqS& c) {
 // saturating packs (int32 -> int16 -> int8, the same as one saturation to
 // int8) and one dword permute: on AMD Zen 4 a vpmovsdb per vector costs
 // several times as much.
+// The packs and the permute: r0..r3 (int32) as bytes, vector k's lane i at
+// byte 16 k + i.
+TS_ALWAYS_INLINE __m512i packed_bytes_sat(__m512i r0, __m512i r1, __m512i r2, __m512i r3) {
+  const __m512i a = _mm512_packs_epi32(r0, r1);  // 128-bit lane L: r0's quad L, r1's (int16)
+  const __m512i b = _mm512_packs_epi32(r2, r3);
+  // Dword 4L + k of the byte pack is vector k's quad L; it goes to dword 4k + L.
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_epi32(idx, _mm512_packs_epi16(a, b));
+}
+
 template <int N>
 TS_ALWAYS_INLINE void store_bytes_sat(const __m512i* r, int32_t n, int8_t* out) {
   static_assert(N == 2 || N == 4, "2 or 4 vectors");
-  const __m512i a = _mm512_packs_epi32(r[0], r[1]);  // 128-bit lane L: r0's quad L, r1's (int16)
-  const __m512i b = N == 4 ? _mm512_packs_epi32(r[2], r[3]) : a;
-  // Dword 4L + k of the byte pack is vector k's quad L; it goes to dword 4k + L.
-  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  const __m512i p = _mm512_permutexvar_epi32(idx, _mm512_packs_epi16(a, b));
+  const __m512i p = N == 4 ? packed_bytes_sat(r[0], r[1], r[2], r[3]) : packed_bytes_sat(r[0], r[1], r[0], r[1]);
   if (n >= 16 * N) {
     if (N == 4)
       _mm512_storeu_si512(out, p);
@@ -227,9 +233,7 @@ TS_ALWAYS_INLINE void store_bytes_sat(const __m512i* r, int32_t n, int8_t* out) 
 // n (1-16) lanes to out + k * stride, for k < rows (<= 4): the same packs and
 // permute as store_bytes_sat, then one 16-byte store per row.
 TS_ALWAYS_INLINE void store_rows_sat4(const __m512i* r, int rows, int32_t n, int8_t* out, int64_t stride) {
-  const __m512i a = _mm512_packs_epi32(r[0], r[1]), b = _mm512_packs_epi32(r[2], r[3]);
-  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  const __m512i p = _mm512_permutexvar_epi32(idx, _mm512_packs_epi16(a, b));
+  const __m512i p = packed_bytes_sat(r[0], r[1], r[2], r[3]);
   __m128i q[4];
   q[0] = _mm512_castsi512_si128(p);
   q[1] = _mm512_extracti32x4_epi32(p, 1);

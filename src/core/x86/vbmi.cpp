@@ -296,6 +296,28 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   return true;
 }
 
+// The phase paths' weight words: per kernel row (a, b, c) = w[3ky..3ky+2],
+// [a b c 0], [0 a b c], [0 0 a b], [c 0 0 0], [0 0 0 a], [b c 0 0] as
+// little-endian words, each in every lane.
+TS_ALWAYS_INLINE void phase_weights(const int8_t* w, __m512i wp[3][6]) {
+  for (int ky = 0; ky < 3; ++ky) {
+    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
+    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
+    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
+  }
+}
+
+// One kernel row's taps into the four stride-1 phases (R: the row's window,
+// R4: the window 4 bytes on; wk: that row's six weight words).
+TS_ALWAYS_INLINE void four_phases(__m512i* acc, __m512i R, __m512i R4, const __m512i* wk) {
+  acc[0] = dpbusd(acc[0], R, wk[0]);
+  acc[1] = dpbusd(acc[1], R, wk[1]);
+  acc[2] = dpbusd(acc[2], R, wk[2]);
+  acc[2] = dpbusd(acc[2], R4, wk[3]);
+  acc[3] = dpbusd(acc[3], R, wk[4]);
+  acc[3] = dpbusd(acc[3], R4, wk[5]);
+}
+
 // Depthwise 3x3, column stride 1, one channel on rows at least 48 wide: 64
 // output columns per step in four phases: lane j of phase r is column
 // x + 4j + r. Dword j of a row's 64-byte window R (starting at the input
@@ -321,14 +343,8 @@ __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, co
   for (int32_t j = 0; j < kLanes; ++j)
     for (int32_t r = 0; r < 4 / SW; ++r) unph[(4 / SW) * j + r] = uint8_t(16 * (j / 4) + 4 * r + j % 4);
   const __m512i unphase = _mm512_load_si512(unph);
-  // Per kernel row (a, b, c) = w[3ky..3ky+2]: [a b c 0], [0 a b c], [0 0 a b],
-  // [c 0 0 0], [0 0 0 a], [b c 0 0] as little-endian words.
   __m512i wp[3][6];
-  for (int ky = 0; ky < 3; ++ky) {
-    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
-    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
-    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
-  }
+  phase_weights(w, wp);
   int32_t pos = p0;
   while (pos < p1) {
     const int32_t oy = pos / W, ox0 = pos % W;
@@ -348,12 +364,7 @@ __attribute__((noinline)) void dw3_phases(const LayerDesc& L, uintptr_t base, co
         const __m512i R4 =
             _mm512_xor_si512(in[ky] ? _mm512_mask_loadu_epi8(vzp, cols4, reinterpret_cast<const void*>(at + 4)) : vzp, flip);
         if (SW == 1) {
-          acc[0] = dpbusd(acc[0], R, wp[ky][0]);
-          acc[1] = dpbusd(acc[1], R, wp[ky][1]);
-          acc[2] = dpbusd(acc[2], R, wp[ky][2]);
-          acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
-          acc[3] = dpbusd(acc[3], R, wp[ky][4]);
-          acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+          four_phases(acc, R, R4, wp[ky]);
         } else {
           acc[0] = dpbusd(acc[0], R, wp[ky][0]);
           acc[1] = dpbusd(acc[1], R, wp[ky][2]);
@@ -405,11 +416,7 @@ __attribute__((noinline)) void dw3_row_pairs(const LayerDesc& L, uintptr_t base,
     }
   const __m512i order = _mm512_load_si512(ix);
   __m512i wp[3][6];
-  for (int ky = 0; ky < 3; ++ky) {
-    const uint32_t a = uint8_t(w[3 * ky]), b = uint8_t(w[3 * ky + 1]), c = uint8_t(w[3 * ky + 2]);
-    const uint32_t words[6] = {a | b << 8 | c << 16, a << 8 | b << 16 | c << 24, a << 16 | b << 24, c, a << 24, b | c << 8};
-    for (int k = 0; k < 6; ++k) wp[ky][k] = _mm512_set1_epi32(int32_t(words[k]));
-  }
+  phase_weights(w, wp);
   const int32_t col0 = -L.pad_l;  // input column of column 0's first tap
   const __mmask32 cols = __mmask32(bits64(-col0, X.w - col0)), cols4 = __mmask32(bits64(-col0 - 4, X.w - col0 - 4));
   int32_t pos = p0;
@@ -432,12 +439,7 @@ __attribute__((noinline)) void dw3_row_pairs(const LayerDesc& L, uintptr_t base,
       }
       const __m512i R = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1), flip);
       const __m512i R4 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h4[0]), h4[1], 1), flip);
-      acc[0] = dpbusd(acc[0], R, wp[ky][0]);
-      acc[1] = dpbusd(acc[1], R, wp[ky][1]);
-      acc[2] = dpbusd(acc[2], R, wp[ky][2]);
-      acc[2] = dpbusd(acc[2], R4, wp[ky][3]);
-      acc[3] = dpbusd(acc[3], R, wp[ky][4]);
-      acc[3] = dpbusd(acc[3], R4, wp[ky][5]);
+      four_phases(acc, R, R4, wp[ky]);
     }
     __m512i r[4];
     for (int k = 0; k < 4; ++k) r[k] = rqs_fast_vec(acc[k], rq);
