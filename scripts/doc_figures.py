@@ -48,7 +48,7 @@ def peak(p):
 
 def fused_blocks(p):
     names = sorted({l["name"].split("_")[1] for l in p["per_layer"]
-                    if l.get("strategy") == "fused" and l["name"].startswith("block_")}, key=int)
+                    if l.get("strategy") in ("fused", "fused-rows") and l["name"].startswith("block_")}, key=int)
     return ", ".join(names) if names else "none"
 
 
@@ -64,16 +64,22 @@ def section(name, doc, cmds):
 
 def readme():
     section("readme", "README.md, the figures table", ["simulate --size 112 --sweep 3,8 [--code off]",
-                                                       "plan --size 112 --workers N [--strategy fused]",
+                                                       "plan --size 112 --workers N [--strategy fused|fused-rows]",
                                                        "plan --workers 1 [--size 112]"])
     d, off = sweep("--size 112 --sweep 3,8"), sweep("--size 112 --sweep 3,8 --code off")
     paper = sweep("--size 112 --sweep 3,8 --strategy neuron --route relay")
-    fd, foff = sweep("--size 112 --sweep 3,8 --strategy fused"), sweep("--size 112 --sweep 3,8 --strategy fused --code off")
+    fused_runs = {}
+    for s in ("fused", "fused-rows"):
+        fused_runs[s] = (sweep("--size 112 --sweep 3,8 --strategy " + s),
+                         sweep("--size 112 --sweep 3,8 --strategy %s --code off" % s))
     for n in (3, 8):
-        p, f = plan("--size 112 --workers %d" % n), plan("--size 112 --workers %d --strategy fused" % n)
-        print("%d boards: auto %s, simulated %.4f s (code off %.4f s); paper's mode %.4f s; fused %s, %.4f s (off %.4f s)"
-              % (n, b(p["total_wire_bytes"]), lat(d[n]), lat(off[n]), lat(paper[n]), b(f["total_wire_bytes"]),
-                 lat(fd[n]), lat(foff[n])))
+        p = plan("--size 112 --workers %d" % n)
+        line = ("%d boards: auto %s, simulated %.4f s (code off %.4f s); paper's mode %.4f s"
+                % (n, b(p["total_wire_bytes"]), lat(d[n]), lat(off[n]), lat(paper[n])))
+        for s, (fd, foff) in fused_runs.items():
+            f = plan("--size 112 --workers %d --strategy %s" % (n, s))
+            line += "; %s %s, %.4f s (off %.4f s)" % (s, b(f["total_wire_bytes"]), lat(fd[n]), lat(foff[n]))
+        print(line)
     for size in (224, 112):
         p = plan("--size %d --workers 1" % size)
         print("1 board at %d: peak RAM %s" % (size, b(peak(p))))
@@ -84,17 +90,17 @@ def readme():
 def fused():
     section("fused", "docs/planner.md, Fused tiles", ["plan --size 112 --workers N --strategy S",
                                                       "simulate --size 112 --sweep 3,8 --strategy S --code off"])
-    print("| boards | spatial | fused | auto (fused blocks) |")
-    print("|---|---|---|---|")
+    print("| boards | spatial | fused | fused-rows | auto (fused blocks) |")
+    print("|---|---|---|---|---|")
     for n in (3, 8, 16):
         row = []
-        for s in ("spatial", "fused", "auto"):
+        for s in ("spatial", "fused", "fused-rows", "auto"):
             p = plan("--size 112 --workers %d --strategy %s" % (n, s))
             cell = "%s, %.4f s" % (b(p["total_wire_bytes"]), p["est_latency_s"])
             cell += " (block %s)" % fused_blocks(p) if s == "auto" else ", " + b(peak(p))
             row.append(cell)
         print("| %d | %s |" % (n, " | ".join(row)))
-    for s in ("fused", "auto"):
+    for s in ("fused", "fused-rows", "auto"):
         r = sweep("--size 112 --sweep 3,8 --strategy %s --code off" % s)
         print("simulated %s: %.4f / %.4f s" % (s, lat(r[3]), lat(r[8])))
 

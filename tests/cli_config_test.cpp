@@ -130,7 +130,7 @@ TEST(CliConfig, StrategyAndRouteNamesComeFromOneRegistry) {
       EXPECT_NE(help.out.find(std::string(r.name) + " (" + r.help + ")"), std::string::npos) << r.name;
     const std::string workers = std::string(cmd) == "run" ? " --workers 2" : " --workers 3";
     expect_refused(std::string(cmd) + workers + " --strategy bogus",
-                   "unknown split strategy 'bogus' (expected neuron, spatial, channel, whole, reduce, fused, rows, reduce-all, auto)");
+                   "unknown split strategy 'bogus' (expected neuron, spatial, channel, whole, reduce, fused, rows, fused-rows, reduce-all, auto)");
     expect_refused(std::string(cmd) + workers + " --route sideways", "unknown route 'sideways' (expected relay, direct)");
   }
   expect_refused("run --workers 2 --cost-model cheap", "--cost-model: expected teensy or host, got 'cheap'");
@@ -153,8 +153,8 @@ TEST(CliConfig, RegistryBuildsEveryStrategy) {
       letters += s.letter;
     }
   }
-  EXPECT_EQ(letters, "nscwrfb");  // part of every auto plan's id: must not change
-  EXPECT_EQ(ts::plan::num_layer_choices(), 7);
+  EXPECT_EQ(letters, "nscwrfbg");  // part of every auto plan's id: must not change
+  EXPECT_EQ(ts::plan::num_layer_choices(), 8);
   try {
     (void)ts::plan::make_strategy("bogus");
     FAIL();

@@ -235,6 +235,9 @@ TEST_F(FirmwareDirectTest, PlannerChoiceBoardToBoardIsBitExact) { expect_direct_
 // narrower rows of the block's input instead.
 TEST_F(FirmwareDirectTest, FusedTilesBoardToBoardAreBitExact) { expect_direct_run("--strategy fused", 50000); }
 
+// The same over bands of whole rows on the short maps too (`fused-rows`).
+TEST_F(FirmwareDirectTest, FusedRowTilesBoardToBoardAreBitExact) { expect_direct_run("--strategy fused-rows", 50000); }
+
 // Streamed chains (core/stream.h): every chain that can stream computed row
 // by row on the Cortex-M7 boards, line buffers in their arenas; and at 224
 // within 256 KiB a board, where `auto` streams because nothing else fits:

@@ -121,10 +121,10 @@ plan::Plan plan_with(const QGraph& q, int n, const char* strategy, plan::Route r
                                 route);
 }
 
-TEST(FusedPlan, OwnedRegionsTileAndFusedReadersReceiveNothingOfTheirWidenedLayer) {
-  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
-  const QGraph& q = mobilenet112();
-  const plan::Plan p = plan_with(q, 3, "fused");
+// The fused plan's own checks: owned regions tile every layer, a widened
+// share holds what it owns and more, a fused reader receives nothing of the
+// layer widened for it. Returns the layers widened.
+int expect_fused_tiles(const QGraph& q, const plan::Plan& p) {
   int widened = 0;
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const core::Dims d = q.desc(int(n)).out;
@@ -145,7 +145,10 @@ TEST(FusedPlan, OwnedRegionsTileAndFusedReadersReceiveNothingOfTheirWidenedLayer
     ++widened;
     // Its one reader takes all of it from the board's own outputs.
     const int c = plan::fuse::sole_reader(q, int(n));
-    ASSERT_GE(c, 0);
+    if (c < 0) {
+      ADD_FAILURE() << q.nodes[n].name << ": widened without a sole reader";
+      continue;
+    }
     for (const plan::WorkerPlan& wp : p.workers)
       for (const plan::InputNeed& in : wp.layers[size_t(c)].inputs)
         if (in.tensor == q.nodes[n].output) {
@@ -155,11 +158,42 @@ TEST(FusedPlan, OwnedRegionsTileAndFusedReadersReceiveNothingOfTheirWidenedLayer
         }
     EXPECT_GT(p.layers[n].recomputed, 0);
   }
+  return widened;
+}
+
+TEST(FusedPlan, OwnedRegionsTileAndFusedReadersReceiveNothingOfTheirWidenedLayer) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  const QGraph& q = mobilenet112();
+  const plan::Plan p = plan_with(q, 3, "fused");
   // Conv1 and the 16 expansions that feed a 3x3 depthwise layer.
-  EXPECT_GE(widened, 10);
+  EXPECT_GE(expect_fused_tiles(q, p), 10);
   const plan::Plan bands = plan_with(q, 3, "spatial");
   EXPECT_LT(p.total_wire_bytes, bands.total_wire_bytes * 6 / 10);
   EXPECT_LE(p.total_wire_bytes, 150000);  // issue 25's bar for 3 boards at 112
+}
+
+// `fused-rows`: the fused tiles over bands of whole rows on every banded map
+// (short maps too): the same tiling, every owned band one box of whole rows
+// over all channels, and on 8 boards, where `fused` cuts the short maps into
+// plane positions, fewer bytes than `fused` (the halo of a band of whole rows
+// is whole rows, one piece per channel).
+TEST(FusedPlan, FusedRowsTilesInWholeRowsAndMovesLessThanFusedOnEightBoards) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  const QGraph& q = mobilenet112();
+  for (int n : {3, 8}) {
+    SCOPED_TRACE(std::to_string(n) + " boards");
+    const plan::Plan p = plan_with(q, n, "fused-rows");
+    EXPECT_GE(expect_fused_tiles(q, p), n == 3 ? 10 : 1);  // on 8 boards more halos outgrow a band
+    for (size_t k = 0; k < q.nodes.size(); ++k) {
+      if (p.layer_strategy[k] != "fused-rows" || !plan::SpatialStrategy::uses_bands(q, int(k))) continue;
+      const core::Dims d = q.desc(int(k)).out;
+      for (const plan::WorkerPlan& wp : p.workers)
+        for (const core::Region& r : wp.layers[k].tiles())
+          EXPECT_TRUE(r.kind == core::RegionKind::Box && r.v[0] == 0 && r.v[1] == d.c && r.v[4] == 0 && r.v[5] == d.w)
+              << q.nodes[k].name;
+    }
+    if (n == 8) EXPECT_LT(p.total_wire_bytes, plan_with(q, n, "fused").total_wire_bytes);
+  }
 }
 
 // Every ONNX test model (upsampling, concatenation, shuffles, residuals) on
@@ -180,7 +214,8 @@ TEST(FusedPlan, TestModelsWithRandomSharesTileAndTheirFragmentsRead) {
       for (double& x : shares) x = u(rng);
       if (n >= 3) shares[1] = 0;
       const plan::Plan p = plan::plan_with_shares(q, plan::default_testbed(n, "local", 64 << 20, 64 << 20), shares,
-                                                  *plan::make_strategy("fused"), false, plan::Route::Direct);
+                                                  *plan::make_strategy(n % 2 ? "fused-rows" : "fused"), false,
+                                                  plan::Route::Direct);
       for (size_t k = 0; k < q.nodes.size(); ++k) {
         const core::Dims d = q.desc(int(k)).out;
         int64_t tiled = 0;
@@ -230,8 +265,20 @@ TEST(FusedRuns, MobileNetV2BitExactOnOneThreeEightAndSixteenBoards) {
   }
 }
 
+TEST(FusedRuns, FusedRowsMobileNetV2BitExactOnThreeAndEightBoards) {
+  if (!have_model()) GTEST_SKIP() << "bundled model missing (scripts/setup.sh)";
+  for (const char* args : {"--size 112 --workers 3", "--size 112 --workers 8", "--size 224 --workers 3"}) {
+    const std::string a = std::string(args) + " --strategy fused-rows";
+    expect_exact(run_json(a), a);
+  }
+}
+
 TEST(FusedRuns, OnnxTestModelsAndAHeterogeneousTestbedAreBitExact) {
   ts::testing::expect_exact_on_test_models_and_unequal_boards("--strategy fused", "fused_test");
+}
+
+TEST(FusedRuns, FusedRowsOnnxTestModelsAndAHeterogeneousTestbedAreBitExact) {
+  ts::testing::expect_exact_on_test_models_and_unequal_boards("--strategy fused-rows", "fused_rows_test");
 }
 
 }  // namespace

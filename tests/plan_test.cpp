@@ -968,7 +968,7 @@ static void expect_direct_on(const Plan& p, const Testbed& t, int k) {
 // that spend nothing beside their kernels (--protocol-cpu off); priced with
 // the Cortex-M7's measured CPU outside the kernels, which every board pays
 // per layer and piece, fewer boards are faster: the fallback goes down the
-// powers of two below 20 while each is faster, and keeps 16.
+// powers of two below 20 while each is faster by the idle margin, and keeps 16.
 TEST(PlanMobileNet, PastTheLinksAPowerOfTwoOfTheBoardsMayTakeTheShares) {
   NEED_MOBILENET(q);
   PlanOptions o = auto_direct(true);
@@ -978,7 +978,8 @@ TEST(PlanMobileNet, PastTheLinksAPowerOfTwoOfTheBoardsMayTakeTheShares) {
   const Plan priced = make_plan(*q, all, o);
   expect_direct_on(priced, all, 16);
   EXPECT_LT(priced.est_latency_s, make_plan(*q, bed(20, 512 * 1024, 8 << 20), o).est_latency_s);
-  EXPECT_LE(priced.est_latency_s, make_plan(*q, bed(8, 512 * 1024, 8 << 20), o).est_latency_s);
+  // Fewer boards still only when faster by the idle margin (8: about as fast).
+  EXPECT_GT(make_plan(*q, bed(8, 512 * 1024, 8 << 20), o).est_latency_s, 0.9 * priced.est_latency_s);
   o.cost.protocol_cpu = false;
   const Plan p = make_plan(*q, all, o);
   expect_direct_on(p, all, 32);

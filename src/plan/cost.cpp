@@ -57,14 +57,17 @@ constexpr int kChannel = layer_choice("channel");
 constexpr int kWhole = layer_choice("whole");
 constexpr int kReduce = layer_choice("reduce");
 constexpr int kFused = layer_choice("fused");
-static_assert(kChannel >= 0 && kWhole >= 0 && kReduce >= 0 && kFused >= 0, "auto weighs channel, whole, reduce and fused");
+constexpr int kFusedRows = layer_choice("fused-rows");
+static_assert(kChannel >= 0 && kWhole >= 0 && kReduce >= 0 && kFused >= 0 && kFusedRows >= 0,
+              "auto weighs channel, whole, reduce, fused and fused-rows");
 
-// The plan a candidate is priced with: `reduce` and `fused` are direct-route
-// strategies; on the relay route they are the channel and spatial splits
-// (and never allowed).
+// The plan a candidate is priced with: `reduce`, `fused` and `fused-rows`
+// are direct-route strategies; on the relay route they are the channel,
+// spatial and rows splits (and never allowed).
 const char* candidate_name(int s, Route route) {
   if (route != Route::Direct && s == kReduce) return "channel";
   if (route != Route::Direct && s == kFused) return "spatial";
+  if (route != Route::Direct && s == kFusedRows) return "rows";
   return layer_choice_info(s).name;
 }
 

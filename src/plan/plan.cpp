@@ -101,8 +101,8 @@ Plan empty_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   }
   p.layers.resize(q.nodes.size());
   for (size_t n = 0; n < q.nodes.size(); ++n) {
-    if (p.layer_strategy[n] == "fused" && route != Route::Direct)
-      throw Error("plan: strategy 'fused' (halos computed again on the board that reads them) needs --route direct; "
+    if (fused_strategy(p.layer_strategy[n]) && route != Route::Direct)
+      throw Error("plan: strategy '" + p.layer_strategy[n] + "' (halos computed again on the board that reads them) needs --route direct; "
                   "on the relay route every output goes through the coordinator");
     if (p.layer_strategy[n] == "reduce") {
       if (!ReduceStrategy::reducible(q, int(n)))
@@ -265,8 +265,8 @@ void set_share(const QGraph& q, const Plan& p, int n, NodeNeeds& needs, const st
 void fuse_layers(const QGraph& q, Plan& p) {
   const size_t N = size_t(p.n_workers());
   for (size_t n = q.nodes.size(); n-- > 0;) {
-    const int c = p.layer_strategy[n] == "fused" ? fuse::sole_reader(q, int(n)) : -1;
-    if (c < 0 || p.layer_strategy[size_t(c)] != "fused" || fuse::any_widened(p, c)) continue;
+    const int c = fused_strategy(p.layer_strategy[n]) ? fuse::sole_reader(q, int(n)) : -1;
+    if (c < 0 || !fused_strategy(p.layer_strategy[size_t(c)]) || fuse::any_widened(p, c)) continue;
     const core::Dims d = q.desc(int(n)).out;
     std::vector<std::vector<core::Region>> wide(N);
     std::vector<int64_t> own(N), all(N);
@@ -827,10 +827,11 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   // their neighbours only), while each is within the links and faster than
   // the best so far: more boards past that only add talk (and planning them
   // costs seconds at hundreds of boards). Until one fits, more are tried.
-  // And the powers of two below, downwards while each is faster (only when
-  // none above was): every board pays its CPU outside the kernels per layer
-  // and per piece whatever its share, so past some count more boards only
-  // add that and their talk.
+  // And the powers of two below, downwards while each is faster by the idle
+  // margin (only when none above was): every board pays its CPU outside the
+  // kernels per layer and per piece whatever its share, so past some count
+  // more boards only add that and their talk; but each step leaves more of
+  // the user's boards idle, on the word of an estimate.
   const int within_k = boards_within_links(t);
   int k = within_k;
   std::unique_ptr<Plan> some;
@@ -838,7 +839,7 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   const auto search = [&](int m, bool up) {
     for (; m >= 1 && size_t(m) < N; m = up ? m * 2 : m / 2) {
       std::unique_ptr<Plan> other = try_plan([&] { return plan_on_fewer(q, t, o, m); }, nullptr);
-      if (est(other) < est(some)) {
+      if (est(other) < (up ? 1.0 : kIdleMargin) * est(some)) {
         some = std::move(other);
         k = m;
       } else if (some) {

@@ -97,7 +97,9 @@ class SpatialStrategy final : public SplitStrategy {
   static constexpr int kRowsPerBoardForRowBands = 8;
   // Whether the node is split in whole rows for these shares.
   bool whole_rows(const QGraph& q, int node, const std::vector<double>& shares) const;
-  std::string name() const override { return fused_ ? "fused" : rows_ ? "rows" : "spatial"; }
+  std::string name() const override {
+    return fused_ ? (rows_ ? "fused-rows" : "fused") : rows_ ? "rows" : "spatial";
+  }
   std::string split_name() const override { return rows_ ? "rows" : "spatial"; }
   // Runs cannot express bands; this throws (use split_regions).
   std::vector<Run> split(const QGraph& q, int node, const std::vector<double>& shares) const override;
@@ -242,6 +244,8 @@ inline constexpr StrategyInfo kStrategies[] = {
      "spatial with whole rows on short maps too (fewer pieces per channel, outputs in place; shares less even than "
      "spatial's bands of plane positions)",
      &build_strategy<SpatialStrategy, false, true>, 'b'},
+    {"fused-rows", "fused over the bands of rows: whole rows on short maps too; --route direct",
+     &build_strategy<SpatialStrategy, true, true>, 'g', true},
     {"reduce-all", "every Conv 1x1 and Gemm that way; tests", &build_strategy<ReduceStrategy, true>, 0, true},
     {"auto", "per block, by the cost model", nullptr, 0},
 };
@@ -267,6 +271,10 @@ constexpr const StrategyInfo& layer_choice_info(int index) {
     if (s.letter != 0 && index-- == 0) return s;
   return kStrategies[0];
 }
+
+// True for the strategies whose layers are fused tiles (plan/fuse.h):
+// `fused` and `fused-rows`.
+inline bool fused_strategy(std::string_view name) { return name == "fused" || name == "fused-rows"; }
 
 // True if the strategy called `name` plans on the direct route only.
 bool direct_only(const std::string& name);
