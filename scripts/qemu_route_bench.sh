@@ -8,7 +8,7 @@
 #   bash scripts/qemu_route_bench.sh --code-cost [--workers K] [--size S]
 #
 # Per round, in turn: neuron+relay (the paper's mode), spatial+relay,
-# spatial+direct, auto+direct, fused+direct, each `tinysplit run --size S --workers qemu:K
+# spatial+direct, auto+direct, fused+direct, fused-rows+direct, each `tinysplit run --size S --workers qemu:K
 # --repeat N --json` (fresh boards every run; S = 112 by default, the paper's size, where 3 boards
 # hold the paper's mode). Prints per mode the median over the
 # rounds of latency_s.total (itself the median of the N inferences), the
@@ -60,7 +60,7 @@ export TS_FIRMWARE="${TS_FIRMWARE:-$ROOT/firmware/build/tinysplit-board.elf}"
 [[ -f "$TS_FIRMWARE" ]] || { echo "qemu_route_bench: no firmware at $TS_FIRMWARE (bash scripts/build_firmware.sh)" >&2; exit 2; }
 OUT="$(mktemp -d /tmp/ts_qemu_route.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
-MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto" "direct fused")
+MODES=("relay neuron" "relay spatial" "direct spatial" "direct auto" "direct fused" "direct fused-rows")
 # One run with --repeat 3 in mode "$1 $2" (route, strategy) at window $3
 # (--code $4, default off): prints "busy kernels pio frames" per inference,
 # summed over the boards.

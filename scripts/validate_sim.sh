@@ -23,7 +23,7 @@
 # this shared 2-core machine other people's jobs delay the boards' wake-ups.
 #
 # Usage: scripts/validate_sim.sh [--bound PCT] [tinysplit binary]
-# Environment: N=3 REPEAT=5 MODES="auto/direct neuron/relay/112 spatial/direct fused/direct" (strategy/route
+# Environment: N=3 REPEAT=5 MODES="auto/direct neuron/relay/112 spatial/direct fused/direct fused-rows/direct" (strategy/route
 #              [/size]: the paper's mode at its 112, as 3 boards hold no neuron split at 224)
 #              EXTRA="" (more options for both) KEEP=dir (keep the JSON files there)
 set -euo pipefail
@@ -44,7 +44,7 @@ python3 -c "import sys; v=float(sys.argv[1]); sys.exit(0 if 0 < v < 1000 else 1)
 bin=${1:-${TINYSPLIT:-$here/build/tinysplit}}
 N=${N:-3}
 REPEAT=${REPEAT:-5}
-MODES=${MODES:-"auto/direct neuron/relay/112 spatial/direct fused/direct"}
+MODES=${MODES:-"auto/direct neuron/relay/112 spatial/direct fused/direct fused-rows/direct"}
 EXTRA=${EXTRA:-}
 [ -x "$bin" ] || { echo "validate_sim: no tinysplit binary at $bin (pass it as the last argument)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "validate_sim: python3 is needed to read JSON" >&2; exit 2; }
