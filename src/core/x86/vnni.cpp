@@ -70,7 +70,7 @@ inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
 // requantised in registers and stored at out[o * cstride + p].
 template <int NO, int NV>
 inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                    const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
+                    const RqS* rq, const RqSignRow& sg, int32_t at, int32_t np, int8_t* out, int64_t cstride) {
   __m512i a[NO][NV];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
@@ -102,6 +102,15 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
   for (int o = 0; o < NO; ++o) {
+    const int32_t s = at + o;
+    if (sg.ok[s]) {  // the by_sign form, then narrowed by packs: one store
+      constexpr int NP = NV <= 2 ? 2 : 4;
+      __m512i r[NP];
+      for (int j = 0; j < NV; ++j) r[j] = sign_row_vec(_mm512_load_si512(acc[o] + 16 * j), sg, s);
+      for (int j = NV; j < NP; ++j) r[j] = r[NV - 1];  // never stored (np <= 16 * NV)
+      store_bytes_sat<NP>(r, np, out + int64_t(o) * cstride);
+      continue;
+    }
     if (NV >= 2 && rq[o].fast) {  // requantised, then narrowed by packs: one store
       constexpr int NP = NV == 2 ? 2 : 4;
       __m512i r[NP];
@@ -120,28 +129,41 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
 
 template <int NV>
 inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                       const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
+                       const RqS* rq, const RqSignRow& sg, int32_t at, int32_t np, int8_t* out, int64_t cstride) {
   switch (no) {
-    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    default: pw_tile<1, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    default: pw_tile<1, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
   }
 }
 
-// A pointwise output channel's starting value, bias - (zp + 128) * sum(w),
-// in int32 (wrapping cancels); sum(w) 64 bytes per vpdpbusd against ones
-// (|sum| <= 128 * kMaxCin).
-inline int32_t pw_init(const LayerDesc& L, int32_t local, int32_t cin) {
-  const int8_t* w = L.weights + int64_t(local) * cin;
-  __m512i s = _mm512_setzero_si512();
-  for (int32_t i = 0; i < cin; i += 64) {
-    const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
-    s = dpbusd(s, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(m, w + i));
+// Pointwise output channels' starting values, bias - (zp + 128) * sum(w), in
+// int32 (wrapping cancels), for channels local0 .. local0 + n - 1 into
+// init[0..n): sum(w) 64 bytes per vpdpbusd against ones (|sum| <= 128 *
+// kMaxCin), the 16 channels of a step reduced together (sums16).
+inline void pw_inits(const LayerDesc& L, int32_t local0, int32_t n, int32_t cin, int32_t* init) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i zc = _mm512_set1_epi32(L.in_zp[0] + 128);
+  for (int32_t k0 = 0; k0 < n; k0 += 16) {
+    const int32_t nk = mini(16, n - k0);
+    __m512i s[16];
+    for (int k = 0; k < 16; ++k) s[k] = _mm512_setzero_si512();
+    for (int32_t k = 0; k < nk; ++k) {
+      const int8_t* w = L.weights + int64_t(local0 + k0 + k) * cin;
+      __m512i a = _mm512_setzero_si512();  // in a register through the loop
+      for (int32_t i = 0; i < cin; i += 64) {
+        const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
+        a = dpbusd(a, ones, _mm512_maskz_loadu_epi8(m, w + i));
+      }
+      s[k] = a;
+    }
+    const __mmask16 live = nk >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nk) - 1);
+    const __m512i bias = L.bias ? _mm512_maskz_loadu_epi32(live, L.bias + local0 + k0) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(init + k0, live, _mm512_sub_epi32(bias, _mm512_mullo_epi32(sums16(s), zc)));
   }
-  return int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(L.in_zp[0] + 128) * _mm512_reduce_add_epi32(s)));
 }
 
 // Positions [0, np) of input channels s[0..3] (null: past cin, packed as
@@ -180,18 +202,22 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
-  int32_t init[kMaxOc];
+  alignas(64) int32_t init[kMaxOc];
   const int32_t n = p1 - p0;
-  for (int32_t j = 0; j < no; ++j) init[j] = pw_init(L, o0 + j - L.oc_base, cin);
+  pw_inits(L, o0 - L.oc_base, no, cin, init);
   // Output channels in chunks of kRqChunk whose requantisers are set up
-  // once per call, not once per tile (the tiles are packed once per chunk).
+  // once per call, not once per tile (the tiles are packed once per chunk):
+  // the by_sign form's constants 16 channels at a time, an RqS only for the
+  // channels without that form.
+  static_assert(kRqChunk == kSignRow, "one chunk of requantisers per RqSignRow");
   RqS rq[kRqChunk];
+  RqSignRow sg;
   for (int32_t c = 0; c < no; c += kRqChunk) {
     const int32_t nc = mini(kRqChunk, no - c);
-    for (int32_t k = 0; k < nc; ++k) {
-      const int32_t local = o0 + c + k - L.oc_base;
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
-    }
+    const int32_t l0 = o0 + c - L.oc_base;
+    if (!rq_sign_row(L.mult + l0, L.shift + l0, nc, L.out_zp, L.act_min, L.act_max, &sg))
+      for (int32_t k = 0; k < nc; ++k)
+        if (!sg.ok[k]) rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq[k]);
     for (int32_t t = 0; t < n; t += kTile) {
       const int32_t np = mini(kTile, n - t);
       const int nv = (np + 15) / 16;
@@ -209,10 +235,10 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
         int8_t* o = out + int64_t(j) * cstride + t;
         const RqS* r = rq + (j - c);
         switch (nv) {
-          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
-          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
-          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
-          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
+          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
+          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
+          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
         }
       }
     }
@@ -365,10 +391,10 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
     const int8_t* w[16];
     alignas(64) int32_t init[16] = {};
     RqS rq[16];
+    pw_inits(L, o0 + j - L.oc_base, nb, cin, init);
     for (int k = 0; k < nb; ++k) {
       const int32_t local = o0 + j + k - L.oc_base;
       w[k] = L.weights + int64_t(local) * cin;
-      init[k] = pw_init(L, local, cin);
       rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
     }
     few_weights_512(w, nb, cin, ng, wt);
