@@ -271,6 +271,10 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       alignas(64) int32_t init16[16];
       _mm512_store_si512(init16, _mm512_sub_epi32(bias, _mm512_mullo_epi32(sums16(wsum), _mm512_set1_epi32(zp + 128))));
       const bool all = rq_sign_row(L.mult + l0, L.shift + l0, nk, L.out_zp, L.act_min, L.act_max, &sg);
+      bool some = all;  // some channel has the by_sign form
+      for (int32_t k = 0; k < nk && !some; ++k) some = sg.ok[k];
+      if (some) count_path(Path::kFlatSignRow);
+      if (!all) count_path(Path::kFlatRqS);
       for (int32_t k = 0; k < nk; ++k) {
         const int32_t o = ob + k;
         // The channel's taps as they are stored are the four-tap words

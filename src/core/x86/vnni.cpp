@@ -26,6 +26,18 @@ namespace {
 
 void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
   int32_t k = 0;
+  // The by_sign form as the kernels set it up 16 channels at a time
+  // (rq_sign_row: its conditions are tested through this row), else RqS's.
+  RqSignRow sg;
+  if (!rq.exact && rq_sign_row(&rq.m, &rq.shift, 1, rq.zp, rq.lo, rq.hi, &sg)) {
+    for (; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+      __m512i r[2];
+      r[0] = r[1] = sign_row_vec(_mm512_maskz_loadu_epi32(m, acc + k), sg, 0);
+      store_bytes_sat<2>(r, mini(16, n - k), out + k);
+    }
+    return;
+  }
   RqS s;
   rqs_make(rq, &s);
   if (s.fast) {  // the kernels' epilogue forms (rqs_store), also tested through this row
@@ -215,9 +227,12 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   for (int32_t c = 0; c < no; c += kRqChunk) {
     const int32_t nc = mini(kRqChunk, no - c);
     const int32_t l0 = o0 + c - L.oc_base;
+    int32_t without = 0;  // channels without the by_sign form
     if (!rq_sign_row(L.mult + l0, L.shift + l0, nc, L.out_zp, L.act_min, L.act_max, &sg))
       for (int32_t k = 0; k < nc; ++k)
-        if (!sg.ok[k]) rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq[k]);
+        if (!sg.ok[k]) ++without, rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq[k]);
+    if (without < nc) count_path(Path::kPwSignRow);
+    if (without > 0) count_path(Path::kPwRqS);
     for (int32_t t = 0; t < n; t += kTile) {
       const int32_t np = mini(kTile, n - t);
       const int nv = (np + 15) / 16;

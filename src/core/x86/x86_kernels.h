@@ -26,6 +26,20 @@ extern const KernelTable kVnniKernels;
 void requant_row_avx2(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out);
 void add_row_avx2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out);
 
+// Paths of the AVX-512 kernels that the tests must show they reach (each
+// counted once per call or per block of channels that takes it; relaxed
+// atomic increments, negligible beside a call's work). tests/x86_kernels_test.cpp
+// reads them.
+enum class Path : int {
+  kPwSignRow,    // pointwise tiles: channels requantised from an RqSignRow
+  kPwRqS,        // pointwise tiles: channels without the by_sign form (their RqS)
+  kFlatSignRow,  // narrow-plane depthwise: channels requantised from an RqSignRow
+  kFlatRqS,      // narrow-plane depthwise: channels without the by_sign form
+  kCount
+};
+void count_path(Path p);
+int64_t path_count(Path p);
+
 // True if the CPU has AVX-512 VBMI (vpermb/vpermt2b) besides what the vnni
 // table needs; checked once.
 bool has_vbmi();
