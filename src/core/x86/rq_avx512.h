@@ -193,13 +193,16 @@ TS_ALWAYS_INLINE __m512i rqs_by_sign(__m512i x, const RqS& c) { return by_sign_s
 // whether channel k has that form (the same conditions as rqs_make's fast
 // and by_sign: 2 <= -shift <= 19, 0 < m <= 2^31 - 2^28 + 1, and for the
 // layer |zp| <= 128, -128 <= lo <= hi <= 127); the others need an RqS.
+// fast[k]: channel k has RqS's fast form (the same without the multiplier's
+// bound, m != INT32_MIN), whose constants are m, addz2 / 2 and e + 31.
 constexpr int32_t kSignRow = 256;
 
 struct RqSignRow {
   alignas(64) int64_t addz2[kSignRow];
-  alignas(64) int32_t m2[kSignRow], m2p1[kSignRow], e[kSignRow];
+  alignas(64) int32_t m[kSignRow], m2[kSignRow], m2p1[kSignRow], e[kSignRow];
   bool ok[kSignRow];
-  bool clamp8;  // the layer's: clamp to [lo8, hi8] (a fused activation)
+  bool all_fast;  // every channel has the fast form
+  bool clamp8;    // the layer's: clamp to [lo8, hi8] (a fused activation)
   int32_t lo8, hi8;
 };
 
@@ -212,16 +215,21 @@ inline bool rq_sign_row(const int32_t* mult, const int32_t* shift, int32_t n, in
   r->clamp8 = r->lo8 > -128 || r->hi8 < 127;
   const bool layer_ok = zp >= -128 && zp <= 128 && lo >= -128 && lo <= hi && hi <= 127;
   bool all = layer_ok;
+  r->all_fast = layer_ok;
   const __m512i zp64 = _mm512_set1_epi64(zp);
   for (int32_t k = 0; k < n; k += 16) {
     const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
     const __m512i m = _mm512_maskz_loadu_epi32(live, mult + k);
     const __m512i e = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_maskz_loadu_epi32(live, shift + k));
-    __mmask16 ok = _mm512_mask_cmpge_epi32_mask(live, e, _mm512_set1_epi32(2)) &
-                   _mm512_cmple_epi32_mask(e, _mm512_set1_epi32(19)) & _mm512_cmpgt_epi32_mask(m, _mm512_setzero_si512()) &
+    const __mmask16 fast = _mm512_mask_cmpge_epi32_mask(live, e, _mm512_set1_epi32(2)) &
+                           _mm512_cmple_epi32_mask(e, _mm512_set1_epi32(19)) &
+                           _mm512_cmpneq_epi32_mask(m, _mm512_set1_epi32(INT32_MIN));
+    __mmask16 ok = fast & _mm512_cmpgt_epi32_mask(m, _mm512_setzero_si512()) &
                    _mm512_cmple_epi32_mask(m, _mm512_set1_epi32(INT32_MAX - (int32_t(1) << 28) + 1));
     if (!layer_ok) ok = 0;
     all = all && ok == live;
+    r->all_fast = r->all_fast && fast == live;
+    _mm512_mask_storeu_epi32(r->m + k, live, m);
     const __m512i m2 = _mm512_add_epi32(m, m);
     _mm512_mask_storeu_epi32(r->m2 + k, live, m2);
     _mm512_mask_storeu_epi32(r->m2p1 + k, live, _mm512_add_epi32(m2, _mm512_set1_epi32(1)));

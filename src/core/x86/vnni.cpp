@@ -308,34 +308,29 @@ void few_weights_512(const int8_t* const* w, int nb, int32_t cin, int32_t ng, __
   }
 }
 
-// RqS's fast form, lane k with channel k's constants; false if a lane's
-// requantiser is not of that form.
+// RqS's fast form, lane k with channel k's constants (from an RqSignRow
+// whose channels all have that form; lanes past nb: 0, never stored).
 struct RqLanes512 {
   __m512i m, m_odd, addz_e, addz_o, total_e, total_o;
   bool clamp8;
   int32_t lo8, hi8;
 };
 
-bool rq_lanes_512(const RqS* rq, int nb, RqLanes512* c) {
-  alignas(64) int32_t m[16];
-  alignas(64) int64_t addz[2][8], total[2][8];  // [0]: even lanes, [1]: odd lanes
-  for (int k = 0; k < 16; ++k) {
-    const RqS& q = rq[k < nb ? k : 0];  // lanes past nb: any valid channel
-    if (!q.fast) return false;
-    m[k] = q.m;
-    addz[k % 2][k / 2] = q.addz;
-    total[k % 2][k / 2] = q.total;
-  }
-  c->m = _mm512_load_si512(m);
+void rq_lanes_512(const RqSignRow& sg, int nb, RqLanes512* c) {
+  const __mmask16 live = nb >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nb) - 1);
+  c->m = _mm512_maskz_loadu_epi32(live, sg.m);
   c->m_odd = _mm512_srli_epi64(c->m, 32);
-  c->addz_e = _mm512_load_si512(addz[0]);
-  c->addz_o = _mm512_load_si512(addz[1]);
-  c->total_e = _mm512_load_si512(total[0]);
-  c->total_o = _mm512_load_si512(total[1]);
-  c->clamp8 = rq[0].clamp8;  // lo, hi and zp are the layer's
-  c->lo8 = rq[0].lo8;
-  c->hi8 = rq[0].hi8;
-  return true;
+  // addz = addz2 / 2 (even), channel 2i in qword i of the even lanes' vector, 2i + 1 of the odd.
+  const __m512i a0 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2), 1);
+  const __m512i a1 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8), 1);
+  c->addz_e = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
+  c->addz_o = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
+  const __m512i total = _mm512_add_epi32(_mm512_maskz_loadu_epi32(live, sg.e), _mm512_set1_epi32(31));
+  c->total_e = _mm512_and_si512(total, _mm512_set1_epi64(0xFFFFFFFF));
+  c->total_o = _mm512_srli_epi64(total, 32);
+  c->clamp8 = sg.clamp8;  // lo, hi and zp are the layer's
+  c->lo8 = sg.lo8;
+  c->hi8 = sg.hi8;
 }
 
 TS_ALWAYS_INLINE __m512i rq_lanes_half_512(__m512i p, __m512i addz, __m512i total) {
@@ -393,28 +388,32 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
   const int64_t plane = int64_t(v.nh) * W;
   const int64_t at = p0 - int64_t(v.h0) * W;
   alignas(64) int32_t xs[kMaxCin / 4 * kFew512];
-  for (int32_t g = 0; g < ng; ++g)
-    for (int32_t p = 0; p < n; ++p) {
-      uint32_t u = 0;
-      for (int32_t k = 0; k < 4 && 4 * g + k < cin; ++k)
-        u |= uint32_t(uint8_t(v.data[int64_t(ci0 + 4 * g + k - v.c0) * plane + at + p] ^ 0x80)) << (8 * k);
-      xs[g * kFew512 + p] = int32_t(u);
-    }
+  static_assert(kFew512 == 16, "xs[g * 16 + p] is pack_group's layout for one 16-position vector");
+  for (int32_t g = 0; g < ng; ++g) {
+    const int8_t* s[4];
+    for (int k = 0; k < 4; ++k) s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+    pack_group(s, n, 1, reinterpret_cast<uint8_t*>(xs + g * kFew512));
+  }
   alignas(64) __m512i wt[kMaxCin / 4];
+  RqSignRow sg;
   for (int32_t j = 0; j < no; j += 16) {
     const int nb = mini(16, no - j);
     const int8_t* w[16];
     alignas(64) int32_t init[16] = {};
     RqS rq[16];
-    pw_inits(L, o0 + j - L.oc_base, nb, cin, init);
-    for (int k = 0; k < nb; ++k) {
-      const int32_t local = o0 + j + k - L.oc_base;
-      w[k] = L.weights + int64_t(local) * cin;
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
-    }
+    const int32_t l0 = o0 + j - L.oc_base;
+    pw_inits(L, l0, nb, cin, init);
+    for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(l0 + k) * cin;
     few_weights_512(w, nb, cin, ng, wt);
+    // Per-lane requantisers where every channel has the fast form, else
+    // channel by channel.
+    rq_sign_row(L.mult + l0, L.shift + l0, nb, L.out_zp, L.act_min, L.act_max, &sg);
     RqLanes512 rl;
-    const bool lanes = rq_lanes_512(rq, nb, &rl);
+    const bool lanes = sg.all_fast;
+    if (lanes)
+      rq_lanes_512(sg, nb, &rl);
+    else
+      for (int k = 0; k < nb; ++k) rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq[k]);
     kPass[n - 1](xs, ng, reinterpret_cast<const int32_t*>(wt), init, lanes ? &rl : nullptr, rq, nb, out + int64_t(j) * cstride, cstride);
   }
 }
