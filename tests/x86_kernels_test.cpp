@@ -436,6 +436,11 @@ TEST(KernelVariants, DepthwiseWideRowsMatchPortable) {
 // channels of a block then leave the per-lane requantiser).
 TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
   Rng r(15);
+#if defined(__x86_64__)
+  using ts::core::x86::Path;
+  using ts::core::x86::path_count;
+  const int64_t lanes0 = path_count(Path::kFewLanes), one0 = path_count(Path::kFewRqS);
+#endif
   for (int it = 0; it < 200; ++it) {
     Layer L;
     LayerDesc& d = L.d;
@@ -456,6 +461,12 @@ TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
     expect_same(L, "few-position pointwise it " + std::to_string(it));
     if (HasFatalFailure()) return;
   }
+#if defined(__x86_64__)
+  if (find_kernels("vnni")) {  // both ways of requantising 16 channels
+    EXPECT_GT(path_count(Path::kFewLanes), lanes0);
+    EXPECT_GT(path_count(Path::kFewRqS), one0);
+  }
+#endif
 }
 
 // The AVX-512 kernels' requantisers set up 16 channels at a time

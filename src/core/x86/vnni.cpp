@@ -410,6 +410,7 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
     rq_sign_row(L.mult + l0, L.shift + l0, nb, L.out_zp, L.act_min, L.act_max, &sg);
     RqLanes512 rl;
     const bool lanes = sg.all_fast;
+    count_path(lanes ? Path::kFewLanes : Path::kFewRqS);
     if (lanes)
       rq_lanes_512(sg, nb, &rl);
     else

@@ -35,6 +35,8 @@ enum class Path : int {
   kPwRqS,        // pointwise tiles: channels without the by_sign form (their RqS)
   kFlatSignRow,  // narrow-plane depthwise: channels requantised from an RqSignRow
   kFlatRqS,      // narrow-plane depthwise: channels without the by_sign form
+  kFewLanes,     // few-positions pointwise: 16 channels with per-lane requantisers
+  kFewRqS,       // few-positions pointwise: 16 channels requantised one by one
   kCount
 };
 void count_path(Path p);
