@@ -176,7 +176,8 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
 // byte's place in the input is worked out once per call (shared by all the
 // channels): for each chunk of 16 positions, one 128-byte span of the
 // channel's window holds all the bytes its lanes read, and vpermt2b picks
-// them; a byte whose row or column lies outside the image is replaced by the
+// them; a byte whose row or column lies outside the image is the span's last
+// byte, which is never loaded (the spans are at most 127 bytes) and holds the
 // zero point. Returns false for layers it does not take (or a chunk whose
 // bytes do not fit one span).
 constexpr int32_t kFlatChunks = 16;  // up to 256 positions per call
@@ -194,10 +195,9 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   const int32_t ngroups = (taps + 3) / 4, nchunks = (n + kLanes - 1) / kLanes;
   const int64_t view_len = int64_t(v.nh) * X.w;
   // Per chunk: where its span starts in a channel's view, which of its 128
-  // bytes may be read, the byte indices and which (lane, tap) bytes are
-  // inside the image.
+  // bytes may be read and the byte indices.
   int64_t start[kFlatChunks];
-  __mmask64 mlo[kFlatChunks], mhi[kFlatChunks], tm[kFlatChunks][kFlatGroups];
+  __mmask64 mlo[kFlatChunks], mhi[kFlatChunks];
   __m512i idx[kFlatChunks][kFlatGroups];
   alignas(64) uint8_t ix[kFlatGroups][64];
   int64_t where[kLanes][4 * kFlatGroups];  // view index of (lane, tap), -1 outside the image
@@ -229,26 +229,23 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       if (++ox == W) ox = 0, ++oy;
     }
     if (lo > hi) lo = hi = 0;  // nothing inside the image: all zero points
-    if (hi - lo > 127) return false;
+    if (hi - lo > 126) return false;  // byte 127 stays the zero point
     start[c] = lo;
     const int64_t a = -lo, b = view_len - lo;  // readable bytes [a, b) of the span
     const int32_t a0 = int32_t(a < 0 ? 0 : (a > 128 ? 128 : a)), b0 = int32_t(b < 0 ? 0 : (b > 128 ? 128 : b));
     mlo[c] = bits64(a0, b0);
-    mhi[c] = bits64(a0 - 64, b0 - 64);
+    mhi[c] = bits64(a0 - 64, mini(b0, 127) - 64);
     for (int32_t g = 0; g < ngroups; ++g) {
-      uint64_t m = 0;
       for (int32_t j = 0; j < kLanes; ++j)
         for (int32_t b2 = 0; b2 < 4; ++b2) {
           const int64_t w = where[j][4 * g + b2];
-          ix[g][4 * j + b2] = uint8_t(w < 0 ? 0 : w - lo);
-          if (w >= 0) m |= uint64_t(1) << (4 * j + b2);
+          ix[g][4 * j + b2] = uint8_t(w < 0 ? 127 : w - lo);
         }
-      tm[c][g] = __mmask64(m);
       idx[c][g] = _mm512_load_si512(ix[g]);
     }
   }
   const int32_t zp = L.in_zp[0];
-  const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), vzpu = _mm512_set1_epi8(int8_t(zp ^ 0x80));
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
   const int32_t cout_g = L.out.c / L.groups;
   const __mmask16 tapmask = __mmask16((1u << taps) - 1);
@@ -258,6 +255,7 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   // multiply-adds on 7x7 and 3x3 planes); a channel without the by_sign form
   // gets its RqS.
   RqSignRow sg;
+  bool with_sign = false, without_sign = false;  // for the tests (count_path), once per call
   auto run = [&](auto ng_const) {
     constexpr int NG = decltype(ng_const)::value;
     for (int32_t ob = c0; ob < c1; ob += 16) {
@@ -273,8 +271,8 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
       const bool all = rq_sign_row(L.mult + l0, L.shift + l0, nk, L.out_zp, L.act_min, L.act_max, &sg);
       bool some = all;  // some channel has the by_sign form
       for (int32_t k = 0; k < nk && !some; ++k) some = sg.ok[k];
-      if (some) count_path(Path::kFlatSignRow);
-      if (!all) count_path(Path::kFlatRqS);
+      with_sign |= some;
+      without_sign |= !all;
       for (int32_t k = 0; k < nk; ++k) {
         const int32_t o = ob + k;
         // The channel's taps as they are stored are the four-tap words
@@ -287,13 +285,12 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
         int8_t* dst = out + int64_t(o - c0) * cstride;
         auto chunk = [&](int32_t c) {
           const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
-          const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
-          const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
+          // The span as u = x + 128 (the zero point's u where not loaded).
+          const __m512i lo = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at)), flip);
+          const __m512i hi = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64)), flip);
           __m512i acc = init;
-          for (int g = 0; g < NG; ++g) {
-            const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
-            acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
-          }
+          for (int g = 0; g < NG; ++g)
+            acc = dpbusd(acc, _mm512_permutex2var_epi8(lo, idx[c][g], hi), _mm512_set1_epi32(w4[g]));
           return acc;
         };
         if (all || sg.ok[k]) {
@@ -325,6 +322,8 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
     case 3: run(std::integral_constant<int, 3>()); break;
     default: run(std::integral_constant<int, 4>()); break;
   }
+  if (with_sign) count_path(Path::kFlatSignRow);
+  if (without_sign) count_path(Path::kFlatRqS);
   return true;
 }
 
