@@ -279,6 +279,8 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
         // vpdpbusd wants (taps past the end 0).
         alignas(16) int32_t w4[4];
         _mm_store_si128(reinterpret_cast<__m128i*>(w4), _mm_maskz_loadu_epi8(tapmask, L.weights + int64_t(l0 + k) * taps));
+        __m512i wb[NG];
+        for (int g = 0; g < NG; ++g) wb[g] = _mm512_set1_epi32(w4[g]);
         const __m512i init = _mm512_set1_epi32(init16[k]);
         const int32_t ci = cout_g == 1 ? o : o / cout_g;
         const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(ci - v.c0) * view_len));
@@ -290,25 +292,33 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
           const __m512i hi = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64)), flip);
           __m512i acc = init;
           for (int g = 0; g < NG; ++g)
-            acc = dpbusd(acc, _mm512_permutex2var_epi8(lo, idx[c][g], hi), _mm512_set1_epi32(w4[g]));
+            acc = dpbusd(acc, _mm512_permutex2var_epi8(lo, idx[c][g], hi), wb[g]);
           return acc;
         };
-        if (all || sg.ok[k]) {
-          // Up to four chunks (consecutive positions) narrowed into one store.
+        // Up to four chunks (consecutive positions) requantised by rq(acc)
+        // and narrowed into one store.
+        auto by_fours = [&](auto rq) {
           for (int32_t c = 0; c < nchunks; c += 4) {
             const int32_t nc = mini(4, nchunks - c);
             __m512i r[4];
-            for (int32_t j = 0; j < 4; ++j) r[j] = j < nc ? sign_row_vec(chunk(c + j), sg, k) : r[nc - 1];
+            for (int32_t j = 0; j < 4; ++j) r[j] = j < nc ? rq(chunk(c + j)) : r[nc - 1];
             const int32_t nb = mini(4 * kLanes, n - kLanes * c);
             if (nc <= 2)
               store_bytes_sat<2>(r, nb, dst + kLanes * c);
             else
               store_bytes_sat<4>(r, nb, dst + kLanes * c);
           }
+        };
+        if (all || sg.ok[k]) {
+          by_fours([&](__m512i acc) { return sign_row_vec(acc, sg, k); });
           continue;
         }
         RqS rq;
         rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq, false);
+        if (rq.fast) {
+          by_fours([&](__m512i acc) { return rqs_fast_vec<false>(acc, rq); });
+          continue;
+        }
         for (int32_t c = 0; c < nchunks; ++c) {
           const int32_t nl = mini(kLanes, n - kLanes * c);
           rqs_store<false>(chunk(c), rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
