@@ -168,6 +168,7 @@ inline void pw_inits(const LayerDesc& L, int32_t local0, int32_t n, int32_t cin,
       __m512i a = _mm512_setzero_si512();  // in a register through the loop
       for (int32_t i = 0; i < cin; i += 64) {
         const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
+        _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead, _MM_HINT_T0);
         a = dpbusd(a, ones, _mm512_maskz_loadu_epi8(m, w + i));
       }
       s[k] = a;
@@ -573,6 +574,7 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
     for (int32_t i = 0; i < fan_in; i += 64) {
       const __mmask64 m = fan_in - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (fan_in - i)) - 1);
       const __m512i xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
+      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead, _MM_HINT_T0);
       const __m512i wv = _mm512_maskz_loadu_epi8(m, w + i);
       s = dpbusd(s, xv, wv);
       sw = dpbusd(sw, ones, wv);
