@@ -172,19 +172,30 @@ TS_ALWAYS_INLINE __m512i rqs_apply(__m512i x, const RqS& c) {
   return _mm512_add_epi32(r, _mm512_set1_epi32(c.zp));
 }
 
-// The by_sign form's steps (see above) with its constants m2 = 2m,
-// addz2 = 2 * addz, m2p1 = 2m + 1 and e = total - 31.
-TS_ALWAYS_INLINE __m512i by_sign_steps(__m512i x, int32_t m2_, int64_t addz2, int32_t m2p1, int32_t e) {
-  const __m512i m2 = _mm512_set1_epi32(m2_), az = _mm512_set1_epi64(addz2);
-  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(x, m2), az);
-  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), m2), az);
+// The by_sign form's constants m2 = 2m, addz2 = 2 * addz, m2p1 = 2m + 1 and
+// e = total - 31 in registers (set up once per channel where a channel
+// requantises several vectors), and its steps (see above).
+struct BySign {
+  __m512i m2, az, m2p1;
+  __m128i e;
+};
+
+TS_ALWAYS_INLINE BySign by_sign_consts(int32_t m2, int64_t addz2, int32_t m2p1, int32_t e) {
+  return BySign{_mm512_set1_epi32(m2), _mm512_set1_epi64(addz2), _mm512_set1_epi32(m2p1), _mm_cvtsi32_si128(e)};
+}
+
+TS_ALWAYS_INLINE __m512i by_sign_steps(__m512i x, const BySign& k) {
+  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(x, k.m2), k.az);
+  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), k.m2), k.az);
   __m512i h = _mm512_mask_shuffle_epi32(po, __mmask16(0x5555), pe, _MM_PERM_DDBB);
-  h = _mm512_mask_sub_epi32(h, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), h, _mm512_set1_epi32(m2p1));
-  return _mm512_sra_epi32(h, _mm_cvtsi32_si128(e));
+  h = _mm512_mask_sub_epi32(h, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), h, k.m2p1);
+  return _mm512_sra_epi32(h, k.e);
 }
 
 // The fast form's result (needs c.by_sign), as int32 before the clamp.
-TS_ALWAYS_INLINE __m512i rqs_by_sign(__m512i x, const RqS& c) { return by_sign_steps(x, c.m2, c.addz2, c.m2p1, c.e); }
+TS_ALWAYS_INLINE __m512i rqs_by_sign(__m512i x, const RqS& c) {
+  return by_sign_steps(x, by_sign_consts(c.m2, c.addz2, c.m2p1, c.e));
+}
 
 // The by_sign form's constants of up to kSignRow output channels of a layer
 // (structure of arrays), set up 16 channels per step with vector code:
@@ -248,11 +259,23 @@ inline bool rq_sign_row(const int32_t* mult, const int32_t* shift, int32_t n, in
   return all;
 }
 
-// Channel k's requantisation of 16 accumulators (needs r.ok[k]), as int32 to
-// be narrowed with saturation (clamped here where a fused activation asks).
-TS_ALWAYS_INLINE __m512i sign_row_vec(__m512i acc, const RqSignRow& r, int32_t k) {
-  __m512i v = by_sign_steps(acc, r.m2[k], r.addz2[k], r.m2p1[k], r.e[k]);
-  if (r.clamp8) v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(r.lo8)), _mm512_set1_epi32(r.hi8));
+// Channel k's requantiser (needs r.ok[k]) in registers, and its
+// requantisation of 16 accumulators, as int32 to be narrowed with saturation
+// (clamped here where a fused activation asks: lo, hi as vectors).
+struct SignK {
+  BySign c;
+  bool clamp;
+  __m512i lo, hi;
+};
+
+TS_ALWAYS_INLINE SignK sign_k(const RqSignRow& r, int32_t k) {
+  return SignK{by_sign_consts(r.m2[k], r.addz2[k], r.m2p1[k], r.e[k]), r.clamp8, _mm512_set1_epi32(r.lo8),
+               _mm512_set1_epi32(r.hi8)};
+}
+
+TS_ALWAYS_INLINE __m512i sign_vec(__m512i acc, const SignK& k) {
+  __m512i v = by_sign_steps(acc, k.c);
+  if (k.clamp) v = _mm512_min_epi32(_mm512_max_epi32(v, k.lo), k.hi);
   return v;
 }
 

@@ -310,7 +310,8 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
           }
         };
         if (all || sg.ok[k]) {
-          by_fours([&](__m512i acc) { return sign_row_vec(acc, sg, k); });
+          const SignK q = sign_k(sg, k);
+          by_fours([&](__m512i acc) { return sign_vec(acc, q); });
           continue;
         }
         RqS rq;

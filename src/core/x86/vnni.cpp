@@ -30,10 +30,11 @@ void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* o
   // (rq_sign_row: its conditions are tested through this row), else RqS's.
   RqSignRow sg;
   if (!rq.exact && rq_sign_row(&rq.m, &rq.shift, 1, rq.zp, rq.lo, rq.hi, &sg)) {
+    const SignK q = sign_k(sg, 0);
     for (; k < n; k += 16) {
       const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
       __m512i r[2];
-      r[0] = r[1] = sign_row_vec(_mm512_maskz_loadu_epi32(m, acc + k), sg, 0);
+      r[0] = r[1] = sign_vec(_mm512_maskz_loadu_epi32(m, acc + k), q);
       store_bytes_sat<2>(r, mini(16, n - k), out + k);
     }
     return;
@@ -118,7 +119,8 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
     if (sg.ok[s]) {  // the by_sign form, then narrowed by packs: one store
       constexpr int NP = NV <= 2 ? 2 : 4;
       __m512i r[NP];
-      for (int j = 0; j < NV; ++j) r[j] = sign_row_vec(_mm512_load_si512(acc[o] + 16 * j), sg, s);
+      const SignK q = sign_k(sg, s);
+      for (int j = 0; j < NV; ++j) r[j] = sign_vec(_mm512_load_si512(acc[o] + 16 * j), q);
       for (int j = NV; j < NP; ++j) r[j] = r[NV - 1];  // never stored (np <= 16 * NV)
       store_bytes_sat<NP>(r, np, out + int64_t(o) * cstride);
       continue;
