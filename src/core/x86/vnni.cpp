@@ -426,10 +426,12 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
 // input channels) go to pointwise_few_512. Its per-channel work (weight
 // transpose, byte transpose of the outputs) is worth it only there: at
 // input 112, Conv_1 (320 in) 34.5 -> 32 us and block_16_project (960 in)
-// 22.8 -> 21 us, but the 160-input expansions 17.3 -> 19 us. Splitting the
+// 22.8 -> 21 us when the threshold was 192; since its packing and
+// requantisers' set-up are vector code, the 160-input expansions too (15.0-15.3
+// -> 11.3-11.7 us with 128; they were 17.3 -> 19 us before). Splitting the
 // last n % 16 positions of larger planes off to it, as the AVX2 table
 // does, measured slower here (7x7 layers 17.4 -> 21.7 us).
-constexpr int32_t kFewMinCin = 192;
+constexpr int32_t kFewMinCin = 128;
 
 void pointwise_any(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                    int64_t cstride) {
