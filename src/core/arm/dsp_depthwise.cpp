@@ -162,19 +162,25 @@ int32_t block_outputs(const DwSpan& s, const Block& k) {
 }
 
 // Channels [c0, c1) over block k of span s, the frame's padding in place.
+// Per channel: its image bytes into the frame, weights and requantiser,
+// the pairs of the block's first row (from xa0), middle rows and last row
+// (to xb1), one requantisation of the block's sums.
 template <int SW>
 void span_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, const DwSpan& s, const Block& k,
                 int8_t* fr, int32_t* acc, int8_t* out, int64_t cstride) {
-  const int32_t Win = L.in[0].w, sh = L.sh, Fw = k.Fw, m = k.hi - k.lo;
-  const int32_t xa0 = k.by == s.y0 ? s.xs : s.x0;  // the block's first row from xa0, its last to xb1
+  const int32_t Win = L.in[0].w, Fw = k.Fw, m = k.hi - k.lo, bw = s.x1 - s.x0;
+  const int32_t xa0 = k.by == s.y0 ? s.xs : s.x0;
   const int32_t xb1 = k.ey == s.y1 ? s.xe : s.x1;
   const int32_t n = block_outputs(s, k);
+  const int32_t nrows = k.ey - k.by, step = L.sh * Fw;
+  const int32_t n_first = nrows == 1 ? n : s.x1 - xa0, n_last = xb1 - s.x0;
+  const int8_t* const r_first = fr + (xa0 - s.x0) * SW;
   const int32_t rows = k.i1 - k.i0;
   const bool image = m > 0 && rows > 0;  // some of the frame is in the image
-  const int64_t plane = image ? int64_t(v.nh) * Win : 0;  // a channel's rows in the window
+  const int32_t plane = image ? v.nh * Win : 0;  // a channel's rows in the window
   const int8_t* src0 = image ? row_ptr(v, Win, c0, k.iy0 + k.i0) + k.ix0 + k.lo : v.data;
   int8_t* const dst0 = fr + k.i0 * Fw + k.lo;
-  for (int32_t c = c0; c < c1; ++c, src0 += plane) {
+  for (int32_t c = c0; c < c1; ++c, src0 += plane, out += cstride) {
     if (image) {
       const int8_t* src = src0;
       int8_t* dst = dst0;
@@ -186,20 +192,17 @@ void span_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, const
     const int32_t base = dw_weights(L, c, rq, w02, &b01, &b2, &dbl);
     // A row's last pair may write one sum past the row: the next row's
     // first, computed after it, or acc's spare slots.
-    int32_t* a = acc;
-    const int8_t* r = fr + (xa0 - s.x0) * SW;
-    for (int32_t oy = k.by; oy < k.ey; ++oy) {
-      const int32_t xb = oy == k.ey - 1 ? xb1 : s.x1;
-      const int32_t xa = oy == k.by ? xa0 : s.x0;
-      dw_pairs3<SW>(r, Fw, (xb - xa + 1) / 2, w02, b01, b2, base, a);
-      a += xb - xa;
-      r = fr + (oy + 1 - k.by) * sh * Fw;
+    dw_pairs3<SW>(r_first, Fw, (n_first + 1) / 2, w02, b01, b2, base, acc);
+    if (nrows > 1) {
+      int32_t* a = acc + n_first;
+      const int8_t* r = fr + step;
+      for (int32_t j = 2; j < nrows; ++j, r += step, a += bw) dw_pairs3<SW>(r, Fw, (bw + 1) / 2, w02, b01, b2, base, a);
+      dw_pairs3<SW>(r, Fw, (n_last + 1) / 2, w02, b01, b2, base, a);
     }
-    int8_t* o = out + int64_t(c - c0) * cstride;
     if (dbl)
-      requant2_n(acc, n, rq, L.act_min, L.act_max, o);
+      requant2_n(acc, n, rq, L.act_min, L.act_max, out);
     else
-      requant_n(acc, n, channel_rq(L, c), o);
+      requant_n(acc, n, channel_rq(L, c), out);
   }
 }
 
