@@ -193,12 +193,10 @@ void span_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, const
     // A row's last pair may write one sum past the row: the next row's
     // first, computed after it, or acc's spare slots.
     dw_pairs3<SW>(r_first, Fw, (n_first + 1) / 2, w02, b01, b2, base, acc);
-    if (nrows > 1) {
-      int32_t* a = acc + n_first;
-      const int8_t* r = fr + step;
-      for (int32_t j = 2; j < nrows; ++j, r += step, a += bw) dw_pairs3<SW>(r, Fw, (bw + 1) / 2, w02, b01, b2, base, a);
-      dw_pairs3<SW>(r, Fw, (n_last + 1) / 2, w02, b01, b2, base, a);
-    }
+    int32_t* a = acc + n_first;
+    const int8_t* r = fr + step;
+    for (int32_t j = 1; j < nrows; ++j, r += step, a += bw)
+      dw_pairs3<SW>(r, Fw, ((j + 1 < nrows ? bw : n_last) + 1) / 2, w02, b01, b2, base, a);
     if (dbl)
       requant2_n(acc, n, rq, L.act_min, L.act_max, out);
     else
