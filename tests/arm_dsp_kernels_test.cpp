@@ -491,6 +491,109 @@ TEST(ArmDsp, DepthwiseBoxesMatchPortable) {
   EXPECT_GT(narrow, 300);
 }
 
+// The window of input 0 that box b reads, as a board holds it: exactly the
+// channels and rows input_box names, starting at c0/h0 > 0 where it does.
+struct Window {
+  std::vector<int8_t> bytes;
+  View v;
+  Window(const LayerDesc& d, const std::vector<int8_t>& x, const OutBox& b) {
+    const Box box = input_box(d, 0, b);
+    const Dims& X = d.in[0];
+    for (int32_t c = box.c0; c < box.c1; ++c)
+      for (int32_t y = box.h0; y < box.h1; ++y)
+        for (int32_t xx = 0; xx < X.w; ++xx) bytes.push_back(x[(size_t(c) * X.h + y) * X.w + xx]);
+    bytes.push_back(0);  // never empty
+    v = View{bytes.data(), box.c0, box.c1 - box.c0, box.h0, box.h1 - box.h0};
+  }
+};
+
+// Depthwise 3x3 on narrow maps (planes 1-16 wide, some up to 40 for single
+// rows and narrow boxes of wider planes), as boards compute them: boxes
+// (compute_box, the conv_box entry), bands of plane positions with partial
+// first and last rows over a block of channels (compute_positions), random
+// runs (compute_range), each from a window of exactly its input; strides 1
+// and 2, padding 0-2 on each side, weights and zero points at the extremes.
+// Every output is checked against the portable table's whole layer, and the
+// narrow-span kernel must have taken both kinds of call.
+TEST(ArmDsp, DepthwiseNarrowSpansMatchPortable) {
+  Rng r(24);
+  const ts::core::arm::DwCalls before = ts::core::arm::dw_calls;
+  int boxes = 0, bands = 0;
+  for (int it = 0; it < 300; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int c = rnd(r, 1, 24);
+    d.in[0] = Dims{c, rnd(r, 1, 18), rnd(r, 1, it % 6 == 0 ? 40 : 16)};
+    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.kh = d.kw = 3;
+    d.sw = rnd(r, 1, 2);
+    d.sh = rnd(r, 0, 3) == 0 ? 3 - d.sw : d.sw;
+    d.pad_t = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    d.groups = c;
+    d.out = Dims{c, conv_out(d.in[0].h, 3, d.sh, d.pad_t, d.pad_b), conv_out(d.in[0].w, 3, d.sw, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, c, 9);
+    const int wk = rnd(r, 0, 5);  // weights all -128 / all 127 sometimes
+    if (wk < 2)
+      for (auto& w : L.w) w = int8_t(wk == 0 ? -128 : 127);
+    for (int32_t o = 0; o < c; ++o)
+      if (rnd(r, 0, 9) == 0) L.bias[o] = rnd(r, 0, 1) ? (1 << 29) + 1 : -(1 << 29);
+    L.bind();
+    const std::vector<int8_t> want = L.run(&portable_kernels(), r, 1);
+    auto expect_at = [&](int32_t oc, int32_t p, int8_t got, const char* what) {
+      ASSERT_EQ(int(got), int(want[size_t(oc) * d.out.h * d.out.w + p]))
+          << what << " it " << it << " c " << oc << " position " << p << " plane " << d.out.h << "x" << d.out.w
+          << " stride " << d.sh << "," << d.sw << " pad " << d.pad_t << d.pad_l << d.pad_b << d.pad_r;
+    };
+    set_kernels(dsp_table());
+    for (int k = 0; k < 6; ++k) {
+      OutBox b;
+      b.c0 = rnd(r, 0, c - 1);
+      b.c1 = rnd(r, b.c0 + 1, c);
+      b.y0 = rnd(r, 0, d.out.h - 1);
+      b.y1 = rnd(r, b.y0 + 1, d.out.h);
+      if (k < 3) {  // a box, often narrower than the plane
+        b.x0 = rnd(r, 0, d.out.w - 1);
+        b.x1 = rnd(r, b.x0 + 1, d.out.w);
+        const Window w(d, L.x[0], b);
+        std::vector<int8_t> got(size_t(b.elems()));
+        ASSERT_EQ(compute_box(d, &w.v, b, got.data(), d.out.c), KernelStatus::Ok);
+        size_t i = 0;
+        for (int32_t oc = b.c0; oc < b.c1; ++oc)
+          for (int32_t y = b.y0; y < b.y1; ++y)
+            for (int32_t x = b.x0; x < b.x1; ++x) expect_at(oc, y * d.out.w + x, got[i++], "box");
+        boxes += b.x1 - b.x0 < d.out.w;
+      } else {  // a band of positions, partial rows at either end
+        const int32_t p0 = b.y0 * d.out.w + rnd(r, 0, d.out.w - 1);
+        const int32_t p1 = rnd(r, p0 + 1, b.y1 * d.out.w);
+        b.y1 = (p1 - 1) / d.out.w + 1;
+        b.x0 = 0;
+        b.x1 = d.out.w;
+        const Window w(d, L.x[0], b);
+        const int64_t pitch = p1 - p0 + rnd(r, 0, 3);
+        std::vector<int8_t> got(size_t(pitch * (b.c1 - b.c0)));
+        ASSERT_EQ(compute_positions(d, &w.v, b.c0, b.c1, p0, p1, got.data(), d.out.c, pitch), KernelStatus::Ok);
+        for (int32_t oc = b.c0; oc < b.c1; ++oc)
+          for (int32_t p = p0; p < p1; ++p) expect_at(oc, p, got[size_t((oc - b.c0) * pitch + (p - p0))], "band");
+        ++bands;
+      }
+    }
+    set_kernels(nullptr);
+    for (int parts : {3, 7}) {
+      const std::vector<int8_t> got = L.run(dsp_table(), r, parts);
+      for (size_t i = 0; i < got.size(); ++i)
+        expect_at(int32_t(i / (d.out.h * d.out.w)), int32_t(i % (d.out.h * d.out.w)), got[i], "runs");
+    }
+  }
+  EXPECT_GT(boxes, 400);
+  EXPECT_GT(bands, 600);
+  // The narrow kernel took the boxes and the runs (not only its fallbacks).
+  EXPECT_GT(ts::core::arm::dw_calls.boxes - before.boxes, 400u);
+  EXPECT_GT(ts::core::arm::dw_calls.runs - before.runs, 2000u);
+}
+
 TEST(ArmDsp, GemmMatchesPortable) {
   Rng r(5);
   for (int it = 0; it < 60; ++it) {

@@ -337,6 +337,53 @@ TEST(SimTiming, MonotoneInEveryCost) {
   EXPECT_EQ(again.events, r0.events);
 }
 
+// The order a board sends a layer's groups in (plan/route.cpp order_sends):
+// by consumer layer, then from the board after it on around the swarm. Every
+// layer of `neuron` on the direct route all-gathers (8 boards): each board
+// then sends to a different board at a time. The same plan with each
+// layer's groups in board order (every board sends to board 0 first, then
+// to board 1) moves the same bytes in the same frames and simulates slower.
+TEST(SimTiming, AllGathersSendAroundTheSwarmNotInBoardOrder) {
+  NEED_MODEL(q);
+  const int n = 8;
+  plan::PlanOptions o;
+  o.alloc = plan::Allocation::Even;
+  o.route = plan::Route::Direct;
+  o.routing = false;
+  const plan::Plan around = plan::make_plan(*q, bed(n), o);
+  plan::Plan in_order = around;
+  int rotated = 0;
+  for (size_t w = 0; w < size_t(n); ++w)
+    for (plan::LayerShare& ls : in_order.workers[w].layers) {
+      std::vector<core::Send>& v = ls.sends;
+      // Board order: the groups by consumer layer, then peer (stable: a
+      // group's own order kept).
+      std::stable_sort(v.begin(), v.end(), [](const core::Send& a, const core::Send& b) {
+        return a.layer != b.layer ? a.layer < b.layer : a.peer < b.peer;
+      });
+      // Around the swarm: the first peer of each consumer layer is the
+      // first one after this board that the layer sends to.
+      const std::vector<core::Send>& a = around.workers[w].layers[size_t(ls.node)].sends;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].peer == core::kPeerCoordinator || (i > 0 && a[i - 1].layer == a[i].layer)) continue;
+        uint16_t want = 0xFFFF;
+        for (int d = 1; d < n && want == 0xFFFF; ++d)
+          for (const core::Send& s : a)
+            if (s.layer == a[i].layer && s.peer == uint16_t((int(w) + d) % n)) want = s.peer;
+        EXPECT_EQ(a[i].peer, want) << "board " << w << " layer " << ls.node;
+        rotated += a[i].peer != 0 && w != size_t(n - 1);
+      }
+    }
+  EXPECT_GT(rotated, 100);
+  sim::TimingModel m;
+  m.cycles_per_mac = 2.0;
+  m.frame_latency_s = 325e-6;
+  const sim::SimResult fast = sim::simulate(*q, around, bed(n), m), slow = sim::simulate(*q, in_order, bed(n), m);
+  EXPECT_EQ(fast.payload_bytes, slow.payload_bytes);
+  EXPECT_EQ(fast.frames, slow.frames);
+  EXPECT_LT(fast.total_s, 0.95 * slow.total_s) << fast.total_s << " against " << slow.total_s;
+}
+
 TEST(SimTiming, MoreBoardsLessComputeAndLessRam) {
   NEED_MODEL(q);
   double prev_compute = 1e30;

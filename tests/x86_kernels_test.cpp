@@ -18,6 +18,9 @@
 #include "core/crc32.h"
 #include "core/kernel_table.h"
 #include "core/layer.h"
+#if defined(__x86_64__)
+#include "core/x86/x86_kernels.h"
+#endif
 
 namespace {
 
@@ -433,6 +436,11 @@ TEST(KernelVariants, DepthwiseWideRowsMatchPortable) {
 // channels of a block then leave the per-lane requantiser).
 TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
   Rng r(15);
+#if defined(__x86_64__)
+  using ts::core::x86::Path;
+  using ts::core::x86::path_count;
+  const int64_t lanes0 = path_count(Path::kFewLanes), one0 = path_count(Path::kFewRqS);
+#endif
   for (int it = 0; it < 200; ++it) {
     Layer L;
     LayerDesc& d = L.d;
@@ -453,6 +461,74 @@ TEST(KernelVariants, PointwiseOnFewPositionsMatchesPortable) {
     expect_same(L, "few-position pointwise it " + std::to_string(it));
     if (HasFatalFailure()) return;
   }
+#if defined(__x86_64__)
+  if (find_kernels("vnni")) {  // both ways of requantising 16 channels
+    EXPECT_GT(path_count(Path::kFewLanes), lanes0);
+    EXPECT_GT(path_count(Path::kFewRqS), one0);
+  }
+#endif
+}
+
+// The AVX-512 kernels' requantisers set up 16 channels at a time
+// (RqSignRow: the by_sign form where a channel's multiplier and shift allow
+// it, an RqS for the others, channel by channel in one layer): pointwise
+// layers on planes of 17-150 positions (the tile path; up to 300 output
+// channels, past one block of 256 requantisers) and depthwise 3x3 layers on
+// planes narrower than 16 columns (the narrow-plane path), each channel's
+// multiplier and shift on or next to the form's bounds (2^31 - 2^28 + 1,
+// right shifts 1, 2, 19, 20, left shifts), accumulators near the int32
+// extremes, zero points and clamps at the extremes. Both kinds of channel must be reached on a CPU with the vnni table.
+TEST(KernelVariants, RequantFormsPerChannelMatchPortable) {
+  Rng r(16);
+  const int32_t bound = INT32_MAX - (1 << 28) + 1;
+#if defined(__x86_64__)
+  using ts::core::x86::Path;
+  using ts::core::x86::path_count;
+  const Path paths[] = {Path::kPwSignRow, Path::kPwRqS, Path::kFlatSignRow, Path::kFlatRqS};
+  int64_t before[4];
+  for (int k = 0; k < 4; ++k) before[k] = path_count(paths[k]);
+#endif
+  for (int it = 0; it < 160; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const bool pw = it % 2 == 0;
+    int cin, cout, H, W, s = 1, p = 0;
+    if (pw) {
+      cin = rnd(r, 1, 80);
+      cout = rnd(r, 0, 3) == 0 ? rnd(r, 250, 300) : rnd(r, 1, 40);
+      do { H = rnd(r, 1, 15); W = rnd(r, 1, 15); } while (H * W < 17);
+    } else {
+      cin = cout = d.groups = rnd(r, 1, 40);
+      s = rnd(r, 1, 2);
+      p = rnd(r, 0, 1);
+      d.kh = d.kw = 3; d.sh = d.sw = s;
+      d.pad_t = d.pad_l = d.pad_b = d.pad_r = p;
+      H = rnd(r, 3, 15); W = rnd(r, 3, 15);
+    }
+    d.in[0] = Dims{cin, H, W};
+    d.in_zp[0] = rnd(r, 0, 2) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+    d.out = pw ? Dims{cout, H, W} : Dims{cout, conv_out(H, 3, s, 1, p, p), conv_out(W, 3, s, 1, p, p)};
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    per_channel(r, L, cout, pw ? cin : 9);
+    for (int32_t o = 0; o < cout; ++o) {
+      const int32_t ms[] = {bound - 1, bound, bound + 1, INT32_MAX, 1, 1 << 30, int32_t((1u << 30) | (uint32_t(r()) >> 2))};
+      const int32_t ss[] = {-1, -2, -19, -20, 0, 1, -rnd(r, 2, 19)};
+      L.mult[o] = ms[rnd(r, 0, 6)];
+      L.shift[o] = rnd(r, 0, 2) == 0 ? ss[rnd(r, 0, 5)] : ss[6];
+      // Accumulators near the int32 extremes (|sum of products| < 2^22 here).
+      if (rnd(r, 0, 2) == 0) L.bias[o] = rnd(r, 0, 1) ? INT32_MAX - (1 << 22) - rnd(r, 0, 1000) : INT32_MIN + (1 << 22) + rnd(r, 0, 1000);
+    }
+    if (rnd(r, 0, 3) == 0)
+      for (auto& e : L.w) e = rnd(r, 0, 1) ? -128 : 127;
+    expect_same(L, std::string(pw ? "pointwise" : "depthwise") + " it " + std::to_string(it));
+    if (HasFatalFailure()) return;
+  }
+#if defined(__x86_64__)
+  if (find_kernels("vnni") && ts::core::x86::has_vbmi()) {
+    for (int k = 0; k < 4; ++k) EXPECT_GT(path_count(paths[k]), before[k]) << "path " << k << " not reached";
+  }
+#endif
 }
 
 // The AVX2 requantiser's shorter form holds for multipliers up to

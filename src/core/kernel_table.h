@@ -49,6 +49,11 @@ struct KernelTable {
   // goes channel by channel). The Cortex-M7 table's widened-patch product.
   bool (*conv_block)(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                      int64_t cstride);
+  // Optional (nullptr: none): a non-pointwise conv's box narrower than the
+  // plane at once, out in box-local C,Y,X order (compute_box); false, having
+  // written nothing, for boxes it does not take (compute_box then goes row
+  // by row). The Cortex-M7 table's narrow-span depthwise kernel.
+  bool (*conv_box)(const LayerDesc& L, const View& v, const OutBox& b, int8_t* out) = nullptr;
 };
 
 // The portable table.

@@ -208,7 +208,9 @@ KernelStatus compute_box(const LayerDesc& L, const View* in, const OutBox& b, in
   if (st != KernelStatus::Ok) return st;
   const int32_t W = L.out.w, bh = b.y1 - b.y0, bw = b.x1 - b.x0;
   if (b.x0 == 0 && b.x1 == W) return op->eval(L, in, b.c0, b.c1, b.y0 * W, b.y1 * W, out, int64_t(bh) * W);
-  // Narrower than the plane: one block of all the box's channels per row.
+  // Narrower than the plane: the op's box path if it takes the box, else one
+  // block of all the box's channels per row.
+  if (op->eval_box && op->eval_box(L, in, b, out)) return KernelStatus::Ok;
   for (int32_t y = b.y0; y < b.y1; ++y) {
     const KernelStatus s =
         op->eval(L, in, b.c0, b.c1, y * W + b.x0, y * W + b.x1, out + int64_t(y - b.y0) * bw, int64_t(bh) * bw);

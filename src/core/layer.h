@@ -183,7 +183,8 @@ Box input_box(const LayerDesc& L, int i, const OutBox& b);
 // values to compute_range over the same elements. Statuses as compute_range
 // (BadRange: the box is not inside the output). Full-width boxes take a fast
 // path (pointwise: one blocked matrix product over all channels of the box;
-// other ops per channel over rows [y0,y1)); narrower boxes go row by row.
+// other ops per channel over rows [y0,y1)); narrower boxes go to the op's
+// box path where it has one (a kernel table's conv_box), else row by row.
 KernelStatus compute_box(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out, int32_t oc_count);
 
 // compute_box for a full-width box (x0 = 0, x1 = out.w) written with channel

@@ -152,6 +152,11 @@ struct OpDef {
                        int8_t* out, int64_t cstride);
   // Its partial-sum variant, nullptr if it has none.
   const PartialForm* partial;
+  // Optional: box b (non-empty, narrower than the plane, inside the output;
+  // checked as for eval) at once, out in box-local C,Y,X order; false,
+  // having written nothing, when it does not take the box (compute_box then
+  // calls eval row by row). nullptr: none.
+  bool (*eval_box)(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out) = nullptr;
 };
 
 // The definition of op, or nullptr for a value outside QOp.

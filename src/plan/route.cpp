@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/partial.h"
+#include "plan/frames.h"
 #include "plan/fuse.h"
 #include "plan/plan_steps.h"
 
@@ -172,6 +173,45 @@ void route_partials(const QGraph& q, Plan& p) {
       }
     }
   }
+}
+
+// The order a board sends one layer's outputs in, group by group (a group:
+// consecutive sends to one peer, layer and operand; the worker gathers a
+// group into INPUTS frames, core/worker_sender.cpp):
+//  - within a group, equal lengths together in offset order: a halo of a
+//    band of plane positions is a partial row, whole rows and a partial row
+//    in every channel, and sorted this way each kind becomes one strided
+//    block per frame instead of one 12-byte block header per channel and
+//    row piece (the receiver places blocks by offset: the order is free);
+//  - the groups by consumer layer, then by peer from the board after
+//    `self` on around the swarm (w + 1, w + 2, ...), then operand: in an
+//    all-gather each board then sends to a different board at a time,
+//    where in board order every board would send to board 0 first, then to
+//    board 1, each of them taking in the whole swarm's frames on its one
+//    link while the other links idle.
+void order_sends(size_t self, size_t n_boards, std::vector<core::Send>* sends) {
+  std::vector<core::Send>& v = *sends;
+  struct Group {
+    uint64_t key;
+    size_t first, n;
+  };
+  std::vector<Group> groups;
+  for_each_send_run(v, [&](size_t first, size_t n) {
+    const core::Send& s = v[first];
+    const uint64_t turn = s.peer == core::kPeerCoordinator ? n_boards : (s.peer + n_boards - self - 1) % n_boards;
+    groups.push_back(Group{uint64_t(s.layer) << 40 | turn << 8 | s.operand, first, n});
+  });
+  for (const Group& g : groups)
+    std::stable_sort(v.begin() + long(g.first), v.begin() + long(g.first + g.n),
+                     [](const core::Send& a, const core::Send& b) {
+                       return a.count != b.count ? a.count < b.count : a.offset < b.offset;
+                     });
+  if (groups.size() < 2) return;
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.key < b.key; });
+  std::vector<core::Send> out;
+  out.reserve(v.size());
+  for (const Group& g : groups) out.insert(out.end(), v.begin() + long(g.first), v.begin() + long(g.first + g.n));
+  v = std::move(out);
 }
 
 }  // namespace
@@ -391,26 +431,8 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends, const Pl
       }
     }
   }
-  // Within each group of sends to one peer, layer and operand (the worker
-  // gathers a group into INPUTS frames, core/worker.cpp), equal lengths go
-  // together in offset order: a halo of a band of plane positions is a
-  // partial row, whole rows and a partial row in every channel, and sorted
-  // this way each kind becomes one strided block per frame instead of one
-  // 12-byte block header per channel and row piece. The receiver places
-  // blocks by offset, so the order within a group is free.
   for (size_t w = 0; w < N; ++w)
-    for (LayerShare& ls : p.workers[w].layers) {
-      std::vector<core::Send>& v = ls.sends;
-      size_t i = 0;
-      while (i < v.size()) {
-        size_t j = i + 1;
-        while (j < v.size() && v[j].peer == v[i].peer && v[j].layer == v[i].layer && v[j].operand == v[i].operand) ++j;
-        std::stable_sort(v.begin() + long(i), v.begin() + long(j), [](const core::Send& a, const core::Send& b) {
-          return a.count != b.count ? a.count < b.count : a.offset < b.offset;
-        });
-        i = j;
-      }
-    }
+    for (LayerShare& ls : p.workers[w].layers) order_sends(w, N, &ls.sends);
   // The graph's output goes to the coordinator.
   const int last = q.tensors[size_t(q.output)].producer;
   if (last >= 0)

@@ -278,23 +278,32 @@ TS_DSP_INLINE uint32_t pack4(int32_t q0, int32_t q1, int32_t q2, int32_t q3) {
   return bfi8<24>(bfi8<16>(bfi8<8>(uint32_t(q0), uint32_t(q1)), uint32_t(q2)), uint32_t(q3));
 }
 
-// out[k] = the requantised doubled sum acc[k], clamped to [lo, hi], k < n.
+// out[k] = the requantised doubled sum acc[k], clamped to [lo, hi] (lo4,
+// hi4: each in every byte; Full: the clamp is [-128, 127], skipped), k < n:
+// whole words, then the last n % 4 packed into one word.
 template <bool Full>
-void requant2_4(const int32_t* acc, int32_t n, const Rq2& rq, uint32_t lo4, uint32_t hi4, int8_t* out) {
+void requant2_words(const int32_t* acc, int32_t n, const Rq2& rq, uint32_t lo4, uint32_t hi4, int8_t* out) {
   for (int32_t k = 0; k + 4 <= n; k += 4) {
     const uint32_t word = pack4(rq(acc[k]), rq(acc[k + 1]), rq(acc[k + 2]), rq(acc[k + 3]));
     st32(out + k, Full ? word : min8(max8(word, lo4), hi4));
   }
+  const int32_t t = n & 3;
+  if (t == 0) return;
+  acc += n - t;
+  out += n - t;
+  uint32_t word = uint32_t(rq(acc[0]));
+  if (t > 1) word = bfi8<8>(word, uint32_t(rq(acc[1])));
+  if (t > 2) word = bfi8<16>(word, uint32_t(rq(acc[2])));
+  if (!Full) word = min8(max8(word, lo4), hi4);
+  out[0] = int8_t(word);
+  if (t > 1) out[1] = int8_t(word >> 8);
+  if (t > 2) out[2] = int8_t(word >> 16);
 }
 inline void requant2_n(const int32_t* acc, int32_t n, const Rq2& rq, int32_t lo, int32_t hi, int8_t* out) {
   if (lo <= -128 && hi >= 127)
-    requant2_4<true>(acc, n, rq, 0, 0, out);
+    requant2_words<true>(acc, n, rq, 0, 0, out);
   else
-    requant2_4<false>(acc, n, rq, splat8(lo), splat8(hi), out);
-  for (int32_t k = n & ~3; k < n; ++k) {
-    const int32_t q = rq(acc[k]);
-    out[k] = int8_t(q < lo ? lo : (q > hi ? hi : q));
-  }
+    requant2_words<false>(acc, n, rq, splat8(lo), splat8(hi), out);
 }
 
 // The pointwise kernel's tile loop for one output channel over nt whole
@@ -306,6 +315,17 @@ void pw_pre_channel(const LayerDesc& L, int32_t o, const uint32_t* xt, int32_t t
 // The table's pointwise entry (dsp_pointwise.cpp).
 void pointwise(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                int64_t cstride);
+
+// Depthwise 3x3 (dsp_depthwise.cpp): the layers it takes (one input
+// channel per group, 3x3, dilation 1, strides 1-2, padding on any side,
+// output rows that fit its frame); channels [c0, c1) at plane positions
+// [p0, p1), channel c's outputs at out + (c - c0) * cstride; and the
+// table's conv_box entry (a box narrower than the plane in one call, out in
+// box-local order; false, nothing written, for other layers).
+bool dw3x3_ok(const LayerDesc& L);
+void dw3x3_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                 int64_t cstride);
+bool conv_box(const LayerDesc& L, const View& v, const OutBox& b, int8_t* out);
 
 }  // namespace dspk
 }  // namespace arm

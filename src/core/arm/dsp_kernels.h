@@ -31,6 +31,15 @@ int32_t fast_requant2(int32_t acc, int32_t mult, int32_t shift, int32_t zp, bool
 // shifts 0 to -21).
 int32_t fast_op_scale(int32_t x, int32_t mult, int32_t shift, bool* ok);
 
+// Calls the depthwise 3x3 kernel (src/core/arm/dsp_depthwise.cpp) took, by
+// entry: runs of plane positions (conv_block, conv_channel) and boxes
+// narrower than the plane (conv_box, from compute_box). Counted for the
+// tests, which check that they reach both.
+struct DwCalls {
+  uint32_t runs = 0, boxes = 0;
+};
+extern DwCalls dw_calls;
+
 }  // namespace arm
 }  // namespace core
 }  // namespace ts

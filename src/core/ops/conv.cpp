@@ -96,6 +96,13 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
   return KernelStatus::Ok;
 }
 
+// A box narrower than the plane in one call, where the table has a box
+// kernel for the layer.
+bool eval_box(const LayerDesc& L, const View* in, const OutBox& b, int8_t* out) {
+  const KernelTable& K = kernels();
+  return !is_pointwise(L) && K.conv_box && K.conv_box(L, in[0], b, out);
+}
+
 // Partial sums: a pointwise convolution of one group, whose sums are its
 // output plane; each input channel gives one element per position.
 bool partial_ok(const LayerDesc& L) {
@@ -109,7 +116,7 @@ const PartialForm kPartial = {partial_ok, partial_positions, partial_k};
 }  // namespace
 
 const OpDef kConvOp = {QOp::Conv, "Conv", check, model_check, data_ok, true, layout, box_of, access, macs, eval,
-                       &kPartial};
+                       &kPartial, eval_box};
 
 }  // namespace core
 }  // namespace ts

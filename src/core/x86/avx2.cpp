@@ -65,6 +65,7 @@ inline int32_t weight_sum(const int8_t* w, int32_t n) {
   __m256i s = _mm256_setzero_si256();
   int32_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead, _MM_HINT_T0);
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i));
     s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16));
   }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "core/arm/dsp_kernels.h"
 #include "core/x86/x86_kernels.h"
 
@@ -25,6 +27,13 @@ bool has_vnni() {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<int64_t> path_counts[int(Path::kCount)];
+}  // namespace
+
+void count_path(Path p) { path_counts[int(p)].fetch_add(1, std::memory_order_relaxed); }
+int64_t path_count(Path p) { return path_counts[int(p)].load(std::memory_order_relaxed); }
 
 bool has_vbmi() {
   static const bool yes = [] {

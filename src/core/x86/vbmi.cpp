@@ -176,7 +176,8 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
 // byte's place in the input is worked out once per call (shared by all the
 // channels): for each chunk of 16 positions, one 128-byte span of the
 // channel's window holds all the bytes its lanes read, and vpermt2b picks
-// them; a byte whose row or column lies outside the image is replaced by the
+// them; a byte whose row or column lies outside the image is the span's last
+// byte, which is never loaded (the spans are at most 127 bytes) and holds the
 // zero point. Returns false for layers it does not take (or a chunk whose
 // bytes do not fit one span).
 constexpr int32_t kFlatChunks = 16;  // up to 256 positions per call
@@ -194,96 +195,135 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   const int32_t ngroups = (taps + 3) / 4, nchunks = (n + kLanes - 1) / kLanes;
   const int64_t view_len = int64_t(v.nh) * X.w;
   // Per chunk: where its span starts in a channel's view, which of its 128
-  // bytes may be read, the byte indices and which (lane, tap) bytes are
-  // inside the image.
+  // bytes may be read and the byte indices.
   int64_t start[kFlatChunks];
-  __mmask64 mlo[kFlatChunks], mhi[kFlatChunks], tm[kFlatChunks][kFlatGroups];
+  __mmask64 mlo[kFlatChunks], mhi[kFlatChunks];
   __m512i idx[kFlatChunks][kFlatGroups];
   alignas(64) uint8_t ix[kFlatGroups][64];
   int64_t where[kLanes][4 * kFlatGroups];  // view index of (lane, tap), -1 outside the image
+  // Each tap's row and column offsets, worked out once (no divisions in the
+  // loops below: this plan is a large part of a small layer's time).
+  int32_t tdy[4 * kFlatGroups], tdx[4 * kFlatGroups];
+  for (int32_t t = 0, ky = 0, kx = 0; t < taps; ++t) {
+    tdy[t] = ky * L.dh - L.pad_t;
+    tdx[t] = kx * L.dw - L.pad_l;
+    if (++kx == L.kw) kx = 0, ++ky;
+  }
+  int32_t oy = p0 / W, ox = p0 % W;  // position q + j, advanced lane by lane
   for (int32_t c = 0; c < nchunks; ++c) {
     const int32_t q = p0 + kLanes * c;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (int32_t j = 0; j < kLanes; ++j) {
-      const int32_t oy = (q + j) / W, ox = (q + j) % W;
-      for (int32_t t = 0; t < 4 * ngroups; ++t) {
-        where[j][t] = -1;
-        if (q + j >= p1 || t >= taps) continue;
-        const int32_t iy = oy * L.sh + (t / L.kw) * L.dh - L.pad_t, ixx = ox * L.sw + (t % L.kw) * L.dw - L.pad_l;
-        if (iy < 0 || iy >= X.h || ixx < 0 || ixx >= X.w) continue;
-        where[j][t] = int64_t(iy - v.h0) * X.w + ixx;
-        if (where[j][t] < lo) lo = where[j][t];
-        if (where[j][t] > hi) hi = where[j][t];
+      for (int32_t t = 0; t < 4 * ngroups; ++t) where[j][t] = -1;
+      if (q + j < p1) {
+        const int32_t iy0 = oy * L.sh, ix0 = ox * L.sw;
+        for (int32_t t = 0; t < taps; ++t) {
+          const int32_t iy = iy0 + tdy[t], ixx = ix0 + tdx[t];
+          if (iy < 0 || iy >= X.h || ixx < 0 || ixx >= X.w) continue;
+          const int64_t at = int64_t(iy - v.h0) * X.w + ixx;
+          where[j][t] = at;
+          lo = at < lo ? at : lo;
+          hi = at > hi ? at : hi;
+        }
       }
+      if (++ox == W) ox = 0, ++oy;
     }
     if (lo > hi) lo = hi = 0;  // nothing inside the image: all zero points
-    if (hi - lo > 127) return false;
+    if (hi - lo > 126) return false;  // byte 127 stays the zero point
     start[c] = lo;
     const int64_t a = -lo, b = view_len - lo;  // readable bytes [a, b) of the span
     const int32_t a0 = int32_t(a < 0 ? 0 : (a > 128 ? 128 : a)), b0 = int32_t(b < 0 ? 0 : (b > 128 ? 128 : b));
     mlo[c] = bits64(a0, b0);
-    mhi[c] = bits64(a0 - 64, b0 - 64);
+    mhi[c] = bits64(a0 - 64, mini(b0, 127) - 64);
     for (int32_t g = 0; g < ngroups; ++g) {
-      uint64_t m = 0;
       for (int32_t j = 0; j < kLanes; ++j)
         for (int32_t b2 = 0; b2 < 4; ++b2) {
           const int64_t w = where[j][4 * g + b2];
-          ix[g][4 * j + b2] = uint8_t(w < 0 ? 0 : w - lo);
-          if (w >= 0) m |= uint64_t(1) << (4 * j + b2);
+          ix[g][4 * j + b2] = uint8_t(w < 0 ? 127 : w - lo);
         }
-      tm[c][g] = __mmask64(m);
       idx[c][g] = _mm512_load_si512(ix[g]);
     }
   }
   const int32_t zp = L.in_zp[0];
-  const __m512i vzp = _mm512_set1_epi8(int8_t(zp)), vzpu = _mm512_set1_epi8(int8_t(zp ^ 0x80));
+  const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
   const int32_t cout_g = L.out.c / L.groups;
   const __mmask16 tapmask = __mmask16((1u << taps) - 1);
+  // Channels 16 at a time: their starting values (bias - (zp + 128) *
+  // sum(w)) and the by_sign requantisers' constants set up together with
+  // vector code (per channel, that set-up cost about as much as the channel's
+  // multiply-adds on 7x7 and 3x3 planes); a channel without the by_sign form
+  // gets its RqS.
+  RqSignRow sg;
+  bool with_sign = false, without_sign = false;  // for the tests (count_path), once per call
   auto run = [&](auto ng_const) {
     constexpr int NG = decltype(ng_const)::value;
-    for (int32_t o = c0; o < c1; ++o) {
-      const int32_t local = o - L.oc_base;
-      // The channel's taps as they are stored are the four-tap words
-      // vpdpbusd wants (taps past the end 0).
-      const __m128i wv = _mm_maskz_loadu_epi8(tapmask, L.weights + int64_t(local) * taps);
-      alignas(16) int32_t w4[4];
-      _mm_store_si128(reinterpret_cast<__m128i*>(w4), wv);
-      const int32_t sw = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(wv));
-      const int32_t init = int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(zp + 128) * sw));
-      RqS rq;
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq, false);
-      const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(o / cout_g - v.c0) * view_len));
-      int8_t* dst = out + int64_t(o - c0) * cstride;
-      auto chunk = [&](int32_t c) {
-        const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
-        const __m512i lo = _mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at));
-        const __m512i hi = _mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64));
-        __m512i acc = _mm512_set1_epi32(init);
-        for (int g = 0; g < NG; ++g) {
-          const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, idx[c][g], hi), flip);
-          acc = dpbusd(acc, _mm512_mask_mov_epi8(vzpu, tm[c][g], u), _mm512_set1_epi32(w4[g]));
+    for (int32_t ob = c0; ob < c1; ob += 16) {
+      const int32_t nk = mini(16, c1 - ob), l0 = ob - L.oc_base;
+      __m512i wsum[16];
+      for (int32_t k = 0; k < 16; ++k)
+        wsum[k] = k < nk ? _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(tapmask, L.weights + int64_t(l0 + k) * taps))
+                         : _mm512_setzero_si512();
+      const __mmask16 live = __mmask16((1u << nk) - 1);
+      const __m512i bias = L.bias ? _mm512_maskz_loadu_epi32(live, L.bias + l0) : _mm512_setzero_si512();
+      alignas(64) int32_t init16[16];
+      _mm512_store_si512(init16, _mm512_sub_epi32(bias, _mm512_mullo_epi32(sums16(wsum), _mm512_set1_epi32(zp + 128))));
+      const bool all = rq_sign_row(L.mult + l0, L.shift + l0, nk, L.out_zp, L.act_min, L.act_max, &sg);
+      bool some = all;  // some channel has the by_sign form
+      for (int32_t k = 0; k < nk && !some; ++k) some = sg.ok[k];
+      with_sign |= some;
+      without_sign |= !all;
+      for (int32_t k = 0; k < nk; ++k) {
+        const int32_t o = ob + k;
+        // The channel's taps as they are stored are the four-tap words
+        // vpdpbusd wants (taps past the end 0).
+        alignas(16) int32_t w4[4];
+        _mm_store_si128(reinterpret_cast<__m128i*>(w4), _mm_maskz_loadu_epi8(tapmask, L.weights + int64_t(l0 + k) * taps));
+        __m512i wb[NG];
+        for (int g = 0; g < NG; ++g) wb[g] = _mm512_set1_epi32(w4[g]);
+        const __m512i init = _mm512_set1_epi32(init16[k]);
+        const int32_t ci = cout_g == 1 ? o : o / cout_g;
+        const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(ci - v.c0) * view_len));
+        int8_t* dst = out + int64_t(o - c0) * cstride;
+        auto chunk = [&](int32_t c) {
+          const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
+          // The span as u = x + 128 (the zero point's u where not loaded).
+          const __m512i lo = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at)), flip);
+          const __m512i hi = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64)), flip);
+          __m512i acc = init;
+          for (int g = 0; g < NG; ++g)
+            acc = dpbusd(acc, _mm512_permutex2var_epi8(lo, idx[c][g], hi), wb[g]);
+          return acc;
+        };
+        // Up to four chunks (consecutive positions) requantised by rq(acc)
+        // and narrowed into one store.
+        auto by_fours = [&](auto rq) {
+          for (int32_t c = 0; c < nchunks; c += 4) {
+            const int32_t nc = mini(4, nchunks - c);
+            __m512i r[4];
+            for (int32_t j = 0; j < 4; ++j) r[j] = j < nc ? rq(chunk(c + j)) : r[nc - 1];
+            const int32_t nb = mini(4 * kLanes, n - kLanes * c);
+            if (nc <= 2)
+              store_bytes_sat<2>(r, nb, dst + kLanes * c);
+            else
+              store_bytes_sat<4>(r, nb, dst + kLanes * c);
+          }
+        };
+        if (all || sg.ok[k]) {
+          const SignK q = sign_k(sg, k);
+          by_fours([&](__m512i acc) { return sign_vec(acc, q); });
+          continue;
         }
-        return acc;
-      };
-      int32_t c = 0;
-      if (rq.fast) {
-        // Up to four chunks (consecutive positions) narrowed into one store.
-        for (; c + 1 < nchunks; c += 4) {
-          const int32_t nc = mini(4, nchunks - c);
-          __m512i r[4];
-          for (int32_t k = 0; k < 4; ++k) r[k] = k < nc ? rqs_fast_vec<false>(chunk(c + k), rq) : r[nc - 1];
-          const int32_t nb = mini(4 * kLanes, n - kLanes * c);
-          if (nc <= 2)
-            store_bytes_sat<2>(r, nb, dst + kLanes * c);
-          else
-            store_bytes_sat<4>(r, nb, dst + kLanes * c);
+        RqS rq;
+        rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq, false);
+        if (rq.fast) {
+          by_fours([&](__m512i acc) { return rqs_fast_vec<false>(acc, rq); });
+          continue;
         }
-      }
-      for (; c < nchunks; ++c) {
-        const __m512i acc = chunk(c);
-        const int32_t nl = mini(kLanes, n - kLanes * c);
-        rqs_store<false>(acc, rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
+        for (int32_t c = 0; c < nchunks; ++c) {
+          const int32_t nl = mini(kLanes, n - kLanes * c);
+          rqs_store<false>(chunk(c), rq, __mmask16((1u << nl) - 1), dst + kLanes * c);
+        }
       }
     }
   };
@@ -293,6 +333,8 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
     case 3: run(std::integral_constant<int, 3>()); break;
     default: run(std::integral_constant<int, 4>()); break;
   }
+  if (with_sign) count_path(Path::kFlatSignRow);
+  if (without_sign) count_path(Path::kFlatRqS);
   return true;
 }
 

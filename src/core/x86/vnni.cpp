@@ -26,6 +26,19 @@ namespace {
 
 void requant_row_512(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out) {
   int32_t k = 0;
+  // The by_sign form as the kernels set it up 16 channels at a time
+  // (rq_sign_row: its conditions are tested through this row), else RqS's.
+  RqSignRow sg;
+  if (!rq.exact && rq_sign_row(&rq.m, &rq.shift, 1, rq.zp, rq.lo, rq.hi, &sg)) {
+    const SignK q = sign_k(sg, 0);
+    for (; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+      __m512i r[2];
+      r[0] = r[1] = sign_vec(_mm512_maskz_loadu_epi32(m, acc + k), q);
+      store_bytes_sat<2>(r, mini(16, n - k), out + k);
+    }
+    return;
+  }
   RqS s;
   rqs_make(rq, &s);
   if (s.fast) {  // the kernels' epilogue forms (rqs_store), also tested through this row
@@ -70,7 +83,7 @@ inline int32_t load_w4(const int8_t* w, int32_t g, int32_t cin) {
 // requantised in registers and stored at out[o * cstride + p].
 template <int NO, int NV>
 inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                    const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
+                    const RqS* rq, const RqSignRow& sg, int32_t at, int32_t np, int8_t* out, int64_t cstride) {
   __m512i a[NO][NV];
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) a[o][j] = _mm512_set1_epi32(init[o]);
@@ -102,6 +115,16 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
   for (int o = 0; o < NO; ++o)
     for (int j = 0; j < NV; ++j) _mm512_store_si512(acc[o] + 16 * j, a[o][j]);
   for (int o = 0; o < NO; ++o) {
+    const int32_t s = at + o;
+    if (sg.ok[s]) {  // the by_sign form, then narrowed by packs: one store
+      constexpr int NP = NV <= 2 ? 2 : 4;
+      __m512i r[NP];
+      const SignK q = sign_k(sg, s);
+      for (int j = 0; j < NV; ++j) r[j] = sign_vec(_mm512_load_si512(acc[o] + 16 * j), q);
+      for (int j = NV; j < NP; ++j) r[j] = r[NV - 1];  // never stored (np <= 16 * NV)
+      store_bytes_sat<NP>(r, np, out + int64_t(o) * cstride);
+      continue;
+    }
     if (NV >= 2 && rq[o].fast) {  // requantised, then narrowed by packs: one store
       constexpr int NP = NV == 2 ? 2 : 4;
       __m512i r[NP];
@@ -120,28 +143,42 @@ inline void pw_tile(const uint8_t* xp, int32_t ng, const int8_t* const* w, int32
 
 template <int NV>
 inline void pw_tile_no(int no, const uint8_t* xp, int32_t ng, const int8_t* const* w, int32_t cin, const int32_t* init,
-                       const RqS* rq, int32_t np, int8_t* out, int64_t cstride) {
+                       const RqS* rq, const RqSignRow& sg, int32_t at, int32_t np, int8_t* out, int64_t cstride) {
   switch (no) {
-    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
-    default: pw_tile<1, NV>(xp, ng, w, cin, init, rq, np, out, cstride); break;
+    case 6: pw_tile<6, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 5: pw_tile<5, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 4: pw_tile<4, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 3: pw_tile<3, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    case 2: pw_tile<2, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
+    default: pw_tile<1, NV>(xp, ng, w, cin, init, rq, sg, at, np, out, cstride); break;
   }
 }
 
-// A pointwise output channel's starting value, bias - (zp + 128) * sum(w),
-// in int32 (wrapping cancels); sum(w) 64 bytes per vpdpbusd against ones
-// (|sum| <= 128 * kMaxCin).
-inline int32_t pw_init(const LayerDesc& L, int32_t local, int32_t cin) {
-  const int8_t* w = L.weights + int64_t(local) * cin;
-  __m512i s = _mm512_setzero_si512();
-  for (int32_t i = 0; i < cin; i += 64) {
-    const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
-    s = dpbusd(s, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(m, w + i));
+// Pointwise output channels' starting values, bias - (zp + 128) * sum(w), in
+// int32 (wrapping cancels), for channels local0 .. local0 + n - 1 into
+// init[0..n): sum(w) 64 bytes per vpdpbusd against ones (|sum| <= 128 *
+// kMaxCin), the 16 channels of a step reduced together (sums16).
+inline void pw_inits(const LayerDesc& L, int32_t local0, int32_t n, int32_t cin, int32_t* init) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i zc = _mm512_set1_epi32(L.in_zp[0] + 128);
+  for (int32_t k0 = 0; k0 < n; k0 += 16) {
+    const int32_t nk = mini(16, n - k0);
+    __m512i s[16];
+    for (int k = 0; k < 16; ++k) s[k] = _mm512_setzero_si512();
+    for (int32_t k = 0; k < nk; ++k) {
+      const int8_t* w = L.weights + int64_t(local0 + k0 + k) * cin;
+      __m512i a = _mm512_setzero_si512();  // in a register through the loop
+      for (int32_t i = 0; i < cin; i += 64) {
+        const __mmask64 m = cin - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (cin - i)) - 1);
+        _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead, _MM_HINT_T0);
+        a = dpbusd(a, ones, _mm512_maskz_loadu_epi8(m, w + i));
+      }
+      s[k] = a;
+    }
+    const __mmask16 live = nk >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nk) - 1);
+    const __m512i bias = L.bias ? _mm512_maskz_loadu_epi32(live, L.bias + local0 + k0) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(init + k0, live, _mm512_sub_epi32(bias, _mm512_mullo_epi32(sums16(s), zc)));
   }
-  return int32_t(uint32_t(int64_t(L.bias ? L.bias[local] : 0) - int64_t(L.in_zp[0] + 128) * _mm512_reduce_add_epi32(s)));
 }
 
 // Positions [0, np) of input channels s[0..3] (null: past cin, packed as
@@ -180,18 +217,25 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   const int32_t ng = (cin + 3) / 4;
   const int64_t plane = int64_t(v.nh) * W;
   alignas(64) uint8_t xp[kMaxCin / 4 * kTile * 4];
-  int32_t init[kMaxOc];
+  alignas(64) int32_t init[kMaxOc];
   const int32_t n = p1 - p0;
-  for (int32_t j = 0; j < no; ++j) init[j] = pw_init(L, o0 + j - L.oc_base, cin);
+  pw_inits(L, o0 - L.oc_base, no, cin, init);
   // Output channels in chunks of kRqChunk whose requantisers are set up
-  // once per call, not once per tile (the tiles are packed once per chunk).
+  // once per call, not once per tile (the tiles are packed once per chunk):
+  // the by_sign form's constants 16 channels at a time, an RqS only for the
+  // channels without that form.
+  static_assert(kRqChunk == kSignRow, "one chunk of requantisers per RqSignRow");
   RqS rq[kRqChunk];
+  RqSignRow sg;
   for (int32_t c = 0; c < no; c += kRqChunk) {
     const int32_t nc = mini(kRqChunk, no - c);
-    for (int32_t k = 0; k < nc; ++k) {
-      const int32_t local = o0 + c + k - L.oc_base;
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
-    }
+    const int32_t l0 = o0 + c - L.oc_base;
+    int32_t without = 0;  // channels without the by_sign form
+    if (!rq_sign_row(L.mult + l0, L.shift + l0, nc, L.out_zp, L.act_min, L.act_max, &sg))
+      for (int32_t k = 0; k < nc; ++k)
+        if (!sg.ok[k]) ++without, rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq[k]);
+    if (without < nc) count_path(Path::kPwSignRow);
+    if (without > 0) count_path(Path::kPwRqS);
     for (int32_t t = 0; t < n; t += kTile) {
       const int32_t np = mini(kTile, n - t);
       const int nv = (np + 15) / 16;
@@ -209,10 +253,10 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
         int8_t* o = out + int64_t(j) * cstride + t;
         const RqS* r = rq + (j - c);
         switch (nv) {
-          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
-          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
-          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
-          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, r, np, o, cstride); break;
+          case 4: pw_tile_no<4>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
+          case 3: pw_tile_no<3>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
+          case 2: pw_tile_no<2>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
+          default: pw_tile_no<1>(nb, xp, ng, w, cin, init + j, r, sg, j - c, np, o, cstride); break;
         }
       }
     }
@@ -267,34 +311,29 @@ void few_weights_512(const int8_t* const* w, int nb, int32_t cin, int32_t ng, __
   }
 }
 
-// RqS's fast form, lane k with channel k's constants; false if a lane's
-// requantiser is not of that form.
+// RqS's fast form, lane k with channel k's constants (from an RqSignRow
+// whose channels all have that form; lanes past nb: 0, never stored).
 struct RqLanes512 {
   __m512i m, m_odd, addz_e, addz_o, total_e, total_o;
   bool clamp8;
   int32_t lo8, hi8;
 };
 
-bool rq_lanes_512(const RqS* rq, int nb, RqLanes512* c) {
-  alignas(64) int32_t m[16];
-  alignas(64) int64_t addz[2][8], total[2][8];  // [0]: even lanes, [1]: odd lanes
-  for (int k = 0; k < 16; ++k) {
-    const RqS& q = rq[k < nb ? k : 0];  // lanes past nb: any valid channel
-    if (!q.fast) return false;
-    m[k] = q.m;
-    addz[k % 2][k / 2] = q.addz;
-    total[k % 2][k / 2] = q.total;
-  }
-  c->m = _mm512_load_si512(m);
+void rq_lanes_512(const RqSignRow& sg, int nb, RqLanes512* c) {
+  const __mmask16 live = nb >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nb) - 1);
+  c->m = _mm512_maskz_loadu_epi32(live, sg.m);
   c->m_odd = _mm512_srli_epi64(c->m, 32);
-  c->addz_e = _mm512_load_si512(addz[0]);
-  c->addz_o = _mm512_load_si512(addz[1]);
-  c->total_e = _mm512_load_si512(total[0]);
-  c->total_o = _mm512_load_si512(total[1]);
-  c->clamp8 = rq[0].clamp8;  // lo, hi and zp are the layer's
-  c->lo8 = rq[0].lo8;
-  c->hi8 = rq[0].hi8;
-  return true;
+  // addz = addz2 / 2 (even), channel 2i in qword i of the even lanes' vector, 2i + 1 of the odd.
+  const __m512i a0 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2), 1);
+  const __m512i a1 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8), 1);
+  c->addz_e = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
+  c->addz_o = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
+  const __m512i total = _mm512_add_epi32(_mm512_maskz_loadu_epi32(live, sg.e), _mm512_set1_epi32(31));
+  c->total_e = _mm512_and_si512(total, _mm512_set1_epi64(0xFFFFFFFF));
+  c->total_o = _mm512_srli_epi64(total, 32);
+  c->clamp8 = sg.clamp8;  // lo, hi and zp are the layer's
+  c->lo8 = sg.lo8;
+  c->hi8 = sg.hi8;
 }
 
 TS_ALWAYS_INLINE __m512i rq_lanes_half_512(__m512i p, __m512i addz, __m512i total) {
@@ -352,28 +391,33 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
   const int64_t plane = int64_t(v.nh) * W;
   const int64_t at = p0 - int64_t(v.h0) * W;
   alignas(64) int32_t xs[kMaxCin / 4 * kFew512];
-  for (int32_t g = 0; g < ng; ++g)
-    for (int32_t p = 0; p < n; ++p) {
-      uint32_t u = 0;
-      for (int32_t k = 0; k < 4 && 4 * g + k < cin; ++k)
-        u |= uint32_t(uint8_t(v.data[int64_t(ci0 + 4 * g + k - v.c0) * plane + at + p] ^ 0x80)) << (8 * k);
-      xs[g * kFew512 + p] = int32_t(u);
-    }
+  static_assert(kFew512 == 16, "xs[g * 16 + p] is pack_group's layout for one 16-position vector");
+  for (int32_t g = 0; g < ng; ++g) {
+    const int8_t* s[4];
+    for (int k = 0; k < 4; ++k) s[k] = 4 * g + k < cin ? v.data + int64_t(ci0 + 4 * g + k - v.c0) * plane + at : nullptr;
+    pack_group(s, n, 1, reinterpret_cast<uint8_t*>(xs + g * kFew512));
+  }
   alignas(64) __m512i wt[kMaxCin / 4];
+  RqSignRow sg;
   for (int32_t j = 0; j < no; j += 16) {
     const int nb = mini(16, no - j);
     const int8_t* w[16];
     alignas(64) int32_t init[16] = {};
     RqS rq[16];
-    for (int k = 0; k < nb; ++k) {
-      const int32_t local = o0 + j + k - L.oc_base;
-      w[k] = L.weights + int64_t(local) * cin;
-      init[k] = pw_init(L, local, cin);
-      rqs_make(Requant(L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max), &rq[k]);
-    }
+    const int32_t l0 = o0 + j - L.oc_base;
+    pw_inits(L, l0, nb, cin, init);
+    for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(l0 + k) * cin;
     few_weights_512(w, nb, cin, ng, wt);
+    // Per-lane requantisers where every channel has the fast form, else
+    // channel by channel.
+    rq_sign_row(L.mult + l0, L.shift + l0, nb, L.out_zp, L.act_min, L.act_max, &sg);
     RqLanes512 rl;
-    const bool lanes = rq_lanes_512(rq, nb, &rl);
+    const bool lanes = sg.all_fast;
+    count_path(lanes ? Path::kFewLanes : Path::kFewRqS);
+    if (lanes)
+      rq_lanes_512(sg, nb, &rl);
+    else
+      for (int k = 0; k < nb; ++k) rqs_make(Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max), &rq[k]);
     kPass[n - 1](xs, ng, reinterpret_cast<const int32_t*>(wt), init, lanes ? &rl : nullptr, rq, nb, out + int64_t(j) * cstride, cstride);
   }
 }
@@ -382,10 +426,12 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
 // input channels) go to pointwise_few_512. Its per-channel work (weight
 // transpose, byte transpose of the outputs) is worth it only there: at
 // input 112, Conv_1 (320 in) 34.5 -> 32 us and block_16_project (960 in)
-// 22.8 -> 21 us, but the 160-input expansions 17.3 -> 19 us. Splitting the
+// 22.8 -> 21 us when the threshold was 192; since its packing and
+// requantisers' set-up are vector code, the 160-input expansions too (15.0-15.3
+// -> 11.3-11.7 us with 128; they were 17.3 -> 19 us before). Splitting the
 // last n % 16 positions of larger planes off to it, as the AVX2 table
 // does, measured slower here (7x7 layers 17.4 -> 21.7 us).
-constexpr int32_t kFewMinCin = 192;
+constexpr int32_t kFewMinCin = 128;
 
 void pointwise_any(const LayerDesc& L, const View& v, int32_t o0, int32_t no, int32_t p0, int32_t p1, int8_t* out,
                    int64_t cstride) {
@@ -532,6 +578,7 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
     for (int32_t i = 0; i < fan_in; i += 64) {
       const __mmask64 m = fan_in - i >= 64 ? ~__mmask64(0) : ((__mmask64(1) << (fan_in - i)) - 1);
       const __m512i xv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
+      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead, _MM_HINT_T0);
       const __m512i wv = _mm512_maskz_loadu_epi8(m, w + i);
       s = dpbusd(s, xv, wv);
       sw = dpbusd(sw, ones, wv);

@@ -26,6 +26,31 @@ extern const KernelTable kVnniKernels;
 void requant_row_avx2(const int32_t* acc, int32_t n, const Requant& rq, int8_t* out);
 void add_row_avx2(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out);
 
+// Bytes ahead of a stream of weights read for the first time in a call
+// (the weight sums of the pointwise layers, Gemm) that are prefetched: on a
+// whole inference each layer's weights come from L3 or memory (MobileNetV2's
+// pointwise weights are about 2 MB at input 112), and the hardware
+// prefetcher alone left those loops waiting on them (vnni table: whole run
+// at 112 about 4 %, at 224 about 3 % faster with it; 4 and 8 KB measured the
+// same).
+constexpr int32_t kPrefetchAhead = 4096;
+
+// Paths of the AVX-512 kernels that the tests must show they reach (each
+// counted once per call or per block of channels that takes it; relaxed
+// atomic increments, negligible beside a call's work). tests/x86_kernels_test.cpp
+// reads them.
+enum class Path : int {
+  kPwSignRow,    // pointwise tiles: channels requantised from an RqSignRow
+  kPwRqS,        // pointwise tiles: channels without the by_sign form (their RqS)
+  kFlatSignRow,  // narrow-plane depthwise: channels requantised from an RqSignRow
+  kFlatRqS,      // narrow-plane depthwise: channels without the by_sign form
+  kFewLanes,     // few-positions pointwise: 16 channels with per-lane requantisers
+  kFewRqS,       // few-positions pointwise: 16 channels requantised one by one
+  kCount
+};
+void count_path(Path p);
+int64_t path_count(Path p);
+
 // True if the CPU has AVX-512 VBMI (vpermb/vpermt2b) besides what the vnni
 // table needs; checked once.
 bool has_vbmi();
