@@ -436,6 +436,28 @@ TEST(ArmDsp, PointwiseWidenedWeightsMatchPortable) {
   }
 }
 
+// A random 3x3 depthwise layer of up to max_c channels on a plane of up to
+// max_h x max_w (strides 1-2 either way, padding 0-2 on each side, zero
+// points at the extremes sometimes), its input and per-channel data filled;
+// false if the output would be empty.
+bool random_depthwise(Rng& r, Layer* L, int max_c, int max_h, int max_w) {
+  LayerDesc& d = L->d;
+  d.op = QOp::Conv;
+  const int c = rnd(r, 1, max_c);
+  d.in[0] = Dims{c, rnd(r, 1, max_h), rnd(r, 1, max_w)};
+  d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
+  d.kh = d.kw = 3;
+  d.sw = rnd(r, 1, 2);
+  d.sh = rnd(r, 0, 3) == 0 ? 3 - d.sw : d.sw;
+  d.pad_t = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+  d.groups = c;
+  d.out = Dims{c, conv_out(d.in[0].h, 3, d.sh, d.pad_t, d.pad_b), conv_out(d.in[0].w, 3, d.sw, d.pad_l, d.pad_r)};
+  if (d.out.h < 1 || d.out.w < 1) return false;
+  fill(r, L->x[0], size_t(d.in[0].size()));
+  per_channel(r, *L, c, 9);
+  return true;
+}
+
 // Depthwise 3x3 computed as boards compute boxes narrower than the plane:
 // one call per row of the box, all its channels (the DSP table's single-row
 // path, kDwRowMax outputs at most), and full-width boxes, against the
@@ -446,19 +468,8 @@ TEST(ArmDsp, DepthwiseBoxesMatchPortable) {
   for (int it = 0; it < 150; ++it) {
     Layer L;
     LayerDesc& d = L.d;
-    d.op = QOp::Conv;
-    const int c = rnd(r, 1, 40);
-    d.in[0] = Dims{c, rnd(r, 1, 20), rnd(r, 1, it % 5 == 0 ? 60 : 20)};
-    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
-    d.kh = d.kw = 3;
-    d.sw = rnd(r, 1, 2);
-    d.sh = rnd(r, 0, 3) == 0 ? 3 - d.sw : d.sw;
-    d.pad_t = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
-    d.groups = c;
-    d.out = Dims{c, conv_out(d.in[0].h, 3, d.sh, d.pad_t, d.pad_b), conv_out(d.in[0].w, 3, d.sw, d.pad_l, d.pad_r)};
-    if (d.out.h < 1 || d.out.w < 1) continue;
-    fill(r, L.x[0], size_t(d.in[0].size()));
-    per_channel(r, L, c, 9);
+    if (!random_depthwise(r, &L, 40, 20, it % 5 == 0 ? 60 : 20)) continue;
+    const int c = d.in[0].c;
     for (int32_t o = 0; o < c; ++o)
       if (rnd(r, 0, 9) == 0) L.bias[o] = rnd(r, 0, 1) ? (1 << 29) + 1 : -(1 << 29);
     L.bind();
@@ -522,19 +533,8 @@ TEST(ArmDsp, DepthwiseNarrowSpansMatchPortable) {
   for (int it = 0; it < 300; ++it) {
     Layer L;
     LayerDesc& d = L.d;
-    d.op = QOp::Conv;
-    const int c = rnd(r, 1, 24);
-    d.in[0] = Dims{c, rnd(r, 1, 18), rnd(r, 1, it % 6 == 0 ? 40 : 16)};
-    d.in_zp[0] = rnd(r, 0, 3) == 0 ? (rnd(r, 0, 1) ? -128 : 127) : rnd(r, -128, 127);
-    d.kh = d.kw = 3;
-    d.sw = rnd(r, 1, 2);
-    d.sh = rnd(r, 0, 3) == 0 ? 3 - d.sw : d.sw;
-    d.pad_t = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
-    d.groups = c;
-    d.out = Dims{c, conv_out(d.in[0].h, 3, d.sh, d.pad_t, d.pad_b), conv_out(d.in[0].w, 3, d.sw, d.pad_l, d.pad_r)};
-    if (d.out.h < 1 || d.out.w < 1) continue;
-    fill(r, L.x[0], size_t(d.in[0].size()));
-    per_channel(r, L, c, 9);
+    if (!random_depthwise(r, &L, 24, 18, it % 6 == 0 ? 40 : 16)) continue;
+    const int c = d.in[0].c;
     const int wk = rnd(r, 0, 5);  // weights all -128 / all 127 sometimes
     if (wk < 2)
       for (auto& w : L.w) w = int8_t(wk == 0 ? -128 : 127);

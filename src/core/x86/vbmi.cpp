@@ -183,22 +183,22 @@ void conv_channels(const LayerDesc& L, const View& v, const TapPlan& P, int32_t 
 constexpr int32_t kFlatChunks = 16;  // up to 256 positions per call
 constexpr int32_t kFlatGroups = 4;   // up to 16 taps
 
-bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
-                     int64_t cstride) {
-  const Dims& X = L.in[0];
-  const int32_t W = L.out.w;
-  const int32_t taps = L.kh * L.kw;
-  const int32_t n = p1 - p0;
-  if (X.c / L.groups != 1 || W >= kLanes || L.kh < 1 || L.kw < 1 || taps > 4 * kFlatGroups ||
-      n > kLanes * kFlatChunks)
-    return false;
-  const int32_t ngroups = (taps + 3) / 4, nchunks = (n + kLanes - 1) / kLanes;
-  const int64_t view_len = int64_t(v.nh) * X.w;
-  // Per chunk: where its span starts in a channel's view, which of its 128
-  // bytes may be read and the byte indices.
+// conv_flat_small's plan of a call, the same for every channel: per chunk
+// of kLanes positions, where its span starts in a channel's view, which of
+// its 128 bytes may be read and the byte indices of each group of four
+// taps. False if a chunk's taps span more than 127 bytes.
+struct FlatPlan {
   int64_t start[kFlatChunks];
   __mmask64 mlo[kFlatChunks], mhi[kFlatChunks];
   __m512i idx[kFlatChunks][kFlatGroups];
+};
+
+bool plan_flat(const LayerDesc& L, const View& v, int32_t p0, int32_t p1, int32_t ngroups, int32_t nchunks,
+               FlatPlan* fp) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t taps = L.kh * L.kw;
+  const int64_t view_len = int64_t(v.nh) * X.w;
   alignas(64) uint8_t ix[kFlatGroups][64];
   int64_t where[kLanes][4 * kFlatGroups];  // view index of (lane, tap), -1 outside the image
   // Each tap's row and column offsets, worked out once (no divisions in the
@@ -230,20 +230,36 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
     }
     if (lo > hi) lo = hi = 0;  // nothing inside the image: all zero points
     if (hi - lo > 126) return false;  // byte 127 stays the zero point
-    start[c] = lo;
+    fp->start[c] = lo;
     const int64_t a = -lo, b = view_len - lo;  // readable bytes [a, b) of the span
     const int32_t a0 = int32_t(a < 0 ? 0 : (a > 128 ? 128 : a)), b0 = int32_t(b < 0 ? 0 : (b > 128 ? 128 : b));
-    mlo[c] = bits64(a0, b0);
-    mhi[c] = bits64(a0 - 64, mini(b0, 127) - 64);
+    fp->mlo[c] = bits64(a0, b0);
+    fp->mhi[c] = bits64(a0 - 64, mini(b0, 127) - 64);
     for (int32_t g = 0; g < ngroups; ++g) {
       for (int32_t j = 0; j < kLanes; ++j)
         for (int32_t b2 = 0; b2 < 4; ++b2) {
           const int64_t w = where[j][4 * g + b2];
           ix[g][4 * j + b2] = uint8_t(w < 0 ? 127 : w - lo);
         }
-      idx[c][g] = _mm512_load_si512(ix[g]);
+      fp->idx[c][g] = _mm512_load_si512(ix[g]);
     }
   }
+  return true;
+}
+
+bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride) {
+  const Dims& X = L.in[0];
+  const int32_t W = L.out.w;
+  const int32_t taps = L.kh * L.kw;
+  const int32_t n = p1 - p0;
+  if (X.c / L.groups != 1 || W >= kLanes || L.kh < 1 || L.kw < 1 || taps > 4 * kFlatGroups ||
+      n > kLanes * kFlatChunks)
+    return false;
+  const int32_t ngroups = (taps + 3) / 4, nchunks = (n + kLanes - 1) / kLanes;
+  const int64_t view_len = int64_t(v.nh) * X.w;
+  FlatPlan fp;
+  if (!plan_flat(L, v, p0, p1, ngroups, nchunks, &fp)) return false;
   const int32_t zp = L.in_zp[0];
   const __m512i vzp = _mm512_set1_epi8(int8_t(zp));
   const __m512i flip = _mm512_set1_epi8(int8_t(-128));
@@ -286,13 +302,13 @@ bool conv_flat_small(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
         const uintptr_t plane = uintptr_t(v.data) + uintptr_t(intptr_t(int64_t(ci - v.c0) * view_len));
         int8_t* dst = out + int64_t(o - c0) * cstride;
         auto chunk = [&](int32_t c) {
-          const uintptr_t at = plane + uintptr_t(intptr_t(start[c]));
+          const uintptr_t at = plane + uintptr_t(intptr_t(fp.start[c]));
           // The span as u = x + 128 (the zero point's u where not loaded).
-          const __m512i lo = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mlo[c], reinterpret_cast<const void*>(at)), flip);
-          const __m512i hi = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, mhi[c], reinterpret_cast<const void*>(at + 64)), flip);
+          const __m512i lo = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, fp.mlo[c], reinterpret_cast<const void*>(at)), flip);
+          const __m512i hi = _mm512_xor_si512(_mm512_mask_loadu_epi8(vzp, fp.mhi[c], reinterpret_cast<const void*>(at + 64)), flip);
           __m512i acc = init;
           for (int g = 0; g < NG; ++g)
-            acc = dpbusd(acc, _mm512_permutex2var_epi8(lo, idx[c][g], hi), wb[g]);
+            acc = dpbusd(acc, _mm512_permutex2var_epi8(lo, fp.idx[c][g], hi), wb[g]);
           return acc;
         };
         // Up to four chunks (consecutive positions) requantised by rq(acc)
