@@ -967,8 +967,9 @@ static void expect_direct_on(const Plan& p, const Testbed& t, int k) {
 // idle, and the plan is the one on 32 boards alone. That holds for boards
 // that spend nothing beside their kernels (--protocol-cpu off); priced with
 // the Cortex-M7's measured CPU outside the kernels, which every board pays
-// per layer and piece, fewer boards are faster: the fallback goes down the
-// powers of two below 20 while each is faster by the idle margin, and keeps 16.
+// per layer and piece, more boards gain less: the fallback goes down the
+// powers of two below 20 only while each is faster by the idle margin, and
+// keeps 20 (16 and 8 are slower: 0.0492 and 0.0541 s against 0.0484 s).
 TEST(PlanMobileNet, PastTheLinksAPowerOfTwoOfTheBoardsMayTakeTheShares) {
   NEED_MOBILENET(q);
   PlanOptions o = auto_direct(true);
@@ -976,10 +977,13 @@ TEST(PlanMobileNet, PastTheLinksAPowerOfTwoOfTheBoardsMayTakeTheShares) {
   estimate_code_ratios(*q, &o);  // by the sizes on the reference input
   const Testbed all = bed(64, 512 * 1024, 8 << 20);
   const Plan priced = make_plan(*q, all, o);
-  expect_direct_on(priced, all, 16);
-  EXPECT_LT(priced.est_latency_s, make_plan(*q, bed(20, 512 * 1024, 8 << 20), o).est_latency_s);
-  // Fewer boards still only when faster by the idle margin (8: about as fast).
-  EXPECT_GT(make_plan(*q, bed(8, 512 * 1024, 8 << 20), o).est_latency_s, 0.9 * priced.est_latency_s);
+  expect_direct_on(priced, all, 20);
+  EXPECT_EQ(priced.est_latency_s, make_plan(*q, bed(20, 512 * 1024, 8 << 20), o).est_latency_s);
+  // Fewer boards only when faster by the idle margin.
+  for (int fewer : {16, 8}) {
+    const double est = make_plan(*q, bed(fewer, 512 * 1024, 8 << 20), o).est_latency_s;
+    EXPECT_GT(est, 0.9 * priced.est_latency_s) << fewer;
+  }
   o.cost.protocol_cpu = false;
   const Plan p = make_plan(*q, all, o);
   expect_direct_on(p, all, 32);

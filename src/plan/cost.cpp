@@ -112,7 +112,11 @@ class Chooser {
  public:
   Chooser(const QGraph& q, const Testbed& t, const std::vector<double>& shares, Route route, const CostModel& m)
       : q_(q), t_(t), route_(route), m_(m), N_(shares.size()) {
-    for (const Board& b : t.boards) holds_.push_back(board_links(b));
+    for (const Board& b : t.boards) {
+      holds_.push_back(board_links(b));
+      proto_.push_back(m.type_protocol(board_type(b)));
+      any_proto_ = any_proto_ || !proto_.back().zero();
+    }
     // The candidates' plans are independent of each other: made side by
     // side on the machine's cores (the first failure in candidate order is
     // the one thrown, as one after the other). A candidate whose plan is
@@ -349,10 +353,18 @@ class Chooser {
     std::vector<uint8_t> in_group(N_, 0);
     double bytes_all = 0;
     PeerCount links(N_, stop_over_ ? &holds_ : nullptr);
+    // The boards' CPU for the pieces (TransferCpu: the plans priced here have
+    // no send records or received runs): the pieces and elements each
+    // producer sends a board of the group (as bytes_from), all of them.
+    TransferCpu cpu(t_, any_proto_ ? &proto_ : nullptr);
+    std::vector<Tally> from(N_);
+    Tally all;
     const auto flush = [&] {
       for (size_t f : producers) {
-        tr.out[f] += bytes_from[f] * double(group.size() - (in_group[f] ? 1 : 0));
-        links.sends(f, group.size() - (in_group[f] ? 1 : 0));
+        const size_t to = group.size() - (in_group[f] ? 1 : 0);
+        tr.out[f] += bytes_from[f] * double(to);
+        links.sends(f, to);
+        cpu.sends(f, from[f], to);
       }
       for (size_t w : group) in_group[w] = 0;
       group.clear();
@@ -379,6 +391,12 @@ class Chooser {
       if (links.over()) break;
       if (mine) {
         received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr, &links);
+        for (size_t f : from_board.used())
+          if (f != w) {
+            const Tally t = Tally::of(from_board.of(f));
+            cpu.sends(f, t, 1);
+            cpu.receives(w, t);
+          }
         hiding.sent(from_board, w);
         continue;
       }
@@ -398,16 +416,20 @@ class Chooser {
         for (size_t f : producers) bytes_from[f] = -1.0;
         producers.clear();
         bytes_all = 0;
+        all = Tally{};
         for (size_t f : from_board.used()) {
           bytes_from[f] = gathered_bytes(from_board.of(f));
+          from[f] = Tally::of(from_board.of(f));
           producers.push_back(f);
           bytes_all += bytes_from[f];
+          all.add(from[f]);
         }
         hiding.sent(from_board, w);
         priced = &runs;
       }
       // From every producer but itself.
       tr.in[w] += bytes_all - (bytes_from[w] >= 0 ? bytes_from[w] : 0.0);
+      cpu.receives(w, bytes_from[w] >= 0 ? all.minus(from[w]) : all);
       links.hears(w, producers.size() - (bytes_from[w] >= 0 ? 1 : 0));
       group.push_back(w);
       in_group[w] = 1;
@@ -415,7 +437,7 @@ class Chooser {
     flush();
     *need = links.needs();
     if (links.over() && stop_over_) return kUnpriced;
-    return std::max(0.0, step_s(tr, t_, m_) - hiding.hidden_s());
+    return std::max(0.0, step_s(tr, t_, m_) - hiding.hidden_s()) + cpu.slowest_s();
   }
 
   // Halos first (core/halo_first.h) on one operand transfer of a layer and
@@ -522,6 +544,8 @@ class Chooser {
   std::vector<int8_t> alike_;          // per node and candidate: split as its split-first (-1: not known yet)
   std::array<int, kS> same_{};  // the candidate whose plan candidate s's is
   std::vector<int> holds_;      // per board: board_links
+  std::vector<core::ProtocolCost> proto_;  // per board: its type's protocol prices (CostModel::type_protocol)
+  bool any_proto_ = false;                 // some board's are not zero
   bool stop_over_ = false;      // stop_at_over_links
 
   // Made by prepare_block (the pricing of a block only reads them).

@@ -73,7 +73,9 @@ class Owners {
 // worker, this worker's own earlier output) and where every output goes.
 // Without `peer_sends` the sends board to board, and the runs a receiver
 // takes from other boards (InputNeed::recv; recv_elems is kept), are left
-// out: plan_for_pricing, which reads neither.
+// out: plans_for_pricing, whose reader (`auto`, cost.cpp) prices them from
+// the pieces instead (price::TransferCpu). On the relay route every
+// received run comes from the coordinator and is kept.
 // Whether every worker holds the same regions of node n (the ones it owns
 // included) in plans a and b of the same boards.
 bool splits_alike(const Plan& a, const Plan& b, size_t n);

@@ -352,7 +352,7 @@ void route_plan(const QGraph& q, Plan& p, Route route, bool peer_sends, const Pl
       for (LayerShare& ls : p.workers[w].layers) {
         if (!ls.active()) continue;
         for (InputNeed& in : ls.inputs) {
-          if (peer_sends) in.recv = in.runs;
+          in.recv = in.runs;
           in.coord_runs = in.runs;
           in.recv_elems = in.elems;
         }

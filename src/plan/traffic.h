@@ -3,10 +3,15 @@
 // `auto`'s pricing of its candidates (cost.cpp). Internal to plan/.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
+
+#include "core/layer_work.h"
 
 #include "model/qgraph.h"
 #include "plan/cost.h"
+#include "plan/frames.h"
 #include "plan/plan.h"
 #include "plan/testbed.h"
 
@@ -47,6 +52,54 @@ double compute_s(const QGraph& q, const Plan& p, const Testbed& t, const CostMod
 // The partial sums a reduced share (strategy `reduce`) sends to the owners
 // of the other output blocks, gathered into frames per owner.
 void add_partial_sums(const LayerShare& ls, int w, Traffic* tr);
+
+// Pieces and elements of one transfer (a producer's to one board, or all a
+// board receives).
+struct Tally {
+  int64_t pieces = 0, elems = 0;
+  static Tally of(const std::vector<Piece>& pcs) {
+    Tally t{int64_t(pcs.size()), 0};
+    for (const Piece& p : pcs) t.elems += p.count;
+    return t;
+  }
+  void add(const Tally& o) { pieces += o.pieces, elems += o.elems; }
+  Tally minus(const Tally& o) const { return {pieces - o.pieces, elems - o.elems}; }
+};
+
+// The boards' protocol CPU (core::ProtocolCost, per board) for one operand's
+// transfers, from its pieces: a send record per piece and the bytes sent on
+// the producer, a received run per piece on the reader. `auto` prices its
+// candidates on plans without send records and received runs (the route
+// pass makes them only for the plan chosen), where layer_work cannot count
+// them; without this, splits into many pieces (bands of plane positions on
+// small maps: a run per channel) looked cheaper to the block programme than
+// to the plan's own estimate. prices == nullptr: no protocol CPU.
+class TransferCpu {
+ public:
+  TransferCpu(const Testbed& t, const std::vector<core::ProtocolCost>* prices)
+      : t_(t), prices_(prices), instr_(prices ? prices->size() : 0, 0.0) {}
+  // Board f sends t to `to` boards.
+  void sends(size_t f, const Tally& t, size_t to) {
+    if (!prices_ || !to) return;
+    const core::ProtocolCost& c = (*prices_)[f];
+    instr_[f] += double(to) * (c.per_send * double(t.pieces) + c.per_net_byte * double(t.elems));
+  }
+  void receives(size_t w, const Tally& t) {
+    if (prices_) instr_[w] += (*prices_)[w].per_recv_run * double(t.pieces);
+  }
+  // The slowest board's seconds: what the transfer adds to its layer.
+  double slowest_s() const {
+    double worst = 0;
+    for (size_t w = 0; w < instr_.size(); ++w)
+      if (instr_[w] > 0) worst = std::max(worst, instr_[w] / (t_.boards[w].clock_mhz * 1e6));
+    return worst;
+  }
+
+ private:
+  const Testbed& t_;
+  const std::vector<core::ProtocolCost>* prices_;
+  std::vector<double> instr_;  // per board
+};
 
 // What crosses the links for one layer, from the plan alone (the
 // coordinator is one more peer, -1): the layer's inputs (the coordinator's
