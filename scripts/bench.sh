@@ -4,6 +4,7 @@
 # same machine, in one run. Prints a table at input sizes 112 and 224.
 #
 #   bash scripts/bench.sh [--rounds N] [--runs N] [--build-dir DIR] [--out DIR] [--json] [--write-docs]
+#                         [--avx2-only]
 #
 #   --rounds N      alternate ours / ORT N times (default 3); figures pool all rounds
 #   --runs N        ORT timed runs per round and model (default 100; 20 warm-up runs first)
@@ -11,7 +12,12 @@
 #   --out DIR       where the exported models, raw results and summary go (default DIR/bench-out)
 #   --json          print the summary as JSON instead of the table
 #   --write-docs    also rewrite the results block of docs/benchmarks.md (the only tracked file
-#                   this script ever writes, and only when asked)
+#                   this script ever writes, and only when asked; not with --avx2-only)
+#   --avx2-only     both sides limited to AVX2 on a CPU that has AVX-512 (issue 24's AVX2 bar):
+#                   ours with TS_KERNELS=avx2, ONNX Runtime's node with scripts/bench/cpuid_avx2.c
+#                   preloaded, which traps CPUID (Linux CPUID faulting) and hides AVX-512,
+#                   AVX-VNNI and AMX from it, so MLAS picks its AVX2 kernels. Stops with one line
+#                   if the kernel or CPU cannot trap CPUID. x86-64 Linux only.
 #
 # Needs models/mobilenetv2 and data/ (scripts/setup.sh) and node; installs onnxruntime-node into
 # scripts/bench/node_modules from the lock file on first use. Builds only int8_bench.
@@ -19,6 +25,7 @@
 # Time: ours is Google Benchmark's per-iteration time; ORT's is the time of each session.run.
 # Both are reported as wall-clock and as CPU time of the process; on a machine shared with other
 # work the CPU times are the fair comparison (wall time then also counts waiting for a core).
+# The summary's "isa" says which instruction sets each side was allowed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +35,7 @@ ROUNDS=3
 RUNS=100
 JSON=0
 WRITE_DOCS=0
+AVX2_ONLY=0
 JOBS="${TS_JOBS:-2}"
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -40,12 +48,18 @@ while [[ $# -gt 0 ]]; do
     --out) need_value "$@"; OUT="$(realpath -m "$2")"; shift 2 ;;
     --json) JSON=1; shift ;;
     --write-docs) WRITE_DOCS=1; shift ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --avx2-only) AVX2_ONLY=1; shift ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
+if [[ $AVX2_ONLY == 1 ]]; then
+  [[ $WRITE_DOCS == 0 ]] || die "--write-docs records the native run; not with --avx2-only"
+  [[ -z "${TS_KERNELS:-}" || "$TS_KERNELS" == avx2 ]] || die "--avx2-only runs ours with TS_KERNELS=avx2, not TS_KERNELS=$TS_KERNELS"
+  [[ "$(uname -m)" == x86_64 ]] || die "--avx2-only needs an x86-64 Linux machine"
+fi
 OUT="${OUT:-$BUILD/bench-out}"
 command -v node >/dev/null || die "node is not installed (scripts/setup.sh installs it)"
 [[ -f "$ROOT/models/mobilenetv2/model.json" ]] || die "models/mobilenetv2 is missing; run scripts/setup.sh first"
@@ -60,6 +74,32 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
 fi
 cmake --build "$BUILD" --target int8_bench -j "$JOBS" >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log" >&2; die "build failed (log: $OUT/build.log)"; }
 BENCH="$BUILD/int8_bench"
+
+# ---- --avx2-only: the CPUID-masking preload for ONNX Runtime's node, checked before use
+ORT_PRELOAD=()
+NODE_FLAGS=()
+if [[ $AVX2_ONLY == 1 ]]; then
+  command -v gcc >/dev/null || die "--avx2-only needs gcc (to build scripts/bench/cpuid_avx2.c)"
+  mkdir -p "$BUILD/cpuid_avx2"
+  gcc -O2 -Wall -shared -fPIC -o "$BUILD/cpuid_avx2/cpuid_avx2.so" "$ROOT/scripts/bench/cpuid_avx2.c" \
+    && gcc -O2 -Wall -pthread -o "$BUILD/cpuid_avx2/cpuid_probe" "$ROOT/scripts/bench/cpuid_probe.c" \
+    || die "--avx2-only: compiling scripts/bench/cpuid_avx2.c or cpuid_probe.c failed"
+  "$BUILD/cpuid_avx2/cpuid_probe" >"$OUT/cpuid_native.txt" 2>&1 || true
+  probe_rc=0
+  LD_PRELOAD="$BUILD/cpuid_avx2/cpuid_avx2.so" "$BUILD/cpuid_avx2/cpuid_probe" --expect-avx2-only \
+    >"$OUT/cpuid_masked.txt" 2>&1 || probe_rc=$?
+  if [[ $probe_rc != 0 ]]; then
+    why="$(tail -n 1 "$OUT/cpuid_masked.txt")"
+    die "--avx2-only: CPUID cannot be masked here: ${why:-cpuid_probe under the preload exited with status $probe_rc}"
+  fi
+  ORT_PRELOAD=(env LD_PRELOAD="$BUILD/cpuid_avx2/cpuid_avx2.so" CPUID_AVX2_LOG=1)
+  # node's WebAssembly trap handler takes SIGSEGV over and does not hand unknown faults on to
+  # the handler before it (the first trapped CPUID would then kill node); the benchmark runs
+  # no WebAssembly.
+  NODE_FLAGS=(--disable-wasm-trap-handler)
+  export TS_KERNELS=avx2
+  log "avx2-only: ours with TS_KERNELS=avx2; ONNX Runtime's node under cpuid_avx2.so ($(sed -n 1p "$OUT/cpuid_masked.txt"))"
+fi
 
 # ---- ONNX Runtime for node (its CPU binary ships inside the npm package; nothing is downloaded
 # by its install script with ONNXRUNTIME_NODE_INSTALL=skip)
@@ -81,15 +121,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
   "$BENCH" --benchmark_filter='^BM_Int8/(112|224)$' --benchmark_repetitions=5 --benchmark_min_time=0.5 \
     --benchmark_format=json --benchmark_out="$OUT/ours_r$r.json" --benchmark_out_format=json >/dev/null 2>"$OUT/ours_r$r.log" \
     || { cat "$OUT/ours_r$r.log" >&2; die "int8_bench failed"; }
+  if grep -q '^TS_KERNELS=' "$OUT/ours_r$r.log"; then die "int8_bench: $(grep -m1 '^TS_KERNELS=' "$OUT/ours_r$r.log")"; fi
   for size in 112 224; do
     for act in u8 s8; do
       log "round $r/$ROUNDS: ONNX Runtime, $size, ${act} activations"
       check=()
       [[ $r == 1 ]] && check=(--check-dir "$OUT/export/$size/check")
-      node "$ORT_DIR/ort_bench.js" --model "$OUT/export/$size/model_$act.onnx" --input "$OUT/export/$size/input.bin" \
+      "${ORT_PRELOAD[@]}" node "${NODE_FLAGS[@]}" "$ORT_DIR/ort_bench.js" --model "$OUT/export/$size/model_$act.onnx" --input "$OUT/export/$size/input.bin" \
         --expect "$OUT/export/$size/ours.bin" "${check[@]}" --runs "$RUNS" --int8-allowed 1 \
         >"$OUT/ort_${size}_${act}_r$r.json" 2>"$OUT/ort_${size}_${act}_r$r.log" \
         || { cat "$OUT/ort_${size}_${act}_r$r.log" >&2; die "ort_bench failed"; }
+      if [[ $AVX2_ONLY == 1 ]] && ! grep -q '^cpuid_avx2: pid [0-9]* answered [1-9]' "$OUT/ort_${size}_${act}_r$r.log"; then
+        die "--avx2-only: ONNX Runtime's node ran without its CPUID instructions being trapped"
+      fi
     done
   done
 done
@@ -98,7 +142,16 @@ LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 # ---- summary
 CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 CXX_VERSION="$( (c++ --version 2>/dev/null || true) | head -n 1)"
-export OUT ROUNDS RUNS CPU_MODEL CXX_VERSION LOAD_BEFORE LOAD_AFTER
+CPU_FLAGS="$(sed -n 's/^flags[[:space:]]*: //p' /proc/cpuinfo | head -n 1 | tr ' ' '\n' \
+  | grep -E '^(avx|avx2|fma|avx512.*|avx_vnni.*|amx.*)$' | tr '\n' ' ' | sed 's/ $//')" || true
+if [[ $AVX2_ONLY == 1 ]]; then
+  ISA="avx2 (ours: TS_KERNELS=avx2; AVX-512, AVX-VNNI and AMX hidden from ONNX Runtime by CPUID faulting)"
+elif [[ -n "${TS_KERNELS:-}" ]]; then
+  ISA="ours: TS_KERNELS=$TS_KERNELS; ONNX Runtime: every instruction set the CPU reports"
+else
+  ISA="native (each side picks its kernels from the CPU's features)"
+fi
+export OUT ROUNDS RUNS CPU_MODEL CXX_VERSION LOAD_BEFORE LOAD_AFTER CPU_FLAGS ISA
 export NPROC="$(nproc)"
 node - "$JSON" >"$OUT/summary.txt" <<'EOF'
 const fs = require('fs');
@@ -108,8 +161,9 @@ const out = env.OUT;
 const rounds = Number(env.ROUNDS);
 const median = (v) => { const s = [...v].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const read = (f) => JSON.parse(fs.readFileSync(path.join(out, f), 'utf8'));
-const summary = { machine: { cpu: env.CPU_MODEL, cores: Number(env.NPROC), load_before: env.LOAD_BEFORE, load_after: env.LOAD_AFTER,
-  compiler: env.CXX_VERSION, threads: 1 }, rounds, ort_runs_per_round: Number(env.RUNS), sizes: {} };
+const summary = { isa: env.ISA, machine: { cpu: env.CPU_MODEL, cpu_flags: env.CPU_FLAGS, cores: Number(env.NPROC),
+  load_before: env.LOAD_BEFORE, load_after: env.LOAD_AFTER, compiler: env.CXX_VERSION, threads: 1 }, rounds,
+  ort_runs_per_round: Number(env.RUNS), sizes: {} };
 for (const size of [112, 224]) {
   const wall = [], cpu = [];
   for (let r = 1; r <= rounds; ++r) {
@@ -158,6 +212,7 @@ for (const size of [112, 224]) {
 const m = summary.machine;
 lines.push('');
 lines.push(`Medians over ${rounds} alternating rounds (ours: 5 repetitions per round; ORT: ${env.RUNS} runs per round after 20 warm-up), single thread.`);
+lines.push(`Instruction sets: ${summary.isa}; the CPU reports ${m.cpu_flags}.`);
 lines.push(`Machine: ${m.cpu}, ${m.cores} cores; load average ${m.load_before} before, ${m.load_after} after; ${m.compiler}; ONNX Runtime ${summary.sizes[224].ort_u8.ort_version} (onnxruntime-node, CPU provider).`);
 process.stdout.write(lines.join('\n') + '\n');
 EOF
