@@ -458,6 +458,17 @@ bool random_depthwise(Rng& r, Layer* L, int max_c, int max_h, int max_w) {
   return true;
 }
 
+// A box of random channels and rows of d's output (columns left to the
+// caller): c0, c1, y0, y1 drawn in that order.
+OutBox random_channels_and_rows(Rng& r, const LayerDesc& d) {
+  OutBox b;
+  b.c0 = rnd(r, 0, d.out.c - 1);
+  b.c1 = rnd(r, b.c0 + 1, d.out.c);
+  b.y0 = rnd(r, 0, d.out.h - 1);
+  b.y1 = rnd(r, b.y0 + 1, d.out.h);
+  return b;
+}
+
 // Depthwise 3x3 computed as boards compute boxes narrower than the plane:
 // one call per row of the box, all its channels (the DSP table's single-row
 // path, kDwRowMax outputs at most), and full-width boxes, against the
@@ -478,11 +489,7 @@ TEST(ArmDsp, DepthwiseBoxesMatchPortable) {
     for (const char* name : {"dsp", "helium"}) {
       set_kernels(find_kernels(name));
       for (int b = 0; b < 8; ++b) {
-        OutBox box;
-        box.c0 = rnd(r, 0, c - 1);
-        box.c1 = rnd(r, box.c0 + 1, c);
-        box.y0 = rnd(r, 0, d.out.h - 1);
-        box.y1 = rnd(r, box.y0 + 1, d.out.h);
+        OutBox box = random_channels_and_rows(r, d);
         box.x0 = b % 4 == 0 ? 0 : rnd(r, 0, d.out.w - 1);
         box.x1 = b % 4 == 0 ? d.out.w : rnd(r, box.x0 + 1, d.out.w);
         narrow += box.x1 - box.x0 < d.out.w;
@@ -549,11 +556,7 @@ TEST(ArmDsp, DepthwiseNarrowSpansMatchPortable) {
     };
     set_kernels(dsp_table());
     for (int k = 0; k < 6; ++k) {
-      OutBox b;
-      b.c0 = rnd(r, 0, c - 1);
-      b.c1 = rnd(r, b.c0 + 1, c);
-      b.y0 = rnd(r, 0, d.out.h - 1);
-      b.y1 = rnd(r, b.y0 + 1, d.out.h);
+      OutBox b = random_channels_and_rows(r, d);
       if (k < 3) {  // a box, often narrower than the plane
         b.x0 = rnd(r, 0, d.out.w - 1);
         b.x1 = rnd(r, b.x0 + 1, d.out.w);

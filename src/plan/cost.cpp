@@ -357,14 +357,14 @@ class Chooser {
     // no send records or received runs): the pieces and elements each
     // producer sends a board of the group (as bytes_from), all of them.
     TransferCpu cpu(t_, any_proto_ ? &proto_ : nullptr);
-    std::vector<Tally> from(N_);
+    std::vector<Tally> from(cpu.on() ? N_ : 0);
     Tally all;
     const auto flush = [&] {
       for (size_t f : producers) {
         const size_t to = group.size() - (in_group[f] ? 1 : 0);
         tr.out[f] += bytes_from[f] * double(to);
         links.sends(f, to);
-        cpu.sends(f, from[f], to);
+        if (cpu.on()) cpu.sends(f, from[f], to);
       }
       for (size_t w : group) in_group[w] = 0;
       group.clear();
@@ -392,7 +392,7 @@ class Chooser {
       if (mine) {
         received_beside(ls.inputs[k].runs, owners(prod, mnode), *mine, int(w), from_board, &tr, &links);
         for (size_t f : from_board.used())
-          if (f != w) {
+          if (cpu.on() && f != w) {
             const Tally t = Tally::of(from_board.of(f));
             cpu.sends(f, t, 1);
             cpu.receives(w, t);
@@ -419,9 +419,10 @@ class Chooser {
         all = Tally{};
         for (size_t f : from_board.used()) {
           bytes_from[f] = gathered_bytes(from_board.of(f));
-          from[f] = Tally::of(from_board.of(f));
           producers.push_back(f);
           bytes_all += bytes_from[f];
+          if (!cpu.on()) continue;
+          from[f] = Tally::of(from_board.of(f));
           all.add(from[f]);
         }
         hiding.sent(from_board, w);
@@ -429,7 +430,7 @@ class Chooser {
       }
       // From every producer but itself.
       tr.in[w] += bytes_all - (bytes_from[w] >= 0 ? bytes_from[w] : 0.0);
-      cpu.receives(w, bytes_from[w] >= 0 ? all.minus(from[w]) : all);
+      if (cpu.on()) cpu.receives(w, bytes_from[w] >= 0 ? all.minus(from[w]) : all);
       links.hears(w, producers.size() - (bytes_from[w] >= 0 ? 1 : 0));
       group.push_back(w);
       in_group[w] = 1;

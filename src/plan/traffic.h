@@ -78,6 +78,8 @@ class TransferCpu {
  public:
   TransferCpu(const Testbed& t, const std::vector<core::ProtocolCost>* prices)
       : t_(t), prices_(prices), instr_(prices ? prices->size() : 0, 0.0) {}
+  // Whether there are prices: without them the pieces need not be counted.
+  bool on() const { return prices_ != nullptr; }
   // Board f sends t to `to` boards.
   void sends(size_t f, const Tally& t, size_t to) {
     if (!prices_ || !to) return;
