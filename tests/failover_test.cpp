@@ -50,9 +50,21 @@ nlohmann::json run_json(const std::string& args) {
 
 int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
+// Whether `reason` holds one of the '|'-separated words of `words`.
+bool reason_has_one_of(const std::string& reason, const std::string& words) {
+  size_t from = 0;
+  while (true) {
+    const size_t bar = words.find('|', from);
+    const std::string word = words.substr(from, bar == std::string::npos ? std::string::npos : bar - from);
+    if (reason.find(word) != std::string::npos) return true;
+    if (bar == std::string::npos) return false;
+    from = bar + 1;
+  }
+}
+
 // The run survived: bit-exact on the boards left, one failover naming the
 // board, and the boards in the report are exactly the others.
-void expect_survived(const nlohmann::json& j, int started, int board, int layer, const std::string& reason_word) {
+void expect_survived(const nlohmann::json& j, int started, int board, int layer, const std::string& reason_words) {
   ASSERT_FALSE(j.is_null());
   EXPECT_TRUE(j.at("match_reference").get<bool>());
   EXPECT_EQ(j.at("boards_started").get<int>(), started);
@@ -66,7 +78,7 @@ void expect_survived(const nlohmann::json& j, int started, int board, int layer,
   EXPECT_EQ(f[0].at("inference").get<int>(), 0);
   EXPECT_EQ(f[0].at("boards_left").get<int>(), started - 1);
   EXPECT_GT(f[0].at("redeployed_bytes").get<int64_t>(), 0);
-  EXPECT_NE(f[0].at("reason").get<std::string>().find(reason_word), std::string::npos) << f[0].dump();
+  EXPECT_TRUE(reason_has_one_of(f[0].at("reason").get<std::string>(), reason_words)) << f[0].dump();
   // The inference went on from a layer no later than the one the board
   // failed at, every layer before it reported and verified.
   const int resumed = f[0].at("resumed_at_layer").get<int>();
@@ -135,7 +147,9 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   // (Layer 20: at 112 on 8 boards `auto` bands the 7x7 maps from layer 22 on
   // in whole rows on 7 of the 8 boards, and board 3 has no share of them.)
   const auto j = run_json("--workers 8 --repeat 3 --inject-fault kill:3:20");
-  expect_survived(j, 8, 3, 20, "closed");  // its link, or a peer's link to it
+  // Its link, or a peer's link to it, ends: closed, or reset when the killed
+  // process still had unread bytes in its socket (the kernel then sends RST).
+  expect_survived(j, 8, 3, 20, "closed|connection reset");
   ASSERT_FALSE(j.is_null());
   EXPECT_EQ(j.at("bit_exact_inferences").get<int>(), 3);
   const auto& f = j.at("failovers")[0];
@@ -161,7 +175,9 @@ TEST_F(FailoverTest, AFailoverRedeploysOnlyWhatChangedAndResumes) {
   EXPECT_LE(fe.at("resumed_at_layer").get<int>(), kept) << fe.dump();
   EXPECT_LE(kept, 20) << fe.dump();
   ASSERT_TRUE(fe.at("kept_held_by_index").is_number()) << fe.dump();
-  if (kept < 20) EXPECT_NE(fe.at("kept_held_by_index").get<int>(), 3) << fe.dump();
+  if (kept < 20) {
+    EXPECT_NE(fe.at("kept_held_by_index").get<int>(), 3) << fe.dump();
+  }
   EXPECT_EQ(e.at("verified_layers").get<int>(), e.at("layers").get<int>());
 }
 
