@@ -101,7 +101,9 @@ TEST_F(DirectTest, OutputsComputedInPlaceAreExact) {
         }
       for (const auto& wp : relay.workers)
         for (const auto& ls : wp.layers) EXPECT_EQ(ls.out_pitch, 0u) << "the relay keeps nothing local";
-      if (std::string(name) != "neuron" || n == 1) EXPECT_GT(in_place, 10);
+      if (std::string(name) != "neuron" || n == 1) {
+        EXPECT_GT(in_place, 10);
+      }
       for (int w = 0; w < n; ++w) {
         std::vector<uint8_t> bytes = plan::write_fragment(q, p, w);
         core::FragmentReader rd;
@@ -131,7 +133,9 @@ TEST_F(DirectTest, OutputsComputedInPlaceAreExact) {
         EXPECT_LE(int64_t(b.peak_ram_bytes), p.workers[size_t(w)].peak_ram_bytes);
         for (size_t i = 0; i < q.nodes.size(); ++i) {
           const auto& ls = p.workers[size_t(w)].layers[i];
-          if (ls.active()) EXPECT_LE(int64_t(b.layer_peak[i]), int64_t(core::kWorkerFixedArena) + ls.ram_bytes) << i;
+          if (ls.active()) {
+            EXPECT_LE(int64_t(b.layer_peak[i]), int64_t(core::kWorkerFixedArena) + ls.ram_bytes) << i;
+          }
         }
       }
     }

@@ -216,8 +216,12 @@ TEST(InnerRows, TheInnerPartReadsNothingReceivedAndTheRowsBesideItDo) {
       return false;
     };
     for (int32_t y = s.q0 / W; y <= (s.q1 - 1) / W; ++y) EXPECT_FALSE(reads_received(y)) << "row " << y;
-    if (s.q0 > s.band.p0) EXPECT_TRUE(reads_received(s.q0 / W - 1)) << "row before " << s.q0 / W;
-    if (s.q1 < s.band.p1) EXPECT_TRUE(reads_received(s.q1 / W)) << "row " << s.q1 / W;
+    if (s.q0 > s.band.p0) {
+      EXPECT_TRUE(reads_received(s.q0 / W - 1)) << "row before " << s.q0 / W;
+    }
+    if (s.q1 < s.band.p1) {
+      EXPECT_TRUE(reads_received(s.q1 / W)) << "row " << s.q1 / W;
+    }
     ++checked;
   });
   EXPECT_GT(checked, 10);
