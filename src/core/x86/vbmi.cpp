@@ -618,6 +618,7 @@ bool depthwise3x3(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int
 bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                      int64_t cstride) {
   const int32_t cin_g = L.in[0].c / L.groups, cout_g = L.out.c / L.groups;
+  if (conv_lanes_vbmi(L, v, c0, c1, p0, p1, out, cstride)) return true;
   if (conv_flat_small(L, v, c0, c1, p0, p1, out, cstride)) return true;
   if (depthwise3x3(L, v, c0, c1, p0, p1, out, cstride)) return true;
   TapPlan P;

@@ -311,38 +311,6 @@ void few_weights_512(const int8_t* const* w, int nb, int32_t cin, int32_t ng, __
   }
 }
 
-// RqS's fast form, lane k with channel k's constants (from an RqSignRow
-// whose channels all have that form; lanes past nb: 0, never stored).
-struct RqLanes512 {
-  __m512i m, m_odd, addz_e, addz_o, total_e, total_o;
-  bool clamp8;
-  int32_t lo8, hi8;
-};
-
-void rq_lanes_512(const RqSignRow& sg, int nb, RqLanes512* c) {
-  const __mmask16 live = nb >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nb) - 1);
-  c->m = _mm512_maskz_loadu_epi32(live, sg.m);
-  c->m_odd = _mm512_srli_epi64(c->m, 32);
-  // addz = addz2 / 2 (even), channel 2i in qword i of the even lanes' vector, 2i + 1 of the odd.
-  const __m512i a0 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2), 1);
-  const __m512i a1 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8), 1);
-  c->addz_e = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
-  c->addz_o = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
-  const __m512i total = _mm512_add_epi32(_mm512_maskz_loadu_epi32(live, sg.e), _mm512_set1_epi32(31));
-  c->total_e = _mm512_and_si512(total, _mm512_set1_epi64(0xFFFFFFFF));
-  c->total_o = _mm512_srli_epi64(total, 32);
-  c->clamp8 = sg.clamp8;  // lo, hi and zp are the layer's
-  c->lo8 = sg.lo8;
-  c->hi8 = sg.hi8;
-}
-
-TS_ALWAYS_INLINE __m512i rq_lanes_half_512(__m512i p, __m512i addz, __m512i total) {
-  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
-  __m512i t = _mm512_add_epi64(p, addz);
-  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(-(int64_t(1) << 31)));
-  return _mm512_srav_epi64(t, total);
-}
-
 template <int P>
 void few_pass_512(const int32_t* xs, int32_t ng, const int32_t* wt, const int32_t* init, const RqLanes512* rl,
                   const RqS* rq, int nb, int8_t* out, int64_t cstride) {
@@ -354,15 +322,8 @@ void few_pass_512(const int32_t* xs, int32_t ng, const int32_t* wt, const int32_
   }
   alignas(64) int8_t b[P][16];
   if (rl) {
-    const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
-    for (int p = 0; p < P; ++p) {
-      const __m512i pe = rq_lanes_half_512(_mm512_mul_epi32(acc[p], rl->m), rl->addz_e, rl->total_e);
-      const __m512i po = rq_lanes_half_512(_mm512_mul_epi32(_mm512_srli_epi64(acc[p], 32), rl->m_odd), rl->addz_o,
-                                           rl->total_o);
-      __m512i r = _mm512_permutex2var_epi32(pe, pick, po);
-      if (rl->clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(rl->lo8)), _mm512_set1_epi32(rl->hi8));
-      _mm_store_si128(reinterpret_cast<__m128i*>(b[p]), _mm512_cvtsepi32_epi8(r));
-    }
+    for (int p = 0; p < P; ++p)
+      _mm_store_si128(reinterpret_cast<__m128i*>(b[p]), _mm512_cvtsepi32_epi8(rq_lanes_apply_512(acc[p], *rl)));
   } else {
     alignas(64) int32_t a[P][16];
     for (int p = 0; p < P; ++p) _mm512_store_si512(a[p], acc[p]);
