@@ -122,6 +122,65 @@ TEST(KernelVariants, AddRowMatchesPortable) {
   }
 }
 
+// Add with the quantiser's kind of parameters (left shift 20, or 9-22;
+// operand multipliers from 2^(31 - left) - 1 to 2^31 - 1 with right shifts
+// 0-12, output multipliers up to 2^31 - 1, past the by_sign form's bound,
+// right shifts 1-20): the AVX-512 table's int32 path for them and its
+// bounds on each side (multipliers, shifts and left shifts just outside
+// fall back), operands and zero points at the extremes, 0-300 elements.
+// With the usual output shift (2^-19) an operand's rescale one off does not
+// show in the output, so a third of the cases have small operand
+// multipliers (rescales of a few units to a few thousand) and an output
+// shift of 1-4, where it does.
+TEST(KernelVariants, AddRowUsualParametersMatchPortable) {
+  Rng r(18);
+  std::vector<int8_t> a(300), b(300), want(300), got(300);
+  const int32_t bound = INT32_MAX - (1 << 28) + 1;
+  for (const KernelTable* t : variants()) {
+    SCOPED_TRACE(t->name);
+    for (int it = 0; it < 3000; ++it) {
+      AddParams p;
+      p.left = rnd(r, 0, 3) == 0 ? rnd(r, 9, 22) : 20;
+      const bool small = it % 3 == 0;
+      auto operand = [&]() {
+        const int32_t low = int32_t(1) << (31 - std::min(p.left, 30));
+        int32_t m;
+        switch (small ? 6 : rnd(r, 0, 5)) {
+          case 0: m = low - rnd(r, 0, 1); break;
+          case 1: m = INT32_MAX; break;
+          case 2: m = 1 << 30; break;
+          case 6: m = int32_t(std::min<int64_t>(INT32_MAX, (int64_t(low) << rnd(r, 0, 5)) + rnd(r, -1, low))); break;
+          default: m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+        }
+        const int32_t s = rnd(r, 0, 2) ? -rnd(r, 0, 1) : -rnd(r, 0, 12);
+        return Requant(m, s, 0, -128, 127);
+      };
+      p.ra = operand();
+      p.rb = operand();
+      int32_t zp, lo, hi, m;
+      switch (rnd(r, 0, 5)) {
+        case 0: m = bound + rnd(r, -1, 1); break;
+        case 1: m = INT32_MAX; break;
+        case 2: m = rnd(r, 1, 1000); break;
+        default: m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+      }
+      const int32_t s = small ? -rnd(r, 1, 4) : rnd(r, 0, 3) == 0 ? -rnd(r, 1, 20) : -19;
+      random_clamp(r, &zp, &lo, &hi);
+      p.rout = Requant(m, s, zp, lo, hi);
+      const int zmode = rnd(r, 0, 3);
+      p.za = zmode == 0 ? -128 : zmode == 1 ? 127 : rnd(r, -128, 127);
+      p.zb = zmode == 0 ? 127 : zmode == 1 ? -128 : rnd(r, -128, 127);
+      const int xmode = rnd(r, 0, 3);
+      for (auto& x : a) x = int8_t(xmode == 0 ? 127 : xmode == 1 ? -128 : rnd(r, -128, 127));
+      for (auto& x : b) x = int8_t(xmode == 0 ? -128 : xmode == 1 ? 127 : rnd(r, -128, 127));
+      const int32_t n = rnd(r, 0, 300);
+      portable_kernels().add_row(a.data(), b.data(), n, p, want.data());
+      t->add_row(a.data(), b.data(), n, p, got.data());
+      for (int32_t k = 0; k < n; ++k) ASSERT_EQ(int(got[k]), int(want[k])) << "it " << it << " at " << k;
+    }
+  }
+}
+
 // A random layer with its data, run with compute_range over all outputs.
 struct Layer {
   LayerDesc d;

@@ -550,9 +550,79 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
   }
 }
 
+// Add's usual parameters (the quantiser's: left shift 20, operand shifts 0
+// or -1, the output's fast form) in int32 lanes, without 64-bit products.
+// An operand's rescale Requant::scale(x), x = d * 2^L (d = a - za, |d| <=
+// 384 < 2^9, L = left in [10, 20]; the operand's left shift 0, not exact,
+// T = its total, K = T - L in [9, 21], m >= 2^(31 - L)):
+//  - t = x * m + 2^30 is negative exactly when d < 0 (m * 2^L >= 2^31);
+//  - 2^30 + half and neg are multiples of 2^L (L <= 30), so scale(x) =
+//    floor((d * m + c0 + [d < 0] c1) / 2^K) with c0 = (2^30 + half) / 2^L,
+//    c1 = neg / 2^L;
+//  - with m = mh * 2^K + ml (0 <= ml < 2^K) that is d * mh +
+//    floor((d * ml + c0 + [d < 0] c1) / 2^K), an exact identity, every term
+//    inside int32: |d * mh| < 2^9 * 2^(31 - K) <= 2^31, |d * ml| < 2^30,
+//    c0 <= 2^20 + 2^20 and |c1| <= 2^21 (L >= 10 + e, as K <= 21).
+// The output's requantiser is the by_sign form (rq_avx512.h) for any
+// 0 < m < 2^31: each operand's rescale is below 2^29 + 1 in magnitude
+// (|x| < 2^29, m < 2^31, T >= 31), so the sum x' is within 2^30 + 2 and
+// |x' * m| < 2^61 + 2^32: the form's proof needs its bound on m only to keep
+// |x' * m| below 2^62 - 2^59. 64 elements per step, one 64-byte store.
+struct OpScale512 {
+  __m512i mh, ml, c0, c01;
+  __m128i k;
+};
+
+inline bool op_scale_make(const Requant& r, int32_t left, OpScale512* c) {
+  if (r.exact || r.left != 0 || left < 10 || left > 20) return false;
+  const int32_t K = r.total - left;
+  if (K < 9 || K > 21 || r.m < (int32_t(1) << (31 - left))) return false;
+  const int32_t c0 = int32_t(((int64_t(1) << 30) + r.half) >> left), c1 = int32_t(r.neg >> left);
+  c->mh = _mm512_set1_epi32(r.m >> K);
+  c->ml = _mm512_set1_epi32(r.m & ((int32_t(1) << K) - 1));
+  c->c0 = _mm512_set1_epi32(c0);
+  c->c01 = _mm512_set1_epi32(c0 + c1);
+  c->k = _mm_cvtsi32_si128(K);
+  return true;
+}
+
+TS_ALWAYS_INLINE __m512i op_scale(__m512i d, const OpScale512& c) {
+  const __m512i c0 = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(d, _mm512_setzero_si512()), c.c0, c.c01);
+  const __m512i r = _mm512_add_epi32(_mm512_mullo_epi32(d, c.ml), c0);
+  return _mm512_add_epi32(_mm512_mullo_epi32(d, c.mh), _mm512_sra_epi32(r, c.k));
+}
+
+// False (nothing written) if the parameters are not of that kind.
+bool add_row_usual(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  OpScale512 ca, cb;
+  RqS ro;
+  rqs_make(p.rout, &ro, false);
+  if (!ro.fast || p.rout.m <= 0 || p.za < -256 || p.za > 256 || p.zb < -256 || p.zb > 256 ||
+      !op_scale_make(p.ra, p.left, &ca) || !op_scale_make(p.rb, p.left, &cb))
+    return false;
+  const uint32_t m = uint32_t(p.rout.m);
+  const BySign k = by_sign_consts(int32_t(2 * m), 2 * ro.addz, int32_t(2 * m + 1), ro.total - 31);
+  const __m512i za = _mm512_set1_epi32(p.za), zb = _mm512_set1_epi32(p.zb);
+  const __m512i lo = _mm512_set1_epi32(ro.lo8), hi = _mm512_set1_epi32(ro.hi8);
+  for (int32_t i = 0; i < n; i += 64) {
+    __m512i r[4];
+    for (int j = 0; j < 4; ++j) {
+      const int32_t left = n - i - 16 * j;
+      const __mmask16 m16 = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      const __m512i x = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m16, a + i + 16 * j)), za);
+      const __m512i y = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m16, b + i + 16 * j)), zb);
+      r[j] = by_sign_steps(_mm512_add_epi32(op_scale(x, ca), op_scale(y, cb)), k);
+      if (ro.clamp8) r[j] = _mm512_min_epi32(_mm512_max_epi32(r[j], lo), hi);
+    }
+    store_bytes_sat<4>(r, n - i, out + i);
+  }
+  return true;
+}
+
 // Add, 16 lanes per step (avx2.cpp's add_row_avx2 on twice the width): the
 // operands' rescale, then the output's, each the exact Requant function.
 void add_row_512(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  if (add_row_usual(a, b, n, p, out)) return;
   if (!(vec_ok(p.ra) && vec_ok(p.rb) && vec_ok(p.rout) && p.left >= 0 && p.left <= 22 && p.za >= -256 &&
         p.za <= 256 && p.zb >= -256 && p.zb <= 256))
     return add_row_avx2(a, b, n, p, out);
