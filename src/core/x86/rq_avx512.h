@@ -293,6 +293,58 @@ TS_ALWAYS_INLINE __m512i sums16(const __m512i* a) {
   return _mm512_add_epi32(_mm512_shuffle_i32x4(w0, w1, 0x88), _mm512_shuffle_i32x4(w0, w1, 0xDD));
 }
 
+// The by_sign form, lane k with channel k's constants (from an RqSignRow's
+// first 16 channels, k < nk), where sign_lanes_ok says it applies: where
+// every channel has the form (rq_sign_row's result), or where every channel
+// has the fast form with a positive multiplier and every accumulator is
+// below 2^30 in magnitude (bounded): then |x * m| < 2^61 for any m < 2^31,
+// which keeps h - 1 inside int32 and 2v inside int64, and that is all the
+// form's bound on m serves in its proof (above).
+struct SignLanes {
+  __m512i m2, m2o, m2p1, aze, azo, e, lo, hi;
+  bool clamp;
+};
+
+TS_ALWAYS_INLINE void sign_lanes(const RqSignRow& sg, int32_t nk, SignLanes* c) {
+  const __mmask16 live = __mmask16((1u << nk) - 1);
+  c->m2 = _mm512_maskz_loadu_epi32(live, sg.m2);
+  c->m2o = _mm512_srli_epi64(c->m2, 32);
+  c->m2p1 = _mm512_maskz_loadu_epi32(live, sg.m2p1);
+  c->e = _mm512_maskz_loadu_epi32(live, sg.e);
+  const __m512i a0 = _mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2);
+  const __m512i a1 = _mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8);
+  c->aze = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
+  c->azo = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
+  c->clamp = sg.clamp8;
+  c->lo = _mm512_set1_epi32(sg.lo8);
+  c->hi = _mm512_set1_epi32(sg.hi8);
+}
+
+TS_ALWAYS_INLINE __m512i sign_lanes_apply(__m512i x, const SignLanes& c) {
+  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(x, c.m2), c.aze);
+  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), c.m2o), c.azo);
+  __m512i h = _mm512_mask_shuffle_epi32(po, __mmask16(0x5555), pe, _MM_PERM_DDBB);
+  h = _mm512_mask_sub_epi32(h, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), h, c.m2p1);
+  h = _mm512_srav_epi32(h, c.e);
+  if (c.clamp) h = _mm512_min_epi32(_mm512_max_epi32(h, c.lo), c.hi);
+  return h;
+}
+
+TS_ALWAYS_INLINE bool sign_lanes_ok(const RqSignRow& sg, int32_t nk, bool all, bool bounded) {
+  if (all) return true;
+  const __mmask16 live = __mmask16((1u << nk) - 1);
+  if (!bounded || (sg.fast16[0] & live) != live) return false;
+  return _mm512_mask_cmpgt_epi32_mask(live, _mm512_maskz_loadu_epi32(live, sg.m), _mm512_setzero_si512()) == live;
+}
+
+// Whether |bias[k]| <= 2^29 for k < nk (nullptr: no bias).
+TS_ALWAYS_INLINE bool bias_small(const int32_t* bias, int32_t nk) {
+  if (!bias) return true;
+  const __mmask16 live = __mmask16((1u << nk) - 1);
+  const __m512i b = _mm512_maskz_loadu_epi32(live, bias);
+  return _mm512_mask_cmple_epu32_mask(live, _mm512_abs_epi32(b), _mm512_set1_epi32(1 << 29)) == live;
+}
+
 // RqS's fast form, lane k with channel k's constants (from an RqSignRow
 // whose channels all have that form; lanes past nb: 0, never stored).
 struct RqLanes512 {

@@ -10,7 +10,7 @@
 //  - each channel's input span (the bytes the positions read, at most 64) is
 //    loaded once and 16 channels are transposed to [input byte][channel]
 //    with byte permutes; input byte q becomes one vector X[q] of 16 int32,
-//    x - zp (in [-255, 255]);
+//    x - zp (in [-256, 255]: the path takes |zp| <= 128);
 //  - the 16 channels' taps likewise become W[t], lane k = w(k, t) as an
 //    int16 with a zero high half, so that vpdpwssd's second product (the
 //    high halves) is 0 and each lane adds exactly (x - zp) * w;
@@ -298,62 +298,22 @@ TS_ALWAYS_INLINE void transpose16x64(const int8_t* const* src, int32_t nk, int32
   }
 }
 
-// rq_avx512.h's by_sign form, lane k with channel k's constants (from an
-// RqSignRow whose first nk channels all have it).
-struct SignLanes {
-  __m512i m2, m2o, m2p1, aze, azo, e, lo, hi;
-  bool clamp;
-};
-
-TS_ALWAYS_INLINE void sign_lanes(const RqSignRow& sg, int32_t nk, SignLanes* c) {
-  const __mmask16 live = __mmask16((1u << nk) - 1);
-  c->m2 = _mm512_maskz_loadu_epi32(live, sg.m2);
-  c->m2o = _mm512_srli_epi64(c->m2, 32);
-  c->m2p1 = _mm512_maskz_loadu_epi32(live, sg.m2p1);
-  c->e = _mm512_maskz_loadu_epi32(live, sg.e);
-  const __m512i a0 = _mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2);
-  const __m512i a1 = _mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8);
-  c->aze = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
-  c->azo = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
-  c->clamp = sg.clamp8;
-  c->lo = _mm512_set1_epi32(sg.lo8);
-  c->hi = _mm512_set1_epi32(sg.hi8);
-}
-
-TS_ALWAYS_INLINE __m512i sign_lanes_apply(__m512i x, const SignLanes& c) {
-  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(x, c.m2), c.aze);
-  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), c.m2o), c.azo);
-  __m512i h = _mm512_mask_shuffle_epi32(po, __mmask16(0x5555), pe, _MM_PERM_DDBB);
-  h = _mm512_mask_sub_epi32(h, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), h, c.m2p1);
-  h = _mm512_srav_epi32(h, c.e);
-  if (c.clamp) h = _mm512_min_epi32(_mm512_max_epi32(h, c.lo), c.hi);
-  return h;
-}
-
 // Requantises V[j] (j < n; lane k channel l0 + k, k < nk) in place, with
-// per-lane constants: the by_sign form where every channel has the fast form
-// and a positive multiplier, and either every multiplier is within the
-// form's bound or every |bias| <= 2^29 (then |acc| < 2^29 + 16 * 255 * 128
-// < 2^30, and |x * m| < 2^61 keeps h - 1 inside int32 for any m < 2^31: the
-// bound on m in rq_avx512.h's proof only serves to bound |x * m|); else the
-// fast form, with the lanes whose channel lacks it redone by Requant.
-// Returns the forms used (kUsed*).
+// per-lane constants: the by_sign form where sign_lanes_ok (rq_avx512.h)
+// allows it (|acc| <= 2^29 + 16 * 256 * 128 < 2^30 where every |bias| <=
+// 2^29 and |zp| <= 128), else the fast form, with the lanes whose channel
+// lacks it redone by Requant. Returns the forms used (kUsed*).
 constexpr int kUsedSign = 1, kUsedFast = 2, kUsedScalar = 4;
 
-int requant_block(const LayerDesc& L, int32_t l0, int32_t nk, __m512i bias, int32_t n, RqSignRow* sg, __m512i* V) {
+int requant_block(const LayerDesc& L, int32_t l0, int32_t nk, int32_t n, RqSignRow* sg, __m512i* V) {
   const bool all = rq_sign_row(L.mult + l0, L.shift + l0, nk, L.out_zp, L.act_min, L.act_max, sg);
-  const __mmask16 live = __mmask16((1u << nk) - 1), fast = __mmask16(sg->fast16[0] & live);
-  if (fast == live) {
-    const __m512i m = _mm512_maskz_loadu_epi32(live, sg->m);
-    const bool positive = _mm512_mask_cmpgt_epi32_mask(live, m, _mm512_setzero_si512()) == live;
-    const bool small = _mm512_mask_cmple_epu32_mask(live, _mm512_abs_epi32(bias), _mm512_set1_epi32(1 << 29)) == live;
-    if (all || (positive && small)) {
-      SignLanes c;
-      sign_lanes(*sg, nk, &c);
-      for (int32_t j = 0; j < n; ++j) V[j] = sign_lanes_apply(V[j], c);
-      return kUsedSign;
-    }
+  if (sign_lanes_ok(*sg, nk, all, bias_small(L.bias ? L.bias + l0 : nullptr, nk))) {
+    SignLanes c;
+    sign_lanes(*sg, nk, &c);
+    for (int32_t j = 0; j < n; ++j) V[j] = sign_lanes_apply(V[j], c);
+    return kUsedSign;
   }
+  const __mmask16 live = __mmask16((1u << nk) - 1), fast = __mmask16(sg->fast16[0] & live);
   RqLanes512 c;
   rq_lanes_512(*sg, nk, &c);
   const __mmask16 slow = __mmask16(live & ~fast);
@@ -417,6 +377,7 @@ bool conv_lanes_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
   const Dims& X = L.in[0];
   const int32_t taps = L.kh * L.kw;
   if (X.c / L.groups != 1 || p1 - p0 > kMaxPos || p1 <= p0 || taps > kMaxTaps || L.kh < 1 || L.kw < 1) return false;
+  if (L.in_zp[0] < -128 || L.in_zp[0] > 128) return false;  // x - zp as an int16; |acc| < 2^30 with |bias| <= 2^29
   LanePlan P;
   if (!plan_lanes(L, v, p0, p1, &P)) return false;
   const Perms& pm = perms();
@@ -478,7 +439,7 @@ bool conv_lanes_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, 
     else
       macs_any(P, taps, Xq, Wt, bias, V);
     for (int32_t j = n; j < kMaxPos; ++j) V[j] = _mm512_setzero_si512();  // packed, never stored
-    used |= requant_block(L, l0, nk, bias, n, &sg, V);
+    used |= requant_block(L, l0, nk, n, &sg, V);
     store_channels(V, n, nk, pm, out_rows ? &operm : nullptr, out + int64_t(ob - c0) * cstride, cstride);
   }
   if (used & kUsedSign) count_path(Path::kLanesSign);
