@@ -311,6 +311,36 @@ void few_weights_512(const int8_t* const* w, int nb, int32_t cin, int32_t ng, __
   }
 }
 
+// r[p] (int32, lane k = channel k at position p; 4 NQ vectors, the first
+// np <= 4 NQ stored) as bytes with saturation, channel k's np bytes to
+// out + k * cstride (k < nb): per four positions two saturating packs
+// (byte 16L + 4j + i: channel 4L + i at position 4m + j), a vpshufb
+// transposing each 4 x 4 block of bytes, then a 4 x 4 transpose of dwords
+// across the four vectors (unpacks), so that vector i's 128-bit lane L is
+// channel 4L + i's row; one masked store per channel (against a vpmovsdb
+// per position and a byte at a time: AVX-512 BW only).
+template <int NQ>
+TS_ALWAYS_INLINE void store_lane_rows(const __m512i* r, int np, int nb, int8_t* out, int64_t cstride) {
+  const __m512i t44 = _mm512_set4_epi32(0x0F0B0703, 0x0E0A0602, 0x0D090501, 0x0C080400);
+  __m512i q[4];
+  for (int m = 0; m < 4; ++m)
+    q[m] = m < NQ ? _mm512_shuffle_epi8(_mm512_packs_epi16(_mm512_packs_epi32(r[4 * m], r[4 * m + 1]),
+                                                           _mm512_packs_epi32(r[4 * m + 2], r[4 * m + 3])),
+                                        t44)
+                  : _mm512_setzero_si512();
+  const __m512i a0 = _mm512_unpacklo_epi32(q[0], q[1]), a1 = _mm512_unpackhi_epi32(q[0], q[1]);
+  const __m512i a2 = _mm512_unpacklo_epi32(q[2], q[3]), a3 = _mm512_unpackhi_epi32(q[2], q[3]);
+  const __m512i rows[4] = {_mm512_unpacklo_epi64(a0, a2), _mm512_unpackhi_epi64(a0, a2), _mm512_unpacklo_epi64(a1, a3),
+                           _mm512_unpackhi_epi64(a1, a3)};
+  const __mmask16 m = __mmask16((1u << np) - 1);
+  for (int i = 0; i < 4; ++i) {
+    const __m128i l[4] = {_mm512_castsi512_si128(rows[i]), _mm512_extracti32x4_epi32(rows[i], 1),
+                          _mm512_extracti32x4_epi32(rows[i], 2), _mm512_extracti32x4_epi32(rows[i], 3)};
+    for (int L = 0; L < 4; ++L)
+      if (4 * L + i < nb) _mm_mask_storeu_epi8(out + int64_t(4 * L + i) * cstride, m, l[L]);
+  }
+}
+
 template <int P>
 void few_pass_512(const int32_t* xs, int32_t ng, const int32_t* wt, const int32_t* init, const RqLanes512* rl,
                   const RqS* rq, int nb, int8_t* out, int64_t cstride) {
@@ -320,18 +350,20 @@ void few_pass_512(const int32_t* xs, int32_t ng, const int32_t* wt, const int32_
     const __m512i w = _mm512_load_si512(wt + 16 * g);
     for (int p = 0; p < P; ++p) acc[p] = dpbusd(acc[p], _mm512_set1_epi32(xs[g * kFew512 + p]), w);
   }
-  alignas(64) int8_t b[P][16];
+  constexpr int NP = (P + 3) / 4 * 4;
+  __m512i r[NP];
   if (rl) {
-    for (int p = 0; p < P; ++p)
-      _mm_store_si128(reinterpret_cast<__m128i*>(b[p]), _mm512_cvtsepi32_epi8(rq_lanes_apply_512(acc[p], *rl)));
+    for (int p = 0; p < P; ++p) r[p] = rq_lanes_apply_512(acc[p], *rl);
   } else {
-    alignas(64) int32_t a[P][16];
-    for (int p = 0; p < P; ++p) _mm512_store_si512(a[p], acc[p]);
-    for (int p = 0; p < P; ++p)
-      for (int k = 0; k < nb; ++k) b[p][k] = rq[k].rq(a[p][k]);
+    alignas(64) int32_t a[16];
+    for (int p = 0; p < P; ++p) {
+      _mm512_store_si512(a, acc[p]);
+      for (int k = 0; k < nb; ++k) a[k] = rq[k].rq(a[k]);
+      r[p] = _mm512_load_si512(a);
+    }
   }
-  for (int k = 0; k < nb; ++k)
-    for (int p = 0; p < P; ++p) out[int64_t(k) * cstride + p] = b[p][k];
+  for (int p = P; p < NP; ++p) r[p] = r[P - 1];  // packed, never stored
+  store_lane_rows<NP / 4>(r, P, nb, out, cstride);
 }
 
 using FewPass512 = void (*)(const int32_t*, int32_t, const int32_t*, const int32_t*, const RqLanes512*, const RqS*, int,
