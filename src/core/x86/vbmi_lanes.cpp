@@ -317,7 +317,8 @@ int requant_block(const LayerDesc& L, int32_t l0, int32_t nk, int32_t n, RqSignR
   RqLanes512 c;
   rq_lanes_512(*sg, nk, &c);
   const __mmask16 slow = __mmask16(live & ~fast);
-  Requant rq[16];
+  Uninit<Requant, 16> rq_store;  // made and read only for the slow lanes
+  Requant* const rq = rq_store.v;
   for (int32_t k = 0; k < nk; ++k)
     if (slow >> k & 1) rq[k] = Requant(L.mult[l0 + k], L.shift[l0 + k], L.out_zp, L.act_min, L.act_max);
   for (int32_t j = 0; j < n; ++j) {

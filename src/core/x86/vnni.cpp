@@ -225,7 +225,8 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   // the by_sign form's constants 16 channels at a time, an RqS only for the
   // channels without that form.
   static_assert(kRqChunk == kSignRow, "one chunk of requantisers per RqSignRow");
-  RqS rq[kRqChunk];
+  Uninit<RqS, kRqChunk> rq_store;  // made only for the channels without the by_sign form (the only ones read)
+  RqS* const rq = rq_store.v;
   RqSignRow sg;
   for (int32_t c = 0; c < no; c += kRqChunk) {
     const int32_t nc = mini(kRqChunk, no - c);
@@ -396,7 +397,8 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
     const int nb = mini(16, no - j);
     const int8_t* w[16];
     alignas(64) int32_t init[16] = {};
-    RqS rq[16];
+    Uninit<RqS, 16> rq_store;  // made and read only where the lanes' form does not apply
+    RqS* const rq = rq_store.v;
     const int32_t l0 = o0 + j - L.oc_base;
     pw_inits(L, l0, nb, cin, init);
     for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(l0 + k) * cin;
