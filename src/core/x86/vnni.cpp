@@ -641,10 +641,12 @@ bool add_row_usual(const int8_t* a, const int8_t* b, int32_t n, const AddParams&
   for (int32_t i = 0; i < n; i += 64) {
     __m512i r[4];
     for (int j = 0; j < 4; ++j) {
-      const int32_t left = n - i - 16 * j;
-      const __mmask16 m16 = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
-      const __m512i x = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m16, a + i + 16 * j)), za);
-      const __m512i y = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m16, b + i + 16 * j)), zb);
+      const int32_t left = n - i - 16 * j;  // past the end (left <= 0): zeros, never stored
+      const __mmask16 m16 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (left > 0 ? left : 0)) - 1);
+      const __m128i a16 = left > 0 ? _mm_maskz_loadu_epi8(m16, a + i + 16 * j) : _mm_setzero_si128();
+      const __m128i b16 = left > 0 ? _mm_maskz_loadu_epi8(m16, b + i + 16 * j) : _mm_setzero_si128();
+      const __m512i x = _mm512_sub_epi32(_mm512_cvtepi8_epi32(a16), za);
+      const __m512i y = _mm512_sub_epi32(_mm512_cvtepi8_epi32(b16), zb);
       r[j] = by_sign_steps(_mm512_add_epi32(op_scale(x, ca), op_scale(y, cb)), k);
       if (ro.clamp8) r[j] = _mm512_min_epi32(_mm512_max_epi32(r[j], lo), hi);
     }
