@@ -9,6 +9,7 @@
 // portable slicing-by-8 against a bitwise reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -117,6 +118,65 @@ TEST(KernelVariants, AddRowMatchesPortable) {
       portable_kernels().add_row(a.data(), b.data(), n, p, want.data());
       t->add_row(a.data(), b.data(), n, p, got.data());
       for (int32_t k = 0; k < n; ++k) ASSERT_EQ(int(got[k]), int(want[k])) << "at " << k;
+    }
+  }
+}
+
+// Add with the quantiser's kind of parameters (left shift 20, or 9-22;
+// operand multipliers from 2^(31 - left) - 1 to 2^31 - 1 with right shifts
+// 0-12, output multipliers up to 2^31 - 1, past the by_sign form's bound,
+// right shifts 1-20): the AVX-512 table's int32 path for them and its
+// bounds on each side (multipliers, shifts and left shifts just outside
+// fall back), operands and zero points at the extremes, 0-300 elements.
+// With the usual output shift (2^-19) an operand's rescale one off does not
+// show in the output, so a third of the cases have small operand
+// multipliers (rescales of a few units to a few thousand) and an output
+// shift of 1-4, where it does.
+TEST(KernelVariants, AddRowUsualParametersMatchPortable) {
+  Rng r(18);
+  std::vector<int8_t> a(300), b(300), want(300), got(300);
+  const int32_t bound = INT32_MAX - (1 << 28) + 1;
+  for (const KernelTable* t : variants()) {
+    SCOPED_TRACE(t->name);
+    for (int it = 0; it < 3000; ++it) {
+      AddParams p;
+      p.left = rnd(r, 0, 3) == 0 ? rnd(r, 9, 22) : 20;
+      const bool small = it % 3 == 0;
+      auto operand = [&]() {
+        const int32_t low = int32_t(1) << (31 - std::min(p.left, 30));
+        int32_t m;
+        switch (small ? 6 : rnd(r, 0, 5)) {
+          case 0: m = low - rnd(r, 0, 1); break;
+          case 1: m = INT32_MAX; break;
+          case 2: m = 1 << 30; break;
+          case 6: m = int32_t(std::min<int64_t>(INT32_MAX, (int64_t(low) << rnd(r, 0, 5)) + rnd(r, -1, low))); break;
+          default: m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+        }
+        const int32_t s = rnd(r, 0, 2) ? -rnd(r, 0, 1) : -rnd(r, 0, 12);
+        return Requant(m, s, 0, -128, 127);
+      };
+      p.ra = operand();
+      p.rb = operand();
+      int32_t zp, lo, hi, m;
+      switch (rnd(r, 0, 5)) {
+        case 0: m = bound + rnd(r, -1, 1); break;
+        case 1: m = INT32_MAX; break;
+        case 2: m = rnd(r, 1, 1000); break;
+        default: m = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+      }
+      const int32_t s = small ? -rnd(r, 1, 4) : rnd(r, 0, 3) == 0 ? -rnd(r, 1, 20) : -19;
+      random_clamp(r, &zp, &lo, &hi);
+      p.rout = Requant(m, s, zp, lo, hi);
+      const int zmode = rnd(r, 0, 3);
+      p.za = zmode == 0 ? -128 : zmode == 1 ? 127 : rnd(r, -128, 127);
+      p.zb = zmode == 0 ? 127 : zmode == 1 ? -128 : rnd(r, -128, 127);
+      const int xmode = rnd(r, 0, 3);
+      for (auto& x : a) x = int8_t(xmode == 0 ? 127 : xmode == 1 ? -128 : rnd(r, -128, 127));
+      for (auto& x : b) x = int8_t(xmode == 0 ? -128 : xmode == 1 ? 127 : rnd(r, -128, 127));
+      const int32_t n = rnd(r, 0, 300);
+      portable_kernels().add_row(a.data(), b.data(), n, p, want.data());
+      t->add_row(a.data(), b.data(), n, p, got.data());
+      for (int32_t k = 0; k < n; ++k) ASSERT_EQ(int(got[k]), int(want[k])) << "it " << it << " at " << k;
     }
   }
 }
@@ -426,6 +486,94 @@ TEST(KernelVariants, DepthwiseWideRowsMatchPortable) {
       }
     }
   }
+}
+
+// Depthwise convolutions on at most 16 output positions (the AVX-512 table's
+// channels-in-lanes path, vbmi_lanes.cpp): 1x1 to 4x4 outputs from planes
+// 1x1 to 9x9, kernels 1x1 to 3x3, strides 1 and 2, dilation 1 and 2,
+// padding 0-2 (positions whose taps all lie in the padding), channel counts
+// that are not multiples of 16 (and 16, 32), depth multipliers 1-3, zero
+// points, inputs and weights at the extremes; the requantisers in each of the
+// path's forms: by_sign per lane (multipliers within its bound, or above it
+// with biases small enough), the fast form per lane (a bias near the int32
+// extremes), and channels without the fast form inside a block of 16 (done
+// lane by lane). Whole and as shares (ranges and boxes from windows).
+TEST(KernelVariants, DepthwiseTinyPlanesMatchPortable) {
+  Rng r(17);
+  const int32_t bound = INT32_MAX - (1 << 28) + 1;
+#if defined(__x86_64__)
+  using ts::core::x86::Path;
+  using ts::core::x86::path_count;
+  const Path paths[] = {Path::kLanesSign, Path::kLanesFast, Path::kLanesScalar};
+  int64_t before[3];
+  for (int k = 0; k < 3; ++k) before[k] = path_count(paths[k]);
+#endif
+  for (int it = 0; it < 300; ++it) {
+    Layer L;
+    LayerDesc& d = L.d;
+    d.op = QOp::Conv;
+    const int sizes[] = {1, 15, 16, 17, 32, 33, rnd(r, 1, 70)};
+    const int c = sizes[rnd(r, 0, 6)], mult = rnd(r, 0, 4) == 0 ? rnd(r, 2, 3) : 1;
+    d.groups = c;
+    d.kh = rnd(r, 0, 3) == 0 ? rnd(r, 1, 3) : 3;
+    d.kw = rnd(r, 0, 3) == 0 ? rnd(r, 1, 3) : 3;
+    d.sh = rnd(r, 1, 2); d.sw = rnd(r, 1, 2);
+    d.dh = rnd(r, 0, 4) == 0 ? 2 : 1; d.dw = rnd(r, 0, 4) == 0 ? 2 : 1;
+    d.pad_t = rnd(r, 0, 2); d.pad_b = rnd(r, 0, 2); d.pad_l = rnd(r, 0, 2); d.pad_r = rnd(r, 0, 2);
+    const int H = rnd(r, std::max(1, (d.kh - 1) * d.dh + 1 - d.pad_t - d.pad_b), 9);
+    const int W = rnd(r, std::max(1, (d.kw - 1) * d.dw + 1 - d.pad_l - d.pad_r), 9);
+    d.in[0] = Dims{c, H, W};
+    d.out = Dims{c * mult, conv_out(H, d.kh, d.sh, d.dh, d.pad_t, d.pad_b), conv_out(W, d.kw, d.sw, d.dw, d.pad_l, d.pad_r)};
+    if (d.out.h < 1 || d.out.w < 1 || d.out.h * d.out.w > 16) {
+      --it;
+      continue;
+    }
+    const int zmode = rnd(r, 0, 3);
+    d.in_zp[0] = zmode == 0 ? -128 : zmode == 1 ? 127 : rnd(r, -128, 127);
+    fill(r, L.x[0], size_t(d.in[0].size()));
+    const int xmode = rnd(r, 0, 4);
+    for (auto& e : L.x[0]) e = xmode == 0 ? -128 : xmode == 1 ? 127 : e;
+    const int cout = d.out.c;
+    per_channel(r, L, cout, d.kh * d.kw);
+    const int rqmode = rnd(r, 0, 4);  // 0: per_channel's corners (lane by lane)
+    for (int32_t o = 0; o < cout && rqmode > 0; ++o) {
+      switch (rnd(r, 0, 4)) {
+        case 0: L.mult[o] = bound - rnd(r, 0, 1); break;
+        case 1: L.mult[o] = rqmode == 1 ? bound : bound + rnd(r, 1, 1 << 20); break;  // above: by_sign needs small biases
+        case 2: L.mult[o] = rqmode == 1 ? bound : INT32_MAX; break;
+        default: L.mult[o] = int32_t((1u << 30) | (uint32_t(r()) >> 2)); break;
+      }
+      L.shift[o] = rnd(r, 0, 4) == 0 ? -(rnd(r, 0, 1) ? 2 : 19) : -rnd(r, 2, 19);
+      if (rqmode == 3 && rnd(r, 0, 3) == 0)  // accumulators near the int32 extremes: the fast form
+        L.bias[o] = rnd(r, 0, 1) ? INT32_MAX - (1 << 22) - rnd(r, 0, 1000) : INT32_MIN + (1 << 22) + rnd(r, 0, 1000);
+      if (rqmode == 4 && rnd(r, 0, 1)) L.bias[o] = rnd(r, 0, 1) ? (1 << 29) - rnd(r, 0, 1) : -(1 << 29) + rnd(r, 0, 1);
+      if (rqmode == 4 && o == cout - 1 && rnd(r, 0, 1)) L.bias[o] = (1 << 29) + 1;  // one channel past the bias bound
+    }
+    if (rnd(r, 0, 5) == 0) random_clamp(r, &d.out_zp, &d.act_min, &d.act_max);
+    const int wmode = rnd(r, 0, 4);
+    for (auto& e : L.w) e = wmode == 0 ? -128 : wmode == 1 ? 127 : wmode == 2 ? (rnd(r, 0, 1) ? -128 : 127) : e;
+    if (rnd(r, 0, 6) == 0) L.bias.clear();
+    L.bind();
+    const std::string what = "tiny depthwise it " + std::to_string(it);
+    expect_same(L, what);
+    if (HasFatalFailure()) return;
+    const int32_t total = d.out.size();
+    const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
+    OutBox ob;
+    ob.c0 = rnd(r, 0, cout - 1); ob.c1 = rnd(r, ob.c0 + 1, cout);
+    ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
+    ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
+    for (const bool box : {false, true}) {
+      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
+      for (const KernelTable* t : variants())
+        ASSERT_EQ(run_part(L, t, box, a, b, ob), want) << t->name << " " << what << (box ? " box" : " range");
+    }
+  }
+#if defined(__x86_64__)
+  if (find_kernels("vnni") && ts::core::x86::has_vbmi()) {
+    for (int k = 0; k < 3; ++k) EXPECT_GT(path_count(paths[k]), before[k]) << "path " << k << " not reached";
+  }
+#endif
 }
 
 // Pointwise convolutions of at most 12 positions (the AVX2 table's

@@ -316,7 +316,8 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   alignas(32) __m256i xp[kMaxCin / 2 * 4];
   alignas(32) int32_t wq[kPwOc * kMaxCin / 2];
   int32_t init[kOcChunk];
-  Rq8 rq[kOcChunk];
+  Uninit<Rq8, kOcChunk> rq_store;  // rq[j] made before use
+  Rq8* const rq = rq_store.v;
   const int32_t n = p1 - p0;
   for (int32_t c = 0; c < no; c += kOcChunk) {
     const int32_t nc = mini(kOcChunk, no - c);

@@ -212,6 +212,7 @@ struct RqSignRow {
   alignas(64) int64_t addz2[kSignRow];
   alignas(64) int32_t m[kSignRow], m2[kSignRow], m2p1[kSignRow], e[kSignRow];
   bool ok[kSignRow];
+  uint16_t fast16[kSignRow / 16];  // bit i of fast16[k]: channel 16k + i has the fast form
   bool all_fast;  // every channel has the fast form
   bool clamp8;    // the layer's: clamp to [lo8, hi8] (a fused activation)
   int32_t lo8, hi8;
@@ -246,6 +247,7 @@ inline bool rq_sign_row(const int32_t* mult, const int32_t* shift, int32_t n, in
     _mm512_mask_storeu_epi32(r->m2p1 + k, live, _mm512_add_epi32(m2, _mm512_set1_epi32(1)));
     _mm512_mask_storeu_epi32(r->e + k, live, e);
     _mm_mask_storeu_epi8(r->ok + k, live, _mm_maskz_set1_epi8(ok, 1));
+    r->fast16[k / 16] = layer_ok ? uint16_t(fast) : uint16_t(0);
     // addz2 = 2 (2^30 + 2^(e + 30) + zp 2^(31 + e)), eight channels at a time
     // (lanes without the form get whatever; they are not used).
     for (int h = 0; h < 2; ++h) {
@@ -289,6 +291,101 @@ TS_ALWAYS_INLINE __m512i sums16(const __m512i* a) {
   const __m512i w0 = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
   const __m512i w1 = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2], v[3], 0x88), _mm512_shuffle_i32x4(v[2], v[3], 0xDD));
   return _mm512_add_epi32(_mm512_shuffle_i32x4(w0, w1, 0x88), _mm512_shuffle_i32x4(w0, w1, 0xDD));
+}
+
+// The by_sign form, lane k with channel k's constants (from an RqSignRow's
+// first 16 channels, k < nk), where sign_lanes_ok says it applies: where
+// every channel has the form (rq_sign_row's result), or where every channel
+// has the fast form with a positive multiplier and every accumulator is
+// below 2^30 in magnitude (bounded): then |x * m| < 2^61 for any m < 2^31,
+// which keeps h - 1 inside int32 and 2v inside int64, and that is all the
+// form's bound on m serves in its proof (above).
+struct SignLanes {
+  __m512i m2, m2o, m2p1, aze, azo, e, lo, hi;
+  bool clamp;
+};
+
+TS_ALWAYS_INLINE void sign_lanes(const RqSignRow& sg, int32_t nk, SignLanes* c) {
+  const __mmask16 live = __mmask16((1u << nk) - 1);
+  c->m2 = _mm512_maskz_loadu_epi32(live, sg.m2);
+  c->m2o = _mm512_srli_epi64(c->m2, 32);
+  c->m2p1 = _mm512_maskz_loadu_epi32(live, sg.m2p1);
+  c->e = _mm512_maskz_loadu_epi32(live, sg.e);
+  const __m512i a0 = _mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2);
+  const __m512i a1 = _mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8);
+  c->aze = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
+  c->azo = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
+  c->clamp = sg.clamp8;
+  c->lo = _mm512_set1_epi32(sg.lo8);
+  c->hi = _mm512_set1_epi32(sg.hi8);
+}
+
+TS_ALWAYS_INLINE __m512i sign_lanes_apply(__m512i x, const SignLanes& c) {
+  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(x, c.m2), c.aze);
+  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), c.m2o), c.azo);
+  __m512i h = _mm512_mask_shuffle_epi32(po, __mmask16(0x5555), pe, _MM_PERM_DDBB);
+  h = _mm512_mask_sub_epi32(h, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), h, c.m2p1);
+  h = _mm512_srav_epi32(h, c.e);
+  if (c.clamp) h = _mm512_min_epi32(_mm512_max_epi32(h, c.lo), c.hi);
+  return h;
+}
+
+TS_ALWAYS_INLINE bool sign_lanes_ok(const RqSignRow& sg, int32_t nk, bool all, bool bounded) {
+  if (all) return true;
+  const __mmask16 live = __mmask16((1u << nk) - 1);
+  if (!bounded || (sg.fast16[0] & live) != live) return false;
+  return _mm512_mask_cmpgt_epi32_mask(live, _mm512_maskz_loadu_epi32(live, sg.m), _mm512_setzero_si512()) == live;
+}
+
+// Whether |bias[k]| <= 2^29 for k < nk (nullptr: no bias).
+TS_ALWAYS_INLINE bool bias_small(const int32_t* bias, int32_t nk) {
+  if (!bias) return true;
+  const __mmask16 live = __mmask16((1u << nk) - 1);
+  const __m512i b = _mm512_maskz_loadu_epi32(live, bias);
+  return _mm512_mask_cmple_epu32_mask(live, _mm512_abs_epi32(b), _mm512_set1_epi32(1 << 29)) == live;
+}
+
+// RqS's fast form, lane k with channel k's constants (from an RqSignRow
+// whose channels all have that form; lanes past nb: 0, never stored).
+struct RqLanes512 {
+  __m512i m, m_odd, addz_e, addz_o, total_e, total_o;
+  bool clamp8;
+  int32_t lo8, hi8;
+};
+
+TS_ALWAYS_INLINE void rq_lanes_512(const RqSignRow& sg, int nb, RqLanes512* c) {
+  const __mmask16 live = nb >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nb) - 1);
+  c->m = _mm512_maskz_loadu_epi32(live, sg.m);
+  c->m_odd = _mm512_srli_epi64(c->m, 32);
+  // addz = addz2 / 2 (even), channel 2i in qword i of the even lanes' vector, 2i + 1 of the odd.
+  const __m512i a0 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2), 1);
+  const __m512i a1 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8), 1);
+  c->addz_e = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
+  c->addz_o = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
+  const __m512i total = _mm512_add_epi32(_mm512_maskz_loadu_epi32(live, sg.e), _mm512_set1_epi32(31));
+  c->total_e = _mm512_and_si512(total, _mm512_set1_epi64(0xFFFFFFFF));
+  c->total_o = _mm512_srli_epi64(total, 32);
+  c->clamp8 = sg.clamp8;  // lo, hi and zp are the layer's
+  c->lo8 = sg.lo8;
+  c->hi8 = sg.hi8;
+}
+
+TS_ALWAYS_INLINE __m512i rq_lanes_half_512(__m512i p, __m512i addz, __m512i total) {
+  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
+  __m512i t = _mm512_add_epi64(p, addz);
+  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(-(int64_t(1) << 31)));
+  return _mm512_srav_epi64(t, total);
+}
+
+// The fast form on 16 accumulators with per-lane constants, as int32 to be
+// narrowed with saturation (clamped here where a fused activation asks).
+TS_ALWAYS_INLINE __m512i rq_lanes_apply_512(__m512i acc, const RqLanes512& c) {
+  const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+  const __m512i pe = rq_lanes_half_512(_mm512_mul_epi32(acc, c.m), c.addz_e, c.total_e);
+  const __m512i po = rq_lanes_half_512(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), c.m_odd), c.addz_o, c.total_o);
+  __m512i r = _mm512_permutex2var_epi32(pe, pick, po);
+  if (c.clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(c.lo8)), _mm512_set1_epi32(c.hi8));
+  return r;
 }
 
 // The fast forms' result for 16 accumulators (needs c.fast), as int32 to be

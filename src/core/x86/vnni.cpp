@@ -225,7 +225,8 @@ __attribute__((noinline)) void pointwise(const LayerDesc& L, const View& v, int3
   // the by_sign form's constants 16 channels at a time, an RqS only for the
   // channels without that form.
   static_assert(kRqChunk == kSignRow, "one chunk of requantisers per RqSignRow");
-  RqS rq[kRqChunk];
+  Uninit<RqS, kRqChunk> rq_store;  // made only for the channels without the by_sign form (the only ones read)
+  RqS* const rq = rq_store.v;
   RqSignRow sg;
   for (int32_t c = 0; c < no; c += kRqChunk) {
     const int32_t nc = mini(kRqChunk, no - c);
@@ -311,36 +312,34 @@ void few_weights_512(const int8_t* const* w, int nb, int32_t cin, int32_t ng, __
   }
 }
 
-// RqS's fast form, lane k with channel k's constants (from an RqSignRow
-// whose channels all have that form; lanes past nb: 0, never stored).
-struct RqLanes512 {
-  __m512i m, m_odd, addz_e, addz_o, total_e, total_o;
-  bool clamp8;
-  int32_t lo8, hi8;
-};
-
-void rq_lanes_512(const RqSignRow& sg, int nb, RqLanes512* c) {
-  const __mmask16 live = nb >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nb) - 1);
-  c->m = _mm512_maskz_loadu_epi32(live, sg.m);
-  c->m_odd = _mm512_srli_epi64(c->m, 32);
-  // addz = addz2 / 2 (even), channel 2i in qword i of the even lanes' vector, 2i + 1 of the odd.
-  const __m512i a0 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live), sg.addz2), 1);
-  const __m512i a1 = _mm512_srai_epi64(_mm512_maskz_loadu_epi64(__mmask8(live >> 8), sg.addz2 + 8), 1);
-  c->addz_e = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), a1);
-  c->addz_o = _mm512_permutex2var_epi64(a0, _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), a1);
-  const __m512i total = _mm512_add_epi32(_mm512_maskz_loadu_epi32(live, sg.e), _mm512_set1_epi32(31));
-  c->total_e = _mm512_and_si512(total, _mm512_set1_epi64(0xFFFFFFFF));
-  c->total_o = _mm512_srli_epi64(total, 32);
-  c->clamp8 = sg.clamp8;  // lo, hi and zp are the layer's
-  c->lo8 = sg.lo8;
-  c->hi8 = sg.hi8;
-}
-
-TS_ALWAYS_INLINE __m512i rq_lanes_half_512(__m512i p, __m512i addz, __m512i total) {
-  const __mmask8 negative = _mm512_cmplt_epi64_mask(p, _mm512_set1_epi64(-(int64_t(1) << 30)));
-  __m512i t = _mm512_add_epi64(p, addz);
-  t = _mm512_mask_add_epi64(t, negative, t, _mm512_set1_epi64(-(int64_t(1) << 31)));
-  return _mm512_srav_epi64(t, total);
+// r[p] (int32, lane k = channel k at position p; 4 NQ vectors, the first
+// np <= 4 NQ stored) as bytes with saturation, channel k's np bytes to
+// out + k * cstride (k < nb): per four positions two saturating packs
+// (byte 16L + 4j + i: channel 4L + i at position 4m + j), a vpshufb
+// transposing each 4 x 4 block of bytes, then a 4 x 4 transpose of dwords
+// across the four vectors (unpacks), so that vector i's 128-bit lane L is
+// channel 4L + i's row; one masked store per channel (against a vpmovsdb
+// per position and a byte at a time: AVX-512 BW only).
+template <int NQ>
+TS_ALWAYS_INLINE void store_lane_rows(const __m512i* r, int np, int nb, int8_t* out, int64_t cstride) {
+  const __m512i t44 = _mm512_set4_epi32(0x0F0B0703, 0x0E0A0602, 0x0D090501, 0x0C080400);
+  __m512i q[4];
+  for (int m = 0; m < 4; ++m)
+    q[m] = m < NQ ? _mm512_shuffle_epi8(_mm512_packs_epi16(_mm512_packs_epi32(r[4 * m], r[4 * m + 1]),
+                                                           _mm512_packs_epi32(r[4 * m + 2], r[4 * m + 3])),
+                                        t44)
+                  : _mm512_setzero_si512();
+  const __m512i a0 = _mm512_unpacklo_epi32(q[0], q[1]), a1 = _mm512_unpackhi_epi32(q[0], q[1]);
+  const __m512i a2 = _mm512_unpacklo_epi32(q[2], q[3]), a3 = _mm512_unpackhi_epi32(q[2], q[3]);
+  const __m512i rows[4] = {_mm512_unpacklo_epi64(a0, a2), _mm512_unpackhi_epi64(a0, a2), _mm512_unpacklo_epi64(a1, a3),
+                           _mm512_unpackhi_epi64(a1, a3)};
+  const __mmask16 m = __mmask16((1u << np) - 1);
+  for (int i = 0; i < 4; ++i) {
+    const __m128i l[4] = {_mm512_castsi512_si128(rows[i]), _mm512_extracti32x4_epi32(rows[i], 1),
+                          _mm512_extracti32x4_epi32(rows[i], 2), _mm512_extracti32x4_epi32(rows[i], 3)};
+    for (int L = 0; L < 4; ++L)
+      if (4 * L + i < nb) _mm_mask_storeu_epi8(out + int64_t(4 * L + i) * cstride, m, l[L]);
+  }
 }
 
 template <int P>
@@ -352,25 +351,20 @@ void few_pass_512(const int32_t* xs, int32_t ng, const int32_t* wt, const int32_
     const __m512i w = _mm512_load_si512(wt + 16 * g);
     for (int p = 0; p < P; ++p) acc[p] = dpbusd(acc[p], _mm512_set1_epi32(xs[g * kFew512 + p]), w);
   }
-  alignas(64) int8_t b[P][16];
+  constexpr int NP = (P + 3) / 4 * 4;
+  __m512i r[NP];
   if (rl) {
-    const __m512i pick = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
-    for (int p = 0; p < P; ++p) {
-      const __m512i pe = rq_lanes_half_512(_mm512_mul_epi32(acc[p], rl->m), rl->addz_e, rl->total_e);
-      const __m512i po = rq_lanes_half_512(_mm512_mul_epi32(_mm512_srli_epi64(acc[p], 32), rl->m_odd), rl->addz_o,
-                                           rl->total_o);
-      __m512i r = _mm512_permutex2var_epi32(pe, pick, po);
-      if (rl->clamp8) r = _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(rl->lo8)), _mm512_set1_epi32(rl->hi8));
-      _mm_store_si128(reinterpret_cast<__m128i*>(b[p]), _mm512_cvtsepi32_epi8(r));
-    }
+    for (int p = 0; p < P; ++p) r[p] = rq_lanes_apply_512(acc[p], *rl);
   } else {
-    alignas(64) int32_t a[P][16];
-    for (int p = 0; p < P; ++p) _mm512_store_si512(a[p], acc[p]);
-    for (int p = 0; p < P; ++p)
-      for (int k = 0; k < nb; ++k) b[p][k] = rq[k].rq(a[p][k]);
+    alignas(64) int32_t a[16];
+    for (int p = 0; p < P; ++p) {
+      _mm512_store_si512(a, acc[p]);
+      for (int k = 0; k < nb; ++k) a[k] = rq[k].rq(a[k]);
+      r[p] = _mm512_load_si512(a);
+    }
   }
-  for (int k = 0; k < nb; ++k)
-    for (int p = 0; p < P; ++p) out[int64_t(k) * cstride + p] = b[p][k];
+  for (int p = P; p < NP; ++p) r[p] = r[P - 1];  // packed, never stored
+  store_lane_rows<NP / 4>(r, P, nb, out, cstride);
 }
 
 using FewPass512 = void (*)(const int32_t*, int32_t, const int32_t*, const int32_t*, const RqLanes512*, const RqS*, int,
@@ -403,7 +397,8 @@ __attribute__((noinline)) void pointwise_few_512(const LayerDesc& L, const View&
     const int nb = mini(16, no - j);
     const int8_t* w[16];
     alignas(64) int32_t init[16] = {};
-    RqS rq[16];
+    Uninit<RqS, 16> rq_store;  // made and read only where the lanes' form does not apply
+    RqS* const rq = rq_store.v;
     const int32_t l0 = o0 + j - L.oc_base;
     pw_inits(L, l0, nb, cin, init);
     for (int k = 0; k < nb; ++k) w[k] = L.weights + int64_t(l0 + k) * cin;
@@ -589,9 +584,81 @@ void gemm(const LayerDesc& L, const int8_t* x, int32_t o0, int32_t o1, int8_t* o
   }
 }
 
+// Add's usual parameters (the quantiser's: left shift 20, operand shifts 0
+// or -1, the output's fast form) in int32 lanes, without 64-bit products.
+// An operand's rescale Requant::scale(x), x = d * 2^L (d = a - za, |d| <=
+// 384 < 2^9, L = left in [10, 20]; the operand's left shift 0, not exact,
+// T = its total, K = T - L in [9, 21], m >= 2^(31 - L)):
+//  - t = x * m + 2^30 is negative exactly when d < 0 (m * 2^L >= 2^31);
+//  - 2^30 + half and neg are multiples of 2^L (L <= 30), so scale(x) =
+//    floor((d * m + c0 + [d < 0] c1) / 2^K) with c0 = (2^30 + half) / 2^L,
+//    c1 = neg / 2^L;
+//  - with m = mh * 2^K + ml (0 <= ml < 2^K) that is d * mh +
+//    floor((d * ml + c0 + [d < 0] c1) / 2^K), an exact identity, every term
+//    inside int32: |d * mh| < 2^9 * 2^(31 - K) <= 2^31, |d * ml| < 2^30,
+//    c0 <= 2^20 + 2^20 and |c1| <= 2^21 (L >= 10 + e, as K <= 21).
+// The output's requantiser is the by_sign form (rq_avx512.h) for any
+// 0 < m < 2^31: each operand's rescale is below 2^29 + 1 in magnitude
+// (|x| < 2^29, m < 2^31, T >= 31), so the sum x' is within 2^30 + 2 and
+// |x' * m| < 2^61 + 2^32: the form's proof needs its bound on m only to keep
+// |x' * m| below 2^62 - 2^59. 64 elements per step, one 64-byte store.
+struct OpScale512 {
+  __m512i mh, ml, c0, c01;
+  __m128i k;
+};
+
+inline bool op_scale_make(const Requant& r, int32_t left, OpScale512* c) {
+  if (r.exact || r.left != 0 || left < 10 || left > 20) return false;
+  const int32_t K = r.total - left;
+  if (K < 9 || K > 21 || r.m < (int32_t(1) << (31 - left))) return false;
+  const int32_t c0 = int32_t(((int64_t(1) << 30) + r.half) >> left), c1 = int32_t(r.neg >> left);
+  c->mh = _mm512_set1_epi32(r.m >> K);
+  c->ml = _mm512_set1_epi32(r.m & ((int32_t(1) << K) - 1));
+  c->c0 = _mm512_set1_epi32(c0);
+  c->c01 = _mm512_set1_epi32(c0 + c1);
+  c->k = _mm_cvtsi32_si128(K);
+  return true;
+}
+
+TS_ALWAYS_INLINE __m512i op_scale(__m512i d, const OpScale512& c) {
+  const __m512i c0 = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(d, _mm512_setzero_si512()), c.c0, c.c01);
+  const __m512i r = _mm512_add_epi32(_mm512_mullo_epi32(d, c.ml), c0);
+  return _mm512_add_epi32(_mm512_mullo_epi32(d, c.mh), _mm512_sra_epi32(r, c.k));
+}
+
+// False (nothing written) if the parameters are not of that kind.
+bool add_row_usual(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  OpScale512 ca, cb;
+  RqS ro;
+  rqs_make(p.rout, &ro, false);
+  if (!ro.fast || p.rout.m <= 0 || p.za < -256 || p.za > 256 || p.zb < -256 || p.zb > 256 ||
+      !op_scale_make(p.ra, p.left, &ca) || !op_scale_make(p.rb, p.left, &cb))
+    return false;
+  const uint32_t m = uint32_t(p.rout.m);
+  const BySign k = by_sign_consts(int32_t(2 * m), 2 * ro.addz, int32_t(2 * m + 1), ro.total - 31);
+  const __m512i za = _mm512_set1_epi32(p.za), zb = _mm512_set1_epi32(p.zb);
+  const __m512i lo = _mm512_set1_epi32(ro.lo8), hi = _mm512_set1_epi32(ro.hi8);
+  for (int32_t i = 0; i < n; i += 64) {
+    __m512i r[4];
+    for (int j = 0; j < 4; ++j) {
+      const int32_t left = n - i - 16 * j;  // past the end (left <= 0): zeros, never stored
+      const __mmask16 m16 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (left > 0 ? left : 0)) - 1);
+      const __m128i a16 = left > 0 ? _mm_maskz_loadu_epi8(m16, a + i + 16 * j) : _mm_setzero_si128();
+      const __m128i b16 = left > 0 ? _mm_maskz_loadu_epi8(m16, b + i + 16 * j) : _mm_setzero_si128();
+      const __m512i x = _mm512_sub_epi32(_mm512_cvtepi8_epi32(a16), za);
+      const __m512i y = _mm512_sub_epi32(_mm512_cvtepi8_epi32(b16), zb);
+      r[j] = by_sign_steps(_mm512_add_epi32(op_scale(x, ca), op_scale(y, cb)), k);
+      if (ro.clamp8) r[j] = _mm512_min_epi32(_mm512_max_epi32(r[j], lo), hi);
+    }
+    store_bytes_sat<4>(r, n - i, out + i);
+  }
+  return true;
+}
+
 // Add, 16 lanes per step (avx2.cpp's add_row_avx2 on twice the width): the
 // operands' rescale, then the output's, each the exact Requant function.
 void add_row_512(const int8_t* a, const int8_t* b, int32_t n, const AddParams& p, int8_t* out) {
+  if (add_row_usual(a, b, n, p, out)) return;
   if (!(vec_ok(p.ra) && vec_ok(p.rb) && vec_ok(p.rout) && p.left >= 0 && p.left <= 22 && p.za >= -256 &&
         p.za <= 256 && p.zb >= -256 && p.zb <= 256))
     return add_row_avx2(a, b, n, p, out);

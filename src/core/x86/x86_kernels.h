@@ -46,6 +46,9 @@ enum class Path : int {
   kFlatRqS,      // narrow-plane depthwise: channels without the by_sign form
   kFewLanes,     // few-positions pointwise: 16 channels with per-lane requantisers
   kFewRqS,       // few-positions pointwise: 16 channels requantised one by one
+  kLanesSign,    // tiny-plane depthwise: 16 channels with per-lane by_sign requantisers
+  kLanesFast,    // tiny-plane depthwise: 16 channels with per-lane fast-form requantisers
+  kLanesScalar,  // tiny-plane depthwise: 16 channels requantised lane by lane
   kCount
 };
 void count_path(Path p);
@@ -59,6 +62,12 @@ bool has_vbmi();
 // for convolutions with kernels at least 3 wide and column stride <= 2
 // (depthwise 3x3, the first 3x3 conv); false for layers it does not take.
 bool conv_block_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
+                     int64_t cstride);
+
+// vbmi_lanes.cpp (AVX-512 VBMI + VNNI; only after has_vbmi()): depthwise-like
+// convolutions (one input channel per group) on at most 16 output positions
+// with 16 channels in the lanes; false for layers it does not take.
+bool conv_lanes_vbmi(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                      int64_t cstride);
 
 // avx2_conv.cpp (AVX2): KernelTable::conv_block for convolutions 3 wide
