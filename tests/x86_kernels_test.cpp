@@ -292,6 +292,31 @@ std::vector<int8_t> run_part(const Layer& L, const KernelTable* t, bool box, int
   return out;
 }
 
+// A random board share of a layer's outputs: a run [a, b) and a box.
+struct Share {
+  int32_t a = 0, b = 0;
+  OutBox ob;
+};
+
+Share random_share(Rng& r, const Dims& out) {
+  Share s;
+  const int32_t total = out.size();
+  s.a = rnd(r, 0, total - 1), s.b = rnd(r, s.a + 1, total);
+  s.ob.c0 = rnd(r, 0, out.c - 1); s.ob.c1 = rnd(r, s.ob.c0 + 1, out.c);
+  s.ob.y0 = rnd(r, 0, out.h - 1); s.ob.y1 = rnd(r, s.ob.y0 + 1, out.h);
+  s.ob.x0 = rnd(r, 0, out.w - 1); s.ob.x1 = rnd(r, s.ob.x0 + 1, out.w);
+  return s;
+}
+
+// The share as a run and as a box on every variant, against the portable kernels.
+void expect_shares_same(const Layer& L, const Share& s, const std::string& what) {
+  for (const bool box : {false, true}) {
+    const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, s.a, s.b, s.ob);
+    for (const KernelTable* t : variants())
+      ASSERT_EQ(run_part(L, t, box, s.a, s.b, s.ob), want) << t->name << " " << what << (box ? " box" : " range");
+  }
+}
+
 TEST(KernelVariants, ConvSharesWithWindowsMatchPortable) {
   Rng r(11);
   for (int it = 0; it < 160; ++it) {
@@ -316,16 +341,11 @@ TEST(KernelVariants, ConvSharesWithWindowsMatchPortable) {
     per_channel(r, L, cout, cin / groups * k * k);
     for (int rep = 0; rep < 4; ++rep) {
       const bool box = rep % 2 == 1;
-      const int32_t total = d.out.size();
-      int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
-      OutBox ob;
-      ob.c0 = rnd(r, 0, d.out.c - 1); ob.c1 = rnd(r, ob.c0 + 1, d.out.c);
-      ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
-      ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
-      if (rnd(r, 0, 2) == 0) ob.x0 = 0, ob.x1 = d.out.w;
-      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
+      Share sh = random_share(r, d.out);
+      if (rnd(r, 0, 2) == 0) sh.ob.x0 = 0, sh.ob.x1 = d.out.w;
+      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, sh.a, sh.b, sh.ob);
       for (const KernelTable* t : variants()) {
-        const std::vector<int8_t> got = run_part(L, t, box, a, b, ob);
+        const std::vector<int8_t> got = run_part(L, t, box, sh.a, sh.b, sh.ob);
         ASSERT_EQ(got.size(), want.size());
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_EQ(int(got[i]), int(want[i])) << t->name << " kind " << kind << " it " << it << (box ? " box" : " range")
@@ -363,19 +383,8 @@ TEST(KernelVariants, ThreeWideConvMatchesPortable) {
     per_channel(r, L, d.out.c, cin_g * d.kh * d.kw);
     expect_same(L, "3-wide it " + std::to_string(it));
     if (HasFatalFailure()) return;
-    const int32_t total = d.out.size();
-    const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
-    OutBox ob;
-    ob.c0 = rnd(r, 0, d.out.c - 1); ob.c1 = rnd(r, ob.c0 + 1, d.out.c);
-    ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
-    ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
-    for (const bool box : {false, true}) {
-      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
-      for (const KernelTable* t : variants()) {
-        const std::vector<int8_t> got = run_part(L, t, box, a, b, ob);
-        ASSERT_EQ(got, want) << t->name << " 3-wide it " << it << (box ? " box" : " range");
-      }
-    }
+    expect_shares_same(L, random_share(r, d.out), "3-wide it " + std::to_string(it));
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -414,17 +423,8 @@ TEST(KernelVariants, DepthwisePlanesAtExtremesMatchPortable) {
     for (auto& e : L.w) e = wmode == 0 ? -128 : wmode == 1 ? 127 : wmode == 2 ? (rnd(r, 0, 1) ? -128 : 127) : e;
     expect_same(L, "depthwise plane it " + std::to_string(it));
     if (HasFatalFailure()) return;
-    const int32_t total = d.out.size();
-    const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
-    OutBox ob;
-    ob.c0 = rnd(r, 0, c - 1); ob.c1 = rnd(r, ob.c0 + 1, c);
-    ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
-    ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
-    for (const bool box : {false, true}) {
-      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
-      for (const KernelTable* t : variants())
-        ASSERT_EQ(run_part(L, t, box, a, b, ob), want) << t->name << " depthwise plane it " << it << (box ? " box" : " range");
-    }
+    expect_shares_same(L, random_share(r, d.out), "depthwise plane it " + std::to_string(it));
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -471,19 +471,11 @@ TEST(KernelVariants, DepthwiseWideRowsMatchPortable) {
     for (auto& e : L.w) e = wmode == 0 ? -128 : wmode == 1 ? 127 : wmode == 2 ? (rnd(r, 0, 1) ? -128 : 127) : e;
     expect_same(L, "wide depthwise it " + std::to_string(it));
     if (HasFatalFailure()) return;
-    const int32_t total = d.out.size();
     for (int rep = 0; rep < 2; ++rep) {
-      const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
-      OutBox ob;
-      ob.c0 = rnd(r, 0, c - 1); ob.c1 = rnd(r, ob.c0 + 1, c);
-      ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
-      ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
-      if (rep == 1) ob.x0 = 0, ob.x1 = d.out.w;
-      for (const bool box : {false, true}) {
-        const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
-        for (const KernelTable* t : variants())
-          ASSERT_EQ(run_part(L, t, box, a, b, ob), want) << t->name << " wide depthwise it " << it << (box ? " box" : " range");
-      }
+      Share sh = random_share(r, d.out);
+      if (rep == 1) sh.ob.x0 = 0, sh.ob.x1 = d.out.w;
+      expect_shares_same(L, sh, "wide depthwise it " + std::to_string(it));
+      if (HasFatalFailure()) return;
     }
   }
 }
@@ -557,17 +549,8 @@ TEST(KernelVariants, DepthwiseTinyPlanesMatchPortable) {
     const std::string what = "tiny depthwise it " + std::to_string(it);
     expect_same(L, what);
     if (HasFatalFailure()) return;
-    const int32_t total = d.out.size();
-    const int32_t a = rnd(r, 0, total - 1), b = rnd(r, a + 1, total);
-    OutBox ob;
-    ob.c0 = rnd(r, 0, cout - 1); ob.c1 = rnd(r, ob.c0 + 1, cout);
-    ob.y0 = rnd(r, 0, d.out.h - 1); ob.y1 = rnd(r, ob.y0 + 1, d.out.h);
-    ob.x0 = rnd(r, 0, d.out.w - 1); ob.x1 = rnd(r, ob.x0 + 1, d.out.w);
-    for (const bool box : {false, true}) {
-      const std::vector<int8_t> want = run_part(L, &portable_kernels(), box, a, b, ob);
-      for (const KernelTable* t : variants())
-        ASSERT_EQ(run_part(L, t, box, a, b, ob), want) << t->name << " " << what << (box ? " box" : " range");
-    }
+    expect_shares_same(L, random_share(r, d.out), what);
+    if (HasFatalFailure()) return;
   }
 #if defined(__x86_64__)
   if (find_kernels("vnni") && ts::core::x86::has_vbmi()) {

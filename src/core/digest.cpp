@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "core/bytes.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -24,16 +26,6 @@ inline uint64_t mix(uint64_t v) {
   return v * kMul2;
 }
 
-inline uint32_t load_le32(const uint8_t* p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint32_t v;  // one unaligned load (x86, the Cortex-M4/M7/M55)
-  memcpy(&v, p, sizeof v);
-  return v;
-#else
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-#endif
-}
-
 // One word into a lane: a Feistel round keyed by the word.
 inline void feistel(uint32_t& a, uint32_t& b, uint32_t w) {
   const uint32_t t = a ^ w;
@@ -50,20 +42,20 @@ inline void four_lanes(uint32_t* s, const uint8_t* p, size_t n) {
   // count of rounds needs no moves.
   const uint8_t* const end2 = p + (n & ~size_t(1)) * kBlock;
   for (; p != end2; p += 2 * kBlock) {
-    feistel(a0, b0, load_le32(p));
-    feistel(a1, b1, load_le32(p + 4));
-    feistel(a2, b2, load_le32(p + 8));
-    feistel(a3, b3, load_le32(p + 12));
-    feistel(a0, b0, load_le32(p + kBlock));
-    feistel(a1, b1, load_le32(p + kBlock + 4));
-    feistel(a2, b2, load_le32(p + kBlock + 8));
-    feistel(a3, b3, load_le32(p + kBlock + 12));
+    feistel(a0, b0, le::get_u32(p));
+    feistel(a1, b1, le::get_u32(p + 4));
+    feistel(a2, b2, le::get_u32(p + 8));
+    feistel(a3, b3, le::get_u32(p + 12));
+    feistel(a0, b0, le::get_u32(p + kBlock));
+    feistel(a1, b1, le::get_u32(p + kBlock + 4));
+    feistel(a2, b2, le::get_u32(p + kBlock + 8));
+    feistel(a3, b3, le::get_u32(p + kBlock + 12));
   }
   if (n & 1) {
-    feistel(a0, b0, load_le32(p));
-    feistel(a1, b1, load_le32(p + 4));
-    feistel(a2, b2, load_le32(p + 8));
-    feistel(a3, b3, load_le32(p + 12));
+    feistel(a0, b0, le::get_u32(p));
+    feistel(a1, b1, le::get_u32(p + 4));
+    feistel(a2, b2, le::get_u32(p + 8));
+    feistel(a3, b3, le::get_u32(p + 12));
   }
   s[0] = a0, s[1] = b0, s[2] = a1, s[3] = b1, s[4] = a2, s[5] = b2, s[6] = a3, s[7] = b3;
 }
@@ -160,7 +152,7 @@ uint64_t Digest64::finish() const {
     uint8_t word[4] = {};
     memcpy(word, tail_ + 4 * w, tail_n_ - 4 * w < 4 ? tail_n_ - 4 * w : 4);
     const int j = int(w % kDigestLanes);
-    feistel(s[2 * j], s[2 * j + 1], load_le32(word));
+    feistel(s[2 * j], s[2 * j + 1], le::get_u32(word));
   }
   uint64_t v = kDigestSeed;
   for (int j = 0; j < kDigestLanes; ++j) v = mix(v ^ (uint64_t(s[2 * j + 1]) << 32 | s[2 * j]));

@@ -481,6 +481,16 @@ TS_ALWAYS_INLINE void rqs_store(__m512i acc, const RqS& c, __mmask16 lanes, int8
   }
 }
 
+// Bits [lo, hi) of a 64-bit mask, clipped to [0, 64): byte masks of
+// loads and stores.
+inline __mmask64 bits64(int64_t lo, int64_t hi) {
+  if (lo < 0) lo = 0;
+  if (hi > 64) hi = 64;
+  if (hi <= lo) return 0;
+  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+  return __mmask64(top & ~((uint64_t(1) << lo) - 1));
+}
+
 }  // namespace
 }  // namespace x86
 }  // namespace core

@@ -43,15 +43,6 @@ constexpr int32_t kMaxGroups = 32;  // taps per output channel <= 128
 constexpr int32_t kMaxRows = 48;    // (input channel, kernel row) pairs per output channel
 constexpr int32_t kLanes = 16;
 
-// Bits [lo, hi) of a 64-bit mask, clipped to [0, 64).
-inline __mmask64 bits64(int32_t lo, int32_t hi) {
-  if (lo < 0) lo = 0;
-  if (hi > 64) hi = 64;
-  if (hi <= lo) return 0;
-  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
-  return __mmask64(top & ~((uint64_t(1) << lo) - 1));
-}
-
 // What one call needs, set up once: the tap groups' rows and byte indices.
 struct TapPlan {
   int32_t ngroups = 0, nrows = 0;

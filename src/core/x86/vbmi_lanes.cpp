@@ -131,15 +131,6 @@ TS_ALWAYS_INLINE void macs_any(const LanePlan& P, int32_t taps, const __m512i* X
   }
 }
 
-// Bits [lo, hi) of a 64-bit mask, clipped to [0, 64).
-inline __mmask64 bits64(int64_t lo, int64_t hi) {
-  if (lo < 0) lo = 0;
-  if (hi > 64) hi = 64;
-  if (hi <= lo) return 0;
-  const uint64_t top = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
-  return __mmask64(top & ~((uint64_t(1) << lo) - 1));
-}
-
 // 16 rows of n <= 16 bytes lying `stride` bytes apart within 192 bytes (a
 // layer's depthwise weights; the planes of consecutive channels where each
 // is read whole): three masked loads and, per four columns, one vpermt2b
