@@ -344,6 +344,73 @@ class UNetSmall(nn.Module):
         return torch.sigmoid(self.head(torch.cat([u1, u2, u3], dim=1)))     # 2x32x32
 
 
+class ScalarAffine(nn.Module):
+    """y = scale * x + bias with one learnt scalar each (PP-OCRv4's backbone,
+    PPLCNetV3, puts one after its convolutions and its activations)."""
+
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor([scale]))
+        self.bias = nn.Parameter(torch.tensor([bias]))
+
+    def forward(self, x):
+        return self.scale * x + self.bias
+
+
+def hardswish_ops(x):
+    """Hardswish written out as PP-OCRv4's export has it: Add, Clip, Mul, Div."""
+    return x * torch.clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+
+class LCBlock(nn.Module):
+    """A PPLCNetV3-like block: depthwise conv + BN, affine, hardswish, affine;
+    optional squeeze-excite (hardsigmoid); pointwise conv + BN, affine,
+    hardswish, affine; with `residual`, the input added and a per-channel BN
+    after two affines (they compose with it, as the importer must see)."""
+
+    def __init__(self, cin, cout, stride, se=False, residual=False):
+        super().__init__()
+        self.dw = nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False)
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.a1, self.b1 = ScalarAffine(1.1, 0.05), ScalarAffine(0.9, -0.02)
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(cin, 4, 1), nn.ReLU(), nn.Conv2d(4, cin, 1),
+                                nn.Hardsigmoid()) if se else None
+        self.pw = nn.Conv2d(cin, cout, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.a2, self.b2 = ScalarAffine(0.95, 0.1), ScalarAffine(1.05, 0.03)
+        self.residual = residual
+        if residual:
+            self.r1, self.r2 = ScalarAffine(0.8, 0.01), ScalarAffine(1.2, -0.05)
+            self.bn3 = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        y = self.b1(hardswish_ops(self.a1(self.bn1(self.dw(x)))))
+        if self.se is not None:
+            y = y * self.se(y)
+        y = self.b2(hardswish_ops(self.a2(self.bn2(self.pw(y)))))
+        if self.residual:
+            y = self.bn3(self.r2(self.r1(x + y)))
+        return y
+
+
+class LCNetMini(nn.Module):
+    """Four LCBlocks after a strided stem, a per-channel BN after the last
+    activation (a table per channel), global pool and a linear head."""
+
+    def __init__(self, num_classes=NUM_CLASSES):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8))
+        self.stem_a = ScalarAffine(1.0, 0.1)
+        self.blocks = nn.Sequential(LCBlock(8, 16, 1), LCBlock(16, 24, 2, se=True), LCBlock(24, 24, 1, residual=True),
+                                    LCBlock(24, 32, 2))
+        self.post_bn = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        x = self.blocks(hardswish_ops(self.stem_a(self.stem(x))))
+        return self.fc(self.post_bn(x).mean([2, 3]))
+
+
 def mobilenet_v3_small_half():
     setting, last = tv_mobilenetv3._mobilenet_v3_conf(
         "mobilenet_v3_small", width_mult=0.5, reduced_tail=True)
@@ -366,6 +433,7 @@ MODELS = {
     "shuffle": (ShuffleOnly, 32, 13),
     "unet_small": (UNetSmall, 32, 13),
     "transpose": (TransposeNet, 24, 13),
+    "lcnet": (LCNetMini, 32, 13),
     "unet_small_dyn": (UNetSmall, 32, 13),  # symbolic H and W (dynamic sizes)
 }
 

@@ -197,7 +197,10 @@ TEST_P(TorchModel, MatchesTorchAfterFold) {
   FoldStats st;
   const Graph f = fold(g, &st);
   EXPECT_EQ(count_ops(f, Op::BatchNorm), 0);
-  EXPECT_EQ(st.batchnorm_folded + st.batchnorm_as_conv, count_ops(g, Op::BatchNorm));
+  // Every BatchNorm went one way (a hardswish's "+ 3" is one each).
+  EXPECT_EQ(st.batchnorm_folded + st.batchnorm_as_conv + st.affines_composed + st.affines_into_activation +
+                st.hardswish_found,
+            count_ops(g, Op::BatchNorm));
   for (size_t c = 0; c < ref.inputs.size(); ++c) {
     const std::vector<float> y = run_float(f, ref.inputs[c]);
     ASSERT_EQ(y.size(), ref.outputs[c].size());
@@ -213,7 +216,8 @@ TEST_P(TorchModel, MatchesTorchAfterFold) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchModel,
                          ::testing::Values("mobilenet_v2", "mobilenet_v3_small", "squeezenet_mini", "resnet_small",
                                            "mnasnet", "tiny", "tiny_opset10", "shufflenet_v2", "slices",
-                                           "slices_opset11", "activations", "shuffle", "unet_small", "transpose"));
+                                           "slices_opset11", "activations", "shuffle", "unet_small", "transpose",
+                                           "lcnet"));
 
 TEST(OnnxImport, ResidualEdgesInResNet) {
   Graph g = import_onnx(kDataDir + "resnet_small.onnx");
@@ -319,6 +323,36 @@ TEST(OnnxImport, MobileNetV3Ops) {
   for (const Node& n : g.nodes)
     if (n.op == Op::BatchNorm) {
       EXPECT_FLOAT_EQ(n.eps, 0.001f);
+    }
+}
+
+// PP-OCRv4's backbone as the lcnet test model has it: every hardswish
+// written out (x * Clip(x + 3, 0, 6) / 6) between scalar affines after the
+// convolutions, a residual Add followed by five affines, a per-channel
+// BatchNorm after the last activation. Folded, each activation is one
+// HardSwish with the affines after it in its post-affine (one table), the
+// affines before it in the convolution, the five after the Add one depthwise
+// 1x1 layer; the float result still matches torch (MatchesTorchAfterFold).
+TEST(OnnxImport, WrittenOutHardswishAndAffinesFoldToOneLayer) {
+  const Graph g = import_onnx(kDataDir + "lcnet.onnx");
+  FoldStats st;
+  const Graph f = fold(g, &st);
+  EXPECT_EQ(st.hardswish_found, 9);
+  EXPECT_EQ(count_ops(f, Op::HardSwish), 9);
+  EXPECT_EQ(count_ops(f, Op::Clip), 0);
+  EXPECT_EQ(count_ops(f, Op::Mul), 1);  // the squeeze-excite's scale
+  EXPECT_EQ(st.batchnorm_as_conv, 1);   // after the residual Add
+  EXPECT_EQ(int(f.nodes.size()), 27);  // from 102 imported
+  int per_channel = 0;
+  for (const Node& n : f.nodes)
+    if (n.op == Op::HardSwish) {
+      EXPECT_EQ(n.post_s.size(), size_t(f.shape(n.output).c)) << n.name;
+      per_channel += per_channel_table(n);
+    }
+  EXPECT_EQ(per_channel, 1);  // the last, with the BatchNorm after it
+  for (const Node& n : f.nodes)
+    if (n.op == Op::Conv && n.groups == f.shape(n.output).c && n.kh == 1) {
+      EXPECT_EQ(f.nodes[size_t(f.tensors[n.inputs[0]].producer)].op, Op::Add) << n.name;
     }
 }
 

@@ -201,6 +201,29 @@ TEST_F(RunTest, ExactForOneToSixteenBoards) {
 // Boards of 2 links (a testbed's "links") that cannot hold the model alone
 // have no direct plan: with the default route the run goes on the relay
 // route and says so; with --route direct named it is one line.
+// Within the links but over a board's RAM on the direct route (each board
+// keeps what its later layers read from it), the relay route is taken when
+// it fits (the coordinator holds those tensors), with the direct route's
+// refusal in the note; when neither fits, the refusal is the direct route's,
+// and naming the route keeps to it.
+TEST_F(RunTest, OverTheRamOnTheDirectRouteTheRelayRouteIfItFits) {
+  const std::string model =
+      "--size 0 --workers 2 --model " + (fs::path(TS_SOURCE_DIR) / "tests/data/onnx/squeezenet_mini.onnx").string();
+  const auto j = run_json_as_given(model + " --ram 24K");
+  expect_exact_and_planned(j, 2);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("route").get<std::string>(), "relay");
+  const std::string note = j.at("route_note").get<std::string>();
+  EXPECT_NE(note.find("planned on the relay route: on the direct route board"), std::string::npos) << note;
+  EXPECT_NE(note.find("budget is 24576 bytes"), std::string::npos) << note;
+  for (const std::string& args : {model + " --ram 24K --route direct", model + " --ram 12K"}) {
+    const auto r = ts::testing::tinysplit_as_given("run " + args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("bytes of RAM"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(RunTest, DirectWithinTheLinksElseRelay) {
   const auto j = run_json_as_given("--workers 24 --cost-model teensy");
   expect_exact_and_planned(j, 24);
@@ -608,12 +631,14 @@ TEST(RunOnnx, TestModelsAreExactOnThreeBoards) { expect_test_models_exact_on(3);
 TEST(RunOnnx, TestModelsAreExactOnSevenBoards) { expect_test_models_exact_on(7); }
 
 // The ops of issue 23 (Slice, Split, the channel shuffle, LeakyRelu, PRelu,
-// Tanh): each test model, and ShuffleNetV2 x0.5, equals the int8 reference on
-// 1, 3 and 8 boards with the default strategy, bands of rows and the paper's
-// mode, boards sending to boards or through the coordinator.
+// Tanh), and activations with the affines after them in their tables (lcnet:
+// one Lut per tensor, one ChannelLut): each test model, and ShuffleNetV2
+// x0.5, equals the int8 reference on 1, 3 and 8 boards with the default
+// strategy, bands of rows and the paper's mode, boards sending to boards or
+// through the coordinator.
 TEST(RunOnnx, ShuffleAndSliceModelsAreExactForEveryStrategy) {
   const fs::path dir = fs::path(TS_SOURCE_DIR) / "tests" / "data" / "onnx";
-  for (const char* name : {"slices", "activations", "shuffle", "shufflenet_v2"}) {
+  for (const char* name : {"slices", "activations", "shuffle", "shufflenet_v2", "lcnet"}) {
     const std::string model = (dir / (std::string(name) + ".onnx")).string();
     ASSERT_TRUE(fs::exists(model)) << model;
     for (int n : {1, 3, 8})

@@ -186,48 +186,37 @@ struct Operands {
   }
 };
 
-// The elementwise ops of one operand; false if n is not one.
-bool eval_unary(const Operands& a, std::vector<float>& y) {
+// The activation itself (is_activation(n.op)), then its post-affine.
+void eval_activation(const Operands& a, std::vector<float>& y) {
   const Node& n = a.n;
   const std::vector<float>& x = a.x();
-  const size_t N = y.size();
-  switch (n.op) {
-    case Op::Relu:
-      a.same_size(y);
-      for (size_t i = 0; i < N; ++i) y[i] = std::max(x[i], 0.f);
-      return true;
-    case Op::Clip:
-      a.same_size(y);
-      for (size_t i = 0; i < N; ++i) y[i] = std::min(std::max(x[i], n.lo), n.hi);
-      return true;
-    case Op::HardSigmoid:
-      a.same_size(y);
-      for (size_t i = 0; i < N; ++i) y[i] = std::max(0.f, std::min(1.f, n.alpha * x[i] + n.beta_hs));
-      return true;
-    case Op::HardSwish:
-      a.same_size(y);
-      for (size_t i = 0; i < N; ++i) y[i] = x[i] * std::min(std::max(x[i] + 3.f, 0.f), 6.f) / 6.f;
-      return true;
-    case Op::Sigmoid:
-      a.same_size(y);
-      for (size_t i = 0; i < N; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
-      return true;
-    case Op::LeakyRelu:
-    case Op::Tanh:
-    case Op::PRelu: {
-      a.same_size(y);
-      const size_t plane = size_t(a.is.h) * a.is.w;
-      for (size_t i = 0; i < N; ++i) y[i] = unary_value(n, x[i], int(i / plane));
-      return true;
+  a.same_size(y);
+  const size_t N = y.size(), plane = size_t(a.is.h) * a.is.w;
+  for (size_t i = 0; i < N; ++i) {
+    const float v = x[i];
+    switch (n.op) {
+      case Op::Relu: y[i] = std::max(v, 0.f); break;
+      case Op::Clip: y[i] = std::min(std::max(v, n.lo), n.hi); break;
+      case Op::HardSigmoid: y[i] = std::max(0.f, std::min(1.f, n.alpha * v + n.beta_hs)); break;
+      case Op::HardSwish: y[i] = v * std::min(std::max(v + 3.f, 0.f), 6.f) / 6.f; break;
+      case Op::Sigmoid: y[i] = 1.f / (1.f + std::exp(-v)); break;
+      default: y[i] = unary_value(n, v, int(i / plane)); break;  // LeakyRelu, Tanh, PRelu
     }
-    case Op::Flatten:
-    case Op::Identity:
-      a.same_size(y);
-      y = x;
-      return true;
-    default:
-      return false;
   }
+  if (n.post_s.empty()) return;
+  for (size_t i = 0; i < N; ++i) y[i] = y[i] * n.post_s[i / plane] + n.post_t[i / plane];
+}
+
+// The elementwise ops of one operand; false if n is not one.
+bool eval_unary(const Operands& a, std::vector<float>& y) {
+  if (is_activation(a.n.op)) {
+    eval_activation(a, y);
+    return true;
+  }
+  if (a.n.op != Op::Flatten && a.n.op != Op::Identity) return false;
+  a.same_size(y);
+  y = a.x();
+  return true;
 }
 
 void eval_batch_norm(const Operands& a, std::vector<float>& y) {

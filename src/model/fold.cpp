@@ -15,6 +15,110 @@ void scale_channel(Node& n, int o, double s, double t, size_t per_out) {
   n.bias[o] = float(n.bias[o] * s + t);
 }
 
+// A BatchNorm as y = x * s[c] + t[c].
+struct Affine {
+  std::vector<double> s, t;
+};
+
+Affine affine_of(const Node& n) {
+  const size_t C = n.gamma.size();
+  Affine a;
+  a.s.resize(C);
+  a.t.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    a.s[c] = double(n.gamma[c]) / std::sqrt(double(n.var[c]) + double(n.eps));
+    a.t[c] = double(n.beta[c]) - double(n.mean[c]) * a.s[c];
+  }
+  return a;
+}
+
+// n becomes the BatchNorm of a (mean 0, var 1, eps 0: s and t as they are).
+void set_affine(Node& n, const Affine& a) {
+  const size_t C = a.s.size();
+  n.gamma.resize(C);
+  n.beta.resize(C);
+  n.mean.assign(C, 0.f);
+  n.var.assign(C, 1.f);
+  n.eps = 0.f;
+  for (size_t c = 0; c < C; ++c) {
+    n.gamma[c] = float(a.s[c]);
+    n.beta[c] = float(a.t[c]);
+  }
+}
+
+// Whether every channel of a is x * s + t within float rounding.
+bool affine_is(const Affine& a, double s, double t) {
+  for (size_t c = 0; c < a.s.size(); ++c)
+    if (std::fabs(a.s[c] - s) > 1e-6 * std::fabs(s) + 1e-7 || std::fabs(a.t[c] - t) > 1e-6 * std::fabs(t) + 1e-7)
+      return false;
+  return true;
+}
+
+// The producer node of tensor x, or nullptr (the graph's input).
+Node* producer(Graph& g, int x) {
+  const int p = g.tensors[x].producer;
+  return p >= 0 ? &g.nodes[p] : nullptr;
+}
+
+// m = Mul(x, Clip(BatchNorm(x), 0, 6)), the BatchNorm x + 3 in every
+// channel and both it and the Clip read by nothing else: m becomes
+// HardSwish(x) with a post-affine of 6 (x * relu6(x + 3) = 6 hardswish(x)).
+bool hardswish_times6(Graph& g, Node& m) {
+  if (m.op != Op::Mul || m.inputs.size() != 2) return false;
+  for (int k = 0; k < 2; ++k) {
+    const int x = m.inputs[size_t(k)], r = m.inputs[size_t(1 - k)];
+    Node* clip = producer(g, r);
+    if (!clip || clip->op != Op::Clip || clip->lo != 0.f || clip->hi != 6.f || !single_consumer(g, r)) continue;
+    Node* add = producer(g, clip->inputs[0]);
+    if (!add || add->op != Op::BatchNorm || add->inputs[0] != x || !single_consumer(g, clip->inputs[0])) continue;
+    if (!affine_is(affine_of(*add), 1.0, 3.0) || g.shape(x).c != g.shape(r).c) continue;
+    const size_t C = size_t(g.shape(x).c);
+    clip->op = Op::Identity;
+    add->op = Op::Identity;
+    m.op = Op::HardSwish;
+    m.inputs = {x};
+    m.post_s.assign(C, 6.f);
+    m.post_t.assign(C, 0.f);
+    return true;
+  }
+  return false;
+}
+
+// One fold of BatchNorm n into its producer (step 3); false if none applies.
+bool fold_affine(Graph& g, Node& n, FoldStats* st) {
+  const int x = n.inputs[0];
+  Node* p = producer(g, x);
+  if (!p || !single_consumer(g, x)) return false;
+  const Affine a = affine_of(n);
+  const size_t C = a.s.size();
+  if ((p->op == Op::Conv || p->op == Op::ConvTranspose || p->op == Op::Gemm) && p->act == Act::None) {
+    if (p->bias.empty()) p->bias.assign(C, 0.f);
+    const size_t per_out = p->weights.size() / C;
+    for (size_t o = 0; o < C; ++o) scale_channel(*p, int(o), a.s[o], a.t[o], per_out);
+    ++st->batchnorm_folded;
+  } else if (p->op == Op::BatchNorm) {  // x * s1 + t1, then * s + t
+    const Affine b = affine_of(*p);
+    Affine c;
+    for (size_t i = 0; i < C; ++i) {
+      c.s.push_back(a.s[i] * b.s[i]);
+      c.t.push_back(a.s[i] * b.t[i] + a.t[i]);
+    }
+    set_affine(*p, c);
+    ++st->affines_composed;
+  } else if (is_activation(p->op)) {  // f(x) * s0 + t0, then * s + t
+    if (p->post_s.empty()) p->post_s.assign(C, 1.f), p->post_t.assign(C, 0.f);
+    for (size_t i = 0; i < C; ++i) {
+      p->post_t[i] = float(a.s[i] * double(p->post_t[i]) + a.t[i]);
+      p->post_s[i] = float(a.s[i] * double(p->post_s[i]));
+    }
+    ++st->affines_into_activation;
+  } else {
+    return false;
+  }
+  n.op = Op::Identity;
+  return true;
+}
+
 }  // namespace
 
 Graph fold(const Graph& src, FoldStats* stats) {
@@ -41,45 +145,46 @@ Graph fold(const Graph& src, FoldStats* stats) {
   }
   g.compact();
 
-  // 2. BatchNorm into its producer.
+  // 2. x * Clip(x + 3, 0, 6), how some exporters write hardswish (times 6):
+  //    one HardSwish with a post-affine of 6 (the "/ 6" that follows is a
+  //    BatchNorm, step 3 folds it in).
+  for (auto& m : g.nodes)
+    if (hardswish_times6(g, m)) ++st.hardswish_found;
+  g.compact();
+
+  // 3. BatchNorms (y = x * s[c] + t[c]) folded, until none can be: into the
+  //    Conv/Gemm before them, into a BatchNorm before them, or into an
+  //    activation before them (its post-affine), when that producer's output
+  //    has no other consumer.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& n : g.nodes)
+      if (n.op == Op::BatchNorm && fold_affine(g, n, &st)) changed = true;
+    g.compact();
+  }
+  // What is left follows something else (or a shared tensor): a depthwise
+  // 1x1 convolution computes x*s + t.
   for (auto& n : g.nodes) {
     if (n.op != Op::BatchNorm) continue;
-    const int x = n.inputs[0];
-    const int p = g.tensors[x].producer;
-    const int C = int(n.gamma.size());
-    std::vector<double> s(C), t(C);
+    const Affine a = affine_of(n);
+    const int C = int(a.s.size());
+    n.op = Op::Conv;
+    n.groups = C;
+    n.kh = n.kw = 1;
+    n.weights.assign(C, 0.f);
+    n.bias.assign(C, 0.f);
     for (int c = 0; c < C; ++c) {
-      s[c] = double(n.gamma[c]) / std::sqrt(double(n.var[c]) + double(n.eps));
-      t[c] = double(n.beta[c]) - double(n.mean[c]) * s[c];
+      n.weights[c] = float(a.s[c]);
+      n.bias[c] = float(a.t[c]);
     }
-    if (p >= 0 && single_consumer(g, x) && (g.nodes[p].op == Op::Conv || g.nodes[p].op == Op::ConvTranspose || g.nodes[p].op == Op::Gemm) &&
-        g.nodes[p].act == Act::None) {
-      Node& c = g.nodes[p];
-      if (c.bias.empty()) c.bias.assign(C, 0.f);
-      const size_t per_out = c.weights.size() / size_t(C);
-      for (int o = 0; o < C; ++o) scale_channel(c, o, s[o], t[o], per_out);
-      n.op = Op::Identity;
-      ++st.batchnorm_folded;
-    } else {
-      // Standalone: a depthwise 1x1 convolution computes x*s + t.
-      n.op = Op::Conv;
-      n.groups = C;
-      n.kh = n.kw = 1;
-      n.weights.assign(C, 0.f);
-      n.bias.assign(C, 0.f);
-      for (int c = 0; c < C; ++c) {
-        n.weights[c] = float(s[c]);
-        n.bias[c] = float(t[c]);
-      }
-      n.gamma.clear(); n.beta.clear(); n.mean.clear(); n.var.clear();
-      ++st.batchnorm_as_conv;
-    }
+    n.gamma.clear(); n.beta.clear(); n.mean.clear(); n.var.clear();
+    ++st.batchnorm_as_conv;
   }
   g.compact();
 
-  // 3. Relu/Clip into Conv/Gemm/Add.
+  // 4. Relu/Clip into Conv/Gemm/Add.
   for (auto& n : g.nodes) {
-    if (n.op != Op::Relu && n.op != Op::Clip) continue;
+    if ((n.op != Op::Relu && n.op != Op::Clip) || !n.post_s.empty()) continue;
     const int x = n.inputs[0];
     const int p = g.tensors[x].producer;
     if (p < 0 || !single_consumer(g, x)) continue;
@@ -101,7 +206,7 @@ Graph fold(const Graph& src, FoldStats* stats) {
     ++st.activations_fused;
   }
 
-  // 4. Flatten is the identity on C-H-W data.
+  // 5. Flatten is the identity on C-H-W data.
   for (auto& n : g.nodes)
     if (n.op == Op::Flatten) {
       n.op = Op::Identity;

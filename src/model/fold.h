@@ -8,15 +8,23 @@ namespace ts {
 struct FoldStats {
   int batchnorm_folded = 0;    // into a preceding Conv/Gemm
   int batchnorm_as_conv = 0;   // standalone, turned into a depthwise 1x1 Conv
+  int affines_composed = 0;    // a BatchNorm into the BatchNorm before it
+  int affines_into_activation = 0;  // into the activation before it (post-affine)
+  int hardswish_found = 0;     // x * Clip(x + 3, 0, 6) as one HardSwish
   int activations_fused = 0;   // Relu/Clip merged into their producer
   int pads_merged = 0;         // zero Pad merged into the next Conv
   int removed = 0;             // Flatten/Identity dropped
 };
 
 // Returns an equivalent graph where:
-//  - BatchNorm is folded into the preceding Conv/Gemm (w' = w*g/sqrt(v+eps),
-//    b' = (b-mean)*g/sqrt(v+eps) + beta, with the model's eps); a BatchNorm
-//    that follows anything else becomes a depthwise 1x1 Conv;
+//  - x * Clip(x + 3, 0, 6) (a BatchNorm adding 3 before the Clip) is one
+//    HardSwish whose result is scaled by 6 (its post-affine);
+//  - BatchNorm (y = x*s + t, s = g/sqrt(v+eps), t = beta - mean*s, with the
+//    model's eps) is folded, as long as one applies, into the preceding
+//    Conv/Gemm (w' = w*s, b' = b*s + t), into a preceding BatchNorm (their
+//    composition) or into a preceding activation's post-affine, when that
+//    producer's output feeds nothing else; a BatchNorm left over becomes a
+//    depthwise 1x1 Conv;
 //  - Relu / Clip following a Conv, Gemm or Add that has no other consumer is
 //    fused into it (Node::act);
 //  - a zero Pad feeding only Convs is merged into their padding;

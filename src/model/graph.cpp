@@ -40,6 +40,27 @@ const char* op_name(Op op) {
   return "?";
 }
 
+bool is_activation(Op op) {
+  switch (op) {
+    case Op::Relu:
+    case Op::Clip:
+    case Op::HardSigmoid:
+    case Op::HardSwish:
+    case Op::Sigmoid:
+    case Op::LeakyRelu:
+    case Op::Tanh:
+    case Op::PRelu: return true;
+    default: return false;
+  }
+}
+
+bool per_channel_table(const Node& n) {
+  if (n.op == Op::PRelu) return true;
+  for (size_t c = 1; c < n.post_s.size(); ++c)
+    if (n.post_s[c] != n.post_s[0] || n.post_t[c] != n.post_t[0]) return true;
+  return false;
+}
+
 std::string to_string(const Shape& s) {
   return std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w);
 }
@@ -178,10 +199,12 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
     case Op::Sigmoid:
     case Op::LeakyRelu:
     case Op::Tanh:
-    case Op::Identity:
-      return in(0);
     case Op::PRelu:
-      if (int64_t(n.weights.size()) != in(0).c) throw fail("slope count does not match the channels");
+      if (n.op == Op::PRelu && int64_t(n.weights.size()) != in(0).c) throw fail("slope count does not match the channels");
+      if (n.post_s.size() != n.post_t.size() || (!n.post_s.empty() && int64_t(n.post_s.size()) != in(0).c))
+        throw fail("post-activation affine does not match the channels");
+      return in(0);
+    case Op::Identity:
       return in(0);
     case Op::Shuffle:
       if (n.groups < 1 || in(0).c % n.groups) throw fail("groups do not divide the channels");
@@ -347,8 +370,8 @@ int64_t node_macs(const Graph& g, const Node& n) {
     case Op::HardSwish:
     case Op::Sigmoid:
     case Op::LeakyRelu:
-    case Op::Tanh: d.op = core::QOp::Lut; break;
-    case Op::PRelu: d.op = core::QOp::ChannelLut; break;
+    case Op::Tanh:
+    case Op::PRelu: d.op = per_channel_table(n) ? core::QOp::ChannelLut : core::QOp::Lut; break;
     case Op::Slice: d.op = core::QOp::Slice; break;
     case Op::Shuffle: d.op = core::QOp::Shuffle; break;
     case Op::Transpose: d.op = core::QOp::Transpose; break;

@@ -105,7 +105,19 @@ struct Node {
   // Activation fused into this node by folding (Conv, Gemm, Add).
   Act act = Act::None;
   float act_lo = 0.f, act_hi = 0.f;  // for Act::Clip / Relu6 (0,6)
+
+  // Elementwise activations (is_activation): a per-channel affine applied
+  // after the function, y = f(x) * post_s[c] + post_t[c], folded in from the
+  // BatchNorms that followed it (model/fold.h). Empty: none.
+  std::vector<float> post_s, post_t;
 };
+
+// Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Tanh, PRelu: one
+// value from one value, which quantisation makes a table.
+bool is_activation(Op op);
+// Whether activation n's table depends on the channel (PRelu's slopes, a
+// post-affine that differs between channels): ChannelLut, else Lut.
+bool per_channel_table(const Node& n);
 
 // How a photo becomes a model's input: input channel c is
 // (pixel[p]/255 - mean[c]) / std[c], with p = c for RGB models and p = 2 - c

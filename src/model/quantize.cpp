@@ -112,16 +112,18 @@ float apply_unary(const Node& n, float x) {
 }
 
 // An activation as a table of its 256 inputs: one (Lut), or one per channel
-// when it depends on the channel (PRelu: ChannelLut).
+// when it depends on the channel (PRelu, a post-affine that differs between
+// channels: ChannelLut). The post-affine is part of the function tabled.
 void tables(const Node& n, const QTensor& xin, const QTensor& out, QNode& qn) {
-  const bool per_channel = n.op == Op::PRelu;
+  const bool per_channel = per_channel_table(n);
   qn.op = per_channel ? QOp::ChannelLut : QOp::Lut;
   const int C = per_channel ? xin.shape.c : 1;
   qn.lut.resize(size_t(C) * 256);
   for (int c = 0; c < C; ++c)
     for (int v = -128; v < 128; ++v) {
       const float x = xin.scale * float(v - xin.zp);
-      const float y = per_channel ? unary_value(n, x, c) : apply_unary(n, x);
+      float y = n.op == Op::PRelu ? unary_value(n, x, c) : apply_unary(n, x);
+      if (!n.post_s.empty()) y = y * n.post_s[size_t(c)] + n.post_t[size_t(c)];
       qn.lut[size_t(c) * 256 + size_t(v + 128)] = int8_t(q_of(y, out.scale, out.zp));
     }
 }

@@ -898,6 +898,23 @@ Plan weigh_routes(const QGraph& q, const Testbed& t, const PlanOptions& opt, std
   return std::move(*best);
 }
 
+// The direct plan within the links does not fit a board's RAM (`direct`):
+// each board keeps the tensors its later layers read from it, where on the
+// relay route the coordinator holds them. The relay plan if it fits, else
+// the direct plan's refusal.
+Plan relay_if_it_fits(const QGraph& q, const Testbed& t, const PlanOptions& opt, const RamBudgetError& direct) {
+  PlanOptions o = opt;
+  o.route = Route::Relay;
+  Plan r;
+  try {
+    r = plan_on_route(q, t, o);  // its budgets checked (opt.check_budgets)
+  } catch (const Error&) {
+    throw direct;
+  }
+  r.route_note = std::string("planned on the relay route: on the direct route ") + direct.what();
+  return r;
+}
+
 }  // namespace
 
 Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
@@ -913,7 +930,13 @@ Plan make_plan(const QGraph& q, const Testbed& t, const PlanOptions& opt) {
     // Within the boards' links `auto` may have had to give up its cheapest
     // choice: then the other routes are weighed too.
     if (p.link_bound) return weigh_routes(q, t, opt, std::make_unique<Plan>(std::move(p)), "");
-    if (opt.check_budgets) check_budgets(q, p, t);
+    if (opt.check_budgets) {
+      try {
+        check_budgets(q, p, t);
+      } catch (const RamBudgetError& e) {
+        return relay_if_it_fits(q, t, opt, e);
+      }
+    }
     if (opt.routing) p.routes = build_routing(q, p);
     return p;
   }
