@@ -138,6 +138,12 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
   auto fail = [&](const std::string& why) -> Error {
     return Error("node '" + n.name + "' (" + op_name(n.op) + "): " + why);
   };
+  if (is_activation(n.op)) {
+    if (n.op == Op::PRelu && int64_t(n.weights.size()) != in(0).c) throw fail("slope count does not match the channels");
+    if (n.post_s.size() != n.post_t.size() || (!n.post_s.empty() && int64_t(n.post_s.size()) != in(0).c))
+      throw fail("post-activation affine does not match the channels");
+    return in(0);
+  }
   switch (n.op) {
     case Op::Conv: {
       const Shape& x = in(0);
@@ -192,18 +198,6 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
         throw fail("parameter size does not match " + std::to_string(x.c) + " channels");
       return x;
     }
-    case Op::Relu:
-    case Op::Clip:
-    case Op::HardSigmoid:
-    case Op::HardSwish:
-    case Op::Sigmoid:
-    case Op::LeakyRelu:
-    case Op::Tanh:
-    case Op::PRelu:
-      if (n.op == Op::PRelu && int64_t(n.weights.size()) != in(0).c) throw fail("slope count does not match the channels");
-      if (n.post_s.size() != n.post_t.size() || (!n.post_s.empty() && int64_t(n.post_s.size()) != in(0).c))
-        throw fail("post-activation affine does not match the channels");
-      return in(0);
     case Op::Identity:
       return in(0);
     case Op::Shuffle:
@@ -271,6 +265,7 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
       check_geometry(n, false);
       return {x.c, x.h + n.pad_t + n.pad_b, x.w + n.pad_l + n.pad_r};
     }
+    default: break;  // the activations, above
   }
   throw fail("unknown op");
 }
@@ -364,18 +359,12 @@ int64_t node_macs(const Graph& g, const Node& n) {
     case Op::Pad: d.op = core::QOp::Pad; break;
     case Op::Resize: d.op = core::QOp::Resize; break;
     case Op::ConvTranspose: d.op = core::QOp::ConvTranspose; break;
-    case Op::Relu:
-    case Op::Clip:
-    case Op::HardSigmoid:
-    case Op::HardSwish:
-    case Op::Sigmoid:
-    case Op::LeakyRelu:
-    case Op::Tanh:
-    case Op::PRelu: d.op = per_channel_table(n) ? core::QOp::ChannelLut : core::QOp::Lut; break;
     case Op::Slice: d.op = core::QOp::Slice; break;
     case Op::Shuffle: d.op = core::QOp::Shuffle; break;
     case Op::Transpose: d.op = core::QOp::Transpose; break;
-    default: return 0;
+    default:
+      if (!is_activation(n.op)) return 0;
+      d.op = per_channel_table(n) ? core::QOp::ChannelLut : core::QOp::Lut;
   }
   if (n.inputs.empty() || n.inputs.size() > size_t(core::kMaxInputs)) return 0;
   auto dims = [](const Shape& s) { return core::Dims{s.c, s.h, s.w}; };

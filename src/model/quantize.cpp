@@ -274,18 +274,10 @@ QGraph quantize(const Graph& g, const Calibration& cal) {
         out.scale = q.tensors[n.inputs[0]].scale;
         out.zp = q.tensors[n.inputs[0]].zp;
         break;
-      case Op::Relu:
-      case Op::Clip:
-      case Op::HardSigmoid:
-      case Op::HardSwish:
-      case Op::Sigmoid:
-      case Op::LeakyRelu:
-      case Op::Tanh:
-      case Op::PRelu:
-        tables(n, q.tensors[n.inputs[0]], out, qn);
-        break;
       default:
-        throw Error("node '" + n.name + "': op " + op_name(n.op) + " must be folded before quantisation");
+        if (!is_activation(n.op))
+          throw Error("node '" + n.name + "': op " + op_name(n.op) + " must be folded before quantisation");
+        tables(n, q.tensors[n.inputs[0]], out, qn);
     }
     d.op = qn.op;
     d.out_zp = out.zp;
