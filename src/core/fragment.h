@@ -433,12 +433,14 @@ class FragmentReader {
   FragStatus open(const uint8_t* data, size_t size);
   const FragHeader& header() const { return hdr_; }
   uint32_t layer_count() const { return hdr_.n_layers; }
-  // Decodes entry i (0 <= i < layer_count()). Returns BadLayer if i is out of
-  // range.
+  // Decodes entry i (0 <= i < layer_count()) into *out, in place: every
+  // field is set, whatever *out held (a board decodes into the same few
+  // FragLayers layer after layer). Returns BadLayer if i is out of range.
   // open() validated every entry: this decodes without checking again.
   FragStatus layer(uint32_t i, FragLayer* out) const;
   // The same entry decoded with the shallow checks of open() again (the
-  // slow form, kept for tests that compare the two).
+  // slow form, kept for tests that compare the two); *out is not to be used
+  // after a BadLayer.
   FragStatus layer_checked(uint32_t i, FragLayer* out) const;
   // Why the last open() refused (field == nullptr after a success).
   const FragRefusal& refusal() const { return why_; }
