@@ -477,9 +477,10 @@ bool LayerScheduler::may_receive(const FragLayer& e, uint32_t k, RunFinder& runs
 bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
   for (int k = 0; k < e.desc.n_inputs; ++k) {
     if (e.n_local[k] == 0 || cut(e, k)) continue;
-    // (Decoded here, not through the entry cache, which may hold e.)
-    FragLayer src;
-    if (deploy_->fragment().layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
+    // Aside from the entry cache, which may hold e where src would go.
+    const FragLayer* sp = deploy_->entry_aside(e.local_layer[k]);
+    if (!sp) return false;
+    const FragLayer& src = *sp;
     const uint8_t* from = buffer(src.out_at);
     touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
     touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
@@ -812,17 +813,18 @@ void chain_shown(void* ctx, int i, int8_t* rows) {
 // Entry e (streamed), the streamed entries after it and the one after them,
 // computed row by row (core/stream.h) from e's windows.
 bool LayerScheduler::run_chain(const FragLayer& e, const View* views, uint32_t seq) {
-  // (Entries decoded here, not through the entry cache, which holds e.)
+  // (Entries read aside from the entry cache, which holds e.)
   ChainLayer L[kMaxChain];
   uint32_t nodes[kMaxChain];
   int n = 0;
-  FragLayer f;
   for (bool more = true; more; ++n) {
     const uint32_t node = e.node + uint32_t(n);
-    if (n == kMaxChain || deploy_->fragment().layer(node, &f) != FragStatus::Ok || !f.active()) {
+    const FragLayer* fp = n == kMaxChain ? nullptr : deploy_->entry_aside(node);
+    if (!fp || !fp->active()) {
       report(ErrorCode::Internal, seq, "streamed chain too long or broken");
       return false;
     }
+    const FragLayer& f = *fp;
     ChainLayer& c = L[n];
     const int32_t w = f.desc.out.w;
     if (!f.whole_rows(&c.c0, &c.c1, &c.y0, &c.y1) || w <= 0) {
