@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/bytes.h"
 #include "core/layer.h"
 #include "core/wire.h"
 
@@ -142,6 +143,12 @@ constexpr uint32_t kRegionBytes = 28;
 // u8 operand, 3 bytes 0, u32 offset (first element of the output tensor,
 // flat), u32 count, u32 position of that element in the output buffer.
 constexpr uint32_t kSendBytes = 20;
+constexpr uint32_t kSendPeer = 0;     // u16
+constexpr uint32_t kSendLayer = 2;    // u16
+constexpr uint32_t kSendOperand = 4;  // u8
+constexpr uint32_t kSendOffset = 8;   // u32
+constexpr uint32_t kSendCount = 12;   // u32
+constexpr uint32_t kSendPos = 16;     // u32
 // Input / local run record: u32 offset, u32 count.
 constexpr uint32_t kRunBytes = 8;
 
@@ -224,6 +231,20 @@ struct Send {
   uint8_t operand = 0;
   uint32_t offset = 0, count = 0, pos = 0;
 };
+
+// Send record i of the records at `records`, read in place (inline: a
+// board reads each of its send records a few times per inference).
+inline Send send_record(const uint8_t* records, uint32_t i) {
+  const uint8_t* p = records + frag::kSendBytes * size_t(i);
+  Send s;
+  s.peer = le::get_u16(p + frag::kSendPeer);
+  s.layer = le::get_u16(p + frag::kSendLayer);
+  s.operand = p[frag::kSendOperand];
+  s.offset = le::get_u32(p + frag::kSendOffset);
+  s.count = le::get_u32(p + frag::kSendCount);
+  s.pos = le::get_u32(p + frag::kSendPos);
+  return s;
+}
 
 // Decoded view of one layer entry. Pointers point into the fragment bytes.
 struct FragLayer {

@@ -15,7 +15,6 @@ namespace core {
 
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return le::get_u16(p); }
 inline uint32_t rd32(const uint8_t* p) { return le::get_u32(p); }
 inline int32_t rdi32(const uint8_t* p) { return le::get_i32(p); }
 
@@ -26,16 +25,6 @@ Region read_region(const uint8_t* p) {
   return r;
 }
 
-Send read_send(const uint8_t* p) {
-  Send s;
-  s.peer = rd16(p);
-  s.layer = rd16(p + 2);
-  s.operand = p[4];
-  s.offset = rd32(p + 8);
-  s.count = rd32(p + 12);
-  s.pos = rd32(p + 16);
-  return s;
-}
 
 
 // Whether [off, off+n) lies inside one segment of the layer's regions; if so
@@ -135,7 +124,7 @@ Region FragLayer::region(uint32_t i) const {
 
 Send FragLayer::ps_send(uint32_t i) const {
   if (ps_sends == nullptr || i >= n_ps_sends) return Send();
-  return read_send(ps_sends + frag::kSendBytes * size_t(i));
+  return send_record(ps_sends, i);
 }
 
 uint32_t FragLayer::ps_bytes() const {
@@ -145,7 +134,7 @@ uint32_t FragLayer::ps_bytes() const {
 
 Send FragLayer::send(uint32_t i) const {
   if (sends == nullptr || i >= n_sends) return Send();
-  return read_send(sends + frag::kSendBytes * size_t(i));
+  return send_record(sends, i);
 }
 
 bool FragLayer::whole_rows(int32_t* c0, int32_t* c1, int32_t* y0, int32_t* y1) const {
