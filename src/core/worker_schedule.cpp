@@ -638,10 +638,10 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   // since the last compute (a board that dies in this compute has reported
   // every layer before it: worker_links.h).
   links_->flush_before_compute();
-  // Halos first (core/halo_first.h), worked out before the compute's clock.
-  const HaloSplit hs = e.partial() ? HaloSplit()
-                                    : halo_split(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); },
-                                                 e.n_sends, [&](uint32_t i) { return e.send(i); });
+  // Halos first (core/halo_first.h), worked out before the compute's clock,
+  // where it may apply: not with inner rows first (which excludes it), not
+  // on a reduced layer, nor a streamed one (no sends).
+  const HaloSplit hs = (inner || e.partial() || e.streamed()) ? HaloSplit() : halos_of(e);
   const uint32_t t0 = port_->now_us();
   if (!(e.partial() && slot->ps_done) && !inner) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (inner) {  // the positions that waited for other boards' inputs
@@ -729,7 +729,9 @@ bool LayerScheduler::inner_first(const FragLayer& e) {
   if ((e.flags & (kEntryRunTrigger | kEntryPartial | kEntryStreamed)) || chained(e.node) || resume_at_ > 0)
     return true;
   const auto region = [&](uint32_t i) { return e.region(i); };
-  if (halo_split(e.desc.out, e.n_regions, region, e.n_sends, [&](uint32_t i) { return e.send(i); }).on()) return true;
+  inner_.halo = halos_of(e);
+  inner_.halo_known = true;
+  if (inner_.halo.on()) return true;
   inner_.split = inner_split(e.desc, e.n_regions, region, e.n_runs, [&](int k, uint32_t i) { return e.run(k, i); });
   const HaloSplit& is = inner_.split;
   if (!is.on()) return true;
@@ -751,6 +753,12 @@ bool LayerScheduler::inner_first(const FragLayer& e) {
   }
   inner_.done = true;
   return true;
+}
+
+HaloSplit LayerScheduler::halos_of(const FragLayer& e) const {
+  if (inner_.halo_known && inner_.node == e.node) return inner_.halo;
+  return halo_split(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); }, e.n_sends,
+                    [&](uint32_t i) { return send_record(e.sends, i); });
 }
 
 bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0,
