@@ -322,13 +322,31 @@ struct FragLayer {
 class RunFinder {
  public:
   RunFinder(const uint8_t* runs, uint32_t n) : runs_(runs), n_(runs ? n : 0) {}
-  bool covers(uint32_t e0, uint32_t len);
+  // Inline (a board asks once per segment it receives). First the run as
+  // many runs on from the last one found as that was from the one before (a
+  // frame's segments often skip the same number of runs each time): a run
+  // that holds e0 is the first that ends after e0, whatever the guess; else
+  // seek() finds that run.
+  bool covers(uint32_t e0, uint32_t len) {
+    uint32_t i = at_ + step_;  // (wraps when the last one was before: only checked)
+    if (i >= n_ || e0 < off(i) || e0 - off(i) >= count(i)) i = seek(e0);
+    if (i >= n_) return false;
+    step_ = i - at_;
+    at_ = i;
+    return e0 >= off(i) && len <= count(i) - (e0 - off(i));
+  }
 
  private:
+  uint32_t off(uint32_t i) const { return le::get_u32(runs_ + frag::kRunBytes * size_t(i)); }
+  uint32_t count(uint32_t i) const { return le::get_u32(runs_ + frag::kRunBytes * size_t(i) + 4); }
+  // The first run that ends after e0 (n_ if none): a few runs forward from
+  // at_ when e0 is not before it, then a binary search.
+  uint32_t seek(uint32_t e0) const;
   uint32_t first_ending_after(uint32_t lo, uint32_t hi, uint32_t e0) const;
   const uint8_t* runs_;
   uint32_t n_;
-  uint32_t at_ = 0;  // the run the last query ended in
+  uint32_t at_ = 0;    // the run the last query ended in
+  uint32_t step_ = 0;  // runs from the one found before it to at_
 };
 
 // FragLayer::span for one layer, set up once (the in-place geometry, or the
