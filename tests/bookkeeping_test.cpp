@@ -197,8 +197,9 @@ TEST_F(Bookkeeping, LayerIndexEqualsThePerLayerComputation) {
 }
 
 // RunFinder against a scan of every run: spans inside runs, across their
-// ends, before and after them, in increasing order (as frames bring them)
-// and shuffled.
+// ends, before and after them, in increasing order (as frames bring them),
+// shuffled, and every second or third run (the runs one peer fills, its
+// frame's segments skipping the others) then the ones skipped.
 TEST_F(Bookkeeping, RunFinderAnswersAsAScanOfTheRuns) {
   std::mt19937 rng(11);
   int64_t queries = 0, inside = 0;
@@ -227,8 +228,17 @@ TEST_F(Bookkeeping, RunFinderAnswersAsAScanOfTheRuns) {
           if (r.offset > 0) q.push_back({r.offset - 1, 1});      // just before it
           q.push_back({r.offset + r.count, 1});                  // just after it
         }
-        for (int order = 0; order < 2; ++order) {
+        std::vector<std::pair<uint32_t, uint32_t>> strided;
+        for (uint32_t s = 2; s <= 3; ++s)
+          for (uint32_t first = 0; first < s; ++first)
+            for (uint32_t j = first; j < e.n_runs[k]; j += s) {
+              const core::InputRun r = e.run(k, j);
+              strided.push_back({r.offset + r.count / 2, (r.count + 1) / 2});
+              strided.push_back({r.offset + r.count, 1});
+            }
+        for (int order = 0; order < 3; ++order) {
           if (order == 1) std::shuffle(q.begin(), q.end(), rng);
+          if (order == 2) q = strided;
           core::RunFinder finder(e.runs[k], e.n_runs[k]);
           for (const auto& [e0, n] : q) {
             const bool want = scan(e0, n);

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <new>
 #include <random>
 
 #include "core/crc32.h"
@@ -267,6 +268,42 @@ TEST(Fragment, RoundTripsEveryField) {
             EXPECT_EQ(fl.run(k, r).count, in.runs[r].count);
           }
           EXPECT_EQ(fl.run(k, fl.n_runs[k]).count, 0u);  // past the end: empty
+        }
+      }
+    }
+  }
+}
+
+// layer() and layer_checked() fill the caller's FragLayer in place: whatever
+// entry it held before, the result is the entry's fresh decode, byte for
+// byte (both built in zeroed storage, so their padding agrees).
+TEST(Fragment, DecodesInPlaceOverAnyEarlierEntry) {
+  const QGraph q = tiny_graph();
+  struct Slot {
+    alignas(core::FragLayer) unsigned char bytes[sizeof(core::FragLayer)];
+    core::FragLayer* make() {
+      std::memset(bytes, 0, sizeof bytes);
+      return new (bytes) core::FragLayer();
+    }
+  };
+  for (int N : {1, 2, 5}) {
+    const Plan p = tiny_plan(q, N);
+    for (int w = 0; w < N; ++w) {
+      const auto f = write_fragment(q, p, w);
+      core::FragmentReader rd;
+      ASSERT_EQ(rd.open(f.data(), f.size()), FragStatus::Ok);
+      for (uint32_t j = 0; j < rd.layer_count(); ++j) {
+        Slot fresh, reused;
+        core::FragLayer* want = fresh.make();
+        ASSERT_EQ(rd.layer(j, want), FragStatus::Ok);
+        for (uint32_t i = 0; i < rd.layer_count(); ++i) {
+          core::FragLayer* got = reused.make();
+          ASSERT_EQ(rd.layer(i, got), FragStatus::Ok);
+          ASSERT_EQ(rd.layer(j, got), FragStatus::Ok);
+          EXPECT_EQ(std::memcmp(got, want, sizeof(core::FragLayer)), 0) << "board " << w << " layer " << j << " over " << i;
+          ASSERT_EQ(rd.layer_checked(i, got), FragStatus::Ok);
+          ASSERT_EQ(rd.layer_checked(j, got), FragStatus::Ok);
+          EXPECT_EQ(std::memcmp(got, want, sizeof(core::FragLayer)), 0) << "checked, board " << w << " layer " << j;
         }
       }
     }

@@ -452,8 +452,8 @@ class LwipPort final : public ts::core::Port {
     // Exact only under -icount shift=0 (one instruction per virtual ns).
     last_instr_ = !g_opt.icount ? 0u : instr > 0xFFFFFFFFu ? 0xFFFFFFFFu : instr == 0 ? 1u : uint32_t(instr);
     const uint64_t mpi = macs ? (instr * 1000u + macs / 2u) / macs : 0;
-    ts::core::FragLayer fl;
-    const bool known = layer_info(layer, &fl);
+    const ts::core::FragLayer* fl = layer_info(layer);
+    const bool known = fl != nullptr;
     // The stack's high-water mark is not here: finding it scans the unused
     // stack (about 17k words), which on every layer cost more instructions
     // than the board's protocol; it is in the inference's last line.
@@ -470,7 +470,7 @@ class LwipPort final : public ts::core::Port {
     const uint64_t nic = uint64_t(uint32_t(pio - last_pio_)) * BOARD_NS_PER_TICK;
     last_pio_ = pio;
     ts_log("layer %u kind=%s outputs=%ld macs=%u instructions=%u instr_per_mac=%u.%03u arena_peak=%u other=%u nic=%u\n",
-           (unsigned)layer, known ? kind_of(fl.desc) : "?", known ? (long)(fl.run_end - fl.run_begin) : 0L,
+           (unsigned)layer, known ? kind_of(fl->desc) : "?", known ? (long)(fl->run_end - fl->run_begin) : 0L,
            clamp32(macs), clamp32(instr), clamp32(mpi / 1000u), clamp32(mpi % 1000u),
            (unsigned)g_worker.arena().high_water(), clamp32(other), clamp32(nic));
     if (known && layer == last_active_) {
@@ -518,12 +518,13 @@ class LwipPort final : public ts::core::Port {
     return "conv";
   }
   static unsigned clamp32(uint64_t v) { return v > 0xFFFFFFFFu ? 0xFFFFFFFFu : unsigned(v); }
-  // The committed fragment's entry for `layer`, read in place. The reader is
-  // reopened (one CRC pass) only when a new fragment was committed.
-  bool layer_info(uint32_t layer, ts::core::FragLayer* out) {
+  // The committed fragment's entry for `layer`, as the worker holds it
+  // decoded, or nullptr. A newly committed fragment is opened here once (one
+  // CRC pass) for its layers' pieces lines.
+  const ts::core::FragLayer* layer_info(uint32_t layer) {
     uint32_t size = 0;
     const uint8_t* p = g_flash.current(&size);
-    if (!p) return false;
+    if (!p) return nullptr;
     if (g_flash.generation() != frag_gen_) {
       frag_ok_ = reader_.open(p, size) == ts::core::FragStatus::Ok;
       frag_gen_ = g_flash.generation();
@@ -540,7 +541,7 @@ class LwipPort final : public ts::core::Port {
                clamp32(w.local_bytes), clamp32(w.out_bytes));
       }
     }
-    return frag_ok_ && reader_.layer(layer, out) == ts::core::FragStatus::Ok;
+    return frag_ok_ ? g_worker.layer_entry(layer) : nullptr;
   }
   ts::core::FragmentReader reader_;
   uint32_t frag_gen_ = 0;

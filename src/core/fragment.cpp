@@ -44,9 +44,9 @@ inline int32_t rdi32(const uint8_t* p) { return get_i32(p); }
 
 
 
-// Everything decoded from one entry, before validation.
-struct RawLayer {
-  FragLayer L;
+// What an entry holds besides its FragLayer fields: where its arrays and
+// records lie in the fragment (attach and check_layer make pointers of them).
+struct EntryOffsets {
   uint32_t off[5];  // weights, bias, mult, shift, lut
   uint32_t cnt[5];
   uint32_t runs_off[kMaxInputs];
@@ -55,14 +55,52 @@ struct RawLayer {
   uint32_t reserved;  // v4: offset of the partial-sum record
 };
 
-// Reads entry i (the caller has checked it lies inside the fragment).
-// `fresh`: r was just default-constructed, so its layer needs no reset (a
-// reset builds a FragLayer and copies it over: about 1.5 k instructions on a
-// Cortex-M7, on the board's per-layer path).
-void decode_entry(const uint8_t* e, RawLayer* r, bool fresh = false) {
+// Input slot k from its bytes s.
+void read_slot(const uint8_t* s, int k, FragLayer* out, EntryOffsets* at) {
   using namespace frag;
-  FragLayer& L = r->L;
-  if (!fresh) L = FragLayer();
+  FragLayer& L = *out;
+  LayerDesc& d = L.desc;
+  d.in[k].c = rdi32(s + kInDims);
+  d.in[k].h = rdi32(s + kInDims + 4);
+  d.in[k].w = rdi32(s + kInDims + 8);
+  d.in_zp[k] = rdi32(s + kInZp);
+  d.in_mult[k] = rdi32(s + kInMult);
+  d.in_shift[k] = rdi32(s + kInShift);
+  L.box[k].c0 = rdi32(s + kBox);
+  L.box[k].c1 = rdi32(s + kBox + 4);
+  L.box[k].h0 = rdi32(s + kBox + 8);
+  L.box[k].h1 = rdi32(s + kBox + 12);
+  at->runs_off[k] = rd32(s + kRuns);
+  L.n_runs[k] = rd32(s + kRuns + 4);
+  L.expected[k] = rd32(s + kExpected);
+  at->local_off[k] = rd32(s + kLocal);
+  L.n_local[k] = rd32(s + kLocal + 4);
+  L.local_layer[k] = rd32(s + kLocalLayer);
+  L.box_at[k] = rd32(s + kBoxAt);
+  L.avail_from[k] = rd32(s + kAvailFrom);
+  L.runs[k] = nullptr;  // attach or check_layer points them
+  L.local[k] = nullptr;
+}
+
+// Input slot k past the entry's operands: FragLayer's defaults.
+void clear_slot(int k, FragLayer* out, EntryOffsets* at) {
+  FragLayer& L = *out;
+  LayerDesc& d = L.desc;
+  d.in[k] = Dims();
+  d.in_zp[k] = d.in_mult[k] = d.in_shift[k] = 0;
+  L.box[k] = Box();
+  at->runs_off[k] = at->local_off[k] = 0;
+  L.n_runs[k] = L.expected[k] = L.n_local[k] = L.local_layer[k] = L.box_at[k] = L.avail_from[k] = 0;
+  L.runs[k] = L.local[k] = nullptr;
+}
+
+// Reads the entry at e (the caller has checked it lies inside the fragment)
+// into *out, every field of it, so that *out may hold anything before (no
+// FragLayer is built or copied: on a board this runs per layer); the
+// pointers into the data section are attach's or check_layer's.
+void decode_entry(const uint8_t* e, FragLayer* out, EntryOffsets* at) {
+  using namespace frag;
+  FragLayer& L = *out;
   LayerDesc& d = L.desc;
   d.op = QOp(e[kOp]);
   d.n_inputs = e[kNInputs];
@@ -80,42 +118,26 @@ void decode_entry(const uint8_t* e, RawLayer* r, bool fresh = false) {
   L.out_at = rd32(e + kOutAt);
   L.out_until = rd32(e + kOutUntil);
   L.out_pitch = rd32(e + kOutPitch);
-  r->reserved = rd32(e + kEntryReserved);
-  if (L.flags & kEntryStreamed) L.stream_step = r->reserved;
+  at->reserved = rd32(e + kEntryReserved);
+  L.stream_step = (L.flags & kEntryStreamed) ? at->reserved : 0;
   L.ram_bytes = rd32(e + kRamBytes);
   for (int k = 0; k < 5; ++k) {
-    r->off[k] = rd32(e + kArrays + 8 * k);
-    r->cnt[k] = rd32(e + kArrays + 8 * k + 4);
+    at->off[k] = rd32(e + kArrays + 8 * k);
+    at->cnt[k] = rd32(e + kArrays + 8 * k + 4);
   }
-  r->regions_off = rd32(e + kRegions);
+  at->regions_off = rd32(e + kRegions);
   L.n_regions = rd32(e + kRegions + 4);
-  r->sends_off = rd32(e + kSends);
+  at->sends_off = rd32(e + kSends);
   L.n_sends = rd32(e + kSends + 4);
+  L.regions = L.sends = L.ps_sends = nullptr;
+  L.ps_ci0 = L.ps_ci1 = 0;
+  L.ps_at = L.ps_acc_at = L.ps_expected = L.n_ps_sends = 0;
+  d.weights = d.lut = nullptr;
+  d.bias = d.mult = d.shift = nullptr;
   const int n = d.n_inputs <= kMaxInputs ? d.n_inputs : kMaxInputs;
   for (int k = 0; k < kMaxInputs; ++k) {
-    r->runs_off[k] = 0;
-    r->local_off[k] = 0;
-  }
-  for (int k = 0; k < n; ++k) {
-    const uint8_t* s = e + kSlots + k * kSlotBytes;
-    d.in[k].c = rdi32(s + kInDims);
-    d.in[k].h = rdi32(s + kInDims + 4);
-    d.in[k].w = rdi32(s + kInDims + 8);
-    d.in_zp[k] = rdi32(s + kInZp);
-    d.in_mult[k] = rdi32(s + kInMult);
-    d.in_shift[k] = rdi32(s + kInShift);
-    L.box[k].c0 = rdi32(s + kBox);
-    L.box[k].c1 = rdi32(s + kBox + 4);
-    L.box[k].h0 = rdi32(s + kBox + 8);
-    L.box[k].h1 = rdi32(s + kBox + 12);
-    r->runs_off[k] = rd32(s + kRuns);
-    L.n_runs[k] = rd32(s + kRuns + 4);
-    L.expected[k] = rd32(s + kExpected);
-    r->local_off[k] = rd32(s + kLocal);
-    L.n_local[k] = rd32(s + kLocal + 4);
-    L.local_layer[k] = rd32(s + kLocalLayer);
-    L.box_at[k] = rd32(s + kBoxAt);
-    L.avail_from[k] = rd32(s + kAvailFrom);
+    if (k < n) read_slot(e + kSlots + k * kSlotBytes, k, out, at);
+    else clear_slot(k, out, at);
   }
 }
 
@@ -210,7 +232,8 @@ struct EntryCheck {
   uint32_t index;                 // this entry's layer
   const FragHeader& hdr;
   bool deep;                      // also walk the arrays (values, records)
-  RawLayer* r;
+  FragLayer& L;                   // the entry decoded
+  const EntryOffsets& at;
   bool array_ok(uint32_t off, uint32_t n, uint32_t size) const {
     return core::array_ok(off, n, size, data_begin, data_end);
   }
@@ -224,7 +247,7 @@ struct EntryCheck {
 // desc_bounds), the fragment's own (every dimension within kMaxDim), and the
 // op's own checks.
 Why check_desc_fields(const EntryCheck& c) {
-  const FragLayer& L = c.r->L;
+  const FragLayer& L = c.L;
   const LayerDesc& d = L.desc;
   if (!qop_known(uint8_t(d.op))) return bad("op", uint8_t(d.op), "unknown op");
   if (d.n_inputs < 1 || d.n_inputs > kMaxInputs) return bad("n_inputs", d.n_inputs);
@@ -244,9 +267,9 @@ Why check_desc_fields(const EntryCheck& c) {
 // The partial-sum record (kEntryPartial) and its sends: whole int32 values
 // of the own sums.
 Why check_partial_record(const EntryCheck& c) {
-  FragLayer& L = c.r->L;
+  FragLayer& L = c.L;
   const LayerDesc& d = L.desc;
-  const uint32_t rec = c.r->reserved;
+  const uint32_t rec = c.at.reserved;
   if (L.n_regions == 0) return bad("partial", rec, "an idle entry with partial sums");
   if (!c.array_ok(rec, 1, frag::kPsBytes)) return bad("partial", rec, "outside the data section");
   const uint32_t so = read_ps_record(c.base + rec, &L);
@@ -278,7 +301,7 @@ Why check_partial_record(const EntryCheck& c) {
 // The regions: their bounds, and (deep) that they are disjoint and add up
 // to out_elems within [run_begin, run_end). Sets the channels they touch.
 Why check_regions(const EntryCheck& c, int32_t* ch_first, int32_t* ch_last) {
-  const FragLayer& L = c.r->L;
+  const FragLayer& L = c.L;
   const Dims& out = L.desc.out;
   const int32_t total = out.c * out.h * out.w;  // <= 2^28
   *ch_first = 0x7FFFFFFF;
@@ -330,8 +353,8 @@ const char* const kArrayNames[kNumArrays] = {"weights", "bias", "mult", "shift",
 // weights of its input channels for every output channel. Shifts and biases
 // (deep) within what the fixed-point helpers accept.
 Why check_data_arrays(const EntryCheck& c, int32_t ch_first, int32_t ch_last) {
-  const RawLayer& r = *c.r;
-  const FragLayer& L = r.L;
+  const EntryOffsets& r = c.at;
+  const FragLayer& L = c.L;
   const LayerDesc& d = L.desc;
   const bool idle = L.n_regions == 0;
   for (int k = 0; k < kNumArrays; ++k) {
@@ -382,7 +405,7 @@ Why check_data_arrays(const EntryCheck& c, int32_t ch_first, int32_t ch_last) {
 // Sends (deep): to the coordinator (this layer's OUTPUT) or to another
 // board's operand of a later layer; each a span of one region segment.
 Why check_sends(const EntryCheck& c) {
-  const FragLayer& L = c.r->L;
+  const FragLayer& L = c.L;
   for (uint32_t i = 0; i < L.n_sends && c.deep; ++i) {
     const uint8_t* p = L.sends + frag::kSendBytes * uint64_t(i);
     if (p[5] || p[6] || p[7]) return bad("send.reserved", i);
@@ -404,8 +427,9 @@ Why check_sends(const EntryCheck& c) {
 }
 
 // Input slot k of an idle entry: nothing held, nothing received.
-Why check_idle_slot(const RawLayer& r, int k) {
-  const FragLayer& L = r.L;
+Why check_idle_slot(const EntryCheck& c, int k) {
+  const FragLayer& L = c.L;
+  const EntryOffsets& r = c.at;
   const Box& b = L.box[k];
   if (b.c0 || b.c1 || b.h0 || b.h1) return bad("box", b.c1, "an idle entry holds no window");
   if (L.n_runs[k] || r.runs_off[k]) return bad("runs", L.n_runs[k], "an idle entry receives nothing");
@@ -420,8 +444,8 @@ Why check_idle_slot(const RawLayer& r, int k) {
 // Input slot k of an active entry: a window inside the tensor covering what
 // the kernel reads; received and local runs sorted, disjoint, inside it.
 Why check_active_slot(const EntryCheck& c, int k) {
-  RawLayer& r = *c.r;
-  FragLayer& L = r.L;
+  const EntryOffsets& r = c.at;
+  FragLayer& L = c.L;
   const LayerDesc& d = L.desc;
   const Dims& X = d.in[k];
   const Box& b = L.box[k];
@@ -460,20 +484,20 @@ Why check_active_slot(const EntryCheck& c, int k) {
   return Why{};
 }
 
-// Checks entry c.index (decoded into c.r) and points its fields into the
-// data section. `deep` also walks the arrays (shift values, regions, sends,
-// runs); open() does, the per-layer decode after it does not need to.
+// Checks entry `index` (decoded into L, its offsets `at`) and points its
+// fields into the data section. `deep` also walks the arrays (shift values,
+// regions, sends, runs); open() does, the per-layer decode after it does not
+// need to.
 Why check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_end, uint32_t index, const FragHeader& hdr,
-                bool deep, RawLayer* r) {
-  const EntryCheck c{base, data_begin, data_end, index, hdr, deep, r};
-  FragLayer& L = r->L;
+                bool deep, FragLayer& L, const EntryOffsets& at) {
+  const EntryCheck c{base, data_begin, data_end, index, hdr, deep, L, at};
   LayerDesc& d = L.desc;
   Why w = check_desc_fields(c);
   if (w.refused()) return w;
-  if (!c.array_ok(r->regions_off, L.n_regions, frag::kRegionBytes)) return bad("regions", r->regions_off, "outside the data section");
-  if (!c.array_ok(r->sends_off, L.n_sends, frag::kSendBytes)) return bad("sends", r->sends_off, "outside the data section");
-  L.regions = L.n_regions ? base + r->regions_off : nullptr;
-  L.sends = L.n_sends ? base + r->sends_off : nullptr;
+  if (!c.array_ok(at.regions_off, L.n_regions, frag::kRegionBytes)) return bad("regions", at.regions_off, "outside the data section");
+  if (!c.array_ok(at.sends_off, L.n_sends, frag::kSendBytes)) return bad("sends", at.sends_off, "outside the data section");
+  L.regions = L.n_regions ? base + at.regions_off : nullptr;
+  L.sends = L.n_sends ? base + at.sends_off : nullptr;
   const bool partial = (L.flags & kEntryPartial) != 0;
   if (L.streamed()) {
     if (partial) return bad("flags", L.flags, "a streamed entry has no partial sums");
@@ -483,8 +507,8 @@ Why check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_end, uin
     if (!L.out_pitch) return bad("out_pitch", 0, "a streamed entry is computed in place");
     if (L.n_sends) return bad("n_sends", L.n_sends, "a streamed entry sends nothing");
     if (L.flags & kEntryRunTrigger) return bad("flags", L.flags, "a streamed entry waits for no RUN");
-  } else if (partial != (r->reserved != 0)) {
-    return bad("partial", r->reserved, "set exactly when the partial flag is");
+  } else if (partial != (at.reserved != 0)) {
+    return bad("partial", at.reserved, "set exactly when the partial flag is");
   }
   if (partial && hdr.version < 4) return bad("flags", L.flags, "partial sums need format version 4");
   if (partial && (w = check_partial_record(c)).refused()) return w;
@@ -493,15 +517,15 @@ Why check_layer(const uint8_t* base, uint32_t data_begin, uint32_t data_end, uin
   if ((w = check_data_arrays(c, ch_first, ch_last)).refused()) return w;
   if ((w = check_sends(c)).refused()) return w;
   for (int k = 0; k < d.n_inputs; ++k) {
-    w = L.n_regions == 0 ? check_idle_slot(*r, k) : check_active_slot(c, k);
+    w = L.n_regions == 0 ? check_idle_slot(c, k) : check_active_slot(c, k);
     if (w.refused()) return w;
   }
   // Pointers into the data section.
-  d.weights = r->cnt[kWeights] ? reinterpret_cast<const int8_t*>(base + r->off[kWeights]) : nullptr;
-  d.bias = r->cnt[kBias] ? reinterpret_cast<const int32_t*>(base + r->off[kBias]) : nullptr;
-  d.mult = r->cnt[kMult] ? reinterpret_cast<const int32_t*>(base + r->off[kMult]) : nullptr;
-  d.shift = r->cnt[kShift] ? reinterpret_cast<const int32_t*>(base + r->off[kShift]) : nullptr;
-  d.lut = r->cnt[kLut] ? reinterpret_cast<const int8_t*>(base + r->off[kLut]) : nullptr;
+  d.weights = at.cnt[kWeights] ? reinterpret_cast<const int8_t*>(base + at.off[kWeights]) : nullptr;
+  d.bias = at.cnt[kBias] ? reinterpret_cast<const int32_t*>(base + at.off[kBias]) : nullptr;
+  d.mult = at.cnt[kMult] ? reinterpret_cast<const int32_t*>(base + at.off[kMult]) : nullptr;
+  d.shift = at.cnt[kShift] ? reinterpret_cast<const int32_t*>(base + at.off[kShift]) : nullptr;
+  d.lut = at.cnt[kLut] ? reinterpret_cast<const int8_t*>(base + at.off[kLut]) : nullptr;
   return Why{};
 }
 
@@ -534,27 +558,26 @@ bool each_buffer(const FragLayer& L, uint32_t first, F&& fn) {
 // What check_layer sets besides the decoded fields (pointers into the data
 // section, the partial-sum record), for an entry open() already validated:
 // the same values check_layer gives it, without the checks.
-void attach(const uint8_t* base, RawLayer* r) {
-  FragLayer& L = r->L;
+void attach(const uint8_t* base, FragLayer& L, const EntryOffsets& at) {
   LayerDesc& d = L.desc;
-  L.regions = L.n_regions ? base + r->regions_off : nullptr;
-  L.sends = L.n_sends ? base + r->sends_off : nullptr;
-  if ((L.flags & kEntryPartial) && r->reserved) {
-    const uint32_t so = read_ps_record(base + r->reserved, &L);
+  L.regions = L.n_regions ? base + at.regions_off : nullptr;
+  L.sends = L.n_sends ? base + at.sends_off : nullptr;
+  if ((L.flags & kEntryPartial) && at.reserved) {
+    const uint32_t so = read_ps_record(base + at.reserved, &L);
     L.ps_sends = L.n_ps_sends ? base + so : nullptr;
   }
   if (L.n_regions) {
     const int n = d.n_inputs <= kMaxInputs ? d.n_inputs : kMaxInputs;
     for (int k = 0; k < n; ++k) {
-      L.runs[k] = L.n_runs[k] ? base + r->runs_off[k] : nullptr;
-      L.local[k] = L.n_local[k] ? base + r->local_off[k] : nullptr;
+      L.runs[k] = L.n_runs[k] ? base + at.runs_off[k] : nullptr;
+      L.local[k] = L.n_local[k] ? base + at.local_off[k] : nullptr;
     }
   }
-  d.weights = r->cnt[0] ? reinterpret_cast<const int8_t*>(base + r->off[0]) : nullptr;
-  d.bias = r->cnt[1] ? reinterpret_cast<const int32_t*>(base + r->off[1]) : nullptr;
-  d.mult = r->cnt[2] ? reinterpret_cast<const int32_t*>(base + r->off[2]) : nullptr;
-  d.shift = r->cnt[3] ? reinterpret_cast<const int32_t*>(base + r->off[3]) : nullptr;
-  d.lut = r->cnt[4] ? reinterpret_cast<const int8_t*>(base + r->off[4]) : nullptr;
+  d.weights = at.cnt[0] ? reinterpret_cast<const int8_t*>(base + at.off[0]) : nullptr;
+  d.bias = at.cnt[1] ? reinterpret_cast<const int32_t*>(base + at.off[1]) : nullptr;
+  d.mult = at.cnt[2] ? reinterpret_cast<const int32_t*>(base + at.off[2]) : nullptr;
+  d.shift = at.cnt[3] ? reinterpret_cast<const int32_t*>(base + at.off[3]) : nullptr;
+  d.lut = at.cnt[4] ? reinterpret_cast<const int8_t*>(base + at.off[4]) : nullptr;
 }
 
 }  // namespace
@@ -581,9 +604,10 @@ struct CrossCheck {
   uint32_t entries_end, body;
   const FragHeader& h;
   // Entry j decoded and given its pointers (it passed check_layer before).
-  void entry(uint32_t j, RawLayer* r) const {
-    decode_entry(data + frag::kHeaderBytes + uint64_t(j) * frag::kEntryBytes, r);
-    check_layer(data, entries_end, body, j, h, false, r);
+  void entry(uint32_t j, FragLayer* L) const {
+    EntryOffsets at;
+    decode_entry(data + frag::kHeaderBytes + uint64_t(j) * frag::kEntryBytes, L, &at);
+    check_layer(data, entries_end, body, j, h, false, *L, at);
   }
   // The first entry of the streamed chain that entry j is in (j if none).
   uint32_t chain_first(uint32_t j) const {
@@ -601,28 +625,28 @@ Why check_in_place(const CrossCheck& x, uint32_t i, const FragLayer& L) {
   if (L.out_until == i) return bad("out_until", L.out_until, "in place needs a later reader");
   if (!L.whole_rows(&c0, &c1, &y0, &y1)) return bad("out_pitch", L.out_pitch, "in place needs whole rows");
   if (L.streamed() && L.out_until != i + 1) return bad("out_until", L.out_until, "a streamed entry's reader is the next");
-  RawLayer s;
+  FragLayer s;
   x.entry(L.out_until, &s);
-  if (!s.L.active()) return bad("out_until", L.out_until, "an idle layer");
+  if (!s.active()) return bad("out_until", L.out_until, "an idle layer");
   if (L.streamed()) {  // the line buffer: the reader's one window, from the share's first row
-    const Box& b = s.L.box[0];
+    const Box& b = s.box[0];
     const uint64_t pitch = uint64_t(b.h1 - b.h0) * uint32_t(o.w);
-    const uint64_t at = s.L.box_at[0] + uint64_t(c0 - b.c0) * pitch;
-    const Dims& in = s.L.desc.in[0];
-    if (s.L.desc.n_inputs != 1 || in.c != o.c || in.h != o.h || in.w != o.w || s.L.avail_from[0] > i)
+    const uint64_t at = s.box_at[0] + uint64_t(c0 - b.c0) * pitch;
+    const Dims& in = s.desc.in[0];
+    if (s.desc.n_inputs != 1 || in.c != o.c || in.h != o.h || in.w != o.w || s.avail_from[0] > i)
       return bad("out_until", L.out_until, "the reader of a streamed entry reads it alone");
     if (b.c0 > c0 || b.c1 < c1 || b.h0 != y0 || b.h1 <= b.h0 || pitch != L.out_pitch || at != L.out_at)
       return bad("out_at", L.out_at, "not the line buffer of the next entry");
     return Why{};
   }
-  for (int k = 0; k < s.L.desc.n_inputs; ++k) {
-    const Dims& in = s.L.desc.in[k];
-    const Box& b = s.L.box[k];
-    if (in.c != o.c || in.h != o.h || in.w != o.w || s.L.avail_from[k] > i) continue;
+  for (int k = 0; k < s.desc.n_inputs; ++k) {
+    const Dims& in = s.desc.in[k];
+    const Box& b = s.box[k];
+    if (in.c != o.c || in.h != o.h || in.w != o.w || s.avail_from[k] > i) continue;
     if (b.c0 > c0 || b.c1 < c1 || b.h0 > y0 || b.h1 < y1) continue;
     const uint64_t pitch = uint64_t(b.h1 - b.h0) * uint32_t(o.w);
     const uint64_t at =
-        s.L.box_at[k] + (uint64_t(c0 - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y0 - b.h0)) * uint32_t(o.w);
+        s.box_at[k] + (uint64_t(c0 - b.c0) * uint32_t(b.h1 - b.h0) + uint32_t(y0 - b.h0)) * uint32_t(o.w);
     if (pitch == L.out_pitch && at == L.out_at) return Why{};
   }
   return bad("out_at", L.out_at, "not inside a window of layer out_until");
@@ -631,19 +655,19 @@ Why check_in_place(const CrossCheck& x, uint32_t i, const FragLayer& L) {
 // Local runs come from an earlier active layer whose output is still held,
 // and each lies in one segment of its regions.
 Why check_local_runs(const CrossCheck& x, uint32_t i, const FragLayer& L) {
-  RawLayer s;
+  FragLayer s;
   for (int k = 0; k < L.desc.n_inputs; ++k) {
     if (L.n_local[k] == 0) continue;
     x.entry(L.local_layer[k], &s);
-    const Dims& o = s.L.desc.out;
+    const Dims& o = s.desc.out;
     const Dims& in = L.desc.in[k];
-    if (!s.L.active()) return bad("local_layer", L.local_layer[k], "an idle layer");
-    if (s.L.out_until < i) return bad("local_layer", L.local_layer[k], "its output is no longer held");
+    if (!s.active()) return bad("local_layer", L.local_layer[k], "an idle layer");
+    if (s.out_until < i) return bad("local_layer", L.local_layer[k], "its output is no longer held");
     if (o.c != in.c || o.h != in.h || o.w != in.w) return bad("local_layer", L.local_layer[k], "another shape");
     uint32_t pos = 0;
     for (uint32_t j = 0; j < L.n_local[k]; ++j) {
       const InputRun lr = L.local_run(k, j);
-      if (!s.L.span(lr.offset, lr.count, &pos)) return bad("local", lr.offset, "not in one output segment");
+      if (!s.span(lr.offset, lr.count, &pos)) return bad("local", lr.offset, "not in one output segment");
     }
   }
   return Why{};
@@ -654,11 +678,11 @@ Why check_local_runs(const CrossCheck& x, uint32_t i, const FragLayer& L) {
 // overlap; ram_bytes is the top of what is in use at layer i over every
 // entry. Sets *used to it.
 Why check_arena_at(const CrossCheck& x, uint32_t i, uint32_t space, uint32_t* used) {
-  RawLayer r, s;
+  FragLayer r, s;
   x.entry(i, &r);
   const char* fault = nullptr;
   uint32_t at = 0;
-  each_buffer(r.L, x.chain_first(i), [&](const Buffer& a) {
+  each_buffer(r, x.chain_first(i), [&](const Buffer& a) {
     at = a.at;
     if (uint64_t(a.at) + a.bytes > space) fault = "a buffer past the arena";
     else if (a.at % 8) fault = "a buffer not 8-byte aligned";
@@ -666,7 +690,7 @@ Why check_arena_at(const CrossCheck& x, uint32_t i, uint32_t space, uint32_t* us
     for (uint32_t j = i; j < x.h.n_layers && !fault; ++j) {
       x.entry(j, &s);
       bool self = j == i;
-      const bool clear = each_buffer(s.L, x.chain_first(j), [&](const Buffer& b) {
+      const bool clear = each_buffer(s, x.chain_first(j), [&](const Buffer& b) {
         if (self) {  // skip a itself and the buffers before it in entry i
           self = !(b.at == a.at && b.bytes == a.bytes && b.from == a.from && b.to == a.to);
           return true;
@@ -684,12 +708,12 @@ Why check_arena_at(const CrossCheck& x, uint32_t i, uint32_t space, uint32_t* us
   *used = 0;
   for (uint32_t j = 0; j < x.h.n_layers; ++j) {
     x.entry(j, &s);
-    each_buffer(s.L, x.chain_first(j), [&](const Buffer& b) {
+    each_buffer(s, x.chain_first(j), [&](const Buffer& b) {
       if (b.from <= i && i <= b.to && b.at + b.bytes > *used) *used = b.at + b.bytes;
       return true;
     });
   }
-  if (*used != r.L.ram_bytes) return bad("ram_bytes", r.L.ram_bytes, "not the top of the buffers in use");
+  if (*used != r.ram_bytes) return bad("ram_bytes", r.ram_bytes, "not the top of the buffers in use");
   return Why{};
 }
 
@@ -748,12 +772,12 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
     return FragStatus::BadLayer;
   };
   const CrossCheck x{data, entries_end, body, h};
-  RawLayer r;
+  FragLayer L;
+  EntryOffsets at;
   for (uint32_t i = 0; i < h.n_layers; ++i) {
-    decode_entry(data + kHeaderBytes + uint64_t(i) * kEntryBytes, &r);
-    Why w = check_layer(data, entries_end, body, i, h, true, &r);
+    decode_entry(data + kHeaderBytes + uint64_t(i) * kEntryBytes, &L, &at);
+    Why w = check_layer(data, entries_end, body, i, h, true, L, at);
     if (w.refused()) return refuse(i, w);
-    const FragLayer& L = r.L;
     if (!L.active()) continue;
     if (L.out_until < i || L.out_until >= h.n_layers) return refuse(i, bad("out_until", L.out_until));
     if (L.out_pitch && (w = check_in_place(x, i, L)).refused()) return refuse(i, w);
@@ -783,21 +807,19 @@ FragStatus FragmentReader::layer(uint32_t i, FragLayer* out) const {
   // open() validated every entry, including its arrays: decode and point
   // into the data section, without checking it all again per call (this is
   // on the board's per-frame path). layer_checked() is the checked form.
-  RawLayer r;
-  decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, &r, true);
-  attach(data_, &r);
-  *out = r.L;
+  EntryOffsets at;
+  decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, out, &at);
+  attach(data_, *out, at);
   return FragStatus::Ok;
 }
 
 FragStatus FragmentReader::layer_checked(uint32_t i, FragLayer* out) const {
   if (data_ == nullptr || out == nullptr || i >= hdr_.n_layers) return FragStatus::BadLayer;
-  RawLayer r;
-  decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, &r, true);
+  EntryOffsets at;
+  decode_entry(data_ + frag::kHeaderBytes + uint64_t(i) * frag::kEntryBytes, out, &at);
   // The shallow checks again fill the pointers exactly as open() checked them.
   const uint32_t entries_end = frag::kHeaderBytes + hdr_.n_layers * frag::kEntryBytes;
-  if (check_layer(data_, entries_end, uint32_t(size_ - 4), i, hdr_, false, &r).refused()) return FragStatus::BadLayer;
-  *out = r.L;
+  if (check_layer(data_, entries_end, uint32_t(size_ - 4), i, hdr_, false, *out, at).refused()) return FragStatus::BadLayer;
   return FragStatus::Ok;
 }
 

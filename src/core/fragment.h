@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/bytes.h"
 #include "core/layer.h"
 #include "core/wire.h"
 
@@ -142,6 +143,12 @@ constexpr uint32_t kRegionBytes = 28;
 // u8 operand, 3 bytes 0, u32 offset (first element of the output tensor,
 // flat), u32 count, u32 position of that element in the output buffer.
 constexpr uint32_t kSendBytes = 20;
+constexpr uint32_t kSendPeer = 0;     // u16
+constexpr uint32_t kSendLayer = 2;    // u16
+constexpr uint32_t kSendOperand = 4;  // u8
+constexpr uint32_t kSendOffset = 8;   // u32
+constexpr uint32_t kSendCount = 12;   // u32
+constexpr uint32_t kSendPos = 16;     // u32
 // Input / local run record: u32 offset, u32 count.
 constexpr uint32_t kRunBytes = 8;
 
@@ -225,6 +232,20 @@ struct Send {
   uint32_t offset = 0, count = 0, pos = 0;
 };
 
+// Send record i of the records at `records`, read in place (inline: a
+// board reads each of its send records a few times per inference).
+inline Send send_record(const uint8_t* records, uint32_t i) {
+  const uint8_t* p = records + frag::kSendBytes * size_t(i);
+  Send s;
+  s.peer = le::get_u16(p + frag::kSendPeer);
+  s.layer = le::get_u16(p + frag::kSendLayer);
+  s.operand = p[frag::kSendOperand];
+  s.offset = le::get_u32(p + frag::kSendOffset);
+  s.count = le::get_u32(p + frag::kSendCount);
+  s.pos = le::get_u32(p + frag::kSendPos);
+  return s;
+}
+
 // Decoded view of one layer entry. Pointers point into the fragment bytes.
 struct FragLayer {
   uint32_t node = 0;        // index of the layer in the quantised model
@@ -301,13 +322,31 @@ struct FragLayer {
 class RunFinder {
  public:
   RunFinder(const uint8_t* runs, uint32_t n) : runs_(runs), n_(runs ? n : 0) {}
-  bool covers(uint32_t e0, uint32_t len);
+  // Inline (a board asks once per segment it receives). First the run as
+  // many runs on from the last one found as that was from the one before (a
+  // frame's segments often skip the same number of runs each time): a run
+  // that holds e0 is the first that ends after e0, whatever the guess; else
+  // seek() finds that run.
+  bool covers(uint32_t e0, uint32_t len) {
+    uint32_t i = at_ + step_;  // (wraps when the last one was before: only checked)
+    if (i >= n_ || e0 < off(i) || e0 - off(i) >= count(i)) i = seek(e0);
+    if (i >= n_) return false;
+    step_ = i - at_;
+    at_ = i;
+    return e0 >= off(i) && len <= count(i) - (e0 - off(i));
+  }
 
  private:
+  uint32_t off(uint32_t i) const { return le::get_u32(runs_ + frag::kRunBytes * size_t(i)); }
+  uint32_t count(uint32_t i) const { return le::get_u32(runs_ + frag::kRunBytes * size_t(i) + 4); }
+  // The first run that ends after e0 (n_ if none): a few runs forward from
+  // at_ when e0 is not before it, then a binary search.
+  uint32_t seek(uint32_t e0) const;
   uint32_t first_ending_after(uint32_t lo, uint32_t hi, uint32_t e0) const;
   const uint8_t* runs_;
   uint32_t n_;
-  uint32_t at_ = 0;  // the run the last query ended in
+  uint32_t at_ = 0;    // the run the last query ended in
+  uint32_t step_ = 0;  // runs from the one found before it to at_
 };
 
 // FragLayer::span for one layer, set up once (the in-place geometry, or the
@@ -433,12 +472,14 @@ class FragmentReader {
   FragStatus open(const uint8_t* data, size_t size);
   const FragHeader& header() const { return hdr_; }
   uint32_t layer_count() const { return hdr_.n_layers; }
-  // Decodes entry i (0 <= i < layer_count()). Returns BadLayer if i is out of
-  // range.
+  // Decodes entry i (0 <= i < layer_count()) into *out, in place: every
+  // field is set, whatever *out held (a board decodes into the same few
+  // FragLayers layer after layer). Returns BadLayer if i is out of range.
   // open() validated every entry: this decodes without checking again.
   FragStatus layer(uint32_t i, FragLayer* out) const;
   // The same entry decoded with the shallow checks of open() again (the
-  // slow form, kept for tests that compare the two).
+  // slow form, kept for tests that compare the two); *out is not to be used
+  // after a BadLayer.
   FragStatus layer_checked(uint32_t i, FragLayer* out) const;
   // Why the last open() refused (field == nullptr after a success).
   const FragRefusal& refusal() const { return why_; }

@@ -15,7 +15,6 @@ namespace core {
 
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return le::get_u16(p); }
 inline uint32_t rd32(const uint8_t* p) { return le::get_u32(p); }
 inline int32_t rdi32(const uint8_t* p) { return le::get_i32(p); }
 
@@ -26,16 +25,6 @@ Region read_region(const uint8_t* p) {
   return r;
 }
 
-Send read_send(const uint8_t* p) {
-  Send s;
-  s.peer = rd16(p);
-  s.layer = rd16(p + 2);
-  s.operand = p[4];
-  s.offset = rd32(p + 8);
-  s.count = rd32(p + 12);
-  s.pos = rd32(p + 16);
-  return s;
-}
 
 
 // Whether [off, off+n) lies inside one segment of the layer's regions; if so
@@ -135,7 +124,7 @@ Region FragLayer::region(uint32_t i) const {
 
 Send FragLayer::ps_send(uint32_t i) const {
   if (ps_sends == nullptr || i >= n_ps_sends) return Send();
-  return read_send(ps_sends + frag::kSendBytes * size_t(i));
+  return send_record(ps_sends, i);
 }
 
 uint32_t FragLayer::ps_bytes() const {
@@ -145,7 +134,7 @@ uint32_t FragLayer::ps_bytes() const {
 
 Send FragLayer::send(uint32_t i) const {
   if (sends == nullptr || i >= n_sends) return Send();
-  return read_send(sends + frag::kSendBytes * size_t(i));
+  return send_record(sends, i);
 }
 
 bool FragLayer::whole_rows(int32_t* c0, int32_t* c1, int32_t* y0, int32_t* y1) const {
@@ -171,6 +160,16 @@ uint32_t FragLayer::out_span_bytes() const {
 
 bool FragLayer::span(uint32_t off, uint32_t n, uint32_t* pos) const { return out_span(*this, off, n, pos); }
 
+uint32_t RunFinder::seek(uint32_t e0) const {
+  constexpr uint32_t kSteps = 5;
+  uint32_t i = at_;
+  if (i >= n_ || off(i) > e0) return first_ending_after(0, n_, e0);
+  const uint32_t end = n_ - i > kSteps ? i + kSteps : n_;
+  for (; i < end; ++i)  // 32 bits: off + count may not fit
+    if (e0 < off(i) || e0 - off(i) < count(i)) return i;
+  return first_ending_after(i, n_, e0);
+}
+
 uint32_t RunFinder::first_ending_after(uint32_t lo, uint32_t hi, uint32_t e0) const {
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo) / 2;
@@ -179,31 +178,6 @@ uint32_t RunFinder::first_ending_after(uint32_t lo, uint32_t hi, uint32_t e0) co
     else hi = mid;
   }
   return lo;
-}
-
-bool RunFinder::covers(uint32_t e0, uint32_t len) {
-  if (n_ == 0) return false;
-  // The first run that ends after e0: forward from the last one found when
-  // e0 is not before it (a few steps, then a search of the rest), else a
-  // search from the start.
-  uint32_t i = at_;
-  if (i < n_ && rd32(runs_ + frag::kRunBytes * size_t(i)) <= e0) {
-    for (int step = 0; i < n_ && step < 4; ++step, ++i) {
-      const uint8_t* p = runs_ + frag::kRunBytes * size_t(i);
-      if (uint64_t(rd32(p)) + rd32(p + 4) > e0) break;
-    }
-    if (i < n_) {
-      const uint8_t* p = runs_ + frag::kRunBytes * size_t(i);
-      if (uint64_t(rd32(p)) + rd32(p + 4) <= e0) i = first_ending_after(i + 1, n_, e0);
-    }
-  } else {
-    i = first_ending_after(0, n_, e0);
-  }
-  if (i >= n_) return false;
-  at_ = i;
-  const uint8_t* p = runs_ + frag::kRunBytes * size_t(i);
-  const uint32_t off = rd32(p);
-  return e0 >= off && uint64_t(e0) + len <= uint64_t(off) + rd32(p + 4);
 }
 
 SpanFinder::SpanFinder(const FragLayer& L) : L_(&L) {

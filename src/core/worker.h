@@ -108,6 +108,10 @@ class Worker {
   const WorkerStats& stats() const { return stats_; }
   const Arena& arena() const { return arena_; }
   const WorkerConfig& config() const { return cfg_; }
+  // Layer i's entry in the fragment the board holds, as the worker has it
+  // decoded (a port reporting on the layer it just computed finds it there,
+  // undecoded again), or nullptr.
+  const FragLayer* layer_entry(uint32_t i) { return deploy_.entry_aside(i); }
   // Drops every layer in progress (e.g. when the coordinator disconnects).
   void abort_layer();
   // A coordinator frame (seq `seq`) on `link`, which is not the session's:

@@ -63,6 +63,13 @@ const FragLayer* DeploySession::entry(uint32_t i) {
   return &cache_[c];
 }
 
+const FragLayer* DeploySession::entry_aside(uint32_t i) {
+  if (!have_ || i >= frag_.layer_count()) return nullptr;
+  const uint32_t c = i % kEntryCache;
+  if (cache_layer_[c] == i) return &cache_[c];
+  return frag_.layer(i, &spare_) == FragStatus::Ok ? &spare_ : nullptr;
+}
+
 bool DeploySession::active(uint32_t i) {
   if (index_.indexed(i)) return index_.active(i);
   const FragLayer* e = entry(i);

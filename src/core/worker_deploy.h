@@ -75,6 +75,10 @@ class DeploySession {
   // the next call that maps to the same place: layers i and i + kEntryCache),
   // or nullptr.
   const FragLayer* entry(uint32_t i);
+  // Entry i for a caller that holds one from entry() meanwhile: the cached
+  // copy if there is one, else decoded into a spare entry (valid until the
+  // next call), so the cache keeps what it holds.
+  const FragLayer* entry_aside(uint32_t i);
   bool active(uint32_t i);
   uint64_t macs(const FragLayer& e) const { return index_.indexed(e.node) ? index_.macs(e.node) : share_macs(e); }
   uint32_t windows_top(const FragLayer& e) const {
@@ -114,6 +118,7 @@ class DeploySession {
   LayerIndex index_;
   static constexpr uint32_t kEntryCache = 4;
   FragLayer cache_[kEntryCache];
+  FragLayer spare_;  // entry_aside's
   uint32_t cache_layer_[kEntryCache] = {~0u, ~0u, ~0u, ~0u};  // ~0u: empty
   uint8_t digest_[kSha256Bytes] = {};  // SHA-256 of the committed fragment
   // Deploy in progress: SHA-256 of the STORE bytes staged so far, valid while

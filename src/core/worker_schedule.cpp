@@ -477,9 +477,10 @@ bool LayerScheduler::may_receive(const FragLayer& e, uint32_t k, RunFinder& runs
 bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
   for (int k = 0; k < e.desc.n_inputs; ++k) {
     if (e.n_local[k] == 0 || cut(e, k)) continue;
-    // (Decoded here, not through the entry cache, which may hold e.)
-    FragLayer src;
-    if (deploy_->fragment().layer(e.local_layer[k], &src) != FragStatus::Ok) return false;
+    // Aside from the entry cache, which may hold e where src would go.
+    const FragLayer* sp = deploy_->entry_aside(e.local_layer[k]);
+    if (!sp) return false;
+    const FragLayer& src = *sp;
     const uint8_t* from = buffer(src.out_at);
     touch(src.out_at, src.out_pitch ? src.out_span_bytes() : arena_block(src.out_elems));
     touch(e.box_at[k], arena_block(uint32_t(e.box[k].elems(e.desc.in[k].w))));
@@ -637,10 +638,10 @@ bool LayerScheduler::start(const FragLayer& e, Open* slot, bool* started) {
   // since the last compute (a board that dies in this compute has reported
   // every layer before it: worker_links.h).
   links_->flush_before_compute();
-  // Halos first (core/halo_first.h), worked out before the compute's clock.
-  const HaloSplit hs = e.partial() ? HaloSplit()
-                                    : halo_split(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); },
-                                                 e.n_sends, [&](uint32_t i) { return e.send(i); });
+  // Halos first (core/halo_first.h), worked out before the compute's clock,
+  // where it may apply: not with inner rows first (which excludes it), not
+  // on a reduced layer, nor a streamed one (no sends).
+  const HaloSplit hs = (inner || e.partial() || e.streamed()) ? HaloSplit() : halos_of(e);
   const uint32_t t0 = port_->now_us();
   if (!(e.partial() && slot->ps_done) && !inner) wait_us_ = t0 - ready_us_;  // phase 2 of a reduced layer waited in phase 1
   if (inner) {  // the positions that waited for other boards' inputs
@@ -728,7 +729,9 @@ bool LayerScheduler::inner_first(const FragLayer& e) {
   if ((e.flags & (kEntryRunTrigger | kEntryPartial | kEntryStreamed)) || chained(e.node) || resume_at_ > 0)
     return true;
   const auto region = [&](uint32_t i) { return e.region(i); };
-  if (halo_split(e.desc.out, e.n_regions, region, e.n_sends, [&](uint32_t i) { return e.send(i); }).on()) return true;
+  inner_.halo = halos_of(e);
+  inner_.halo_known = true;
+  if (inner_.halo.on()) return true;
   inner_.split = inner_split(e.desc, e.n_regions, region, e.n_runs, [&](int k, uint32_t i) { return e.run(k, i); });
   const HaloSplit& is = inner_.split;
   if (!is.on()) return true;
@@ -750,6 +753,12 @@ bool LayerScheduler::inner_first(const FragLayer& e) {
   }
   inner_.done = true;
   return true;
+}
+
+HaloSplit LayerScheduler::halos_of(const FragLayer& e) const {
+  if (inner_.halo_known && inner_.node == e.node) return inner_.halo;
+  return halo_split(e.desc.out, e.n_regions, [&](uint32_t i) { return e.region(i); }, e.n_sends,
+                    [&](uint32_t i) { return send_record(e.sends, i); });
 }
 
 bool LayerScheduler::halos_first(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, uint32_t t0,
@@ -812,17 +821,18 @@ void chain_shown(void* ctx, int i, int8_t* rows) {
 // Entry e (streamed), the streamed entries after it and the one after them,
 // computed row by row (core/stream.h) from e's windows.
 bool LayerScheduler::run_chain(const FragLayer& e, const View* views, uint32_t seq) {
-  // (Entries decoded here, not through the entry cache, which holds e.)
+  // (Entries read aside from the entry cache, which holds e.)
   ChainLayer L[kMaxChain];
   uint32_t nodes[kMaxChain];
   int n = 0;
-  FragLayer f;
   for (bool more = true; more; ++n) {
     const uint32_t node = e.node + uint32_t(n);
-    if (n == kMaxChain || deploy_->fragment().layer(node, &f) != FragStatus::Ok || !f.active()) {
+    const FragLayer* fp = n == kMaxChain ? nullptr : deploy_->entry_aside(node);
+    if (!fp || !fp->active()) {
       report(ErrorCode::Internal, seq, "streamed chain too long or broken");
       return false;
     }
+    const FragLayer& f = *fp;
     ChainLayer& c = L[n];
     const int32_t w = f.desc.out.w;
     if (!f.whole_rows(&c.c0, &c.c1, &c.y0, &c.y1) || w <= 0) {

@@ -105,6 +105,9 @@ class LayerScheduler {
   // other boards are still coming, the positions that read none of them,
   // once per layer (inner_); false if a kernel or the arena failed.
   bool inner_first(const FragLayer& e);
+  // Halos first's split of e (core/halo_first.h): inner_first's when it
+  // worked it out for e (a walk over e's sends, once per layer).
+  HaloSplit halos_of(const FragLayer& e) const;
   // Positions [u, v) of a split band of e: region by region in the share's
   // buffer, or (in place) straight into the later layer's window.
   KernelStatus band_part(const FragLayer& e, const HaloSplit& s, const View* views, int8_t* out, int32_t u,
@@ -159,11 +162,12 @@ class LayerScheduler {
   uint32_t chain_us_[kMaxChain] = {};
   uint32_t chain_top_ = 0;  // top of the buffers the chain touched
   // Inner rows first, for the layer at the cursor: its split worked out
-  // (checked), and its inner positions computed (done, in `us`).
+  // (checked), and its inner positions computed (done, in `us`); the
+  // layer's halos-first split if that was worked out on the way (halo_known).
   struct Inner {
-    bool checked = false, done = false;
+    bool checked = false, done = false, halo_known = false;
     uint32_t node = 0, us = 0;
-    HaloSplit split;
+    HaloSplit split, halo;
   } inner_;
 };
 

@@ -11,22 +11,26 @@ using wire::MsgType;
 namespace {
 
 // The sends of one group as core's INPUTS packer reads them: from send
-// `first` on, while peer, layer and operand are those of `first`.
+// `first` on, while peer, layer and operand are those of `first`. Each
+// record is read in place, only the fields the packer asks for.
 class GroupSends final : public PieceSource {
  public:
-  GroupSends(const FragLayer& e, const Send& first) : e_(e), first_(first) {}
+  GroupSends(const uint8_t* records, uint32_t n, const Send& first) : records_(records), n_(n), first_(first) {}
   bool piece(uint32_t i, PackPiece* p) const override {
-    if (i >= e_.n_sends) return false;
-    const Send t = e_.send(i);
-    if (t.peer != first_.peer || t.layer != first_.layer || t.operand != first_.operand) return false;
-    p->offset = t.offset;
-    p->count = t.count;
-    p->pos = t.pos;
+    if (i >= n_) return false;
+    const uint8_t* r = records_ + frag::kSendBytes * size_t(i);
+    if (le::get_u16(r + frag::kSendPeer) != first_.peer || le::get_u16(r + frag::kSendLayer) != first_.layer ||
+        r[frag::kSendOperand] != first_.operand)
+      return false;
+    p->offset = le::get_u32(r + frag::kSendOffset);
+    p->count = le::get_u32(r + frag::kSendCount);
+    p->pos = le::get_u32(r + frag::kSendPos);
     return true;
   }
 
  private:
-  const FragLayer& e_;
+  const uint8_t* records_;
+  uint32_t n_;
   Send first_;
 };
 
@@ -48,12 +52,22 @@ void Sender::reset() {
   then_coord_ = false;
 }
 
+void Sender::take(const FragLayer& e) {
+  out_.sends = e.sends;
+  out_.n_sends = e.n_sends;
+  out_.out_at = e.out_at;
+  out_.outputs = e.out_elems;
+  out_.flags = e.flags;
+  const bool coded = (e.flags & (kEntryCoded | kEntryMasked)) != 0;
+  out_.code = coded ? code_params_for(e.desc.out_zp, e.desc.act_min, (e.flags & kEntryMasked) != 0) : CodeParams();
+}
+
 void Sender::send_sums(const FragLayer& e, uint32_t us) {
   report_.us = us;
-  fl_ = e;
-  fl_.sends = e.ps_sends;
-  fl_.n_sends = e.n_ps_sends;
-  fl_.out_at = e.ps_at;
+  take(e);
+  out_.sends = e.ps_sends;
+  out_.n_sends = e.n_ps_sends;
+  out_.out_at = e.ps_at;
   layer_ = uint16_t(e.node);
   cur_ = PackCursor();
   frames_ = bytes_ = 0;
@@ -64,7 +78,7 @@ void Sender::send_sums(const FragLayer& e, uint32_t us) {
 }
 
 void Sender::send_halos(const FragLayer& e) {
-  fl_ = e;
+  take(e);
   layer_ = uint16_t(e.node);
   cur_ = PackCursor();
   frames_ = bytes_ = 0;
@@ -85,7 +99,7 @@ void Sender::send_results(const FragLayer& e, const LayerReport& r) {
   }
   then_coord_ = false;
   pass_ = Pass::All;
-  fl_ = e;
+  take(e);
   layer_ = uint16_t(e.node);
   cur_ = PackCursor();
   if (!e.partial()) frames_ = bytes_ = 0;  // a reduced layer counts its sums' frames too
@@ -96,11 +110,10 @@ void Sender::send_results(const FragLayer& e, const LayerReport& r) {
 bool Sender::send_inputs(int link, const Send& s) {
   uint8_t* payload = links_->tx() + wire::kHeaderSize;
   // Activations go coded where the plan says so; partial sums never do.
-  const bool coded = (fl_.flags & (kEntryCoded | kEntryMasked)) && !ps_phase_;
-  const PackedFrame f =
-      coded ? pack_coded_inputs_frame(GroupSends(fl_, s), &cur_, base_ + fl_.out_at, payload,
-                                      code_params_for(fl_.desc.out_zp, fl_.desc.act_min, (fl_.flags & kEntryMasked) != 0))
-            : pack_inputs_frame(GroupSends(fl_, s), &cur_, base_ + fl_.out_at, payload);
+  const bool coded = (out_.flags & (kEntryCoded | kEntryMasked)) && !ps_phase_;
+  const GroupSends group(out_.sends, out_.n_sends, s);
+  const PackedFrame f = coded ? pack_coded_inputs_frame(group, &cur_, base_ + out_.out_at, payload, out_.code)
+                              : pack_inputs_frame(group, &cur_, base_ + out_.out_at, payload);
   bytes_ += uint32_t(wire::kHeaderSize + f.payload);
   return links_->send_frame(link, MsgType::Inputs, s.layer, wire::input_offset(s.operand, 0), payload, f.payload,
                             uint16_t((f.last ? wire::kFlagLast : 0) | (coded ? wire::kFlagCoded : 0)), true);
@@ -114,7 +127,7 @@ bool Sender::send_done(int coord) {
   d.peak_ram_bytes = report_.peak;
   d.frames_sent = frames_;
   d.bytes_sent = bytes_;
-  d.outputs = fl_.out_elems;
+  d.outputs = out_.outputs;
   d.output_digest = report_.digest;
   d.wait_us = report_.wait_us;
   d.span_us = port_->now_us() - report_.ready_at_us;
@@ -124,14 +137,14 @@ bool Sender::send_done(int coord) {
   // Direct: DONE is telemetry; the coordinator ACKs a batch of them (every
   // 32, or when our window fills), not each one.
   return links_->send_frame(coord, MsgType::Done, layer_, 0, buf, uint16_t(sizeof buf),
-                            wire::kFlagLast | (fl_.flags & kEntryRunTrigger ? wire::kFlagAckReq : 0), true);
+                            wire::kFlagLast | (out_.flags & kEntryRunTrigger ? wire::kFlagAckReq : 0), true);
 }
 
 bool Sender::pump() {
-  const uint8_t* out = base_ + fl_.out_at;
+  const uint8_t* out = base_ + out_.out_at;
   while (sending_) {
-    if (cur_.i < fl_.n_sends) {
-      const Send s = fl_.send(cur_.i);
+    if (cur_.i < out_.n_sends) {
+      const Send s = send_record(out_.sends, cur_.i);
       const bool to_coord = s.peer == kPeerCoordinator;
       if ((pass_ == Pass::Peers && to_coord) || (pass_ == Pass::Coordinator && !to_coord)) {
         ++cur_.i;

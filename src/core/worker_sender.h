@@ -70,7 +70,20 @@ class Sender {
   Pass pass_ = Pass::All;
   bool then_coord_ = false;  // the peer pass is followed by the coordinator's (send_results came)
   uint16_t layer_ = 0;
-  FragLayer fl_;  // what is sent: the layer's entry (its sum sends in phase 1)
+  // What is sent, taken from the layer's entry when its sending starts (the
+  // entry cache may reuse the entry meanwhile; a whole FragLayer would be
+  // copied for these few fields): its send records (its sum sends in phase
+  // 1) and where the bytes they index lie.
+  struct Outgoing {
+    const uint8_t* sends = nullptr;
+    uint32_t n_sends = 0;
+    uint32_t out_at = 0;
+    uint32_t outputs = 0;  // the layer's out_elems, for its DONE
+    uint8_t flags = 0;     // its kEntry* flags
+    CodeParams code;       // its outputs' coding (kEntryCoded, kEntryMasked)
+  };
+  void take(const FragLayer& e);
+  Outgoing out_;
   PackCursor cur_;  // the next send and its bytes already sent
   uint32_t frames_ = 0;  // frames the results took (a reduced layer counts its sums' too)
   uint32_t bytes_ = 0;   // and their bytes, headers included

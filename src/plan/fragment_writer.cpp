@@ -153,12 +153,12 @@ struct FragWriter {
   // One send record (core/fragment.h): the same for a layer's outputs and
   // for its partial sums.
   void put_send(const core::Send& s) {
-    out.u16(data, s.peer);
-    out.u16(data + 2, s.layer);
-    out.u8(data + 4, s.operand);
-    out.u32(data + 8, s.offset);
-    out.u32(data + 12, s.count);
-    out.u32(data + 16, s.pos);
+    out.u16(data + f::kSendPeer, s.peer);
+    out.u16(data + f::kSendLayer, s.layer);
+    out.u8(data + f::kSendOperand, s.operand);
+    out.u32(data + f::kSendOffset, s.offset);
+    out.u32(data + f::kSendCount, s.count);
+    out.u32(data + f::kSendPos, s.pos);
     data += f::kSendBytes;
   }
 
