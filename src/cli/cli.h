@@ -101,7 +101,8 @@ void check_choice(const char* option, const Range& choices, const std::string& v
 // (plan/strategy.h kStrategies, plan/names.h kRoutes); the commands check the
 // value with plan::check_strategy_name and plan::parse_route, whose error
 // lines name the choices. `fallback`: what a direct plan that needs more
-// links than a board holds does when --route is not given ("" = nothing).
+// links than a board holds, or more RAM where the relay plan fits, does when
+// --route is not given ("" = nothing).
 inline CLI::Option* add_strategy_option(CLI::App& sub, std::string& strategy) {
   return sub.add_option("--strategy", strategy, "split strategy: " + plan::names_help(plan::kStrategies))
       ->capture_default_str();
@@ -109,7 +110,8 @@ inline CLI::Option* add_strategy_option(CLI::App& sub, std::string& strategy) {
 inline CLI::Option* add_route_option(CLI::App& sub, std::string& route, const std::string& fallback) {
   std::string help = plan::names_help(plan::kRoutes);
   if (!fallback.empty())
-    help += "; when not given, a direct plan that needs more links on a board than it holds " + fallback + ", with a note";
+    help += "; when not given, a direct plan that needs more links on a board than it holds, or more RAM than a "
+            "board has where the relay plan fits, " + fallback + ", with a note";
   return sub.add_option("--route", route, help)->capture_default_str();
 }
 
