@@ -11,20 +11,18 @@ using wire::MsgType;
 namespace {
 
 // The sends of one group as core's INPUTS packer reads them: from send
-// `first` on, while peer, layer and operand are those of `first`. Each
-// record is read in place, only the fields the packer asks for.
+// `first` on, while peer, layer and operand are those of `first`, each
+// record read in place.
 class GroupSends final : public PieceSource {
  public:
   GroupSends(const uint8_t* records, uint32_t n, const Send& first) : records_(records), n_(n), first_(first) {}
   bool piece(uint32_t i, PackPiece* p) const override {
     if (i >= n_) return false;
-    const uint8_t* r = records_ + frag::kSendBytes * size_t(i);
-    if (le::get_u16(r + frag::kSendPeer) != first_.peer || le::get_u16(r + frag::kSendLayer) != first_.layer ||
-        r[frag::kSendOperand] != first_.operand)
-      return false;
-    p->offset = le::get_u32(r + frag::kSendOffset);
-    p->count = le::get_u32(r + frag::kSendCount);
-    p->pos = le::get_u32(r + frag::kSendPos);
+    const Send t = send_record(records_, i);
+    if (t.peer != first_.peer || t.layer != first_.layer || t.operand != first_.operand) return false;
+    p->offset = t.offset;
+    p->count = t.count;
+    p->pos = t.pos;
     return true;
   }
 

@@ -71,7 +71,7 @@ bool hardswish_times6(Graph& g, Node& m) {
     if (!clip || clip->op != Op::Clip || clip->lo != 0.f || clip->hi != 6.f || !single_consumer(g, r)) continue;
     Node* add = producer(g, clip->inputs[0]);
     if (!add || add->op != Op::BatchNorm || add->inputs[0] != x || !single_consumer(g, clip->inputs[0])) continue;
-    if (!affine_is(affine_of(*add), 1.0, 3.0) || g.shape(x).c != g.shape(r).c) continue;
+    if (!affine_is(affine_of(*add), 1.0, 3.0)) continue;
     const size_t C = size_t(g.shape(x).c);
     clip->op = Op::Identity;
     add->op = Op::Identity;
@@ -186,9 +186,9 @@ Graph fold(const Graph& src, FoldStats* stats) {
   for (auto& n : g.nodes) {
     if ((n.op != Op::Relu && n.op != Op::Clip) || !n.post_s.empty()) continue;
     const int x = n.inputs[0];
-    const int p = g.tensors[x].producer;
-    if (p < 0 || !single_consumer(g, x)) continue;
-    Node& prod = g.nodes[p];
+    Node* pp = producer(g, x);
+    if (!pp || !single_consumer(g, x)) continue;
+    Node& prod = *pp;
     const bool fusable = prod.op == Op::Conv || prod.op == Op::ConvTranspose || prod.op == Op::Gemm || prod.op == Op::Add;
     if (!fusable || prod.act != Act::None) continue;
     if (n.op == Op::Relu) {
