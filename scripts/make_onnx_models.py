@@ -411,6 +411,59 @@ class LCNetMini(nn.Module):
         return self.fc(self.post_bn(x).mean([2, 3]))
 
 
+class RSELayer(nn.Module):
+    """PP-OCRv4's neck layer: a convolution, then a squeeze-excite gate added
+    back to its input, y + y * hardsigmoid(...) (the importer folds it to one
+    Mul by the gate plus one)."""
+
+    def __init__(self, cin, cout, k):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, 1, k // 2, bias=False)
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(cout, max(cout // 4, 2), 1), nn.ReLU(),
+                                nn.Conv2d(max(cout // 4, 2), cout, 1), nn.Hardsigmoid())
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y + y * self.se(y)
+
+
+class RSEFPN(nn.Module):
+    """A small PP-OCRv4 detector neck and head: four strided stages, an RSE
+    layer per level to one width, a top-down path (nearest Resize and Add),
+    3x3 RSE layers to a quarter of it, every level upsampled to the largest
+    and concatenated, a convolution and two ConvTranspose steps to a sigmoid
+    map of the input's size."""
+
+    def __init__(self):
+        super().__init__()
+
+        def cbh(cin, cout, s):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, s, 1, bias=False), nn.BatchNorm2d(cout), nn.Hardswish())
+
+        self.s2 = nn.Sequential(cbh(3, 8, 2), cbh(8, 8, 2))  # 8 x H/4
+        self.s3, self.s4, self.s5 = cbh(8, 12, 2), cbh(12, 16, 2), cbh(16, 24, 2)
+        self.ins = nn.ModuleList(RSELayer(c, 16, 1) for c in (8, 12, 16, 24))
+        self.inp = nn.ModuleList(RSELayer(16, 4, 3) for _ in range(4))
+        self.head = nn.Sequential(nn.Conv2d(16, 4, 3, 1, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+                                  nn.ConvTranspose2d(4, 4, 2, 2), nn.BatchNorm2d(4), nn.ReLU(),
+                                  nn.ConvTranspose2d(4, 1, 2, 2))
+
+    def forward(self, x):
+        c2 = self.s2(x)
+        c3 = self.s3(c2)
+        c4 = self.s4(c3)
+        c5 = self.s5(c4)
+        in2, in3, in4, in5 = (m(c) for m, c in zip(self.ins, (c2, c3, c4, c5)))
+        out4 = in4 + F.interpolate(in5, scale_factor=2, mode="nearest")
+        out3 = in3 + F.interpolate(out4, scale_factor=2, mode="nearest")
+        out2 = in2 + F.interpolate(out3, scale_factor=2, mode="nearest")
+        p5, p4, p3, p2 = (m(o) for m, o in zip(self.inp[::-1], (in5, out4, out3, out2)))
+        p5 = F.interpolate(p5, scale_factor=8, mode="nearest")
+        p4 = F.interpolate(p4, scale_factor=4, mode="nearest")
+        p3 = F.interpolate(p3, scale_factor=2, mode="nearest")
+        return torch.sigmoid(self.head(torch.cat([p5, p4, p3, p2], dim=1)))
+
+
 def mobilenet_v3_small_half():
     setting, last = tv_mobilenetv3._mobilenet_v3_conf(
         "mobilenet_v3_small", width_mult=0.5, reduced_tail=True)
@@ -434,6 +487,7 @@ MODELS = {
     "unet_small": (UNetSmall, 32, 13),
     "transpose": (TransposeNet, 24, 13),
     "lcnet": (LCNetMini, 32, 13),
+    "rsefpn": (RSEFPN, 64, 13),
     "unet_small_dyn": (UNetSmall, 32, 13),  # symbolic H and W (dynamic sizes)
 }
 

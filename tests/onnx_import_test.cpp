@@ -217,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchModel,
                          ::testing::Values("mobilenet_v2", "mobilenet_v3_small", "squeezenet_mini", "resnet_small",
                                            "mnasnet", "tiny", "tiny_opset10", "shufflenet_v2", "slices",
                                            "slices_opset11", "activations", "shuffle", "unet_small", "transpose",
-                                           "lcnet"));
+                                           "lcnet", "rsefpn"));
 
 TEST(OnnxImport, ResidualEdgesInResNet) {
   Graph g = import_onnx(kDataDir + "resnet_small.onnx");
@@ -354,6 +354,80 @@ TEST(OnnxImport, WrittenOutHardswishAndAffinesFoldToOneLayer) {
     if (n.op == Op::Conv && n.groups == f.shape(n.output).c && n.kh == 1) {
       EXPECT_EQ(f.nodes[size_t(f.tensors[n.inputs[0]].producer)].op, Op::Add) << n.name;
     }
+}
+
+// PP-OCRv4's neck as the rsefpn test model has it: eight RSE layers, each a
+// convolution y and y + y * HardSigmoid(SE(y)). Folded, each is y times the
+// gate plus one: the HardSigmoid's post-affine adds 1, the Add goes; the
+// four top-down Adds (two maps, no gate) stay. The float result still
+// matches torch (MatchesTorchAfterFold).
+TEST(OnnxImport, ResidualGateFoldsIntoTheGatesMul) {
+  const Graph g = import_onnx(kDataDir + "rsefpn.onnx");
+  FoldStats st;
+  const Graph f = fold(g, &st);
+  EXPECT_EQ(st.residual_gates, 8);
+  EXPECT_EQ(count_ops(g, Op::Add), 11);
+  EXPECT_EQ(count_ops(f, Op::Add), 3);
+  EXPECT_EQ(count_ops(f, Op::Mul), 8);
+  EXPECT_EQ(int(f.nodes.size()), int(g.nodes.size()) - 8 - count_ops(g, Op::BatchNorm) - st.activations_fused);
+  for (const Node& n : f.nodes) {
+    if (n.op != Op::HardSigmoid) continue;
+    ASSERT_EQ(n.post_t.size(), size_t(f.shape(n.output).c)) << n.name;
+    for (size_t c = 0; c < n.post_t.size(); ++c) {
+      EXPECT_EQ(n.post_s[c], 1.f);
+      EXPECT_EQ(n.post_t[c], 1.f);
+    }
+    const auto& users = f.tensors[n.output].consumers;
+    ASSERT_EQ(users.size(), 1u);
+    EXPECT_EQ(f.nodes[size_t(users[0])].op, Op::Mul);
+  }
+}
+
+// x + x * g by hand: folded when the gate g is a per-channel activation read
+// only by the Mul (same float result), left alone when the gate has another
+// reader, when the Add adds another map, or when the gate is not per channel.
+Graph gate_graph(int variant) {
+  Graph g;
+  g.input = g.add_tensor("x", {3, 4, 4});
+  auto node = [&](Op op, std::vector<int> in, Shape out, const char* name) {
+    Node n;
+    n.op = op;
+    n.name = name;
+    n.inputs = std::move(in);
+    n.output = g.add_tensor(std::string(name) + "_out", out);
+    if (op == Op::HardSigmoid) n.alpha = 0.2f, n.beta_hs = 0.5f;
+    g.add_node(n);
+    return n.output;
+  };
+  const int x = node(Op::Relu, {g.input}, {3, 4, 4}, "x0");
+  const int pooled = variant == 3 ? x : node(Op::GlobalAvgPool, {x}, {3, 1, 1}, "gap");
+  const Shape gs = variant == 3 ? Shape{3, 4, 4} : Shape{3, 1, 1};
+  const int gate = node(Op::HardSigmoid, {pooled}, gs, "gate");
+  const int m = node(Op::Mul, {x, gate}, {3, 4, 4}, "mul");
+  const int other = variant == 2 ? node(Op::Relu, {g.input}, {3, 4, 4}, "other") : x;
+  int y = node(Op::Add, {m, other}, {3, 4, 4}, "add");
+  if (variant == 1) y = node(Op::Mul, {y, gate}, {3, 4, 4}, "again");
+  g.output = y;
+  g.validate();
+  return g;
+}
+
+TEST(OnnxImport, ResidualGateFoldsOnlyAPerChannelGateOfTheSameMap) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  std::vector<float> in(48);
+  for (float& v : in) v = u(rng);
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    const Graph g = gate_graph(variant);
+    FoldStats st;
+    const Graph f = fold(g, &st);
+    EXPECT_EQ(st.residual_gates, variant == 0 ? 1 : 0);
+    EXPECT_EQ(count_ops(f, Op::Add), variant == 0 ? 0 : 1);
+    const std::vector<float> a = run_float(g, in), b = run_float(f, in);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f) << i;
+  }
 }
 
 TEST(OnnxImport, InputSizeOverride) {

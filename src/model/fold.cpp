@@ -84,6 +84,34 @@ bool hardswish_times6(Graph& g, Node& m) {
   return false;
 }
 
+// a = Add(x, Mul(x, g)) (either operand order in both), where g is a
+// per-channel gate (C x 1 x 1, x's channels) made by an activation, and the
+// Mul and the activation read by nothing else: x + x * g = x * (g + 1), so
+// the activation's post-affine adds 1 and the Mul's result is a's (a
+// squeeze-excite block with a residual, as PP-OCRv4's RSE layers write it).
+bool residual_gate(Graph& g, Node& a) {
+  if (a.op != Op::Add || a.inputs.size() != 2 || a.act != Act::None) return false;
+  for (int k = 0; k < 2; ++k) {
+    const int x = a.inputs[size_t(k)], m_out = a.inputs[size_t(1 - k)];
+    Node* m = producer(g, m_out);
+    if (!m || m->op != Op::Mul || m->inputs.size() != 2 || !single_consumer(g, m_out)) continue;
+    const int j = m->inputs[0] == x ? 1 : m->inputs[1] == x ? 0 : -1;
+    if (j < 0) continue;
+    const int gate = m->inputs[size_t(j)];
+    Node* act = producer(g, gate);
+    const Shape gs = g.shape(gate), xs = g.shape(x);
+    if (!act || !is_activation(act->op) || !single_consumer(g, gate)) continue;
+    if (gs.c != xs.c || gs.h != 1 || gs.w != 1) continue;
+    const size_t C = size_t(gs.c);
+    if (act->post_s.empty()) act->post_s.assign(C, 1.f), act->post_t.assign(C, 0.f);
+    for (size_t c = 0; c < C; ++c) act->post_t[c] += 1.f;
+    a.op = Op::Identity;
+    a.inputs = {m_out};
+    return true;
+  }
+  return false;
+}
+
 // One fold of BatchNorm n into its producer (step 3); false if none applies.
 bool fold_affine(Graph& g, Node& n, FoldStats* st) {
   const int x = n.inputs[0];
@@ -180,6 +208,11 @@ Graph fold(const Graph& src, FoldStats* stats) {
     n.gamma.clear(); n.beta.clear(); n.mean.clear(); n.var.clear();
     ++st.batchnorm_as_conv;
   }
+  g.compact();
+
+  // 3b. x + x * g, g a per-channel gate from an activation: x * (g + 1).
+  for (auto& a : g.nodes)
+    if (residual_gate(g, a)) ++st.residual_gates;
   g.compact();
 
   // 4. Relu/Clip into Conv/Gemm/Add.

@@ -11,6 +11,7 @@ struct FoldStats {
   int affines_composed = 0;    // a BatchNorm into the BatchNorm before it
   int affines_into_activation = 0;  // into the activation before it (post-affine)
   int hardswish_found = 0;     // x * Clip(x + 3, 0, 6) as one HardSwish
+  int residual_gates = 0;      // x + x * g as x * (g + 1)
   int activations_fused = 0;   // Relu/Clip merged into their producer
   int pads_merged = 0;         // zero Pad merged into the next Conv
   int removed = 0;             // Flatten/Identity dropped
@@ -25,6 +26,9 @@ struct FoldStats {
 //    composition) or into a preceding activation's post-affine, when that
 //    producer's output feeds nothing else; a BatchNorm left over becomes a
 //    depthwise 1x1 Conv;
+//  - x + x * g, where the per-channel gate g (C x 1 x 1) comes from an
+//    activation read only by that Mul, is x * (g + 1): the activation's
+//    post-affine adds 1 and the Add goes;
 //  - Relu / Clip following a Conv, Gemm or Add that has no other consumer is
 //    fused into it (Node::act);
 //  - a zero Pad feeding only Convs is merged into their padding;
