@@ -52,20 +52,55 @@ std::vector<int> place_in_place(const QGraph& q, WorkerPlan& wp) {
 }
 
 
+// One buffer of a worker's arena: bytes, in use from layer `from` to `to`
+// (both included), its offset once placed and where the plan keeps it.
+struct Buf {
+  int64_t bytes;
+  int from, to;
+  uint32_t* at;
+  int64_t placed = -1;
+};
+
+// Places the buffers in the order given, each at the lowest offset where it
+// overlaps no placed buffer in use at the same time; returns the top.
+int64_t first_fit(std::vector<Buf>& v) {
+  int64_t top = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    // Candidate offsets: 0 and the end of every placed buffer alive together.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j = 0; j < i; ++j)
+      if (v[j].from <= v[i].to && v[i].from <= v[j].to) busy.emplace_back(v[j].placed, v[j].placed + v[j].bytes);
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& b : busy) {
+      if (at + v[i].bytes <= b.first) break;
+      at = std::max(at, b.second);
+    }
+    v[i].placed = at;
+    top = std::max(top, at + v[i].bytes);
+  }
+  return top;
+}
+
+int64_t held(const Buf& b) { return int64_t(b.to - b.from + 1); }
+
+// The orders first_fit tries (layout_worker keeps the lowest top).
+using BufOrder = bool (*)(const Buf&, const Buf&);
+const BufOrder kOrders[] = {
+    [](const Buf& a, const Buf& b) { return a.from < b.from; },
+    [](const Buf& a, const Buf& b) { return a.bytes > b.bytes; },
+    [](const Buf& a, const Buf& b) { return a.bytes * held(a) > b.bytes * held(b); },
+    [](const Buf& a, const Buf& b) { return held(a) > held(b) || (held(a) == held(b) && a.bytes > b.bytes); },
+};
+
 }  // namespace
 
 namespace steps {
 
 // The arena plan of one worker: every buffer gets an offset such that buffers
-// in use at the same layer never overlap (first fit, in layer order); each
+// in use at the same layer never overlap (first fit, the best of kOrders); each
 // layer's ram_bytes is the top of what is in use while it runs.
 void layout_worker(const QGraph& q, WorkerPlan& wp) {
-  struct Buf {
-    int64_t bytes;
-    int from, to;
-    uint32_t* at;
-    int64_t placed = -1;
-  };
   const std::vector<int> home = place_in_place(q, wp);
   const std::vector<streams::Chain> chains = streams::lay_out(q, wp, home);
   std::vector<Buf> bufs;
@@ -94,31 +129,21 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
   for (const streams::Chain& c : chains)
     for (Buf& b : bufs)
       if (b.at == &wp.layers[size_t(c.last)].out_at) b.from = std::min(b.from, c.first);
-  // First fit in two orders, keeping the one with the lower peak: by first
-  // use (layer order), and by size, largest first (a big window placed
-  // first leaves no hole under it that a later, larger buffer cannot use).
-  auto place = [&](std::vector<Buf>& v) {
-    int64_t top = 0;
-    for (size_t i = 0; i < v.size(); ++i) {
-      // Candidate offsets: 0 and the end of every placed buffer alive together.
-      std::vector<std::pair<int64_t, int64_t>> busy;
-      for (size_t j = 0; j < i; ++j)
-        if (v[j].from <= v[i].to && v[i].from <= v[j].to) busy.emplace_back(v[j].placed, v[j].placed + v[j].bytes);
-      std::sort(busy.begin(), busy.end());
-      int64_t at = 0;
-      for (const auto& b : busy) {
-        if (at + v[i].bytes <= b.first) break;
-        at = std::max(at, b.second);
-      }
-      v[i].placed = at;
-      top = std::max(top, at + v[i].bytes);
-    }
-    return top;
-  };
-  std::vector<Buf> by_size = bufs;
-  std::stable_sort(bufs.begin(), bufs.end(), [](const Buf& a, const Buf& b) { return a.from < b.from; });
-  std::stable_sort(by_size.begin(), by_size.end(), [](const Buf& a, const Buf& b) { return a.bytes > b.bytes; });
-  if (place(by_size) < place(bufs)) bufs = std::move(by_size);
+  // First fit in several orders, keeping the one with the lowest peak: by
+  // first use (layer order); by size, largest first (a big window placed
+  // first leaves no hole under it that a later, larger buffer cannot use);
+  // by bytes x layers held, largest first, and by layers held, longest
+  // first (the long-lived maps low, where nothing short-lived must step
+  // over them: PP-OCRv4's neck keeps its levels' maps across many layers).
+  int64_t best = -1;
+  std::vector<Buf> chosen;
+  for (const auto& order : kOrders) {
+    std::vector<Buf> v = bufs;
+    std::stable_sort(v.begin(), v.end(), order);
+    const int64_t top = first_fit(v);
+    if (best < 0 || top < best) best = top, chosen = std::move(v);
+  }
+  bufs = std::move(chosen);
   for (Buf& b : bufs) *b.at = uint32_t(b.placed);
   // Outputs in place: where their first element sits in the home window.
   for (LayerShare& ls : wp.layers) {
