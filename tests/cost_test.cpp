@@ -663,9 +663,27 @@ TEST(ProtocolCpu, PricedByDefaultAndOnlyAddingTime) {
   EXPECT_FALSE(tm.protocol.zero());  // the Teensy 4.1's timing has its measured prices
   EXPECT_EQ(tm.protocol.per_layer, c.per_layer);
   tm.protocol = core::ProtocolCost();
-  const double base = sim::simulate(q, p, s.testbed, tm).total_s;
+  const sim::SimResult ideal = sim::simulate(q, p, s.testbed, tm);
   tm.protocol = c;
-  EXPECT_GT(sim::simulate(q, p, s.testbed, tm).total_s, base);
+  const sim::SimResult priced = sim::simulate(q, p, s.testbed, tm);
+  EXPECT_GT(priced.total_s, ideal.total_s);
+  // Per board, the breakdown by price (simulate --json's protocol_s) is what
+  // the prices add to its compute (the layers, the frames and bytes it
+  // sends and receives, its outputs' digest: something on every board of a
+  // split), and the ideal board has none of it.
+  ASSERT_EQ(priced.boards.size(), ideal.boards.size());
+  for (size_t b = 0; b < priced.boards.size(); ++b) {
+    double sum = 0;
+    for (int i = 0; i < core::kNumProtocolPrices; ++i) {
+      const std::string name = core::kProtocolPrices[i].name;
+      if (name == "per_layer" || name == "per_send" || name == "per_net_byte" || name == "per_out_byte") {
+        EXPECT_GT(priced.boards[b].protocol_s[i], 0.0) << "board " << b << " " << name;
+      }
+      EXPECT_EQ(ideal.boards[b].protocol_s[i], 0.0);
+      sum += priced.boards[b].protocol_s[i];
+    }
+    EXPECT_NEAR(sum, priced.boards[b].compute_s - ideal.boards[b].compute_s, 1e-9 + 1e-9 * sum) << "board " << b;
+  }
 
   const fs::path tmp = fs::temp_directory_path() / ("ts_protocol_" + std::to_string(getpid()));
   fs::create_directories(tmp);

@@ -27,6 +27,24 @@ struct LayerWork {
   uint64_t out_bytes = 0;    // output bytes computed (each is digested)
 };
 
+// The prices a board type's protocol CPU is priced by, in the order cost
+// files, reports and price_counts list them.
+constexpr int kNumProtocolPrices = 7;
+
+// What each price multiplies for one layer's work, in that order: the layer
+// itself (1 if the board computes it, else every count is 0), local runs,
+// received runs, send records, network bytes, local bytes, output bytes.
+inline void price_counts(const LayerWork& w, double out[kNumProtocolPrices]) {
+  const double a = w.active ? 1.0 : 0.0;
+  out[0] = a;
+  out[1] = a * w.local_runs;
+  out[2] = a * w.recv_runs;
+  out[3] = a * w.sends;
+  out[4] = a * double(w.net_bytes);
+  out[5] = a * double(w.local_bytes);
+  out[6] = a * double(w.out_bytes);
+}
+
 // A board type's protocol prices in instructions (the firmware's, outside the
 // kernels, network controller copies excluded), per layer it computes, per
 // piece and per byte. All zero: no protocol CPU (the ideal board).
@@ -35,21 +53,17 @@ struct ProtocolCost {
          per_out_byte = 0;
   bool zero() const;
   // Instructions for one layer's work (0 for a layer the board does not compute).
-  double instructions(const LayerWork& w) const {
-    if (!w.active) return 0;
-    return per_layer + per_local_run * w.local_runs + per_recv_run * w.recv_runs + per_send * w.sends +
-           per_net_byte * double(w.net_bytes) + per_local_byte * double(w.local_bytes) +
-           per_out_byte * double(w.out_bytes);
-  }
+  double instructions(const LayerWork& w) const;
 };
 
 // The prices by name, as cost files and reports spell them
-// (data/costs/<type>.json "protocol_instructions", scripts/protocol_fit.py).
+// (data/costs/<type>.json "protocol_instructions", scripts/protocol_fit.py),
+// in price_counts' order.
 struct ProtocolPrice {
   const char* name;
   double ProtocolCost::*price;
 };
-constexpr ProtocolPrice kProtocolPrices[] = {
+constexpr ProtocolPrice kProtocolPrices[kNumProtocolPrices] = {
     {"per_layer", &ProtocolCost::per_layer},         {"per_local_run", &ProtocolCost::per_local_run},
     {"per_recv_run", &ProtocolCost::per_recv_run},   {"per_send", &ProtocolCost::per_send},
     {"per_net_byte", &ProtocolCost::per_net_byte},   {"per_local_byte", &ProtocolCost::per_local_byte},
@@ -59,6 +73,14 @@ inline bool ProtocolCost::zero() const {
   for (const ProtocolPrice& p : kProtocolPrices)
     if (this->*p.price != 0) return false;
   return true;
+}
+
+inline double ProtocolCost::instructions(const LayerWork& w) const {
+  double c[kNumProtocolPrices];
+  price_counts(w, c);
+  double sum = 0;
+  for (int i = 0; i < kNumProtocolPrices; ++i) sum += this->*kProtocolPrices[i].price * c[i];
+  return sum;
 }
 
 // The counts of a fragment entry (what the board reads).

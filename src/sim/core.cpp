@@ -131,6 +131,10 @@ void summarise(SimResult& res, const plan::Plan& p, const Links& links, const Ti
       if (!r.active) continue;
       br.compute_s += r.compute_s;
       br.peak_ram_bytes = std::max(br.peak_ram_bytes, r.peak_ram_bytes);
+      double counts[core::kNumProtocolPrices];
+      core::price_counts(plan::layer_work(wp.layers[node]), counts);
+      for (int i = 0; i < core::kNumProtocolPrices; ++i)
+        br.protocol_s[i] += m.protocol.*core::kProtocolPrices[i].price * counts[i] / links.clock_hz[size_t(b)];
     }
     const double mcycles = double(br.macs) * m.cycles_per_mac / 1e6;
     br.k1 = mcycles > 0 ? double(br.bytes_out) / plan::kBytesPerKB / mcycles : 0.0;

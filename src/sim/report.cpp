@@ -91,9 +91,12 @@ nlohmann::json to_json(const RunRecord& r, bool per_board) {
         compute.push_back(bl.compute_s);
         done.push_back(bl.done_s);
       }
+      nlohmann::json protocol = nlohmann::json::object();
+      for (int i = 0; i < core::kNumProtocolPrices; ++i) protocol[core::kProtocolPrices[i].name] = br.protocol_s[i];
       boards.push_back({{"id", br.board_id},
                         {"clock_mhz", br.clock_mhz},
                         {"compute_s", br.compute_s},
+                        {"protocol_s", protocol},
                         {"communication_s", br.comm_s},
                         {"active_s", br.active_s},
                         {"macs", br.macs},

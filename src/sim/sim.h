@@ -158,6 +158,9 @@ struct BoardResult {
   double k1 = 0;             // eq. 2: KB of output per Mcycle of its work
   double kc = 0;             // (in + out) / out
   double eq1_s = 0;          // eq. 1 with its W, f, d, B, K1, Kc
+  // Of compute_s: its CPU outside the kernels (TimingModel::protocol), per
+  // price in core::kProtocolPrices' order (the plan's counts x the price).
+  double protocol_s[core::kNumProtocolPrices] = {};
 };
 
 struct SimResult {
