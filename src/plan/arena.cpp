@@ -51,7 +51,6 @@ std::vector<int> place_in_place(const QGraph& q, WorkerPlan& wp) {
   return home;
 }
 
-
 // One buffer of a worker's arena: bytes, in use from layer `from` to `to`
 // (both included), its offset once placed and where the plan keeps it.
 struct Buf {
