@@ -15,6 +15,7 @@ struct FoldStats {
   int activations_fused = 0;   // Relu/Clip merged into their producer
   int pads_merged = 0;         // zero Pad merged into the next Conv
   int removed = 0;             // Flatten/Identity dropped
+  int reordered = 0;           // nodes that run at another place in the order
 };
 
 // Returns an equivalent graph where:
@@ -32,7 +33,10 @@ struct FoldStats {
 //  - Relu / Clip following a Conv, Gemm or Add that has no other consumer is
 //    fused into it (Node::act);
 //  - a zero Pad feeding only Convs is merged into their padding;
-//  - Flatten and Identity disappear (a Gemm reads its input in C-H-W order).
+//  - Flatten and Identity disappear (a Gemm reads its input in C-H-W order);
+//  - the nodes run in an order that holds fewer activation bytes, where
+//    there is one: a node that frees more than it makes (the last reader of
+//    inputs larger than its output) runs as soon as it can.
 // The float executor computes the same function on either graph (tested).
 Graph fold(const Graph& g, FoldStats* stats = nullptr);
 
