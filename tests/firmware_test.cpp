@@ -574,13 +574,17 @@ TEST_F(FirmwareTest, AKilledQemuBoardFailsOverWithPatchesAndResumes) {
   EXPECT_EQ(f.at("board").get<int>(), 1);
   EXPECT_EQ(f.at("boards_left").get<int>(), 2);
   EXPECT_LT(f.at("redeployed_bytes").get<double>(), 0.5 * f.at("full_deploy_bytes").get<double>()) << f.dump();
-  // Every layer before the one the board died in was kept: a board pushes
-  // its DONE reports out (Port::flush: its send queue and lwIP's segments)
-  // before each compute. The inference resumes there, or at the first layer
-  // of the new plan's streamed chain that holds it (a chain runs whole).
-  EXPECT_EQ(f.at("kept_layers").get<int>(), 20) << f.dump();
-  EXPECT_GT(f.at("resumed_at_layer").get<int>(), 0) << f.dump();
-  EXPECT_LE(f.at("resumed_at_layer").get<int>(), 20) << f.dump();
+  // The layers kept are those every board had reported (DONE) when board 1
+  // died at layer 20: a board pushes its DONE reports out (Port::flush: its
+  // send queue and lwIP's segments) before each compute, but on the direct
+  // route board 1 may be a layer or two ahead of the boards it takes halos
+  // from (a loaded machine: 18 kept), so at most 20, not exactly. The
+  // inference resumes there, or at the first layer of the new plan's
+  // streamed chain that holds it (a chain runs whole).
+  const int kept = f.at("kept_layers").get<int>(), resumed = f.at("resumed_at_layer").get<int>();
+  EXPECT_LE(kept, 20) << f.dump();
+  EXPECT_GT(resumed, 0) << f.dump();
+  EXPECT_LE(resumed, kept) << f.dump();
   EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
   EXPECT_EQ(j.at("size").get<int>(), 224);
   for (const auto& w : j.at("per_worker"))
