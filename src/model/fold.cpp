@@ -181,12 +181,21 @@ Live live_bytes(const Graph& g, const std::vector<int>& order) {
 // own order, and never more at its peak.
 std::vector<int> memory_order(const Graph& g) {
   const size_t N = g.nodes.size();
-  std::vector<int> left(g.tensors.size(), 0), waiting(N, 0);
+  std::vector<int> left(g.tensors.size(), 0), waiting(N, 0);  // reads to come; inputs not yet made
   for (size_t i = 0; i < N; ++i)
     for (int t : g.nodes[i].inputs) {
       ++left[size_t(t)];
       if (g.tensors[size_t(t)].producer >= 0) ++waiting[i];
     }
+  // Bytes node n adds if it runs now: its output, less each input it reads last.
+  auto adds = [&](const Node& n) {
+    int64_t add = g.shape(n.output).size();
+    const auto in = n.inputs.begin();
+    for (auto it = in; it != n.inputs.end(); ++it)
+      if (std::find(in, it, *it) == it && *it != g.output && left[size_t(*it)] == std::count(in, n.inputs.end(), *it))
+        add -= g.shape(*it).size();
+    return add;
+  };
   std::vector<char> done(N, 0);
   std::vector<int> order;
   for (size_t step = 0; step < N; ++step) {
@@ -194,27 +203,34 @@ std::vector<int> memory_order(const Graph& g) {
     int64_t best_add = 0;
     for (size_t i = 0; i < N; ++i) {
       if (done[i] || waiting[i] > 0) continue;
-      const Node& n = g.nodes[i];
-      int64_t add = g.shape(n.output).size();
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const int t = n.inputs[k];
-        bool again = false;  // the same tensor twice: freed once
-        for (size_t j = 0; j < k; ++j) again = again || n.inputs[j] == t;
-        int uses = 0;
-        for (int u : n.inputs) uses += u == t;
-        if (!again && left[size_t(t)] == uses && t != g.output) add -= g.shape(t).size();
-      }
+      const int64_t add = adds(g.nodes[i]);
       // The first in the graph's order, unless a node frees more than it makes.
-      if (best < 0 || (add < 0 && add < best_add)) best = int(i), best_add = std::min<int64_t>(add, 0);
+      if (best < 0 || add < std::min<int64_t>(best_add, 0)) best = int(i), best_add = add;
     }
+    const Node& n = g.nodes[size_t(best)];
     done[size_t(best)] = 1;
     order.push_back(best);
-    for (int t : g.nodes[size_t(best)].inputs) --left[size_t(t)];
-    for (int c : g.tensors[size_t(g.nodes[size_t(best)].output)].consumers)
-      for (int t : g.nodes[size_t(c)].inputs)
-        if (t == g.nodes[size_t(best)].output) --waiting[size_t(c)];
+    for (int t : n.inputs) --left[size_t(t)];
+    // consumers lists a reader once per operand it reads the tensor as, as waiting counts it.
+    for (int c : g.tensors[size_t(n.output)].consumers) --waiting[size_t(c)];
   }
   return order;
+}
+
+// Step 6 of fold: g's nodes in memory_order where it holds fewer bytes over
+// the nodes and never more at once than g's own order.
+void reorder_for_memory(Graph& g, FoldStats* st) {
+  g.validate();
+  std::vector<int> own(g.nodes.size());
+  for (size_t i = 0; i < own.size(); ++i) own[i] = int(i);
+  const std::vector<int> order = memory_order(g);
+  const Live mine = live_bytes(g, order), theirs = live_bytes(g, own);
+  if (mine.peak > theirs.peak || mine.sum >= theirs.sum) return;
+  std::vector<Node> nodes;
+  for (int i : order) nodes.push_back(std::move(g.nodes[size_t(i)]));
+  for (size_t i = 0; i < order.size(); ++i) st->reordered += order[i] != int(i);
+  g.nodes = std::move(nodes);
+  g.validate();
 }
 
 }  // namespace
@@ -318,18 +334,7 @@ Graph fold(const Graph& src, FoldStats* stats) {
   g.compact();
 
   // 6. A node order that holds fewer activations, where there is one.
-  g.validate();
-  std::vector<int> own(g.nodes.size());
-  for (size_t i = 0; i < own.size(); ++i) own[i] = int(i);
-  const std::vector<int> order = memory_order(g);
-  const Live mine = live_bytes(g, order), theirs = live_bytes(g, own);
-  if (mine.peak <= theirs.peak && mine.sum < theirs.sum) {
-    std::vector<Node> nodes;
-    for (int i : order) nodes.push_back(std::move(g.nodes[size_t(i)]));
-    for (size_t i = 0; i < order.size(); ++i) st.reordered += order[i] != int(i);
-    g.nodes = std::move(nodes);
-    g.validate();
-  }
+  reorder_for_memory(g, &st);
   if (stats) *stats = st;
   return g;
 }
