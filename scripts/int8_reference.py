@@ -290,10 +290,20 @@ def op_add(n, xs, what):
     ls = n["left_shift"]
     if not 0 <= ls <= 30:
         raise RefError(f"{what}: left shift {ls} outside 0..30")
+    a, b = xs
+    sh, sw = n["sh"], n["sw"]
+    if (sh, sw) != (1, 1):
+        # The second operand read nearest-upsampled by whole factors: (y, x)
+        # reads (y // sh, x // sw).
+        if (b.shape[0], b.shape[1] * sh, b.shape[2] * sw) != a.shape:
+            raise RefError(f"{what}: Add operand {b.shape} upsampled {sh}x{sw} is not {a.shape}")
+        b = np.repeat(np.repeat(b, sh, axis=1), sw, axis=2)
+    elif b.shape != a.shape:
+        raise RefError(f"{what}: Add operand shapes {a.shape} and {b.shape}")
     parts = []
-    for k in range(2):
+    for k, x in enumerate((a, b)):
         s = n["slots"][k]
-        v = check_i32((xs[k].astype(np.int64) - s["zp"]) * (1 << ls), what)
+        v = check_i32((x.astype(np.int64) - s["zp"]) * (1 << ls), what)
         parts.append(mbqm(v, s["mult"], s["shift"]))
     lo, hi = clamp_bounds(n)
     return requant(parts[0] + parts[1], n["out_mult"], n["out_shift"], n["out_zp"], lo, hi, what)

@@ -359,8 +359,9 @@ TEST(OnnxImport, WrittenOutHardswishAndAffinesFoldToOneLayer) {
 // PP-OCRv4's neck as the rsefpn test model has it: eight RSE layers, each a
 // convolution y and y + y * HardSigmoid(SE(y)). Folded, each is y times the
 // gate plus one: the HardSigmoid's post-affine adds 1, the Add goes; the
-// four top-down Adds (two maps, no gate) stay. The float result still
-// matches torch (MatchesTorchAfterFold).
+// three top-down Adds (two maps, no gate) stay, each reading its coarser
+// level upsampled (the nearest Resize before it folded in). The float result
+// still matches torch (MatchesTorchAfterFold).
 TEST(OnnxImport, ResidualGateFoldsIntoTheGatesMul) {
   const Graph g = import_onnx(kDataDir + "rsefpn.onnx");
   FoldStats st;
@@ -369,7 +370,9 @@ TEST(OnnxImport, ResidualGateFoldsIntoTheGatesMul) {
   EXPECT_EQ(count_ops(g, Op::Add), 11);
   EXPECT_EQ(count_ops(f, Op::Add), 3);
   EXPECT_EQ(count_ops(f, Op::Mul), 8);
-  EXPECT_EQ(int(f.nodes.size()), int(g.nodes.size()) - 8 - count_ops(g, Op::BatchNorm) - st.activations_fused);
+  EXPECT_EQ(st.upsamples_into_add, 3);
+  EXPECT_EQ(int(f.nodes.size()),
+            int(g.nodes.size()) - 8 - count_ops(g, Op::BatchNorm) - st.activations_fused - st.upsamples_into_add);
   for (const Node& n : f.nodes) {
     if (n.op != Op::HardSigmoid) continue;
     ASSERT_EQ(n.post_t.size(), size_t(f.shape(n.output).c)) << n.name;

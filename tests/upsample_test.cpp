@@ -1,6 +1,8 @@
 // Upsampling ops (Resize nearest/bilinear in every coordinate mode,
-// ConvTranspose): the planner's exact input needs against brute force from
-// the definitions (docs/int8.md), the input box holding them, and real runs
+// ConvTranspose, an Add reading its second operand upsampled): the planner's
+// exact input needs against brute force from the definitions (docs/int8.md),
+// the input box holding them; the fold of a nearest Resize into the Add that
+// reads it (the same float function, the same int8 values); and real runs
 // of the FPN/U-Net test model (tests/data/onnx/unet_small*.onnx) on 1, 3 and
 // 8 host boards with every strategy family, bit-exact against the int8
 // reference; a symbolic input size the model cannot take is one line.
@@ -13,6 +15,8 @@
 
 #include "core/op.h"
 #include "core/ops/resize.h"
+#include "model/float_exec.h"
+#include "model/fold.h"
 #include "plan/needs.h"
 #include "plan/plan.h"
 #include "support/run_json.h"
@@ -154,6 +158,175 @@ TEST(UpsampleNeeds, ConvTransposeMatchesBruteForce) {
     const QGraph q = one_node(QOp::ConvTranspose, g, Shape{4, H, W}, out);
     check_needs(q, rng, "ConvTranspose k" + std::to_string(t.k) + " s" + std::to_string(t.s) + " p" +
                             std::to_string(t.pt) + "," + std::to_string(t.pb) + " g" + std::to_string(t.groups));
+  }
+}
+
+// An Add of (c, h, w) and (c, h / sh, w / sw) read upsampled.
+QGraph upsampled_add(int sh, int sw) {
+  QGraph q;
+  const Shape out{3, 6, 8}, up{3, 6 / sh, 8 / sw};
+  q.tensors.resize(4);
+  q.tensors[0].shape = out;  // the graph's input (unused here)
+  q.tensors[1].shape = out;
+  q.tensors[2].shape = up;
+  q.tensors[3].shape = out;
+  for (int t = 0; t < 4; ++t) q.tensors[size_t(t)].name = "t" + std::to_string(t);
+  q.input = 0;
+  q.output = 3;
+  QNode n;
+  n.name = "add";
+  n.op = QOp::Add;
+  n.inputs = {1, 2};
+  n.output = 3;
+  n.geo.op = QOp::Add;
+  n.geo.n_inputs = 2;
+  n.geo.in[0] = core::Dims{out.c, out.h, out.w};
+  n.geo.in[1] = core::Dims{up.c, up.h, up.w};
+  n.geo.out = n.geo.in[0];
+  n.geo.sh = sh;
+  n.geo.sw = sw;
+  n.geo.left_shift = 20;
+  n.geo.in_mult[0] = n.geo.in_mult[1] = 1 << 30;
+  n.geo.in_shift[0] = n.geo.in_shift[1] = -1;
+  n.geo.out_mult = 1 << 30;
+  n.geo.out_shift = -19;
+  n.geo.in_zp[0] = 3;
+  n.geo.in_zp[1] = -5;
+  n.geo.out_zp = 1;
+  q.nodes.push_back(n);
+  return q;
+}
+
+TEST(UpsampleNeeds, AddReadsItsSecondOperandUpsampled) {
+  std::mt19937 rng(5);
+  for (auto [sh, sw] : {std::pair{2, 2}, std::pair{3, 4}, std::pair{1, 2}, std::pair{6, 1}}) {
+    const QGraph q = upsampled_add(sh, sw);
+    const core::LayerDesc d = q.desc(0);
+    ASSERT_FALSE(core::check_desc(d).refused()) << core::check_desc(d).field;
+    const int64_t total = d.out.size(), hw = int64_t(d.out.h) * d.out.w;
+    for (int r = 0; r < 30; ++r) {
+      int64_t b = int64_t(rng() % uint64_t(total)), e = int64_t(rng() % uint64_t(total + 1));
+      if (b > e) std::swap(b, e);
+      for (int k = 0; k < 2; ++k) {
+        std::vector<int64_t> want;
+        for (int64_t o = b; o < e; ++o) {
+          const int64_t c = o / hw, y = o % hw / d.out.w, x = o % d.out.w;
+          want.push_back(k == 0 ? o : (c * d.in[1].h + y / sh) * d.in[1].w + x / sw);
+        }
+        std::sort(want.begin(), want.end());
+        want.erase(std::unique(want.begin(), want.end()), want.end());
+        std::vector<int64_t> got;
+        for (const auto& run : plan::exact_input_runs(q, 0, k, b, e))
+          for (uint32_t i = 0; i < run.count; ++i) got.push_back(int64_t(run.offset) + i);
+        ASSERT_EQ(got, want) << sh << "x" << sw << " operand " << k << " run [" << b << "," << e << ")";
+        if (b == e) continue;
+        const core::Box box = core::input_box(d, k, int32_t(b), int32_t(e));
+        const int64_t plane = int64_t(d.in[k].h) * d.in[k].w;
+        for (int64_t el : want) {
+          const int64_t c = el / plane, y = el / d.in[k].w % d.in[k].h;
+          ASSERT_TRUE(c >= box.c0 && c < box.c1 && y >= box.h0 && y < box.h1) << "operand " << k << " element " << el;
+        }
+      }
+    }
+    // Not a whole factor of the output: refused on the factor.
+    core::LayerDesc bad = d;
+    bad.sh = sh + 1;
+    EXPECT_TRUE(core::check_desc(bad).refused());
+    EXPECT_STREQ(core::check_desc(bad).field, "sh");
+  }
+}
+
+// The kernel: any run of outputs equals the plain Add over the operand
+// upsampled by hand.
+TEST(UpsampleNeeds, AddUpsampledEqualsTheAddOfTheUpsampledOperand) {
+  std::mt19937 rng(6);
+  for (auto [sh, sw] : {std::pair{2, 2}, std::pair{3, 4}, std::pair{1, 8}}) {
+    const core::LayerDesc d = upsampled_add(sh, sw).desc(0);
+    core::LayerDesc plain = d;
+    plain.sh = plain.sw = 1;
+    plain.in[1] = d.out;
+    std::vector<int8_t> a(size_t(d.in[0].size())), b(size_t(d.in[1].size())), big(a.size());
+    for (auto& v : a) v = int8_t(rng());
+    for (auto& v : b) v = int8_t(rng());
+    for (int c = 0; c < d.out.c; ++c)
+      for (int y = 0; y < d.out.h; ++y)
+        for (int x = 0; x < d.out.w; ++x)
+          big[size_t((c * d.out.h + y) * d.out.w + x)] = b[size_t((c * d.in[1].h + y / sh) * d.in[1].w + x / sw)];
+    const core::View v[2] = {{a.data(), 0, d.out.c, 0, d.out.h}, {b.data(), 0, d.out.c, 0, d.in[1].h}};
+    const core::View pv[2] = {v[0], {big.data(), 0, d.out.c, 0, d.out.h}};
+    const int32_t total = int32_t(d.out.size());
+    for (int r = 0; r < 40; ++r) {
+      int32_t s = int32_t(rng() % uint32_t(total)), e = int32_t(rng() % uint32_t(total + 1));
+      if (s > e) std::swap(s, e);
+      if (r == 0) s = 0, e = total;
+      std::vector<int8_t> got(size_t(e - s)), want(size_t(e - s));
+      ASSERT_EQ(core::compute_range(d, v, s, e, got.data(), 0), core::KernelStatus::Ok);
+      ASSERT_EQ(core::compute_range(plain, pv, s, e, want.data(), 0), core::KernelStatus::Ok);
+      ASSERT_EQ(got, want) << sh << "x" << sw << " [" << s << "," << e << ")";
+    }
+  }
+}
+
+// x + Resize(y) by hand: folded into an Add reading y upsampled when the
+// Resize is nearest with whole factors and o -> o / f on both axes (the
+// same float result), left alone when the Resize has another reader, is
+// bilinear, rounds another way or scales by a fraction.
+Graph resize_add_graph(int variant) {
+  Graph g;
+  g.input = g.add_tensor("x", {2, 8, 8});
+  auto node = [&](Op op, std::vector<int> in, Shape out, const char* name) {
+    Node n;
+    n.op = op;
+    n.name = name;
+    n.inputs = std::move(in);
+    n.output = g.add_tensor(std::string(name) + "_out", out);
+    n.kh = n.kw = op == Op::AvgPool ? 2 : 1;
+    n.sh = n.sw = op == Op::AvgPool ? 2 : 1;
+    if (op == Op::Resize) {
+      n.out_h = out.h, n.out_w = out.w;
+      n.interp = variant == 2 ? rs::kLinear : rs::kNearest;
+      n.coord = variant == 1 ? rs::kHalfPixel : rs::kAsymmetric;
+      n.rounding = variant == 1 ? rs::kRoundPreferFloor : variant == 3 ? rs::kRoundPreferCeil : rs::kFloor;
+    }
+    g.add_node(n);
+    return n.output;
+  };
+  const int small = node(Op::AvgPool, {g.input}, {2, 4, 4}, "pool");
+  const int up = node(Op::Resize, {small}, variant == 5 ? Shape{2, 8, 6} : Shape{2, 8, 8}, "up");
+  const int other = variant == 5 ? node(Op::Resize, {g.input}, {2, 8, 6}, "other") : g.input;
+  int y = node(Op::Add, {up, other}, variant == 5 ? Shape{2, 8, 6} : Shape{2, 8, 8}, "add");
+  if (variant == 4) y = node(Op::Add, {y, up}, {2, 8, 8}, "again");
+  g.output = y;
+  g.validate();
+  return g;
+}
+
+TEST(UpsampleFold, ANearestResizeByWholeFactorsFoldsIntoItsAdd) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  std::vector<float> in(128);
+  for (float& v : in) v = u(rng);
+  for (int variant = 0; variant < 6; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    const Graph g = resize_add_graph(variant);
+    FoldStats st;
+    const Graph f = fold(g, &st);
+    const bool folds = variant <= 1;
+    EXPECT_EQ(st.upsamples_into_add, folds ? 1 : 0);
+    int resizes = 0;
+    for (const Node& n : f.nodes) {
+      resizes += n.op == Op::Resize;
+      if (n.op == Op::Add && n.name == "add") {
+        EXPECT_EQ(n.sh, folds ? 2 : 1);
+        EXPECT_EQ(n.sw, folds ? 2 : 1);
+        // The upsampled operand is the second.
+        if (folds) EXPECT_EQ(f.shape(n.inputs[1]), (Shape{2, 4, 4}));
+      }
+    }
+    EXPECT_EQ(resizes, (folds ? 0 : 1) + (variant == 5 ? 1 : 0));
+    const std::vector<float> a = run_float(g, in), b = run_float(f, in);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << i;
   }
 }
 

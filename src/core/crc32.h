@@ -3,7 +3,7 @@
 // 0xCBF43926.
 //
 // Shared by the wire format (every frame carries one), model files and
-// fragments. Portable C++17: no heap, no OS; slicing-by-8 with its 8 KiB of
+// fragments. Portable C++17: no heap, no OS; slicing-by-4 with its 4 KiB of
 // tables built at compile time (on a board they live in flash). Host builds
 // use zlib's crc32 instead (same values; see crc32.cpp).
 #pragma once
@@ -20,7 +20,7 @@ namespace ts {
 // internal state) means a caller never needs an init or a finish step.
 uint32_t crc32_update(uint32_t crc, const void* data, size_t len);
 
-// The portable slicing-by-8 implementation, whatever the build selects for
+// The portable slicing-by-4 implementation, whatever the build selects for
 // crc32_update (tests compare the two).
 uint32_t crc32_update_portable(uint32_t crc, const void* data, size_t len);
 

@@ -288,7 +288,18 @@ class Exporter {
       case QOp::Add:
       case QOp::Mul: {
         const std::string a = dequant(as_4d(n.inputs[0]), n.inputs[0]);
-        const std::string b = dequant(as_4d(n.inputs[1]), n.inputs[1]);
+        std::string b = dequant(as_4d(n.inputs[1]), n.inputs[1]);
+        if (n.op == QOp::Add && (d.sh != 1 || d.sw != 1)) {
+          // The second operand read nearest-upsampled (core/ops/add.cpp):
+          // output index o reads o / factor, ONNX's asymmetric floor.
+          const std::string sizes = init_i64(fresh(base + ".up_sizes"), {4}, {1, d.out.c, d.out.h, d.out.w});
+          const std::string up = fresh(base + ".up");
+          auto* r = node("Resize", {b, "", "", sizes}, {up}, base + ".up");
+          attr_str(r, "mode", "nearest");
+          attr_str(r, "coordinate_transformation_mode", "asymmetric");
+          attr_str(r, "nearest_mode", "floor");
+          b = up;
+        }
         const std::string real = fresh(base + ".real");
         node(n.op == QOp::Add ? "Add" : "Mul", {a, b}, {real}, base);
         requant(real, d, y, base);

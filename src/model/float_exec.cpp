@@ -238,8 +238,22 @@ void eval_add(const Operands& a, std::vector<float>& y) {
   const std::vector<float>& x = a.x();
   const std::vector<float>& b = *a.in[1];
   const size_t N = y.size();
-  if (x.size() != N || b.size() != N) bad(a.n, "operand sizes differ");
-  for (size_t i = 0; i < N; ++i) y[i] = x[i] + b[i];
+  if (x.size() != N) bad(a.n, "operand sizes differ");
+  const int sh = a.n.sh, sw = a.n.sw;
+  if (sh == 1 && sw == 1) {
+    if (b.size() != N) bad(a.n, "operand sizes differ");
+    for (size_t i = 0; i < N; ++i) y[i] = x[i] + b[i];
+    return;
+  }
+  // The second operand nearest-upsampled by sh x sw (a folded Resize).
+  const int C = a.os.c, H = a.os.h, W = a.os.w, hb = H / sh, wb = W / sw;
+  if (b.size() != size_t(C) * hb * wb) bad(a.n, "upsampled operand's size differs");
+  for (int c = 0; c < C; ++c)
+    for (int yy = 0; yy < H; ++yy)
+      for (int xx = 0; xx < W; ++xx) {
+        const size_t i = (size_t(c) * H + yy) * W + xx;
+        y[i] = x[i] + b[(size_t(c) * hb + yy / sh) * wb + xx / sw];
+      }
 }
 
 // Mul: the second operand of the same shape, per channel (C,1,1) or a scalar.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/ops/resize.h"
+
 namespace ts {
 namespace {
 
@@ -108,6 +110,42 @@ bool residual_gate(Graph& g, Node& a) {
     for (size_t c = 0; c < C; ++c) act->post_t[c] += 1.f;
     a.op = Op::Identity;
     a.inputs = {m_out};
+    return true;
+  }
+  return false;
+}
+
+// Whether a nearest Resize node maps output index o to o / f along both
+// axes (f = out / in, whole factors): what an Add with an upsampled operand
+// reads (core/ops/add.cpp).
+bool resize_is_upsample(const Node& r, const Shape& in, const Shape& out, int* fh, int* fw) {
+  if (r.interp != core::resize::kNearest || in.h < 1 || in.w < 1 || out.h % in.h || out.w % in.w) return false;
+  *fh = out.h / in.h;
+  *fw = out.w / in.w;
+  for (int axis = 0; axis < 2; ++axis) {
+    const int n = axis ? in.w : in.h, m = axis ? out.w : out.h, f = axis ? *fw : *fh;
+    for (int o = 0; o < m; ++o)
+      if (core::resize::nearest(r.coord, r.rounding, n, m, o) != o / f) return false;
+  }
+  return *fh > 1 || *fw > 1;
+}
+
+// a = Add(x, Resize(y)) (either operand order), the Resize nearest by whole
+// factors and read by nothing else: a reads y upsampled (its sh x sw), the
+// upsampled map is never made (feature pyramids' top-down paths).
+bool upsample_into_add(Graph& g, Node& a) {
+  if (a.op != Op::Add || a.inputs.size() != 2 || a.sh != 1 || a.sw != 1) return false;
+  for (int k = 1; k >= 0; --k) {
+    const int up = a.inputs[size_t(k)];
+    Node* r = producer(g, up);
+    if (!r || r->op != Op::Resize || !single_consumer(g, up)) continue;
+    const int y = r->inputs[0];
+    int fh = 1, fw = 1;
+    if (!resize_is_upsample(*r, g.shape(y), g.shape(up), &fh, &fw)) continue;
+    a.inputs = {a.inputs[size_t(1 - k)], y};
+    a.sh = fh;
+    a.sw = fw;
+    r->op = Op::Identity;  // now read by nothing; compact drops it
     return true;
   }
   return false;
@@ -299,6 +337,11 @@ Graph fold(const Graph& src, FoldStats* stats) {
   // 3b. x + x * g, g a per-channel gate from an activation: x * (g + 1).
   for (auto& a : g.nodes)
     if (residual_gate(g, a)) ++st.residual_gates;
+  g.compact();
+
+  // 3c. x + Resize(y), nearest by whole factors: the Add reads y upsampled.
+  for (auto& a : g.nodes)
+    if (upsample_into_add(g, a)) ++st.upsamples_into_add;
   g.compact();
 
   // 4. Relu/Clip into Conv/Gemm/Add.

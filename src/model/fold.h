@@ -12,6 +12,7 @@ struct FoldStats {
   int affines_into_activation = 0;  // into the activation before it (post-affine)
   int hardswish_found = 0;     // x * Clip(x + 3, 0, 6) as one HardSwish
   int residual_gates = 0;      // x + x * g as x * (g + 1)
+  int upsamples_into_add = 0;  // x + Resize(y), nearest by whole factors: y read upsampled
   int activations_fused = 0;   // Relu/Clip merged into their producer
   int pads_merged = 0;         // zero Pad merged into the next Conv
   int removed = 0;             // Flatten/Identity dropped
@@ -30,6 +31,9 @@ struct FoldStats {
 //  - x + x * g, where the per-channel gate g (C x 1 x 1) comes from an
 //    activation read only by that Mul, is x * (g + 1): the activation's
 //    post-affine adds 1 and the Add goes;
+//  - x + Resize(y), the Resize nearest by whole factors (output o reads
+//    o / f on each axis) and read only by that Add, is an Add that reads y
+//    upsampled (Node sh x sw): the upsampled map is never made;
 //  - Relu / Clip following a Conv, Gemm or Add that has no other consumer is
 //    fused into it (Node::act);
 //  - a zero Pad feeding only Convs is merged into their padding;

@@ -226,8 +226,17 @@ static Shape infer_shape_unchecked(const Graph& g, const Node& n) {
     }
     case Op::Softmax: return in(0);
     case Op::Add: {
-      if (in(0) != in(1)) throw fail("operand shapes differ: " + to_string(in(0)) + " vs " + to_string(in(1)));
-      return in(0);
+      // sh x sw > 1: the second operand nearest-upsampled by those factors
+      // (a Resize folded in, model/fold.cpp).
+      const Shape& a = in(0);
+      const Shape& b = in(1);
+      if (n.sh < 1 || n.sw < 1 || n.sh > kMaxGeom || n.sw > kMaxGeom)
+        throw fail("upsampling factors " + std::to_string(n.sh) + "x" + std::to_string(n.sw) + " are outside 1.." +
+                   std::to_string(kMaxGeom));
+      if (b.c != a.c || int64_t(b.h) * n.sh != a.h || int64_t(b.w) * n.sw != a.w)
+        throw fail("operand shapes differ: " + to_string(a) + " vs " + to_string(b) +
+                   (n.sh > 1 || n.sw > 1 ? " upsampled " + std::to_string(n.sh) + "x" + std::to_string(n.sw) : ""));
+      return a;
     }
     case Op::Mul: {
       const Shape& a = in(0);

@@ -292,7 +292,8 @@ QGraph quantized_model(const std::string& spec, int size, const QuantizeOptions&
   const auto images = tensors ? std::vector<std::string>{} : calibration_photos(path, calib);
 
   // Cache key: model bytes, weight shards, size, calibration set and method,
-  // and the version of what fold and quantise make of them (v5: nodes that
+  // and the version of what fold and quantise make of them (v6: a nearest
+  // Resize by whole factors read by an Add is read upsampled by it; v5: nodes that
   // free more than they make run early; v4: a residual squeeze-excite gate is
   // one Mul by the gate plus one; v3: activations take the affines after them
   // into their tables).
@@ -300,7 +301,7 @@ QGraph quantized_model(const std::string& spec, int size, const QuantizeOptions&
   for (auto& e : fs::directory_iterator(fs::path(path).parent_path()))
     if (e.path().extension() == ".bin") key ^= file_crc(e.path().string()) * 2654435761u;
   std::string desc = std::to_string(g.shape(g.input).h) + "|" + std::to_string(int(opt.calib.method)) + "|" +
-                     std::to_string(opt.calib.percentile) + "|v5";
+                     std::to_string(opt.calib.percentile) + "|v6";
   for (int c = 0; c < 3; ++c) desc += "|" + std::to_string(g.in_norm.mean[c]) + "/" + std::to_string(g.in_norm.std[c]);
   desc += g.in_norm.bgr ? "|bgr" : "|rgb";
   for (auto& im : images) desc += "|" + im + ":" + std::to_string(file_crc(im));

@@ -50,10 +50,10 @@ struct Window {
   void (*span)(const core::LayerDesc&, int, int32_t, int32_t*, int32_t*) = nullptr;
 };
 
-Window window_of(const core::LayerDesc& d, const Access& a) {
+Window window_of(const core::LayerDesc& d, const Access& a, int k) {
   Window g;
-  g.hin = d.in[0].h;
-  g.win = d.in[0].w;
+  g.hin = d.in[k].h;
+  g.win = d.in[k].w;
   g.hout = d.out.h;
   g.wout = d.out.w;
   g.kh = a.kh; g.kw = a.kw; g.sh = a.sh; g.sw = a.sw; g.dh = a.dh; g.dw = a.dw;
@@ -271,7 +271,7 @@ NodeNeeds::NodeNeeds(const QGraph& q, int node) : d_(q.desc(node)) {
     access_.push_back(op->access(d_, k));
     const Access::Kind kind = access_.back().kind;
     field_.push_back(kind == Access::kWindow || kind == Access::kSpans
-                         ? std::make_unique<WindowField>(window_of(d_, access_.back()))
+                         ? std::make_unique<WindowField>(window_of(d_, access_.back(), k))
                          : nullptr);
   }
 }
@@ -289,7 +289,7 @@ void NodeNeeds::operand(int k, int64_t begin, int64_t end, std::vector<InputRun>
   switch (a.kind) {
     case Access::kWindow:
     case Access::kSpans:
-      window_needs(window_of(d_, a), *field_[size_t(k)], begin, end, out);
+      window_needs(window_of(d_, a, k), *field_[size_t(k)], begin, end, out);
       return;
     case Access::kAll:
       sink.add(0, X.size());  // every output reads the whole input
