@@ -6,7 +6,7 @@
 // accumulators at the int32 extremes). On a CPU (or build) without a variant
 // the variant's cases report it in the test log and check nothing else.
 // Also the CRC-32: the build's crc32_update (zlib on the host) and the
-// portable slicing-by-8 against a bitwise reference.
+// portable slicing-by-4 against a bitwise reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
