@@ -1,19 +1,23 @@
 // Input-channel splits with int32 partial sums (strategy `reduce`,
-// docs/planner.md): the plan of a reduced layer (input blocks, the sums sent
-// to the owners of the output blocks, RAM), its fragment (format v4's
-// partial-sum record, read back and refused when damaged), and real runs on
+// docs/planner.md), and a global pool's row splits (each board sums its own
+// rows, `spatial` and its kin on the direct route): the plan of a reduced
+// layer (input blocks, the sums sent to the owners of the output blocks,
+// RAM), its fragment (format v4's partial-sum record, read back and refused
+// when damaged), the row sums against the pool's kernel, and real runs on
 // host boards, bit-exact against the int8 reference layer by layer, plus a
 // corrupted partial sum caught by the layer digests. About 20 s.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "core/bytes.h"
 #include "core/crc32.h"
 #include "core/fragment.h"
+#include "core/op.h"
 #include "core/partial.h"
 #include "model/pipeline.h"
 #include "plan/fragment_writer.h"
@@ -51,7 +55,7 @@ TEST(ReducePlan, InputBlocksTileAndEveryOwnerGetsEveryOtherBoardsSums) {
   for (int N : {2, 3, 8}) {
     SCOPED_TRACE(N);
     const plan::Plan p = reduce_plan(q, N);
-    int reduced = 0;
+    int reduced = 0, pools = 0;
     for (size_t n = 0; n < q.nodes.size(); ++n) {
       if (p.layer_strategy[n] != "reduce") continue;
       ++reduced;
@@ -67,12 +71,19 @@ TEST(ReducePlan, InputBlocksTileAndEveryOwnerGetsEveryOtherBoardsSums) {
         EXPECT_EQ(ls.psum.ci0, at);  // input blocks in worker order, no gap
         at = ls.psum.ci1;
         contributors += ls.psum.ci1 > ls.psum.ci0;
-        // Only its own input channels, whole planes: nothing gathered.
-        const int64_t hw = int64_t(d.in[0].h) * d.in[0].w;
-        EXPECT_EQ(ls.inputs[0].elems, (ls.psum.ci1 - ls.psum.ci0) * hw);
-        EXPECT_EQ(ls.macs, int64_t(d.out.c) * P * (ls.psum.ci1 - ls.psum.ci0) * core::partial_k_per_channel(d));
+        // Only its own input channels, whole planes (a global pool: its own
+        // rows of every channel): nothing gathered.
+        const int64_t hw = int64_t(d.in[0].h) * d.in[0].w, span = ls.psum.ci1 - ls.psum.ci0;
+        if (core::partial_rows(d)) {
+          ++pools;
+          EXPECT_EQ(ls.inputs[0].elems, int64_t(d.in[0].c) * span * d.in[0].w);
+          EXPECT_EQ(ls.macs, int64_t(d.in[0].c) * span * d.in[0].w);
+        } else {
+          EXPECT_EQ(ls.inputs[0].elems, span * hw);
+          EXPECT_EQ(ls.macs, int64_t(d.out.c) * P * span * core::partial_k_per_channel(d));
+        }
       }
-      EXPECT_EQ(at, d.in[0].c) << q.nodes[n].name;
+      EXPECT_EQ(at, core::partial_extent(d)) << q.nodes[n].name;
       for (int r = 0; r < N; ++r) {
         const plan::LayerShare& owner = p.workers[size_t(r)].layers[n];
         if (!owner.active()) continue;
@@ -92,7 +103,8 @@ TEST(ReducePlan, InputBlocksTileAndEveryOwnerGetsEveryOtherBoardsSums) {
         EXPECT_EQ(owner.psum.recv_bytes, int64_t(from) * owner.out_elems * 4);
       }
     }
-    EXPECT_GT(reduced, 30);  // every 1x1 convolution and the Gemm
+    EXPECT_GT(reduced, 30);  // every 1x1 convolution, the Gemm and the global pool
+    EXPECT_GT(pools, 0);
     // The sums are wire bytes of the plan.
     const plan::Plan c = reduce_plan(q, N, "channel");
     EXPECT_NE(p.total_wire_bytes, c.total_wire_bytes);
@@ -104,7 +116,10 @@ TEST(ReducePlan, OnlyContractingLayersByDefaultAndDirectRouteOnly) {
   const plan::Plan p = reduce_plan(q, 3, "reduce");
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     const core::LayerDesc d = q.desc(int(n));
-    const bool contracting = core::partial_ok(d) && 4 * int64_t(d.out.c) < int64_t(d.in[0].c) * core::partial_k_per_channel(d);
+    // The sums smaller than the input: a Conv 1x1 4 x out.c < in.c, a Gemm
+    // 4 x out.c < its fan-in (a global pool of channels split: its own).
+    const int64_t sums = 4 * int64_t(d.out.c) * core::partial_positions(d);
+    const bool contracting = core::partial_ok(d) && !core::partial_rows(d) && sums < d.in[0].size();
     EXPECT_EQ(p.layer_strategy[n] == "reduce", contracting) << q.nodes[n].name;
   }
   try {
@@ -119,6 +134,110 @@ TEST(ReducePlan, OnlyContractingLayersByDefaultAndDirectRouteOnly) {
 void reseal(std::vector<uint8_t>& b) {
   const size_t body = b.size() - 4;
   le::put_u32(&b[body], crc32(b.data(), body));
+}
+
+// A global pool's row shares: the sums of any split of the rows, added and
+// requantised, equal the pool's own kernel bit for bit (zero points and
+// requantisers at their corners included).
+TEST(ReduceKernel, GlobalPoolRowSharesAddUpToThePool) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    core::LayerDesc d;
+    d.op = core::QOp::GlobalAvgPool;
+    d.n_inputs = 1;
+    const int C = 1 + int(rng() % 9), H = 2 + int(rng() % 40), W = 1 + int(rng() % 40);
+    d.in[0] = core::Dims{C, H, W};
+    d.out = core::Dims{C, 1, 1};
+    d.in_zp[0] = trial % 5 == 0 ? -128 : trial % 5 == 1 ? 127 : int32_t(rng() % 256) - 128;
+    d.out_zp = int32_t(rng() % 256) - 128;
+    d.out_mult = int32_t((1u << 30) + rng() % (1u << 30));
+    d.out_shift = -int32_t(rng() % 20);
+    d.act_min = -128;
+    d.act_max = 127;
+    ASSERT_FALSE(core::check_desc(d).refused());
+    ASSERT_TRUE(core::partial_ok(d) && core::partial_rows(d));
+    ASSERT_EQ(core::partial_extent(d), H);
+    std::vector<int8_t> x(size_t(C) * H * W);
+    for (auto& v : x) v = trial % 7 == 0 ? int8_t(127) : int8_t(rng());
+    std::vector<int8_t> want(static_cast<size_t>(C));
+    const core::View whole{x.data(), 0, C, 0, H};
+    ASSERT_EQ(core::compute_range(d, &whole, 0, C, want.data(), 0), core::KernelStatus::Ok);
+    // Rows cut in up to 4 shares, each summed over its own window.
+    std::vector<int32_t> cuts{0, H};
+    for (int k = 0; k < 3; ++k) cuts.push_back(int32_t(rng() % uint32_t(H + 1)));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<int32_t> own(static_cast<size_t>(C), 0), recv(static_cast<size_t>(C), 0);
+    for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+      const int32_t r0 = cuts[s], r1 = cuts[s + 1];
+      const core::Box b = core::partial_window(d, r0, r1);
+      ASSERT_EQ(b.empty(), r1 == r0);
+      if (r1 == r0) continue;
+      EXPECT_TRUE(b.c0 == 0 && b.c1 == C && b.h0 == r0 && b.h1 == r1);
+      EXPECT_EQ(core::partial_macs(d, r0, r1), int64_t(C) * (r1 - r0) * W);
+      EXPECT_EQ(core::partial_weights(d, r0, r1), 0);
+      std::vector<int8_t> win;
+      for (int c = 0; c < C; ++c)
+        win.insert(win.end(), x.begin() + (int64_t(c) * H + r0) * W, x.begin() + (int64_t(c) * H + r1) * W);
+      std::vector<int32_t> sums(static_cast<size_t>(C));
+      ASSERT_TRUE(core::partial_sums(d, win.data(), r0, r1, nullptr, sums.data()));
+      std::vector<int32_t>& into = s == 0 ? own : recv;
+      for (int c = 0; c < C; ++c) into[size_t(c)] = int32_t(uint32_t(into[size_t(c)]) + uint32_t(sums[size_t(c)]));
+    }
+    std::vector<int8_t> got(static_cast<size_t>(C));
+    ASSERT_TRUE(core::partial_finish(d, 0, C, own.data(), recv.data(), got.data()));
+    ASSERT_EQ(got, want) << "trial " << trial;
+    EXPECT_FALSE(core::partial_sums(d, x.data(), 0, H + 1, nullptr, own.data()));  // past the rows
+  }
+}
+
+// `spatial` and its kin pool a map split in rows by its rows on the direct
+// route (the window: every channel x the board's rows, nothing gathered), by
+// channels on the relay route; `reduce` pools its channels (its input is
+// split by channels); the fragment carries the row share.
+TEST(ReducePlan, AGlobalPoolOfRowsSumsItsOwnRowsOnTheDirectRoute) {
+  const QGraph& q = mobilenet();
+  int pool = -1;
+  for (size_t n = 0; n < q.nodes.size(); ++n)
+    if (q.nodes[n].op == core::QOp::GlobalAvgPool) pool = int(n);
+  ASSERT_GE(pool, 0);
+  const core::LayerDesc d = q.desc(pool);
+  for (const char* s : {"spatial", "rows", "fused-rows"}) {
+    SCOPED_TRACE(s);
+    const plan::Plan p = reduce_plan(q, 3, s);
+    EXPECT_EQ(p.layer_strategy[size_t(pool)], "reduce");
+    int32_t at = 0;
+    for (int w = 0; w < 3; ++w) {
+      const plan::LayerShare& ls = p.workers[size_t(w)].layers[size_t(pool)];
+      ASSERT_TRUE(ls.psum.on);
+      EXPECT_EQ(ls.psum.ci0, at);
+      at = ls.psum.ci1;
+      const core::Box b = ls.inputs[0].box;
+      EXPECT_TRUE(b.c0 == 0 && b.c1 == d.in[0].c && b.h0 == ls.psum.ci0 && b.h1 == ls.psum.ci1);
+      EXPECT_EQ(ls.data_bytes, 0);
+      // Over bands of whole rows its rows are those this board made of the
+      // pool's input: none comes from another board.
+      if (std::string(s) != "spatial") EXPECT_EQ(ls.inputs[0].recv_elems, 0) << w;
+      std::vector<uint8_t> bytes = plan::write_fragment(q, p, w);
+      core::FragmentReader r;
+      ASSERT_EQ(r.open(bytes.data(), bytes.size()), core::FragStatus::Ok);
+      core::FragLayer e;
+      ASSERT_EQ(r.layer(uint32_t(pool), &e), core::FragStatus::Ok);
+      ASSERT_TRUE(e.partial());
+      EXPECT_EQ(e.ps_ci0, ls.psum.ci0);
+      EXPECT_EQ(e.ps_ci1, ls.psum.ci1);
+      // Rows past the map are refused.
+      const size_t entry = core::frag::kHeaderBytes + size_t(pool) * core::frag::kEntryBytes;
+      const uint32_t rec = le::get_u32(&bytes[entry + core::frag::kPartial]);
+      le::put_u32(&bytes[rec + core::frag::kPsCi1], uint32_t(d.in[0].h + 1));
+      reseal(bytes);
+      core::FragmentReader rr;
+      EXPECT_NE(rr.open(bytes.data(), bytes.size()), core::FragStatus::Ok);
+    }
+    EXPECT_EQ(at, d.in[0].h);
+  }
+  EXPECT_EQ(reduce_plan(q, 3, "spatial", plan::Route::Relay).layer_strategy[size_t(pool)], "channel");
+  EXPECT_EQ(reduce_plan(q, 3, "reduce").layer_strategy[size_t(pool)], "channel");
+  EXPECT_EQ(reduce_plan(q, 3, "reduce-all").layer_strategy[size_t(pool)], "reduce");
 }
 
 TEST(ReduceFragment, PartialRecordRoundTripsAndDamageIsRefused) {

@@ -280,7 +280,7 @@ Why check_partial_record(const EntryCheck& c) {
   if (L.out_pitch) return bad("out_pitch", L.out_pitch, "a partial share is not computed in place");
   if (L.n_regions != 1) return bad("n_regions", L.n_regions, "a partial share has one region");
   if (L.ps_ci0 < 0 || L.ps_ci1 < L.ps_ci0) return bad("ps_ci0", L.ps_ci0);
-  if (L.ps_ci1 > d.in[0].c) return bad("ps_ci1", L.ps_ci1);
+  if (L.ps_ci1 > partial_extent(d)) return bad("ps_ci1", L.ps_ci1);
   if (L.ps_expected % 4 || uint64_t(L.ps_expected) > uint64_t(L.out_elems) * 4u * c.hdr.n_workers)
     return bad("ps_expected", L.ps_expected);
   if (L.ps_at % 8) return bad("ps_at", L.ps_at, "not 8-byte aligned");
@@ -376,7 +376,7 @@ Why check_data_arrays(const EntryCheck& c, int32_t ch_first, int32_t ch_last) {
     if (d.oc_base != 0) return bad("oc_base", d.oc_base, "the op has no per-channel data");
     if (!idle) want = op->layout(d, 0);
   }
-  if (partial) want.n[kWeights] = int64_t(L.ps_ci1 - L.ps_ci0) * partial_k_per_channel(d) * d.out.c;
+  if (partial) want.n[kWeights] = partial_weights(d, L.ps_ci0, L.ps_ci1);
   for (int k = 0; k < kNumArrays; ++k)
     if (int64_t(r.cnt[k]) != want.n[k] && !(k == kBias && r.cnt[k] == 0))
       return bad(kArrayNames[k], r.cnt[k], "not the size the op lays out");
@@ -453,11 +453,13 @@ Why check_active_slot(const EntryCheck& c, int k) {
   if (b.h0 < 0 || b.h1 < b.h0 || b.h1 > X.h) return bad("box.h1", b.h1, "outside the operand");
   if (L.avail_from[k] > c.index) return bad("avail_from", L.avail_from[k], "after the layer");
   if (L.flags & kEntryPartial) {
-    // The window is the share's input channels, whole planes (or nothing).
+    // The window is the share's input channels, whole planes, or its input
+    // rows of every channel (core/partial.h); or nothing.
     const bool none = L.ps_ci1 == L.ps_ci0;
+    const Box w = partial_window(d, L.ps_ci0, L.ps_ci1);
     if (none ? !(b.c0 == b.c1 && b.h0 == b.h1 && b.c0 == 0 && b.h0 == 0)
-             : (b.c0 != L.ps_ci0 || b.c1 != L.ps_ci1 || b.h0 != 0 || b.h1 != X.h))
-      return bad("box.c0", b.c0, "not the partial share's input channels");
+             : (b.c0 != w.c0 || b.c1 != w.c1 || b.h0 != w.h0 || b.h1 != w.h1))
+      return bad("box.c0", b.c0, "not the partial share's input window");
   } else if (c.deep && !(k == 0 && c.line_buffer())) {
     bool inside = true;
     for (uint32_t i = 0; i < L.n_regions && inside; ++i)

@@ -123,8 +123,10 @@ constexpr uint32_t kEntryBytes = kEntryReserved + 4;  // 760
 // channels [ci0, ci1) (its window, box [ci0, ci1) x all rows) for *every*
 // output channel into int32 partial sums (no bias), sends the sums of other
 // boards' output blocks to them and adds the sums it receives for its own
-// block (its one region: whole output channels) before requantising.
-constexpr uint32_t kPsCi0 = 0;       // i32 first input channel multiplied here
+// block (its one region: whole output channels) before requantising. Of an
+// op whose shares are of input rows (core/partial.h: GlobalAvgPool), [ci0,
+// ci1) are input rows (its window every channel x those rows), summed.
+constexpr uint32_t kPsCi0 = 0;       // i32 first input channel (row) of the share
 constexpr uint32_t kPsCi1 = 4;       // i32 one past the last
 constexpr uint32_t kPsAt = 8;        // u32 arena offset: int32 [out.c x positions] own sums
 constexpr uint32_t kPsAccAt = 12;    // u32 arena offset: int32 [out_elems] sums received
@@ -157,7 +159,7 @@ constexpr uint32_t kNoLayer = 0xFFFFFFFFu;
 }  // namespace frag
 
 constexpr uint8_t kEntryRunTrigger = 0x01;  // wait for the coordinator's RUN
-constexpr uint8_t kEntryPartial = 0x02;     // input-channel share with partial sums (v4)
+constexpr uint8_t kEntryPartial = 0x02;     // input share with partial sums (v4)
 // Its outputs go to other boards coded (wire.h "Coded INPUTS"): set by the
 // planner where coding pays; a reader of any fragment version takes it.
 constexpr uint8_t kEntryCoded = 0x04;
@@ -281,8 +283,8 @@ struct FragLayer {
   uint32_t n_regions = 0;
   const uint8_t* sends = nullptr;
   uint32_t n_sends = 0;
-  // Partial sums (kEntryPartial, fragment.h kPs*): input channels [ps_ci0,
-  // ps_ci1), own sums at ps_at (int32, out.c x partial_positions), sums
+  // Partial sums (kEntryPartial, fragment.h kPs*): input channels (or rows,
+  // core/partial.h) [ps_ci0, ps_ci1), own sums at ps_at (int32, out.c x partial_positions), sums
   // received at ps_acc_at (int32, out_elems), ps_expected bytes of them.
   int32_t ps_ci0 = 0, ps_ci1 = 0;
   uint32_t ps_at = 0, ps_acc_at = 0, ps_expected = 0;

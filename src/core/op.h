@@ -100,15 +100,18 @@ struct DataLayout {
   int64_t n[kNumArrays] = {};
 };
 
-// A variant of an op: input-channel shares with int32 partial sums
-// (strategy `reduce`, core/partial.h). A share multiplies input channels
-// [ci0, ci1) for every output channel; the sums of one output channel sit at
+// A variant of an op: shares of its input with int32 partial sums (strategy
+// `reduce`, core/partial.h). A share of input channels [i0, i1) multiplies
+// them for every output channel; the sums of one output channel sit at
 // `positions` places, and each input channel contributes `k_per_channel`
-// elements to each (its weights per output channel).
+// elements to each (its weights per output channel). A share of input rows
+// (`rows`) sums rows [i0, i1) of every channel: one sum per output channel,
+// no weights, the op's scalar requantiser at the end (GlobalAvgPool).
 struct PartialForm {
   bool (*ok)(const LayerDesc& L);  // this layer (one operand, checked) can be split so
   int32_t (*positions)(const LayerDesc& L);
   int32_t (*k_per_channel)(const LayerDesc& L);
+  bool rows = false;
 };
 
 struct OpDef {

@@ -31,8 +31,50 @@ int32_t partial_k_per_channel(const LayerDesc& L) {
   return f ? f->k_per_channel(L) : 1;
 }
 
+bool partial_rows(const LayerDesc& L) {
+  const PartialForm* f = form_of(L);
+  return f && f->rows;
+}
+
+int32_t partial_extent(const LayerDesc& L) { return partial_rows(L) ? L.in[0].h : L.in[0].c; }
+
+Box partial_window(const LayerDesc& L, int32_t i0, int32_t i1) {
+  if (i1 <= i0) return Box{};
+  return partial_rows(L) ? Box{0, L.in[0].c, i0, i1} : Box{i0, i1, 0, L.in[0].h};
+}
+
+int64_t partial_weights(const LayerDesc& L, int32_t i0, int32_t i1) {
+  if (partial_rows(L) || i1 <= i0) return 0;
+  return int64_t(i1 - i0) * partial_k_per_channel(L) * L.out.c;
+}
+
+int64_t partial_macs(const LayerDesc& L, int32_t i0, int32_t i1) {
+  if (i1 <= i0) return 0;
+  if (partial_rows(L)) return int64_t(L.in[0].c) * (i1 - i0) * L.in[0].w;
+  return int64_t(L.out.c) * partial_positions(L) * (i1 - i0) * partial_k_per_channel(L);
+}
+
+namespace {
+// Row shares: each channel's sum of (x - zp) over rows [r0, r1), the window
+// holding every channel x those rows.
+void row_sums(const LayerDesc& L, const int8_t* x, int32_t r0, int32_t r1, int32_t* sums) {
+  const int64_t n = int64_t(r1 - r0) * L.in[0].w;
+  const int32_t zp = L.in_zp[0];
+  for (int32_t c = 0; c < L.in[0].c; ++c) {
+    const int8_t* xc = x + c * n;
+    uint32_t acc = 0;
+    for (int64_t k = 0; k < n; ++k) acc += uint32_t(int32_t(xc[k]));
+    reinterpret_cast<uint32_t*>(sums)[c] = acc - uint32_t(zp) * uint32_t(n);
+  }
+}
+}  // namespace
+
 bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1, const int8_t* w, int32_t* sums) {
-  if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > L.in[0].c) return false;
+  if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > partial_extent(L)) return false;
+  if (partial_rows(L)) {
+    row_sums(L, x, ci0, ci1, sums);
+    return true;
+  }
   const int32_t P = partial_positions(L);
   const int32_t K = (ci1 - ci0) * partial_k_per_channel(L);
   const int32_t zp = L.in_zp[0];
@@ -69,7 +111,13 @@ bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1,
 }
 
 bool partial_finish(const LayerDesc& L, int32_t o0, int32_t n, const int32_t* own, const int32_t* recv, int8_t* out) {
-  if (!partial_ok(L) || !L.mult || !L.shift || o0 < L.oc_base || n < 0 || o0 + n > L.out.c) return false;
+  if (partial_ok(L) && partial_rows(L) && o0 >= 0 && n >= 0 && o0 + n <= L.out.c) {
+    // One sum per channel, the op's one requantiser.
+    const Requant rq(L.out_mult, L.out_shift, L.out_zp, L.act_min, L.act_max);
+    for (int32_t j = 0; j < n; ++j) out[j] = rq(int32_t(uint32_t(own[j]) + (recv ? uint32_t(recv[j]) : 0u)));
+    return true;
+  }
+  if (!partial_ok(L) || partial_rows(L) || !L.mult || !L.shift || o0 < L.oc_base || n < 0 || o0 + n > L.out.c) return false;
   const int32_t P = partial_positions(L);
   for (int32_t c = 0; c < n; ++c) {
     const int32_t local = o0 + c - L.oc_base;

@@ -512,7 +512,7 @@ bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
 }
 
 // Phase 1 of a reduced layer: the sums of this board's input channels for
-// every output channel; then the other owners' blocks go out and the layer
+// every output channel (or of its input rows, core/partial.h); then the other owners' blocks go out and the layer
 // stays open for theirs.
 bool LayerScheduler::sums_phase(const FragLayer& e, Open* slot, uint32_t t0) {
   int32_t* own = reinterpret_cast<int32_t*>(buffer(e.ps_at));
@@ -522,8 +522,7 @@ bool LayerScheduler::sums_phase(const FragLayer& e, Open* slot, uint32_t t0) {
     report(ErrorCode::Internal, slot->run_seq, "kernel failed");
     return false;
   }
-  const uint64_t macs = uint64_t(e.desc.out.c) * uint64_t(partial_positions(e.desc)) * uint64_t(e.ps_ci1 - e.ps_ci0) *
-                        uint64_t(partial_k_per_channel(e.desc));
+  const uint64_t macs = uint64_t(partial_macs(e.desc, e.ps_ci0, e.ps_ci1));
   const uint32_t us = port_->after_compute(e.node, macs, port_->now_us() - t0);
   if (e.n_ps_sends)
     port_->results(e.node, ResultKind::PartialSums, reinterpret_cast<uint8_t*>(own + e.ps_send(0).pos / 4));

@@ -29,6 +29,7 @@ std::vector<int> place_in_place(const QGraph& q, WorkerPlan& wp) {
     int32_t c0, c1, y0, y1;
     if (!whole_rows(d, ls, &c0, &c1, &y0, &y1)) continue;
     LayerShare& last = wp.layers[size_t(ls.out_until)];
+    if (last.psum.on) continue;  // a partial share's window is its input block exactly (core/partial.h)
     for (size_t k = 0; k < last.inputs.size(); ++k) {
       InputNeed& in = last.inputs[k];
       if (in.local_layer != ls.node || in.box.empty() || in.box.c0 > c0 || in.box.c1 < c1) continue;

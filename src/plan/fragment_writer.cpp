@@ -37,6 +37,7 @@ struct Slice {
 // output channel, [o][k] with k over the share's (ci1 - ci0) x kper inputs.
 std::vector<int8_t> partial_weights(const QNode& node, const LayerShare& ls) {
   const core::LayerDesc& d = node.geo;
+  if (core::partial_weights(d, ls.psum.ci0, ls.psum.ci1) == 0) return {};  // row shares (or none) hold no weights
   const int64_t kper = core::partial_k_per_channel(d);
   const int64_t fan = int64_t(d.in[0].c) * kper;  // weights per output channel
   const int64_t k0 = ls.psum.ci0 * kper, k1 = ls.psum.ci1 * kper;
@@ -72,7 +73,7 @@ Slice slice_of(const QNode& node, const LayerShare& ls) {
   sl.w = at(node.weights, core::kWeights);
   sl.wn = count[core::kWeights];
   if (ls.psum.on)  // the caller writes partial_weights() instead
-    sl.wn = uint64_t(g.out.c) * uint64_t(ls.psum.ci1 - ls.psum.ci0) * uint64_t(core::partial_k_per_channel(g));
+    sl.wn = uint64_t(core::partial_weights(g, ls.psum.ci0, ls.psum.ci1));
   sl.b = at(node.bias, core::kBias);
   sl.bn = count[core::kBias];
   sl.m = at(node.mult, core::kMult);

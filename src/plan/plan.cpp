@@ -87,7 +87,13 @@ Plan empty_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   Plan p;
   p.strategy = strategy.name();
   p.layer_strategy.resize(q.nodes.size());
-  for (size_t n = 0; n < q.nodes.size(); ++n) p.layer_strategy[n] = strategy.layer_name(q, int(n));
+  for (size_t n = 0; n < q.nodes.size(); ++n) {
+    p.layer_strategy[n] = strategy.layer_name(q, int(n));
+    // Row sums of a global pool go board to board: on the relay route its
+    // channels are split instead (strategy.cpp, SpatialStrategy::layer_name).
+    if (route != Route::Direct && p.layer_strategy[n] == "reduce" && core::partial_rows(q.desc(int(n))))
+      p.layer_strategy[n] = "channel";
+  }
   p.route = route;
   p.model_bytes = q.weight_bytes();
   p.ratings = shares;
@@ -106,7 +112,7 @@ Plan empty_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
                   "on the relay route every output goes through the coordinator");
     if (p.layer_strategy[n] == "reduce") {
       if (!ReduceStrategy::reducible(q, int(n)))
-        throw Error("plan: layer '" + q.nodes[n].name + "' cannot be split by input channels (a Conv 1x1 or a Gemm can)");
+        throw Error("plan: layer '" + q.nodes[n].name + "' cannot be split by its input with partial sums (a Conv 1x1, a Gemm or a GlobalAvgPool can)");
       if (route != Route::Direct)
         throw Error("plan: strategy 'reduce' (partial sums reduced board to board) needs --route direct; the relay route has no path for partial sums");
     }
@@ -134,28 +140,41 @@ void check_tiling(const std::vector<std::vector<core::Region>>& regions, const Q
   if (covered != total) throw Error("plan: strategy '" + strategy.name() + "' regions do not cover layer '" + node.name + "'");
 }
 
-// A partial share of a reduced layer: input channels [ci0, ci1), whole
-// planes; weights of those channels for every output channel, requantisation
-// data of the own block.
-void partial_share(const QGraph& q, const QNode& node, const core::LayerDesc& d, const std::pair<int32_t, int32_t>& block,
+// A partial share of a reduced layer (core/partial.h): input channels
+// [ci0, ci1), whole planes, with the weights of those channels for every
+// output channel and the requantisation data of the own block; or input rows
+// [ci0, ci1) of every channel (no data). Its one region is whole output
+// channels, the block it requantises.
+void partial_share(const QGraph&, const QNode& node, const core::LayerDesc& d, const std::pair<int32_t, int32_t>& block,
                    LayerShare& ls) {
   PartialShare& ps = ls.psum;
   ps.on = true;
   ps.ci0 = block.first;
   ps.ci1 = block.second;
-  const int64_t kper = core::partial_k_per_channel(d);
-  const int64_t hw_in = int64_t(d.in[0].h) * d.in[0].w;
-  ls.data_bytes = int64_t(d.out.c) * (ps.ci1 - ps.ci0) * kper + int64_t(ls.oc_count) * 4 * ((node.bias.empty() ? 0 : 1) + 2);
-  ls.macs = int64_t(d.out.c) * core::partial_positions(d) * (ps.ci1 - ps.ci0) * kper;
+  const bool rows = core::partial_rows(d);
+  if (rows) {
+    const int64_t P = core::partial_positions(d);
+    ls.oc_base = int32_t(ls.regions[0].v[0] / P);
+    ls.oc_count = int32_t((ls.regions[0].v[1] - ls.regions[0].v[0]) / P);
+  }
+  ls.data_bytes = core::partial_weights(d, ps.ci0, ps.ci1) +
+                  (rows ? 0 : int64_t(ls.oc_count) * 4 * ((node.bias.empty() ? 0 : 1) + 2));
+  ls.macs = core::partial_macs(d, ps.ci0, ps.ci1);
   InputNeed& in = ls.inputs[0];
   in.tensor = node.inputs[0];
   in.runs.clear();
-  in.box = core::Box{};
-  if (ps.ci1 > ps.ci0) {
-    in.runs.push_back(InputRun{uint32_t(ps.ci0 * hw_in), uint32_t((ps.ci1 - ps.ci0) * hw_in)});
-    in.box = core::Box{ps.ci0, ps.ci1, 0, d.in[0].h};
+  in.box = core::partial_window(d, ps.ci0, ps.ci1);
+  in.elems = in.box.elems(d.in[0].w);
+  if (in.box.empty()) return;
+  const int64_t W = d.in[0].w, hw_in = int64_t(d.in[0].h) * W;
+  // The window's runs: one per channel, or one when they join (whole planes).
+  for (int64_t c = in.box.c0; c < in.box.c1; ++c) {
+    const uint32_t at = uint32_t(c * hw_in + in.box.h0 * W), n = uint32_t((in.box.h1 - in.box.h0) * W);
+    if (!in.runs.empty() && in.runs.back().offset + in.runs.back().count == at)
+      in.runs.back().count += n;
+    else
+      in.runs.push_back(InputRun{at, n});
   }
-  in.elems = (ps.ci1 - ps.ci0) * hw_in;
 }
 
 // Operand k of a share: the exact runs its regions read (needs.h) and the

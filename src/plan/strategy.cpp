@@ -37,7 +37,11 @@ bool SpatialStrategy::whole_rows(const QGraph& q, int node, const std::vector<do
 }
 
 std::string SpatialStrategy::layer_name(const QGraph& q, int node) const {
-  return uses_bands(q, node) ? name() : "channel";
+  if (uses_bands(q, node)) return name();
+  // A global pool of a map split in rows: each board sums its own rows
+  // (core/partial.h) where the sums are smaller than the map, rather than
+  // gathering whole planes (on the relay route: by channels, plan.cpp).
+  return core::partial_rows(q.desc(node)) && ReduceStrategy::pays(q, node) ? "reduce" : "channel";
 }
 
 std::vector<Run> SpatialStrategy::split(const QGraph&, int, const std::vector<double>&) const {
@@ -164,11 +168,19 @@ bool ReduceStrategy::reducible(const QGraph& q, int node) {
 
 bool ReduceStrategy::pays(const QGraph& q, int node) {
   if (!reducible(q, node)) return false;
+  // The sums a board sends (int32, every output channel at every position)
+  // against the input it would otherwise take whole (a Conv 1x1: 4 x out.c
+  // against in.c bytes a position; a GlobalAvgPool: 4 against H x W bytes a
+  // channel).
   const core::LayerDesc d = q.desc(node);
-  return 4 * int64_t(d.out.c) < int64_t(d.in[0].c) * core::partial_k_per_channel(d);
+  return 4 * int64_t(d.out.c) * core::partial_positions(d) < d.in[0].size();
 }
 
 std::string ReduceStrategy::layer_name(const QGraph& q, int node) const {
+  // A global pool's partial sums are of rows (core/partial.h): its input
+  // here is split by channels, so it pools its own channels (`reduce-all`,
+  // for tests, takes every layer that can).
+  if (!all_ && core::partial_rows(q.desc(node))) return "channel";
   return (all_ ? reducible(q, node) : pays(q, node)) ? "reduce" : "channel";
 }
 
@@ -188,7 +200,7 @@ std::vector<std::pair<int32_t, int32_t>> ReduceStrategy::input_blocks(const QGra
   const std::vector<int64_t> out = proportional_counts(d.out.c, shares);
   std::vector<double> owners(shares.size(), 0.0);
   for (size_t w = 0; w < shares.size(); ++w) owners[w] = out[w] > 0 ? shares[w] : 0.0;
-  const std::vector<int64_t> in = proportional_counts(d.in[0].c, owners);
+  const std::vector<int64_t> in = proportional_counts(core::partial_extent(d), owners);
   std::vector<std::pair<int32_t, int32_t>> v(shares.size());
   int32_t at = 0;
   for (size_t w = 0; w < shares.size(); ++w) {

@@ -49,10 +49,18 @@ KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, in
   return KernelStatus::Ok;
 }
 
+// Row shares with partial sums (core/partial.h): a board sums its rows of
+// every channel, the channel's owner adds the sums and requantises, as eval
+// does with the whole plane's sum.
+bool partial_ok(const LayerDesc& L) { return L.in[0].h > 1; }
+int32_t partial_positions(const LayerDesc&) { return 1; }
+int32_t partial_k(const LayerDesc&) { return 0; }
+const PartialForm kPartial = {partial_ok, partial_positions, partial_k, true};
+
 }  // namespace
 
 const OpDef kGlobalAvgPoolOp = {QOp::GlobalAvgPool, "GlobalAvgPool", check, nullptr, no_data, false, no_arrays,
-                                box_of, access, macs, eval, nullptr};
+                                box_of, access, macs, eval, &kPartial};
 
 }  // namespace core
 }  // namespace ts
