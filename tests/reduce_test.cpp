@@ -195,12 +195,16 @@ TEST(ReduceKernel, GlobalPoolRowSharesAddUpToThePool) {
 // channels on the relay route; `reduce` pools its channels (its input is
 // split by channels); the fragment carries the row share.
 TEST(ReducePlan, AGlobalPoolOfRowsSumsItsOwnRowsOnTheDirectRoute) {
-  const QGraph& q = mobilenet();
+  // PP-OCRv4's neck in small: squeeze-excite pools over 16x16 to 2x2 maps.
+  static const QGraph rsefpn = quantized_model(kOnnx + "rsefpn.onnx", 0, QuantizeOptions{});
+  const QGraph& q = rsefpn;
   int pool = -1;
   for (size_t n = 0; n < q.nodes.size(); ++n)
-    if (q.nodes[n].op == core::QOp::GlobalAvgPool) pool = int(n);
+    if (q.nodes[n].op == core::QOp::GlobalAvgPool && (pool < 0 || q.desc(int(n)).in[0].h > q.desc(pool).in[0].h))
+      pool = int(n);
   ASSERT_GE(pool, 0);
   const core::LayerDesc d = q.desc(pool);
+  ASSERT_GE(d.in[0].h * d.in[0].w, 8 * 3 + 1);  // its sums are clearly fewer bytes than its planes on 3 boards
   for (const char* s : {"spatial", "rows", "fused-rows"}) {
     SCOPED_TRACE(s);
     const plan::Plan p = reduce_plan(q, 3, s);
@@ -238,6 +242,14 @@ TEST(ReducePlan, AGlobalPoolOfRowsSumsItsOwnRowsOnTheDirectRoute) {
   EXPECT_EQ(reduce_plan(q, 3, "spatial", plan::Route::Relay).layer_strategy[size_t(pool)], "channel");
   EXPECT_EQ(reduce_plan(q, 3, "reduce").layer_strategy[size_t(pool)], "channel");
   EXPECT_EQ(reduce_plan(q, 3, "reduce-all").layer_strategy[size_t(pool)], "reduce");
+  // A small map on many boards: the planes are fewer bytes than the sums.
+  const int many = d.in[0].h * d.in[0].w / 8;
+  EXPECT_EQ(reduce_plan(q, many, "rows").layer_strategy[size_t(pool)], "channel");
+  // MobileNetV2's 3x3 pool on 3 boards likewise.
+  const QGraph& m = mobilenet();
+  for (size_t n = 0; n < m.nodes.size(); ++n)
+    if (m.nodes[n].op == core::QOp::GlobalAvgPool)
+      EXPECT_EQ(reduce_plan(m, 3, "spatial").layer_strategy[n], "channel") << m.nodes[n].name;
 }
 
 TEST(ReduceFragment, PartialRecordRoundTripsAndDamageIsRefused) {
