@@ -260,6 +260,26 @@ TEST_F(FirmwareDirectTest, StreamedChainsBoardToBoardAreBitExact) {
 // from sums the other boards sent them.
 TEST_F(FirmwareDirectTest, PartialSumsBoardToBoardAreBitExact) { expect_direct_run("--strategy reduce"); }
 
+// A global pool of a map split in rows: each board sums its own rows and the
+// sums go to the channels' owners (core/partial.h), on PP-OCRv4's neck in
+// small (the rsefpn test model, its own 64x64 size), bands of rows.
+TEST_F(FirmwareDirectTest, GlobalPoolRowSumsBoardToBoardAreBitExact) {
+  const std::string args = "--model " + std::string(TS_SOURCE_DIR) + "/tests/data/onnx/rsefpn.onnx --strategy spatial";
+  const auto p = ts::testing::tinysplit("plan --workers 3 --route direct --json " + args);
+  ASSERT_EQ(p.code, 0) << p.err;
+  int summed = 0;
+  for (const auto& l : nlohmann::json::parse(p.out).at("per_layer"))
+    summed += l.at("op") == "GlobalAvgPool" && l.at("strategy") == "reduce";
+  EXPECT_GE(summed, 2);
+  const auto r = run(args, 0);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("route").get<std::string>(), "direct");
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  EXPECT_TRUE(j.at("first_mismatch").is_null());
+}
+
 // `run --inject-fault flip:1:20`: board 1 changes one output of layer 20
 // after computing it; with direct routing the coordinator never sees that
 // tensor, only board 1's digest in DONE, and names board and layer.

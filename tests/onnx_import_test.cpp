@@ -18,6 +18,7 @@
 #include "model/fold.h"
 #include "model/graph.h"
 #include "model/import_onnx.h"
+#include "support/small_graph.h"
 
 namespace ts {
 
@@ -440,14 +441,9 @@ Graph gate_graph(int variant) {
   Graph g;
   g.input = g.add_tensor("x", {3, 4, 4});
   auto node = [&](Op op, std::vector<int> in, Shape out, const char* name) {
-    Node n;
-    n.op = op;
-    n.name = name;
-    n.inputs = std::move(in);
-    n.output = g.add_tensor(std::string(name) + "_out", out);
-    if (op == Op::HardSigmoid) n.alpha = 0.2f, n.beta_hs = 0.5f;
-    g.add_node(n);
-    return n.output;
+    return ts::testing::add_op(g, op, std::move(in), out, name, [](Node& n) {
+      if (n.op == Op::HardSigmoid) n.alpha = 0.2f, n.beta_hs = 0.5f;
+    });
   };
   const int x = node(Op::Relu, {g.input}, {3, 4, 4}, "x0");
   const int pooled = variant == 3 ? x : node(Op::GlobalAvgPool, {x}, {3, 1, 1}, "gap");
@@ -474,9 +470,7 @@ TEST(OnnxImport, ResidualGateFoldsOnlyAPerChannelGateOfTheSameMap) {
     const Graph f = fold(g, &st);
     EXPECT_EQ(st.residual_gates, variant == 0 ? 1 : 0);
     EXPECT_EQ(count_ops(f, Op::Add), variant == 0 ? 0 : 1);
-    const std::vector<float> a = run_float(g, in), b = run_float(f, in);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f) << i;
+    ts::testing::expect_same_function(g, f, in, 1e-5f);
   }
 }
 

@@ -15,11 +15,11 @@
 
 #include "core/op.h"
 #include "core/ops/resize.h"
-#include "model/float_exec.h"
 #include "model/fold.h"
 #include "plan/needs.h"
 #include "plan/plan.h"
 #include "support/run_json.h"
+#include "support/small_graph.h"
 #include "support/shell.h"
 
 namespace {
@@ -275,21 +275,14 @@ Graph resize_add_graph(int variant) {
   Graph g;
   g.input = g.add_tensor("x", {2, 8, 8});
   auto node = [&](Op op, std::vector<int> in, Shape out, const char* name) {
-    Node n;
-    n.op = op;
-    n.name = name;
-    n.inputs = std::move(in);
-    n.output = g.add_tensor(std::string(name) + "_out", out);
-    n.kh = n.kw = op == Op::AvgPool ? 2 : 1;
-    n.sh = n.sw = op == Op::AvgPool ? 2 : 1;
-    if (op == Op::Resize) {
+    return ts::testing::add_op(g, op, std::move(in), out, name, [&](Node& n) {
+      n.kh = n.kw = n.sh = n.sw = op == Op::AvgPool ? 2 : 1;
+      if (op != Op::Resize) return;
       n.out_h = out.h, n.out_w = out.w;
       n.interp = variant == 2 ? rs::kLinear : rs::kNearest;
       n.coord = variant == 1 ? rs::kHalfPixel : rs::kAsymmetric;
       n.rounding = variant == 1 ? rs::kRoundPreferFloor : variant == 3 ? rs::kRoundPreferCeil : rs::kFloor;
-    }
-    g.add_node(n);
-    return n.output;
+    });
   };
   const int small = node(Op::AvgPool, {g.input}, {2, 4, 4}, "pool");
   const int up = node(Op::Resize, {small}, variant == 5 ? Shape{2, 8, 6} : Shape{2, 8, 8}, "up");
@@ -324,9 +317,7 @@ TEST(UpsampleFold, ANearestResizeByWholeFactorsFoldsIntoItsAdd) {
       }
     }
     EXPECT_EQ(resizes, (folds ? 0 : 1) + (variant == 5 ? 1 : 0));
-    const std::vector<float> a = run_float(g, in), b = run_float(f, in);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << i;
+    ts::testing::expect_same_function(g, f, in);
   }
 }
 
