@@ -335,7 +335,7 @@ int last_layer(const Net& n, int b) {
 // boards did hold frames of the next inference while on the current one.
 TEST(PipelineBoards, NextInferenceFramesWaitAndEveryInferenceIsExact) {
   int holds = 0;
-  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+  for (uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u, 11u, 12u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Net n("tiny.onnx", 3, seed);
     n.slow = int(seed % 3);
@@ -387,7 +387,9 @@ TEST(PipelineBoards, NextInferenceFramesWaitAndEveryInferenceIsExact) {
     holds += n.next_holds;
   }
   // The path under test ran: some board was still on inference k when a
-  // frame of k+1 reached it, and held it.
+  // frame of k+1 reached it, and held it (4 of the 12 seeds' runs do since
+  // tiny's global pool sums its rows, which keeps the boards closer in step;
+  // all of the first 4 did before).
   EXPECT_GT(holds, 0);
 }
 
