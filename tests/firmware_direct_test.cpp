@@ -268,8 +268,8 @@ TEST_F(FirmwareDirectTest, GlobalPoolRowSumsBoardToBoardAreBitExact) {
   const auto p = ts::testing::tinysplit("plan --workers 3 --route direct --json " + args);
   ASSERT_EQ(p.code, 0) << p.err;
   int summed = 0;
-  for (const auto& l : nlohmann::json::parse(p.out).at("per_layer"))
-    summed += l.at("op") == "GlobalAvgPool" && l.at("strategy") == "reduce";
+  const auto plan = nlohmann::json::parse(p.out);
+  for (const auto& l : plan.at("per_layer")) summed += l.at("op") == "GlobalAvgPool" && l.at("strategy") == "reduce";
   EXPECT_GE(summed, 2);
   const auto r = run(args, 0);
   ASSERT_EQ(r.code, 0) << r.err;
