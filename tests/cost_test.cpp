@@ -80,7 +80,7 @@ TEST(Strategies, ChannelSpatialAndMixedTileEveryLayer) {
         expect_tiles_and_reads(q, p);
         if (st == &mix) {
           // A global pool of rows sums its rows only on the direct route and
-          // where that pays (plan.cpp, rows_pay): else by channels.
+          // where that pays (ReduceStrategy::rows_pay): else by channels.
           for (size_t k = 0; k < q.nodes.size(); ++k) {
             std::string want = mixed[k] == "spatial" ? spatial.layer_name(q, int(k)) : mixed[k];
             const int64_t active = std::count_if(shares.begin(), shares.end(), [](double s) { return s > 0; });

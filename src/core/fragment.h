@@ -284,8 +284,9 @@ struct FragLayer {
   const uint8_t* sends = nullptr;
   uint32_t n_sends = 0;
   // Partial sums (kEntryPartial, fragment.h kPs*): input channels (or rows,
-  // core/partial.h) [ps_ci0, ps_ci1), own sums at ps_at (int32, out.c x partial_positions), sums
-  // received at ps_acc_at (int32, out_elems), ps_expected bytes of them.
+  // core/partial.h) [ps_ci0, ps_ci1), own sums at ps_at (int32, out.c x
+  // partial_positions), sums received at ps_acc_at (int32, out_elems),
+  // ps_expected bytes of them.
   int32_t ps_ci0 = 0, ps_ci1 = 0;
   uint32_t ps_at = 0, ps_acc_at = 0, ps_expected = 0;
   const uint8_t* ps_sends = nullptr;

@@ -111,13 +111,14 @@ bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1,
 }
 
 bool partial_finish(const LayerDesc& L, int32_t o0, int32_t n, const int32_t* own, const int32_t* recv, int8_t* out) {
-  if (partial_ok(L) && partial_rows(L) && o0 >= 0 && n >= 0 && o0 + n <= L.out.c) {
+  if (!partial_ok(L) || o0 < 0 || n < 0 || o0 + n > L.out.c) return false;
+  if (partial_rows(L)) {
     // One sum per channel, the op's one requantiser.
     const Requant rq(L.out_mult, L.out_shift, L.out_zp, L.act_min, L.act_max);
     for (int32_t j = 0; j < n; ++j) out[j] = rq(int32_t(uint32_t(own[j]) + (recv ? uint32_t(recv[j]) : 0u)));
     return true;
   }
-  if (!partial_ok(L) || partial_rows(L) || !L.mult || !L.shift || o0 < L.oc_base || n < 0 || o0 + n > L.out.c) return false;
+  if (!L.mult || !L.shift || o0 < L.oc_base) return false;
   const int32_t P = partial_positions(L);
   for (int32_t c = 0; c < n; ++c) {
     const int32_t local = o0 + c - L.oc_base;

@@ -512,8 +512,8 @@ bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
 }
 
 // Phase 1 of a reduced layer: the sums of this board's input channels for
-// every output channel (or of its input rows, core/partial.h); then the other owners' blocks go out and the layer
-// stays open for theirs.
+// every output channel (or of its input rows, core/partial.h); then the
+// other owners' blocks go out and the layer stays open for theirs.
 bool LayerScheduler::sums_phase(const FragLayer& e, Open* slot, uint32_t t0) {
   int32_t* own = reinterpret_cast<int32_t*>(buffer(e.ps_at));
   touch(e.ps_at, arena_block(e.ps_bytes()));

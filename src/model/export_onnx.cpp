@@ -277,6 +277,26 @@ class Exporter {
     throw Error("ONNX export: node '" + n.name + "' has an output size ONNX cannot derive from its window");
   }
 
+  // Add / Mul in the real domain, requantised; an Add's second operand read
+  // nearest-upsampled (core/ops/add.cpp) gets a Resize first: output index o
+  // reads o / factor, ONNX's asymmetric floor.
+  void emit_binary(const QNode& n, const core::LayerDesc& d, const std::string& base) {
+    const std::string a = dequant(as_4d(n.inputs[0]), n.inputs[0]);
+    std::string b = dequant(as_4d(n.inputs[1]), n.inputs[1]);
+    if (n.op == QOp::Add && (d.sh != 1 || d.sw != 1)) {
+      const std::string sizes = init_i64(fresh(base + ".up_sizes"), {4}, {1, d.out.c, d.out.h, d.out.w});
+      const std::string up = fresh(base + ".up");
+      auto* r = node("Resize", {b, "", "", sizes}, {up}, base + ".up");
+      attr_str(r, "mode", "nearest");
+      attr_str(r, "coordinate_transformation_mode", "asymmetric");
+      attr_str(r, "nearest_mode", "floor");
+      b = up;
+    }
+    const std::string real = fresh(base + ".real");
+    node(n.op == QOp::Add ? "Add" : "Mul", {a, b}, {real}, base);
+    requant(real, d, n.output, base);
+  }
+
   void emit(const QNode& n, const core::LayerDesc& d) {
     const std::string base = sanitize(n.name.empty() ? "node" : n.name);
     const int y = n.output;
@@ -286,25 +306,9 @@ class Exporter {
         emit_weighted(n, d);
         return;
       case QOp::Add:
-      case QOp::Mul: {
-        const std::string a = dequant(as_4d(n.inputs[0]), n.inputs[0]);
-        std::string b = dequant(as_4d(n.inputs[1]), n.inputs[1]);
-        if (n.op == QOp::Add && (d.sh != 1 || d.sw != 1)) {
-          // The second operand read nearest-upsampled (core/ops/add.cpp):
-          // output index o reads o / factor, ONNX's asymmetric floor.
-          const std::string sizes = init_i64(fresh(base + ".up_sizes"), {4}, {1, d.out.c, d.out.h, d.out.w});
-          const std::string up = fresh(base + ".up");
-          auto* r = node("Resize", {b, "", "", sizes}, {up}, base + ".up");
-          attr_str(r, "mode", "nearest");
-          attr_str(r, "coordinate_transformation_mode", "asymmetric");
-          attr_str(r, "nearest_mode", "floor");
-          b = up;
-        }
-        const std::string real = fresh(base + ".real");
-        node(n.op == QOp::Add ? "Add" : "Mul", {a, b}, {real}, base);
-        requant(real, d, y, base);
+      case QOp::Mul:
+        emit_binary(n, d, base);
         return;
-      }
       case QOp::Concat: {
         // Operands first: the DequantizeLinear nodes must precede the Concat.
         std::vector<std::string> parts;

@@ -76,19 +76,6 @@ uint32_t model_crc(const QGraph& q) {
 
 // A plan with its workers and layers sized and nothing computed yet; refuses
 // what the fragment format cannot number and reduce layers it cannot take.
-// Whether a global pool of a map split in rows sums its rows on these N
-// boards (strategy.cpp, SpatialStrategy::layer_name) rather than pooling
-// whole planes of its channels: row sums go board to board, so on the
-// direct route only, on more than one board, and where they are clearly
-// fewer bytes: every board sends 4 B a channel to each other one, (N - 1) x
-// 4 x C in all, where the planes a channel split gathers come to about C x
-// H x W x (N - 1) / N; a margin of 2 for the rows of a board's plane share
-// it may already hold (MobileNetV2's 4x4 pool on 3 boards gathers less than
-// its sums).
-bool rows_pay(const core::LayerDesc& d, int n_boards, Route route) {
-  return route == Route::Direct && n_boards > 1 && 8 * int64_t(n_boards) < int64_t(d.in[0].h) * d.in[0].w;
-}
-
 Plan empty_plan(const QGraph& q, const Testbed& t, const std::vector<double>& shares, const SplitStrategy& strategy,
                 Route route) {
   const size_t N = shares.size();
@@ -105,7 +92,7 @@ Plan empty_plan(const QGraph& q, const Testbed& t, const std::vector<double>& sh
   for (size_t n = 0; n < q.nodes.size(); ++n) {
     p.layer_strategy[n] = strategy.layer_name(q, int(n));
     if (p.layer_strategy[n] == "reduce" && core::partial_rows(q.desc(int(n))) && strategy.name() != "reduce-all" &&
-        !rows_pay(q.desc(int(n)), active, route))
+        !ReduceStrategy::rows_pay(q.desc(int(n)), active, route == Route::Direct))
       p.layer_strategy[n] = "channel";
   }
   p.route = route;

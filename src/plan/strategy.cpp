@@ -38,10 +38,10 @@ bool SpatialStrategy::whole_rows(const QGraph& q, int node, const std::vector<do
 
 std::string SpatialStrategy::layer_name(const QGraph& q, int node) const {
   if (uses_bands(q, node)) return name();
-  // A global pool of a map split in rows: each board sums its own rows
-  // (core/partial.h) where the sums are smaller than the map, rather than
-  // gathering whole planes (on the relay route: by channels, plan.cpp).
-  return core::partial_rows(q.desc(node)) && ReduceStrategy::pays(q, node) ? "reduce" : "channel";
+  // A global pool of a map split in rows may sum each board's own rows
+  // (core/partial.h) rather than gather whole planes: where it pays on the
+  // plan's boards and route (ReduceStrategy::rows_pay, applied by the plan).
+  return core::partial_rows(q.desc(node)) && ReduceStrategy::reducible(q, node) ? "reduce" : "channel";
 }
 
 std::vector<Run> SpatialStrategy::split(const QGraph&, int, const std::vector<double>&) const {
@@ -174,6 +174,16 @@ bool ReduceStrategy::pays(const QGraph& q, int node) {
   // channel).
   const core::LayerDesc d = q.desc(node);
   return 4 * int64_t(d.out.c) * core::partial_positions(d) < d.in[0].size();
+}
+
+// Row sums go board to board (so the direct route only) and help only on
+// more than one board and where they are clearly fewer bytes: every board
+// sends 4 B a channel to each other one, (N - 1) x 4 x C in all, where the
+// planes a channel split gathers come to about C x H x W x (N - 1) / N; a
+// margin of 2 for the rows of a board's plane share it may already hold
+// (MobileNetV2's 4x4 pool on 3 boards gathers less than its sums).
+bool ReduceStrategy::rows_pay(const core::LayerDesc& d, int n_boards, bool direct) {
+  return direct && n_boards > 1 && 8 * int64_t(n_boards) < int64_t(d.in[0].h) * d.in[0].w;
 }
 
 std::string ReduceStrategy::layer_name(const QGraph& q, int node) const {

@@ -179,6 +179,10 @@ class ReduceStrategy final : public SplitStrategy {
                                                               const std::vector<double>& shares);
   // Whether the layer's partial sums are smaller than its input (see above).
   static bool pays(const QGraph& q, int node);
+  // Whether a global pool of a map split in rows sums its rows (core/partial.h)
+  // on n_boards boards, on the direct route or not, rather than pooling
+  // whole planes of its channels.
+  static bool rows_pay(const core::LayerDesc& d, int n_boards, bool direct);
 
  private:
   bool all_ = false;
