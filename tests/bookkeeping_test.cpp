@@ -183,12 +183,15 @@ TEST_F(Bookkeeping, LayerIndexEqualsThePerLayerComputation) {
           return true;
         });
       EXPECT_EQ(index.macs(i), macs) << "layer " << i;
-      uint32_t top = 0;
-      for (int k = 0; k < e.desc.n_inputs; ++k) {
-        const int64_t n = e.box[k].elems(e.desc.in[k].w);
-        if (n > 0) top = std::max(top, e.box_at[k] + core::arena_block(uint32_t(n)));
+      // The windows in use at a layer: those taking frames from it on.
+      for (uint32_t at : {0u, i / 2, i}) {
+        uint32_t top = 0;
+        for (int k = 0; k < e.desc.n_inputs; ++k) {
+          const int64_t n = e.box[k].elems(e.desc.in[k].w);
+          if (n > 0 && e.avail_from[k] <= at) top = std::max(top, e.box_at[k] + core::arena_block(uint32_t(n)));
+        }
+        EXPECT_EQ(core::windows_top(e, at), top) << "layer " << i << " at " << at;
       }
-      EXPECT_EQ(index.windows_top(i), top) << "layer " << i;
       active += e.active();
     }
     EXPECT_FALSE(index.indexed(rd.layer_count()));
@@ -421,7 +424,7 @@ TEST(BookkeepingPartial, GemmSumsEqualThePerTermSums) {
     if (trial == 1)
       for (auto& v : x) v = -128;  // extreme values
     std::vector<int32_t> sums(size_t(L.out.c));
-    ASSERT_TRUE(core::partial_sums(L, x.data(), ci0, ci1, w.data(), sums.data()));
+    ASSERT_TRUE(core::partial_sums(L, x.data(), core::partial_window(L, ci0, ci1), ci0, ci1, w.data(), sums.data()));
     for (int32_t o = 0; o < L.out.c; ++o) {
       uint32_t want = 0;
       for (int32_t k = 0; k < K; ++k) want += uint32_t((int32_t(x[size_t(k)]) - L.in_zp[0]) * w[size_t(o) * size_t(K) + size_t(k)]);

@@ -175,18 +175,24 @@ TEST(ReduceKernel, GlobalPoolRowSharesAddUpToThePool) {
       EXPECT_TRUE(b.c0 == 0 && b.c1 == C && b.h0 == r0 && b.h1 == r1);
       EXPECT_EQ(core::partial_macs(d, r0, r1), int64_t(C) * (r1 - r0) * W);
       EXPECT_EQ(core::partial_weights(d, r0, r1), 0);
+      // The window: every channel x rows [h0, h1) holding the share's, at
+      // times wider (a view in a later layer's window, plan/arena.cpp).
+      const int32_t h0 = std::max(0, r0 - int32_t(rng() % 3)), h1 = std::min(H, r1 + int32_t(rng() % 3));
       std::vector<int8_t> win;
       for (int c = 0; c < C; ++c)
-        win.insert(win.end(), x.begin() + (int64_t(c) * H + r0) * W, x.begin() + (int64_t(c) * H + r1) * W);
+        win.insert(win.end(), x.begin() + (int64_t(c) * H + h0) * W, x.begin() + (int64_t(c) * H + h1) * W);
       std::vector<int32_t> sums(static_cast<size_t>(C));
-      ASSERT_TRUE(core::partial_sums(d, win.data(), r0, r1, nullptr, sums.data()));
+      ASSERT_TRUE(core::partial_sums(d, win.data(), core::Box{0, C, h0, h1}, r0, r1, nullptr, sums.data()));
+      // A row the window does not hold, or a channel short: refused.
+      EXPECT_FALSE(core::partial_sums(d, win.data(), core::Box{0, C, h0, r1 - 1}, h0, r1, nullptr, sums.data()));
+      EXPECT_FALSE(core::partial_sums(d, win.data(), core::Box{0, C - 1, h0, h1}, r0, r1, nullptr, sums.data()));
       std::vector<int32_t>& into = s == 0 ? own : recv;
       for (int c = 0; c < C; ++c) into[size_t(c)] = int32_t(uint32_t(into[size_t(c)]) + uint32_t(sums[size_t(c)]));
     }
     std::vector<int8_t> got(static_cast<size_t>(C));
     ASSERT_TRUE(core::partial_finish(d, 0, C, own.data(), recv.data(), got.data()));
     ASSERT_EQ(got, want) << "trial " << trial;
-    EXPECT_FALSE(core::partial_sums(d, x.data(), 0, H + 1, nullptr, own.data()));  // past the rows
+    EXPECT_FALSE(core::partial_sums(d, x.data(), core::Box{0, C, 0, H + 1}, 0, H + 1, nullptr, own.data()));  // past the rows
   }
 }
 
@@ -215,8 +221,14 @@ TEST(ReducePlan, AGlobalPoolOfRowsSumsItsOwnRowsOnTheDirectRoute) {
       ASSERT_TRUE(ls.psum.on);
       EXPECT_EQ(ls.psum.ci0, at);
       at = ls.psum.ci1;
+      // Its window: every channel x its rows, or a view holding them in a
+      // later layer's window (plan/arena.cpp).
       const core::Box b = ls.inputs[0].box;
-      EXPECT_TRUE(b.c0 == 0 && b.c1 == d.in[0].c && b.h0 == ls.psum.ci0 && b.h1 == ls.psum.ci1);
+      EXPECT_TRUE(b.c0 == 0 && b.c1 == d.in[0].c);
+      if (ls.inputs[0].view_of < 0)
+        EXPECT_TRUE(b.h0 == ls.psum.ci0 && b.h1 == ls.psum.ci1);
+      else
+        EXPECT_TRUE(b.h0 <= ls.psum.ci0 && b.h1 >= ls.psum.ci1);
       EXPECT_EQ(ls.data_bytes, 0);
       // Over bands of whole rows its rows are those this board made of the
       // pool's input: none comes from another board.

@@ -135,6 +135,18 @@ inline nlohmann::json stream_json(plan::Streaming mode, const plan::Plan& p) {
   return {{"mode", plan::streams::name(mode)}, {"layers", s.layers}, {"chains", s.chains}, {"step", s.step}};
 }
 
+// `plan --json` and `run --json`: the windows read in place (plan.h ViewCount).
+inline nlohmann::json views_json(const plan::Plan& p) {
+  const plan::ViewCount v = plan::view_count(p);
+  return {{"windows", v.windows}, {"early", v.early}};
+}
+inline std::string views_line(const plan::Plan& p) {
+  const plan::ViewCount v = plan::view_count(p);
+  if (v.windows == 0) return "";
+  return "views: " + std::to_string(v.windows) + " input windows read in place in a later layer's window (no copy, " +
+         "no buffer of their own), " + std::to_string(v.early) + " of them before their data's home layer\n";
+}
+
 // Registration functions, one per subcommand file.
 void register_inspect(CLI::App& app);
 void register_quantize(CLI::App& app);

@@ -69,6 +69,7 @@ void print_plan_json(const PlanConfig& c, const PlanResult& r) {
                       {"total_wire_bytes", p.total_wire_bytes},
                       {"coding", coding_json(c, r, p)},
                       {"stream", stream_json(c.plan.stream, p)},
+                      {"views", views_json(p)},
                       {"est_latency_s", p.est_latency_s},
                       {"cost_model", c.cost_model},
                       {"est_parts", {{"compute_s", parts.compute_s}, {"steps", parts.steps},
@@ -129,6 +130,7 @@ void print_plan_text(const PlanConfig& c, const PlanResult& r) {
     std::printf("estimated latency (cost model, %.3g cycles/MAC, %.3g us per message): %.4f s\n", c.cycles_per_mac,
                 c.frame_latency_us, p.est_latency_s);
   std::fputs(plan::streams::summary_line(p, c.plan.stream).c_str(), stdout);
+  std::fputs(views_line(p).c_str(), stdout);
   std::printf("heaviest layer for one worker: %s, %lld bytes in+out\n", p.layers[heavy].name.c_str(),
               (long long)p.layers[heavy].max_worker_bytes_moved);
   if (!paths.empty()) std::printf("wrote %zu fragments to %s\n", paths.size(), c.out.c_str());

@@ -238,6 +238,7 @@ void print_run_json(const RunConfig& c, const RunInputs& in, const RunResult& r)
       {"result_bytes", x.result_bytes},
       {"coding", coding_json(in.plan, r.plan)},
       {"stream", stream_json(in.plan.stream, r.plan)},
+      {"views", views_json(r.plan)},
       {"planned_wire_payload_bytes", r.plan.total_wire_bytes},
       {"deploy", {{"sent", r.deploy.sent}, {"cached", r.deploy.cached}, {"patched", r.deploy.patched},
                   {"bytes", r.deploy.bytes}, {"full_bytes", r.deploy.full_bytes}, {"seconds", r.deploy.seconds}}},
@@ -336,6 +337,7 @@ void print_run_text(const RunConfig& c, const RunInputs& in, const RunResult& r)
                 "took %s on the wire\n",
                 plan::coding_name(in.plan.coding), masked, riced, human_bytes(x.result_bytes).c_str());
   std::fputs(plan::streams::summary_line(r.plan, in.plan.stream).c_str(), stdout);
+  std::fputs(views_line(r.plan).c_str(), stdout);
   std::printf("%-6s %-22s %12s %12s %10s %12s %12s  %s\n", "board", "address", "peak RAM", "planned", "budget",
               "flash", "compute s", "KiB from/to coordinator");
   for (size_t i = 0; i < x.boards.size(); ++i) {

@@ -435,10 +435,11 @@ InferenceResult Swarm::infer(const std::vector<int8_t>& input, const std::vector
       if (reference) from = resumable(*reference, from, &held_by);
       const size_t first_event = events_.size();
       recover(e, k);  // re-planned and deployed on the boards left, or throws
-      // A streamed chain of the new plan runs whole (core/stream.h): the
-      // inference goes on from its first layer.
+      // A streamed chain of the new plan runs whole (core/stream.h), and a
+      // view reads in-place outputs where they sit (plan.h resume_start):
+      // the inference goes on from the layer that starts them.
       const int kept = from;
-      from = plan::chain_start(*plan_, from);
+      from = plan::resume_start(*plan_, from);
       for (size_t i = first_event; i < events_.size(); ++i) {
         events_[i].resumed_at = from;
         events_[i].kept_layers = kept;

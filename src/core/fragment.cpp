@@ -457,8 +457,10 @@ Why check_active_slot(const EntryCheck& c, int k) {
     // rows of every channel (core/partial.h); or nothing.
     const bool none = L.ps_ci1 == L.ps_ci0;
     const Box w = partial_window(d, L.ps_ci0, L.ps_ci1);
+    // A row share's window may hold more rows (a view, arena.cpp).
+    const bool rows = partial_rows(d);
     if (none ? !(b.c0 == b.c1 && b.h0 == b.h1 && b.c0 == 0 && b.h0 == 0)
-             : (b.c0 != w.c0 || b.c1 != w.c1 || b.h0 != w.h0 || b.h1 != w.h1))
+             : (b.c0 != w.c0 || b.c1 != w.c1 || (rows ? b.h0 > w.h0 || b.h1 < w.h1 : b.h0 != w.h0 || b.h1 != w.h1)))
       return bad("box.c0", b.c0, "not the partial share's input window");
   } else if (c.deep && !(k == 0 && c.line_buffer())) {
     bool inside = true;
@@ -475,7 +477,8 @@ Why check_active_slot(const EntryCheck& c, int k) {
   if (L.n_runs[k] == 0 && L.expected[k] != 0) return bad("expected", L.expected[k], "no runs to receive");
   L.runs[k] = L.n_runs[k] ? c.base + r.runs_off[k] : nullptr;
   L.local[k] = L.n_local[k] ? c.base + r.local_off[k] : nullptr;
-  if (L.n_local[k] == 0 && L.local_layer[k] != frag::kNoLayer) return bad("local_layer", L.local_layer[k], "no local runs");
+  if (L.view(k) && (L.local_layer[k] <= c.index || L.local_layer[k] >= c.hdr.n_layers || b.c0 == b.c1 || b.h0 == b.h1))
+    return bad("local_layer", L.local_layer[k], "a view's host is not a later layer");
   if (L.n_local[k] != 0 && L.local_layer[k] >= c.index) return bad("local_layer", L.local_layer[k], "not an earlier layer");
   if (c.deep) {
     int64_t sum = 0, lsum = 0;
@@ -552,7 +555,7 @@ bool each_buffer(const FragLayer& L, uint32_t first, F&& fn) {
     return false;
   for (int k = 0; k < L.desc.n_inputs; ++k) {
     const uint32_t n = uint32_t(L.box[k].elems(L.desc.in[k].w));
-    if (n && !fn(Buffer{L.box_at[k], arena_block(n), L.avail_from[k], L.node})) return false;
+    if (n && !L.view(k) && !fn(Buffer{L.box_at[k], arena_block(n), L.avail_from[k], L.node})) return false;
   }
   return true;
 }
@@ -652,6 +655,24 @@ Why check_in_place(const CrossCheck& x, uint32_t i, const FragLayer& L) {
     if (pitch == L.out_pitch && at == L.out_at) return Why{};
   }
   return bad("out_at", L.out_at, "not inside a window of layer out_until");
+}
+
+// A view lies inside a window of its host (a later active layer) that is not
+// a view itself and is in use from no later than the view.
+Why check_views(const CrossCheck& x, const FragLayer& L) {
+  FragLayer s;
+  for (int k = 0; k < L.desc.n_inputs; ++k) {
+    if (!L.view(k)) continue;
+    x.entry(L.local_layer[k], &s);
+    const uint64_t at = L.box_at[k], end = at + arena_block(uint32_t(L.box[k].elems(L.desc.in[k].w)));
+    bool inside = false;
+    for (int j = 0; j < s.desc.n_inputs && s.active() && !inside; ++j) {
+      const uint64_t n = arena_block(uint32_t(s.box[j].elems(s.desc.in[j].w)));
+      inside = n && !s.view(j) && s.avail_from[j] <= L.avail_from[k] && at >= s.box_at[j] && end <= s.box_at[j] + n;
+    }
+    if (!inside) return bad("box_at", L.box_at[k], "a view outside its host's windows");
+  }
+  return Why{};
 }
 
 // Local runs come from an earlier active layer whose output is still held,
@@ -783,7 +804,7 @@ FragStatus FragmentReader::open(const uint8_t* data, size_t size) {
     if (!L.active()) continue;
     if (L.out_until < i || L.out_until >= h.n_layers) return refuse(i, bad("out_until", L.out_until));
     if (L.out_pitch && (w = check_in_place(x, i, L)).refused()) return refuse(i, w);
-    if ((w = check_local_runs(x, i, L)).refused()) return refuse(i, w);
+    if ((w = check_local_runs(x, i, L)).refused() || (w = check_views(x, L)).refused()) return refuse(i, w);
   }
   // The arena plan; the header's arena is the fixed part plus the largest
   // layer's top.

@@ -103,7 +103,8 @@ constexpr uint32_t kBox = 24;        // i32 c0, c1, h0, h1: window held
 constexpr uint32_t kRuns = 40;       // u32 offset, u32 count: runs received
 constexpr uint32_t kExpected = 48;   // u32 elements received from the network
 constexpr uint32_t kLocal = 52;      // u32 offset, u32 count: local runs
-constexpr uint32_t kLocalLayer = 60; // u32 layer whose output they come from
+constexpr uint32_t kLocalLayer = 60; // u32 layer whose output they come from; with no
+                                     // local runs kNoLayer, or the host of a view (FragLayer::view)
 constexpr uint32_t kBoxAt = 64;      // u32 arena offset of the window
 constexpr uint32_t kAvailFrom = 68;  // u32 first layer at which frames are taken
 constexpr uint32_t kSlotBytes = 72;
@@ -295,6 +296,12 @@ struct FragLayer {
   bool active() const { return out_elems > 0; }
   bool partial() const { return (flags & kEntryPartial) != 0; }
   bool streamed() const { return (flags & kEntryStreamed) != 0; }
+  // Operand k's window is a *view*: no bytes of its own, it lies inside a
+  // window of the later layer local_layer[k] (its host), in use from before
+  // this window is to after it; the data is there already (outputs computed
+  // in place into it). Encoded as no local runs and local_layer naming a
+  // later layer.
+  bool view(int k) const { return n_local[k] == 0 && local_layer[k] != frag::kNoLayer; }
   Send ps_send(uint32_t i) const;
   // Bytes of the own partial sums (out.c x positions x 4), 0 if not partial.
   uint32_t ps_bytes() const;

@@ -51,7 +51,10 @@ struct Access {
                     // cin_g input channels of group o / cout_g
     kAll,           // every output reads the whole operand (Gemm)
     kPlanes,        // output channel c reads the whole input plane c (GlobalAvgPool)
-    kSame,          // output element e reads element e (elementwise ops)
+    kSame,          // output element e reads element e (elementwise ops); of an
+                    // operand in the output's shape the kernel reads element e
+                    // before it writes output e and never after, so the output
+                    // may be computed over the operand in place (plan/arena.cpp)
     kPerChannel,    // output channel c reads element c (a (C,1,1) operand)
     kChannelSlice,  // output channels [offset, offset + C) read the operand's C
                     // channels at the same positions (Concat)

@@ -56,12 +56,13 @@ int64_t partial_macs(const LayerDesc& L, int32_t i0, int32_t i1) {
 
 namespace {
 // Row shares: each channel's sum of (x - zp) over rows [r0, r1), the window
-// holding every channel x those rows.
-void row_sums(const LayerDesc& L, const int8_t* x, int32_t r0, int32_t r1, int32_t* sums) {
-  const int64_t n = int64_t(r1 - r0) * L.in[0].w;
+// holding every channel x rows [h0, h1) with [r0, r1) among them.
+void row_sums(const LayerDesc& L, const int8_t* x, int32_t h0, int32_t h1, int32_t r0, int32_t r1, int32_t* sums) {
+  const int64_t n = int64_t(r1 - r0) * L.in[0].w, pitch = int64_t(h1 - h0) * L.in[0].w;
   const int32_t zp = L.in_zp[0];
+  x += int64_t(r0 - h0) * L.in[0].w;
   for (int32_t c = 0; c < L.in[0].c; ++c) {
-    const int8_t* xc = x + c * n;
+    const int8_t* xc = x + c * pitch;
     uint32_t acc = 0;
     for (int64_t k = 0; k < n; ++k) acc += uint32_t(int32_t(xc[k]));
     reinterpret_cast<uint32_t*>(sums)[c] = acc - uint32_t(zp) * uint32_t(n);
@@ -69,12 +70,16 @@ void row_sums(const LayerDesc& L, const int8_t* x, int32_t r0, int32_t r1, int32
 }
 }  // namespace
 
-bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1, const int8_t* w, int32_t* sums) {
+bool partial_sums(const LayerDesc& L, const int8_t* x, const Box& box, int32_t ci0, int32_t ci1, const int8_t* w,
+                  int32_t* sums) {
   if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > partial_extent(L)) return false;
+  const Box want = partial_window(L, ci0, ci1);
   if (partial_rows(L)) {
-    row_sums(L, x, ci0, ci1, sums);
+    if (ci1 > ci0 && (box.c0 != want.c0 || box.c1 != want.c1 || box.h0 > ci0 || box.h1 < ci1)) return false;
+    row_sums(L, x, box.h0, box.h1, ci0, ci1, sums);
     return true;
   }
+  if (ci1 > ci0 && (box.c0 != want.c0 || box.c1 != want.c1 || box.h0 != want.h0 || box.h1 != want.h1)) return false;
   const int32_t P = partial_positions(L);
   const int32_t K = (ci1 - ci0) * partial_k_per_channel(L);
   const int32_t zp = L.in_zp[0];

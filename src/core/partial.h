@@ -41,9 +41,12 @@ int32_t partial_k_per_channel(const LayerDesc& L);
 // (no bias); `x` is the window of input channels [ci0, ci1) x all rows, `w`
 // the weights of those channels for every output channel: w[o * K + k],
 // K = (ci1 - ci0) * partial_k_per_channel. Row shares: sums[c] = sum over
-// rows [ci0, ci1) of channel c of (x - zp), `x` the window of every channel
-// x those rows, `w` unused. False if the layer is not partial_ok.
-bool partial_sums(const LayerDesc& L, const int8_t* x, int32_t ci0, int32_t ci1, const int8_t* w, int32_t* sums);
+// rows [ci0, ci1) of channel c of (x - zp), `x` a window of every channel x
+// rows `box` that hold them (a view in a wider window, arena.cpp), `w`
+// unused. False if the layer is not partial_ok or `box` is not such a
+// window (channel shares: exactly partial_window).
+bool partial_sums(const LayerDesc& L, const int8_t* x, const Box& box, int32_t ci0, int32_t ci1, const int8_t* w,
+                  int32_t* sums);
 
 // Requantises output channels [o0, o0 + n) (all positions): out[j] = the
 // layer's requantiser of bias + own[j] + recv[j] (recv may be null), with

@@ -20,11 +20,11 @@ uint64_t share_macs(const FragLayer& e) {
   return macs;
 }
 
-uint32_t windows_top(const FragLayer& e) {
+uint32_t windows_top(const FragLayer& e, uint32_t at) {
   uint32_t top = 0;
   for (int k = 0; k < e.desc.n_inputs; ++k) {
     const uint32_t n = uint32_t(e.box[k].elems(e.desc.in[k].w));
-    if (n && e.box_at[k] + arena_block(n) > top) top = e.box_at[k] + arena_block(n);
+    if (n && e.avail_from[k] <= at && e.box_at[k] + arena_block(n) > top) top = e.box_at[k] + arena_block(n);
   }
   return top;
 }
@@ -38,7 +38,6 @@ void LayerIndex::build(const FragmentReader& f) {
     Facts& x = f_[i];
     x.active = e.active();
     x.macs = x.active ? share_macs(e) : 0;
-    x.windows_top = core::windows_top(e);
     n_ = i + 1;
   }
 }
@@ -74,12 +73,6 @@ bool DeploySession::active(uint32_t i) {
   if (index_.indexed(i)) return index_.active(i);
   const FragLayer* e = entry(i);
   return e && e->active();
-}
-
-uint32_t DeploySession::windows_top(uint32_t i) {
-  if (index_.indexed(i)) return index_.windows_top(i);
-  const FragLayer* e = entry(i);
-  return e ? core::windows_top(*e) : 0;
 }
 
 bool DeploySession::open_fragment() {

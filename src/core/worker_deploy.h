@@ -21,9 +21,10 @@ class Worker;
 
 // MACs a board spends on its share of a layer (the emulated clock's count).
 uint64_t share_macs(const FragLayer& e);
-// Top of the arena buffers of a layer's input windows (the end of the
-// highest one, relative to the planned buffers; 0 if it holds none).
-uint32_t windows_top(const FragLayer& e);
+// Top of the arena buffers of a layer's input windows in use at layer `at`
+// (those taking frames from `at` on, avail_from <= at; the end of the
+// highest one, relative to the planned buffers; 0 if none).
+uint32_t windows_top(const FragLayer& e, uint32_t at);
 
 // Layers whose facts a board works out once, when it opens a fragment
 // (LayerIndex); a fragment of more layers computes the rest per use.
@@ -34,7 +35,7 @@ constexpr uint32_t kMaxIndexedLayers = TS_MAX_INDEXED_LAYERS;
 
 // What the board would otherwise work out from a layer's entry at every
 // inference (its MAC count, a walk over its regions' segments) or every
-// frame (whether it has a share, where its windows end), computed once per
+// frame (whether it has a share), computed once per
 // fragment into a fixed table: the worker's per-inference bookkeeping.
 class LayerIndex {
  public:
@@ -45,12 +46,10 @@ class LayerIndex {
   // Valid for indexed layers only.
   bool active(uint32_t i) const { return f_[i].active; }
   uint64_t macs(uint32_t i) const { return f_[i].macs; }
-  uint32_t windows_top(uint32_t i) const { return f_[i].windows_top; }
 
  private:
   struct Facts {
     uint64_t macs = 0;
-    uint32_t windows_top = 0;
     bool active = false;
   };
   Facts f_[kMaxIndexedLayers];
@@ -81,11 +80,6 @@ class DeploySession {
   const FragLayer* entry_aside(uint32_t i);
   bool active(uint32_t i);
   uint64_t macs(const FragLayer& e) const { return index_.indexed(e.node) ? index_.macs(e.node) : share_macs(e); }
-  uint32_t windows_top(const FragLayer& e) const {
-    return index_.indexed(e.node) ? index_.windows_top(e.node) : core::windows_top(e);
-  }
-  // Of layer i (0 if it cannot be decoded).
-  uint32_t windows_top(uint32_t i);
 
   // STORE (refused unless the board is idle) and COMMIT (answered with DONE,
   // or an ERROR the coordinator acts on). False: the link must close.

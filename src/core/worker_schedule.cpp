@@ -232,7 +232,7 @@ Verdict LayerScheduler::admit(int link, const FrameHeader& h, const FragLayer& e
   *slot = new_slot(h.layer);
   if (!*slot) return Verdict::Hold;
   for (int k = 0; k < e.desc.n_inputs; ++k) (*slot)->expect[k] = expected(e, k);
-  touch(0, deploy_->windows_top(e));
+  touch(0, windows_top(e, cursor_));
   return Verdict::Ok;
 }
 
@@ -517,7 +517,7 @@ bool LayerScheduler::copy_local_inputs(const FragLayer& e) {
 bool LayerScheduler::sums_phase(const FragLayer& e, Open* slot, uint32_t t0) {
   int32_t* own = reinterpret_cast<int32_t*>(buffer(e.ps_at));
   touch(e.ps_at, arena_block(e.ps_bytes()));
-  if (!partial_sums(e.desc, reinterpret_cast<const int8_t*>(buffer(e.box_at[0])), e.ps_ci0, e.ps_ci1, e.desc.weights,
+  if (!partial_sums(e.desc, reinterpret_cast<const int8_t*>(buffer(e.box_at[0])), e.box[0], e.ps_ci0, e.ps_ci1, e.desc.weights,
                     own)) {
     report(ErrorCode::Internal, slot->run_seq, "kernel failed");
     return false;
@@ -883,7 +883,8 @@ void LayerScheduler::sent() {
   // Buffers in use now: the open layers' windows and outputs still held.
   touched_ = 0;
   for (const Open& o : open_)
-    if (o.used) touch(0, deploy_->windows_top(uint32_t(o.layer)));
+    if (o.used)
+      if (const FragLayer* e = deploy_->entry_aside(uint32_t(o.layer))) touch(0, windows_top(*e, cursor_));
 }
 
 bool LayerScheduler::drive() {

@@ -5,6 +5,7 @@
 // board checks the same rules when it reads the fragment (core/fragment.cpp).
 #include <algorithm>
 
+#include "core/op.h"
 #include "core/partial.h"
 #include "plan/plan_steps.h"
 #include "plan/streams.h"
@@ -15,6 +16,20 @@ namespace {
 
 using streams::whole_rows;
 
+// The outputs of `ls` (a share of whole rows) computed in place into window
+// `in`: their channel pitch there, and where its sends read them (from the
+// share's first element).
+void home_in(const core::Dims& d, LayerShare& ls, const InputNeed& in) {
+  int32_t c0, c1, y0, y1;
+  whole_rows(d, ls, &c0, &c1, &y0, &y1);
+  ls.out_pitch = uint32_t(in.box.h1 - in.box.h0) * uint32_t(d.w);
+  const int64_t hw = int64_t(d.h) * d.w;
+  for (core::Send& sd : ls.sends) {
+    const int64_t c = sd.offset / hw, r = sd.offset % hw;
+    sd.pos = uint32_t((c - c0) * int64_t(ls.out_pitch) + r - int64_t(y0) * d.w);
+  }
+}
+
 // In place (direct route): a share of whole rows whose outputs this worker
 // reads again is computed straight into the window of the last layer that
 // reads it (its rows widened to hold the share when needed). That layer then
@@ -24,6 +39,7 @@ std::vector<int> place_in_place(const QGraph& q, WorkerPlan& wp) {
   std::vector<int> home(wp.layers.size(), -1);
   for (LayerShare& ls : wp.layers) {
     ls.out_pitch = 0;
+    for (InputNeed& in : ls.inputs) in.view_of = in.view_k = in.view_from = -1;
     if (!ls.active() || ls.out_until <= ls.node || ls.psum.on) continue;  // partial: dense output
     const core::Dims d = q.desc(ls.node).out;
     int32_t c0, c1, y0, y1;
@@ -38,19 +54,115 @@ std::vector<int> place_in_place(const QGraph& q, WorkerPlan& wp) {
       in.local.clear();
       in.local_layer = -1;
       in.avail_from = std::min(in.avail_from, ls.node);
-      ls.out_pitch = uint32_t(in.box.h1 - in.box.h0) * uint32_t(d.w);
+      home_in(d, ls, in);
       home[size_t(ls.node)] = int(k);
-      // Sends read the outputs where they now sit.
-      const int64_t hw = int64_t(d.h) * d.w;
-      for (core::Send& sd : ls.sends) {
-        const int64_t c = sd.offset / hw, r = sd.offset % hw;
-        sd.pos = uint32_t((c - c0) * int64_t(ls.out_pitch) + r - int64_t(y0) * d.w);
-      }
       break;
     }
   }
   return home;
 }
+
+// Views (InputNeed::view_of): windows that hold no bytes of their own.
+class Views {
+ public:
+  Views(const QGraph& q, WorkerPlan& wp, const std::vector<int>& home) : q_(q), wp_(wp), home_(home) {}
+
+  // (1) An elementwise layer computed in place into a later window computes
+  // over its operand: the operand's window, where the producer computed its
+  // outputs in place, becomes a view of that later window (the chain
+  // producer -> elementwise -> reader in one buffer). Latest layers first,
+  // so that a chain of them ends in one host. (2) Then a reader earlier than
+  // an in-place output's home reads it where it sits: its window becomes a
+  // view of the home's host, nothing copied.
+  void make() {
+    for (int e = int(wp_.layers.size()) - 1; e >= 0; --e) over_operand(e);
+    for (int v = 0; v < int(wp_.layers.size()); ++v)
+      for (size_t k = 0; k < wp_.layers[size_t(v)].inputs.size(); ++k) early_reader(v, k);
+  }
+
+ private:
+  LayerShare& at(int n) { return wp_.layers[size_t(n)]; }
+  // The window that holds node n's outputs computed in place, and its layer.
+  InputNeed* host_of_outputs(int n, int* layer, int* k) {
+    const LayerShare& ls = at(n);
+    if (!ls.out_pitch || ls.chained || home_[size_t(n)] < 0) return nullptr;
+    InputNeed* h = &at(ls.out_until).inputs[size_t(home_[size_t(n)])];
+    *layer = ls.out_until, *k = home_[size_t(n)];
+    if (h->view_of >= 0) *layer = h->view_of, *k = h->view_k, h = &at(*layer).inputs[size_t(*k)];
+    return line_buffer(*layer, *k) ? nullptr : h;
+  }
+  // A streamed chain's line buffer (streams.h): the window a layer of the
+  // chain streams its rows into.
+  bool line_buffer(int n, int k) {
+    return k == 0 && n > 0 && at(n - 1).chained && at(n - 1).stream_step > 0;
+  }
+  void view(InputNeed& in, int layer, int k) {
+    InputNeed& h = at(layer).inputs[size_t(k)];
+    in.box = h.box;
+    in.view_of = layer, in.view_k = k;
+    h.avail_from = std::min(h.avail_from, in.avail_from);
+  }
+  // Whether node e's kernel may write its outputs over operand k: it reads
+  // element i of it for output i alone, in the output's shape (core/op.h
+  // Access::kSame).
+  bool overwrites(int e, size_t k) const {
+    const core::LayerDesc d = q_.desc(e);
+    const core::Dims& x = d.in[k];
+    return core::op_def(d.op)->access(d, int(k)).kind == core::Access::kSame && x.c == d.out.c && x.h == d.out.h &&
+           x.w == d.out.w;
+  }
+  void over_operand(int e) {
+    LayerShare& E = at(e);
+    int hl, hk;
+    if (!E.active() || E.psum.on || !host_of_outputs(e, &hl, &hk)) return;
+    const core::Dims d = q_.desc(e).out;
+    int32_t c0, c1, y0, y1, pc0, pc1, py0, py1;
+    whole_rows(d, E, &c0, &c1, &y0, &y1);
+    for (size_t k = 0; k < E.inputs.size(); ++k) {
+      InputNeed& in = E.inputs[k];
+      const int p = q_.tensors[size_t(in.tensor)].producer;
+      if (p < 0 || !overwrites(e, k) || !in.local.empty() || in.view_of >= 0) continue;
+      LayerShare& P = at(p);
+      // The producer's outputs all in this window and inside E's own rows,
+      // where frames for the host's other readers never land (the rest of
+      // E's operand may come in frames: into E's rows too).
+      if (!P.active() || !P.out_pitch || P.chained || P.out_until != e || home_[size_t(p)] != int(k)) continue;
+      if (!whole_rows(d, P, &pc0, &pc1, &py0, &py1) || pc0 < c0 || pc1 > c1 || py0 < y0 || py1 > y1) continue;
+      // The host, in use from the producer on, no more than a quarter larger
+      // than the window it takes the place of.
+      const InputNeed& h = at(hl).inputs[size_t(hk)];
+      if (h.box.elems(d.w) * 4 > in.box.elems(d.w) * 5) continue;
+      view(in, hl, hk);
+      home_in(d, P, in);
+      return;
+    }
+  }
+  void early_reader(int v, size_t k) {
+    LayerShare& V = at(v);
+    InputNeed& in = V.inputs[k];
+    const core::LayerDesc d = q_.desc(v);
+    if (!V.active() || line_buffer(v, int(k)) || (V.psum.on && !core::partial_rows(d))) return;
+    if (in.view_of >= 0 || in.local_layer < 0 || in.box.empty()) return;
+    const int p = in.local_layer;
+    int hl, hk;
+    const InputNeed* h = at(p).out_until > v ? host_of_outputs(p, &hl, &hk) : nullptr;
+    if (!h || (V.psum.on && (h->box.c0 != 0 || h->box.c1 != d.in[k].c))) return;  // a row share: every channel
+    const core::Box& b = h->box;
+    if (in.box.c0 < b.c0 || in.box.c1 > b.c1 || in.box.h0 < b.h0 || in.box.h1 > b.h1) return;
+    // Frames for the view land in the host: only where the host holds the
+    // same tensor (it is the outputs' own home, not a later layer's window
+    // they were computed over), so that they agree with the host's own.
+    if (!in.recv.empty() && hl != at(p).out_until) return;
+    in.local.clear();
+    in.local_layer = -1;
+    in.view_from = p;
+    view(in, hl, hk);
+  }
+
+  const QGraph& q_;
+  WorkerPlan& wp_;
+  const std::vector<int>& home_;
+};
 
 // One buffer of a worker's arena: bytes, in use from layer `from` to `to`
 // (both included), its offset once placed and where the plan keeps it.
@@ -95,14 +207,26 @@ const BufOrder kOrders[] = {
 
 }  // namespace
 
+ViewCount view_count(const Plan& p) {
+  ViewCount v;
+  for (const WorkerPlan& wp : p.workers)
+    for (const LayerShare& ls : wp.layers)
+      for (const InputNeed& in : ls.inputs) {
+        v.windows += in.view_of >= 0;
+        v.early += in.view_from >= 0;
+      }
+  return v;
+}
+
 namespace steps {
 
-// The arena plan of one worker: every buffer gets an offset such that buffers
-// in use at the same layer never overlap (first fit, the best of kOrders); each
-// layer's ram_bytes is the top of what is in use while it runs.
-void layout_worker(const QGraph& q, WorkerPlan& wp) {
+namespace {
+
+// layout_worker with or without views.
+void arena_plan(const QGraph& q, WorkerPlan& wp, bool views) {
   const std::vector<int> home = place_in_place(q, wp);
   const std::vector<streams::Chain> chains = streams::lay_out(q, wp, home);
+  if (views) Views(q, wp, home).make();
   std::vector<Buf> bufs;
   for (LayerShare& ls : wp.layers) {
     if (!ls.active()) continue;
@@ -111,7 +235,7 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
       InputNeed& in = ls.inputs[k];
       const int64_t n = in.box.elems(d.in[k].w);
       in.box_at = 0;
-      if (n > 0) bufs.push_back(Buf{core::arena_block(uint32_t(n)), in.avail_from, ls.node, &in.box_at});
+      if (n > 0 && in.view_of < 0) bufs.push_back(Buf{core::arena_block(uint32_t(n)), in.avail_from, ls.node, &in.box_at});
     }
     if (!ls.out_pitch)
       bufs.push_back(Buf{core::arena_block(uint32_t(ls.out_elems)), ls.node, ls.out_until, &ls.out_at});
@@ -145,6 +269,10 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
   }
   bufs = std::move(chosen);
   for (Buf& b : bufs) *b.at = uint32_t(b.placed);
+  // A view sits where its host is (the same box).
+  for (LayerShare& ls : wp.layers)
+    for (InputNeed& in : ls.inputs)
+      if (in.view_of >= 0) in.box_at = wp.layers[size_t(in.view_of)].inputs[size_t(in.view_k)].box_at;
   // Outputs in place: where their first element sits in the home window.
   for (LayerShare& ls : wp.layers) {
     if (!ls.out_pitch) continue;
@@ -158,14 +286,40 @@ void layout_worker(const QGraph& q, WorkerPlan& wp) {
   for (LayerShare& ls : wp.layers) {
     // Also at layers this worker does not compute: windows filling for a
     // later layer and outputs kept for a later local use are still held.
-    ls.ram_bytes = 0;
+    ls.ram_bytes = ls.live_bytes = 0;
     for (const Buf& b : bufs)
-      if (b.from <= ls.node && ls.node <= b.to) ls.ram_bytes = std::max(ls.ram_bytes, b.placed + b.bytes);
+      if (b.from <= ls.node && ls.node <= b.to) {
+        ls.ram_bytes = std::max(ls.ram_bytes, b.placed + b.bytes);
+        ls.live_bytes += b.bytes;
+      }
     if (ls.ram_bytes > 0 && (wp.peak_layer < 0 || ls.ram_bytes > wp.layers[size_t(wp.peak_layer)].ram_bytes))
       wp.peak_layer = ls.node;
   }
   wp.peak_ram_bytes = int64_t(core::kWorkerFixedArena) +
                       (wp.peak_layer >= 0 ? wp.layers[size_t(wp.peak_layer)].ram_bytes : 0);
+}
+
+}  // namespace
+
+// The arena plan of one worker: every buffer gets an offset such that buffers
+// in use at the same layer never overlap (first fit, the best of kOrders); each
+// layer's ram_bytes is the top of what is in use while it runs. With views
+// where they lower the peak, or keep it and lower the sum of the layers'
+// tops: they hold no bytes, but a host they merge with lives longer and the
+// placement moves, and `auto` weighs each layer's top against the budget
+// (streamed chains lower some layers' tops and not others').
+void layout_worker(const QGraph& q, WorkerPlan& wp) {
+  WorkerPlan plain = wp;
+  arena_plan(q, wp, true);
+  bool any = false;
+  for (const LayerShare& ls : wp.layers)
+    for (const InputNeed& in : ls.inputs) any = any || in.view_of >= 0;
+  if (!any) return;
+  arena_plan(q, plain, false);
+  if (wp.peak_ram_bytes < plain.peak_ram_bytes) return;
+  int64_t with = 0, without = 0;
+  for (size_t n = 0; n < wp.layers.size(); ++n) with += wp.layers[n].ram_bytes, without += plain.layers[n].ram_bytes;
+  if (wp.peak_ram_bytes > plain.peak_ram_bytes || with > without) wp = std::move(plain);
 }
 
 }  // namespace steps

@@ -285,7 +285,9 @@ void FragWriter::entry_slots(size_t e, const QNode& node, const LayerShare& ls) 
     put_runs(s + f::kRuns, in.recv);
     out.u32(s + f::kExpected, checked_u32(uint64_t(in.recv_elems), "expected count"));
     put_runs(s + f::kLocal, in.local);
-    out.u32(s + f::kLocalLayer, in.local.empty() ? f::kNoLayer : uint32_t(in.local_layer));
+    out.u32(s + f::kLocalLayer, in.view_of >= 0    ? uint32_t(in.view_of)
+                                : in.local.empty() ? f::kNoLayer
+                                                   : uint32_t(in.local_layer));
     out.u32(s + f::kBoxAt, in.box.empty() ? 0 : in.box_at);
     out.u32(s + f::kAvailFrom, uint32_t(in.avail_from));
   }

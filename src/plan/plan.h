@@ -109,6 +109,13 @@ struct InputNeed {
   int local_layer = -1;
   int avail_from = 0;                  // first layer at which frames are taken
   uint32_t box_at = 0;                 // arena offset of the window
+  // >= 0: the window is a *view* (arena.cpp make_views): no bytes of its
+  // own, it lies in layer view_of's window of the same box (view_k), where
+  // the data already is: outputs computed in place there, read before they
+  // are overwritten. view_from: for a reader earlier than the outputs'
+  // home, the layer that made them (a resumed inference starts no later:
+  // resume_start), else -1.
+  int view_of = -1, view_k = -1, view_from = -1;
 };
 
 // An input-channel share of a reduced layer (strategy `reduce`,
@@ -157,6 +164,7 @@ struct LayerShare {
   int32_t stream_step = 0;
   bool chained = false;     // a layer of a streamed chain on this worker (the last one too)
   int64_t ram_bytes = 0;    // arena: top of the buffers in use at this layer
+  int64_t live_bytes = 0;   // their sum: what no placement goes below
   int64_t data_bytes = 0;   // weights/bias/mult/shift/lut bytes stored
   int64_t macs = 0;
   PartialShare psum;        // reduced layers only (psum.on)
@@ -172,6 +180,16 @@ core::LayerWork layer_work(const LayerShare& ls);
 // The first layer of the streamed chain node n is in (n if none): where an
 // inference resumed at n goes on from (a chain is computed whole).
 int chain_start(const Plan& p, int n);
+// Input windows that are views (InputNeed::view_of) over every worker, and
+// how many of them are read before their data's home layer (view_from).
+struct ViewCount {
+  int windows = 0, early = 0;
+};
+ViewCount view_count(const Plan& p);
+// Where an inference resumed at n goes on from: chain_start, and no later
+// than a layer whose in-place outputs a view after it reads (InputNeed::
+// view_from; their home window holds them only from that layer on).
+int resume_start(const Plan& p, int n);
 
 // The step of node n's streamed shares (LayerShare::stream_step), 0 if no
 // worker streams it.

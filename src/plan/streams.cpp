@@ -48,7 +48,9 @@ bool links(const QGraph& q, const Plan& p, int n) {
   if (size_t(n) + 1 >= q.nodes.size() || fuse::sole_reader(q, n) != n + 1) return false;
   const QNode& r = q.nodes[size_t(n) + 1];
   if (r.inputs.size() != 1 || r.inputs[0] != q.nodes[size_t(n)].output) return false;
-  if (r.op != core::QOp::Conv && r.op != core::QOp::AvgPool && r.op != core::QOp::MaxPool) return false;
+  if (r.op != core::QOp::Conv && r.op != core::QOp::AvgPool && r.op != core::QOp::MaxPool && r.op != core::QOp::Lut &&
+      r.op != core::QOp::ChannelLut)
+    return false;
   const core::Dims a = q.desc(n).out, b = q.desc(n + 1).out;
   bool any = false;
   for (const WorkerPlan& wp : p.workers) {
@@ -81,12 +83,22 @@ std::vector<Chain> chains(const QGraph& q, const Plan& p) {
 }
 
 std::vector<Choice> auto_choices(const Plan& p, const Testbed& t) {
-  std::vector<uint8_t> over(p.workers.empty() ? 0 : p.workers.front().layers.size(), 0);
+  // Over by what is in use (no placement holds it) and over by the
+  // placement's top (a buffer placed high marks every layer it spans).
+  const size_t n = p.workers.empty() ? 0 : p.workers.front().layers.size();
+  std::vector<uint8_t> live(n, 0), top(n, 0);
   for (size_t w = 0; w < p.workers.size() && w < t.boards.size(); ++w)
-    for (const LayerShare& ls : p.workers[w].layers)
-      if (int64_t(core::kWorkerFixedArena) + ls.ram_bytes > t.boards[w].ram_bytes) over[size_t(ls.node)] = 1;
+    for (const LayerShare& ls : p.workers[w].layers) {
+      const int64_t room = t.boards[w].ram_bytes - int64_t(core::kWorkerFixedArena);
+      live[size_t(ls.node)] |= ls.live_bytes > room;
+      top[size_t(ls.node)] |= ls.ram_bytes > room;
+    }
+  std::vector<std::vector<uint8_t>> sets;
+  if (std::count(live.begin(), live.end(), 1) > 0) sets.push_back(live);
+  if (top != live) sets.push_back(top);
+  sets.emplace_back();  // every chain
   std::vector<Choice> out;
-  for (const std::vector<uint8_t>& nodes : {over, std::vector<uint8_t>()})
+  for (const std::vector<uint8_t>& nodes : sets)
     for (int32_t step : kSteps) out.push_back(Choice{step, nodes});
   return out;
 }
@@ -207,6 +219,18 @@ namespace ts::plan {
 int chain_start(const Plan& p, int n) {
   while (n > 0 && stream_step(p, n - 1) > 0) --n;
   return n;
+}
+
+int resume_start(const Plan& p, int n) {
+  for (;;) {
+    int m = chain_start(p, n);
+    for (const WorkerPlan& wp : p.workers)
+      for (size_t v = size_t(m); v < wp.layers.size(); ++v)
+        for (const InputNeed& in : wp.layers[v].inputs)
+          if (in.view_from >= 0 && in.view_from < m) m = in.view_from;
+    if (m == n) return n;
+    n = m;
+  }
 }
 
 int32_t stream_step(const Plan& p, int n) {

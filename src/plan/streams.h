@@ -57,8 +57,9 @@ struct Choice {
 
 // `--stream auto` for a plan p (made without streams) over some board's
 // RAM: the choices to try in order until one fits. First the chains that
-// hold a layer over some board's budget, then every chain; each at
-// kSteps' rows per pass in turn.
+// hold a layer whose buffers in use add up to more than some board's
+// budget (LayerShare::live_bytes), then those whose placement's top is
+// over it, then every chain; each at kSteps' rows per pass in turn.
 std::vector<Choice> auto_choices(const Plan& p, const Testbed& t);
 
 // A streamed plan's identity: its fragments differ from the plan without
