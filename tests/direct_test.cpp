@@ -14,7 +14,7 @@
 #include "coord/boards.h"
 #include "coord/coordinator.h"
 #include "support/boards.h"
-#include "core/crc32.h"
+#include "support/fragment_edit.h"
 #include "core/fragment.h"
 #include "core/wire.h"
 #include "model/pipeline.h"
@@ -114,11 +114,7 @@ TEST_F(DirectTest, OutputsComputedInPlaceAreExact) {
           ASSERT_EQ(rd.layer(i, &e), core::FragStatus::Ok);
           if (!e.out_pitch) continue;
           const size_t at = core::frag::kHeaderBytes + size_t(i) * core::frag::kEntryBytes + core::frag::kOutPitch;
-          std::vector<uint8_t> bad = bytes;
-          const uint32_t pitch = e.out_pitch + uint32_t(e.desc.out.w);
-          for (int b = 0; b < 4; ++b) bad[at + size_t(b)] = uint8_t(pitch >> (8 * b));
-          const uint32_t crc = crc32(bad.data(), bad.size() - 4);
-          for (int b = 0; b < 4; ++b) bad[bad.size() - 4 + size_t(b)] = uint8_t(crc >> (8 * b));
+          const std::vector<uint8_t> bad = ts::testing::with_u32(bytes, at, e.out_pitch + uint32_t(e.desc.out.w));
           core::FragmentReader rb;
           EXPECT_EQ(rb.open(bad.data(), bad.size()), core::FragStatus::BadLayer) << "layer " << i;
           break;

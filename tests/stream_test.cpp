@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "core/crc32.h"
 #include "core/digest.h"
 #include "core/fragment.h"
 #include "core/stream.h"
@@ -23,6 +22,7 @@
 #include "plan/streams.h"
 #include "plan/testbed.h"
 #include "support/boards.h"
+#include "support/fragment_edit.h"
 #include "support/run_json.h"
 #include "support/shell.h"
 #include "support/test_models.h"
@@ -196,10 +196,7 @@ TEST(StreamFragment, BrokenStreamedEntriesAreRefused) {
   const size_t e = core::frag::kHeaderBytes + size_t(first) * core::frag::kEntryBytes;
   ASSERT_TRUE(good[e + core::frag::kFlags] & core::kEntryStreamed);
   const auto refused = [&](size_t at, uint32_t v, const char* field) {
-    std::vector<uint8_t> bad = good;
-    std::memcpy(bad.data() + at, &v, 4);
-    const uint32_t crc = ts::crc32(bad.data(), bad.size() - 4);
-    std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
+    const std::vector<uint8_t> bad = ts::testing::with_u32(good, at, v);
     core::FragmentReader r;
     EXPECT_EQ(r.open(bad.data(), bad.size()), core::FragStatus::BadLayer) << field;
     ASSERT_NE(r.refusal().field, nullptr) << field;

@@ -16,7 +16,6 @@
 
 #include <unistd.h>
 
-#include "core/crc32.h"
 #include "core/fragment.h"
 #include "core/kernel_table.h"
 #include "core/layer.h"
@@ -25,6 +24,7 @@
 #include "plan/fragment_writer.h"
 #include "plan/plan.h"
 #include "plan/testbed.h"
+#include "support/fragment_edit.h"
 #include "support/run_json.h"
 #include "support/test_models.h"
 
@@ -164,10 +164,7 @@ TEST(ViewFragment, BrokenViewsAreRefused) {
   const size_t slot = core::frag::kHeaderBytes + size_t(node) * core::frag::kEntryBytes + core::frag::kSlots +
                       size_t(k) * core::frag::kSlotBytes;
   const auto refused = [&](size_t at, uint32_t v, const char* field, const char* why) {
-    std::vector<uint8_t> bad = good;
-    std::memcpy(bad.data() + at, &v, 4);
-    const uint32_t crc = ts::crc32(bad.data(), bad.size() - 4);
-    std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
+    const std::vector<uint8_t> bad = ts::testing::with_u32(good, at, v);
     core::FragmentReader r;
     EXPECT_EQ(r.open(bad.data(), bad.size()), core::FragStatus::BadLayer) << field;
     ASSERT_NE(r.refusal().field, nullptr) << field;
