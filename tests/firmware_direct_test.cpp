@@ -280,6 +280,22 @@ TEST_F(FirmwareDirectTest, GlobalPoolRowSumsBoardToBoardAreBitExact) {
   EXPECT_TRUE(j.at("first_mismatch").is_null());
 }
 
+// Views (plan/arena.cpp): windows that hold no bytes of their own, read in a
+// later layer's window, on the boards: MobileNetV3-small's squeeze-excite
+// blocks over bands of whole rows on 3 QEMU Cortex-M7 boards, bit-exact, each
+// board's measured arena the planned one.
+TEST_F(FirmwareDirectTest, ViewsReadInPlaceOnTheBoardsAreBitExact) {
+  const auto r = run("--model " + std::string(TS_SOURCE_DIR) + "/tests/data/onnx/mobilenet_v3_small.onnx --strategy fused-rows", 0);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j.at("views").at("early").get<int>(), 0);
+  EXPECT_GT(j.at("views").at("windows").get<int>(), j.at("views").at("early").get<int>());
+  EXPECT_TRUE(j.at("match_reference").get<bool>());
+  EXPECT_EQ(j.at("verified_layers").get<int>(), j.at("layers").get<int>());
+  for (const auto& w : j.at("per_worker"))
+    EXPECT_EQ(w.at("peak_ram_bytes").get<int64_t>(), w.at("planned_peak_ram_bytes").get<int64_t>());
+}
+
 // `run --inject-fault flip:1:20`: board 1 changes one output of layer 20
 // after computing it; with direct routing the coordinator never sees that
 // tensor, only board 1's digest in DONE, and names board and layer.
