@@ -342,6 +342,8 @@ TEST(ArmDsp, ConvMatchesPortable) {
       cout = rnd(r, 1, 40);
       k = rnd(r, 1, 5);
       s = rnd(r, 1, 3);
+      // Patches past 512 taps, in parts of whole input channels.
+      if (it % 12 == 2) k = rnd(r, 2, 5), cin = rnd(r, 512 / (k * k) + 1, 1300 / (k * k));
       pt = pl = rnd(r, 0, k - 1); pb = pr = rnd(r, 0, k - 1);
     } else {
       groups = rnd(r, 2, 3);
@@ -382,7 +384,10 @@ TEST(ArmDsp, MobileNetShapesMatchPortable) {
                      // several chunks of positions (256 each), and inputs whose
                      // chunk is 1 or 2 tiles (1024 and 512 channels).
                      S{960, 960, 4, 3, 1, 960}, S{160, 160, 4, 3, 2, 160}, S{16, 96, 28, 1, 1, 1},
-                     S{1024, 8, 5, 1, 1, 1}, S{512, 12, 6, 1, 1, 1}}) {
+                     S{1024, 8, 5, 1, 1, 1}, S{512, 12, 6, 1, 1, 1},
+                     // PP-OCRv4's 3x3 convolutions over 96 channels: 864
+                     // taps, a patch in two parts.
+                     S{96, 24, 12, 3, 1, 1}, S{96, 24, 9, 3, 2, 1}}) {
     Layer L;
     LayerDesc& d = L.d;
     d.op = QOp::Conv;
@@ -398,6 +403,12 @@ TEST(ArmDsp, MobileNetShapesMatchPortable) {
     per_channel(r, L, s.cout, s.cin / s.groups * s.k * s.k);
     expect_same(L, r, "cin " + std::to_string(s.cin) + " k " + std::to_string(s.k));
     if (HasFatalFailure()) return;
+    if (s.groups == 1 && s.k > 1) {  // the widened patches take it (in parts past 512 taps)
+      const int32_t P = d.out.h * d.out.w;
+      std::vector<int8_t> o(size_t(d.out.size()));
+      EXPECT_TRUE(dsp_table()->conv_block(d, View{L.x[0].data(), 0, s.cin, 0, s.H}, 0, s.cout, 0, P, o.data(), P))
+          << "cin " << s.cin;
+    }
   }
 }
 

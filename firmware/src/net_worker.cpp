@@ -431,7 +431,12 @@ class LwipPort final : public ts::core::Port {
     g_isr_total += uint32_t(isr - g_isr_seen);
     g_isr_seen = isr;
     const uint64_t t = board_ticks();
-    last_tick_ = t - g_isr_total;
+    // An interrupt that began before the last reading and ended after it
+    // is counted whole here: on a bracket shorter than its part before that
+    // reading, the difference would go below zero (a few-instruction layer
+    // then reported 2^32 instructions); it is 0 instead.
+    const uint64_t kernel = t - g_isr_total;
+    last_tick_ = kernel > prev_tick_ ? kernel : prev_tick_;
     return uint32_t(t / (BOARD_TICK_HZ / 1000000u));
   }
 

@@ -65,19 +65,37 @@ void conv_ch_flat(const LayerDesc& L, const View& v, int32_t o, int32_t p0, int3
 // multiple of 4 with zeros) is widened into xt, 4 positions at a time in
 // dotn's layout, and every output channel of the block runs dotn over it.
 // The weights of a block of channels are copied once into a buffer padded
-// to the same length (zeros), so dotn reads whole words.
+// to the same length (zeros), so dotn reads whole words. A patch of more
+// than kPatchMax taps (PP-OCRv4's 3x3 convolutions over 96 channels: 864)
+// goes in parts of whole input channels, the sums of the parts added before
+// the requantisation, each part's weights copied per tile.
 constexpr int32_t kPatchMax = 512;    // taps per patch (xt and the patches: 4 KiB each)
 constexpr int32_t kWeightBuf = 4096;  // bytes of padded weights per block
 
 bool patch_ok(const LayerDesc& L) {
-  const int32_t taps = L.in[0].c * L.kh * L.kw;
-  return L.groups == 1 && taps <= kPatchMax && taps >= 4;
+  return L.groups == 1 && L.kh * L.kw <= kPatchMax && L.in[0].c * L.kh * L.kw >= 4;
 }
 
-// The patch of the output at row oy, column ox: pk[i] = x - zp for tap i
-// (input channel, kernel row, kernel column), 0 for padding and for
-// i in [taps, kp).
-void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_t kp, int16_t* pk) {
+// Input channels per part of a patch: as many whole channels as it holds.
+int32_t patch_channels(const LayerDesc& L) { return mini(L.in[0].c, kPatchMax / (L.kh * L.kw)); }
+
+// Input channels [ci0, ci1) of the weights of output channels [cb, cb + nb),
+// each padded with zeros to kp bytes in wbuf.
+void copy_weights(const LayerDesc& L, int32_t cb, int32_t nb, int32_t ci0, int32_t ci1, int32_t kp, int8_t* wbuf) {
+  const int32_t per = L.kh * L.kw, taps = L.in[0].c * per, n = (ci1 - ci0) * per;
+  for (int32_t j = 0; j < nb; ++j) {
+    const int8_t* src = L.weights + int64_t(cb + j - L.oc_base) * taps + ci0 * per;
+    int8_t* dst = wbuf + j * kp;
+    for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
+    for (int32_t i = n; i < kp; ++i) dst[i] = 0;
+  }
+}
+
+// The patch of the output at row oy, column ox over input channels
+// [ci0, ci1): pk[i] = x - zp for tap i (input channel, kernel row, kernel
+// column), 0 for padding and for i in [taps, kp).
+void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_t ci0, int32_t ci1, int32_t kp,
+               int16_t* pk) {
   const Dims& X = L.in[0];
   const int32_t zp = L.in_zp[0];
   const int32_t ix0 = ox * L.sw - L.pad_l;
@@ -89,7 +107,7 @@ void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_
   int16_t* d = pk;
   if (kx0 == 0 && kx1 == 3 && L.kw == 3 && L.dw == 1) {
     // The usual case: 3 columns, all inside the row.
-    for (int32_t ci = 0; ci < X.c; ++ci) {
+    for (int32_t ci = ci0; ci < ci1; ++ci) {
       const int8_t* chan = v.data + (ci - v.c0) * plane + ix0;
       int32_t iy = oy * L.sh - L.pad_t;
       for (int32_t ky = 0; ky < L.kh; ++ky, d += 3, iy += L.dh) {
@@ -106,7 +124,7 @@ void patch_row(const LayerDesc& L, const View& v, int32_t oy, int32_t ox, int32_
     for (int32_t i = int32_t(d - pk); i < kp; ++i) pk[i] = 0;
     return;
   }
-  for (int32_t ci = 0; ci < X.c; ++ci) {
+  for (int32_t ci = ci0; ci < ci1; ++ci) {
     const int8_t* chan = v.data + (ci - v.c0) * plane;
     for (int32_t ky = 0; ky < L.kh; ++ky, d += L.kw) {
       const int32_t iy = oy * L.sh - L.pad_t + ky * L.dh;
@@ -249,10 +267,10 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
     return true;
   }
   if (!patch_ok(L)) return false;
-  const int32_t taps = L.in[0].c * L.kh * L.kw;
-  const int32_t kp = (taps + 3) & ~3;
+  const int32_t C = L.in[0].c, per = L.kh * L.kw, cpp = patch_channels(L);
+  const bool whole = cpp == C;  // one part: each block's weights copied once
   const int32_t W = L.out.w;
-  const int32_t block = mini(kWeightBuf / kp, kOcBlock);
+  const int32_t block = mini(kWeightBuf / ((cpp * per + 3) & ~3), kOcBlock);
   uint32_t xt[kPatchMax * 2];
   int16_t pk[kTile][kPatchMax];
   int8_t wbuf[kWeightBuf];
@@ -260,37 +278,37 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
   int32_t acc[kOcBlock][kTile];
   for (int32_t cb = c0; cb < c1; cb += block) {
     const int32_t nb = mini(block, c1 - cb);
-    for (int32_t j = 0; j < nb; ++j) {
-      const int8_t* src = L.weights + int64_t(cb + j - L.oc_base) * taps;
-      int8_t* dst = wbuf + j * kp;
-      for (int32_t i = 0; i < taps; ++i) dst[i] = src[i];
-      for (int32_t i = taps; i < kp; ++i) dst[i] = 0;
-      rq[j] = channel_rq(L, cb + j);
-    }
+    for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, cb + j);
+    if (whole) copy_weights(L, cb, nb, 0, C, (C * per + 3) & ~3, wbuf);
     for (int32_t t = p0; t < p1; t += kTile) {
       const int32_t np = mini(kTile, p1 - t);
-      // Patches position by position, then interleaved into dotn's layout:
-      // from (p0, p1) and (p2, p3) of a position, (p0, p2) and (p1, p3).
-      for (int32_t k = 0; k < kTile; ++k) {
-        if (k < np) {
-          patch_row(L, v, (t + k) / W, (t + k) % W, kp, pk[k]);
-        } else {
-          for (int32_t i = 0; i < kp; ++i) pk[k][i] = 0;
-        }
-      }
-      for (int32_t g = 0; g < kp / 4; ++g) {
-        for (int32_t k = 0; k < kTile; ++k) {
-          const uint32_t a = ld32(pk[k] + 4 * g), b = ld32(pk[k] + 4 * g + 2);
-          xt[8 * g + 2 * k] = pkhbt(a, b);
-          xt[8 * g + 2 * k + 1] = pkhtb(a, b);
-        }
-      }
       for (int32_t j = 0; j < nb; ++j) {
         const int32_t b = L.bias ? L.bias[cb + j - L.oc_base] : 0;
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
-        dot_np(np, xt, wbuf + j * kp, kp / 4, acc[j]);
-        requant_n(acc[j], np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
       }
+      for (int32_t ci0 = 0; ci0 < C; ci0 += cpp) {
+        const int32_t ci1 = mini(C, ci0 + cpp), kp = ((ci1 - ci0) * per + 3) & ~3;
+        if (!whole) copy_weights(L, cb, nb, ci0, ci1, kp, wbuf);
+        // Patches position by position, then interleaved into dotn's
+        // layout: from (p0, p1) and (p2, p3) of a position, (p0, p2) and
+        // (p1, p3).
+        for (int32_t k = 0; k < kTile; ++k) {
+          if (k < np) {
+            patch_row(L, v, (t + k) / W, (t + k) % W, ci0, ci1, kp, pk[k]);
+          } else {
+            for (int32_t i = 0; i < kp; ++i) pk[k][i] = 0;
+          }
+        }
+        for (int32_t g = 0; g < kp / 4; ++g) {
+          for (int32_t k = 0; k < kTile; ++k) {
+            const uint32_t a = ld32(pk[k] + 4 * g), b = ld32(pk[k] + 4 * g + 2);
+            xt[8 * g + 2 * k] = pkhbt(a, b);
+            xt[8 * g + 2 * k + 1] = pkhtb(a, b);
+          }
+        }
+        for (int32_t j = 0; j < nb; ++j) dot_np(np, xt, wbuf + j * kp, kp / 4, acc[j]);
+      }
+      for (int32_t j = 0; j < nb; ++j) requant_n(acc[j], np, rq[j], out + int64_t(cb + j - c0) * cstride + (t - p0));
     }
   }
   return true;
