@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/layer.h"
 #include "core/op.h"
+#include "core/requant.h"
 #include "core/ops/resize.h"
 #include "model/fold.h"
 #include "plan/needs.h"
@@ -234,6 +236,75 @@ TEST(UpsampleNeeds, AddReadsItsSecondOperandUpsampled) {
     EXPECT_TRUE(core::check_desc(bad).refused());
     EXPECT_STREQ(core::check_desc(bad).field, "sh");
   }
+}
+
+// ConvTranspose's values against the definition, summed tap by tap: kernels
+// as large as the stride (the kernel's row-at-a-time path: PP-OCRv4's 2x2
+// stride 2) and others (the general path), groups, pads, output padding,
+// computed whole and in random runs of outputs as boards do.
+TEST(UpsampleKernel, ConvTransposeEqualsItsDefinition) {
+  std::mt19937 rng(29);
+  auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int tiled = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    core::LayerDesc d;
+    d.op = QOp::ConvTranspose;
+    d.groups = rnd(1, 2);
+    const int cin = d.groups * rnd(1, 9), cout = d.groups * rnd(1, 6);
+    d.sh = rnd(1, 3), d.sw = rnd(1, 3);
+    const bool as_stride = trial % 2 == 0;
+    d.kh = as_stride ? d.sh : rnd(1, 4), d.kw = as_stride ? d.sw : rnd(1, 4);
+    d.pad_t = as_stride ? 0 : rnd(0, d.kh - 1), d.pad_l = as_stride ? 0 : rnd(0, d.kw - 1);
+    d.pad_b = rnd(-1, 0), d.pad_r = rnd(-1, 0);  // -1: an output padding row or column
+    d.in[0] = core::Dims{cin, rnd(1, 7), rnd(1, 9)};
+    d.out = core::Dims{cout, (d.in[0].h - 1) * d.sh + d.kh - d.pad_t - d.pad_b,
+                       (d.in[0].w - 1) * d.sw + d.kw - d.pad_l - d.pad_r};
+    if (d.out.h < 1 || d.out.w < 1) continue;
+    d.in_zp[0] = rnd(-128, 127);
+    d.out_zp = rnd(-20, 20);
+    const int cin_g = cin / d.groups, cout_g = cout / d.groups, taps = d.kh * d.kw;
+    std::vector<int8_t> x(size_t(d.in[0].size())), w(size_t(cout) * cin_g * taps);
+    std::vector<int32_t> bias(static_cast<size_t>(cout)), mult(bias), shift(bias);
+    for (auto& v : x) v = int8_t(rnd(-128, 127));
+    for (auto& v : w) v = int8_t(rnd(-128, 127));
+    for (int o = 0; o < cout; ++o)
+      bias[size_t(o)] = rnd(-5000, 5000), mult[size_t(o)] = (1 << 30) + rnd(0, 1 << 29), shift[size_t(o)] = -rnd(6, 12);
+    d.weights = w.data(), d.bias = bias.data(), d.mult = mult.data(), d.shift = shift.data();
+    ASSERT_TRUE(core::layer_valid(d)) << trial;
+    tiled += as_stride;
+    // The definition: every (ci, iy, ix, ky, kx) with oy = iy * sh - pad_t + ky.
+    std::vector<int32_t> acc(size_t(d.out.size()));
+    for (int o = 0; o < cout; ++o)
+      for (int p = 0; p < d.out.h * d.out.w; ++p) acc[size_t(o * d.out.h * d.out.w + p)] = bias[size_t(o)];
+    for (int o = 0; o < cout; ++o)
+      for (int ci = 0; ci < cin_g; ++ci)
+        for (int iy = 0; iy < d.in[0].h; ++iy)
+          for (int ix = 0; ix < d.in[0].w; ++ix)
+            for (int ky = 0; ky < d.kh; ++ky)
+              for (int kx = 0; kx < d.kw; ++kx) {
+                const int oy = iy * d.sh - d.pad_t + ky, ox = ix * d.sw - d.pad_l + kx;
+                if (oy < 0 || oy >= d.out.h || ox < 0 || ox >= d.out.w) continue;
+                const int c = (o / cout_g) * cin_g + ci;
+                acc[size_t((o * d.out.h + oy) * d.out.w + ox)] +=
+                    int32_t(w[size_t(((o * cin_g + ci) * d.kh + ky) * d.kw + kx)]) *
+                    (int32_t(x[size_t((c * d.in[0].h + iy) * d.in[0].w + ix)]) - d.in_zp[0]);
+              }
+    std::vector<int8_t> want(acc.size());
+    for (size_t i = 0; i < acc.size(); ++i) {
+      const int o = int(i) / (d.out.h * d.out.w);
+      want[i] = core::requant(acc[i], mult[size_t(o)], shift[size_t(o)], d.out_zp, d.act_min, d.act_max);
+    }
+    const core::View v{x.data(), 0, cin, 0, d.in[0].h};
+    std::vector<int8_t> got(want.size());
+    const int32_t n = d.out.size();
+    for (int32_t b = 0; b < n;) {
+      const int32_t e = trial % 3 == 0 ? n : std::min(n, b + rnd(1, 2 * d.out.w + 3));
+      ASSERT_EQ(core::compute_range(d, &v, b, e, got.data() + b, cout), core::KernelStatus::Ok) << trial;
+      b = e;
+    }
+    ASSERT_EQ(got, want) << "trial " << trial << (as_stride ? " (kernel as large as the stride)" : "");
+  }
+  EXPECT_GT(tiled, 40);
 }
 
 // The kernel: any run of outputs equals the plain Add over the operand

@@ -86,8 +86,51 @@ uint64_t macs(const LayerDesc& L) {
   return uint64_t(L.in[0].c / L.groups) * uint64_t((L.kh + L.sh - 1) / L.sh) * uint64_t((L.kw + L.sw - 1) / L.sw);
 }
 
+// The kernel as large as the stride and no top or left padding (an
+// upsampling by sh x sw: PP-OCRv4's 2x2 stride 2): output (oy, ox) reads one
+// input, (oy / sh, ox / sw), of each channel of its group, at tap
+// (oy % sh, ox % sw). Outputs [xa, xb) of row oy of channel c, 64 sums at a
+// time on the stack, each input channel's row added in turn: no division or
+// window per output.
+bool tiles(const LayerDesc& L) { return L.kh == L.sh && L.kw == L.sw && L.pad_t == 0 && L.pad_l == 0; }
+
+void tiled_row(const LayerDesc& L, const View& v, int32_t c, int32_t oy, int32_t xa, int32_t xb, int8_t* o) {
+  constexpr int32_t kChunk = 64;
+  const Dims& X = L.in[0];
+  const int32_t cin_g = X.c / L.groups, cout_g = L.out.c / L.groups, taps = L.kh * L.kw, sw = L.sw;
+  const int32_t ci0 = (c / cout_g) * cin_g, local = c - L.oc_base, zp = L.in_zp[0], iy = oy / L.sh;
+  const int8_t* wc = L.weights + int64_t(local) * cin_g * taps + (oy % L.sh) * L.kw;
+  const int32_t bias = L.bias ? L.bias[local] : 0;
+  int32_t acc[kChunk];
+  for (int32_t x0 = xa; x0 < xb; x0 += kChunk) {
+    const int32_t n = mini(kChunk, xb - x0);
+    for (int32_t i = 0; i < n; ++i) acc[i] = bias;
+    const int32_t m = iy < X.h ? mini(n, X.w * sw - x0) : 0;  // outputs with an input under them
+    for (int32_t ci = 0; ci < cin_g && m > 0; ++ci) {
+      const int8_t* row = row_ptr(v, X.w, ci0 + ci, iy);
+      const int8_t* w = wc + int64_t(ci) * taps;
+      for (int32_t i = 0, ix = x0 / sw, kx = x0 % sw; i < m; ++i) {
+        acc[i] += int32_t(w[kx]) * (int32_t(row[ix]) - zp);
+        if (++kx == sw) kx = 0, ++ix;
+      }
+    }
+    for (int32_t i = 0; i < n; ++i)
+      o[x0 - xa + i] = requant(acc[i], L.mult[local], L.shift[local], L.out_zp, L.act_min, L.act_max);
+  }
+}
+
 KernelStatus eval(const LayerDesc& L, const View* in, int32_t c0, int32_t c1, int32_t p0, int32_t p1, int8_t* out,
                   int64_t cstride) {
+  if (tiles(L)) {
+    const int32_t W = L.out.w;
+    for (int32_t c = c0; c < c1; ++c)
+      for (int32_t pos = p0; pos < p1;) {
+        const int32_t oy = pos / W, x = pos % W, n = mini(p1 - pos, W - x);
+        tiled_row(L, in[0], c, oy, x, x + n, out + int64_t(c - c0) * cstride + (pos - p0));
+        pos += n;
+      }
+    return KernelStatus::Ok;
+  }
   const Dims& X = L.in[0];
   const int32_t W = L.out.w, zp = L.in_zp[0];
   const int32_t cin_g = X.c / L.groups, cout_g = L.out.c / L.groups;
