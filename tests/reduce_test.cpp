@@ -225,14 +225,17 @@ TEST(ReducePlan, AGlobalPoolOfRowsSumsItsOwnRowsOnTheDirectRoute) {
       // later layer's window (plan/arena.cpp).
       const core::Box b = ls.inputs[0].box;
       EXPECT_TRUE(b.c0 == 0 && b.c1 == d.in[0].c);
-      if (ls.inputs[0].view_of < 0)
+      if (ls.inputs[0].view_of < 0) {
         EXPECT_TRUE(b.h0 == ls.psum.ci0 && b.h1 == ls.psum.ci1);
-      else
+      } else {
         EXPECT_TRUE(b.h0 <= ls.psum.ci0 && b.h1 >= ls.psum.ci1);
+      }
       EXPECT_EQ(ls.data_bytes, 0);
       // Over bands of whole rows its rows are those this board made of the
       // pool's input: none comes from another board.
-      if (std::string(s) != "spatial") EXPECT_EQ(ls.inputs[0].recv_elems, 0) << w;
+      if (std::string(s) != "spatial") {
+        EXPECT_EQ(ls.inputs[0].recv_elems, 0) << w;
+      }
       std::vector<uint8_t> bytes = plan::write_fragment(q, p, w);
       core::FragmentReader r;
       ASSERT_EQ(r.open(bytes.data(), bytes.size()), core::FragStatus::Ok);
@@ -259,9 +262,11 @@ TEST(ReducePlan, AGlobalPoolOfRowsSumsItsOwnRowsOnTheDirectRoute) {
   EXPECT_EQ(reduce_plan(q, many, "rows").layer_strategy[size_t(pool)], "channel");
   // MobileNetV2's 3x3 pool on 3 boards likewise.
   const QGraph& m = mobilenet();
-  for (size_t n = 0; n < m.nodes.size(); ++n)
-    if (m.nodes[n].op == core::QOp::GlobalAvgPool)
+  for (size_t n = 0; n < m.nodes.size(); ++n) {
+    if (m.nodes[n].op == core::QOp::GlobalAvgPool) {
       EXPECT_EQ(reduce_plan(m, 3, "spatial").layer_strategy[n], "channel") << m.nodes[n].name;
+    }
+  }
 }
 
 TEST(ReduceFragment, PartialRecordRoundTripsAndDamageIsRefused) {

@@ -384,7 +384,9 @@ TEST(UpsampleFold, ANearestResizeByWholeFactorsFoldsIntoItsAdd) {
         EXPECT_EQ(n.sh, folds ? 2 : 1);
         EXPECT_EQ(n.sw, folds ? 2 : 1);
         // The upsampled operand is the second.
-        if (folds) EXPECT_EQ(f.shape(n.inputs[1]), (Shape{2, 4, 4}));
+        if (folds) {
+          EXPECT_EQ(f.shape(n.inputs[1]), (Shape{2, 4, 4}));
+        }
       }
     }
     EXPECT_EQ(resizes, (folds ? 0 : 1) + (variant == 5 ? 1 : 0));

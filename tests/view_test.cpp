@@ -228,8 +228,9 @@ TEST(ViewKernels, ElementwiseOpsOverTheirOperandEqualTheirOwnBuffer) {
             const int32_t p0 = y0 * W, p1 = y1 * W, mid = parts == 1 ? p1 : p0 + (p1 - p0) / 2;
             // The second part first (a halo-first split computes the rows
             // its sends read before the rest).
-            if (mid < p1)
+            if (mid < p1) {
               ASSERT_EQ(core::compute_positions(d, v2, 0, C, mid, p1, out + (mid - p0), C, pitch), core::KernelStatus::Ok);
+            }
             ASSERT_EQ(core::compute_positions(d, v2, 0, C, p0, mid, out, C, pitch), core::KernelStatus::Ok);
             for (int32_t c = 0; c < C; ++c)
               for (int64_t i = (y0 - h0) * W; i < (y1 - h0) * W; ++i)

@@ -142,9 +142,9 @@ InferenceResult Coordinator::resume(const std::vector<int8_t>& input, const Resu
   if (at.from <= 0) return infer(input);
   if (at.from >= int(q_.nodes.size()) || !at.verified || at.verified->size() != q_.tensors.size())
     throw Error("resume: no layer " + std::to_string(at.from) + " or no verified tensors to resume from");
-  if (plan::resume_start(plan(), at.from) != at.from)
+  if (const int start = plan::resume_start(plan(), at.from); start != at.from)
     throw Error("resume: layer " + std::to_string(at.from) + " cannot start an inference (a streamed chain or a view " +
-                "reads what an earlier layer made); from layer " + std::to_string(plan::resume_start(plan(), at.from)));
+                "reads what an earlier layer made); from layer " + std::to_string(start));
   for (auto& l : links_) l->set_inference(0);
   InferenceResult res;
   run({&input}, {0}, 1, false, [&](int, InferenceResult& r) { res = std::move(r); }, at);

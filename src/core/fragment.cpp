@@ -453,15 +453,9 @@ Why check_active_slot(const EntryCheck& c, int k) {
   if (b.h0 < 0 || b.h1 < b.h0 || b.h1 > X.h) return bad("box.h1", b.h1, "outside the operand");
   if (L.avail_from[k] > c.index) return bad("avail_from", L.avail_from[k], "after the layer");
   if (L.flags & kEntryPartial) {
-    // The window is the share's input channels, whole planes, or its input
-    // rows of every channel (core/partial.h); or nothing.
-    const bool none = L.ps_ci1 == L.ps_ci0;
-    const Box w = partial_window(d, L.ps_ci0, L.ps_ci1);
-    // A row share's window may hold more rows (a view, arena.cpp).
-    const bool rows = partial_rows(d);
-    if (none ? !(b.c0 == b.c1 && b.h0 == b.h1 && b.c0 == 0 && b.h0 == 0)
-             : (b.c0 != w.c0 || b.c1 != w.c1 || (rows ? b.h0 > w.h0 || b.h1 < w.h1 : b.h0 != w.h0 || b.h1 != w.h1)))
-      return bad("box.c0", b.c0, "not the partial share's input window");
+    // The window is the share's input channels, whole planes, or rows of
+    // every channel holding its own; or nothing (core/partial.h).
+    if (!partial_window_ok(d, L.ps_ci0, L.ps_ci1, b)) return bad("box.c0", b.c0, "not the partial share's input window");
   } else if (c.deep && !(k == 0 && c.line_buffer())) {
     bool inside = true;
     for (uint32_t i = 0; i < L.n_regions && inside; ++i)
@@ -666,7 +660,7 @@ Why check_views(const CrossCheck& x, const FragLayer& L) {
     x.entry(L.local_layer[k], &s);
     const uint64_t at = L.box_at[k], end = at + arena_block(uint32_t(L.box[k].elems(L.desc.in[k].w)));
     bool inside = false;
-    for (int j = 0; j < s.desc.n_inputs && s.active() && !inside; ++j) {
+    for (int j = 0; s.active() && j < s.desc.n_inputs && !inside; ++j) {
       const uint64_t n = arena_block(uint32_t(s.box[j].elems(s.desc.in[j].w)));
       inside = n && !s.view(j) && s.avail_from[j] <= L.avail_from[k] && at >= s.box_at[j] && end <= s.box_at[j] + n;
     }

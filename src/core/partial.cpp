@@ -43,6 +43,13 @@ Box partial_window(const LayerDesc& L, int32_t i0, int32_t i1) {
   return partial_rows(L) ? Box{0, L.in[0].c, i0, i1} : Box{i0, i1, 0, L.in[0].h};
 }
 
+bool partial_window_ok(const LayerDesc& L, int32_t i0, int32_t i1, const Box& b) {
+  if (i1 <= i0) return b.c0 == 0 && b.c1 == 0 && b.h0 == 0 && b.h1 == 0;
+  const Box w = partial_window(L, i0, i1);
+  if (b.c0 != w.c0 || b.c1 != w.c1) return false;
+  return partial_rows(L) ? b.h0 <= w.h0 && b.h1 >= w.h1 : b.h0 == w.h0 && b.h1 == w.h1;
+}
+
 int64_t partial_weights(const LayerDesc& L, int32_t i0, int32_t i1) {
   if (partial_rows(L) || i1 <= i0) return 0;
   return int64_t(i1 - i0) * partial_k_per_channel(L) * L.out.c;
@@ -72,14 +79,12 @@ void row_sums(const LayerDesc& L, const int8_t* x, int32_t h0, int32_t h1, int32
 
 bool partial_sums(const LayerDesc& L, const int8_t* x, const Box& box, int32_t ci0, int32_t ci1, const int8_t* w,
                   int32_t* sums) {
-  if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > partial_extent(L)) return false;
-  const Box want = partial_window(L, ci0, ci1);
+  if (!partial_ok(L) || ci0 < 0 || ci1 < ci0 || ci1 > partial_extent(L) || !partial_window_ok(L, ci0, ci1, box))
+    return false;
   if (partial_rows(L)) {
-    if (ci1 > ci0 && (box.c0 != want.c0 || box.c1 != want.c1 || box.h0 > ci0 || box.h1 < ci1)) return false;
     row_sums(L, x, box.h0, box.h1, ci0, ci1, sums);
     return true;
   }
-  if (ci1 > ci0 && (box.c0 != want.c0 || box.c1 != want.c1 || box.h0 != want.h0 || box.h1 != want.h1)) return false;
   const int32_t P = partial_positions(L);
   const int32_t K = (ci1 - ci0) * partial_k_per_channel(L);
   const int32_t zp = L.in_zp[0];

@@ -27,6 +27,10 @@ int32_t partial_extent(const LayerDesc& L);
 // The window share [i0, i1) reads: input channels [i0, i1) x all rows, or
 // all channels x rows [i0, i1) (empty for an empty share).
 Box partial_window(const LayerDesc& L, int32_t i0, int32_t i1);
+// Whether window `b` serves share [i0, i1): an empty share holds none (the
+// empty box at 0); a channel share exactly partial_window; a row share every
+// channel and rows that hold its own (a view in a wider window, plan/arena.cpp).
+bool partial_window_ok(const LayerDesc& L, int32_t i0, int32_t i1, const Box& b);
 // Its weights (every output channel's, for its inputs) and its MACs.
 int64_t partial_weights(const LayerDesc& L, int32_t i0, int32_t i1);
 int64_t partial_macs(const LayerDesc& L, int32_t i0, int32_t i1);
@@ -42,9 +46,8 @@ int32_t partial_k_per_channel(const LayerDesc& L);
 // the weights of those channels for every output channel: w[o * K + k],
 // K = (ci1 - ci0) * partial_k_per_channel. Row shares: sums[c] = sum over
 // rows [ci0, ci1) of channel c of (x - zp), `x` a window of every channel x
-// rows `box` that hold them (a view in a wider window, arena.cpp), `w`
-// unused. False if the layer is not partial_ok or `box` is not such a
-// window (channel shares: exactly partial_window).
+// rows `box` that hold them, `w` unused. False if the layer is not
+// partial_ok or `box` does not serve the share (partial_window_ok).
 bool partial_sums(const LayerDesc& L, const int8_t* x, const Box& box, int32_t ci0, int32_t ci1, const int8_t* w,
                   int32_t* sums);
 

@@ -109,7 +109,7 @@ struct InputNeed {
   int local_layer = -1;
   int avail_from = 0;                  // first layer at which frames are taken
   uint32_t box_at = 0;                 // arena offset of the window
-  // >= 0: the window is a *view* (arena.cpp make_views): no bytes of its
+  // >= 0: the window is a *view* (plan/arena.cpp, Views): no bytes of its
   // own, it lies in layer view_of's window of the same box (view_k), where
   // the data already is: outputs computed in place there, read before they
   // are overwritten. view_from: for a reader earlier than the outputs'

@@ -79,6 +79,9 @@ bool patch_ok(const LayerDesc& L) {
 // Input channels per part of a patch: as many whole channels as it holds.
 int32_t patch_channels(const LayerDesc& L) { return mini(L.in[0].c, kPatchMax / (L.kh * L.kw)); }
 
+// Taps of input channels [ci0, ci1) rounded up to whole words: a part's kp.
+int32_t padded_taps(const LayerDesc& L, int32_t ci0, int32_t ci1) { return ((ci1 - ci0) * L.kh * L.kw + 3) & ~3; }
+
 // Input channels [ci0, ci1) of the weights of output channels [cb, cb + nb),
 // each padded with zeros to kp bytes in wbuf.
 void copy_weights(const LayerDesc& L, int32_t cb, int32_t nb, int32_t ci0, int32_t ci1, int32_t kp, int8_t* wbuf) {
@@ -267,10 +270,10 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
     return true;
   }
   if (!patch_ok(L)) return false;
-  const int32_t C = L.in[0].c, per = L.kh * L.kw, cpp = patch_channels(L);
+  const int32_t C = L.in[0].c, cpp = patch_channels(L);
   const bool whole = cpp == C;  // one part: each block's weights copied once
   const int32_t W = L.out.w;
-  const int32_t block = mini(kWeightBuf / ((cpp * per + 3) & ~3), kOcBlock);
+  const int32_t block = mini(kWeightBuf / padded_taps(L, 0, cpp), kOcBlock);
   uint32_t xt[kPatchMax * 2];
   int16_t pk[kTile][kPatchMax];
   int8_t wbuf[kWeightBuf];
@@ -279,7 +282,7 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
   for (int32_t cb = c0; cb < c1; cb += block) {
     const int32_t nb = mini(block, c1 - cb);
     for (int32_t j = 0; j < nb; ++j) rq[j] = channel_rq(L, cb + j);
-    if (whole) copy_weights(L, cb, nb, 0, C, (C * per + 3) & ~3, wbuf);
+    if (whole) copy_weights(L, cb, nb, 0, C, padded_taps(L, 0, C), wbuf);
     for (int32_t t = p0; t < p1; t += kTile) {
       const int32_t np = mini(kTile, p1 - t);
       for (int32_t j = 0; j < nb; ++j) {
@@ -287,7 +290,7 @@ bool conv_block(const LayerDesc& L, const View& v, int32_t c0, int32_t c1, int32
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = b;
       }
       for (int32_t ci0 = 0; ci0 < C; ci0 += cpp) {
-        const int32_t ci1 = mini(C, ci0 + cpp), kp = ((ci1 - ci0) * per + 3) & ~3;
+        const int32_t ci1 = mini(C, ci0 + cpp), kp = padded_taps(L, ci0, ci1);
         if (!whole) copy_weights(L, cb, nb, ci0, ci1, kp, wbuf);
         // Patches position by position, then interleaved into dotn's
         // layout: from (p0, p1) and (p2, p3) of a position, (p0, p2) and
